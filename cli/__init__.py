@@ -1,0 +1,1 @@
+"""The `roundoff` command line (installed as the package `roundoff_cli`)."""

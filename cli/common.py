@@ -1,0 +1,57 @@
+"""What every command shares: one-line errors for bad input, and comma-separated lists."""
+from __future__ import annotations
+
+import functools
+from typing import Callable, TypeVar
+
+import typer
+from rich.console import Console
+
+from roundoff_analyzer.errors import InputError
+
+F = TypeVar("F", bound=Callable)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str) -> None:
+    stderr.print(f"error: {message}", markup=False)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def reports_input_errors(command: F) -> F:
+    """Bad input is one line on stderr and exit 2, never a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except InputError as exc:
+            fail(str(exc))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def split_list(value: str | None, what: str) -> list[str] | None:
+    if value is None:
+        return None
+    items = [item.strip() for item in value.split(",")]
+    if not all(items):
+        raise InputError(f"--{what} '{value}' has an empty entry; give a comma-separated list such as a,b")
+    return items
+
+
+def split_ints(value: str | None, what: str) -> list[int] | None:
+    items = split_list(value, what)
+    if items is None:
+        return None
+    try:
+        return [int(item) for item in items]
+    except ValueError:
+        raise InputError(f"--{what} '{value}' must be comma-separated whole numbers, such as 8,16,32") from None
+
+
+def wide_console() -> Console:
+    """A console for tables: the terminal's width, or a width that fits the results table when piped."""
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=160)

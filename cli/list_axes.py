@@ -1,0 +1,45 @@
+"""`roundoff list`: every model, library, method, dtype, scaling and mode, and whether it can run here."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from roundoff_analyzer.devices import resolve_device
+from roundoff_analyzer.dtypes import DTYPES
+from roundoff_analyzer.libraries import LIBRARIES
+from roundoff_analyzer.methods import METHODS
+from roundoff_analyzer.models import MODELS
+from roundoff_analyzer.modes import MODES
+from roundoff_analyzer.scalings import SCALINGS
+
+from .common import reports_input_errors, wide_console
+
+
+@reports_input_errors
+def list_axes(device: Optional[str] = typer.Option("auto", help="Device to check dtypes against.")) -> None:
+    """Show every value of every axis, and whether it can run on this machine."""
+    console = wide_console()
+    where = resolve_device(device)
+    table = Table(title=f"what roundoff can sweep (checked on {where})", header_style="bold")
+    for column in ("axis", "name", "runs here", "about"):
+        table.add_column(column)
+    for model in MODELS:
+        fields = ", ".join(f"{k}={v.default}" for k, v in model.options_type.model_fields.items())
+        table.add_row("model", model.name, "yes", f"{model.description}; options: {fields}")
+    for library in LIBRARIES:
+        table.add_row("library", library.name, "yes", library.description)
+    for method in METHODS:
+        table.add_row("method", method.name, "yes", method.description)
+    for dtype in DTYPES:
+        reason = dtype.unsupported_reason(where)
+        table.add_row(
+            "dtype", dtype.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {reason}",
+            f"unit roundoff u = {dtype.unit_roundoff:.3g}, max {dtype.max:.3g}, smallest normal {dtype.smallest_normal:.3g}",
+        )  # fmt: skip
+    for scaling in SCALINGS:
+        table.add_row("scaling", scaling.name, "yes", scaling.description)
+    for mode in MODES:
+        table.add_row("mode", mode.name, "yes", mode.description)
+    console.print(table)

@@ -1,0 +1,59 @@
+"""Where a sweep runs: resolving `auto`, synchronising clocks, and peak memory where the device reports it."""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+from .errors import InputError
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.split(":")[0] not in ("cpu", "cuda"):
+        raise InputError(f"unknown device '{name}'; allowed: {', '.join(DEVICE_CHOICES)} (or cuda:N)")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"device '{name}' asked for, but this machine has no CUDA device; use --device cpu or auto")
+    return torch.device(name)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class Measured:
+    seconds: float = 0.0
+    peak_memory_bytes: int | None = None
+
+
+@contextmanager
+def measured(device: torch.device) -> Iterator[Measured]:
+    """Wall time of the block (device work included) and, on CUDA, the allocator's peak inside it."""
+    result = Measured()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    synchronize(device)
+    start = time.perf_counter()
+    try:
+        yield result
+    finally:
+        synchronize(device)
+        result.seconds = time.perf_counter() - start
+        if device.type == "cuda":
+            result.peak_memory_bytes = int(torch.cuda.max_memory_allocated(device))
+
+
+def describe(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    import platform
+
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"

@@ -1,0 +1,15 @@
+"""Exceptions with a meaning for the sweep: bad input (one line, exit 2) and named failures."""
+from __future__ import annotations
+
+
+class InputError(Exception):
+    """Something the user asked for is not valid; the message says what is allowed."""
+
+
+class ScalerExhausted(RuntimeError):
+    """A loss or adjoint scaler halved its scale as often as it may and still saw non-finite values."""
+
+    def __init__(self, message: str, final_scale: float, retries: int) -> None:
+        super().__init__(message)
+        self.final_scale = final_scale
+        self.retries = retries

@@ -1,0 +1,303 @@
+"""One configuration: run it (and its float64 reference, once), compare, and turn the outcome into rows."""
+from __future__ import annotations
+
+import signal
+import statistics
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+
+from . import failures, metrics
+from .devices import measured
+from .dtypes import DTYPES, FLOAT64, DtypeSpec
+from .failures import Failure
+from .grid import Configuration
+from .libraries import LIBRARIES, SolverLibrary
+from .methods import METHODS, ExplicitRK
+from .modes import MODES, PreparedRun, ProblemCopies, cast_run
+from .scalings import SCALINGS, Scaling, ScalerSettings
+from .solvers import SolveReport
+
+ERROR_METRICS = ("sol_rel_err", "final_rel_err", "loss_rel_err", "grad_y0_rel_err", "grad_params_rel_err")
+
+
+@dataclass
+class RunOutcome:
+    trajectory: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+    grads: list[torch.Tensor | None] = field(default_factory=list)  # y0 first, then each parameter
+    final_scale: float | None = None
+    retries: int | None = None
+    forward_s: float | None = None
+    backward_s: float | None = None
+    peak_memory_bytes: int | None = None
+    report: SolveReport = field(default_factory=SolveReport)
+    failure: Failure | None = None
+
+
+def time_grid(n_timesteps: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.linspace(0.0, 1.0, n_timesteps + 1, dtype=dtype, device=device)
+
+
+def run_once(
+    prepared: PreparedRun,
+    copies: ProblemCopies,
+    library: SolverLibrary,
+    method: ExplicitRK,
+    scaling: Scaling,
+    settings: ScalerSettings,
+    t: torch.Tensor,
+    loss_dtype: torch.dtype,
+) -> RunOutcome:
+    """Forward, loss and backward of one run; any exception or non-finite value becomes `failure`."""
+    outcome = RunOutcome()
+    device = prepared.y0.device
+    adjoint_scaler = scaling.adjoint_scaler(settings)
+    leaves = prepared.leaves
+    try:
+        with measured(device) as forward:
+            with prepared.context():
+                trajectory = library.solve(prepared.func, prepared.y0, t, method, adjoint_scaler, outcome.report)
+            # The loss is formed outside autocast, from the solver's output in (at least) float32.
+            loss = copies.problem.loss(trajectory.to(loss_dtype))
+        outcome.trajectory, outcome.loss, outcome.forward_s = trajectory.detach(), loss.detach(), forward.seconds
+        outcome.report.record_forward(trajectory)
+        if not metrics.all_finite([trajectory]):
+            outcome.failure = failures.overflow("solution", "forward", outcome.report.forward_overflow_step)
+            return outcome
+        if not metrics.all_finite([loss]):
+            outcome.failure = failures.overflow("loss", "forward", None)
+            return outcome
+        with measured(device) as backward:
+            result = scaling.backward(loss, leaves, adjoint_scaler, settings)
+        outcome.backward_s, outcome.peak_memory_bytes = backward.seconds, backward.peak_memory_bytes or forward.peak_memory_bytes
+        outcome.grads = [None if g is None else g.detach().clone() for g in result.grads]
+        outcome.final_scale, outcome.retries = result.final_scale, result.retries
+        # Keep the backward profile of the attempt that counted (a loss scaler may have retried).
+        outcome.report.backward = sorted(outcome.report.backward[-(t.numel() - 1):], key=lambda r: r.backward_step)
+        if not metrics.all_finite(outcome.grads):
+            outcome.failure = failures.overflow("gradient", "backward", outcome.report.backward_overflow_step)
+    except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
+        outcome.failure = failures.classify_exception(exc)
+        if outcome.failure.final_scale is not None:
+            outcome.final_scale, outcome.retries = outcome.failure.final_scale, outcome.failure.retries
+    finally:
+        for leaf in leaves:
+            leaf.grad = None
+    return outcome
+
+
+class ReferenceCache:
+    """float64 solves, one per (library, method, n_timesteps), computed on first use."""
+
+    def __init__(self, copies: ProblemCopies, settings: ScalerSettings) -> None:
+        self.copies = copies
+        self.settings = settings
+        self._cache: dict[tuple[str, str, int], RunOutcome] = {}
+        self.n_solves = 0
+        self.seconds = 0.0
+
+    def get(self, library: SolverLibrary, method: ExplicitRK, n_timesteps: int) -> RunOutcome:
+        key = (library.name, method.name, n_timesteps)
+        if key not in self._cache:
+            start = time.perf_counter()
+            prepared = cast_run(self.copies, torch.float64)
+            t = time_grid(n_timesteps, torch.float64, prepared.y0.device)
+            outcome = run_once(prepared, self.copies, library, method, SCALINGS.get("none"), self.settings, t, torch.float64)
+            if outcome.failure is not None:
+                raise RuntimeError(
+                    f"the float64 reference of {key} failed ({outcome.failure.failure_class}: {outcome.failure.message})"
+                )
+            self._cache[key] = outcome
+            self.n_solves += 1
+            self.seconds += time.perf_counter() - start
+        return self._cache[key]
+
+
+@dataclass
+class SweepContext:
+    copies: ProblemCopies
+    references: ReferenceCache
+    device: torch.device
+    settings: ScalerSettings
+    repeats: int = 1
+    timeout_s: float | None = None
+
+
+@dataclass
+class Measurement:
+    row: dict
+    parameter_errors: list[dict]
+    profile: list[dict]
+
+
+def measure_configuration(config: Configuration, context: SweepContext) -> Measurement:
+    library = LIBRARIES.get(config.library)
+    method = METHODS.get(config.method)
+    dtype = DTYPES.get(config.dtype)
+    scaling = SCALINGS.get(config.scaling)
+    mode = MODES.get(config.mode)
+    row = _empty_row(config, dtype)
+
+    skip = scaling.skip_reason(library) or library.unsupported_method_reason(method)
+    if skip:
+        row.update(status="skipped", skip_reason=skip)
+        return Measurement(row, [], [])
+    reason = dtype.unsupported_reason(context.device)
+    if reason:
+        _record_failure(row, failures.unsupported(reason))
+        return Measurement(row, [], [])
+
+    try:
+        reference = context.references.get(library, method, config.n_timesteps)
+    except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
+        _record_failure(row, failures.classify_exception(exc))
+        return Measurement(row, [], [])
+    t = time_grid(config.n_timesteps, torch.float32, context.device)
+    outcomes = []
+    for _ in range(context.repeats):
+        with _time_limit(context.timeout_s):
+            try:
+                prepared = mode.prepare(context.copies, dtype.torch_dtype)
+                outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
+            except failures.ConfigurationTimeout as exc:
+                outcome = RunOutcome(failure=failures.classify_exception(exc))
+        outcomes.append(outcome)
+        if outcome.failure is not None:
+            break
+    return _summarise(row, config, dtype, outcomes, reference, context.copies)
+
+
+def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:
+    row = config.as_dict()
+    row.update(status="ok", failure_class=None, failure_type=None, failure_message=None, skip_reason=None)
+    for name in ERROR_METRICS:
+        row.update({name: None, f"{name}_over_u": None, f"{name}_spread": None})
+    row.update(
+        unit_roundoff=dtype.unit_roundoff, dtype_max=dtype.max,
+        overflow_step=None, overflow_phase=None, max_abs_adjoint=None, reference_max_abs_adjoint=None,
+        final_scale=None, scale_retries=None, deterministic=None, n_repeats=0,
+        time_forward_s=None, time_backward_s=None, peak_memory_bytes=None,
+    )  # fmt: skip
+    return row
+
+
+def _record_failure(row: dict, failure: Failure) -> None:
+    row.update(
+        status="failed", failure_class=failure.failure_class, failure_type=failure.failure_type,
+        failure_message=failure.message, overflow_step=failure.step, overflow_phase=failure.phase,
+    )  # fmt: skip
+
+
+def _errors(outcome: RunOutcome, reference: RunOutcome) -> dict[str, float | None]:
+    errors: dict[str, float | None] = dict.fromkeys(ERROR_METRICS)
+    if outcome.trajectory is not None and metrics.all_finite([outcome.trajectory]):
+        errors["sol_rel_err"] = metrics.rel_err(outcome.trajectory, reference.trajectory)
+        errors["final_rel_err"] = metrics.rel_err(outcome.trajectory[-1], reference.trajectory[-1])
+    if outcome.loss is not None and metrics.all_finite([outcome.loss]):
+        errors["loss_rel_err"] = metrics.rel_err(outcome.loss, reference.loss)
+    if outcome.grads and metrics.all_finite(outcome.grads):
+        errors["grad_y0_rel_err"] = metrics.rel_err(outcome.grads[0], reference.grads[0])
+        errors["grad_params_rel_err"] = metrics.rel_err(_params(outcome), _params(reference))
+    return errors
+
+
+def _params(outcome: RunOutcome) -> torch.Tensor:
+    return metrics.flatten([g for g in outcome.grads[1:] if g is not None])
+
+
+def _underflow(outcome: RunOutcome, reference: RunOutcome) -> Failure | None:
+    pairs = {"gradient w.r.t. y0": (outcome.grads[0], reference.grads[0]), "parameter gradient": (_params(outcome), _params(reference))}
+    for quantity, (value, ref) in pairs.items():
+        value_norm, reference_norm = metrics.norm(value), metrics.norm(ref)
+        if metrics.collapsed(value_norm, reference_norm):
+            return failures.underflow(quantity, value_norm, reference_norm)
+    return None
+
+
+def _bitwise_equal(a: RunOutcome, b: RunOutcome) -> bool:
+    def same(x, y):
+        if x is None or y is None:
+            return x is y
+        return x.dtype == y.dtype and torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8))
+
+    return same(a.trajectory, b.trajectory) and len(a.grads) == len(b.grads) and all(same(x, y) for x, y in zip(a.grads, b.grads))
+
+
+def _summarise(row, config, dtype, outcomes, reference, copies) -> Measurement:
+    last = outcomes[-1]
+    per_repeat = [_errors(o, reference) for o in outcomes]
+    for name in ERROR_METRICS:
+        mean, spread = metrics.mean_and_spread([e[name] for e in per_repeat])
+        row[name], row[f"{name}_spread"] = mean, spread
+        row[f"{name}_over_u"] = metrics.over_u(mean, dtype.unit_roundoff)
+    row.update(
+        n_repeats=len(outcomes),
+        deterministic=all(_bitwise_equal(outcomes[0], o) for o in outcomes[1:]) if len(outcomes) > 1 else None,
+        final_scale=last.final_scale,
+        scale_retries=last.retries,
+        max_abs_adjoint=last.report.max_abs_adjoint,
+        reference_max_abs_adjoint=reference.report.max_abs_adjoint,
+        time_forward_s=_median([o.forward_s for o in outcomes]),
+        time_backward_s=_median([o.backward_s for o in outcomes]),
+        peak_memory_bytes=max((o.peak_memory_bytes for o in outcomes if o.peak_memory_bytes is not None), default=None),
+    )
+    failure = last.failure
+    if failure is None and last.grads:
+        failure = _underflow(last, reference)
+    if failure is not None:
+        _record_failure(row, failure)
+
+    parameter_errors = []
+    if last.grads and metrics.all_finite(last.grads):
+        names = ["y0"] + [name for name, p in copies.problem.func.named_parameters() if p.requires_grad]
+        for name, grad, ref in zip(names, last.grads, reference.grads):
+            if grad is not None and ref is not None:
+                error = metrics.rel_err(grad, ref)
+                parameter_errors.append({"parameter": name, "grad_rel_err": error, "grad_rel_err_over_u": error / dtype.unit_roundoff})
+    return Measurement(row, parameter_errors, _profile(last.report, reference.report))
+
+
+def _profile(report: SolveReport, reference: SolveReport) -> list[dict]:
+    rows = [
+        {"phase": "forward", "step": k, "max_abs": m, "reference_max_abs": ref, "max_abs_low": None, "zero_share": None, "reference_zero_share": None, "finite": m == m and abs(m) != float("inf")}
+        for k, (m, ref) in enumerate(zip(report.forward_max_abs, reference.forward_max_abs))
+    ]
+    reference_backward = {r.backward_step: r for r in reference.backward}
+    for record in report.backward:
+        ref = reference_backward.get(record.backward_step)
+        rows.append({
+            "phase": "backward", "step": record.backward_step, "max_abs": record.max_abs_adjoint,
+            "reference_max_abs": ref.max_abs_adjoint if ref else None, "max_abs_low": record.max_abs_low_adjoint,
+            "zero_share": record.low_adjoint_zero_share, "reference_zero_share": ref.low_adjoint_zero_share if ref else None,
+            "finite": record.finite,
+        })  # fmt: skip
+    return rows
+
+
+def _median(values):
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+@contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise ConfigurationTimeout inside the run once `seconds` have passed (main thread, POSIX)."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise failures.ConfigurationTimeout(f"configuration ran past its limit of {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -1,0 +1,76 @@
+"""The model axis: a factory that turns validated options into one ODE problem (dynamics, y0, loss)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+import torch
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import InputError
+from ..registry import Registry
+
+Loss = Callable[[torch.Tensor], torch.Tensor]
+
+
+class ModelOptions(BaseModel):
+    """Base of every model's options: unknown keys are refused, strings from `-o` are coerced."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    seed: int = 0
+
+
+@dataclass
+class Problem:
+    """One fixed ODE problem: every configuration of a sweep solves this with the same weights and batch.
+
+    `func(t, y)` is the right-hand side (float32 parameters), `y0` the float32 initial state and
+    `loss(trajectory)` a scalar computed in the trajectory's dtype from all N+1 states.
+    """
+
+    func: torch.nn.Module
+    y0: torch.Tensor
+    loss: Loss
+    data_source: str
+    exact_solution: Callable[[torch.Tensor], torch.Tensor] | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelSpec(Protocol):
+    name: str
+    description: str
+    options_type: type[ModelOptions]
+
+    def build(self, options: ModelOptions, device: torch.device) -> Problem: ...
+
+
+MODELS: Registry[ModelSpec] = Registry("model")
+
+
+def parse_options(model: ModelSpec, raw: Mapping[str, Any]) -> ModelOptions:
+    """Validate options (from `-o key=value` or a config file); one line per problem in the error."""
+    try:
+        return model.options_type(**dict(raw))
+    except ValidationError as exc:
+        allowed = ", ".join(model.options_type.model_fields)
+        problems = "; ".join(
+            f"option '{'.'.join(str(p) for p in err['loc']) or '?'}': {err['msg']}"
+            + (f" (got {err['input']!r})" if err["type"] != "extra_forbidden" else "")
+            for err in exc.errors()
+        )
+        raise InputError(f"model {model.name}: {problems}; options are: {allowed}") from None
+
+
+def parse_option_pairs(pairs: list[str]) -> dict[str, str]:
+    """`["hidden=64", "alpha=1,2000,800"]` -> {"hidden": "64", "alpha": "1,2000,800"}."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"model option '{pair}' is not of the form key=value")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def seeded_generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)

@@ -1,0 +1,159 @@
+"""OT-Flow: the potential Phi(x, t) = w'N(s) + 1/2 s'(A'A)s + c's, with gradient and Hessian trace in closed form.
+
+N is a ResNet whose activation is the antiderivative of tanh, log(exp(x) + exp(-x)). The state is
+(x, log-det, L, HJB) and the right-hand side never calls autograd, so the low-precision run sees
+the same arithmetic a trained OT-Flow model does.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from pydantic import Field, field_validator
+from torch import nn
+
+from .base import MODELS, ModelOptions, Problem, seeded_generator
+
+TARGET_VARIANCE = 0.1  # the loss measures x_T against N(0, 0.1 I)
+
+
+class OTFlowOptions(ModelOptions):
+    d: int = Field(8, gt=0, description="dimension of x (63 for BSDS300)")
+    hidden: int = Field(32, gt=0, description="width m of the ResNet")
+    n_layers: int = Field(2, ge=2, description="ResNet layers, the opening layer included (OT-Flow's nTh)")
+    alpha: tuple[float, float, float] = Field((1.0, 2000.0, 800.0), description="loss weights (a0, a1, a2)")
+    batch: int = Field(64, gt=0, description="samples in the fixed batch")
+
+    @field_validator("alpha", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(","))
+        return value
+
+
+def antiderivative_tanh(x: torch.Tensor) -> torch.Tensor:
+    # log(exp(x) + exp(-x)) written so that it cannot overflow for large |x|.
+    magnitude = x.abs()
+    return magnitude + torch.log1p(torch.exp(-2.0 * magnitude))
+
+
+def tanh_derivative(x: torch.Tensor) -> torch.Tensor:
+    return 1.0 - torch.tanh(x) ** 2
+
+
+class OTFlowPotential(nn.Module):
+    def __init__(self, d: int, hidden: int, n_layers: int, generator: torch.Generator) -> None:
+        super().__init__()
+        self.d = d
+        self.step = 1.0 / (n_layers - 1)
+        rank = min(10, d)
+        self.opening = nn.Linear(d + 1, hidden)
+        self.layers = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(n_layers - 1))
+        self.w = nn.Parameter(torch.ones(hidden))
+        self.A = nn.Parameter(torch.empty(rank, d + 1))
+        self.c = nn.Linear(d + 1, 1)
+        with torch.no_grad():
+            for layer in [self.opening, *self.layers]:
+                bound = 1.0 / math.sqrt(layer.in_features)
+                layer.weight.uniform_(-bound, bound, generator=generator)
+                layer.bias.uniform_(-bound, bound, generator=generator)
+            self.A.normal_(0.0, math.sqrt(2.0 / (rank + d + 1)), generator=generator)
+            self.c.weight.zero_()
+            self.c.bias.zero_()
+
+    def gradient_and_trace(self, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """grad_s Phi (batch, d+1) and the trace of the Hessian in x alone (batch,)."""
+        d, h = self.d, self.step
+        opening = self.opening(s)
+        activations = [antiderivative_tanh(opening)]
+        pre_activations = []
+        for layer in self.layers:
+            pre = layer(activations[-1])
+            pre_activations.append(pre)
+            activations.append(activations[-1] + h * antiderivative_tanh(pre))
+
+        # z[i] = dPhi/du_i, walked back from the output weights.
+        z = [self.w.expand_as(opening)] * len(activations)
+        for i in range(len(self.layers), 0, -1):
+            layer = self.layers[i - 1]
+            z[i - 1] = z[i] + h * torch.matmul(torch.tanh(pre_activations[i - 1]) * z[i], layer.weight)
+        tanh_opening = torch.tanh(opening)
+        symmetric_a = self.A.t() @ self.A
+        gradient = torch.matmul(tanh_opening * z[0], self.opening.weight) + torch.matmul(s, symmetric_a) + self.c.weight
+
+        opening_x = self.opening.weight[:, :d]
+        trace = torch.matmul(tanh_derivative(opening) * z[0], (opening_x**2).sum(dim=1))
+        jacobian = tanh_opening.unsqueeze(2) * opening_x.unsqueeze(0)  # du_0/dx: (batch, m, d)
+        for i, layer in enumerate(self.layers, start=1):
+            pre = pre_activations[i - 1]
+            k_jacobian = torch.matmul(layer.weight, jacobian)
+            trace = trace + h * ((tanh_derivative(pre) * z[i]).unsqueeze(2) * k_jacobian**2).sum(dim=(1, 2))
+            jacobian = jacobian + h * torch.tanh(pre).unsqueeze(2) * k_jacobian
+        return gradient, trace + torch.trace(symmetric_a[:d, :d])
+
+    def forward(self, s: torch.Tensor) -> torch.Tensor:
+        """Phi itself; used by tests to check the closed forms against autograd."""
+        opening = self.opening(s)
+        u = antiderivative_tanh(opening)
+        for layer in self.layers:
+            u = u + self.step * antiderivative_tanh(layer(u))
+        quadratic = 0.5 * ((s @ self.A.t()) ** 2).sum(dim=1)
+        return u @ self.w + quadratic + self.c(s).squeeze(1)
+
+
+class OTFlowDynamics(nn.Module):
+    """d/dt (x, l, L, R) = (-grad_x Phi/a0, -tr(Hess_x Phi)/a0, |grad_x Phi|^2/2, |-d_t Phi + a0 |grad_x Phi|^2/2|)."""
+
+    def __init__(self, potential: OTFlowPotential, alpha0: float) -> None:
+        super().__init__()
+        self.potential = potential
+        self.alpha0 = alpha0
+
+    def forward(self, t: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        d = self.potential.d
+        x = state[:, :d]
+        s = torch.cat([x, t.to(x.dtype).expand(x.shape[0], 1)], dim=1)
+        gradient, trace = self.potential.gradient_and_trace(s)
+        gradient_x, gradient_t = gradient[:, :d], gradient[:, d]
+        kinetic = 0.5 * (gradient_x**2).sum(dim=1)
+        hjb = (-gradient_t + self.alpha0 * kinetic).abs()
+        return torch.cat(
+            [-gradient_x / self.alpha0, (-trace / self.alpha0).unsqueeze(1), kinetic.unsqueeze(1), hjb.unsqueeze(1)],
+            dim=1,
+        )
+
+
+def otflow_loss(d: int, alpha: tuple[float, float, float]):
+    a0, a1, a2 = alpha
+
+    def loss(trajectory: torch.Tensor) -> torch.Tensor:
+        final = trajectory[-1]
+        x, log_det, transport, hjb = final[:, :d], final[:, d], final[:, d + 1], final[:, d + 2]
+        log_density = -0.5 * d * math.log(2 * math.pi * TARGET_VARIANCE) - (x**2).sum(dim=1) / (2 * TARGET_VARIANCE)
+        return -a2 * (log_density + log_det).mean() + a0 * transport.mean() + a1 * hjb.mean()
+
+    return loss
+
+
+class OTFlow:
+    name = "otflow"
+    description = "OT-Flow potential flow (closed-form gradient and Hessian trace), loss as in OT-Flow"
+    options_type = OTFlowOptions
+
+    def build(self, options: OTFlowOptions, device: torch.device) -> Problem:
+        generator = seeded_generator(options.seed)
+        potential = OTFlowPotential(options.d, options.hidden, options.n_layers, generator)
+        x0 = torch.randn(options.batch, options.d, generator=generator)
+        y0 = torch.cat([x0, torch.zeros(options.batch, 3)], dim=1)
+        func = OTFlowDynamics(potential, options.alpha[0])
+        return Problem(
+            func=func.to(device),
+            y0=y0.to(device),
+            loss=otflow_loss(options.d, options.alpha),
+            data_source=f"synthetic: {options.batch} samples of N(0, I) in {options.d} dimensions (seed {options.seed})",
+        )
+
+
+MODELS.register(OTFlow())

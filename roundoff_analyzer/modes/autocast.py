@@ -1,0 +1,19 @@
+import torch
+
+from .base import MODES, PreparedRun
+
+
+class AutocastMode:
+    name = "autocast"
+    description = "float32 parameters and inputs; the forward runs under torch.autocast in the low dtype"
+
+    def prepare(self, copies, dtype):
+        problem = copies.problem
+        y0 = problem.y0.detach().clone().requires_grad_(True)
+        device_type = y0.device.type
+        # float32 needs no autocast: the run is then plain single precision.
+        enabled = dtype != torch.float32
+        return PreparedRun(problem.func, y0, lambda: torch.autocast(device_type, dtype=dtype, enabled=enabled))
+
+
+MODES.register(AutocastMode())

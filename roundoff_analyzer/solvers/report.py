@@ -1,0 +1,53 @@
+"""What a solve saw on its way: per-step magnitudes forward and backward, and the first non-finite step."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class StepRecord:
+    # Backward steps are counted as the backward walk counts: 0 is the last time step.
+    backward_step: int
+    max_abs_adjoint: float
+    # What entered the low-precision product: the scaled adjoint, cast to the low dtype.
+    max_abs_low_adjoint: float
+    low_adjoint_zero_share: float
+    finite: bool
+
+
+@dataclass
+class SolveReport:
+    forward_max_abs: list[float] = field(default_factory=list)
+    backward: list[StepRecord] = field(default_factory=list)
+
+    def record_forward(self, trajectory: torch.Tensor) -> None:
+        """Largest magnitude of each of the N+1 states (NaN counts as non-finite)."""
+        flat = trajectory.detach().reshape(trajectory.shape[0], -1).abs().to(torch.float64)
+        self.forward_max_abs = torch.where(flat.isnan().any(dim=1), float("nan"), flat.amax(dim=1)).tolist()
+
+    def record_backward(self, step: int, adjoint: torch.Tensor, low_adjoint: torch.Tensor, finite: bool) -> None:
+        zero_share = float((low_adjoint == 0).float().mean()) if low_adjoint.numel() else 0.0
+        self.backward.append(StepRecord(step, _max_abs(adjoint), _max_abs(low_adjoint), zero_share, finite))
+
+    @property
+    def forward_overflow_step(self) -> int | None:
+        return next((k for k, m in enumerate(self.forward_max_abs) if not _finite(m)), None)
+
+    @property
+    def backward_overflow_step(self) -> int | None:
+        return next((r.backward_step for r in self.backward if not r.finite), None)
+
+    @property
+    def max_abs_adjoint(self) -> float | None:
+        finite = [r.max_abs_adjoint for r in self.backward if _finite(r.max_abs_adjoint)]
+        return max(finite) if finite else None
+
+
+def _max_abs(x: torch.Tensor) -> float:
+    return float(x.detach().abs().max()) if x.numel() else 0.0
+
+
+def _finite(value: float) -> bool:
+    return value == value and value not in (float("inf"), float("-inf"))
