@@ -1,0 +1,45 @@
+"""Shared fixtures: real (small) sweeps run once per test session through the real CLI."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from roundoff_cli.app import app
+
+# A small OT-Flow problem: a few hundred parameters, fast enough for float16 on a CPU.
+TINY_OTFLOW = ["-o", "d=3", "-o", "hidden=8", "-o", "batch=16"]
+# Loss weights large enough that float16 gradients overflow without scaling (as in seed 000).
+OVERFLOWING_OTFLOW = [*TINY_OTFLOW, "-o", "alpha=1,2e5,8e4"]
+
+
+def run_cli(*args: str):
+    """Run `roundoff ARGS` in-process; returns click's Result (exit_code, stdout, stderr, output)."""
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory) -> Path:
+    """The default grid (seed 000's seven pairs) on a tiny otflow, n_timesteps 4 and 16."""
+    out = tmp_path_factory.mktemp("tiny") / "sweep"
+    result = run_cli("sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def overflow_sweep(tmp_path_factory) -> Path:
+    """float16 with every scaling and both libraries on an otflow whose gradients overflow float16."""
+    out = tmp_path_factory.mktemp("overflow") / "sweep"
+    result = run_cli(
+        "sweep", "--model", "otflow", *OVERFLOWING_OTFLOW, "--timesteps", "4,16", "--method", "euler",
+        "--dtype", "float16", "--scaling", "none,grad,dynamic", "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def results(folder: Path) -> pd.DataFrame:
+    return pd.read_parquet(folder / "results.parquet")
