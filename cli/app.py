@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import typer
 
+from .check import check
 from .list_axes import list_axes
+from .report import report
+from .show import show
 from .sweep import sweep
 
 app = typer.Typer(
@@ -15,6 +18,9 @@ app = typer.Typer(
 )
 app.command("sweep")(sweep)
 app.command("list")(list_axes)
+app.command("check")(check)
+app.command("report")(report)
+app.command("show")(show)
 
 
 def main() -> None:

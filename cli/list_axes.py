@@ -6,11 +6,13 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from roundoff_analyzer.data import DATA_SOURCES
 from roundoff_analyzer.devices import resolve_device
 from roundoff_analyzer.dtypes import DTYPES
 from roundoff_analyzer.libraries import LIBRARIES
 from roundoff_analyzer.methods import METHODS
 from roundoff_analyzer.models import MODELS
+from roundoff_analyzer.models.factory import FORMS
 from roundoff_analyzer.modes import MODES
 from roundoff_analyzer.scalings import SCALINGS
 
@@ -27,7 +29,12 @@ def list_axes(device: Optional[str] = typer.Option("auto", help="Device to check
         table.add_column(column)
     for model in MODELS:
         fields = ", ".join(f"{k}={v.default}" for k, v in model.options_type.model_fields.items())
-        table.add_row("model", model.name, "yes", f"{model.description}; options: {fields}")
+        table.add_row("model", model.name, "yes", f"{model.description}; options: {fields}; default data: {model.default_data}")
+    table.add_row("model", "your own", "yes", f"--model {FORMS} (a function of the -o options returning func, y0 and loss; see README)")
+    for source in DATA_SOURCES:
+        fields = ", ".join(f"{k}={v.default}" for k, v in source.options_type.model_fields.items())
+        usage = f"--data {source.name}" + (":PATH" if source.needs_path else "") + (f"?{fields}" if fields else "")
+        table.add_row("data", source.name, "yes", f"{source.description}; {usage}")
     for library in LIBRARIES:
         table.add_row("library", library.name, "yes", library.description)
     for method in METHODS:

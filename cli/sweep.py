@@ -10,8 +10,10 @@ from rich.console import Console
 from roundoff_analyzer import config as sweep_config
 from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
+from roundoff_analyzer.report import write_report
 
-from .common import reports_input_errors, split_ints, split_list, wide_console
+from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
+from .interrupts import report_interrupted, stop_after_current
 from .progress import RichProgress
 from .tables import results_table
 
@@ -27,11 +29,20 @@ def sweep(
     scaling: Optional[str] = typer.Option(None, help="Scaling strategies, e.g. none,grad,dynamic."),
     mode: Optional[str] = typer.Option(None, help="Modes: autocast, pure."),
     option: list[str] = typer.Option([], "--option", "-o", help="Model option key=value (repeatable)."),
+    data: Optional[str] = typer.Option(
+        None, "--data", help="Data: synthetic, 2spirals, 8gaussians or bsds300:PATH[?split=train|validation|test]."
+    ),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="Trained weights (a state dict) for the model."),
     device: Optional[str] = typer.Option(None, help="auto, cpu or cuda."),
     repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check)."),
     timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds."),
+    loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Multiply the loss by this (e.g. 1e-10 to study underflow)."),
+    init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale (default 65536)."),
+    backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: scale factor after a non-finite gradient (0.5)."),
+    max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backward retries; dynamic: halvings per step (30)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default: a new folder under results/)."),
     force: bool = typer.Option(False, "--force", help="Replace a different sweep found in --out."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write report.md and figures/ at the end."),
 ) -> None:
     """Run a model's ODE over timesteps x method x library x dtype x scaling x mode against a float64 reference.
 
@@ -42,6 +53,8 @@ def sweep(
     overrides = {
         "model": model,
         "options": parse_option_pairs(option) if option else None,
+        "data": data,
+        "checkpoint": checkpoint,
         "timesteps": split_ints(timesteps, "timesteps"),
         "method": split_list(method, "method"),
         "library": split_list(library, "library"),
@@ -51,6 +64,9 @@ def sweep(
         "device": device,
         "repeats": repeats,
         "timeout": timeout,
+        "loss_scale": loss_scale,
+        "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
+                   if v is not None} or None,
     }
     plan = sweeping.plan(sweep_config.resolve(config, overrides))
     out_dir = out or sweeping.default_out_dir(plan)
@@ -58,8 +74,12 @@ def sweep(
         f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {out_dir}",
         highlight=False,
     )
-    with RichProgress(console) as progress:
-        outcome = sweeping.run(plan, out_dir, progress=progress, force=force)
+    console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
+    try:
+        with RichProgress(console) as progress, stop_after_current(console) as stop_requested:
+            outcome = sweeping.run(plan, out_dir, progress=progress, force=force, stop_requested=stop_requested)
+    except sweeping.SweepInterrupted as stopped:
+        report_interrupted(stderr, stopped)
     console.print(results_table(outcome.results, title=f"{plan.model.name}: error against the float64 reference"))
     counts = outcome.results["status"].value_counts().to_dict()
     console.print(
@@ -67,3 +87,5 @@ def sweep(
         f"{outcome.wall_seconds:.1f} s; {outcome.reference_solves} reference solves; results: {out_dir / 'results.parquet'}",
         highlight=False,
     )
+    if not no_report:
+        console.print(f"report: {write_report(out_dir)}", highlight=False)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator
 
+from .data import parse_data
 from .dtypes import DTYPES
 from .errors import InputError
 from .libraries import LIBRARIES
@@ -34,8 +35,10 @@ def _names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
 class SweepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="built-in model name (see `roundoff list`)")
+    model: str = Field(description="built-in model (see `roundoff list`), package.module:factory or path/to/file.py:factory")
     options: dict[str, Any] = Field(default_factory=dict, description="model options, as `-o key=value`")
+    data: str | None = Field(None, description="NAME[:PATH][?key=value&...] (e.g. bsds300:BSDS300.hdf5?split=test)")
+    checkpoint: str | None = Field(None, description="file of trained weights for the model's ODE function")
     timesteps: list[PositiveInt] = Field(default_factory=lambda: list(DEFAULT_TIMESTEPS))
     method: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS))
     library: list[str] | None = None
@@ -46,6 +49,7 @@ class SweepConfig(BaseModel):
     repeats: PositiveInt = 1
     timeout: PositiveFloat | None = Field(None, description="seconds per configuration")
     scaler: ScalerSettings = Field(default_factory=ScalerSettings)
+    loss_scale: PositiveFloat = Field(1.0, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
 
     @field_validator("timesteps")
     @classmethod
@@ -53,6 +57,16 @@ class SweepConfig(BaseModel):
         if not value:
             raise ValueError("needs at least one n_timesteps value")
         return sorted(set(value))
+
+    @field_validator("data")
+    @classmethod
+    def _data(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_data(value)
+            except InputError as exc:  # pydantic reports ValueErrors against the key
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("method")
     @classmethod
@@ -107,7 +121,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 
 
 def resolve(file: str | Path | None, overrides: dict[str, Any]) -> SweepConfig:
-    """File values, then command-line values on top (model options merge key by key)."""
+    """File values, then command-line values on top (model options and scaler settings merge key by key)."""
     values: dict[str, Any] = load_toml(file) if file else {}
     if file:
         # Checked on its own first, so that a mistake in the file is reported against the file.
@@ -115,5 +129,5 @@ def resolve(file: str | Path | None, overrides: dict[str, Any]) -> SweepConfig:
     for key, value in overrides.items():
         if value is None:
             continue
-        values[key] = {**values.get("options", {}), **value} if key == "options" else value
+        values[key] = {**values.get(key, {}), **value} if key in ("options", "scaler") else value
     return validate(values)

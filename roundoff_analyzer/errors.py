@@ -13,3 +13,9 @@ class ScalerExhausted(RuntimeError):
         super().__init__(message)
         self.final_scale = final_scale
         self.retries = retries
+
+
+def one_line(exc: BaseException) -> str:
+    """`Type: first non-empty line of the message`, for quoting someone else's exception in an InputError."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

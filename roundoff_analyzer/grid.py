@@ -19,6 +19,11 @@ SEED000_PAIRS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def file_safe(name: str) -> str:
+    """`name` with every run of characters other than letters, digits, `_` and `.` made one `_`."""
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", name)
+
+
 @dataclass(frozen=True)
 class Configuration:
     model: str
@@ -36,8 +41,7 @@ class Configuration:
     @property
     def id(self) -> str:
         """A file-name-safe identity, stable across runs."""
-        model = re.sub(r"[^A-Za-z0-9_.]+", "_", self.model)
-        return f"{model}-{self.library}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}"
+        return f"{file_safe(self.model)}-{self.library}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}"
 
     def as_dict(self) -> dict:
         return asdict(self)

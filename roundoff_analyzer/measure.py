@@ -75,7 +75,8 @@ def run_once(
         with measured(device) as backward:
             result = scaling.backward(loss, leaves, adjoint_scaler, settings)
         outcome.backward_s, outcome.peak_memory_bytes = backward.seconds, backward.peak_memory_bytes or forward.peak_memory_bytes
-        outcome.grads = [None if g is None else g.detach().clone() for g in result.grads]
+        # A parameter the loss does not reach has a zero gradient, whichever way the library reports it.
+        outcome.grads = [torch.zeros_like(leaf) if g is None else g.detach().clone() for g, leaf in zip(result.grads, leaves)]
         outcome.final_scale, outcome.retries = result.final_scale, result.retries
         # Keep the backward profile of the attempt that counted (a loss scaler may have retried).
         outcome.report.backward = sorted(outcome.report.backward[-(t.numel() - 1):], key=lambda r: r.backward_step)
@@ -180,6 +181,7 @@ def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:
     row.update(
         unit_roundoff=dtype.unit_roundoff, dtype_max=dtype.max,
         overflow_step=None, overflow_phase=None, max_abs_adjoint=None, reference_max_abs_adjoint=None,
+        adjoint_zero_share=None, reference_adjoint_zero_share=None,
         final_scale=None, scale_retries=None, deterministic=None, n_repeats=0,
         time_forward_s=None, time_backward_s=None, peak_memory_bytes=None,
     )  # fmt: skip
@@ -210,12 +212,29 @@ def _params(outcome: RunOutcome) -> torch.Tensor:
     return metrics.flatten([g for g in outcome.grads[1:] if g is not None])
 
 
-def _underflow(outcome: RunOutcome, reference: RunOutcome) -> Failure | None:
+def _underflow(outcome: RunOutcome, reference: RunOutcome, names: list[str]) -> Failure | None:
+    """Finite gradients that collapsed: as a whole, parameter by parameter, or a low-precision adjoint
+    that went to zero where the reference's did not."""
     pairs = {"gradient w.r.t. y0": (outcome.grads[0], reference.grads[0]), "parameter gradient": (_params(outcome), _params(reference))}
     for quantity, (value, ref) in pairs.items():
         value_norm, reference_norm = metrics.norm(value), metrics.norm(ref)
         if metrics.collapsed(value_norm, reference_norm):
             return failures.underflow(quantity, value_norm, reference_norm)
+    # One float32 path can keep the total norm up while every parameter behind a low-precision op lost its gradient.
+    lost = [name for name, g, ref in zip(names[1:], outcome.grads[1:], reference.grads[1:]) if metrics.collapsed(metrics.norm(g), metrics.norm(ref))]
+    if lost:
+        return failures.Failure(
+            failures.UNDERFLOW, "Collapsed",
+            f"{len(lost)} of {len(names) - 1} parameter gradients collapsed to (nearly) zero: {', '.join(lost[:4])}{' ...' if len(lost) > 4 else ''}",
+        )  # fmt: skip
+    zero_share, reference_zero_share = outcome.report.max_zero_share, reference.report.max_zero_share
+    error = metrics.rel_err(_params(outcome), _params(reference))
+    if metrics.zeroed(zero_share, reference_zero_share) and error > 0.5:
+        return failures.Failure(
+            failures.UNDERFLOW, "Collapsed",
+            f"{zero_share:.0%} of the low-precision adjoint was exactly zero (reference {reference_zero_share:.0%}); "
+            f"parameter gradient error {error:.2g}",
+        )  # fmt: skip
     return None
 
 
@@ -242,19 +261,21 @@ def _summarise(row, config, dtype, outcomes, reference, copies) -> Measurement:
         scale_retries=last.retries,
         max_abs_adjoint=last.report.max_abs_adjoint,
         reference_max_abs_adjoint=reference.report.max_abs_adjoint,
+        adjoint_zero_share=last.report.max_zero_share,
+        reference_adjoint_zero_share=reference.report.max_zero_share,
         time_forward_s=_median([o.forward_s for o in outcomes]),
         time_backward_s=_median([o.backward_s for o in outcomes]),
         peak_memory_bytes=max((o.peak_memory_bytes for o in outcomes if o.peak_memory_bytes is not None), default=None),
     )
+    names = ["y0"] + [name for name, p in copies.problem.func.named_parameters() if p.requires_grad]
     failure = last.failure
     if failure is None and last.grads:
-        failure = _underflow(last, reference)
+        failure = _underflow(last, reference, names)
     if failure is not None:
         _record_failure(row, failure)
 
     parameter_errors = []
     if last.grads and metrics.all_finite(last.grads):
-        names = ["y0"] + [name for name, p in copies.problem.func.named_parameters() if p.requires_grad]
         for name, grad, ref in zip(names, last.grads, reference.grads):
             if grad is not None and ref is not None:
                 error = metrics.rel_err(grad, ref)

@@ -41,6 +41,11 @@ def collapsed(value_norm: float, reference_norm: float, factor: float = 0.1) -> 
     return reference_norm > 0 and value_norm <= factor * reference_norm
 
 
+def zeroed(zero_share: float | None, reference_zero_share: float | None, threshold: float = 0.5) -> bool:
+    """Most of the low-precision adjoint was exactly zero at some step, where the reference's was not."""
+    return zero_share is not None and zero_share >= threshold and (reference_zero_share or 0.0) < threshold / 5
+
+
 def mean_and_spread(values: Sequence[float | None]) -> tuple[float | None, float | None]:
     present = [v for v in values if v is not None]
     if not present:

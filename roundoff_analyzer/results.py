@@ -40,6 +40,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field("unit_roundoff", pa.float64()), pa.field("dtype_max", pa.float64()),
         pa.field("overflow_step", pa.int64()), pa.field("overflow_phase", pa.string()),
         pa.field("max_abs_adjoint", pa.float64()), pa.field("reference_max_abs_adjoint", pa.float64()),
+        pa.field("adjoint_zero_share", pa.float64()), pa.field("reference_adjoint_zero_share", pa.float64()),
         pa.field("final_scale", pa.float64()), pa.field("scale_retries", pa.int64()),
         pa.field("deterministic", pa.bool_()), pa.field("n_repeats", pa.int64()),
         pa.field("time_forward_s", pa.float64()), pa.field("time_backward_s", pa.float64()),

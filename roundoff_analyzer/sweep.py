@@ -2,22 +2,24 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import platform
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 import pandas as pd
 import torch
 
 from . import __version__
 from .config import SweepConfig
+from .data import parse_data
 from .devices import describe, resolve_device
-from .grid import Configuration, Grid
+from .grid import Configuration, Grid, file_safe
 from .measure import ReferenceCache, SweepContext, measure_configuration
-from .models import MODELS, ModelOptions, ModelSpec, parse_options
+from .models import ModelOptions, ModelSpec, Problem, load_checkpoint, parse_options, resolve_model, scaled_loss
 from .modes import ProblemCopies
 from .results import ResultStore
 
@@ -36,6 +38,16 @@ class SweepPlan:
     grid: Grid
     configurations: list[Configuration]
     device: torch.device
+    problem: Problem
+    checkpoint: dict[str, str] | None  # path and sha256 of the weights loaded into the problem
+
+
+class SweepInterrupted(Exception):
+    """The sweep stopped early (Ctrl-C); what finished is on disk and `results.parquet` holds it."""
+
+    def __init__(self, out_dir: Path, n_done: int, n_total: int) -> None:
+        super().__init__(f"interrupted with {n_done} of {n_total} configurations done in {out_dir}")
+        self.out_dir, self.n_done, self.n_total = out_dir, n_done, n_total
 
 
 @dataclass
@@ -50,42 +62,65 @@ class SweepOutcome:
 
 
 def plan(config: SweepConfig) -> SweepPlan:
-    """Everything that can be wrong with the request is found here, before anything touches the disk."""
-    model = MODELS.get(config.model)
+    """Everything that can be wrong with the request is found here, before anything touches the disk:
+    the model, its options, the data file, the checkpoint (the problem is built and the weights loaded)."""
+    model = resolve_model(config.model)
     options = parse_options(model, config.options)
     grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling)
     device = resolve_device(config.device)
-    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device)
+    problem = model.build(options, device, parse_data(config.data) if config.data else None)
+    if config.loss_scale != 1.0:
+        problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
+    checkpoint = load_checkpoint(problem.func, config.checkpoint, model.name) if config.checkpoint else None
+    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint)
 
 
 def default_out_dir(plan: SweepPlan) -> Path:
-    return Path("results") / f"{plan.model.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    return Path("results") / f"{file_safe(plan.model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
-def run(plan: SweepPlan, out_dir: Path, progress: Progress | None = None, force: bool = False) -> SweepOutcome:
+def run(
+    plan: SweepPlan,
+    out_dir: Path,
+    progress: Progress | None = None,
+    force: bool = False,
+    stop_requested: Callable[[], bool] | None = None,
+) -> SweepOutcome:
+    """Run what `out_dir` does not hold yet. `stop_requested` is asked between configurations; on a
+    stop or a KeyboardInterrupt the finished shards stay, the tables are rebuilt from them, and
+    SweepInterrupted is raised."""
     started = time.perf_counter()
-    problem = plan.model.build(plan.options, plan.device)
     store = ResultStore(out_dir)
-    manifest = _manifest(plan, problem.data_source)
+    manifest = _manifest(plan)
     store.open(manifest, force=force)
     done = store.completed()
     pending = [c for c in plan.configurations if c.id not in done]
 
-    copies = ProblemCopies(problem)
+    copies = ProblemCopies(plan.problem)
     context = SweepContext(
         copies, ReferenceCache(copies, plan.config.scaler), plan.device, plan.config.scaler, plan.config.repeats, plan.config.timeout
     )
     if progress is not None:
         progress.start(len(plan.configurations), len(plan.configurations) - len(pending))
-    for config in pending:
-        if progress is not None:
-            progress.begin(config)
-        measurement = measure_configuration(config, context)
-        store.write(config, measurement)
-        if progress is not None:
-            progress.finish(config, measurement.row)
+    interrupted = False
+    try:
+        for config in pending:
+            if stop_requested is not None and stop_requested():
+                interrupted = True
+                break
+            if progress is not None:
+                progress.begin(config)
+            measurement = measure_configuration(config, context)
+            store.write(config, measurement)
+            if progress is not None:
+                progress.finish(config, measurement.row)
+    except KeyboardInterrupt:
+        # The configuration in progress is dropped: its shard was never written, so a resume runs it.
+        interrupted = True
 
     results = store.combine(plan.configurations)
+    if interrupted:
+        raise SweepInterrupted(out_dir, len(results), len(plan.configurations))
     wall = time.perf_counter() - started
     store.write_manifest({**manifest, "finished_at": _now(), "duration_s": wall, "n_configurations": len(results)})
     return SweepOutcome(results, out_dir, len(pending), len(plan.configurations) - len(pending),
@@ -96,24 +131,28 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _manifest(plan: SweepPlan, data_source: str) -> dict:
+def _manifest(plan: SweepPlan) -> dict:
     config = plan.config
     grid = {
         "timesteps": list(plan.grid.timesteps), "methods": list(plan.grid.methods), "modes": list(plan.grid.modes),
         "library_dtype_scaling": [list(t) for t in plan.grid.triples], "description": plan.grid.describe(),
     }  # fmt: skip
     model = {"name": plan.model.name, "description": plan.model.description, "options": plan.options.model_dump(mode="json")}
-    # What decides the numbers; a folder holding another fingerprint is a different sweep.
+    # What decides the numbers; a folder holding another fingerprint is a different sweep. The problem's
+    # hash covers what the options do not: the data file's rows and a checkpoint's weights.
     fingerprint = {
         "model": model, "grid": grid, "device": plan.device.type, "repeats": config.repeats,
-        "scaler": config.scaler.model_dump(mode="json"),
+        "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale,
+        "problem_sha256": _problem_hash(plan.problem),
     }  # fmt: skip
     return {
         "tool": "roundoff-analyzer",
         "created_at": _now(),
         "fingerprint": fingerprint,
         "model": model,
-        "data_source": data_source,
+        "data": config.data or plan.model.default_data,
+        "data_source": plan.problem.data_source,
+        "checkpoint": plan.checkpoint,
         "grid": grid,
         "n_configurations": len(plan.configurations),
         "seed": plan.options.seed,
@@ -124,6 +163,14 @@ def _manifest(plan: SweepPlan, data_source: str) -> dict:
         "scaler": config.scaler.model_dump(mode="json"),
         "versions": _versions(),
     }
+
+
+def _problem_hash(problem: Problem) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in [("y0", problem.y0), *problem.func.state_dict().items()]:
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _versions() -> dict:

@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping, Protocol
 import torch
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..data import Batch, DataRequest, parse_data
 from ..errors import InputError
 from ..registry import Registry
 
@@ -40,8 +41,12 @@ class ModelSpec(Protocol):
     name: str
     description: str
     options_type: type[ModelOptions]
+    # The `--data` used when none is given; None for models that bring their own data (users' factories).
+    default_data: str | None
 
-    def build(self, options: ModelOptions, device: torch.device) -> Problem: ...
+    def build(self, options: ModelOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
+        """The problem, its points taken from `data` (default: `default_data`)."""
+        ...
 
 
 MODELS: Registry[ModelSpec] = Registry("model")
@@ -72,5 +77,22 @@ def parse_option_pairs(pairs: list[str]) -> dict[str, str]:
     return options
 
 
+def scaled_loss(loss: Loss, factor: float) -> Loss:
+    """The loss times `factor`: a loss scaled far down is how underflow shows itself."""
+
+    def scaled(trajectory: torch.Tensor) -> torch.Tensor:
+        return factor * loss(trajectory)
+
+    return scaled
+
+
 def seeded_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+def load_batch(
+    model: ModelSpec, data: DataRequest | None, rows: int, columns: int, generator: torch.Generator, dimension_option: str | None = None
+) -> Batch:
+    """The model's fixed batch from `data`, or from the model's default source."""
+    request = data if data is not None else parse_data(model.default_data)
+    return request.load(rows, columns, generator, model.name, dimension_option)

@@ -5,7 +5,8 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from .base import MODELS, ModelOptions, Problem, seeded_generator
+from ..data import DataRequest
+from .base import MODELS, ModelOptions, Problem, load_batch, seeded_generator
 
 
 class LinearOptions(ModelOptions):
@@ -33,12 +34,14 @@ class Linear:
     name = "linear"
     description = "dy/dt = A y with a stable random A; closed-form solution expm(tA) y0"
     options_type = LinearOptions
+    default_data = "synthetic"
 
-    def build(self, options: LinearOptions, device: torch.device) -> Problem:
+    def build(self, options: LinearOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
         generator = seeded_generator(options.seed)
         skew = torch.randn(options.d, options.d, generator=generator)
         matrix = (skew - skew.t()) - 0.5 * torch.eye(options.d)
-        y0 = torch.randn(options.batch, options.d, generator=generator)
+        batch = load_batch(self, data, options.batch, options.d, generator, dimension_option="d")
+        y0 = batch.points
         func = LinearDynamics(matrix).to(device)
 
         def exact_solution(t: torch.Tensor) -> torch.Tensor:
@@ -49,7 +52,7 @@ class Linear:
             func=func,
             y0=y0.to(device),
             loss=_trajectory_loss,
-            data_source=f"synthetic: {options.batch} samples of N(0, I) in {options.d} dimensions (seed {options.seed})",
+            data_source=batch.label,
             exact_solution=exact_solution,
         )
 

@@ -13,7 +13,8 @@ import torch
 from pydantic import Field, field_validator
 from torch import nn
 
-from .base import MODELS, ModelOptions, Problem, seeded_generator
+from ..data import DataRequest
+from .base import MODELS, ModelOptions, Problem, load_batch, seeded_generator
 
 TARGET_VARIANCE = 0.1  # the loss measures x_T against N(0, 0.1 I)
 
@@ -24,6 +25,7 @@ class OTFlowOptions(ModelOptions):
     n_layers: int = Field(2, ge=2, description="ResNet layers, the opening layer included (OT-Flow's nTh)")
     alpha: tuple[float, float, float] = Field((1.0, 2000.0, 800.0), description="loss weights (a0, a1, a2)")
     batch: int = Field(64, gt=0, description="samples in the fixed batch")
+    jit: bool = Field(False, description="compile the activation helpers with torch.jit.script, as the OT-Flow code does")
 
     @field_validator("alpha", mode="before")
     @classmethod
@@ -43,10 +45,20 @@ def tanh_derivative(x: torch.Tensor) -> torch.Tensor:
     return 1.0 - torch.tanh(x) ** 2
 
 
+# The OT-Flow code scripts these two helpers; `-o jit=true` does the same, so that a user can see
+# whether the TorchScript interpreter changes the outcome on their device. Looked up by name at
+# call time so that the module stays deep-copyable.
+_HELPERS = {
+    False: {"antiderivative_tanh": antiderivative_tanh, "tanh_derivative": tanh_derivative},
+    True: {"antiderivative_tanh": torch.jit.script(antiderivative_tanh), "tanh_derivative": torch.jit.script(tanh_derivative)},
+}
+
+
 class OTFlowPotential(nn.Module):
-    def __init__(self, d: int, hidden: int, n_layers: int, generator: torch.Generator) -> None:
+    def __init__(self, d: int, hidden: int, n_layers: int, generator: torch.Generator, jit: bool = False) -> None:
         super().__init__()
         self.d = d
+        self.jit = jit
         self.step = 1.0 / (n_layers - 1)
         rank = min(10, d)
         self.opening = nn.Linear(d + 1, hidden)
@@ -63,9 +75,14 @@ class OTFlowPotential(nn.Module):
             self.c.weight.zero_()
             self.c.bias.zero_()
 
+    def _helpers(self):
+        helpers = _HELPERS[self.jit]
+        return helpers["antiderivative_tanh"], helpers["tanh_derivative"]
+
     def gradient_and_trace(self, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """grad_s Phi (batch, d+1) and the trace of the Hessian in x alone (batch,)."""
         d, h = self.d, self.step
+        antiderivative_tanh, tanh_derivative = self._helpers()
         opening = self.opening(s)
         activations = [antiderivative_tanh(opening)]
         pre_activations = []
@@ -95,6 +112,7 @@ class OTFlowPotential(nn.Module):
 
     def forward(self, s: torch.Tensor) -> torch.Tensor:
         """Phi itself; used by tests to check the closed forms against autograd."""
+        antiderivative_tanh, _ = self._helpers()
         opening = self.opening(s)
         u = antiderivative_tanh(opening)
         for layer in self.layers:
@@ -141,18 +159,19 @@ class OTFlow:
     name = "otflow"
     description = "OT-Flow potential flow (closed-form gradient and Hessian trace), loss as in OT-Flow"
     options_type = OTFlowOptions
+    default_data = "synthetic"
 
-    def build(self, options: OTFlowOptions, device: torch.device) -> Problem:
+    def build(self, options: OTFlowOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
         generator = seeded_generator(options.seed)
-        potential = OTFlowPotential(options.d, options.hidden, options.n_layers, generator)
-        x0 = torch.randn(options.batch, options.d, generator=generator)
-        y0 = torch.cat([x0, torch.zeros(options.batch, 3)], dim=1)
+        potential = OTFlowPotential(options.d, options.hidden, options.n_layers, generator, jit=options.jit)
+        batch = load_batch(self, data, options.batch, options.d, generator, dimension_option="d")
+        y0 = torch.cat([batch.points, torch.zeros(options.batch, 3)], dim=1)
         func = OTFlowDynamics(potential, options.alpha[0])
         return Problem(
             func=func.to(device),
             y0=y0.to(device),
             loss=otflow_loss(options.d, options.alpha),
-            data_source=f"synthetic: {options.batch} samples of N(0, I) in {options.d} dimensions (seed {options.seed})",
+            data_source=batch.label,
         )
 
 

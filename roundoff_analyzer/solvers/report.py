@@ -40,6 +40,11 @@ class SolveReport:
         return next((r.backward_step for r in self.backward if not r.finite), None)
 
     @property
+    def max_zero_share(self) -> float | None:
+        """The largest share of exactly-zero entries in the low-precision adjoint over the backward steps."""
+        return max((r.low_adjoint_zero_share for r in self.backward), default=None)
+
+    @property
     def max_abs_adjoint(self) -> float | None:
         finite = [r.max_abs_adjoint for r in self.backward if _finite(r.max_abs_adjoint)]
         return max(finite) if finite else None

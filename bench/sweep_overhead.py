@@ -1,0 +1,46 @@
+"""Share of a sweep's wall time spent outside solver forward/backward and reference solves.
+
+Runs the default sweep (`roundoff sweep --model otflow`, or the model and options given) in this
+process, then prints, measured in this one run:
+  - wall time, the time inside the runs' forward and backward passes, and the reference solves;
+  - the overhead share (target <= 10%);
+  - reference solves against configurations (target: one per distinct library x method x n_timesteps).
+
+    python bench/sweep_overhead.py [--model otflow] [-o key=value ...]
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from roundoff_analyzer import config, sweep
+from roundoff_analyzer.models import parse_option_pairs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="otflow")
+    parser.add_argument("-o", "--option", action="append", default=[])
+    args = parser.parse_args()
+
+    request = config.validate({"model": args.model, "options": parse_option_pairs(args.option)})
+    with tempfile.TemporaryDirectory() as folder:
+        outcome = sweep.run(sweep.plan(request), Path(folder) / "sweep")
+
+    table = outcome.results
+    inside_runs = float((table.time_forward_s.fillna(0) + table.time_backward_s.fillna(0)).mul(table.n_repeats).sum())
+    accounted = inside_runs + outcome.reference_seconds
+    overhead = outcome.wall_seconds - accounted
+    distinct = len(table[table.status != "skipped"][["library", "method", "n_timesteps"]].drop_duplicates())
+    print(f"configurations            {len(table)}")
+    print(f"wall time                 {outcome.wall_seconds:8.2f} s")
+    print(f"runs forward+backward     {inside_runs:8.2f} s")
+    print(f"reference solves          {outcome.reference_seconds:8.2f} s  ({outcome.reference_solves} solves)")
+    print(f"outside solver and refs   {overhead:8.2f} s  = {overhead / outcome.wall_seconds:.1%} of wall time (target <= 10%)")
+    print(f"reference solves / configurations = {outcome.reference_solves} / {len(table)}; "
+          f"distinct library x method x n_timesteps = {distinct} (target: solves == distinct)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

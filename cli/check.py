@@ -1,0 +1,89 @@
+"""`roundoff check`: compare a sweep with a baseline; exit 1 on a regression, for CI."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from roundoff_analyzer import baseline as baselines
+from roundoff_analyzer.check import DEFAULT_FACTOR, DEFAULT_FLOOR_U, Comparison, compare, parse_tolerances
+from roundoff_analyzer.check_output import REPORTED, configuration_name, headline, junit_xml, markdown_summary
+from roundoff_analyzer.errors import InputError
+from roundoff_analyzer.results import load_results
+
+from .common import reports_input_errors, wide_console
+
+EXIT_REGRESSION = 1
+VERDICT_STYLE = {"regression": "red", "improvement": "green", "new": "cyan", "missing": "yellow"}
+
+
+@reports_input_errors
+def check(
+    results: Path = typer.Argument(..., help="New results: a sweep folder or its results.parquet."),
+    baseline: Path = typer.Option(..., "--baseline", "-b", help="Baseline results: a sweep folder or a results Parquet file."),
+    factor: list[str] = typer.Option(
+        [], "--factor", "--tolerance", metavar="[METRIC=]FACTOR",
+        help=f"Allowed growth of an error: FACTOR x baseline (+ the floor). FACTOR for every metric, or METRIC=FACTOR (repeatable). Default {DEFAULT_FACTOR:g}.",
+    ),  # fmt: skip
+    floor_u: list[str] = typer.Option(
+        [], "--floor-u", metavar="[METRIC=]UNITS",
+        help=f"Floor added to the allowed error, in units of the dtype's unit roundoff u; for every metric or METRIC=UNITS (repeatable). Default {DEFAULT_FLOOR_U:g}.",
+    ),  # fmt: skip
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a markdown summary here (for a CI comment or job summary)."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here: one test case per configuration."),
+    update_baseline: bool = typer.Option(False, "--update-baseline", help="When nothing regressed, replace the baseline's results with these."),
+) -> None:
+    """Compare a sweep with a baseline, configuration by configuration: exit 0 if nothing regressed, 1 if something did.
+
+    A regression: a configuration that was ok and now fails, is skipped or is missing, or an error
+    (sol, final, loss, grad_y0, grad_params) above FACTOR x baseline + FLOOR x u.
+    """
+    tolerances = parse_tolerances(factor, floor_u)
+    new_results, baseline_results = load_results(results), load_results(baseline)
+    if update_baseline:
+        baselines.ensure_writable(baseline)
+    comparison = compare(new_results, baseline_results, tolerances, names=(f"'{results}'", f"baseline '{baseline}'"))
+
+    console = wide_console()
+    if any(not comparison.with_verdict(verdict).empty for verdict, _ in REPORTED):
+        console.print(changes_table(comparison))
+    style = "red" if comparison.regressed else "green"
+    console.print(f"[bold {style}]{headline(comparison)}[/]. {comparison.summary()}. Tolerance: {comparison.tolerances.describe()}.", highlight=False)
+    if markdown:
+        _write(markdown, lambda path: path.write_text(markdown_summary(comparison)))
+        console.print(f"markdown summary: {markdown}", highlight=False)
+    if junit:
+        _write(junit, lambda path: junit_xml(comparison).write(path, encoding="utf-8", xml_declaration=True))
+        console.print(f"JUnit XML: {junit}", highlight=False)
+    if update_baseline:
+        if comparison.regressed:
+            console.print("baseline not updated: a baseline is not updated over a regression", highlight=False)
+        else:
+            written = baselines.replace_with(baseline, results)
+            console.print(f"baseline updated: wrote {', '.join(str(p) for p in written)}", highlight=False)
+    if comparison.regressed:
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def changes_table(comparison: Comparison) -> Table:
+    table = Table(title="roundoff check: what changed against the baseline", header_style="bold")
+    for column in ("verdict", "configuration", "baseline", "now", "what changed"):
+        table.add_column(column)
+    for verdict, _ in REPORTED:
+        for _, row in comparison.with_verdict(verdict).iterrows():
+            table.add_row(
+                f"[{VERDICT_STYLE[verdict]}]{verdict}[/]", escape(configuration_name(row)),
+                row["status_baseline"], row["status_new"], escape(row["reasons"]),
+            )  # fmt: skip
+    return table
+
+
+def _write(path: Path, write: Callable[[Path], None]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(path)
+    except OSError as exc:
+        raise InputError(f"cannot write '{path}': {exc.strerror or exc}") from None

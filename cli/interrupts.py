@@ -1,0 +1,49 @@
+"""Ctrl-C during a sweep: the first stops after the configuration in progress, a second stops at once.
+
+Either way the finished configurations stay on disk, and the command says how to resume (exit 130,
+the shell's code for an interrupt).
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import typer
+from rich.console import Console
+
+from roundoff_analyzer.sweep import SweepInterrupted
+
+EXIT_INTERRUPTED = 130
+
+
+@contextmanager
+def stop_after_current(console: Console) -> Iterator[Callable[[], bool]]:
+    """Yields `stop_requested()` for `sweep.run`; SIGINT handling is restored afterwards."""
+    requested = False
+
+    def on_interrupt(signum, frame) -> None:
+        nonlocal requested
+        if requested:
+            raise KeyboardInterrupt
+        requested = True
+        console.print("stopping after the configuration in progress (Ctrl-C again to stop now)", highlight=False)
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield lambda: False
+        return
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield lambda: requested
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def report_interrupted(console: Console, stopped: SweepInterrupted) -> None:
+    console.print(
+        f"interrupted: {stopped.n_done} of {stopped.n_total} configurations are done and saved in {stopped.out_dir} "
+        f"(results.parquet holds them); run the same command again to run the other {stopped.n_total - stopped.n_done}",
+        highlight=False,
+    )
+    raise typer.Exit(EXIT_INTERRUPTED)

@@ -1,0 +1,22 @@
+"""`roundoff report`: write a sweep folder's markdown report and figures."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from roundoff_analyzer.report import FIGURES, write_report
+
+from .common import reports_input_errors
+
+
+@reports_input_errors
+def report(
+    folder: Path = typer.Argument(..., help="Sweep folder (what `roundoff sweep --out` wrote)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Markdown file to write (default: FOLDER/report.md)."),
+) -> None:
+    """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables."""
+    written = write_report(folder, out)
+    Console(highlight=False, soft_wrap=True).print(f"report: {written} (figures in {folder / FIGURES})", markup=False)

@@ -1,0 +1,155 @@
+"""A user's own model: `package.module:factory` or `path/to/file.py:factory`.
+
+The factory's keyword parameters are its options: `-o key=value` strings are checked and converted
+by pydantic against the parameters' annotations (or their defaults' types), and an unknown key is
+refused like a built-in model's. The factory returns `(func, y0, loss)`: the right-hand side as an
+`nn.Module` f(t, y), the initial state, and the loss of the whole trajectory of shape
+(N+1, *y0.shape). It runs after `torch.manual_seed(seed)`, so weights it draws are the same in every
+run of a sweep and in a resumed one.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from pydantic import ConfigDict, create_model
+
+from ..data import DataRequest
+from ..errors import InputError, one_line
+from .base import ModelOptions, Problem
+
+FORMS = "package.module:factory or path/to/file.py:factory"
+
+
+class _OpenOptions(ModelOptions):
+    """Options of a factory that takes **kwargs: keys it does not name pass through as strings."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class FactoryModel:
+    """A ModelSpec around a user's factory function."""
+
+    default_data = None  # the factory brings its own data
+
+    def __init__(self, name: str, factory: Callable[..., Any]) -> None:
+        self.name = name
+        self.factory = factory
+        doc = inspect.getdoc(factory)
+        self.description = doc.splitlines()[0] if doc else f"your model, built by {name}"
+        self.parameters = inspect.signature(factory, eval_str=True).parameters
+        self.takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in self.parameters.values())
+        self.options_type = _options_type(self.parameters, self.takes_any)
+
+    def build(self, options: ModelOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
+        if data is not None:
+            raise InputError(f"model {self.name} builds its own data in its factory; --data is for the built-in models")
+        arguments = {k: v for k, v in options.model_dump().items() if self.takes_any or k in self.parameters}
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(options.seed)
+            try:
+                made = self.factory(**arguments)
+            except InputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the user's code failed; say where, in one line
+                raise InputError(f"model {self.name}: the factory raised {one_line(exc)}") from None
+        func, y0, loss = _unpack(self.name, made)
+        func = func.to(device=device, dtype=torch.float32)
+        y0 = y0.detach().to(device=device, dtype=torch.float32)
+        _check_contract(self.name, func, y0, loss)
+        return Problem(func=func, y0=y0, loss=loss, data_source=f"built by the factory {self.name}")
+
+
+def load_factory(name: str) -> FactoryModel:
+    """Import the module or file that `name` points to and wrap its factory; every failure is one line."""
+    target, _, attribute = name.rpartition(":")
+    if not target or not attribute:
+        raise InputError(f"model '{name}' is not of the form {FORMS}")
+    module = _load_file(name, Path(target)) if target.endswith(".py") or "/" in target else _import(name, target)
+    factory = getattr(module, attribute, None)
+    if factory is None:
+        defined = [k for k, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__]
+        raise InputError(f"model '{name}': {target} has no factory '{attribute}' (it defines: {', '.join(defined) or 'no functions'})")
+    if not callable(factory):
+        raise InputError(f"model '{name}': {target}.{attribute} is a {type(factory).__name__}, not a function")
+    try:
+        return FactoryModel(name, factory)
+    except (NameError, TypeError, ValueError) as exc:  # annotations that do not evaluate, or a signature pydantic refuses
+        raise InputError(f"model '{name}': cannot read the factory's options: {one_line(exc)}") from None
+
+
+def _options_type(parameters, takes_any: bool) -> type[ModelOptions]:
+    fields: dict[str, Any] = {}
+    for parameter in parameters.values():
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        has_default = parameter.default is not inspect.Parameter.empty
+        if parameter.annotation is not inspect.Parameter.empty:
+            annotation = parameter.annotation
+        else:
+            annotation = type(parameter.default) if has_default and parameter.default is not None else Any
+        fields[parameter.name] = (annotation, parameter.default if has_default else ...)
+    return create_model("FactoryOptions", __base__=_OpenOptions if takes_any else ModelOptions, **fields)
+
+
+def _import(name: str, module_name: str):
+    # Like `python -m`, modules in the current folder are found without installing them.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise InputError(f"model '{name}': cannot import {module_name} ({exc}); give {FORMS}") from None
+    except Exception as exc:  # noqa: BLE001 - the module itself failed while importing
+        raise InputError(f"model '{name}': importing {module_name} raised {one_line(exc)}") from None
+
+
+def _load_file(name: str, path: Path):
+    if not path.is_file():
+        raise InputError(f"model '{name}': file '{path}' does not exist")
+    module_name = f"roundoff_user_model_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise InputError(f"model '{name}': '{path}' cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before running it, so that dataclasses and pickling inside the file find their module.
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - the user's file failed; say so in one line
+        del sys.modules[module_name]
+        raise InputError(f"model '{name}': running {path} raised {one_line(exc)}") from None
+    return module
+
+
+def _unpack(name: str, made: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable]:
+    expected = "(func, y0, loss): an nn.Module f(t, y), a floating-point tensor, and a callable of the trajectory"
+    if not isinstance(made, (tuple, list)) or len(made) != 3:
+        raise InputError(f"model {name}: the factory returned {type(made).__name__}; expected {expected}")
+    func, y0, loss = made
+    if not isinstance(func, torch.nn.Module) or not isinstance(y0, torch.Tensor) or not y0.is_floating_point() or not callable(loss):
+        got = f"({type(func).__name__}, {getattr(y0, 'dtype', type(y0).__name__)}, {type(loss).__name__})"
+        raise InputError(f"model {name}: the factory returned {got}; expected {expected}")
+    return func, y0, loss
+
+
+def _check_contract(name: str, func: torch.nn.Module, y0: torch.Tensor, loss: Callable) -> None:
+    """One float32 evaluation of f and of the loss, so that a broken contract is one line now, not a failed row per run."""
+    try:
+        with torch.no_grad():
+            derivative = func(torch.zeros((), device=y0.device), y0)
+            value = loss(torch.stack([y0, y0]))
+    except Exception as exc:  # noqa: BLE001 - the user's code failed on its own initial state
+        raise InputError(f"model {name}: evaluating f(0, y0) and the loss raised {one_line(exc)}") from None
+    if not isinstance(derivative, torch.Tensor) or derivative.shape != y0.shape:
+        shape = tuple(getattr(derivative, "shape", ()))
+        raise InputError(f"model {name}: f(t, y0) returned shape {shape}; expected y0's {tuple(y0.shape)}")
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        raise InputError(f"model {name}: loss(trajectory) must return a scalar tensor, got {type(value).__name__}")
+

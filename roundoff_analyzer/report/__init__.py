@@ -1,0 +1,47 @@
+"""`roundoff report`: a markdown analysis of one sweep folder, with figures, written from its Parquet tables."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import InputError
+from ..results import atomic_write_bytes
+from . import figures
+from .markdown import render
+from .sweep_folder import SweepFolder, read_sweep_folder
+
+REPORT = "report.md"
+FIGURES = "figures"
+
+__all__ = ["write_report", "read_sweep_folder", "SweepFolder", "REPORT", "FIGURES"]
+
+
+def write_report(folder: str | Path, out: str | Path | None = None) -> Path:
+    """Write the report of a sweep folder (default `folder/report.md`) and its figures under `folder/figures/`.
+
+    Bad input raises InputError before anything is written; each file is written to a temporary name and renamed.
+    """
+    sweep = read_sweep_folder(folder)
+    target = Path(out) if out is not None else sweep.path / REPORT
+    if target.is_dir():
+        raise InputError(f"--out '{target}' is a folder; give the path of the markdown file to write")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    links = {}
+    for name, figure in draw_figures(sweep).items():
+        png = figures.save(figure, sweep.path / FIGURES, name)
+        links[name] = tuple(_relative(path, target.parent) for path in (png, png.with_suffix(".svg")))
+    atomic_write_bytes(target, render(sweep, links).encode())
+    return target
+
+
+def draw_figures(sweep: SweepFolder) -> dict:
+    drawn = {name: figures.error_figure(sweep.results, metric) for name, metric in figures.ERROR_FIGURES.items()}
+    adjoint = figures.adjoint_range_figure(sweep.profile) if sweep.profile is not None else None
+    if adjoint is not None:
+        drawn["adjoint_range"] = adjoint
+    return drawn
+
+
+def _relative(path: Path, start: Path) -> str:
+    # Markdown links use forward slashes on every platform.
+    return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()

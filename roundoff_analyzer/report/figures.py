@@ -1,0 +1,181 @@
+"""The report's figures, drawn without a display: error against n_timesteps, and the adjoint's range per step.
+
+Each function returns a matplotlib Figure (no pyplot, so no global state and no GUI backend); `save` writes it.
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+
+from ..dtypes import DTYPES
+from ..results import atomic_write_bytes
+
+METRIC_NAMES = {
+    "sol_rel_err": "solution",
+    "grad_y0_rel_err": "gradient w.r.t. y0",
+    "grad_params_rel_err": "parameter gradient",
+}
+# Figure file name -> the error it plots.
+ERROR_FIGURES = {"error_solution": "sol_rel_err", "error_grad_y0": "grad_y0_rel_err", "error_grad_params": "grad_params_rel_err"}
+LINE_COLUMNS = ("library", "scaling", "mode")  # one line per value of these, in every panel
+FAILED_LABEL = "× failed (in the top band: no finite value)"
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+_LINESTYLES = ("-", "--", "-.", ":")
+_FAILED_BAND = 0.15  # share of a panel's height, at its top, where failed runs without a finite value are marked
+
+
+def line_label(library: str, scaling: str, mode: str, with_mode: bool) -> str:
+    return f"{library} {scaling} {mode}" if with_mode else f"{library} {scaling}"
+
+
+def unit_roundoff_label(dtype: str, u: float) -> str:
+    return f"u ({dtype}) = {u:.2e}"
+
+
+def error_figure(results: pd.DataFrame, metric: str) -> Figure:
+    """Relative error against n_timesteps, log-log, one panel per method × dtype, one line per library × scaling."""
+    ran = results[results["status"] != "skipped"]
+    styles = _styles(ran)
+    with_mode = ran["mode"].nunique() > 1
+    fig, axes = _panel_grid(ran)
+    for (method, dtype), ax in axes.items():
+        panel = ran[(ran["method"] == method) & (ran["dtype"] == dtype)]
+        _error_panel(ax, panel, metric, styles, with_mode)
+        ax.set_title(f"{method}, {dtype}")
+    fig.suptitle(f"{METRIC_NAMES.get(metric, metric)} error against the float64 reference")
+    return fig
+
+
+def adjoint_range_figure(profile: pd.DataFrame) -> Figure | None:
+    """Largest adjoint magnitude held in the low dtype per backward step, at the largest n_timesteps, against the dtype's range."""
+    backward = profile[profile["phase"] == "backward"] if profile is not None else pd.DataFrame()
+    if backward.empty:
+        return None
+    n = int(backward["n_timesteps"].max())
+    at_n = backward[backward["n_timesteps"] == n]
+    styles = _styles(at_n)
+    with_mode = at_n["mode"].nunique() > 1
+    fig, axes = _panel_grid(at_n)
+    for (method, dtype), ax in axes.items():
+        _adjoint_panel(ax, at_n[(at_n["method"] == method) & (at_n["dtype"] == dtype)], dtype, styles, with_mode)
+        ax.set_title(f"{method}, {dtype}")
+    fig.suptitle(f"largest |adjoint| per backward step, n_timesteps = {n}")
+    return fig
+
+
+def save(fig: Figure, folder: Path, stem: str) -> Path:
+    """PNG (for the report) and SVG beside it, each written atomically; returns the PNG's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for kind, metadata in (("png", None), ("svg", {"Date": None})):  # no date: the same data gives the same SVG
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=kind, dpi=110, metadata=metadata)
+        atomic_write_bytes(folder / f"{stem}.{kind}", buffer.getvalue())
+    return folder / f"{stem}.png"
+
+
+def _styles(runs: pd.DataFrame) -> dict[tuple, dict]:
+    """The same library × scaling keeps its colour and marker in every panel; the library sets the line style."""
+    keys = [tuple(k) for k in runs[list(LINE_COLUMNS)].drop_duplicates().itertuples(index=False)]
+    libraries = list(dict.fromkeys(k[0] for k in keys))
+    scalings = list(dict.fromkeys(k[1] for k in keys))
+    return {
+        key: {
+            "color": f"C{i % 10}",
+            "linestyle": _LINESTYLES[libraries.index(key[0]) % len(_LINESTYLES)],
+            "marker": _MARKERS[scalings.index(key[1]) % len(_MARKERS)],
+        }
+        for i, key in enumerate(keys)
+    }
+
+
+def _panel_grid(runs: pd.DataFrame):
+    methods, dtypes = list(runs["method"].unique()), list(runs["dtype"].unique())
+    fig = Figure(figsize=(6.8 * len(dtypes), 3.6 * len(methods)), layout="constrained")
+    grid = fig.subplots(len(methods), len(dtypes), squeeze=False)
+    return fig, {(m, d): grid[i][j] for i, m in enumerate(methods) for j, d in enumerate(dtypes)}
+
+
+def _limits(values: pd.Series, *levels: float) -> tuple[float, float]:
+    """Log-axis limits around the values and levels, leaving the top of the panel free for failure marks."""
+    shown = [v for v in values if v > 0] + [v for v in levels if v and v > 0]
+    low, high = min(shown) / 4, max(shown) * 4
+    return low, low * (high / low) ** (1 / (1 - _FAILED_BAND))
+
+
+def _mark_failed(ax, x, values: pd.Series, index: int, color: str) -> None:
+    """× at the value where the failed run has one, else in the band at the top of the panel (not at a data value)."""
+    finite = values.gt(0) & values.lt(float("inf"))
+    style = {"linestyle": "none", "marker": "x", "markersize": 9, "markeredgewidth": 2, "color": color, "label": "_failed"}
+    if finite.any():
+        ax.plot(x[finite], values[finite], **style)
+    if (~finite).any():
+        # The band is in axes coordinates, above every data value; one row per line, so that two setups failing at
+        # the same x do not hide each other.
+        ax.add_patch(Rectangle((0, 1 - _FAILED_BAND), 1, _FAILED_BAND, transform=ax.transAxes, color="0.93", zorder=0))
+        height = 1 - _FAILED_BAND * (0.2 + 0.2 * (index % 4))
+        ax.plot(x[~finite], [height] * int((~finite).sum()), transform=ax.get_xaxis_transform(), **style)
+
+
+def _error_panel(ax, panel: pd.DataFrame, metric: str, styles: dict, with_mode: bool) -> None:
+    u = float(panel["unit_roundoff"].iloc[0])
+    dtype = panel["dtype"].iloc[0]
+    any_failed = False
+    for index, (key, runs) in enumerate(panel.groupby(list(LINE_COLUMNS), sort=False)):
+        runs = runs.sort_values("n_timesteps")
+        drawn = runs[runs[metric] > 0]
+        # A line with no finite point still gets its legend entry, so a setup that always failed is not missing.
+        ax.plot(drawn["n_timesteps"], drawn[metric], label=line_label(*key, with_mode), **styles[key])
+        failed = runs[runs["status"] == "failed"]
+        if not failed.empty:
+            any_failed = True
+            _mark_failed(ax, failed["n_timesteps"], failed[metric], index, styles[key]["color"])
+    ax.axhline(u, color="black", linewidth=1, linestyle=":", label=unit_roundoff_label(dtype, u))
+    timesteps = sorted(panel["n_timesteps"].unique())
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_ylim(*_limits(panel[metric].dropna(), u))
+    ax.set_xticks(timesteps, labels=[str(n) for n in timesteps])
+    ax.minorticks_off()
+    ax.set_xlabel("n_timesteps")
+    ax.set_ylabel("relative error")
+    _legend(ax, any_failed)
+
+
+def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode: bool) -> None:
+    held = panel["max_abs_low"].fillna(panel["max_abs"])
+    spec = DTYPES.get(dtype) if dtype in DTYPES else None
+    largest = spec.max if spec else None
+    normal = spec.smallest_normal if spec else None
+    any_failed = False
+    for index, (key, runs) in enumerate(panel.assign(held=held).groupby(list(LINE_COLUMNS), sort=False)):
+        runs = runs.sort_values("step")
+        drawn = runs[runs["held"] > 0]
+        ax.plot(drawn["step"], drawn["held"], label=line_label(*key, with_mode), **{**styles[key], "markersize": 3})
+        broken = runs[~runs["finite"].astype(bool)]
+        if not broken.empty:
+            any_failed = True
+            _mark_failed(ax, broken["step"], broken["held"], index, styles[key]["color"])
+    for index, (library, runs) in enumerate(panel.groupby("library", sort=False)):
+        reference = runs.drop_duplicates("step").sort_values("step")
+        ax.plot(reference["step"], reference["reference_max_abs"], color=("0.35", "0.65")[index % 2], linewidth=1,
+                linestyle=_LINESTYLES[(index + 1) % len(_LINESTYLES)], label=f"float64 reference ({library})")  # fmt: skip
+    if largest is not None:
+        ax.axhline(largest, color="red", linewidth=1, label=f"{dtype} max = {largest:.3g}")
+        ax.axhline(normal, color="orange", linewidth=1, label=f"{dtype} smallest normal = {normal:.3g}")
+    ax.set_yscale("log")
+    ax.set_ylim(*_limits(pd.concat([held, panel["reference_max_abs"]]).dropna(), largest, normal))
+    ax.set_xlabel("backward step (0 = first step back from t = 1)")
+    ax.set_ylabel("largest |adjoint| in the low dtype")
+    _legend(ax, any_failed)
+
+
+def _legend(ax, any_failed: bool) -> None:
+    handles, _ = ax.get_legend_handles_labels()
+    if any_failed:
+        handles.append(Line2D([], [], linestyle="none", marker="x", color="grey", markeredgewidth=2, label=FAILED_LABEL))
+    ax.legend(handles=handles, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)

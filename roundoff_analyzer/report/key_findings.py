@@ -1,0 +1,107 @@
+"""The key findings section: each failure group with its count, message, cause and remedy; what scaling rescued."""
+from __future__ import annotations
+
+import pandas as pd
+
+from . import formatting as fmt
+from . import tables
+from .causes import explain
+from .findings import FailureGroup, Rescue, failure_groups, overflow_progressions, rescues, without_step
+
+RESCUE_HEADING = "Which scaling rescued which dtype"
+RESCUE_ANCHOR = "#which-scaling-rescued-which-dtype"
+
+
+def key_findings(results: pd.DataFrame, manifest: dict, with_mode: bool) -> list[str]:
+    groups = failure_groups(results)
+    ran = results[results["status"] != "skipped"]
+    if groups:
+        counts = ", ".join(f"{g.count} {g.failure_class}" for g in groups)
+        summary = f"{len(groups)} failure {'group' if len(groups) == 1 else 'groups'} among {len(ran)} configurations that ran: {counts}."
+    else:
+        skipped = len(results) - len(ran)
+        summary = f"No configuration failed: all {len(ran)} that ran gave finite solutions and gradients" + (
+            f" ({fmt.plural(skipped, 'configuration')} skipped, see the overview)." if skipped else "."
+        )
+    lines = ["## Key findings", "", summary]
+    for paragraph in dtype_comparison(results):
+        lines += ["", paragraph]
+    found_rescues = rescues(results)
+    for number, group in enumerate(groups, start=1):
+        lines += [""] + failure_group(number, group, results, manifest, with_mode, bool(found_rescues))
+    if found_rescues:
+        lines += ["", f"### {RESCUE_HEADING}", ""] + [f"- {rescue_sentence(r, with_mode)}" for r in found_rescues]
+    return lines
+
+
+def failure_group(number: int, group: FailureGroup, results: pd.DataFrame, manifest: dict, with_mode: bool, rescued: bool) -> list[str]:
+    explanation = explain(group, manifest)
+    kind = f"{group.failure_type}: " if group.failure_type else ""
+    message_note = " (the numbers differ between runs; each run's message is in the table)" if group.messages_differ else ""
+    stepped = [m for m in group.rows["failure_message"].dropna() if without_step(m) != m]
+    if stepped and not group.messages_differ:
+        message_note = f" (where the step is known it ends with it, e.g. `{stepped[0][len(without_step(stepped[0])):].strip()}`)"
+    lines = [
+        f"### {number}. {group.failure_class}: {fmt.plural(group.count, 'configuration')}",
+        "",
+        f"Message{message_note}:",
+        "",
+        "```text",
+        (kind + group.message).replace("```", "'''"),
+        "```",
+        "",
+        tables.failure_group_table(group, results, with_mode),
+        "",
+    ]
+    lines += overflow_steps(group, with_mode)
+    lines += [f"**Cause.** {explanation.cause}", "", f"**What to do.** {explanation.remedy}"]
+    if rescued and group.failure_class in ("overflow", "underflow") and (group.rows["scaling"] == "none").any():
+        lines[-1] += f" What each scaling did in this sweep: [{RESCUE_HEADING.lower()}]({RESCUE_ANCHOR})."
+    return lines
+
+
+def overflow_steps(group: FailureGroup, with_mode: bool) -> list[str]:
+    if group.failure_class != "overflow":
+        return []
+    lines = []
+    progressions = overflow_progressions(group.rows)
+    if progressions:
+        lines += ["**Overflow step by n_timesteps** (backward steps count from t = 1 as the solver walks back):", ""]
+        for p in progressions:
+            steps = ", ".join(f"step {s} at n = {n}" for n, s in p.steps)
+            lines.append(f"- {fmt.setup_label(p.setup, with_mode)}{f' ({p.phase})' if p.phase else ''}: {steps}")
+        lines.append("")
+    unknown = group.rows[group.rows["overflow_step"].isna()] if "overflow_step" in group.rows else group.rows
+    if len(unknown):
+        libraries = fmt.listing(unknown["library"].unique())
+        lines += [f"The step is not recorded for {len(unknown)} of these runs ({libraries}).", ""]
+    return lines
+
+
+def rescue_sentence(rescue: Rescue, with_mode: bool) -> str:
+    mode = f" ({rescue.mode})" if with_mode else ""
+    failed_at = fmt.listing(n for n, _ in rescue.failed_without)
+    classes = fmt.listing(dict.fromkeys(c for _, c in rescue.failed_without))
+    text = f"**{rescue.dtype}**, {rescue.library} {rescue.method}{mode}: without scaling it failed at n = {failed_at} ({classes})"
+    parts = [f"`{s}` worked at n = {fmt.listing(n)}" for s, n in rescue.rescued_by.items()]
+    parts += [f"`{s}` failed too at n = {fmt.listing(n)}" for s, n in rescue.failed_with.items()]
+    if not parts:
+        return text + "; no other scaling was run there."
+    return text + "; " + "; ".join(parts) + "."
+
+
+def dtype_comparison(results: pd.DataFrame) -> list[str]:
+    ok = results[(results["status"] == "ok") & results["grad_params_rel_err"].notna()]
+    if ok["dtype"].nunique() < 2:
+        return []
+    spans = {d: runs for d, runs in ok.groupby("dtype", sort=False)}
+    described = "; ".join(
+        f"{d} {fmt.value_range(r['grad_params_rel_err'], fmt.error)} ({fmt.value_range(r['grad_params_rel_err_over_u'], fmt.in_u)} u)"
+        for d, r in spans.items()
+    )
+    text = f"**Which dtype**: parameter-gradient errors of the runs without failure: {described}."
+    ranked = sorted(spans, key=lambda d: spans[d]["grad_params_rel_err"].max())
+    first, second = ranked[0], ranked[1]
+    if spans[first]["grad_params_rel_err"].max() < spans[second]["grad_params_rel_err"].min():
+        text += f" Every {first} run that worked is more accurate than every {second} run."
+    return [text]

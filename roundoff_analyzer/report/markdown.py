@@ -1,0 +1,149 @@
+"""The report as markdown: the sections in order; every sentence is worded from a finding or a table of the results."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import __version__
+from . import formatting as fmt
+from . import tables
+from .figures import ERROR_FIGURES, METRIC_NAMES
+from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
+from .key_findings import key_findings
+from .overview import overview
+from .recommendations import recommendations
+from .sweep_folder import SweepFolder
+
+
+def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
+    """The whole report; `figures` maps a figure's name to its PNG and SVG paths relative to the report."""
+    results = sweep.results
+    with_mode = results["mode"].nunique() > 1
+    model = (sweep.manifest.get("model") or {}).get("name") or fmt.listing(results["model"].unique())
+    lines = [
+        f"# Roundoff report: {model}",
+        "",
+        f"Written by roundoff-analyzer {__version__} from `{sweep.path.name}/results.parquet`. Every number in it is read "
+        "from that table; errors are relative to a float64 reference solved by the same library on the same time grid.",
+        "",
+    ]
+    sections = (
+        overview(sweep),
+        key_findings(results, sweep.manifest, with_mode),
+        accuracy(results, sweep.param_errors, with_mode, figures),
+        adjoint_range(figures),
+        worked_and_failed(results, with_mode),
+        recommendations(results, with_mode),
+    )
+    for section in sections:
+        if section:
+            lines += section + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --- accuracy ---------------------------------------------------------------------------------------------------------
+
+WORST_PARAMETERS = 5  # rows per dtype in the table of least accurate parameter gradients
+
+
+def accuracy(
+    results: pd.DataFrame, param_errors: pd.DataFrame | None, with_mode: bool, figures: dict[str, tuple[str, str]]
+) -> list[str]:
+    timesteps = fmt.listing(sweep_timesteps(results))
+    units = ", ".join(
+        f"{fmt.error(u)} for {d}" for d, u in results.drop_duplicates("dtype")[["dtype", "unit_roundoff"]].itertuples(index=False)
+    )
+    lines = [
+        "## Accuracy",
+        "",
+        f"Each cell is the min – max over n_timesteps ({timesteps}) of the runs that produced a finite value, failed runs "
+        "included (an overflow in the backward pass still leaves the solution error measured); `ok` counts the runs "
+        f"without failure. {fmt.MISSING} means no run of that setup produced the value.",
+        "",
+        "### Relative error",
+        "",
+        tables.accuracy_table(results, in_units_of_u=False, with_mode=with_mode),
+        "",
+        f"### In units of the unit roundoff u ({units})",
+        "",
+        tables.accuracy_table(results, in_units_of_u=True, with_mode=with_mode),
+    ]
+    found = growths(results)
+    if found:
+        lines += [
+            "",
+            "### Parameter-gradient error from the smallest to the largest n_timesteps",
+            "",
+            "Over the n_timesteps at which each setup ran without failure; the ratio is largest n over smallest n.",
+            "",
+            tables.growth_table(results, found, with_mode),
+        ]
+    if param_errors is not None:
+        worst = worst_parameters(param_errors, results, WORST_PARAMETERS)
+        if not worst.empty:
+            lines += [
+                "",
+                "### Least accurate parameter gradients",
+                "",
+                f"Per dtype, the {WORST_PARAMETERS} parameters with the largest gradient error over the runs without failure, "
+                "and a run where it was that large.",
+                "",
+                tables.worst_parameters_table(worst, with_mode),
+            ]
+    shown = [name for name in ERROR_FIGURES if name in figures]
+    if shown:
+        lines += ["", "### Figures", ""]
+        for name in shown:
+            png, svg = figures[name]
+            lines += [f"![{METRIC_NAMES[ERROR_FIGURES[name]]} error against n_timesteps]({png}) ([SVG]({svg}))", ""]
+        lines.append(
+            "One line per library × scaling; the dotted line is the unit roundoff u. A × marks a failed run: at its "
+            "value where it has one, in the grey band at the top of the panel where it has none. Skipped configurations "
+            "are not drawn."
+        )
+    return lines
+
+
+def adjoint_range(figures: dict[str, tuple[str, str]]) -> list[str]:
+    if "adjoint_range" not in figures:
+        return []
+    png, svg = figures["adjoint_range"]
+    return [
+        "## Range of the adjoint",
+        "",
+        f"![largest adjoint magnitude per backward step]({png}) ([SVG]({svg}))",
+        "",
+        "The largest magnitude of the adjoint held in the low dtype at each backward step (after any scaling), at the "
+        "largest n_timesteps, against the dtype's largest finite number and its smallest normal number; the dashed line "
+        "is the float64 reference's adjoint (unscaled). A × marks a step with a non-finite value (in the grey band at "
+        "the top when the value itself is not finite).",
+    ]
+
+
+# --- what worked and what failed --------------------------------------------------------------------------------------
+
+
+def worked_and_failed(results: pd.DataFrame, with_mode: bool) -> list[str]:
+    every_n = sweep_timesteps(results)
+    worked, partly, failed, skipped = [], [], [], []
+    for o in setup_outcomes(results):
+        label = fmt.setup_label(o.setup, with_mode)
+        by_class = {c: [n for n, k in o.failed if k == c] for _, c in o.failed}
+        failures = "; ".join(f"{c} at n = {fmt.listing(ns)}" for c, ns in by_class.items())
+        if o.skipped and not o.ok and not o.failed:
+            skipped.append(f"{label}: {fmt.listing(o.skip_reasons)}")
+        elif o.ok and not o.failed:
+            worked.append(label + ("" if list(o.ok) == every_n else f" (at n = {fmt.listing(o.ok)})"))
+        elif o.ok:
+            partly.append(f"{label}: ran at n = {fmt.listing(o.ok)}; {failures}")
+        else:
+            failed.append(f"{label}: {failures}")
+    lines = ["## What worked and what failed"]
+    for title, items in (
+        (f"Worked at every n_timesteps ({fmt.listing(every_n)})", worked),
+        ("Worked at some n_timesteps", partly),
+        ("Failed at every n_timesteps it ran", failed),
+        ("Skipped", skipped),
+    ):
+        if items:
+            lines += ["", f"### {title}", ""] + [f"- {item}" for item in items]
+    return lines

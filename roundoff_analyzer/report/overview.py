@@ -1,0 +1,149 @@
+"""The overview section: when, what, on which data and machine, and how the grid multiplies out."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from . import formatting as fmt
+from .findings import sweep_timesteps
+from .sweep_folder import SweepFolder
+
+
+def overview(sweep: SweepFolder) -> list[str]:
+    manifest, results = sweep.manifest, sweep.results
+    items = [
+        _dates(manifest),
+        _duration(manifest),
+        _model(manifest, results),
+        _data(manifest),
+        _device(manifest),
+        _versions(manifest),
+        _settings(manifest),
+        _grid(manifest, results),
+        _outcome(results),
+    ]
+    lines = ["## Overview", ""] + [f"- {item}" for item in items if item]
+    if not manifest:
+        lines += ["", "manifest.json is missing or unreadable: date, model options, data, device and versions are unknown."]
+    return lines
+
+
+def is_synthetic(data_source: str | None) -> bool:
+    return bool(data_source) and "synthetic" in data_source.lower()
+
+
+def _dates(manifest: dict) -> str | None:
+    started, finished = manifest.get("created_at"), manifest.get("finished_at")
+    if not started:
+        return None
+    return f"**Date**: started {started}" + (f", finished {finished}" if finished else " (no finish time recorded)")
+
+
+def _duration(manifest: dict) -> str | None:
+    seconds = manifest.get("duration_s")
+    if seconds is None:
+        return None
+    # A resumed sweep records only its last call; the earlier calls' time is not on disk.
+    return f"**Duration**: {seconds:.1f} s (wall time of the `roundoff sweep` call that finished the folder)"
+
+
+def _model(manifest: dict, results: pd.DataFrame) -> str:
+    model = manifest.get("model", {})
+    name = model.get("name") or fmt.listing(results["model"].unique())
+    options = model.get("options") or {}
+    settings = ", ".join(f"{k}={_option(v)}" for k, v in options.items())
+    about = f" ({model['description']})" if model.get("description") else ""
+    checkpoint = manifest.get("checkpoint")
+    if isinstance(checkpoint, dict):  # path and sha256 of the weights loaded
+        checkpoint = checkpoint.get("path") or checkpoint.get("sha256")
+    if checkpoint:
+        weights = f"; trained weights from `{checkpoint}`"
+    else:  # an older manifest has no checkpoint key and says nothing about the weights
+        weights = "; untrained weights (no checkpoint)" if "checkpoint" in manifest else ""
+    return f"**Model**: `{name}`{about}" + (f"; options: `{settings}`" if settings else "") + weights
+
+
+def _option(value) -> str:
+    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _data(manifest: dict) -> str | None:
+    source = manifest.get("data_source")
+    if not source:
+        return None
+    if is_synthetic(source):
+        detail = re.sub(r"^synthetic\s*:?\s*", "", source, flags=re.I)
+        return f"**Data**: **synthetic**{f' ({detail})' if detail else ''}; no data file was given, so the numbers are for synthetic inputs"
+    return f"**Data**: {source}"
+
+
+def _device(manifest: dict) -> str | None:
+    device = manifest.get("device_description") or manifest.get("device")
+    return f"**Device**: {device}" if device else None
+
+
+def _versions(manifest: dict) -> str | None:
+    versions = manifest.get("versions") or {}
+    if not versions:
+        return None
+    named = [f"{k} {versions[k]}" for k in ("roundoff-analyzer", "torch", "torchdiffeq", "python") if versions.get(k)]
+    named += [f"CUDA {versions['cuda']}"] if versions.get("cuda") else []
+    revision = versions.get("git_revision") or "none recorded"
+    return f"**Versions**: {', '.join(named)}; git revision: {revision}"
+
+
+def _settings(manifest: dict) -> str | None:
+    parts = []
+    if manifest.get("repeats") is not None:
+        parts.append(f"{fmt.plural(int(manifest['repeats']), 'run')} per configuration")
+    scaler = manifest.get("scaler") or {}
+    if scaler:
+        parts.append(
+            f"loss scaler starts at {scaler.get('init_scale', fmt.MISSING):g}, multiplies by {scaler.get('backoff_factor', fmt.MISSING):g} "
+            f"after a non-finite gradient, at most {scaler.get('max_retries', fmt.MISSING)} retries"
+        )
+    if manifest.get("timeout_s"):
+        parts.append(f"time limit {manifest['timeout_s']:g} s per configuration")
+    return f"**Settings**: {'; '.join(parts)}" if parts else None
+
+
+def _grid(manifest: dict, results: pd.DataFrame) -> str:
+    grid = manifest.get("grid") or {}
+    timesteps = grid.get("timesteps") or sweep_timesteps(results)
+    methods = grid.get("methods") or list(results["method"].unique())
+    modes = grid.get("modes") or list(results["mode"].unique())
+    triples = grid.get("library_dtype_scaling") or [list(t) for t in results[["library", "dtype", "scaling"]].drop_duplicates().itertuples(index=False)]
+    planned = len(timesteps) * len(methods) * len(modes) * len(triples)
+    text = (
+        f"**Configurations**: {planned} = {len(timesteps)} n_timesteps ({fmt.listing(timesteps)}) × "
+        f"{fmt.plural(len(methods), 'method')} ({fmt.listing(methods)}) × {fmt.plural(len(modes), 'mode')} ({fmt.listing(modes)}) × "
+        f"{len(triples)} (library, dtype, scaling) triples: {_triples(triples)}"
+    )
+    if len(results) != planned:
+        text += f". results.parquet holds {len(results)} of them: the sweep did not finish"
+    return text
+
+
+def _triples(triples: list) -> str:
+    """'torchdiffeq float16 {none, grad}, bfloat16 {none}; native …' in the order of the grid."""
+    by_library: dict[str, dict[str, list[str]]] = {}
+    for library, dtype, scaling in triples:
+        by_library.setdefault(library, {}).setdefault(dtype, []).append(scaling)
+    return "; ".join(
+        f"{library} " + ", ".join(f"{dtype} {{{', '.join(scalings)}}}" for dtype, scalings in dtypes.items())
+        for library, dtypes in by_library.items()
+    )
+
+
+def _outcome(results: pd.DataFrame) -> str:
+    counts = results["status"].value_counts()
+    parts = [f"{int(counts[s])} {s}" for s in ("ok", "failed", "skipped") if s in counts]
+    text = f"**Outcome**: {', '.join(parts)}"
+    skipped = results[results["status"] == "skipped"]
+    for reason, runs in skipped.groupby(skipped["skip_reason"].fillna("no reason recorded"), sort=False):
+        setups = fmt.listing(
+            f"{s[0]} {s[1]} {s[2]} {s[3]}" for s in runs[["library", "method", "dtype", "scaling"]].drop_duplicates().itertuples(index=False)
+        )
+        text += f". Skipped {len(runs)} ({setups}, at n_timesteps {fmt.listing(sorted(set(runs['n_timesteps'])))}): {reason}"
+    return text

@@ -1,0 +1,60 @@
+"""A finished sweep folder read back for reporting: the results table, the manifest and the side tables."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import InputError
+from ..grid import CONFIG_COLUMNS
+from ..results import MANIFEST, PARAM_ERRORS, PROFILE, RESULTS, load_results
+
+# What the report cannot do without; the other columns are used where present.
+REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "failure_class", "failure_type", "failure_message", "skip_reason")
+
+
+@dataclass(frozen=True)
+class SweepFolder:
+    path: Path
+    results: pd.DataFrame
+    manifest: dict[str, Any] = field(default_factory=dict)
+    param_errors: pd.DataFrame | None = None
+    profile: pd.DataFrame | None = None
+
+
+def read_sweep_folder(path: str | Path) -> SweepFolder:
+    """Everything the report reads; a folder that is not a sweep is an InputError, raised before anything is written."""
+    path = Path(path)
+    if not path.is_dir():
+        raise InputError(f"'{path}' is not a folder; give the folder a `roundoff sweep --out` wrote")
+    if not (path / RESULTS).is_file():
+        raise InputError(f"'{path}' holds no {RESULTS}; give the folder a finished `roundoff sweep --out` wrote")
+    results = load_results(path)
+    missing = [c for c in REQUIRED_COLUMNS if c not in results.columns]
+    if missing:
+        raise InputError(f"'{path / RESULTS}' is not a roundoff results table (missing columns: {', '.join(missing)})")
+    if results.empty:
+        raise InputError(f"'{path / RESULTS}' holds no configurations; there is nothing to report")
+    return SweepFolder(path, results, _manifest(path), _side_table(path / PARAM_ERRORS), _side_table(path / PROFILE))
+
+
+def _manifest(folder: Path) -> dict[str, Any]:
+    # The results alone still make a report; the overview then says less.
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def _side_table(path: Path) -> pd.DataFrame | None:
+    if not path.is_file():
+        return None
+    try:
+        table = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is bad input here
+        raise InputError(f"cannot read '{path}' as Parquet: {str(exc).splitlines()[0]}") from None
+    return table if not table.empty else None

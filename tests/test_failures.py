@@ -1,0 +1,106 @@
+"""Every failure class that can occur on a CPU, each produced by a real run of a real model."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from roundoff_analyzer.failures import headline
+
+from .conftest import OVERFLOWING_OTFLOW, TINY_OTFLOW, results, run_cli
+
+PROJECTED_FLOW = str(Path(__file__).parent / "fixtures" / "projected_flow.py") + ":projected_flow"
+
+
+def _sweep(out: Path, *args: str):
+    result = run_cli("sweep", *args, "--out", out, "--no-report")
+    assert result.exit_code == 0, result.output
+    return results(out)
+
+
+def test_overflow_has_its_step_for_every_n_timesteps_where_it_overflows(overflow_sweep):
+    table = results(overflow_sweep)
+    overflowed = table[table.failure_class == "overflow"]
+    assert set(overflowed.library) == {"torchdiffeq", "native"}
+    assert overflowed.overflow_step.notna().all() and (overflowed.overflow_phase == "backward").all()
+    assert (overflowed.overflow_step < overflowed.n_timesteps).all()
+    # Where the sweep overflowed, the largest finite adjoint already sat near float16's max.
+    assert (overflowed.max_abs_adjoint > 0.1 * overflowed.dtype_max).all()
+
+
+def test_underflow_without_scaling_and_dynamic_scaling_rescues_it(tmp_path):
+    # The default otflow (d=8, hidden=32): its gradients are accurate to about 1 u when nothing underflows.
+    table = _sweep(tmp_path / "under", "--model", "otflow", "--timesteps", "8", "--method", "rk4",
+                   "--library", "native", "--dtype", "float16", "--scaling", "none,dynamic", "--loss-scale", "1e-12")  # fmt: skip
+    by_scaling = table.set_index("scaling")
+    assert by_scaling.loc["none", "failure_class"] == "underflow", by_scaling.loc["none", "failure_message"]
+    assert "collapsed" in by_scaling.loc["none", "failure_message"]
+    assert by_scaling.loc["none", "grad_params_rel_err"] > 0.9
+    assert by_scaling.loc["dynamic", "status"] == "ok"
+    assert by_scaling.loc["dynamic", "grad_params_rel_err_over_u"] < 10
+    assert by_scaling.loc["dynamic", "grad_y0_rel_err_over_u"] < 10
+    assert by_scaling.loc["dynamic", "final_scale"] > 2.0**30  # lifted far above 1 to meet the tiny adjoint
+
+
+def test_scaler_exhausted_keeps_its_final_scale(tmp_path):
+    table = _sweep(tmp_path / "exhausted", "--model", "otflow", *OVERFLOWING_OTFLOW, "--timesteps", "4", "--method", "euler",
+                   "--library", "torchdiffeq", "--dtype", "float16", "--scaling", "grad", "--max-retries", "2")  # fmt: skip
+    row = table.iloc[0]
+    assert row.failure_class == "scaler_exhausted", row.failure_message
+    assert row.final_scale == 2.0**14 and row.scale_retries == 2  # 65536 halved twice, still overflowing
+
+
+def test_gradscaler_refuses_float16_gradients_in_pure_mode(tmp_path):
+    table = _sweep(tmp_path / "pure", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--method", "euler",
+                   "--dtype", "float16", "--scaling", "grad", "--mode", "pure")  # fmt: skip
+    assert (table.failure_class == "gradscaler_fp16_unscale").all(), table.failure_message
+    assert table.failure_message.str.contains("Attempting to unscale FP16 gradients").all()
+    assert (table.failure_type == "ValueError").all()
+
+
+def test_dtype_mismatch_eager_and_out_of_torchscript(tmp_path):
+    grid = ["--timesteps", "4", "--method", "euler", "--library", "torchdiffeq", "--dtype", "float16,bfloat16", "--scaling", "none"]
+    eager = _sweep(tmp_path / "eager", "--model", PROJECTED_FLOW, *grid)
+    assert (eager.failure_class == "dtype_mismatch").all(), eager.failure_message
+    assert eager.failure_message.str.contains("same dtype").all()
+
+    scripted = _sweep(tmp_path / "scripted", "--model", PROJECTED_FLOW, "-o", "script=true", *grid).set_index("dtype")
+    # TorchScript ran float16 first and kept its casts: bfloat16 then meets Half (seed 000's error).
+    assert scripted.loc["bfloat16", "failure_class"] == "torchscript_dtype_mismatch", scripted.loc["bfloat16", "failure_message"]
+    assert "Half" in scripted.loc["bfloat16", "failure_message"] and "BFloat16" in scripted.loc["bfloat16", "failure_message"]
+    assert "TorchScript" not in scripted.loc["bfloat16", "failure_message"]  # the headline, not the interpreter's preamble
+
+
+def test_timeout_stops_only_that_configuration(tmp_path):
+    table = _sweep(tmp_path / "timeout", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,512", "--method", "rk4",
+                   "--library", "native", "--dtype", "float16", "--scaling", "none", "--timeout", "1.5")  # fmt: skip
+    by_n = table.set_index("n_timesteps")
+    assert by_n.loc[4, "status"] == "ok"
+    assert by_n.loc[512, "failure_class"] == "timeout" and "1.5 s" in by_n.loc[512, "failure_message"]
+
+
+def test_autocast_and_pure_run_side_by_side(tmp_path):
+    table = _sweep(tmp_path / "modes", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--method", "euler",
+                   "--library", "native", "--dtype", "bfloat16", "--scaling", "none", "--mode", "autocast,pure")  # fmt: skip
+    by_mode = table.set_index("mode")
+    assert list(by_mode.index) == ["autocast", "pure"] and (table.status == "ok").all()
+    # Without a float32 master copy the parameters themselves are rounded: pure mode is less accurate.
+    assert by_mode.loc["pure", "sol_rel_err"] > by_mode.loc["autocast", "sol_rel_err"]
+
+
+def test_otflow_torchscript_variant_runs_and_matches_eager(tmp_path):
+    grid = ["--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--method", "euler", "--library", "native",
+            "--dtype", "bfloat16", "--scaling", "none"]  # fmt: skip
+    eager = _sweep(tmp_path / "eager", *grid)
+    scripted = _sweep(tmp_path / "scripted", *grid, "-o", "jit=true")
+    assert (scripted.status == "ok").all() and (eager.status == "ok").all()
+    # TorchScript may fuse the helpers and round their intermediates differently: same order, not the same bits.
+    ratio = scripted.grad_params_rel_err.iloc[0] / eager.grad_params_rel_err.iloc[0]
+    assert 0.5 < ratio < 2, ratio
+
+
+def test_headline_takes_the_error_line_out_of_a_torchscript_trace():
+    trace = RuntimeError(
+        "The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript (most recent call last):\n"
+        "  File \"x.py\", line 3\n    return torch.mv(h, w)\nRuntimeError: addmv input tensors must have the same dtype\n"
+    )
+    assert headline(trace) == "RuntimeError: addmv input tensors must have the same dtype"
+    assert headline(ValueError("")) == "ValueError"

@@ -1,0 +1,117 @@
+"""The native solver: exact gradients of its own discretisation, convergence, and adjoint scaling."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from roundoff_analyzer.methods import METHODS
+from roundoff_analyzer.models import MODELS, parse_options
+from roundoff_analyzer.solvers import DynamicAdjointScaler, SolveReport, increment, odeint
+
+
+def _problem(name: str, **options):
+    model = MODELS.get(name)
+    problem = model.build(parse_options(model, options), torch.device("cpu"))
+    problem.func.double()
+    return problem
+
+
+def _autograd_through_steps(func, y0, t, method):
+    y, states = y0, [y0]
+    for k in range(t.numel() - 1):
+        y = y + increment(func, METHODS.get(method), t[k], y, t[k + 1] - t[k])
+        states.append(y)
+    return torch.stack(states)
+
+
+@pytest.mark.parametrize("method", ["euler", "rk4"])
+@pytest.mark.parametrize("model, options", [("otflow", {"d": 3, "hidden": 8, "batch": 5, "n_layers": 3}), ("linear", {})])
+def test_float64_gradients_equal_autograd_through_the_same_discretisation(model, options, method):
+    problem = _problem(model, **options)
+    params = list(problem.func.parameters())
+    t = torch.linspace(0, 1, 7, dtype=torch.float64)
+
+    y0 = problem.y0.double().requires_grad_(True)
+    native = odeint(problem.func, y0, t, method)
+    native_grads = torch.autograd.grad(problem.loss(native), [y0, *params], allow_unused=True)
+
+    y0_ref = problem.y0.double().requires_grad_(True)
+    unrolled = _autograd_through_steps(problem.func, y0_ref, t, method)
+    reference_grads = torch.autograd.grad(problem.loss(unrolled), [y0_ref, *params], allow_unused=True)
+
+    assert torch.equal(native.detach(), unrolled.detach())
+    for got, want in zip(native_grads, reference_grads):
+        want = torch.zeros_like(got) if want is None else want  # c's bias does not reach the dynamics
+        assert torch.allclose(got, want, rtol=1e-10, atol=1e-10 * float(want.abs().max())), (got - want).abs().max()
+
+
+@pytest.mark.parametrize("method, order", [("euler", 1), ("rk4", 4)])
+def test_converges_to_the_closed_form_solution_at_the_method_order(method, order):
+    problem = _problem("linear", d=3, batch=2)
+    errors = []
+    for n in (16, 32):
+        t = torch.linspace(0, 1, n + 1, dtype=torch.float64)
+        with torch.no_grad():
+            trajectory = odeint(problem.func, problem.y0.double(), t, method)
+        errors.append(float((trajectory[-1] - problem.exact_solution(t)[-1]).norm()))
+    observed_order = torch.log2(torch.tensor(errors[0] / errors[1])).item()
+    assert abs(observed_order - order) < 0.3, errors
+
+
+def test_stored_states_are_low_precision_and_state_update_stays_float32():
+    problem = _problem("linear", d=3, batch=2)
+    problem.func.float()
+    t = torch.linspace(0, 1, 5)
+    y0 = problem.y0.float().requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        trajectory = odeint(problem.func, y0, t, "euler")
+    assert trajectory.dtype == torch.float32
+    stored = trajectory.grad_fn.saved_tensors[1]
+    assert stored.dtype == torch.bfloat16 and stored.shape == (5, *y0.shape)
+
+
+def test_dynamic_scaler_rescues_an_adjoint_that_underflows_float16():
+    problem = _problem("linear", d=4, batch=8)
+    problem.func.float()
+    t = torch.linspace(0, 1, 9)
+    tiny = 1e-12  # the loss gradient lies far below float16's smallest subnormal (6e-8)
+
+    def final_state_loss(trajectory):
+        return tiny * trajectory[-1].pow(2).sum()
+
+    def weight_grad(scaler):
+        problem.func.zero_grad()
+        y0 = problem.y0.float().requires_grad_(True)
+        report = SolveReport()
+        with torch.autocast("cpu", dtype=torch.float16):
+            trajectory = odeint(problem.func, y0, t, "rk4", scaler=scaler, report=report)
+        final_state_loss(trajectory.float()).backward()
+        return problem.func.linear.weight.grad.clone(), report
+
+    problem_64 = _problem("linear", d=4, batch=8)
+    final_state_loss(odeint(problem_64.func, problem_64.y0.double(), t.double(), "rk4")).backward()
+    reference = problem_64.func.linear.weight.grad
+
+    unscaled, unscaled_report = weight_grad(None)
+    scaler = DynamicAdjointScaler()
+    scaled, scaled_report = weight_grad(scaler)
+    unit_roundoff = 2.0**-11
+    # Parameter gradients arrive only through low-precision products, so they collapse entirely.
+    assert float(unscaled.norm()) < 0.1 * float(reference.norm())
+    assert unscaled_report.backward[0].low_adjoint_zero_share > 0.5
+    relative = float((scaled.double() - reference).norm() / reference.norm())
+    assert relative < 10 * unit_roundoff, relative
+    assert scaler.scale > 2**20  # the scale had to grow far above 1 to lift the adjoint
+    assert scaled_report.backward[0].low_adjoint_zero_share == 0.0
+
+
+def test_dynamic_scaler_halves_on_overflow_and_gives_up_past_its_bound():
+    from roundoff_analyzer.errors import ScalerExhausted
+
+    scaler = DynamicAdjointScaler(max_retries=2)
+    first = scaler.scale_for(torch.full((4, 3), 8.0), torch.float16)
+    assert first == 2.0 ** int(torch.log2(torch.tensor(1 / (2**-10 * 3**0.5) / 8)).floor())
+    assert scaler.backoff() == first / 2 and scaler.backoff() == first / 4
+    with pytest.raises(ScalerExhausted):
+        scaler.backoff()
+    assert scaler.retries == 2

@@ -1,0 +1,383 @@
+"""`roundoff report` and `roundoff show` on real small sweeps: what the report says, and that its numbers are the Parquet's.
+
+The checks read the report as a reader would: its markdown tables are parsed back into numbers and each is compared
+with the Parquet value it claims to show, at the precision it is printed with.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+
+from roundoff_analyzer.dtypes import DTYPES
+from roundoff_analyzer.failures import FAILURE_CLASSES
+from roundoff_analyzer.report import draw_figures, read_sweep_folder
+from roundoff_analyzer.report.causes import explain
+from roundoff_analyzer.report.figures import FAILED_LABEL, adjoint_range_figure, error_figure
+from roundoff_analyzer.report.findings import FailureGroup, overflow_progressions
+from roundoff_analyzer.report.formatting import markdown_table
+from roundoff_analyzer.report.recommendations import recommendations
+from roundoff_analyzer.report.tables import failure_group_table
+
+from .conftest import results, run_cli
+
+SETUP = ["library", "method", "dtype", "scaling"]
+# Three significant digits are printed: a printed value is within half a unit of its third digit of the true one.
+PRINTED = 5.01e-3
+# Header of a report table -> the results column it shows.
+RUN_COLUMNS = {
+    "phase": "overflow_phase", "step": "overflow_step", "largest finite adjoint": "max_abs_adjoint",
+    "reference largest adjoint": "reference_max_abs_adjoint", "dtype max": "dtype_max",
+    "gradient w.r.t. y0 error": "grad_y0_rel_err", "parameter gradient error": "grad_params_rel_err",
+    "final scale": "final_scale", "retries": "scale_retries", "message": "failure_message",
+}  # fmt: skip
+RANGE_COLUMNS = {"solution": "sol_rel_err", "gradient w.r.t. y0": "grad_y0_rel_err", "parameter gradient": "grad_params_rel_err"}
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e[+-]\d+)?(?![\w.])")
+
+
+# --- reading a report back ----------------------------------------------------------------------------------------
+
+
+def report_text(folder: Path) -> str:
+    return (folder / "report.md").read_text()
+
+
+def split_row(line: str) -> list[str]:
+    cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def tables_of(text: str) -> list[tuple[str, list[str], list[dict[str, str]]]]:
+    """(the heading above it, headers, rows) for every markdown table."""
+    found, heading, lines = [], "", text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("#"):
+            heading = lines[i]
+        if lines[i].startswith("|") and i + 1 < len(lines) and set(lines[i + 1].replace("|", "").strip()) <= set("-: "):
+            headers = split_row(lines[i])
+            i += 2
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append(dict(zip(headers, split_row(lines[i]))))
+                i += 1
+            found.append((heading, headers, rows))
+            continue
+        i += 1
+    return found
+
+
+def printed_as(cell: str, value) -> bool:
+    missing = value is None or (isinstance(value, float) and math.isnan(value))
+    if cell == "—":
+        return missing
+    if missing:
+        return False
+    if isinstance(value, str):
+        return cell == value
+    return math.isclose(float(cell), float(value), rel_tol=PRINTED)
+
+
+def printed_range(cell: str, values: pd.Series) -> bool:
+    values = values.dropna()
+    if cell == "—":
+        return values.empty
+    low, _, high = cell.partition(" – ")
+    return printed_as(low, values.min()) and printed_as(high or low, values.max())
+
+
+def check_numbers_against(text: str, table: pd.DataFrame, parameters: pd.DataFrame) -> int:
+    """Every cell of every table in the report against the results; returns how many cells were checked."""
+    checked = 0
+    for heading, headers, rows in tables_of(text):
+        for row in rows:
+            setup = (table[SETUP] == pd.Series({c: row[c] for c in SETUP})).all(axis=1)
+            if "parameter" in headers:
+                # A parameter's largest gradient error over the runs without failure, and a run where it was that large.
+                ok = table.loc[table.status == "ok", ["library", "method", "n_timesteps", "dtype", "scaling", "mode"]]
+                runs = parameters[(parameters.parameter == row["parameter"]) & (parameters.dtype == row["dtype"])].merge(ok)
+                assert printed_as(row["largest error"], runs.grad_rel_err.max()), row
+                run = runs[(runs[SETUP] == pd.Series({c: row[c] for c in SETUP})).all(axis=1)]
+                run = run[run.n_timesteps == int(row["n_timesteps"])]
+                assert printed_as(row["largest error"], run.grad_rel_err.iloc[0]), row
+                assert printed_as(row["in u"], run.grad_rel_err_over_u.iloc[0]), row
+                checked += 2
+            elif "n_timesteps" in headers and "→" not in row["n_timesteps"]:
+                # One configuration per row (a failure group's runs).
+                match = table[setup & (table["n_timesteps"] == int(row["n_timesteps"]))]
+                assert len(match) == 1, row
+                for header, column in RUN_COLUMNS.items():
+                    if header in row:
+                        assert printed_as(row[header], match.iloc[0][column]), (heading, header, row)
+                        checked += 1
+            elif "ratio" in headers:
+                # The gradient error at the smallest and the largest n_timesteps a setup ran without failure.
+                ok = table[setup & (table["status"] == "ok")].sort_values("n_timesteps")
+                first, last = ok.iloc[0], ok.iloc[-1]
+                assert row["n_timesteps"] == f"{first['n_timesteps']} → {last['n_timesteps']}", row
+                assert printed_as(row["error at smallest n"], first["grad_params_rel_err"]), row
+                assert printed_as(row["error at largest n"], last["grad_params_rel_err"]), row
+                assert printed_as(row["ratio"], last["grad_params_rel_err"] / first["grad_params_rel_err"]), row
+                checked += 4
+            else:
+                # Accuracy: min – max over n_timesteps, relative or in units of u.
+                suffix = "_over_u" if "units of the unit roundoff" in heading else ""
+                runs = table[setup & (table["status"] != "skipped")]
+                assert row["ok"] == f"{(runs['status'] == 'ok').sum()} of {len(runs)}", row
+                for header, column in RANGE_COLUMNS.items():
+                    assert printed_range(row[header], runs[column + suffix]), (heading, header, row)
+                    checked += 1
+    return checked
+
+
+def known_values(table: pd.DataFrame, parameters: pd.DataFrame) -> list[float]:
+    """What a number in the report's prose may be: a results value, a dtype's constant, or a setup's error ratio."""
+    numbers = [table.select_dtypes("number"), parameters.select_dtypes("number")]
+    values = [float(v) for frame in numbers for v in frame.to_numpy().ravel() if pd.notna(v)]
+    for spec in DTYPES:
+        values += [spec.max, spec.smallest_normal, spec.smallest_subnormal, spec.unit_roundoff]
+    ok = table[table["status"] == "ok"].sort_values("n_timesteps")
+    for _, runs in ok.groupby([*SETUP, "mode"]):
+        if len(runs) > 1:
+            values.append(runs["grad_params_rel_err"].iloc[-1] / runs["grad_params_rel_err"].iloc[0])
+    return values
+
+
+def check_prose_numbers(text: str, table: pd.DataFrame, parameters: pd.DataFrame) -> int:
+    """Every decimal number from the key findings on (the overview holds dates and versions) is one the data holds."""
+    body = text[text.index("## Key findings") :]
+    body = re.sub(r"\]\([^)]*\)", "]", body)  # link targets are file names, not numbers
+    known = known_values(table, parameters)
+    numbers = [t for t in NUMBER.findall(body) if "." in t or "e" in t]
+    for token in numbers:
+        assert any(math.isclose(float(token), v, rel_tol=PRINTED) for v in known), token
+    return len(numbers)
+
+
+def sections(text: str) -> list[tuple[int, str, str]]:
+    """(level, heading, the text up to the next heading of the same or a higher level)."""
+    lines = text.splitlines()
+    heads = [(i, len(l) - len(l.lstrip("#"))) for i, l in enumerate(lines) if re.match(r"^#+ ", l)]
+    found = []
+    for k, (i, level) in enumerate(heads):
+        end = next((j for j, lv in heads[k + 1 :] if lv <= level), len(lines))
+        found.append((level, lines[i], "\n".join(lines[i + 1 : end])))
+    return found
+
+
+# --- the report of a sweep with failures --------------------------------------------------------------------------
+
+
+def test_every_failure_group_is_named_with_count_message_and_cause(overflow_sweep):
+    text, table = report_text(overflow_sweep), results(overflow_sweep)
+    failed = table[table.status == "failed"]
+    assert len(failed) > 0, "the overflow sweep should have failures"
+    headers = re.findall(r"^### \d+\. (\w+): (\d+) configurations?$", text, flags=re.M)
+    counted = {}
+    for failure_class, count in headers:
+        counted[failure_class] = counted.get(failure_class, 0) + int(count)
+    assert counted == failed.failure_class.value_counts().to_dict()
+    for message in failed.failure_message:
+        assert re.sub(r" at (forward|backward) step \d+$", "", message) in text, message
+    group_rows = [r for heading, _, rows in tables_of(text) if re.match(r"### \d+\.", heading) for r in rows]
+    assert len(group_rows) == len(failed)
+    if "overflow" in counted:
+        assert "exceeded the largest finite float16 number (6.55e+04)" in text
+        assert "**What to do.** Scale the backward pass down" in text
+
+
+def test_report_numbers_are_the_parquet_numbers(overflow_sweep, tiny_sweep):
+    for folder in (overflow_sweep, tiny_sweep):
+        text, table = report_text(folder), results(folder)
+        parameters = pd.read_parquet(folder / "param_errors.parquet")
+        assert check_numbers_against(text, table, parameters) > 50
+        assert check_prose_numbers(text, table, parameters) > 0
+
+
+def test_scaling_that_rescued_a_dtype_is_reported(overflow_sweep):
+    text, table = report_text(overflow_sweep), results(overflow_sweep)
+    unscaled_failed = table[(table.scaling == "none") & (table.status == "failed")]
+    rescued = table[(table.scaling == "grad") & (table.status == "ok")].merge(
+        unscaled_failed[["library", "method", "dtype", "n_timesteps"]], on=["library", "method", "dtype", "n_timesteps"]
+    )
+    assert not rescued.empty
+    section = text[text.index("### Which scaling rescued which dtype") :].split("\n## ")[0]
+    for (library, method, dtype), runs in rescued.groupby(["library", "method", "dtype"]):
+        ns = ", ".join(str(n) for n in sorted(runs.n_timesteps))
+        assert f"**{dtype}**, {library} {method}: without scaling it failed" in section
+        assert f"`grad` worked at n = {ns}" in section
+    assert "**float16 needs scaling**" in text
+
+
+def test_skipped_configurations_are_counted_with_their_reason(overflow_sweep):
+    text, table = report_text(overflow_sweep), results(overflow_sweep)
+    skipped = table[table.status == "skipped"]
+    assert f"{len(skipped)} skipped" in text
+    for reason in skipped.skip_reason.unique():
+        assert reason in text
+
+
+# --- the report of a sweep without failures -----------------------------------------------------------------------
+
+
+def test_report_without_failures_says_so_and_has_no_empty_section(tiny_sweep):
+    table = results(tiny_sweep)
+    assert set(table.status) <= {"ok", "skipped"}, table[table.status == "failed"][["failure_class", "failure_message"]]
+    text = report_text(tiny_sweep)
+    assert "No configuration failed" in text
+    for absent in ("Which scaling rescued", "Failed at every", "Worked at some", "needs scaling", "Cause."):
+        assert absent not in text
+    for level, heading, body in sections(text):
+        assert body.strip(), f"empty section {heading!r}"
+    assert "**Data**: **synthetic**" in text
+    assert "28 = 2 n_timesteps (4, 16) × 2 methods (euler, rk4) × 1 mode (autocast) × 7 (library, dtype, scaling)" in text
+
+
+# --- figures ------------------------------------------------------------------------------------------------------
+
+
+def panel_lines(ax) -> dict[str, object]:
+    return {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+
+
+@pytest.mark.parametrize("metric", ["sol_rel_err", "grad_params_rel_err"])
+def test_error_figure_has_one_line_per_library_and_scaling_and_the_u_line(tiny_sweep, metric):
+    table = results(tiny_sweep)
+    figure = error_figure(table, metric)
+    assert len(figure.axes) == table.method.nunique() * table.dtype.nunique()
+    for ax in figure.axes:
+        method, dtype = ax.get_title().split(", ")
+        panel = table[(table.method == method) & (table.dtype == dtype) & (table.status != "skipped")]
+        lines = panel_lines(ax)
+        expected = {f"{lib} {scaling}" for lib, scaling in panel[["library", "scaling"]].drop_duplicates().itertuples(index=False)}
+        u_labels = [label for label in lines if label.startswith("u (")]
+        assert set(lines) - set(u_labels) == expected
+        assert len(u_labels) == 1 and list(lines[u_labels[0]].get_ydata()) == [panel.unit_roundoff.iloc[0]] * 2
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+
+
+def test_failed_runs_are_marked_not_dropped(overflow_sweep):
+    table = results(overflow_sweep)
+    figure = error_figure(table, "grad_params_rel_err")
+    marked = 0
+    for ax in figure.axes:
+        marks = [line for line in ax.get_lines() if line.get_label() == "_failed"]
+        marked += sum(len(line.get_xdata()) for line in marks)
+        if marks:
+            assert FAILED_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert marked == (table.status == "failed").sum() > 0
+
+
+def test_adjoint_figure_shows_the_dtype_range(overflow_sweep):
+    profile = read_sweep_folder(overflow_sweep).profile
+    figure = adjoint_range_figure(profile)
+    for ax in figure.axes:
+        dtype = ax.get_title().split(", ")[1]
+        lines = panel_lines(ax)
+        assert list(lines[f"{dtype} max = {DTYPES.get(dtype).max:.3g}"].get_ydata()) == [DTYPES.get(dtype).max] * 2
+        assert any(label.startswith(f"{dtype} smallest normal") for label in lines)
+
+
+def test_figures_open_as_images_and_are_linked_relatively(overflow_sweep, tmp_path):
+    out = tmp_path / "elsewhere" / "report.md"
+    result = run_cli("report", overflow_sweep, "--out", out)
+    assert result.exit_code == 0, result.output
+    links = re.findall(r"\]\(([^)]+\.(?:png|svg))\)", out.read_text())
+    assert len(links) == 2 * len(draw_figures(read_sweep_folder(overflow_sweep)))
+    for link in links:
+        assert not Path(link).is_absolute()
+        target = (out.parent / link).resolve()
+        if target.suffix == ".png":
+            image = imread(target)
+            assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 200
+        else:
+            assert "<svg" in target.read_text()[:1000]
+
+
+# --- pieces -------------------------------------------------------------------------------------------------------
+
+
+def test_a_pipe_in_a_message_cannot_break_a_table(overflow_sweep):
+    table = results(overflow_sweep)
+    row = table[table.status == "failed"].head(1).assign(failure_message="expected a | b, got c", failure_class="error")
+    other = row.assign(failure_message="expected x | y, got z", n_timesteps=row.n_timesteps + 1)
+    group = FailureGroup("error", "RuntimeError", "expected … | …", pd.concat([row, other]))
+    parsed = tables_of(failure_group_table(group, pd.concat([table, other]), with_mode=False))
+    (_, headers, rows) = parsed[0]
+    assert [r["message"] for r in rows] == ["expected a | b, got c", "expected x | y, got z"]
+    assert all(len(r) == len(headers) for r in rows)
+    assert split_row(markdown_table([["a|b", "c"]], ["x", "y"]).splitlines()[2]) == ["a|b", "c"]
+
+
+def test_each_failure_class_is_explained_in_its_own_words(overflow_sweep):
+    row = results(overflow_sweep).query("status == 'failed'").head(1)
+    explanations = {
+        failure_class: explain(FailureGroup(failure_class, "X", "m", row.assign(failure_class=failure_class)), {})
+        for failure_class in FAILURE_CLASSES
+    }
+    assert len({e.cause for e in explanations.values()}) == len(FAILURE_CLASSES)
+    assert len({e.remedy for e in explanations.values()}) == len(FAILURE_CLASSES)
+
+
+def test_overflow_step_progression_follows_n_timesteps(overflow_sweep):
+    table = results(overflow_sweep)
+    native = (table.library == "native") & (table.scaling == "none")
+    steps = {4: 0, 16: 1}
+    progressed = table[native].assign(status="failed", failure_class="overflow", overflow_phase="backward",
+                                      overflow_step=table[native].n_timesteps.map(steps))  # fmt: skip
+    (found,) = overflow_progressions(progressed)
+    assert found.steps == ((4, 0), (16, 1)) and found.phase == "backward"
+
+
+def test_growth_is_claimed_only_when_the_numbers_show_it(tiny_sweep):
+    table = results(tiny_sweep)
+    grows = (table.library == "torchdiffeq") & (table.method == "rk4") & (table.dtype == "float16") & (table.scaling == "none")
+    largest = grows & (table.n_timesteps == table.n_timesteps.max())
+    steep = table.copy()
+    steep.loc[largest, "grad_params_rel_err"] = 10 * table.loc[grows, "grad_params_rel_err"].min()
+    claim = "**Error growth with n_timesteps** (rk4, float16, scaling none): torchdiffeq's parameter-gradient error grows"
+    assert any(item.startswith(f"- {claim}") and "while native's stays within" in item for item in recommendations(steep, False))
+    flat = table.copy()
+    flat.loc[grows, "grad_params_rel_err"] = table.loc[grows, "grad_params_rel_err"].min()
+    assert not any("Error growth" in item for item in recommendations(flat, False))
+
+
+# --- the command line ---------------------------------------------------------------------------------------------
+
+
+def test_sweep_writes_the_report_unless_told_not_to(tiny_sweep, tmp_path):
+    assert (tiny_sweep / "report.md").is_file() and (tiny_sweep / "figures" / "error_grad_params.png").is_file()
+    out = tmp_path / "quiet"
+    grid = ["--model", "linear", "--timesteps", "2", "--method", "euler", "--library", "native", "--dtype", "float16"]
+    result = run_cli("sweep", *grid, "--scaling", "none", "--no-report", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert (out / "results.parquet").is_file() and not (out / "report.md").exists() and not (out / "figures").exists()
+
+
+def one_error_line(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_report_of_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    assert "not a folder" in one_error_line(run_cli("report", tmp_path / "missing"))
+    (tmp_path / "manifest.json").write_text("{}")
+    assert "results.parquet" in one_error_line(run_cli("report", tmp_path))
+    (tmp_path / "results.parquet").write_bytes(b"not parquet")
+    assert "cannot read" in one_error_line(run_cli("report", tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "results.parquet"]
+
+
+def test_show_filters_and_colours_failures(overflow_sweep):
+    table = results(overflow_sweep)
+    result = run_cli("show", overflow_sweep, "--where", "status == 'failed'")
+    assert result.exit_code == 0, result.output
+    assert f"{(table.status == 'failed').sum()} of {len(table)} configurations" in result.stdout
+    assert result.stdout.count("\nfailed ") == (table.status == "failed").sum()
+    assert "--where 'dtyp ==' is not a valid filter" in one_error_line(run_cli("show", overflow_sweep, "--where", "dtyp =="))
