@@ -5,7 +5,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo, field_validator
 
 from .data import parse_data
 from .dtypes import DTYPES
@@ -19,6 +19,10 @@ from .scalings import SCALINGS, ScalerSettings
 # Sized for a 2-core CPU: the bare `roundoff sweep --model otflow` finishes in well under 3 minutes.
 DEFAULT_TIMESTEPS = (8, 32, 128)
 DEFAULT_METHODS = ("euler", "rk4")
+
+
+# Each sweep axis given by name, and the registry its names must come from.
+AXIS_REGISTRIES: dict[str, Registry] = {"method": METHODS, "library": LIBRARIES, "dtype": DTYPES, "scaling": SCALINGS, "mode": MODES}
 
 
 def _names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
@@ -68,30 +72,10 @@ class SweepConfig(BaseModel):
                 raise ValueError(str(exc)) from None
         return value
 
-    @field_validator("method")
+    @field_validator(*AXIS_REGISTRIES)
     @classmethod
-    def _methods(cls, value):
-        return _names_in(METHODS, value)
-
-    @field_validator("library")
-    @classmethod
-    def _libraries(cls, value):
-        return _names_in(LIBRARIES, value)
-
-    @field_validator("dtype")
-    @classmethod
-    def _dtypes(cls, value):
-        return _names_in(DTYPES, value)
-
-    @field_validator("scaling")
-    @classmethod
-    def _scalings(cls, value):
-        return _names_in(SCALINGS, value)
-
-    @field_validator("mode")
-    @classmethod
-    def _modes(cls, value):
-        return _names_in(MODES, value)
+    def _axis_names(cls, value, info: ValidationInfo):
+        return _names_in(AXIS_REGISTRIES[info.field_name], value)
 
 
 def validate(values: dict[str, Any], source: str = "command line") -> SweepConfig:

@@ -81,7 +81,7 @@ def run_once(
         # Keep the backward profile of the attempt that counted (a loss scaler may have retried).
         outcome.report.backward = sorted(outcome.report.backward[-(t.numel() - 1):], key=lambda r: r.backward_step)
         if not metrics.all_finite(outcome.grads):
-            outcome.failure = failures.overflow("gradient", "backward", outcome.report.backward_overflow_step)
+            outcome.failure = _gradient_overflow(prepared, outcome)
     except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
         outcome.failure = failures.classify_exception(exc)
         if outcome.failure.final_scale is not None:
@@ -90,6 +90,18 @@ def run_once(
         for leaf in leaves:
             leaf.grad = None
     return outcome
+
+
+def _gradient_overflow(prepared: PreparedRun, outcome: RunOutcome) -> Failure:
+    names = ["y0"] + [name for name, p in prepared.func.named_parameters() if p.requires_grad]
+    bad = [name for name, grad in zip(names, outcome.grads) if not metrics.all_finite([grad])]
+    step = outcome.report.backward_overflow_step
+    quantity = f"gradient ({', '.join(bad[:4])}{', ...' if len(bad) > 4 else ''})"
+    if step is None:
+        # Every step's adjoint stayed finite: the overflow is where the parameter gradient is summed over
+        # the steps (under autocast, in the low dtype, on autocast's one cached copy of each weight).
+        quantity += "; every step's adjoint stayed finite, the sum of the parameter gradient over the steps overflowed"
+    return failures.overflow(quantity, "backward", step)
 
 
 class ReferenceCache:

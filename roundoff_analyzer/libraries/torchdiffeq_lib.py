@@ -8,41 +8,31 @@ _FIXED_GRID = ("euler", "midpoint", "rk4", "heun2", "heun3", "explicit_adams", "
 
 
 class _ProbedDynamics(torch.nn.Module):
-    """Reports, per time step, what the backward pass saw: the adjoint reaching the state, the
-    low-precision gradient at the right-hand side's output, and whether any of it, or the
-    parameter gradients of that step, left the dtype's range.
+    """Reports, per time step, the adjoint reaching the state and the gradient at the right-hand
+    side's output; torchdiffeq hands the state itself to the first stage of each step.
 
-    torchdiffeq hands the state itself to the first stage of each step, so a hook on it sees the
-    full adjoint. Each call gets its own view of every parameter, so that a hook on the view sees
-    that call's share of the parameter gradient.
+    It only observes: the parameters are used as they are, so autocast keeps its one low-precision
+    copy of each weight for the whole solve, and sums that copy's gradient over every step in the
+    low dtype, as it does for any user of torchdiffeq under autocast.
     """
 
     def __init__(self, func, n_stages, n_steps, report):
         super().__init__()
         self.func, self.n_stages, self.n_steps, self.report = func, n_stages, n_steps, report
         self.calls = 0
-        self._params_finite: dict[int, bool] = {}
 
     def forward(self, t, y):
         call, self.calls = self.calls, self.calls + 1
+        out = self.func(t, y)
         step, stage = divmod(call, self.n_stages)
-        views = {name: p.view_as(p) for name, p in self.func.named_parameters() if p.requires_grad}
-        out = torch.func.functional_call(self.func, views, (t, y))
-        if step >= self.n_steps or not out.requires_grad:
-            return out
-        for view in views.values():
-            view.register_hook(lambda g, step=step: self._note_params(step, g))
-        if stage == 0 and y.requires_grad:
+        if stage == 0 and step < self.n_steps and y.requires_grad and out.requires_grad:
             seen = {}
             out.register_hook(lambda g: seen.__setitem__("low", g))
             y.register_hook(lambda g, step=step: self._record(step, g, seen.get("low", g)))
         return out
 
-    def _note_params(self, step, grad):
-        self._params_finite[step] = self._params_finite.get(step, True) and bool(torch.isfinite(grad).all())
-
     def _record(self, step, state_grad, low_grad):
-        finite = bool(torch.isfinite(state_grad).all() and torch.isfinite(low_grad).all()) and self._params_finite.pop(step, True)
+        finite = bool(torch.isfinite(state_grad).all() and torch.isfinite(low_grad).all())
         self.report.record_backward(self.n_steps - 1 - step, state_grad, low_grad, finite)
 
 

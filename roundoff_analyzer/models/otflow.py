@@ -6,6 +6,7 @@ the same arithmetic a trained OT-Flow model does.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -46,12 +47,13 @@ def tanh_derivative(x: torch.Tensor) -> torch.Tensor:
 
 
 # The OT-Flow code scripts these two helpers; `-o jit=true` does the same, so that a user can see
-# whether the TorchScript interpreter changes the outcome on their device. Looked up by name at
-# call time so that the module stays deep-copyable.
-_HELPERS = {
-    False: {"antiderivative_tanh": antiderivative_tanh, "tanh_derivative": tanh_derivative},
-    True: {"antiderivative_tanh": torch.jit.script(antiderivative_tanh), "tanh_derivative": torch.jit.script(tanh_derivative)},
-}
+# whether the TorchScript interpreter changes the outcome on their device. Scripted on first use
+# (not at import), and looked up at call time so that the module stays deep-copyable.
+@functools.cache
+def _helpers(jit: bool):
+    if not jit:
+        return antiderivative_tanh, tanh_derivative
+    return torch.jit.script(antiderivative_tanh), torch.jit.script(tanh_derivative)
 
 
 class OTFlowPotential(nn.Module):
@@ -75,14 +77,10 @@ class OTFlowPotential(nn.Module):
             self.c.weight.zero_()
             self.c.bias.zero_()
 
-    def _helpers(self):
-        helpers = _HELPERS[self.jit]
-        return helpers["antiderivative_tanh"], helpers["tanh_derivative"]
-
     def gradient_and_trace(self, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """grad_s Phi (batch, d+1) and the trace of the Hessian in x alone (batch,)."""
         d, h = self.d, self.step
-        antiderivative_tanh, tanh_derivative = self._helpers()
+        antiderivative_tanh, tanh_derivative = _helpers(self.jit)
         opening = self.opening(s)
         activations = [antiderivative_tanh(opening)]
         pre_activations = []
@@ -112,7 +110,7 @@ class OTFlowPotential(nn.Module):
 
     def forward(self, s: torch.Tensor) -> torch.Tensor:
         """Phi itself; used by tests to check the closed forms against autograd."""
-        antiderivative_tanh, _ = self._helpers()
+        antiderivative_tanh, _ = _helpers(self.jit)
         opening = self.opening(s)
         u = antiderivative_tanh(opening)
         for layer in self.layers:

@@ -4,6 +4,14 @@ from ..errors import ScalerExhausted
 from .base import SCALINGS, BackwardResult
 
 
+class _Leaves:
+    """What GradScaler.unscale_ reads of an optimizer: its parameter groups. (A real optimizer would
+    do as well, but constructing one imports torch._dynamo, over a second per process.)"""
+
+    def __init__(self, leaves):
+        self.param_groups = [{"params": list(leaves)}]
+
+
 class GradScaling:
     name = "grad"
     description = "loss scaling with torch.amp.GradScaler: scale, backward, unscale; halve and retry on a non-finite gradient"
@@ -20,7 +28,7 @@ class GradScaling:
         scaler = torch.amp.GradScaler(
             loss.device.type, init_scale=settings.init_scale, backoff_factor=settings.backoff_factor, growth_interval=2**31 - 1
         )
-        optimizer = torch.optim.SGD(list(leaves), lr=0.0)
+        optimizer = _Leaves(leaves)
         for attempt in range(settings.max_retries + 1):
             for leaf in leaves:
                 leaf.grad = None
