@@ -1,7 +1,8 @@
 """Ctrl-C during a sweep: the first stops after the configuration in progress, a second stops at once.
 
 Either way the finished configurations stay on disk, and the command says how to resume (exit 130,
-the shell's code for an interrupt).
+the shell's code for an interrupt). A sweep that lost configurations without being asked to stop (a
+worker died, a Slurm task failed) says why and how to retry them (exit 1).
 """
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from typing import Callable, Iterator
 import typer
 from rich.console import Console
 
-from roundoff_analyzer.sweep import SweepInterrupted
+from roundoff_analyzer.sweep import SweepIncomplete, SweepInterrupted
 
 EXIT_INTERRUPTED = 130
+EXIT_INCOMPLETE = 1
 
 
 @contextmanager
@@ -37,7 +39,8 @@ def stop_after_current(console: Console) -> Iterator[Callable[[], bool]]:
     try:
         yield lambda: requested
     finally:
-        signal.signal(signal.SIGINT, previous)
+        # After a stop the command is on its way out (exit 130): a later press must not cut its report short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN if requested else previous)
 
 
 def report_interrupted(console: Console, stopped: SweepInterrupted) -> None:
@@ -46,4 +49,18 @@ def report_interrupted(console: Console, stopped: SweepInterrupted) -> None:
         f"(results.parquet holds them); run the same command again to run the other {stopped.n_total - stopped.n_done}",
         highlight=False,
     )
+    if stopped.note:
+        console.print(stopped.note, highlight=False, markup=False)
     raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def report_incomplete(console: Console, incomplete: SweepIncomplete) -> None:
+    """Configurations lost without a stop request (a worker died, a Slurm task failed): each cause, then how to retry."""
+    for problem in incomplete.problems:
+        console.print(f"error: {problem}", highlight=False, markup=False)
+    console.print(
+        f"{incomplete.n_done} of {incomplete.n_total} configurations are done and saved in {incomplete.out_dir}; "
+        f"run the same command again to retry the other {incomplete.n_total - incomplete.n_done}",
+        highlight=False, markup=False,
+    )  # fmt: skip
+    raise typer.Exit(EXIT_INCOMPLETE)

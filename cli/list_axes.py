@@ -1,4 +1,4 @@
-"""`roundoff list`: every model, library, method, dtype, scaling and mode, and whether it can run here."""
+"""`roundoff list`: every model, library, method, dtype, scaling, mode and executor, and whether it can run here."""
 from __future__ import annotations
 
 from typing import Optional
@@ -9,6 +9,7 @@ from rich.table import Table
 from roundoff_analyzer.data import DATA_SOURCES
 from roundoff_analyzer.devices import resolve_device
 from roundoff_analyzer.dtypes import DTYPES
+from roundoff_analyzer.executors import EXECUTORS
 from roundoff_analyzer.libraries import LIBRARIES
 from roundoff_analyzer.methods import METHODS
 from roundoff_analyzer.models import MODELS
@@ -49,4 +50,7 @@ def list_axes(device: Optional[str] = typer.Option("auto", help="Device to check
         table.add_row("scaling", scaling.name, "yes", scaling.description)
     for mode in MODES:
         table.add_row("mode", mode.name, "yes", mode.description)
+    for executor in EXECUTORS:
+        reason = executor.unavailable_reason()
+        table.add_row("executor", executor.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {reason}", executor.description)
     console.print(table)

@@ -39,3 +39,6 @@ class RichProgress:
             self._progress.console.print(
                 f"[red]failed[/] {config.label()}: {row['failure_class']}: {row['failure_message']}", markup=True, highlight=False
             )
+
+    def note(self, text: str) -> None:
+        self._progress.console.print(text, markup=False, highlight=False)

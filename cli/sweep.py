@@ -13,7 +13,7 @@ from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import write_report
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
-from .interrupts import report_interrupted, stop_after_current
+from .interrupts import report_incomplete, report_interrupted, stop_after_current
 from .progress import RichProgress
 from .tables import results_table
 
@@ -40,6 +40,12 @@ def sweep(
     init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale (default 65536)."),
     backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: scale factor after a non-finite gradient (0.5)."),
     max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backward retries; dynamic: halvings per step (30)."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: local, processes or slurm."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes on this machine (implies --executor processes)."),
+    slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="slurm: partition of the array's tasks."),
+    slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: time limit per task (minutes or HH:MM:SS)."),
+    slurm_gpus_per_task: Optional[int] = typer.Option(None, "--slurm-gpus-per-task", help="slurm: GPUs per task."),
+    slurm_option: list[str] = typer.Option([], "--slurm-option", help="slurm: another sbatch option key=value, or a bare flag (repeatable)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default: a new folder under results/)."),
     force: bool = typer.Option(False, "--force", help="Replace a different sweep found in --out."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.md and figures/ at the end."),
@@ -67,6 +73,10 @@ def sweep(
         "loss_scale": loss_scale,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
                    if v is not None} or None,
+        "executor": executor,
+        "workers": workers,
+        "slurm": {k: v for k, v in {"partition": slurm_partition, "time": slurm_time, "gpus_per_task": slurm_gpus_per_task,
+                                    "options": sweep_config.parse_sbatch_options(slurm_option) or None}.items() if v is not None} or None,
     }
     plan = sweeping.plan(sweep_config.resolve(config, overrides))
     out_dir = out or sweeping.default_out_dir(plan)
@@ -80,6 +90,11 @@ def sweep(
             outcome = sweeping.run(plan, out_dir, progress=progress, force=force, stop_requested=stop_requested)
     except sweeping.SweepInterrupted as stopped:
         report_interrupted(stderr, stopped)
+    except sweeping.SweepIncomplete as incomplete:
+        report_incomplete(stderr, incomplete)
+    except KeyboardInterrupt:
+        # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
+        report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
     console.print(results_table(outcome.results, title=f"{plan.model.name}: error against the float64 reference"))
     counts = outcome.results["status"].value_counts().to_dict()
     console.print(

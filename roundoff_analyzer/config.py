@@ -1,6 +1,7 @@
 """What a sweep is asked to do, validated: from a TOML file, the command line, or both (the command line wins)."""
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, V
 from .data import parse_data
 from .dtypes import DTYPES
 from .errors import InputError
+from .executors import EXECUTORS
 from .libraries import LIBRARIES
 from .methods import METHODS
 from .modes import MODES
@@ -36,6 +38,63 @@ def _names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
     return values
 
 
+# Slurm's time limits: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or none.
+_SLURM_TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE")
+# sbatch options that the executor sets itself or that have a key of their own.
+_SBATCH_TAKEN = {
+    "array": "is set by the executor (one task per reference group)", "output": "is set by the executor (logs in <out>/slurm)",
+    "error": "is set by the executor (logs in <out>/slurm)", "open-mode": "is set by the executor", "wrap": "is set by the executor",
+    "partition": "has its own key: 'partition' (--slurm-partition)", "time": "has its own key: 'time' (--slurm-time)",
+    "gpus-per-task": "has its own key: 'gpus_per_task' (--slurm-gpus-per-task)",
+}  # fmt: skip
+
+
+class SlurmSettings(BaseModel):
+    """`[slurm]` in a config file, `--slurm-*` on the command line: what each array task asks the cluster for."""
+
+    model_config = ConfigDict(extra="forbid")
+    partition: str | None = Field(None, description="sbatch --partition (default: the cluster's default partition)")
+    time: str | None = Field(None, description="time limit of each task: minutes, HH:MM:SS or D-HH:MM:SS (default: the partition's)")
+    gpus_per_task: PositiveInt | None = Field(None, description="sbatch --gpus-per-task")
+    options: dict[str, bool | int | str] = Field(
+        default_factory=dict, description='more sbatch options, e.g. {account = "abc", mem = "16G", cpus-per-task = 4, exclusive = true}'
+    )
+
+    @field_validator("time", mode="before")
+    @classmethod
+    def _time(cls, value):
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # minutes, as a TOML number
+        if value is not None and not (isinstance(value, str) and _SLURM_TIME.fullmatch(value)):
+            raise ValueError(f"{value!r} is not a Slurm time limit; give minutes, HH:MM:SS or D-HH:MM:SS")
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: dict) -> dict:
+        options = {}
+        for key, setting in value.items():
+            name = key.replace("_", "-")  # sbatch's spelling
+            if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+                raise ValueError(f"{key!r} is not an sbatch option name (such as account or mem-per-cpu)")
+            if name in _SBATCH_TAKEN:
+                raise ValueError(f"{key!r} {_SBATCH_TAKEN[name]}")
+            if setting is not False:  # `exclusive = false` means: leave the flag out
+                options[name] = setting
+        return options
+
+
+def parse_sbatch_options(pairs: list[str]) -> dict[str, str | bool]:
+    """`--slurm-option` values: `["account=abc", "exclusive"]` -> {"account": "abc", "exclusive": True}."""
+    options: dict[str, str | bool] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not key.strip():
+            raise InputError(f"--slurm-option '{pair}' is not of the form key=value (or a bare flag such as exclusive)")
+        options[key.strip()] = value.strip() if sep else True
+    return options
+
+
 class SweepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -54,6 +113,10 @@ class SweepConfig(BaseModel):
     timeout: PositiveFloat | None = Field(None, description="seconds per configuration")
     scaler: ScalerSettings = Field(default_factory=ScalerSettings)
     loss_scale: PositiveFloat = Field(1.0, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
+    executor: str | None = Field(None, description="where the configurations run: local, processes or slurm (default: local, "
+                                 "or processes when workers > 1)")  # fmt: skip
+    workers: PositiveInt = Field(1, description="worker processes on this machine (executor processes)")
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
 
     @field_validator("timesteps")
     @classmethod
@@ -77,6 +140,16 @@ class SweepConfig(BaseModel):
     def _axis_names(cls, value, info: ValidationInfo):
         return _names_in(AXIS_REGISTRIES[info.field_name], value)
 
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, value: str | None) -> str | None:
+        return value if value is None else _names_in(EXECUTORS, [value])[0]
+
+    @property
+    def executor_name(self) -> str:
+        """The executor asked for; without one, worker processes when more than one worker is asked for."""
+        return self.executor or ("processes" if self.workers > 1 else "local")
+
 
 def validate(values: dict[str, Any], source: str = "command line") -> SweepConfig:
     try:
@@ -86,10 +159,28 @@ def validate(values: dict[str, Any], source: str = "command line") -> SweepConfi
         key = ".".join(str(p) for p in err["loc"]) or "?"
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            message = f"unknown key; allowed: {', '.join(SweepConfig.model_fields)}"
+            message = f"unknown key; allowed: {', '.join(_keys_at(err['loc']))}"
         elif err["type"] == "missing":
             message = "is required"
         raise InputError(f"{source}: '{key}' {message}") from None
+
+
+def _keys_at(loc: tuple) -> list[str]:
+    """The keys allowed where an unknown key was found: the top level's, or those of a table such as [slurm]."""
+    model: type[BaseModel] = SweepConfig
+    for part in loc[:-1]:
+        annotation = model.model_fields[part].annotation if part in model.model_fields else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            break
+        model = annotation
+    return list(model.model_fields)
+
+
+def _merged(base: Any, override: Any) -> Any:
+    """Tables merge key by key, all the way down; any other value is replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {**base, **{key: _merged(base.get(key), value) for key, value in override.items()}}
+    return override
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
@@ -105,7 +196,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 
 
 def resolve(file: str | Path | None, overrides: dict[str, Any]) -> SweepConfig:
-    """File values, then command-line values on top (model options and scaler settings merge key by key)."""
+    """File values, then command-line values on top (tables such as model options, scaler and slurm settings merge key by key)."""
     values: dict[str, Any] = load_toml(file) if file else {}
     if file:
         # Checked on its own first, so that a mistake in the file is reported against the file.
@@ -113,5 +204,5 @@ def resolve(file: str | Path | None, overrides: dict[str, Any]) -> SweepConfig:
     for key, value in overrides.items():
         if value is None:
             continue
-        values[key] = {**values.get(key, {}), **value} if key in ("options", "scaler") else value
+        values[key] = _merged(values.get(key), value)
     return validate(values)

@@ -13,14 +13,24 @@ from .errors import InputError
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
+def parse_device(name: str) -> torch.device:
+    """The device a name means, without asking whether this machine has it (for runs on other machines)."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:  # not a device string at all
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise InputError(f"unknown device '{name}'; allowed: {', '.join(DEVICE_CHOICES)} (or cuda:N)")
+    return device
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.split(":")[0] not in ("cpu", "cuda"):
-        raise InputError(f"unknown device '{name}'; allowed: {', '.join(DEVICE_CHOICES)} (or cuda:N)")
-    if name.startswith("cuda") and not torch.cuda.is_available():
+    device = parse_device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
         raise InputError(f"device '{name}' asked for, but this machine has no CUDA device; use --device cpu or auto")
-    return torch.device(name)
+    return device
 
 
 def synchronize(device: torch.device) -> None:

@@ -114,6 +114,10 @@ class ResultStore:
         row = {**measurement.row, "parameter_errors": measurement.parameter_errors, "profile": measurement.profile}
         atomic_write_parquet(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.shards / f"{config.id}.parquet")
 
+    def read_row(self, config: Configuration) -> dict[str, Any]:
+        """One finished configuration's row, as `measure` produced it (for progress shown from shards written elsewhere)."""
+        return pq.read_table(self.shards / f"{config.id}.parquet", columns=RESULT_SCHEMA.names).to_pylist()[0]
+
     def combine(self, order: Iterable[Configuration]) -> pd.DataFrame:
         """Rebuild the three combined tables from the shards, in grid order."""
         shards = [self.shards / f"{c.id}.parquet" for c in order]

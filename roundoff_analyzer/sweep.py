@@ -1,8 +1,9 @@
-"""The sweep: config -> grid -> each configuration (references from a cache) -> shards -> combined tables."""
+"""The sweep: config -> grid -> an executor runs each configuration (references from a cache) -> shards -> combined tables."""
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import platform
 import subprocess
 import time
@@ -16,11 +17,10 @@ import torch
 from . import __version__
 from .config import SweepConfig
 from .data import parse_data
-from .devices import describe, resolve_device
+from .devices import describe
+from .executors import EXECUTORS, Execution, ExecutionReport, Executor, NoProgress
 from .grid import Configuration, Grid, file_safe
-from .measure import ReferenceCache, SweepContext, measure_configuration
 from .models import ModelOptions, ModelSpec, Problem, load_checkpoint, parse_options, resolve_model, scaled_loss
-from .modes import ProblemCopies
 from .results import ResultStore
 
 
@@ -28,6 +28,7 @@ class Progress(Protocol):
     def start(self, total: int, already_done: int) -> None: ...
     def begin(self, config: Configuration) -> None: ...
     def finish(self, config: Configuration, row: dict) -> None: ...
+    def note(self, text: str) -> None: ...
 
 
 @dataclass
@@ -40,14 +41,23 @@ class SweepPlan:
     device: torch.device
     problem: Problem
     checkpoint: dict[str, str] | None  # path and sha256 of the weights loaded into the problem
+    executor: Executor
 
 
 class SweepInterrupted(Exception):
     """The sweep stopped early (Ctrl-C); what finished is on disk and `results.parquet` holds it."""
 
-    def __init__(self, out_dir: Path, n_done: int, n_total: int) -> None:
+    def __init__(self, out_dir: Path, n_done: int, n_total: int, note: str | None = None) -> None:
         super().__init__(f"interrupted with {n_done} of {n_total} configurations done in {out_dir}")
-        self.out_dir, self.n_done, self.n_total = out_dir, n_done, n_total
+        self.out_dir, self.n_done, self.n_total, self.note = out_dir, n_done, n_total, note
+
+
+class SweepIncomplete(Exception):
+    """Nobody asked to stop, yet configurations have no result (a worker died, a Slurm task failed); the rest is on disk."""
+
+    def __init__(self, out_dir: Path, n_done: int, n_total: int, problems: list[str]) -> None:
+        super().__init__(f"{n_total - n_done} of {n_total} configurations have no result in {out_dir}: {'; '.join(problems)}")
+        self.out_dir, self.n_done, self.n_total, self.problems = out_dir, n_done, n_total, problems
 
 
 @dataclass
@@ -63,16 +73,19 @@ class SweepOutcome:
 
 def plan(config: SweepConfig) -> SweepPlan:
     """Everything that can be wrong with the request is found here, before anything touches the disk:
-    the model, its options, the data file, the checkpoint (the problem is built and the weights loaded)."""
+    the model, its options, the data file, the checkpoint (the problem is built and the weights loaded),
+    the executor and its settings."""
     model = resolve_model(config.model)
     options = parse_options(model, config.options)
     grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling)
-    device = resolve_device(config.device)
-    problem = model.build(options, device, parse_data(config.data) if config.data else None)
+    executor = EXECUTORS.get(config.executor_name)
+    device = executor.target_device(config)
+    # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
+    problem = model.build(options, device if executor.runs_here else torch.device("cpu"), parse_data(config.data) if config.data else None)
     if config.loss_scale != 1.0:
         problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
     checkpoint = load_checkpoint(problem.func, config.checkpoint, model.name) if config.checkpoint else None
-    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint)
+    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor)
 
 
 def default_out_dir(plan: SweepPlan) -> Path:
@@ -86,9 +99,9 @@ def run(
     force: bool = False,
     stop_requested: Callable[[], bool] | None = None,
 ) -> SweepOutcome:
-    """Run what `out_dir` does not hold yet. `stop_requested` is asked between configurations; on a
-    stop or a KeyboardInterrupt the finished shards stay, the tables are rebuilt from them, and
-    SweepInterrupted is raised."""
+    """Run what `out_dir` does not hold yet, with the plan's executor. `stop_requested` is asked between
+    configurations; on a stop or a KeyboardInterrupt the finished shards stay, the tables are rebuilt
+    from them, and SweepInterrupted is raised (SweepIncomplete when configurations were lost otherwise)."""
     started = time.perf_counter()
     store = ResultStore(out_dir)
     manifest = _manifest(plan)
@@ -96,35 +109,28 @@ def run(
     done = store.completed()
     pending = [c for c in plan.configurations if c.id not in done]
 
-    copies = ProblemCopies(plan.problem)
-    context = SweepContext(
-        copies, ReferenceCache(copies, plan.config.scaler), plan.device, plan.config.scaler, plan.config.repeats, plan.config.timeout
-    )
-    if progress is not None:
-        progress.start(len(plan.configurations), len(plan.configurations) - len(pending))
-    interrupted = False
+    progress = progress or NoProgress()
+    progress.start(len(plan.configurations), len(plan.configurations) - len(pending))
     try:
-        for config in pending:
-            if stop_requested is not None and stop_requested():
-                interrupted = True
-                break
-            if progress is not None:
-                progress.begin(config)
-            measurement = measure_configuration(config, context)
-            store.write(config, measurement)
-            if progress is not None:
-                progress.finish(config, measurement.row)
-    except KeyboardInterrupt:
-        # The configuration in progress is dropped: its shard was never written, so a resume runs it.
-        interrupted = True
+        report = plan.executor.run(Execution(plan, store, pending, progress, stop_requested or (lambda: False)))
+    except KeyboardInterrupt:  # one the executor did not catch itself (e.g. while submitting): what is on disk stays
+        report = ExecutionReport(interrupted=True)
 
     results = store.combine(plan.configurations)
-    if interrupted:
-        raise SweepInterrupted(out_dir, len(results), len(plan.configurations))
+    n_total = len(plan.configurations)
+    if report.interrupted and len(results) < n_total:  # a stop that came after the last configuration changes nothing
+        raise SweepInterrupted(out_dir, len(results), n_total, report.note)
+    if len(results) < n_total:
+        raise SweepIncomplete(out_dir, len(results), n_total, report.problems or ["the executor left them without saying why"])
     wall = time.perf_counter() - started
     store.write_manifest({**manifest, "finished_at": _now(), "duration_s": wall, "n_configurations": len(results)})
-    return SweepOutcome(results, out_dir, len(pending), len(plan.configurations) - len(pending),
-                        context.references.n_solves, context.references.seconds, wall)  # fmt: skip
+    return SweepOutcome(results, out_dir, len(pending), n_total - len(pending), report.reference_solves, report.reference_seconds, wall)
+
+
+def tables_after_interrupt(plan: SweepPlan, out_dir: Path) -> SweepInterrupted:
+    """Rebuild the combined tables from the shards after an interrupt that cut `run` short, and say what is done."""
+    results = ResultStore(out_dir).combine(plan.configurations)
+    return SweepInterrupted(out_dir, len(results), len(plan.configurations))
 
 
 def _now() -> str:
@@ -143,7 +149,7 @@ def _manifest(plan: SweepPlan) -> dict:
     fingerprint = {
         "model": model, "grid": grid, "device": plan.device.type, "repeats": config.repeats,
         "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale,
-        "problem_sha256": _problem_hash(plan.problem),
+        "problem_sha256": problem_hash(plan.problem),
     }  # fmt: skip
     return {
         "tool": "roundoff-analyzer",
@@ -157,7 +163,8 @@ def _manifest(plan: SweepPlan) -> dict:
         "n_configurations": len(plan.configurations),
         "seed": plan.options.seed,
         "device": str(plan.device),
-        "device_description": describe(plan.device),
+        "device_description": describe(plan.device) if plan.executor.runs_here else f"{plan.device} on the {plan.executor.name} executor's nodes",
+        "execution": plan.executor.settings(config),
         "repeats": config.repeats,
         "timeout_s": config.timeout,
         "scaler": config.scaler.model_dump(mode="json"),
@@ -165,7 +172,13 @@ def _manifest(plan: SweepPlan) -> dict:
     }
 
 
-def _problem_hash(problem: Problem) -> str:
+def fingerprint(plan: SweepPlan) -> dict:
+    """What decides the numbers, as `manifest.json` stores it: a worker that rebuilt the plan checks it against the folder's."""
+    return json.loads(json.dumps(_manifest(plan)["fingerprint"]))
+
+
+def problem_hash(problem: Problem) -> str:
+    """The weights and the batch, bit for bit: the same in every process that rebuilds the sweep's problem."""
     digest = hashlib.sha256()
     for name, tensor in [("y0", problem.y0), *problem.func.state_dict().items()]:
         digest.update(name.encode())

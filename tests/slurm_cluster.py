@@ -11,6 +11,7 @@ import getpass
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -59,7 +60,9 @@ class SlurmCluster:
         self._wait_until("the node to be idle", self._node_idle)
 
     def stop(self) -> None:
-        """Terminate every daemon this cluster started (slurmd first), each by its pid; kill what lingers."""
+        """Cancel what is queued, then end every daemon this cluster started (slurmd first), each by its pid."""
+        if self._processes.get("slurmctld") is not None and self._processes["slurmctld"].poll() is None:
+            self._cancel_jobs()
         for name in ("slurmd", "slurmctld", "munged"):
             process = self._processes.pop(name, None)
             if process is None or process.poll() is not None:
@@ -70,6 +73,12 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=15)
+        # A job step's slurmstepd outlives slurmd when it cannot report back; it carries our SLURM_CONF.
+        for pid in self._descendants_by_conf():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def log_tail(self, lines: int = 15) -> str:
         parts = []
@@ -137,6 +146,34 @@ class SlurmCluster:
         log = open(self.root / f"{name}.stdout.log", "wb")
         self._processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.root)
         log.close()
+
+    def _cancel_jobs(self) -> None:
+        try:
+            subprocess.run(["scancel", "--full", "--user", getpass.getuser()], env=self.env(), capture_output=True, timeout=15)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and self._queue():
+                time.sleep(0.5)
+        except (OSError, subprocess.SubprocessError):
+            pass  # the daemons are stopped below either way
+
+    def _queue(self) -> str:
+        out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=self.env(), timeout=10)
+        return out.stdout.strip()
+
+    def _descendants_by_conf(self) -> list[int]:
+        """Processes other than the daemons and this one whose environment names this cluster's slurm.conf."""
+        marker = f"SLURM_CONF={self.conf}".encode()
+        own = {os.getpid(), *(p.pid for p in self._processes.values())}
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) in own:
+                continue
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
 
     def _node_idle(self) -> bool:
         out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=self.env(), timeout=10)

@@ -224,10 +224,12 @@ def _files(tmp_path: Path) -> dict[str, Path]:
     unreadable.write_bytes(b"\x00 these are not weights " * 8)
     a_file = tmp_path / "a_file"
     a_file.write_text("not a folder\n")
+    slurm_typo = tmp_path / "slurm_typo.toml"
+    slurm_typo.write_text('model = "linear"\n[slurm]\npartiton = "gpu"\n')
     return {
         "malformed": malformed, "unknown_key": unknown_key, "zero_in_file": zero_in_file,
         "wrong_shape": write_bsds300(tmp_path / "wrong_shape.hdf5", columns=10), "other_model": other_model,
-        "unreadable": unreadable, "a_file": a_file, "not_hdf5": unknown_key,
+        "unreadable": unreadable, "a_file": a_file, "not_hdf5": unknown_key, "slurm_typo": slurm_typo,
     }  # fmt: skip
 
 
@@ -254,6 +256,13 @@ BAD_INPUTS = [
     ("factory module that does not exist", ["--model", "no_such_package.models:make"], "cannot import no_such_package.models"),
     ("factory option that does not exist", ["--model", f"{EXAMPLE}:damped_oscillator", "-o", "mass=2"], "option 'mass'"),
     ("--data for a user model", ["--model", f"{EXAMPLE}:damped_oscillator", "--data", "2spirals"], "builds its own data"),
+    ("unknown executor", ["--model", "linear", "--executor", "dask"], "unknown executor 'dask'"),
+    ("no workers", ["--model", "linear", "--workers", "0"], "'workers' Input should be greater than 0"),
+    ("--workers for the local executor", ["--model", "linear", "--executor", "local", "--workers", "2"], "use --executor processes"),
+    ("--workers for Slurm", ["--model", "linear", "--executor", "slurm", "--workers", "2"], "--workers is for --executor processes"),
+    ("malformed Slurm time limit", ["--model", "linear", "--executor", "slurm", "--slurm-time", "2h"], "is not a Slurm time limit"),
+    ("sbatch option the executor sets", ["--model", "linear", "--slurm-option", "array=0-3"], "'array' is set by the executor"),
+    ("unknown [slurm] key in TOML", ["--config", "{slurm_typo}"], "'slurm.partiton' unknown key; allowed: partition, time"),
 ]
 
 

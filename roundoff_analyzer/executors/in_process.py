@@ -1,0 +1,40 @@
+"""Measuring configurations in the current process: the loop every executor ends up running somewhere."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from ..grid import Configuration
+from ..measure import ReferenceCache, SweepContext, measure_configuration
+from ..modes import ProblemCopies
+from ..results import ResultStore
+
+if TYPE_CHECKING:
+    from ..sweep import SweepPlan
+
+
+def sweep_context(plan: "SweepPlan", copies: ProblemCopies | None = None) -> SweepContext:
+    """A fresh reference cache over the plan's problem (and its cast copies, when given, made once per process)."""
+    copies = copies or ProblemCopies(plan.problem)
+    config = plan.config
+    return SweepContext(copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout)
+
+
+def measure_in_process(
+    configurations: list[Configuration],
+    context: SweepContext,
+    store: ResultStore,
+    begin: Callable[[Configuration], None],
+    finish: Callable[[Configuration, dict], None],
+    stop_requested: Callable[[], bool],
+) -> bool:
+    """Measure each configuration and write its shard (atomically) before the next; False when
+    `stop_requested` (asked between configurations) stopped it early. A KeyboardInterrupt drops the
+    configuration in progress: its shard was never written, so a resume runs it."""
+    for config in configurations:
+        if stop_requested():
+            return False
+        begin(config)
+        measurement = measure_configuration(config, context)
+        store.write(config, measurement)
+        finish(config, measurement.row)
+    return True

@@ -1,0 +1,167 @@
+"""`processes`: N worker processes on this machine (`--workers N`).
+
+Work goes out by reference group (groups.py): each float64 reference is then solved by exactly one
+worker, and nothing is shared between the processes but a queue of groups and a queue of events
+back. Each worker gets cores // N torch threads, so N workers do not oversubscribe the cores; on
+CUDA, worker i takes GPU i mod (visible GPUs). Workers are spawned, never forked (torch and fork do
+not mix), and ignore SIGINT: Ctrl-C is the main process's to handle, as in a sequential sweep.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+from ..devices import resolve_device
+from ..errors import one_line
+from .base import EXECUTORS, Execution, ExecutionReport
+from .groups import reference_groups
+from .worker import Worker, WorkerSetup
+
+POLL_S = 0.2
+JOIN_TIMEOUT_S = 30
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def threads_per_worker(n_workers: int) -> int:
+    return max(1, available_cores() // n_workers)
+
+
+def worker_devices(device: torch.device, n_workers: int) -> list[str]:
+    """Worker i on GPU i mod (visible GPUs) when the sweep asks for plain `cuda`; otherwise all on the sweep's device."""
+    if device.type == "cuda" and device.index is None:
+        n_gpus = max(1, torch.cuda.device_count())
+        return [f"cuda:{i % n_gpus}" for i in range(n_workers)]
+    return [str(device)] * n_workers
+
+
+def worker_main(index: int, setup: WorkerSetup, tasks, events, stop) -> None:
+    """A worker process: take groups until the queue says None or a stop is requested; report every step."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        worker = Worker(setup)
+    except Exception as exc:  # noqa: BLE001 - reported to the main process, which names it
+        events.put(("failed", index, f"worker {index} could not start: {one_line(exc)}"))
+        events.put(("exit", index, None))
+        return
+    while not stop.is_set():
+        group = tasks.get()
+        if group is None:
+            break
+        try:
+            report = worker.run(
+                group,
+                begin=lambda config: events.put(("begin", index, config)),
+                finish=lambda config, row: events.put(("finish", index, (config, row))),
+                stop_requested=stop.is_set,
+            )
+            events.put(("group", index, report))
+        except Exception as exc:  # noqa: BLE001 - one broken group must not take the others with it
+            events.put(("failed", index, f"worker {index}, {group[0].library} {group[0].method} n={group[0].n_timesteps}: {one_line(exc)}"))
+    events.put(("exit", index, None))
+
+
+@contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Processes started inside inherit SIGINT ignored, so a Ctrl-C cannot reach them before they set it up."""
+    if threading.current_thread() is threading.main_thread():  # signal handlers can be set there only
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    else:
+        yield
+
+
+class ProcessesExecutor:
+    name = "processes"
+    description = "N worker processes on this machine (--workers N), one reference group at a time each"
+    runs_here = True
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    def target_device(self, config) -> torch.device:
+        return resolve_device(config.device)
+
+    def settings(self, config) -> dict:
+        return {"executor": self.name, "workers": config.workers, "threads_per_worker": threads_per_worker(config.workers)}
+
+    def run(self, execution: Execution) -> ExecutionReport:
+        plan, report = execution.plan, ExecutionReport()
+        groups = reference_groups(execution.pending)
+        n_workers = min(plan.config.workers, len(groups))
+        if n_workers == 0:
+            return report
+        spawn = multiprocessing.get_context("spawn")
+        tasks, events, stop = spawn.Queue(), spawn.Queue(), spawn.Event()
+        for group in [*groups, *[None] * n_workers]:
+            tasks.put(group)
+        threads = threads_per_worker(plan.config.workers)
+        out_dir = str(execution.store.root.resolve())
+        setups = [WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)]
+        processes = [
+            spawn.Process(target=worker_main, args=(i, setup, tasks, events, stop), name=f"roundoff-worker-{i}", daemon=True)
+            for i, setup in enumerate(setups)
+        ]
+        execution.progress.note(f"{n_workers} worker processes, {threads} torch thread(s) each, {len(groups)} reference groups")
+        with _children_ignore_sigint():
+            for process in processes:
+                process.start()
+        try:
+            self._collect(execution, processes, events, stop, report)
+        except KeyboardInterrupt:
+            # A second Ctrl-C: stop now. The configurations in progress are dropped; their shards were never written.
+            report.interrupted = True
+            for process in processes:
+                process.terminate()
+        finally:
+            for process in processes:
+                process.join(JOIN_TIMEOUT_S)
+            tasks.cancel_join_thread()  # groups nobody took are dropped with the queue
+        return report
+
+    def _collect(self, execution: Execution, processes, events, stop, report: ExecutionReport) -> None:
+        """Pass the workers' events to the progress until every worker is gone; a stop request is forwarded once."""
+        exited: set[int] = set()
+        working_on: dict[int, str] = {}
+        while True:
+            if not stop.is_set() and execution.stop_requested():
+                stop.set()
+                report.interrupted = True
+            try:
+                kind, index, payload = events.get(timeout=POLL_S)
+            except queue.Empty:
+                # A worker's events are in the pipe before its exit code is set, so an empty queue then is final.
+                if all(p.exitcode is not None for p in processes):
+                    break
+                continue
+            if kind == "begin":
+                working_on[index] = payload.label()
+                execution.progress.begin(payload)
+            elif kind == "finish":
+                working_on.pop(index, None)
+                execution.progress.finish(*payload)
+            elif kind == "group":
+                report.add_references(payload.reference_solves, payload.reference_seconds)
+            elif kind == "failed":
+                report.problems.append(payload)
+            elif kind == "exit":
+                exited.add(index)
+        for index, process in enumerate(processes):
+            if index not in exited:
+                during = f" while measuring {working_on[index]}" if index in working_on else ""
+                report.problems.append(f"worker {index} died{during} (exit code {process.exitcode})")
+
+
+EXECUTORS.register(ProcessesExecutor())

@@ -1,0 +1,70 @@
+"""One worker (a process of `--workers N`, or a Slurm array task): rebuild the sweep's problem in this
+process from the validated config, make sure it is the sweep the folder holds (same fingerprint, the
+problem's weights and batch included), and measure groups of configurations into the folder's shards."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import torch
+
+from ..grid import Configuration
+from ..modes import ProblemCopies
+from ..results import ResultStore
+from .in_process import measure_in_process, sweep_context
+
+if TYPE_CHECKING:
+    from ..config import SweepConfig
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    # The validated config travels, not the plan: a plan's problem may hold closures (a user's loss) that do not pickle.
+    config: "SweepConfig"
+    out_dir: str  # absolute: a Slurm task may start in another folder
+    device: str  # where this worker runs: the sweep's device, or one of several GPUs
+    threads: int | None  # torch threads for this worker; None keeps torch's default
+
+
+@dataclass
+class GroupReport:
+    reference_solves: int
+    reference_seconds: float
+    completed: bool  # False when a stop request ended the group early
+
+
+class SweepMismatch(RuntimeError):
+    """The sweep rebuilt here is not the one the folder holds: its shards would mix two sweeps."""
+
+
+class Worker:
+    def __init__(self, setup: WorkerSetup) -> None:
+        if setup.threads:
+            torch.set_num_threads(setup.threads)
+        from .. import sweep  # deferred: the sweep module imports the executors
+
+        # Inside a worker the configurations run right here, one after another.
+        here = setup.config.model_copy(update={"executor": "local", "workers": 1, "device": setup.device})
+        self.plan = sweep.plan(here)
+        self.store = ResultStore(Path(setup.out_dir))
+        expected, rebuilt = (self.store.read_manifest() or {}).get("fingerprint", {}), sweep.fingerprint(self.plan)
+        if rebuilt != expected:
+            differs = sorted(key for key in rebuilt if expected.get(key) != rebuilt[key])
+            raise SweepMismatch(
+                f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now (in: {', '.join(differs)}): "
+                "another data file, checkpoint or model code here, or the folder was replaced with --force"
+            )
+        self.copies = ProblemCopies(self.plan.problem)
+
+    def run(
+        self,
+        group: list[Configuration],
+        begin: Callable[[Configuration], None],
+        finish: Callable[[Configuration, dict], None],
+        stop_requested: Callable[[], bool],
+    ) -> GroupReport:
+        # A group shares one reference, so a cache per group solves it once and frees it afterwards.
+        context = sweep_context(self.plan, self.copies)
+        completed = measure_in_process(group, context, self.store, begin, finish, stop_requested)
+        return GroupReport(context.references.n_solves, context.references.seconds, completed)

@@ -1,0 +1,176 @@
+"""`--workers N`: the same results as a sequential sweep, each reference solved once, Ctrl-C and a dead
+worker leave whole shards and a sweep that resumes; on several GPUs the workers spread over them."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from roundoff_analyzer import config, sweep
+from roundoff_analyzer.executors.groups import reference_groups, reference_key
+from roundoff_analyzer.executors.processes import threads_per_worker, worker_devices
+from roundoff_analyzer.executors.worker import SweepMismatch, Worker, WorkerSetup
+from roundoff_analyzer.grid import CONFIG_COLUMNS
+from roundoff_analyzer.results import ResultStore
+
+from .conftest import results
+from .test_resume import shards, wait_for_first_shard
+
+# Everything a configuration's numbers decide; times and memory are measurements of the machine, not results.
+RESULT_COLUMNS_EXCEPT_COST = lambda table: [c for c in table.columns if not c.startswith("time_") and c != "peak_memory_bytes"]  # noqa: E731
+# Default otflow, rk4 at 16 steps: 7 configurations in 2 reference groups, up to a second or two each (float16 `grad`).
+SLOW_GRID = ["--model", "otflow", "--timesteps", "16", "--method", "rk4", "--device", "cpu", "--no-report"]
+N_SLOW = 7
+
+
+def tiny_otflow_request(**extra) -> config.SweepConfig:
+    options = {"d": "3", "hidden": "8", "batch": "16"}  # conftest's TINY_OTFLOW
+    return config.validate({"model": "otflow", "options": options, "timesteps": [4, 16], "device": "cpu", **extra})
+
+
+def test_two_workers_give_the_sequential_results_bit_for_bit(tiny_sweep, tmp_path):
+    """tiny_sweep is the same grid run sequentially (one process, torch's default threads)."""
+    outcome = sweep.run(sweep.plan(tiny_otflow_request(workers=2)), tmp_path / "parallel")
+    parallel, sequential = results(tmp_path / "parallel"), results(tiny_sweep)
+    assert len(parallel) == len(sequential) == 28
+    columns = RESULT_COLUMNS_EXCEPT_COST(sequential)
+    pd.testing.assert_frame_equal(parallel[columns], sequential[columns], check_exact=True)
+
+    # Work went out by reference: one solve per (library, method, n_timesteps) that ran, none twice.
+    ran = sequential[sequential.status != "skipped"]
+    assert outcome.reference_solves == len(ran[["library", "method", "n_timesteps"]].drop_duplicates()) == 8
+    manifest = ResultStore(tmp_path / "parallel").read_manifest()
+    assert manifest["execution"] == {"executor": "processes", "workers": 2, "threads_per_worker": threads_per_worker(2)}
+
+
+def test_groups_keep_each_reference_together_costliest_first():
+    plan = sweep.plan(tiny_otflow_request())
+    groups = reference_groups(plan.configurations)
+    assert sorted(c.id for g in groups for c in g) == sorted(c.id for c in plan.configurations)
+    assert all(len({reference_key(c) for c in group}) == 1 for group in groups)
+    assert len({reference_key(g[0]) for g in groups}) == len(groups) == 8
+    assert groups[0][0].n_timesteps == 16 and groups[0][0].method == "rk4" and groups[-1][0].n_timesteps == 4
+
+
+def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_path):
+    """Workers rebuild the sweep themselves; one that rebuilt something else (other weights here) must not mix in its shards."""
+    request = config.validate({"model": "linear", "timesteps": [2], "method": ["euler"], "library": ["native"],
+                               "dtype": ["float16"], "scaling": ["none"], "device": "cpu"})  # fmt: skip
+    sweep.run(sweep.plan(request), tmp_path / "sweep")
+    Worker(WorkerSetup(request, str(tmp_path / "sweep"), "cpu", threads=None))  # the same sweep: accepted
+    other = request.model_copy(update={"options": {"seed": 1}})
+    with pytest.raises(SweepMismatch, match=r"differs from the one .* holds now \(in: model, problem_sha256\)"):
+        Worker(WorkerSetup(other, str(tmp_path / "sweep"), "cpu", threads=None))
+
+
+def test_threads_are_split_among_workers():
+    cores = len(os.sched_getaffinity(0))
+    assert threads_per_worker(1) == cores
+    assert threads_per_worker(cores) == 1 and threads_per_worker(4 * cores) == 1
+    assert worker_devices(torch.device("cpu"), 3) == ["cpu", "cpu", "cpu"]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 visible CUDA devices to see workers spread over them")
+def test_workers_spread_over_the_visible_gpus(tmp_path):
+    n_gpus = torch.cuda.device_count()
+    assert worker_devices(torch.device("cuda"), 2 * n_gpus) == [f"cuda:{i % n_gpus}" for i in range(2 * n_gpus)]
+    assert worker_devices(torch.device("cuda:1"), 2) == ["cuda:1", "cuda:1"]  # a GPU named explicitly is kept
+    request = tiny_otflow_request(workers=n_gpus, device="cuda")
+    outcome = sweep.run(sweep.plan(request), tmp_path / "gpus")
+    assert len(outcome.results) == 28 and set(outcome.results.status) <= {"ok", "failed"}
+
+
+def test_seed000_config_file_holds_its_84_configuration_gpu_grid():
+    request = config.resolve(Path(__file__).resolve().parent.parent / "configs" / "otflow_bsds300.toml", {})
+    assert request.device == "cuda" and request.data is None  # synthetic unless a BSDS300 file is named
+    assert dict(request.options, alpha=list(request.options["alpha"])) == {
+        "d": 63, "hidden": 1024, "n_layers": 2, "alpha": [1, 2000, 800], "batch": 256, "seed": 0
+    }
+    plan = sweep.plan(request.model_copy(update={"device": "cpu"}))  # the same grid, built where this test runs
+    assert len(plan.configurations) == 6 * 2 * 7 == 84
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_memory_comes_from_the_allocator_and_workers_match_a_sequential_run(tmp_path):
+    sequential = sweep.run(sweep.plan(tiny_otflow_request(device="cuda")), tmp_path / "one").results
+    parallel = sweep.run(sweep.plan(tiny_otflow_request(device="cuda", workers=2)), tmp_path / "two").results
+    ran = sequential[sequential.status == "ok"]
+    assert len(ran) and ran.peak_memory_bytes.notna().all() and (ran.peak_memory_bytes > 0).all()
+    assert (ran.time_forward_s > 0).all() and (ran.time_backward_s > 0).all()
+    assert parallel[list(CONFIG_COLUMNS) + ["status"]].equals(sequential[list(CONFIG_COLUMNS) + ["status"]])
+
+
+# --- stopping: Ctrl-C, and a worker that dies -----------------------------------------------------------
+
+
+def start_slow_sweep(out: Path) -> subprocess.Popen:
+    # A session of its own, so that a signal can go to the whole process group, as a terminal's Ctrl-C does.
+    command = [sys.executable, "-m", "roundoff_cli", "sweep", *SLOW_GRID, "--workers", "2", "--out", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def resume(out: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "roundoff_cli", "sweep", *SLOW_GRID, "--workers", "2", "--out", str(out)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The spawned workers of `parent` (its children running multiprocessing's spawn_main, not its resource tracker)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                if b"spawn_main" in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("presses", [1, 2], ids=["ctrl-c once", "ctrl-c twice"])
+def test_ctrl_c_with_workers_keeps_whole_shards_and_resumes(tmp_path, presses):
+    out = tmp_path / "interrupted"
+    process = start_slow_sweep(out)
+    wait_for_first_shard(process, out)
+    workers = worker_pids(process.pid)
+    for _ in range(presses):
+        os.killpg(process.pid, signal.SIGINT)  # the whole group: workers must leave Ctrl-C to the main process
+        time.sleep(0.3)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    n_done = len(shards(out))
+    assert 1 <= n_done < N_SLOW, "the interrupt should land in the middle of the sweep"
+    assert f"interrupted: {n_done} of {N_SLOW} configurations are done" in stderr
+    assert len(results(out)) == n_done  # results.parquet rebuilt from the shards
+    assert workers and not any(Path(f"/proc/{pid}").exists() for pid in workers), "workers outlived the sweep"
+
+    resumed = resume(out)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming: {n_done} of {N_SLOW} configurations are already on disk" in resumed.stdout
+    assert len(results(out)) == N_SLOW and not results(out).duplicated(list(CONFIG_COLUMNS)).any()
+
+
+def test_a_worker_that_dies_costs_its_group_only_and_the_sweep_says_so(tmp_path):
+    out = tmp_path / "died"
+    process = start_slow_sweep(out)
+    wait_for_first_shard(process, out)
+    workers = worker_pids(process.pid)
+    assert len(workers) == 2
+    os.kill(workers[0], signal.SIGKILL)
+    stdout, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == 1, stderr
+    assert "worker" in stderr and "died" in stderr and "(exit code -9)" in stderr
+    n_done = len(shards(out))
+    assert f"{n_done} of {N_SLOW} configurations are done" in stderr and "run the same command again" in stderr
+    assert n_done < N_SLOW
+    resumed = resume(out)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(results(out)) == N_SLOW
