@@ -81,7 +81,7 @@ def run_once(
         # Keep the backward profile of the attempt that counted (a loss scaler may have retried).
         outcome.report.backward = sorted(outcome.report.backward[-(t.numel() - 1):], key=lambda r: r.backward_step)
         if not metrics.all_finite(outcome.grads):
-            outcome.failure = _gradient_overflow(prepared, outcome)
+            outcome.failure = _gradient_overflow(outcome)
     except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
         outcome.failure = failures.classify_exception(exc)
         if outcome.failure.final_scale is not None:
@@ -92,11 +92,13 @@ def run_once(
     return outcome
 
 
-def _gradient_overflow(prepared: PreparedRun, outcome: RunOutcome) -> Failure:
-    names = ["y0"] + [name for name, p in prepared.func.named_parameters() if p.requires_grad]
-    bad = [name for name, grad in zip(names, outcome.grads) if not metrics.all_finite([grad])]
+def _gradient_overflow(outcome: RunOutcome) -> Failure:
+    # The message names the quantity, not the parameters, so that runs failing for one cause group together.
+    y0_finite, params_finite = metrics.all_finite(outcome.grads[:1]), metrics.all_finite(outcome.grads[1:])
+    quantity = "gradient w.r.t. y0 and parameter gradient" if not (y0_finite or params_finite) else (
+        "gradient w.r.t. y0" if not y0_finite else "parameter gradient"
+    )
     step = outcome.report.backward_overflow_step
-    quantity = f"gradient ({', '.join(bad[:4])}{', ...' if len(bad) > 4 else ''})"
     if step is None:
         # Every step's adjoint stayed finite: the overflow is where the parameter gradient is summed over
         # the steps (under autocast, in the low dtype, on autocast's one cached copy of each weight).
