@@ -8,7 +8,7 @@ import pandas as pd
 import typer
 from rich.markup import escape
 
-from roundoff_analyzer.errors import InputError
+from roundoff_analyzer.errors import InputError, one_line
 from roundoff_analyzer.grid import CONFIG_COLUMNS, Configuration
 from roundoff_analyzer.results import load_results
 
@@ -39,8 +39,7 @@ def filtered(results: pd.DataFrame, where: str) -> pd.DataFrame:
     try:
         selected = results.query(where)
     except Exception as exc:  # noqa: BLE001 - pandas raises many kinds for a bad expression; all are bad input
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"--where '{where}' is not a valid filter ({detail}); columns: {', '.join(results.columns)}") from None
+        raise InputError(f"--where '{where}' is not a valid filter ({one_line(exc)}); columns: {', '.join(results.columns)}") from None
     if not isinstance(selected, pd.DataFrame):
         raise InputError(f"--where '{where}' does not select rows; give a condition such as \"dtype == 'float16'\"")
     return selected

@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import InputError
+from .errors import InputError, one_line
 from .grid import CONFIG_COLUMNS, Configuration
 from .measure import ERROR_METRICS, Measurement
 
@@ -143,7 +143,12 @@ def load_results(path: str | Path) -> pd.DataFrame:
     target = path / RESULTS if path.is_dir() else path
     if not target.is_file():
         raise InputError(f"no results at '{path}': expected a sweep folder holding {RESULTS}, or a .parquet file")
+    return read_parquet(target)
+
+
+def read_parquet(path: Path) -> pd.DataFrame:
+    """A Parquet table; an unreadable file is bad input, said in one line."""
     try:
-        return pd.read_parquet(target)
+        return pd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is bad input here
-        raise InputError(f"cannot read '{target}' as Parquet: {str(exc).splitlines()[0]}") from None
+        raise InputError(f"cannot read '{path}' as Parquet: {one_line(exc)}") from None

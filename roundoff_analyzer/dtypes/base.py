@@ -6,6 +6,7 @@ from functools import lru_cache
 
 import torch
 
+from ..errors import one_line
 from ..registry import Registry
 
 
@@ -48,7 +49,7 @@ def _trial(dtype: torch.dtype, device_type: str) -> str | None:
         if not (torch.isfinite(product).all() and torch.isfinite(stored).all()):
             return f"{dtype} gives non-finite results for a 4x4 product on {device_type}"
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot run it here"
-        return f"{device_type} cannot run {dtype}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        return f"{device_type} cannot run {dtype}: {one_line(exc)}"
     return None
 
 

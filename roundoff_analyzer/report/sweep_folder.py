@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..grid import CONFIG_COLUMNS
-from ..results import MANIFEST, PARAM_ERRORS, PROFILE, RESULTS, load_results
+from ..results import MANIFEST, PARAM_ERRORS, PROFILE, RESULTS, load_results, read_parquet
 
 # What the report cannot do without; the other columns are used where present.
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "failure_class", "failure_type", "failure_message", "skip_reason")
@@ -53,8 +53,5 @@ def _manifest(folder: Path) -> dict[str, Any]:
 def _side_table(path: Path) -> pd.DataFrame | None:
     if not path.is_file():
         return None
-    try:
-        table = pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is bad input here
-        raise InputError(f"cannot read '{path}' as Parquet: {str(exc).splitlines()[0]}") from None
+    table = read_parquet(path)
     return table if not table.empty else None
