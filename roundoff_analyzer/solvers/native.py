@@ -128,8 +128,9 @@ class _NativeSolve(torch.autograd.Function):
             for k in reversed(range(n_steps)):
                 vjp_y, vjp_params, held, finite = step(t[k], steps[k], stored[k], adjoint)
                 if report is not None:
-                    # The adjoint as the low dtype holds it (scaled, cast): its range is what can overflow.
-                    report.record_backward(n_steps - 1 - k, held, held, finite)
+                    # The adjoint entering this step's product, and that adjoint as the low dtype holds it
+                    # (scaled, cast): the second is the one whose range can overflow or underflow.
+                    report.record_backward(n_steps - 1 - k, adjoint, held, finite)
                 adjoint.add_(vjp_y).add_(grad_trajectory[k].to(accumulate))
                 for total, part in zip(param_grads, vjp_params):
                     total.add_(part)
