@@ -49,6 +49,9 @@ def sweep(
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default: a new folder under results/)."),
     force: bool = typer.Option(False, "--force", help="Replace a different sweep found in --out."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.md and figures/ at the end."),
+    cpu_memory: Optional[bool] = typer.Option(
+        None, "--cpu-memory", help="On the CPU, measure peak memory too (one extra, untimed run per configuration)."
+    ),
 ) -> None:
     """Run a model's ODE over timesteps x method x library x dtype x scaling x mode against a float64 reference.
 
@@ -70,6 +73,7 @@ def sweep(
         "device": device,
         "repeats": repeats,
         "timeout": timeout,
+        "cpu_memory": cpu_memory,
         "loss_scale": loss_scale,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
                    if v is not None} or None,

@@ -117,6 +117,8 @@ class SweepConfig(BaseModel):
                                  "or processes when workers > 1)")  # fmt: skip
     workers: PositiveInt = Field(1, description="worker processes on this machine (executor processes)")
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    cpu_memory: bool = Field(False, description="on the CPU, fill peak_memory_bytes from the allocator's profiler events, "
+                             "in one extra untimed run per configuration")  # fmt: skip
 
     @field_validator("timesteps")
     @classmethod

@@ -12,6 +12,7 @@ from typing import Iterator
 import torch
 
 from . import failures, metrics
+from .cpu_memory import cpu_peak_memory
 from .devices import measured
 from .dtypes import DTYPES, FLOAT64, DtypeSpec
 from .failures import Failure
@@ -141,6 +142,7 @@ class SweepContext:
     settings: ScalerSettings
     repeats: int = 1
     timeout_s: float | None = None
+    cpu_memory: bool = False  # on the CPU, one extra untimed run per configuration measures its peak memory
 
 
 @dataclass
@@ -184,6 +186,11 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         outcomes.append(outcome)
         if outcome.failure is not None:
             break
+    if context.cpu_memory and context.device.type == "cpu" and outcomes[-1].failure is None:
+        # The profiler slows every op, so the peak comes from a run of its own, not from the timed ones.
+        with cpu_peak_memory() as peak:
+            run_once(mode.prepare(context.copies, dtype.torch_dtype), context.copies, library, method, scaling, context.settings, t, torch.float32)
+        outcomes[-1].peak_memory_bytes = peak.bytes
     return _summarise(row, config, dtype, outcomes, reference, context.copies)
 
 

@@ -167,6 +167,7 @@ def _manifest(plan: SweepPlan) -> dict:
         "execution": plan.executor.settings(config),
         "repeats": config.repeats,
         "timeout_s": config.timeout,
+        "cpu_memory": config.cpu_memory,
         "scaler": config.scaler.model_dump(mode="json"),
         "versions": _versions(),
     }

@@ -16,7 +16,10 @@ def sweep_context(plan: "SweepPlan", copies: ProblemCopies | None = None) -> Swe
     """A fresh reference cache over the plan's problem (and its cast copies, when given, made once per process)."""
     copies = copies or ProblemCopies(plan.problem)
     config = plan.config
-    return SweepContext(copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout)
+    return SweepContext(
+        copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout,
+        cpu_memory=config.cpu_memory,
+    )  # fmt: skip
 
 
 def measure_in_process(
