@@ -37,6 +37,9 @@ def sweep(
     repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check)."),
     timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds."),
     loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Multiply the loss by this (e.g. 1e-10 to study underflow)."),
+    noise_batches: Optional[int] = typer.Option(
+        None, "--noise-batches", help="Batches of the model's data for the gradient noise (default 16; 0 skips it)."
+    ),
     init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale (default 65536)."),
     backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: scale factor after a non-finite gradient (0.5)."),
     max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backward retries; dynamic: halvings per step (30)."),
@@ -71,6 +74,7 @@ def sweep(
         "repeats": repeats,
         "timeout": timeout,
         "loss_scale": loss_scale,
+        "noise_batches": noise_batches,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
                    if v is not None} or None,
         "executor": executor,
