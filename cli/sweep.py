@@ -6,11 +6,13 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from roundoff_analyzer import config as sweep_config
 from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import write_report
+from roundoff_analyzer.report.verdict_section import verdict_lines
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import report_incomplete, report_interrupted, stop_after_current
@@ -100,6 +102,8 @@ def sweep(
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
     console.print(results_table(outcome.results, title=f"{plan.model.name}: error against the float64 reference"))
+    for line in verdict_lines(outcome.results):
+        console.print(f"verdict: {escape(line.replace('**', ''))}", highlight=False)
     counts = outcome.results["status"].value_counts().to_dict()
     console.print(
         f"{len(outcome.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "
