@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from . import metrics
+from .errors import InputError
 from .modes import ProblemCopies
 from .solvers import odeint
 
@@ -55,14 +56,16 @@ def measure_gradient_noise(copies: ProblemCopies, n_timesteps: int, n_batches: i
     for b in range(1, n_batches + 1):
         try:
             y0 = sampler(b)
-        except ValueError as exc:  # a data file without enough rows for another batch
-            return GradientNoise(None, n_batches, n_timesteps, str(exc))
+        except InputError as exc:  # a data file without rows for another batch: the batches it has must do
+            if len(gradients) < 2:
+                return GradientNoise(None, n_batches, n_timesteps, str(exc))
+            break
         y0 = y0.detach().to(device=device, dtype=torch.float64)
         with torch.enable_grad():
             loss = copies.problem.loss(odeint(func, y0, t, method="rk4"))
             found = torch.autograd.grad(loss, params, allow_unused=True)
         gradients.append(metrics.flatten([torch.zeros_like(p) if g is None else g for g, p in zip(found, params)]))
-    return GradientNoise(relative_spread(torch.stack(gradients)), n_batches, n_timesteps, None, time.perf_counter() - started)
+    return GradientNoise(relative_spread(torch.stack(gradients)), len(gradients), n_timesteps, None, time.perf_counter() - started)
 
 
 def relative_spread(gradients: torch.Tensor) -> float | None:

@@ -10,6 +10,7 @@ import torch
 from . import metrics
 from .discretisation import FineReference, FineSolution, solve_fine
 from .gradient_noise import NOISE_TIMESTEPS, GradientNoise, measure_gradient_noise
+from .errors import one_line
 from .modes import ProblemCopies
 
 # (error column suffix, what is compared): the errors that get a discretisation twin and a roundoff/disc ratio.
@@ -67,7 +68,10 @@ class Yardsticks:
     def noise(self) -> GradientNoise:
         if self._noise is None:
             n = min(NOISE_TIMESTEPS, max(self.timesteps))
-            self._noise = measure_gradient_noise(self.copies, n, self.noise_batches, self.device)
+            try:
+                self._noise = measure_gradient_noise(self.copies, n, self.noise_batches, self.device)
+            except Exception as exc:  # noqa: BLE001 - a user's batch sampler that fails leaves the noise unknown, no more
+                self._noise = GradientNoise(None, self.noise_batches, n, f"drawing another batch raised {one_line(exc)}")
         return self._noise
 
 
