@@ -6,11 +6,13 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from roundoff_analyzer import config as sweep_config
 from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import write_report
+from roundoff_analyzer.report.verdict_section import verdict_lines
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import report_incomplete, report_interrupted, stop_after_current
@@ -37,6 +39,9 @@ def sweep(
     repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check)."),
     timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds."),
     loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Multiply the loss by this (e.g. 1e-10 to study underflow)."),
+    noise_batches: Optional[int] = typer.Option(
+        None, "--noise-batches", help="Batches of the model's data for the gradient noise (default 16; 0 skips it)."
+    ),
     init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale (default 65536)."),
     backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: scale factor after a non-finite gradient (0.5)."),
     max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backward retries; dynamic: halvings per step (30)."),
@@ -71,6 +76,7 @@ def sweep(
         "repeats": repeats,
         "timeout": timeout,
         "loss_scale": loss_scale,
+        "noise_batches": noise_batches,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
                    if v is not None} or None,
         "executor": executor,
@@ -96,6 +102,8 @@ def sweep(
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
     console.print(results_table(outcome.results, title=f"{plan.model.name}: error against the float64 reference"))
+    for line in verdict_lines(outcome.results):
+        console.print(f"verdict: {escape(line.replace('**', ''))}", highlight=False)
     counts = outcome.results["status"].value_counts().to_dict()
     console.print(
         f"{len(outcome.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "

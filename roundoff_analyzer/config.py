@@ -12,6 +12,7 @@ from .data import parse_data
 from .dtypes import DTYPES
 from .errors import InputError
 from .executors import EXECUTORS
+from .gradient_noise import DEFAULT_BATCHES as DEFAULT_NOISE_BATCHES
 from .libraries import LIBRARIES
 from .methods import METHODS
 from .modes import MODES
@@ -112,6 +113,9 @@ class SweepConfig(BaseModel):
     repeats: PositiveInt = 1
     timeout: PositiveFloat | None = Field(None, description="seconds per configuration")
     scaler: ScalerSettings = Field(default_factory=ScalerSettings)
+    noise_batches: int = Field(
+        DEFAULT_NOISE_BATCHES, ge=0, description="batches of the model's data for the gradient noise (0: do not measure it)"
+    )
     loss_scale: PositiveFloat = Field(1.0, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
     executor: str | None = Field(None, description="where the configurations run: local, processes or slurm (default: local, "
                                  "or processes when workers > 1)")  # fmt: skip

@@ -21,6 +21,7 @@ from .methods import METHODS, ExplicitRK
 from .modes import MODES, PreparedRun, ProblemCopies, cast_run
 from .scalings import SCALINGS, Scaling, ScalerSettings
 from .solvers import SolveReport
+from .yardsticks import CONTEXT_COLUMNS, Yardsticks, context_columns
 
 ERROR_METRICS = ("sol_rel_err", "final_rel_err", "loss_rel_err", "grad_y0_rel_err", "grad_params_rel_err")
 
@@ -141,6 +142,7 @@ class SweepContext:
     settings: ScalerSettings
     repeats: int = 1
     timeout_s: float | None = None
+    yardsticks: Yardsticks | None = None  # None: no discretisation error or gradient noise beside the roundoff
 
 
 @dataclass
@@ -184,7 +186,11 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         outcomes.append(outcome)
         if outcome.failure is not None:
             break
-    return _summarise(row, config, dtype, outcomes, reference, context.copies)
+    measurement = _summarise(row, config, dtype, outcomes, reference, context.copies)
+    if context.yardsticks is not None:
+        errors = {name: row[name] for name in ERROR_METRICS}
+        row.update(context_columns(outcomes[-1], reference, context.yardsticks.fine(), context.yardsticks.noise(), config.n_timesteps, errors))
+    return measurement
 
 
 def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:
@@ -199,6 +205,7 @@ def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:
         final_scale=None, scale_retries=None, deterministic=None, n_repeats=0,
         time_forward_s=None, time_backward_s=None, peak_memory_bytes=None,
     )  # fmt: skip
+    row.update(dict.fromkeys(CONTEXT_COLUMNS))
     return row
 
 

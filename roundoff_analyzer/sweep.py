@@ -148,7 +148,7 @@ def _manifest(plan: SweepPlan) -> dict:
     # hash covers what the options do not: the data file's rows and a checkpoint's weights.
     fingerprint = {
         "model": model, "grid": grid, "device": plan.device.type, "repeats": config.repeats,
-        "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale,
+        "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale, "noise_batches": config.noise_batches,
         "problem_sha256": problem_hash(plan.problem),
     }  # fmt: skip
     return {

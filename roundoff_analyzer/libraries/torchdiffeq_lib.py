@@ -8,8 +8,10 @@ _FIXED_GRID = ("euler", "midpoint", "rk4", "heun2", "heun3", "explicit_adams", "
 
 
 class _ProbedDynamics(torch.nn.Module):
-    """Reports, per time step, the adjoint reaching the state and the gradient at the right-hand
-    side's output; torchdiffeq hands the state itself to the first stage of each step.
+    """Reports, per time step, the adjoint reaching the state (torchdiffeq hands the state itself to the
+    first stage of each step), and that adjoint rounded to the low dtype: the quantity the native solver
+    holds in the low dtype, so that both libraries' profiles compare like with like. torchdiffeq keeps the
+    state adjoint in the state's dtype; a step whose adjoint would not fit the low dtype shows as out of its range.
 
     It only observes: the parameters are used as they are, so autocast keeps its one low-precision
     copy of each weight for the whole solve, and sums that copy's gradient over every step in the
@@ -26,14 +28,15 @@ class _ProbedDynamics(torch.nn.Module):
         out = self.func(t, y)
         step, stage = divmod(call, self.n_stages)
         if stage == 0 and step < self.n_steps and y.requires_grad and out.requires_grad:
-            seen = {}
-            out.register_hook(lambda g: seen.__setitem__("low", g))
-            y.register_hook(lambda g, step=step: self._record(step, g, seen.get("low", g)))
+            device = y.device.type
+            low_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else y.dtype
+            y.register_hook(lambda g, step=step: self._record(step, g, low_dtype))
         return out
 
-    def _record(self, step, state_grad, low_grad):
-        finite = bool(torch.isfinite(state_grad).all() and torch.isfinite(low_grad).all())
-        self.report.record_backward(self.n_steps - 1 - step, state_grad, low_grad, finite)
+    def _record(self, step, state_grad, low_dtype):
+        # The gradient is already multiplied by the loss scale of the `grad` strategy, if any.
+        finite = bool(torch.isfinite(state_grad).all())
+        self.report.record_backward(self.n_steps - 1 - step, state_grad, state_grad.detach().to(low_dtype), finite)
 
 
 class TorchdiffeqLibrary:

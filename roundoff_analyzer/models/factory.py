@@ -4,7 +4,8 @@ The factory's keyword parameters are its options: `-o key=value` strings are che
 by pydantic against the parameters' annotations (or their defaults' types), and an unknown key is
 refused like a built-in model's. The factory returns `(func, y0, loss)`: the right-hand side as an
 `nn.Module` f(t, y), the initial state, and the loss of the whole trajectory of shape
-(N+1, *y0.shape). It runs after `torch.manual_seed(seed)`, so weights it draws are the same in every
+(N+1, *y0.shape); optionally a fourth element, `sample_batch(k)`, that returns batch k >= 1 of the
+model's data as an initial state shaped like y0, for the gradient-noise measurement. It runs after `torch.manual_seed(seed)`, so weights it draws are the same in every
 run of a sweep and in a resumed one.
 """
 from __future__ import annotations
@@ -59,11 +60,20 @@ class FactoryModel:
                 raise
             except Exception as exc:  # noqa: BLE001 - the user's code failed; say where, in one line
                 raise InputError(f"model {self.name}: the factory raised {one_line(exc)}") from None
-        func, y0, loss = _unpack(self.name, made)
+        func, y0, loss, sample_batch = _unpack(self.name, made)
         func = func.to(device=device, dtype=torch.float32)
         y0 = y0.detach().to(device=device, dtype=torch.float32)
         _check_contract(self.name, func, y0, loss)
-        return Problem(func=func, y0=y0, loss=loss, data_source=f"built by the factory {self.name}")
+        sampler = None
+        if sample_batch is not None:
+
+            def sampler(k: int) -> torch.Tensor:
+                batch = sample_batch(k)
+                if not isinstance(batch, torch.Tensor) or batch.shape != y0.shape:
+                    raise InputError(f"model {self.name}: sample_batch({k}) returned {getattr(batch, 'shape', type(batch).__name__)}; expected y0's shape {tuple(y0.shape)}")
+                return batch.detach().to(device=device, dtype=torch.float32)
+
+        return Problem(func=func, y0=y0, loss=loss, data_source=f"built by the factory {self.name}", batch_sampler=sampler)
 
 
 def load_factory(name: str) -> FactoryModel:
@@ -128,15 +138,21 @@ def _load_file(name: str, path: Path):
     return module
 
 
-def _unpack(name: str, made: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable]:
-    expected = "(func, y0, loss): an nn.Module f(t, y), a floating-point tensor, and a callable of the trajectory"
-    if not isinstance(made, (tuple, list)) or len(made) != 3:
+def _unpack(name: str, made: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable, Callable | None]:
+    expected = (
+        "(func, y0, loss) or (func, y0, loss, sample_batch): an nn.Module f(t, y), a floating-point tensor, "
+        "a callable of the trajectory, and optionally a callable of the batch number"
+    )
+    if not isinstance(made, (tuple, list)) or len(made) not in (3, 4):
         raise InputError(f"model {name}: the factory returned {type(made).__name__}; expected {expected}")
-    func, y0, loss = made
-    if not isinstance(func, torch.nn.Module) or not isinstance(y0, torch.Tensor) or not y0.is_floating_point() or not callable(loss):
+    func, y0, loss, sample_batch = (*made, None) if len(made) == 3 else made
+    if (
+        not isinstance(func, torch.nn.Module) or not isinstance(y0, torch.Tensor) or not y0.is_floating_point()
+        or not callable(loss) or not (sample_batch is None or callable(sample_batch))
+    ):  # fmt: skip
         got = f"({type(func).__name__}, {getattr(y0, 'dtype', type(y0).__name__)}, {type(loss).__name__})"
         raise InputError(f"model {name}: the factory returned {got}; expected {expected}")
-    return func, y0, loss
+    return func, y0, loss, sample_batch
 
 
 def _check_contract(name: str, func: torch.nn.Module, y0: torch.Tensor, loss: Callable) -> None:

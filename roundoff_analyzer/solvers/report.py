@@ -46,7 +46,8 @@ class SolveReport:
 
     @property
     def max_abs_adjoint(self) -> float | None:
-        finite = [r.max_abs_adjoint for r in self.backward if _finite(r.max_abs_adjoint)]
+        """The largest finite adjoint entry as the low dtype held it (what its range had to hold)."""
+        finite = [r.max_abs_low_adjoint for r in self.backward if _finite(r.max_abs_low_adjoint)]
         return max(finite) if finite else None
 
 
