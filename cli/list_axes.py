@@ -11,7 +11,7 @@ from roundoff_analyzer.data import DATA_SOURCES
 from roundoff_analyzer.devices import resolve_device
 from roundoff_analyzer.dtypes import DTYPES
 from roundoff_analyzer.executors import EXECUTORS
-from roundoff_analyzer.libraries import ENTRY_POINT_GROUP, LIBRARIES, MISSING_LIBRARIES
+from roundoff_analyzer.libraries import ENTRY_POINT_GROUP, LIBRARIES, MISSING_LIBRARIES, resolve_library
 from roundoff_analyzer.libraries import FORMS as LIBRARY_FORMS
 from roundoff_analyzer.methods import METHODS
 from roundoff_analyzer.models import MODELS
@@ -23,8 +23,13 @@ from .common import reports_input_errors, wide_console
 
 
 @reports_input_errors
-def list_axes(device: Optional[str] = typer.Option("auto", help="Device to check dtypes against.")) -> None:
+def list_axes(
+    device: Optional[str] = typer.Option("auto", help="Device to check dtypes against."),
+    library: list[str] = typer.Option([], "--library", help="Also load your own library (package.module:object or path/to/file.py:object)."),
+) -> None:
     """Show every value of every axis, and whether it can run on this machine."""
+    for name in library:
+        resolve_library(name)
     console = wide_console()
     where = resolve_device(device)
     table = Table(title=f"what roundoff can sweep (checked on {where})", header_style="bold")

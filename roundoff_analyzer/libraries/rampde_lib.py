@@ -1,3 +1,5 @@
+import warnings
+
 import rampde
 import torch
 
@@ -24,7 +26,10 @@ class RampdeLibrary:
         if device_type != "cuda" and torch.is_autocast_enabled(device_type):
             dtype = str(torch.get_autocast_dtype(device_type)).removeprefix("torch.")
             raise LibraryUnsupported(CPU_AUTOCAST_REASON.format(device=device_type, dtype=dtype))
-        return rampde.odeint(func, y0, t, method=method.name, loss_scaler=False)
+        with warnings.catch_warnings():
+            # Without CUDA, its autocast(device_type="cuda") regions warn on every step and do nothing.
+            warnings.filterwarnings("ignore", message="CUDA is not available")
+            return rampde.odeint(func, y0, t, method=method.name, loss_scaler=False)
 
 
 LIBRARY = RampdeLibrary()
