@@ -11,8 +11,8 @@ register_optional(
 # torchdyn's declared requirements (torchvision, pytorch-lightning, ...) would replace the installed torch with another
 # build; its solvers import only these.
 register_optional(
-    "torchdyn", "torchdyn_lib", ("torchdyn", "torchcde", "torchsde", "trampoline"),
-    "pip install --no-deps torchdyn torchcde torchsde trampoline",
+    "torchdyn", "torchdyn_lib", ("torchdyn", "torchcde", "torchsde", "attr"),
+    "pip install torchcde torchsde attrs && pip install --no-deps torchdyn",
     "odeint on the fixed grid (euler, midpoint, classical rk4), autograd through every stage",
 )  # fmt: skip
 register_optional(
