@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib.metadata
 import json
 import platform
 import subprocess
@@ -199,7 +200,19 @@ def _versions() -> dict:
         "roundoff-analyzer": __version__, "python": platform.python_version(), "torch": torch.__version__,
         "torchdiffeq": torchdiffeq.__version__, "cuda": torch.version.cuda, "platform": platform.platform(),
         "git_revision": _git_revision(),
+        **_optional_versions(),
     }  # fmt: skip
+
+
+def _optional_versions() -> dict:
+    """Versions of the optional solver packages installed here."""
+    versions = {}
+    for package in ("torchode", "torchdyn", "rampde"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
 
 
 def _git_revision() -> str | None:
