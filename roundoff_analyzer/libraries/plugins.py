@@ -3,7 +3,7 @@ installed packages that declare an entry point in the group `roundoff_analyzer.l
 
 The object is a SolverLibrary (see base.py): an instance, or a class or function that makes one without arguments.
 A library named by its location is registered under that location, which is also its name in the results (as a
-model named by its factory is); one from an entry point under its own `name`.
+model named by its factory is); one from an entry point under the entry point's name.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def load_entry_points() -> None:
         what = f"library '{entry_point.name}' (entry point {entry_point.value} of {_distribution(entry_point)})"
         try:
             library = _library(what, entry_point.load())
-            LIBRARIES.register(library)
+            LIBRARIES.register(library, name=entry_point.name)
         except Exception as exc:  # noqa: BLE001 - someone else's package must not break this one
             reason = str(exc) if isinstance(exc, (InputError, ValueError)) else f"loading it raised {one_line(exc)}"
             if entry_point.name not in MISSING_LIBRARIES and entry_point.name not in LIBRARIES:
