@@ -13,6 +13,7 @@ import inspect
 from ..errors import InputError, one_line
 from ..user_code import load_attribute
 from .base import LIBRARIES, MISSING_LIBRARIES, SolverLibrary, UnavailableLibrary
+from .optional import LazyLibrary
 
 ENTRY_POINT_GROUP = "roundoff_analyzer.libraries"
 FORMS = "package.module:object or path/to/file.py:object"
@@ -22,7 +23,10 @@ _MEMBERS = ("name", "description", "supports_adjoint_scaling", "unsupported_meth
 def resolve_library(name: str) -> SolverLibrary:
     """The library called `name`: registered, or loaded (and registered) from the location it names."""
     if name in LIBRARIES:
-        return LIBRARIES.get(name)
+        library = LIBRARIES.get(name)
+        if isinstance(library, LazyLibrary):
+            library.load()  # an optional package that is installed but broken is one line now, not a failed row per run
+        return library
     if ":" in name:
         what = f"library '{name}'"
         _, attribute, made = load_attribute(what, name, FORMS)
