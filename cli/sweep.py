@@ -26,7 +26,9 @@ def sweep(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the sweep; flags override it."),
     timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps values, e.g. 8,16,32."),
     method: Optional[str] = typer.Option(None, help="Methods, e.g. euler,rk4."),
-    library: Optional[str] = typer.Option(None, help="Libraries, e.g. torchdiffeq,native."),
+    library: Optional[str] = typer.Option(
+        None, help="Libraries, e.g. torchdiffeq,native, or your own as package.module:object or path/to/file.py:object."
+    ),
     dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes, e.g. float16,bfloat16."),
     scaling: Optional[str] = typer.Option(None, help="Scaling strategies, e.g. none,grad,dynamic."),
     mode: Optional[str] = typer.Option(None, help="Modes: autocast, pure."),
@@ -54,6 +56,9 @@ def sweep(
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default: a new folder under results/)."),
     force: bool = typer.Option(False, "--force", help="Replace a different sweep found in --out."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.md and figures/ at the end."),
+    rtol: Optional[float] = typer.Option(None, "--rtol", help="Adaptive methods (dopri5, tsit5): relative tolerance (1e-3)."),
+    atol: Optional[float] = typer.Option(None, "--atol", help="Adaptive methods: absolute tolerance (1e-6)."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Adaptive methods: steps a solve may attempt (1000)."),
 ) -> None:
     """Run a model's ODE over timesteps x method x library x dtype x scaling x mode against a float64 reference.
 
@@ -83,6 +88,9 @@ def sweep(
         "workers": workers,
         "slurm": {k: v for k, v in {"partition": slurm_partition, "time": slurm_time, "gpus_per_task": slurm_gpus_per_task,
                                     "options": sweep_config.parse_sbatch_options(slurm_option) or None}.items() if v is not None} or None,
+        "rtol": rtol,
+        "atol": atol,
+        "max_steps": max_steps,
     }
     plan = sweeping.plan(sweep_config.resolve(config, overrides))
     out_dir = out or sweeping.default_out_dir(plan)

@@ -2,9 +2,25 @@ import torch
 import torchdiffeq
 
 from .base import LIBRARIES
+from .steps import StepCountingDynamics
 
-# torchdiffeq names its fixed-grid solvers as we name methods; its `rk4` is the 3/8 rule.
+# torchdiffeq names its solvers as we name methods; its `rk4` is the 3/8 rule.
 _FIXED_GRID = ("euler", "midpoint", "rk4", "heun2", "heun3", "explicit_adams", "implicit_adams")
+_ADAPTIVE = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
+
+
+def unsupported_reason(library: str, method) -> str | None:
+    if method.name not in (_ADAPTIVE if method.adaptive else _FIXED_GRID):
+        return f"{library} has no {'adaptive' if method.adaptive else 'fixed-grid'} method '{method.name}'"
+    return None
+
+
+def adaptive_solve(odeint, library: str, func, y0, t, method, report, **kwargs):
+    """`odeint` (torchdiffeq's, or its adjoint) with the method's tolerances, counting the forward's steps."""
+    counted = StepCountingDynamics(func, library, method.max_steps)
+    solution = odeint(counted, y0, t, method=method.name, rtol=method.rtol, atol=method.atol, **kwargs)
+    report.record_steps(counted.accepted, counted.rejected)
+    return solution
 
 
 class _ProbedDynamics(torch.nn.Module):
@@ -41,15 +57,16 @@ class _ProbedDynamics(torch.nn.Module):
 
 class TorchdiffeqLibrary:
     name = "torchdiffeq"
-    description = f"torchdiffeq {torchdiffeq.__version__}, fixed grid, autograd through every stage (rk4 = 3/8 rule)"
+    description = f"torchdiffeq {torchdiffeq.__version__}, autograd through every stage (rk4 = 3/8 rule; dopri5 adaptive)"
     supports_adjoint_scaling = False
 
     def unsupported_method_reason(self, method):
-        if method.name not in _FIXED_GRID:
-            return f"torchdiffeq has no fixed-grid method '{method.name}'"
-        return None
+        return unsupported_reason(self.name, method)
 
     def solve(self, func, y0, t, method, scaler, report):
+        if method.adaptive:
+            # The per-step probe assumes a fixed number of steps; adaptive runs record steps instead.
+            return adaptive_solve(torchdiffeq.odeint, self.name, func, y0, t, method, report)
         probed = _ProbedDynamics(func, method.n_stages, t.numel() - 1, report)
         return torchdiffeq.odeint(probed, y0, t, method=method.name)
 

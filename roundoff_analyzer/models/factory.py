@@ -10,12 +10,7 @@ run of a sweep and in a resumed one.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
-import os
-import sys
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -23,6 +18,7 @@ from pydantic import ConfigDict, create_model
 
 from ..data import DataRequest
 from ..errors import InputError, one_line
+from ..user_code import load_attribute
 from .base import ModelOptions, Problem
 
 FORMS = "package.module:factory or path/to/file.py:factory"
@@ -78,11 +74,8 @@ class FactoryModel:
 
 def load_factory(name: str) -> FactoryModel:
     """Import the module or file that `name` points to and wrap its factory; every failure is one line."""
-    target, _, attribute = name.rpartition(":")
-    if not target or not attribute:
-        raise InputError(f"model '{name}' is not of the form {FORMS}")
-    module = _load_file(name, Path(target)) if target.endswith(".py") or "/" in target else _import(name, target)
-    factory = getattr(module, attribute, None)
+    module, attribute, factory = load_attribute(f"model '{name}'", name, FORMS)
+    target = name.rpartition(":")[0]
     if factory is None:
         defined = [k for k, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__]
         raise InputError(f"model '{name}': {target} has no factory '{attribute}' (it defines: {', '.join(defined) or 'no functions'})")
@@ -106,36 +99,6 @@ def _options_type(parameters, takes_any: bool) -> type[ModelOptions]:
             annotation = type(parameter.default) if has_default and parameter.default is not None else Any
         fields[parameter.name] = (annotation, parameter.default if has_default else ...)
     return create_model("FactoryOptions", __base__=_OpenOptions if takes_any else ModelOptions, **fields)
-
-
-def _import(name: str, module_name: str):
-    # Like `python -m`, modules in the current folder are found without installing them.
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise InputError(f"model '{name}': cannot import {module_name} ({exc}); give {FORMS}") from None
-    except Exception as exc:  # noqa: BLE001 - the module itself failed while importing
-        raise InputError(f"model '{name}': importing {module_name} raised {one_line(exc)}") from None
-
-
-def _load_file(name: str, path: Path):
-    if not path.is_file():
-        raise InputError(f"model '{name}': file '{path}' does not exist")
-    module_name = f"roundoff_user_model_{path.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise InputError(f"model '{name}': '{path}' cannot be loaded as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    # Registered before running it, so that dataclasses and pickling inside the file find their module.
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - the user's file failed; say so in one line
-        del sys.modules[module_name]
-        raise InputError(f"model '{name}': running {path} raised {one_line(exc)}") from None
-    return module
 
 
 def _unpack(name: str, made: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable, Callable | None]:
