@@ -56,11 +56,12 @@ def odeint(
 
 def increment(func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """h * sum_i b_i k_i for one explicit Runge-Kutta step from (t, y); h a 0-dim tensor."""
-    return _increment(func, tableau, t, y, h, float(h))
+    return _increment(func, tableau, t, y, h, None)
 
 
-def _increment(func, tableau, t, y, h: torch.Tensor, h_value: float) -> torch.Tensor:
-    # Stage times from the plain float (exact: c is 0, 1/2 or 1 and h a float32 or float64 number).
+def _increment(func, tableau, t, y, h: torch.Tensor, h_value: float | None) -> torch.Tensor:
+    # Stage times from the plain float when there is one (exact: c is 0, 1/2 or 1 and h a float32 or
+    # float64 number); without it, from the tensor, so that gradients with respect to t reach them.
     # Products with a stage keep h as a 0-dim tensor: as the first operand torch rounds it to a
     # float16 stage's dtype, and the solver's numbers have always been those of that rounding.
     scaled: dict[float, torch.Tensor] = {1.0: h}
@@ -72,7 +73,7 @@ def _increment(func, tableau, t, y, h: torch.Tensor, h_value: float) -> torch.Te
                 if a_ij not in scaled:
                     scaled[a_ij] = h * a_ij
                 stage_y = stage_y + scaled[a_ij] * k_j
-        stages.append(func(t + c * h_value, stage_y))
+        stages.append(func(t + c * (h if h_value is None else h_value), stage_y))
     weighted = sum(b * k for b, k in zip(tableau.b, stages) if b)
     return h * weighted
 
@@ -124,9 +125,16 @@ class _NativeSolve(torch.autograd.Function):
         # A copy: the adjoint is updated in place, and grad_trajectory is not ours to change.
         adjoint = grad_trajectory[n_steps].to(accumulate, copy=True)
         param_grads = [torch.zeros(p.shape, dtype=accumulate, device=p.device) for p in params]
+        # Gradients with respect to the grid: each step's ends enter its increment as two more inputs.
+        grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[6] else None
         with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
             for k in reversed(range(n_steps)):
-                vjp_y, vjp_params, held, finite = step(t[k], steps[k], stored[k], adjoint)
+                ends = (t[k].detach().requires_grad_(), t[k + 1].detach().requires_grad_()) if grad_t is not None else None
+                vjp_y, vjp_params, held, finite = step(t[k], steps[k], stored[k], adjoint, ends)
+                if grad_t is not None:
+                    *vjp_params, grad_start, grad_end = vjp_params
+                    grad_t[k] += grad_start
+                    grad_t[k + 1] += grad_end
                 if report is not None:
                     # The adjoint entering this step's product, and that adjoint as the low dtype holds it
                     # (scaled, cast): the second is the one whose range can overflow or underflow.
@@ -135,7 +143,8 @@ class _NativeSolve(torch.autograd.Function):
                 for total, part in zip(param_grads, vjp_params):
                     total.add_(part)
         grad_params = [g.to(p.dtype) for g, p in zip(param_grads, params)]
-        return (None, None, None, None, None, adjoint.to(ctx.state_dtype), None, *grad_params)
+        grad_t = grad_t.to(t.dtype) if grad_t is not None else None
+        return (None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
 
 
 class _BackwardStep:
@@ -148,23 +157,27 @@ class _BackwardStep:
         # Without a scaler and without a report nobody reads `finite`: no check at all.
         self.checking = scaler is not None or recording
 
-    def __call__(self, t_k, step, y_stored, adjoint):
-        """(vjp w.r.t. the state, vjp w.r.t. each parameter, the adjoint as held in the low dtype or None, finite)."""
+    def __call__(self, t_k, step, y_stored, adjoint, ends=None):
+        """(vjp w.r.t. the state, vjp w.r.t. each parameter (then each of `ends`, when given), the adjoint as
+        held in the low dtype or None, finite)."""
         scaler = self.scaler
         scale = scaler.scale_for(adjoint, self.low_dtype) if scaler is not None else None
         while True:
-            parts, entering_dtype = self._vjp(t_k, step, y_stored, adjoint, scale)
+            parts, entering_dtype = self._vjp(t_k, step, y_stored, adjoint, scale, ends)
             finite = unscale_and_check(parts, scale) if self.checking else True
             if finite or scaler is None:
                 return parts[0], parts[1:], self._held(adjoint, scale, entering_dtype) if self.recording else None, finite
             # The graph was freed by the product; the retry rebuilds it (it recomputes the same values).
             scale = scaler.backoff()
 
-    def _vjp(self, t_k, step, y_stored, adjoint, scale):
+    def _vjp(self, t_k, step, y_stored, adjoint, scale, ends):
         y = y_stored.to(self.state_dtype).requires_grad_(True)
-        step_increment = _increment(self.func, self.tableau, t_k, y, *step)
+        if ends is None:
+            step_increment = _increment(self.func, self.tableau, t_k, y, *step)
+        else:  # the step size from the ends, inside the graph
+            step_increment = _increment(self.func, self.tableau, ends[0], y, ends[1] - ends[0], None)
         entering = (adjoint if scale is None else adjoint * scale).to(step_increment.dtype)
-        inputs = (y, *self.params)
+        inputs = (y, *self.params, *(ends or ()))
         # Outside autocast, as torch runs any backward: autocast applies to the rebuilt forward only.
         with torch.autocast(y.device.type, enabled=False):
             grads = torch.autograd.grad(step_increment, inputs, entering, allow_unused=True)
