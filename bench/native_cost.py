@@ -12,7 +12,7 @@ backward of the mean square of the final state, for each size:
 Setups: torchdiffeq and native in float32, bfloat16 and float16 (autocast), native with and without
 the DynamicAdjointScaler, with the trajectory in the state's dtype or in the low dtype.
 
-    python bench/native_cost.py [--quick] [--repeats R] [--device cpu|cuda]
+    python bench/native_cost.py [--quick | --size rk4,256,256,16 ...] [--repeats R] [--device cpu|cuda]
 """
 from __future__ import annotations
 
@@ -167,13 +167,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help=f"only {len(QUICK_SIZES)} small sizes")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per setup and size (median)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--size", action="append", default=[], metavar="METHOD,H,BATCH,N",
+                        help="only this size (repeatable), e.g. rk4,256,256,16")
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     print(f"device: {where}; torch {torch.__version__}; load average at start {os.getloadavg()}")
     rows = []
-    for size in QUICK_SIZES if args.quick else SIZES:
+    chosen = [(m, int(h), int(b), int(n)) for m, h, b, n in (s.split(",") for s in args.size)]
+    for size in chosen or (QUICK_SIZES if args.quick else SIZES):
         size_rows = measure_size(size, args.repeats, device)
         rows += size_rows
         print()
