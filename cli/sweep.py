@@ -49,6 +49,13 @@ def sweep(
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default: a new folder under results/)."),
     force: bool = typer.Option(False, "--force", help="Replace a different sweep found in --out."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.md and figures/ at the end."),
+    arithmetic: Optional[str] = typer.Option(
+        None, help="Arithmetic: hardware, emulated (default: each dtype's own: emulated for fp8 and eXmY, else hardware)."
+    ),
+    rounding: Optional[str] = typer.Option(None, help="Rounding of emulated arithmetic: nearest, stochastic (default nearest)."),
+    fp8_scaling: Optional[bool] = typer.Option(
+        None, "--fp8-scaling/--no-fp8-scaling", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on)."
+    ),
 ) -> None:
     """Run a model's ODE over timesteps x method x library x dtype x scaling x mode against a float64 reference.
 
@@ -67,6 +74,9 @@ def sweep(
         "dtype": split_list(dtype, "dtype"),
         "scaling": split_list(scaling, "scaling"),
         "mode": split_list(mode, "mode"),
+        "arithmetic": split_list(arithmetic, "arithmetic"),
+        "rounding": split_list(rounding, "rounding"),
+        "fp8_scaling": fp8_scaling,
         "device": device,
         "repeats": repeats,
         "timeout": timeout,

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import InputError, one_line
-from .grid import CONFIG_COLUMNS, Configuration
-from .measure import ERROR_METRICS, Measurement
+from .grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
+from .measure import ERROR_METRICS, SIG_DIGITS, Measurement
 
 MANIFEST = "manifest.json"
 RESULTS = "results.parquet"
@@ -29,7 +29,7 @@ SHARDS = "shards"
 _CONFIG_FIELDS = [
     pa.field("model", pa.string()), pa.field("library", pa.string()), pa.field("method", pa.string()),
     pa.field("n_timesteps", pa.int64()), pa.field("dtype", pa.string()), pa.field("scaling", pa.string()),
-    pa.field("mode", pa.string()),
+    pa.field("mode", pa.string()), pa.field("arithmetic", pa.string()), pa.field("rounding", pa.string()),
 ]  # fmt: skip
 
 RESULT_SCHEMA = pa.schema(
@@ -45,6 +45,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field("deterministic", pa.bool_()), pa.field("n_repeats", pa.int64()),
         pa.field("time_forward_s", pa.float64()), pa.field("time_backward_s", pa.float64()),
         pa.field("peak_memory_bytes", pa.int64()),
+        pa.field("fp8_scaling", pa.bool_()), *(pa.field(name, pa.float64()) for name in SIG_DIGITS),
     ]
 )  # fmt: skip
 
@@ -149,6 +150,12 @@ def load_results(path: str | Path) -> pd.DataFrame:
 def read_parquet(path: Path) -> pd.DataFrame:
     """A Parquet table; an unreadable file is bad input, said in one line."""
     try:
-        return pd.read_parquet(path)
+        table = pd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is bad input here
         raise InputError(f"cannot read '{path}' as Parquet: {one_line(exc)}") from None
+    # Tables written before the arithmetic axis: every run was hardware arithmetic rounding to nearest.
+    if "dtype" in table.columns:
+        for offset, (column, value) in enumerate(AXIS_DEFAULTS.items(), start=1):
+            if column not in table.columns:
+                table.insert(list(table.columns).index("mode") + offset if "mode" in table.columns else len(table.columns), column, value)
+    return table

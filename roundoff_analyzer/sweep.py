@@ -77,7 +77,7 @@ def plan(config: SweepConfig) -> SweepPlan:
     the executor and its settings."""
     model = resolve_model(config.model)
     options = parse_options(model, config.options)
-    grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling)
+    grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling, config.arithmetic, config.rounding)
     executor = EXECUTORS.get(config.executor_name)
     device = executor.target_device(config)
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
@@ -151,6 +151,11 @@ def _manifest(plan: SweepPlan) -> dict:
         "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale,
         "problem_sha256": problem_hash(plan.problem),
     }  # fmt: skip
+    if not plan.grid.default_precision:
+        # Only where the arithmetic axis is used, so that folders from before it still resume.
+        grid["arithmetic"] = list(plan.grid.arithmetics) if plan.grid.arithmetics else "each dtype's default"
+        grid["rounding"] = list(plan.grid.roundings)
+        fingerprint["fp8_scaling"] = config.fp8_scaling
     return {
         "tool": "roundoff-analyzer",
         "created_at": _now(),
@@ -168,6 +173,7 @@ def _manifest(plan: SweepPlan) -> dict:
         "repeats": config.repeats,
         "timeout_s": config.timeout,
         "scaler": config.scaler.model_dump(mode="json"),
+        "fp8_scaling": config.fp8_scaling,
         "versions": _versions(),
     }
 

@@ -16,7 +16,7 @@ def sweep_context(plan: "SweepPlan", copies: ProblemCopies | None = None) -> Swe
     """A fresh reference cache over the plan's problem (and its cast copies, when given, made once per process)."""
     copies = copies or ProblemCopies(plan.problem)
     config = plan.config
-    return SweepContext(copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout)
+    return SweepContext(copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout, config.fp8_scaling)
 
 
 def measure_in_process(
