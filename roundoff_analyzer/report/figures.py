@@ -102,7 +102,7 @@ def _panel_grid(runs: pd.DataFrame):
 
 def _limits(values: pd.Series, *levels: float) -> tuple[float, float]:
     """Log-axis limits around the values and levels, leaving the top of the panel free for failure marks."""
-    shown = [v for v in values if v > 0] + [v for v in levels if v and v > 0]
+    shown = [v for v in values if 0 < v < float("inf")] + [v for v in levels if v and 0 < v < float("inf")]
     low, high = min(shown) / 4, max(shown) * 4
     return low, low * (high / low) ** (1 / (1 - _FAILED_BAND))
 
