@@ -187,6 +187,9 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
             try:
                 prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, repeat))
                 outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
+                silent = prepared.silent_overflow() if outcome.failure is None and prepared.silent_overflow else None
+                if silent is not None:
+                    outcome.failure = failures.saturated(*silent, dtype.max)
             except failures.ConfigurationTimeout as exc:
                 outcome = RunOutcome(failure=failures.classify_exception(exc))
         outcomes.append(outcome)

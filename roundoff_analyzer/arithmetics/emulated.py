@@ -3,7 +3,7 @@ from dataclasses import replace
 
 import torch
 
-from ..emulation import EmulationSettings, emulate
+from ..emulation import EmulationSettings, Saturations, emulate
 from ..modes import PreparedRun
 from .base import ARITHMETICS, tensor_scaling
 
@@ -26,9 +26,10 @@ class Emulated:
         # The mode's own preparation in float32 gives the parameters and inputs; the emulation replaces its dtype.
         prepared = mode.prepare(copies, torch.float32)
         device_type = prepared.y0.device.type
+        saturations = Saturations()
         if settings.pure:
-            prepared = _rounded_copy(prepared, emulate(settings, device_type))
-        return replace(prepared, context=lambda: emulate(settings, device_type))
+            prepared = _rounded_copy(prepared, emulate(settings, device_type, saturations))
+        return replace(prepared, context=lambda: emulate(settings, device_type, saturations), silent_overflow=saturations.first)
 
 
 def _rounded_copy(prepared: PreparedRun, emulation) -> PreparedRun:

@@ -55,13 +55,33 @@ class _Rounded(torch.autograd.Function):
     """Round forward; round the gradient backward."""
 
     @staticmethod
-    def forward(ctx, x, value_round):
-        ctx.value_round = value_round
-        return value_round(x)
+    def forward(ctx, x, forward_round, backward_round):
+        ctx.backward_round = backward_round
+        return forward_round(x)
 
     @staticmethod
     def backward(ctx, grad):
-        return ctx.value_round(grad), None
+        return ctx.backward_round(grad), None, None
+
+
+class Saturations:
+    """Values that a format without infinity (E4M3) clipped to its max, per pass: an overflow that leaves
+    nothing non-finite behind. Counted on the device, read once after the run."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, torch.Tensor] = {}
+
+    def add(self, phase: str, x: torch.Tensor, limit: float) -> None:
+        count = (x.detach().abs() > limit).sum()
+        self._counts[phase] = self._counts[phase] + count if phase in self._counts else count
+
+    def first(self) -> tuple[str, int] | None:
+        """(phase, count) of the first pass that saturated anything, or None."""
+        for phase in ("forward", "backward"):
+            count = int(self._counts[phase]) if phase in self._counts else 0
+            if count:
+                return phase, count
+        return None
 
 
 def power_of_two_scale(x: torch.Tensor, fmt: NumberFormat) -> torch.Tensor:
@@ -81,9 +101,10 @@ class EmulationSettings:
 
 
 class EmulatedPrecision(TorchFunctionMode):
-    def __init__(self, settings: EmulationSettings, generator: torch.Generator | None = None) -> None:
+    def __init__(self, settings: EmulationSettings, generator: torch.Generator | None = None, saturations: Saturations | None = None) -> None:
         super().__init__()
         self.settings = settings
+        self.saturations = saturations if saturations is not None else Saturations()
         fmt = settings.format
         if settings.rounding == "stochastic":
             self.generator = generator or torch.Generator().manual_seed(settings.seed)
@@ -92,17 +113,29 @@ class EmulatedPrecision(TorchFunctionMode):
             self.generator = None
             self.value_round = partial(round_by_cast if fmt.torch_dtype is not None else round_nearest, fmt=fmt)
         self.op_round: ValueRound = self._scaled if settings.tensor_scaling else self.value_round
-        # torch's own cast is differentiable and rounds the gradient on its way back: the fast path.
-        self._native_cast = settings.rounding == "nearest" and fmt.torch_dtype is not None
+        # torch's own cast is differentiable and rounds the gradient on its way back: the fast path, where
+        # there are no saturations to count.
+        self._native_cast = settings.rounding == "nearest" and fmt.torch_dtype is not None and not fmt.finite_only
         self._kinds: dict = {}
         self._weights: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.device_type = "cpu"
 
     # -- what the solvers call -------------------------------------------------------------------
 
-    def store(self, x: torch.Tensor) -> torch.Tensor:
+    def store(self, x: torch.Tensor, phase: str = "forward") -> torch.Tensor:
         """`x`'s values in the format (no gradient): a state or adjoint stored as the real dtype would store it."""
-        return self.value_round(x.detach())
+        return self._counted(self.value_round, phase)(x.detach())
+
+    def _counted(self, value_round: ValueRound, phase: str) -> ValueRound:
+        fmt = self.settings.format
+        if not fmt.finite_only:
+            return value_round
+
+        def counted(x: torch.Tensor) -> torch.Tensor:
+            self.saturations.add(phase, x, fmt.max)
+            return value_round(x)
+
+        return counted
 
     def mark(self, x: torch.Tensor) -> torch.Tensor:
         """Declare `x` to hold values of the format (pure mode's parameters and inputs)."""
@@ -110,7 +143,7 @@ class EmulatedPrecision(TorchFunctionMode):
 
     def reenter(self) -> "EmulatedPrecision":
         """The same emulation, for a later region (a backward step): a fresh weight cache, the same random stream."""
-        again = EmulatedPrecision(self.settings, self.generator)
+        again = EmulatedPrecision(self.settings, self.generator, self.saturations)
         again.device_type = self.device_type
         return again
 
@@ -125,10 +158,10 @@ class EmulatedPrecision(TorchFunctionMode):
             return x
         value_round = self.op_round if for_op else self.value_round
         if not (x.requires_grad and torch.is_grad_enabled()):
-            return _tag(value_round(x))
+            return _tag(self._counted(value_round, "forward")(x))
         if self._native_cast and not (for_op and self.settings.tensor_scaling):
             return _tag(x.to(self.settings.format.torch_dtype).to(torch.float32))
-        return _tag(_Rounded.apply(x, value_round))
+        return _tag(_Rounded.apply(x, self._counted(value_round, "forward"), self._counted(value_round, "backward")))
 
     def _op_input(self, x):
         if not (isinstance(x, torch.Tensor) and x.dtype == torch.float32):
@@ -225,8 +258,8 @@ def active_emulation() -> EmulatedPrecision | None:
     return stack[-1] if stack else None
 
 
-def emulate(settings: EmulationSettings, device_type: str = "cpu") -> EmulatedPrecision:
-    mode = EmulatedPrecision(settings)
+def emulate(settings: EmulationSettings, device_type: str = "cpu", saturations: Saturations | None = None) -> EmulatedPrecision:
+    mode = EmulatedPrecision(settings, saturations=saturations)
     mode.device_type = device_type
     return mode
 

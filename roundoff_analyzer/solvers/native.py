@@ -123,7 +123,7 @@ def _vjp(step_increment, y, params, adjoint, scaler, low_dtype, accumulate, emul
     inputs = (y, *params)
     while True:
         low_adjoint = (adjoint * scale).to(step_increment.dtype)
-        low_adjoint = emulation.store(low_adjoint) if emulation is not None else low_adjoint
+        low_adjoint = emulation.store(low_adjoint, "backward") if emulation is not None else low_adjoint
         grads = torch.autograd.grad(step_increment, inputs, low_adjoint, retain_graph=scaler is not None, allow_unused=True)
         parts = [
             torch.zeros(x.shape, dtype=accumulate, device=x.device) if g is None else g.to(accumulate) / scale
