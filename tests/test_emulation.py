@@ -138,7 +138,8 @@ def test_fp8_sweep_runs_emulated_by_default_with_the_format_u(tmp_path):
     assert table.unit_roundoff.to_dict() == {"float8_e4m3": 2**-4, "float8_e5m2": 2**-3, "e5m2": 2**-3}
     assert table.fp8_scaling.tolist() == [True, True, True]
     assert (table.grad_params_rel_err_over_u == table.grad_params_rel_err / table.unit_roundoff).all()
-    assert "float8_e4m3" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "**8-bit float8_e4m3** (u = 6.25e-02, per-tensor fp8 scaling on)" in report and "**8-bit float8_e5m2**" in report
     show = run_cli("show", out, "--where", "dtype == 'float8_e4m3'")
     assert show.exit_code == 0 and "1 of 3 configurations" in show.output
 

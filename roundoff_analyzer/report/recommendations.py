@@ -4,11 +4,13 @@ from __future__ import annotations
 import pandas as pd
 
 from . import formatting as fmt
+from .eight_bit import eight_bit_verdicts
 from .findings import SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
 
 
 def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
     items = best_per_dtype(results, with_mode) + scaling_needed(results, with_mode) + growth_contrasts(results, with_mode)
+    items += eight_bit_verdicts(results, with_mode)
     if not items:
         return []
     return ["## Recommendations", ""] + [f"- {item}" for item in items]
