@@ -153,9 +153,15 @@ def read_parquet(path: Path) -> pd.DataFrame:
         table = pd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is bad input here
         raise InputError(f"cannot read '{path}' as Parquet: {one_line(exc)}") from None
-    # Tables written before the arithmetic axis: every run was hardware arithmetic rounding to nearest.
-    if "dtype" in table.columns:
-        for offset, (column, value) in enumerate(AXIS_DEFAULTS.items(), start=1):
-            if column not in table.columns:
-                table.insert(list(table.columns).index("mode") + offset if "mode" in table.columns else len(table.columns), column, value)
+    return with_axis_defaults(table)
+
+
+def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:
+    """Tables written before the arithmetic axis: every run was hardware arithmetic rounding to nearest."""
+    missing = [c for c in AXIS_DEFAULTS if c not in table.columns]
+    if "dtype" not in table.columns or not missing:
+        return table
+    table = table.copy()
+    for offset, column in enumerate(missing, start=1):
+        table.insert(list(table.columns).index("mode") + offset if "mode" in table.columns else len(table.columns), column, AXIS_DEFAULTS[column])
     return table
