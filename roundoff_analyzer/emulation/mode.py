@@ -212,9 +212,12 @@ class EmulatedPrecision(TorchFunctionMode):
             return self._round_all(func(*args, **kwargs), for_op=True)
         if kind == _CAST:
             out = func(*args, **kwargs)
-            if self.settings.pure and isinstance(out, torch.Tensor) and out.dtype == torch.float32:
+            if not (isinstance(out, torch.Tensor) and out.dtype == torch.float32):
+                return out
+            if self.settings.pure:
                 return out if is_low(out) else self.round(out)
-            return out
+            # A cast to float32 of a float32 tensor returns the tensor itself: an unmarked view stands for the upcast.
+            return out.view_as(out) if is_low(out) else out
         low = _promotes_to_low(args)
         out = func(*args, **kwargs)
         if not low or kind == _FLOAT32_OP:
