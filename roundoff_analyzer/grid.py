@@ -47,7 +47,7 @@ class Configuration:
     @property
     def id(self) -> str:
         """A file-name-safe identity, stable across runs."""
-        return f"{file_safe(self.model)}-{self.library}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}"
+        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}"
 
     def _precision(self, sep: str) -> str:
         # Hardware arithmetic with nearest rounding adds nothing, so ids and labels from before the axis stay the same.

@@ -15,8 +15,9 @@ class Registry(Generic[T]):
         # Families of names (such as eXmY formats): a builder that returns the item for a name of its form, else None.
         self._families: list[tuple[Callable[[str], T | None], str]] = []
 
-    def register(self, item: T) -> T:
-        name = getattr(item, "name")
+    def register(self, item: T, name: str | None = None) -> T:
+        """Register `item` under its own `name`, or under `name` (a user's object named by where it lives)."""
+        name = name or getattr(item, "name")
         if name in self._items:
             raise ValueError(f"{self.axis} '{name}' is registered twice")
         self._items[name] = item

@@ -21,7 +21,8 @@ class Emulated:
 
     def prepare(self, mode, copies, dtype, request):
         settings = EmulationSettings(
-            dtype.format, request.rounding, bool(tensor_scaling(dtype, self.name, request.fp8_scaling)), mode.name == "pure", request.repeat
+            dtype.format, request.rounding, bool(tensor_scaling(dtype, self.name, request.fp8_scaling)), mode.name == "pure", request.repeat,
+            cache_weights=getattr(mode, "cache_enabled", True),
         )
         # The mode's own preparation in float32 gives the parameters and inputs; the emulation replaces its dtype.
         prepared = mode.prepare(copies, torch.float32)

@@ -98,6 +98,7 @@ class EmulationSettings:
     tensor_scaling: bool = False  # per-tensor power-of-two scaling of low-precision op inputs and outputs
     pure: bool = False  # pure mode: casts to float32 mean "to the working dtype"
     seed: int = 0
+    cache_weights: bool = True  # as autocast's weight cache (off for autocast-nocache)
 
 
 class EmulatedPrecision(TorchFunctionMode):
@@ -166,7 +167,7 @@ class EmulatedPrecision(TorchFunctionMode):
     def _op_input(self, x):
         if not (isinstance(x, torch.Tensor) and x.dtype == torch.float32):
             return x
-        if x.is_leaf and x.requires_grad and torch.is_grad_enabled():
+        if x.is_leaf and x.requires_grad and torch.is_grad_enabled() and self.settings.cache_weights:
             cached = self._weights.get(id(x))
             # First use: the cast autocast caches; later uses: one more link of the gradient's running sum.
             latest = self.round(x if cached is None else cached[1], for_op=True)
