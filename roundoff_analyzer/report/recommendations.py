@@ -9,6 +9,7 @@ import pandas as pd
 
 from .. import verdict as rules
 from . import formatting as fmt
+from .eight_bit import eight_bit_verdicts
 from .findings import GROWS, SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
 
 TOTAL = "total_grad_params_rel_err"
@@ -19,6 +20,7 @@ def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
         scaling_needed(results, with_mode) + scaling_that_pays(results, with_mode) + method_advice(results)
         + best_per_dtype(results, with_mode) + growth_contrasts(results, with_mode) + weight_cache(results)
     )  # fmt: skip
+    items += eight_bit_verdicts(results, with_mode)
     if not items:
         return []
     return ["## Recommendations", ""] + [f"- {item}" for item in items]
