@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from typing import Callable, Literal, Sequence
 
+from contextlib import nullcontext
+
 import torch
 
+from ..emulation import active_emulation
 from ..methods import METHODS, ExplicitRK
 from .report import SolveReport
 from .scaler import DynamicAdjointScaler
@@ -92,20 +95,23 @@ class _NativeSolve(torch.autograd.Function):
         differences = t[1:] - t[:-1]
         steps = list(zip(differences.unbind(), differences.tolist()))
         stored = torch.empty((len(steps) + 1, *y0.shape), dtype=low_dtype, device=y0.device)
-        separate = trajectory_dtype == "state" and low_dtype != y0.dtype
+        # Under emulated arithmetic the states are stored in float32 holding the format's values.
+        emulation = active_emulation()
+        store = emulation.store if emulation is not None else (lambda x: x)
+        separate = trajectory_dtype == "state" and (low_dtype != y0.dtype or emulation is not None)
         trajectory = torch.empty(stored.shape, dtype=y0.dtype, device=y0.device) if separate else stored
         y = y0.detach()
-        stored[0] = y
+        stored[0] = store(y)
         if separate:
             trajectory[0] = y
         for k, (h, h_value) in enumerate(steps):
             y = y + _increment(func, tableau, t[k], y, h, h_value).to(y.dtype)
-            stored[k + 1] = y
+            stored[k + 1] = store(y)
             if separate:
                 trajectory[k + 1] = y
         ctx.func, ctx.tableau, ctx.scaler, ctx.report, ctx.steps = func, tableau, scaler, report, steps
         ctx.autocast = (autocast_on, autocast_dtype)
-        ctx.low_dtype, ctx.state_dtype = low_dtype, y0.dtype
+        ctx.low_dtype, ctx.state_dtype, ctx.emulation = low_dtype, y0.dtype, emulation
         ctx.save_for_backward(t, stored, *params)
         return trajectory
 
@@ -120,7 +126,7 @@ class _NativeSolve(torch.autograd.Function):
         accumulate = torch.promote_types(ctx.state_dtype, torch.float32)
         device_type = stored.device.type
         n_steps = len(steps)
-        step = _BackwardStep(ctx.func, ctx.tableau, ctx.scaler, params, ctx.state_dtype, ctx.low_dtype, accumulate, report is not None)
+        step = _BackwardStep(ctx.func, ctx.tableau, ctx.scaler, params, ctx.state_dtype, ctx.low_dtype, accumulate, report is not None, ctx.emulation)
 
         # A copy: the adjoint is updated in place, and grad_trajectory is not ours to change.
         adjoint = grad_trajectory[n_steps].to(accumulate, copy=True)
@@ -151,8 +157,8 @@ class _BackwardStep:
     """One step back: rebuild the step's increment from its stored state and take its vector-Jacobian
     product with the adjoint; with a scaler, redo it at half the scale while it is non-finite."""
 
-    def __init__(self, func, tableau, scaler, params, state_dtype, low_dtype, accumulate, recording):
-        self.func, self.tableau, self.scaler, self.params = func, tableau, scaler, params
+    def __init__(self, func, tableau, scaler, params, state_dtype, low_dtype, accumulate, recording, emulation=None):
+        self.func, self.tableau, self.scaler, self.params, self.emulation = func, tableau, scaler, params, emulation
         self.state_dtype, self.low_dtype, self.accumulate, self.recording = state_dtype, low_dtype, accumulate, recording
         # Without a scaler and without a report nobody reads `finite`: no check at all.
         self.checking = scaler is not None or recording
@@ -161,7 +167,8 @@ class _BackwardStep:
         """(vjp w.r.t. the state, vjp w.r.t. each parameter (then each of `ends`, when given), the adjoint as
         held in the low dtype or None, finite)."""
         scaler = self.scaler
-        scale = scaler.scale_for(adjoint, self.low_dtype) if scaler is not None else None
+        eps = self.emulation.settings.format.eps if self.emulation is not None else None
+        scale = scaler.scale_for(adjoint, self.low_dtype, eps) if scaler is not None else None
         while True:
             parts, entering_dtype = self._vjp(t_k, step, y_stored, adjoint, scale, ends)
             finite = unscale_and_check(parts, scale) if self.checking else True
@@ -171,12 +178,15 @@ class _BackwardStep:
             scale = scaler.backoff()
 
     def _vjp(self, t_k, step, y_stored, adjoint, scale, ends):
-        y = y_stored.to(self.state_dtype).requires_grad_(True)
-        if ends is None:
-            step_increment = _increment(self.func, self.tableau, t_k, y, *step)
-        else:  # the step size from the ends, inside the graph
-            step_increment = _increment(self.func, self.tableau, ends[0], y, ends[1] - ends[0], None)
+        emulation = self.emulation
+        with emulation.reenter() if emulation is not None else nullcontext():
+            y = y_stored.to(self.state_dtype).requires_grad_(True)
+            if ends is None:
+                step_increment = _increment(self.func, self.tableau, t_k, y, *step)
+            else:  # the step size from the ends, inside the graph
+                step_increment = _increment(self.func, self.tableau, ends[0], y, ends[1] - ends[0], None)
         entering = (adjoint if scale is None else adjoint * scale).to(step_increment.dtype)
+        entering = emulation.store(entering, "backward") if emulation is not None else entering
         inputs = (y, *self.params, *(ends or ()))
         # Outside autocast, as torch runs any backward: autocast applies to the rebuilt forward only.
         with torch.autocast(y.device.type, enabled=False):
@@ -188,4 +198,5 @@ class _BackwardStep:
         # What enters the low-precision product: the scaled adjoint in the autocast dtype. When the
         # increment's dtype is wider (otflow's `cat` promotes to float32), the product itself gets the
         # wider copy, but the low dtype is where the adjoint has to fit.
-        return (adjoint if scale is None else adjoint * scale).to(self.low_dtype)
+        held = (adjoint if scale is None else adjoint * scale).to(self.low_dtype)
+        return self.emulation.store(held, "backward") if self.emulation is not None else held
