@@ -66,6 +66,9 @@ def sweep(
     fp8_scaling: Optional[bool] = typer.Option(
         None, "--fp8-scaling/--no-fp8-scaling", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on)."
     ),
+    cpu_memory: Optional[bool] = typer.Option(
+        None, "--cpu-memory", help="On the CPU, measure peak memory too (one extra, untimed run per configuration)."
+    ),
 ) -> None:
     """Run a model's ODE over timesteps x method x library x dtype x scaling x mode against a float64 reference.
 
@@ -90,6 +93,7 @@ def sweep(
         "device": device,
         "repeats": repeats,
         "timeout": timeout,
+        "cpu_memory": cpu_memory,
         "loss_scale": loss_scale,
         "noise_batches": noise_batches,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()

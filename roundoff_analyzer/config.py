@@ -129,6 +129,8 @@ class SweepConfig(BaseModel):
     max_steps: PositiveInt = Field(1000, description="adaptive methods: steps a solve may attempt, accepted and rejected together")
     arithmetic: list[str] | None = Field(None, description="hardware, emulated (default: each dtype's own; emulated for stochastic rounding)")
     rounding: list[str] | None = Field(None, description="nearest, stochastic (emulated arithmetic only; default nearest)")
+    cpu_memory: bool = Field(False, description="on the CPU, fill peak_memory_bytes from the allocator's profiler events, "
+                             "in one extra untimed run per configuration")  # fmt: skip
     fp8_scaling: bool = Field(True, description="emulated formats of 8 bits or fewer: per-tensor power-of-two scaling of low-precision op inputs and outputs")
 
     @field_validator("rounding", mode="after")

@@ -13,6 +13,7 @@ import torch
 
 from . import failures, metrics
 from .arithmetics import ARITHMETICS, ArithmeticRequest, tensor_scaling
+from .cpu_memory import cpu_peak_memory
 from .devices import measured
 from .dtypes import DTYPES, FLOAT64, DtypeSpec
 from .failures import Failure
@@ -154,6 +155,7 @@ class SweepContext:
     step_control: dict = field(default_factory=dict)
     yardsticks: Yardsticks | None = None  # None: no discretisation error or gradient noise beside the roundoff
     fp8_scaling: bool = True
+    cpu_memory: bool = False  # on the CPU, one extra untimed run per configuration measures its peak memory
 
 
 @dataclass
@@ -204,6 +206,12 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         outcomes.append(outcome)
         if outcome.failure is not None:
             break
+    if context.cpu_memory and context.device.type == "cpu" and outcomes[-1].failure is None:
+        # The profiler slows every op, so the peak comes from a run of its own, not from the timed ones.
+        with cpu_peak_memory() as peak:
+            prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, 0))
+            run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
+        outcomes[-1].peak_memory_bytes = peak.bytes
     row.update(_step_columns(method, outcomes[-1], reference))
     measurement = _summarise(row, config, dtype, outcomes, reference, context.copies)
     if context.yardsticks is not None:

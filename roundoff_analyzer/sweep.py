@@ -179,6 +179,7 @@ def _manifest(plan: SweepPlan) -> dict:
         "execution": plan.executor.settings(config),
         "repeats": config.repeats,
         "timeout_s": config.timeout,
+        "cpu_memory": config.cpu_memory,
         "scaler": config.scaler.model_dump(mode="json"),
         "fp8_scaling": config.fp8_scaling,
         "versions": _versions(),
