@@ -13,7 +13,7 @@ from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import write_report
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
-from .interrupts import report_incomplete, report_interrupted, stop_after_current
+from .interrupts import report_environment_failure, report_incomplete, report_interrupted, stop_after_current
 from .progress import RichProgress
 from .tables import results_table
 
@@ -92,6 +92,8 @@ def sweep(
         report_interrupted(stderr, stopped)
     except sweeping.SweepIncomplete as incomplete:
         report_incomplete(stderr, incomplete)
+    except sweeping.EnvironmentFailure as failure:
+        report_environment_failure(stderr, failure)
     except KeyboardInterrupt:
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling", "mode")
 
@@ -57,9 +57,14 @@ class Grid:
     modes: tuple[str, ...]
     # (library, dtype, scaling) triples: the SPEC's pairs, or the full product of the asked axes.
     triples: tuple[tuple[str, str, str], ...]
+    # Values given more than once, as "axis value" (each runs once); said in the description, not part of the sweep's identity.
+    repeated: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def build(cls, timesteps, methods, modes, libraries=None, dtypes=None, scalings=None) -> "Grid":
+        axes = {"n_timesteps": timesteps, "method": methods, "mode": modes, "library": libraries, "dtype": dtypes, "scaling": scalings}
+        repeated = tuple(f"{axis} {value}" for axis, values in axes.items() for value in _repeated(values or ()))
+        timesteps, methods, modes, libraries, dtypes, scalings = (_unique(values) for values in axes.values())
         if libraries is None and dtypes is None and scalings is None:
             triples = SEED000_PAIRS
         else:
@@ -69,7 +74,7 @@ class Grid:
                 for dtype in dtypes or ("float16", "bfloat16")
                 for scaling in scalings or ("none", "grad", "dynamic")
             )
-        return cls(tuple(timesteps), tuple(methods), tuple(modes), triples)
+        return cls(tuple(timesteps), tuple(methods), tuple(modes), triples, repeated)
 
     def configurations(self, model: str) -> list[Configuration]:
         # Grouped by (method, n_timesteps) so one reference per library serves consecutive runs.
@@ -81,9 +86,27 @@ class Grid:
             for library, dtype, scaling in self.triples
         ]
 
-    def describe(self) -> str:
-        return (
+    def describe(self, repeats: bool = True) -> str:
+        """How the grid multiplies out; with `repeats`, also which values were given twice and run once."""
+        described = (
             f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes "
             f"x {len(self.triples)} (library, dtype, scaling) = "
             f"{len(self.timesteps) * len(self.methods) * len(self.modes) * len(self.triples)} configurations"
         )
+        if repeats and self.repeated:
+            described += f" (given more than once, run once: {', '.join(self.repeated)})"
+        return described
+
+
+def _unique(values):
+    """The values in the order given, each once (None stays None: the axis was not named)."""
+    return None if values is None else tuple(dict.fromkeys(values))
+
+
+def _repeated(values) -> list:
+    seen, repeated = set(), []
+    for value in values:
+        if value in seen and value not in repeated:
+            repeated.append(value)
+        seen.add(value)
+    return repeated

@@ -16,6 +16,7 @@ from .devices import measured
 from .dtypes import DTYPES, FLOAT64, DtypeSpec
 from .failures import Failure
 from .grid import Configuration
+from .memory import configuration_oom
 from .libraries import LIBRARIES, SolverLibrary
 from .methods import METHODS, ExplicitRK
 from .modes import MODES, PreparedRun, ProblemCopies, cast_run
@@ -167,6 +168,10 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         _record_failure(row, failures.unsupported(reason))
         return Measurement(row, [], [])
 
+    too_large = configuration_oom(config.n_timesteps, context.copies.problem.y0, context.device)
+    if too_large:
+        _record_failure(row, too_large)
+        return Measurement(row, [], [])
     try:
         reference = context.references.get(library, method, config.n_timesteps)
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
@@ -175,12 +180,13 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     t = time_grid(config.n_timesteps, torch.float32, context.device)
     outcomes = []
     for _ in range(context.repeats):
-        with _time_limit(context.timeout_s):
-            try:
+        # The try holds the whole limit: an alarm between arming and the run, or as it is disarmed, is a timeout too.
+        try:
+            with _time_limit(context.timeout_s):
                 prepared = mode.prepare(context.copies, dtype.torch_dtype)
                 outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
-            except failures.ConfigurationTimeout as exc:
-                outcome = RunOutcome(failure=failures.classify_exception(exc))
+        except failures.ConfigurationTimeout as exc:
+            outcome = RunOutcome(failure=failures.classify_exception(exc))
         outcomes.append(outcome)
         if outcome.failure is not None:
             break
