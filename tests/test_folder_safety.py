@@ -139,7 +139,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.slow  # ten killed and resumed two-worker sweeps: about 3 minutes on a loaded 2-core machine
+@pytest.mark.slow  # ten killed two-worker sweeps, each resumed: minutes on a loaded 2-core machine
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc (Linux)")
 def test_2_killing_the_parent_of_two_workers_at_random_points_loses_nothing(tmp_path, uninterrupted):
     rng = random.Random(11)
@@ -161,8 +161,9 @@ def test_2_killing_the_parent_of_two_workers_at_random_points_loses_nothing(tmp_
             time.sleep(0.1)
         assert not any(alive(w) for w in workers), f"run {run}: workers {workers} outlived their parent"
 
-        resumed = cli(*command, "--out", out)
-        assert resumed.returncode == 0, f"run {run} (killed after {delay:.2f} s): {resumed.stderr}"
+        # Resumed in this process, one configuration after another (a folder started one way can be finished another).
+        resumed = run_cli("sweep", *GRID, "--out", out)
+        assert resumed.exit_code == 0, f"run {run} (killed after {delay:.2f} s): {resumed.output}"
         assert_same_numbers(out, uninterrupted)
         assert_every_shard_is_this_sweeps(out)
         assert len(shard_paths(out)) == N_CONFIGURATIONS and not (out / "set_aside").exists()
@@ -269,7 +270,7 @@ def test_6_where_filters_rows_like_the_same_condition_in_pandas(uninterrupted, w
     "where, phrase",
     [
         ("@pd.io.common.os.system('touch {marker}')==0", "is not a filter"),
-        ("__import__('os').system('touch {marker}') == 0", "a call is not part of the filter language"),
+        ("__import__('os').system('touch {marker}') == 0", "a call is not"),
         ("dtype.__class__.__mro__ == 1", "an attribute is not"),
         ("n_timesteps + 1 > 2", "arithmetic is not"),
         ("no_such_column == 1", "no column 'no_such_column'"),
@@ -348,7 +349,8 @@ def test_12_a_baseline_with_n_timesteps_as_text_is_one_line(tmp_path, uninterrup
     table.assign(n_timesteps=table.n_timesteps.astype(str)).to_parquet(baseline)
     refused = run_cli("check", uninterrupted, "--baseline", baseline)
     assert refused.exit_code == 2
-    assert "column n_timesteps holds object values, not numbers" in one_error_line(refused.stderr)
+    line = one_error_line(refused.stderr)
+    assert "column n_timesteps holds" in line and "values, not numbers" in line
 
 
 def test_misleading_timesteps_that_can_never_fit_are_an_oom_row_that_never_ran(tmp_path):
@@ -484,3 +486,16 @@ def test_3_report_refuses_a_figures_link_out_of_the_folder(tmp_path, uninterrupt
     refused = run_cli("report", out)
     assert refused.exit_code == 2 and "is a symbolic link" in one_error_line(refused.stderr)
     assert snapshot(tmp_path) == before
+
+
+# The report reads the manifest's values (duration, repeats, time limit) as numbers; making it take values of the
+# wrong kind is the report owner's part of issue 11 (roundoff_analyzer/report/overview.py). strict=True: drop the
+# mark once it passes.
+@pytest.mark.xfail(strict=True, reason="issue 11 item 11: the report's overview is made robust in roundoff_analyzer/report/")
+@pytest.mark.parametrize("manifest", ['{"duration_s": "a while"}', '{"repeats": "x", "timeout_s": "y"}'])
+def test_11_the_report_reads_a_manifest_with_values_of_the_wrong_kind(tmp_path, uninterrupted, manifest):
+    out = tmp_path / "sweep"
+    shutil.copytree(uninterrupted, out)
+    (out / "manifest.json").write_text(manifest)
+    report = cli("report", out)
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr

@@ -19,6 +19,7 @@ from typing import Iterator
 import torch
 
 from ..devices import resolve_device
+from ..environment import os_error_line
 from ..errors import one_line
 from .base import EXECUTORS, Execution, ExecutionReport
 from .groups import reference_groups
@@ -68,7 +69,8 @@ def worker_main(index: int, setup: WorkerSetup, tasks, events, stop, parent_pid:
             )
             events.put(("group", index, report))
         except Exception as exc:  # noqa: BLE001 - one broken group must not take the others with it
-            events.put(("failed", index, f"worker {index}, {group[0].library} {group[0].method} n={group[0].n_timesteps}: {one_line(exc)}"))
+            cause = os_error_line(exc) if isinstance(exc, OSError) else one_line(exc)  # a full disk says which file and why
+            events.put(("failed", index, f"worker {index}, {group[0].library} {group[0].method} n={group[0].n_timesteps}: {cause}"))
     events.put(("exit", index, None))
 
 
