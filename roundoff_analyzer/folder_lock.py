@@ -41,7 +41,7 @@ class FolderLock:
             ) from None
         holder = {
             "pid": os.getpid(), "host": socket.gethostname(),
-            "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "command": " ".join(sys.argv[:1] + sys.argv[1:])[:500],
+            "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "command": " ".join(sys.argv)[:500],
         }  # fmt: skip
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, json.dumps(holder).encode(), 0)
@@ -57,10 +57,6 @@ class FolderLock:
         fcntl.flock(self._descriptor, fcntl.LOCK_UN)
         os.close(self._descriptor)
         self._descriptor = None
-
-    @property
-    def held(self) -> bool:
-        return self._descriptor is not None
 
 
 def _describe(raw: bytes) -> str:

@@ -22,6 +22,7 @@ from .methods import METHODS, ExplicitRK
 from .modes import MODES, PreparedRun, ProblemCopies, cast_run
 from .scalings import SCALINGS, Scaling, ScalerSettings
 from .solvers import SolveReport
+from .torch_state import restored_torch_state
 
 ERROR_METRICS = ("sol_rel_err", "final_rel_err", "loss_rel_err", "grad_y0_rel_err", "grad_params_rel_err")
 
@@ -182,7 +183,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     for _ in range(context.repeats):
         # The try holds the whole limit: an alarm between arming and the run, or as it is disarmed, is a timeout too.
         try:
-            with _time_limit(context.timeout_s):
+            with restored_torch_state(), _time_limit(context.timeout_s):
                 prepared = mode.prepare(context.copies, dtype.torch_dtype)
                 outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
         except failures.ConfigurationTimeout as exc:

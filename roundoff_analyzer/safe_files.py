@@ -53,11 +53,6 @@ def refuse_links(folder: Path, names: Iterable[str]) -> None:
             )
 
 
-def inside(folder: Path, path: Path) -> bool:
-    """Whether `path`, links resolved, lies in `folder` (links resolved too)."""
-    return Path(path).resolve().is_relative_to(Path(folder).resolve())
-
-
 def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
