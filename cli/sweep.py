@@ -6,11 +6,13 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from roundoff_analyzer import config as sweep_config
 from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import write_report
+from roundoff_analyzer.report.verdict_section import verdict_lines
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import report_environment_failure, report_incomplete, report_interrupted, stop_after_current
@@ -24,7 +26,9 @@ def sweep(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the sweep; flags override it."),
     timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps values, e.g. 8,16,32."),
     method: Optional[str] = typer.Option(None, help="Methods, e.g. euler,rk4."),
-    library: Optional[str] = typer.Option(None, help="Libraries, e.g. torchdiffeq,native."),
+    library: Optional[str] = typer.Option(
+        None, help="Libraries, e.g. torchdiffeq,native, or your own as package.module:object or path/to/file.py:object."
+    ),
     dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes, e.g. float16,bfloat16."),
     scaling: Optional[str] = typer.Option(None, help="Scaling strategies, e.g. none,grad,dynamic."),
     mode: Optional[str] = typer.Option(None, help="Modes: autocast, pure."),
@@ -37,6 +41,9 @@ def sweep(
     repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check)."),
     timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds."),
     loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Multiply the loss by this (e.g. 1e-10 to study underflow)."),
+    noise_batches: Optional[int] = typer.Option(
+        None, "--noise-batches", help="Batches of the model's data for the gradient noise (default 16; 0 skips it)."
+    ),
     init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale (default 65536)."),
     backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: scale factor after a non-finite gradient (0.5)."),
     max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backward retries; dynamic: halvings per step (30)."),
@@ -49,6 +56,9 @@ def sweep(
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default: a new folder under results/)."),
     force: bool = typer.Option(False, "--force", help="Replace a different sweep found in --out."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.md and figures/ at the end."),
+    rtol: Optional[float] = typer.Option(None, "--rtol", help="Adaptive methods (dopri5, tsit5): relative tolerance (1e-3)."),
+    atol: Optional[float] = typer.Option(None, "--atol", help="Adaptive methods: absolute tolerance (1e-6)."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Adaptive methods: steps a solve may attempt (1000)."),
 ) -> None:
     """Run a model's ODE over timesteps x method x library x dtype x scaling x mode against a float64 reference.
 
@@ -71,12 +81,16 @@ def sweep(
         "repeats": repeats,
         "timeout": timeout,
         "loss_scale": loss_scale,
+        "noise_batches": noise_batches,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
                    if v is not None} or None,
         "executor": executor,
         "workers": workers,
         "slurm": {k: v for k, v in {"partition": slurm_partition, "time": slurm_time, "gpus_per_task": slurm_gpus_per_task,
                                     "options": sweep_config.parse_sbatch_options(slurm_option) or None}.items() if v is not None} or None,
+        "rtol": rtol,
+        "atol": atol,
+        "max_steps": max_steps,
     }
     plan = sweeping.plan(sweep_config.resolve(config, overrides))
     out_dir = out or sweeping.default_out_dir(plan)
@@ -98,6 +112,8 @@ def sweep(
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
     console.print(results_table(outcome.results, title=f"{plan.model.name}: error against the float64 reference"))
+    for line in verdict_lines(outcome.results):
+        console.print(f"verdict: {escape(line.replace('**', ''))}", highlight=False)
     counts = outcome.results["status"].value_counts().to_dict()
     console.print(
         f"{len(outcome.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib.metadata
 import json
 import platform
 import subprocess
@@ -23,6 +24,8 @@ from .executors import EXECUTORS, Execution, ExecutionReport, Executor, NoProgre
 from . import memory
 from .grid import Configuration, Grid, file_safe
 from .errors import InputError, one_line
+from .libraries import resolve_library
+from .methods import METHODS
 from .models import MODELS, ModelOptions, ModelSpec, Problem, load_checkpoint, parse_options, resolve_model, scaled_loss
 from .results import ResultStore
 
@@ -79,6 +82,8 @@ def plan(config: SweepConfig) -> SweepPlan:
     the model, its options, the data file, the checkpoint (the problem is built and the weights loaded),
     the executor and its settings."""
     model = resolve_model(config.model)
+    for library in config.library or ():
+        resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
     options = parse_options(model, config.options)
     grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling)
     executor = EXECUTORS.get(config.executor_name)
@@ -187,9 +192,11 @@ def _manifest(plan: SweepPlan) -> dict:
     # A value given twice is the same sweep as given once: the fingerprint's description leaves the repeats out.
     fingerprint = {
         "model": model, "grid": {**grid, "description": plan.grid.describe(repeats=False)}, "device": plan.device.type, "repeats": config.repeats,
-        "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale,
+        "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale, "noise_batches": config.noise_batches,
         "problem_sha256": problem_hash(plan.problem),
     }  # fmt: skip
+    if any(METHODS.get(name).adaptive for name in plan.grid.methods):
+        fingerprint["step_control"] = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
     return {
         "tool": "roundoff-analyzer",
         "created_at": _now(),
@@ -232,7 +239,19 @@ def _versions() -> dict:
         "roundoff-analyzer": __version__, "python": platform.python_version(), "torch": torch.__version__,
         "torchdiffeq": torchdiffeq.__version__, "cuda": torch.version.cuda, "platform": platform.platform(),
         "git_revision": _git_revision(),
+        **_optional_versions(),
     }  # fmt: skip
+
+
+def _optional_versions() -> dict:
+    """Versions of the optional solver packages installed here."""
+    versions = {}
+    for package in ("torchode", "torchdyn", "rampde"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
 
 
 def _git_revision() -> str | None:

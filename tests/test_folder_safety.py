@@ -380,15 +380,7 @@ def test_10_a_sweep_of_skipped_configurations_finishes(tmp_path):
     assert run_cli("check", out, "--baseline", out).exit_code == 0
 
 
-# The report of an all-skipped sweep is being made robust in roundoff_analyzer/report/ (issue 11, item 10, by the
-# report's owner); until that lands this fails, and strict=True makes it fail again once it passes, to drop the mark.
-@pytest.mark.xfail(strict=True, reason="issue 11 item 10: the report of an all-skipped sweep is fixed in roundoff_analyzer/report/")
-def test_10_the_report_of_a_sweep_of_skipped_configurations_is_written(tmp_path):
-    out = tmp_path / "sweep"
-    assert run_cli("sweep", "--model", "linear", "--timesteps", "2", "--library", "torchdiffeq", "--scaling", "dynamic",
-                   "--no-report", "--out", out).exit_code == 0  # fmt: skip
-    report = cli("report", out)
-    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+# The report of such a sweep: tests/test_report.py::test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_report
 
 
 # --- 11: manifests that are not what a sweep writes ---------------------------------------------------------------

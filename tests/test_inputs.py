@@ -275,6 +275,7 @@ BAD_INPUTS = [
     ("--data for a user model", ["--model", f"{EXAMPLE}:damped_oscillator", "--data", "2spirals"], "builds its own data"),
     ("unknown executor", ["--model", "linear", "--executor", "dask"], "unknown executor 'dask'"),
     ("no workers", ["--model", "linear", "--workers", "0"], "'workers' Input should be greater than 0"),
+    ("negative noise batches", ["--model", "linear", "--noise-batches=-1"], "'noise_batches' Input should be greater than or equal to 0"),
     ("--workers for the local executor", ["--model", "linear", "--executor", "local", "--workers", "2"], "use --executor processes"),
     ("--workers for Slurm", ["--model", "linear", "--executor", "slurm", "--workers", "2"], "--workers is for --executor processes"),
     ("malformed Slurm time limit", ["--model", "linear", "--executor", "slurm", "--slurm-time", "2h"], "is not a Slurm time limit"),
