@@ -33,7 +33,7 @@ def show(
     if shown.empty:
         console.print("no configuration matches --where", highlight=False)
     for line in verdict_lines(shown):
-        console.print(f"verdict: {escape(line.replace('**', ''))}", highlight=False)
+        console.print(f"verdict: {escape(printable(line.replace('**', '')))}", highlight=False)
     # The table has the failure class; the message says what happened.
     for row in shown[shown["status"] == "failed"].to_dict("records"):
         label = Configuration(**{c: row[c] for c in CONFIG_COLUMNS}).label()

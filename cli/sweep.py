@@ -13,6 +13,7 @@ from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import write_report
 from roundoff_analyzer.report.verdict_section import verdict_lines
+from roundoff_analyzer.text import printable
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import report_environment_failure, report_incomplete, report_interrupted, stop_after_current
@@ -113,7 +114,7 @@ def sweep(
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
     console.print(results_table(outcome.results, title=f"{plan.model.name}: error against the float64 reference"))
     for line in verdict_lines(outcome.results):
-        console.print(f"verdict: {escape(line.replace('**', ''))}", highlight=False)
+        console.print(f"verdict: {escape(printable(line.replace('**', '')))}", highlight=False)
     counts = outcome.results["status"].value_counts().to_dict()
     console.print(
         f"{len(outcome.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "
