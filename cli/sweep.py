@@ -60,6 +60,13 @@ def sweep(
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Adaptive methods (dopri5, tsit5): relative tolerance (1e-3)."),
     atol: Optional[float] = typer.Option(None, "--atol", help="Adaptive methods: absolute tolerance (1e-6)."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Adaptive methods: steps a solve may attempt (1000)."),
+    arithmetic: Optional[str] = typer.Option(
+        None, help="Arithmetic: hardware, emulated (default: each dtype's own: emulated for fp8 and eXmY, else hardware)."
+    ),
+    rounding: Optional[str] = typer.Option(None, help="Rounding of emulated arithmetic: nearest, stochastic (default nearest)."),
+    fp8_scaling: Optional[bool] = typer.Option(
+        None, "--fp8-scaling/--no-fp8-scaling", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on)."
+    ),
 ) -> None:
     """Run a model's ODE over timesteps x method x library x dtype x scaling x mode against a float64 reference.
 
@@ -78,6 +85,9 @@ def sweep(
         "dtype": split_list(dtype, "dtype"),
         "scaling": split_list(scaling, "scaling"),
         "mode": split_list(mode, "mode"),
+        "arithmetic": split_list(arithmetic, "arithmetic"),
+        "rounding": split_list(rounding, "rounding"),
+        "fp8_scaling": fp8_scaling,
         "device": device,
         "repeats": repeats,
         "timeout": timeout,

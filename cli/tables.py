@@ -15,6 +15,7 @@ COLUMNS = (
     ("sol err", "sol_rel_err", "{:.2e}".format), ("grad y0 err", "grad_y0_rel_err", "{:.2e}".format),
     ("grad params err", "grad_params_rel_err", "{:.2e}".format), ("params err/u", "grad_params_rel_err_over_u", "{:.1f}".format),
     ("scale", "final_scale", "{:g}".format), ("overflow step", "overflow_step", lambda v: str(int(v))),
+    ("arithmetic", "arithmetic", str),
 )  # fmt: skip
 
 
@@ -28,7 +29,7 @@ def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
     for header, column, fmt in COLUMNS:
         table.add_column(header, justify="left" if fmt is str else "right")
     for row in results.to_dict("records"):
-        cells = [cell(row[column], fmt) for _, column, fmt in COLUMNS]
+        cells = [cell(row.get(column), fmt) for _, column, fmt in COLUMNS]
         style = STATUS_STYLE.get(row["status"])
         cells[6] = f"[{style}]{cells[6]}[/]" if style else cells[6]
         table.add_row(*cells)

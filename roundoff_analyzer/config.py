@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
 
+from .arithmetics import ARITHMETICS
 from .data import parse_data
 from .dtypes import DTYPES
 from .errors import InputError
@@ -17,6 +18,7 @@ from .libraries import LIBRARIES, resolve_library
 from .methods import METHODS
 from .modes import MODES
 from .registry import Registry
+from .roundings import ROUNDINGS
 from .scalings import SCALINGS, ScalerSettings
 
 # Sized for a 2-core CPU: the bare `roundoff sweep --model otflow` finishes in well under 3 minutes.
@@ -29,17 +31,18 @@ MIN_TIMEOUT_S = 1e-3
 
 
 # Each sweep axis given by name, and the registry its names must come from.
-AXIS_REGISTRIES: dict[str, Registry] = {"method": METHODS, "library": LIBRARIES, "dtype": DTYPES, "scaling": SCALINGS, "mode": MODES}
+AXIS_REGISTRIES: dict[str, Registry] = {"method": METHODS, "library": LIBRARIES, "dtype": DTYPES, "scaling": SCALINGS, "mode": MODES,
+                                         "arithmetic": ARITHMETICS, "rounding": ROUNDINGS}
 
 
 def _names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
     if values is None:
         return None
     if not values:
-        raise ValueError(f"needs at least one {registry.axis}; allowed: {', '.join(registry.names())}")
+        raise ValueError(f"needs at least one {registry.axis}; allowed: {', '.join(registry.allowed())}")
     unknown = [v for v in values if v not in registry]
     if unknown:
-        raise ValueError(f"unknown {registry.axis} {', '.join(map(repr, unknown))}; allowed: {', '.join(registry.names())}")
+        raise ValueError(f"unknown {registry.axis} {', '.join(map(repr, unknown))}; allowed: {', '.join(registry.allowed())}")
     return values
 
 
@@ -128,6 +131,16 @@ class SweepConfig(BaseModel):
     rtol: PositiveFloat = Field(1e-3, description="adaptive methods: relative tolerance of the step control")
     atol: PositiveFloat = Field(1e-6, description="adaptive methods: absolute tolerance of the step control")
     max_steps: PositiveInt = Field(1000, description="adaptive methods: steps a solve may attempt, accepted and rejected together")
+    arithmetic: list[str] | None = Field(None, description="hardware, emulated (default: each dtype's own; emulated for stochastic rounding)")
+    rounding: list[str] | None = Field(None, description="nearest, stochastic (emulated arithmetic only; default nearest)")
+    fp8_scaling: bool = Field(True, description="emulated formats of 8 bits or fewer: per-tensor power-of-two scaling of low-precision op inputs and outputs")
+
+    @field_validator("rounding", mode="after")
+    @classmethod
+    def _rounding_needs_emulation(cls, value, info: ValidationInfo):
+        if info.data.get("arithmetic") == ["hardware"] and any(r != "nearest" for r in value or []):
+            raise ValueError("other than nearest needs --arithmetic emulated (hardware rounds to nearest)")
+        return value
 
     @field_validator("timesteps")
     @classmethod

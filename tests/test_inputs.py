@@ -281,6 +281,11 @@ BAD_INPUTS = [
     ("malformed Slurm time limit", ["--model", "linear", "--executor", "slurm", "--slurm-time", "2h"], "is not a Slurm time limit"),
     ("sbatch option the executor sets", ["--model", "linear", "--slurm-option", "array=0-3"], "'array' is set by the executor"),
     ("unknown [slurm] key in TOML", ["--config", "{slurm_typo}"], "'slurm.partiton' unknown key; allowed: partition, time"),
+    ("unknown arithmetic", ["--model", "linear", "--arithmetic", "simulated"], "unknown arithmetic 'simulated'; allowed: emulated, hardware"),
+    ("custom format wider than float32", ["--model", "linear", "--dtype", "e9m3"], "unknown dtype 'e9m3'; allowed: bfloat16"),
+    ("stochastic rounding on hardware", ["--model", "linear", "--arithmetic", "hardware", "--rounding", "stochastic"],
+     "'rounding' other than nearest needs --arithmetic emulated"),
+    ("unknown rounding", ["--model", "linear", "--rounding", "up"], "unknown rounding 'up'"),
     # issue 11: sizes that can never fit, numbers out of range, folders for files, factories that are not factories
     ("hidden width that can never fit in memory", ["--model", "otflow", "-o", "hidden=10000000"], "which need at least"),
     ("batch that can never fit in memory", ["--model", "otflow", "-o", "batch=1000000000"], "which need at least"),

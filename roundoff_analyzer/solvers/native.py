@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from contextlib import nullcontext
+
 import torch
 
+from ..emulation import active_emulation
 from ..methods import METHODS, ExplicitRK
 from .report import SolveReport
 from .scaler import DynamicAdjointScaler
@@ -65,27 +68,30 @@ class _NativeSolve(torch.autograd.Function):
         device_type = y0.device.type
         autocast_on, autocast_dtype = _autocast_state(device_type)
         low_dtype = autocast_dtype if autocast_on else y0.dtype
+        # Under emulated arithmetic the states are stored in float32 holding the format's values.
+        emulation = active_emulation()
+        store = emulation.store if emulation is not None else (lambda x: x)
         n_steps = t.numel() - 1
         trajectory = torch.empty((n_steps + 1, *y0.shape), dtype=y0.dtype, device=y0.device)
         stored = torch.empty((n_steps + 1, *y0.shape), dtype=low_dtype, device=y0.device)
         y = y0.detach()
         trajectory[0] = y
-        stored[0] = y
+        stored[0] = store(y)
         for k in range(n_steps):
             h = t[k + 1] - t[k]
             y = y + increment(func, tableau, t[k], y, h).to(y.dtype)
             trajectory[k + 1] = y
-            stored[k + 1] = y
+            stored[k + 1] = store(y)
         ctx.func, ctx.tableau, ctx.scaler, ctx.report = func, tableau, scaler, report
         ctx.autocast = (autocast_on, autocast_dtype)
-        ctx.low_dtype, ctx.state_dtype = low_dtype, y0.dtype
+        ctx.low_dtype, ctx.state_dtype, ctx.emulation = low_dtype, y0.dtype, emulation
         ctx.save_for_backward(t, stored, *params)
         return trajectory
 
     @staticmethod
     def backward(ctx, grad_trajectory):
         t, stored, *params = ctx.saved_tensors
-        func, tableau, scaler, report = ctx.func, ctx.tableau, ctx.scaler, ctx.report
+        func, tableau, scaler, report, emulation = ctx.func, ctx.tableau, ctx.scaler, ctx.report, ctx.emulation
         autocast_on, autocast_dtype = ctx.autocast
         accumulate = torch.promote_types(ctx.state_dtype, torch.float32)
         device_type = stored.device.type
@@ -97,11 +103,13 @@ class _NativeSolve(torch.autograd.Function):
         grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[5] else None
         for k in reversed(range(n_steps)):
             ends = [t[k].detach().requires_grad_(), t[k + 1].detach().requires_grad_()] if grad_t is not None else [t[k], t[k + 1]]
-            with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
+            with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on), (
+                emulation.reenter() if emulation is not None else nullcontext()
+            ):
                 y = stored[k].to(ctx.state_dtype).requires_grad_(True)
                 step_increment = increment(func, tableau, ends[0], y, ends[1] - ends[0])
             wrt = [*params, *ends] if grad_t is not None else params
-            vjp_y, vjp_params, low_adjoint, finite = _vjp(step_increment, y, wrt, adjoint, scaler, ctx.low_dtype, accumulate)
+            vjp_y, vjp_params, low_adjoint, finite = _vjp(step_increment, y, wrt, adjoint, scaler, ctx.low_dtype, accumulate, emulation)
             if grad_t is not None:
                 *vjp_params, grad_start, grad_end = vjp_params
                 grad_t[k] += grad_start
@@ -116,12 +124,14 @@ class _NativeSolve(torch.autograd.Function):
         return (None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
 
 
-def _vjp(step_increment, y, params, adjoint, scaler, low_dtype, accumulate):
+def _vjp(step_increment, y, params, adjoint, scaler, low_dtype, accumulate, emulation=None):
     """Vector-Jacobian product of one increment with the adjoint, redone at half the scale while non-finite."""
-    scale = scaler.scale_for(adjoint, low_dtype) if scaler is not None else 1.0
+    eps = emulation.settings.format.eps if emulation is not None else None
+    scale = scaler.scale_for(adjoint, low_dtype, eps) if scaler is not None else 1.0
     inputs = (y, *params)
     while True:
         low_adjoint = (adjoint * scale).to(step_increment.dtype)
+        low_adjoint = emulation.store(low_adjoint, "backward") if emulation is not None else low_adjoint
         grads = torch.autograd.grad(step_increment, inputs, low_adjoint, retain_graph=scaler is not None, allow_unused=True)
         parts = [
             torch.zeros(x.shape, dtype=accumulate, device=x.device) if g is None else g.to(accumulate) / scale
