@@ -10,9 +10,11 @@ from rich.table import Table
 
 from roundoff_analyzer import baseline as baselines
 from roundoff_analyzer.check import DEFAULT_FACTOR, DEFAULT_FLOOR_U, Comparison, compare, parse_tolerances
-from roundoff_analyzer.check_output import REPORTED, configuration_name, headline, junit_xml, markdown_summary
+from roundoff_analyzer import setups
+from roundoff_analyzer.check_output import REPORTED, configuration_name, headline, junit_xml, markdown_summary, only_on_one_side
 from roundoff_analyzer.errors import InputError
 from roundoff_analyzer.results import load_results
+from roundoff_analyzer.text import printable
 
 from .common import reports_input_errors, wide_console
 
@@ -35,6 +37,9 @@ def check(
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a markdown summary here (for a CI comment or job summary)."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here: one test case per configuration."),
     update_baseline: bool = typer.Option(False, "--update-baseline", help="When nothing regressed, replace the baseline's results with these."),
+    allow_different_setup: bool = typer.Option(
+        False, "--allow-different-setup", help="Compare even when the manifests' setups (model, options, data, checkpoint, device, scaler) differ.",
+    ),  # fmt: skip
 ) -> None:
     """Compare a sweep with a baseline, configuration by configuration: exit 0 if nothing regressed, 1 if something did.
 
@@ -43,11 +48,14 @@ def check(
     """
     tolerances = parse_tolerances(factor, floor_u)
     new_results, baseline_results = load_results(results), load_results(baseline)
+    setup_note = _compare_setups(results, baseline, allow_different_setup)
     if update_baseline:
         baselines.ensure_writable(baseline)
     comparison = compare(new_results, baseline_results, tolerances, names=(f"'{results}'", f"baseline '{baseline}'"))
 
     console = wide_console()
+    for line in ([setup_note] if setup_note else []) + only_on_one_side(comparison):
+        console.print(printable(line), highlight=False, markup=False, soft_wrap=True)
     if any(not comparison.with_verdict(verdict).empty for verdict, _ in REPORTED):
         console.print(changes_table(comparison))
     style = "red" if comparison.regressed else "green"
@@ -68,6 +76,21 @@ def check(
         raise typer.Exit(EXIT_REGRESSION)
 
 
+def _compare_setups(results: Path, baseline: Path, allow_different: bool) -> str | None:
+    """Refuse two sweeps of different setups (unless allowed); returns a line to show, or None."""
+    new_setup, baseline_setup = setups.read_setup(results), setups.read_setup(baseline)
+    if new_setup is None or baseline_setup is None:
+        lacking = results if new_setup is None else baseline
+        return f"setups not compared: '{lacking}' has no manifest.json beside its results"
+    differs = setups.differences(new_setup, baseline_setup)
+    if not differs:
+        return None
+    if not allow_different:
+        raise InputError(f"'{results}' and baseline '{baseline}' were run on different setups ({'; '.join(differs)}); "
+                         "compare sweeps of one setup, or give --allow-different-setup")  # fmt: skip
+    return f"setups differ (compared anyway, --allow-different-setup): {'; '.join(differs)}"
+
+
 def changes_table(comparison: Comparison) -> Table:
     table = Table(title="roundoff check: what changed against the baseline", header_style="bold")
     for column in ("verdict", "configuration", "baseline", "now", "what changed"):
@@ -75,8 +98,8 @@ def changes_table(comparison: Comparison) -> Table:
     for verdict, _ in REPORTED:
         for _, row in comparison.with_verdict(verdict).iterrows():
             table.add_row(
-                f"[{VERDICT_STYLE[verdict]}]{verdict}[/]", escape(configuration_name(row)),
-                row["status_baseline"], row["status_new"], escape(row["reasons"]),
+                f"[{VERDICT_STYLE[verdict]}]{verdict}[/]", escape(printable(configuration_name(row))),
+                escape(printable(row["status_baseline"])), escape(printable(row["status_new"])), escape(printable(row["reasons"])),
             )  # fmt: skip
     return table
 

@@ -7,15 +7,18 @@ from typing import Callable, TypeVar
 import typer
 from rich.console import Console
 
+from roundoff_analyzer.environment import os_error_line
 from roundoff_analyzer.errors import InputError
+from roundoff_analyzer.text import printable
 
 F = TypeVar("F", bound=Callable)
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 EXIT_BAD_INPUT = 2
+EXIT_ENVIRONMENT = 1
 
 
 def fail(message: str) -> None:
-    stderr.print(f"error: {message}", markup=False)
+    stderr.print(f"error: {printable(message)}", markup=False)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -28,6 +31,9 @@ def reports_input_errors(command: F) -> F:
             return command(*args, **kwargs)
         except InputError as exc:
             fail(str(exc))
+        except OSError as exc:  # the machine, not the request: a full disk, a read-only or forbidden path
+            stderr.print(f"error: cannot go on: {os_error_line(exc)}", markup=False)
+            raise typer.Exit(EXIT_ENVIRONMENT) from None
 
     return wrapper  # type: ignore[return-value]
 

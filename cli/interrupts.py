@@ -1,4 +1,4 @@
-"""Ctrl-C during a sweep: the first stops after the configuration in progress, a second stops at once.
+"""Ctrl-C (or SIGTERM) during a sweep: the first stops after the configuration in progress, a second stops at once.
 
 Either way the finished configurations stay on disk, and the command says how to resume (exit 130,
 the shell's code for an interrupt). A sweep that lost configurations without being asked to stop (a
@@ -14,10 +14,13 @@ from typing import Callable, Iterator
 import typer
 from rich.console import Console
 
+from roundoff_analyzer.environment import EnvironmentFailure
 from roundoff_analyzer.sweep import SweepIncomplete, SweepInterrupted
+from roundoff_analyzer.text import printable
 
 EXIT_INTERRUPTED = 130
 EXIT_INCOMPLETE = 1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager
@@ -35,12 +38,14 @@ def stop_after_current(console: Console) -> Iterator[Callable[[], bool]]:
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield lambda: False
         return
-    previous = signal.signal(signal.SIGINT, on_interrupt)
+    # SIGTERM (kill, a scheduler's preemption, a container stopping) is handled as Ctrl-C is.
+    previous = {signum: signal.signal(signum, on_interrupt) for signum in STOP_SIGNALS}
     try:
         yield lambda: requested
     finally:
         # After a stop the command is on its way out (exit 130): a later press must not cut its report short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN if requested else previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_IGN if requested else handler)
 
 
 def report_interrupted(console: Console, stopped: SweepInterrupted) -> None:
@@ -57,10 +62,16 @@ def report_interrupted(console: Console, stopped: SweepInterrupted) -> None:
 def report_incomplete(console: Console, incomplete: SweepIncomplete) -> None:
     """Configurations lost without a stop request (a worker died, a Slurm task failed): each cause, then how to retry."""
     for problem in incomplete.problems:
-        console.print(f"error: {problem}", highlight=False, markup=False)
+        console.print(f"error: {printable(problem)}", highlight=False, markup=False)
     console.print(
         f"{incomplete.n_done} of {incomplete.n_total} configurations are done and saved in {incomplete.out_dir}; "
         f"run the same command again to retry the other {incomplete.n_total - incomplete.n_done}",
         highlight=False, markup=False,
     )  # fmt: skip
+    raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def report_environment_failure(console: Console, failure: EnvironmentFailure) -> None:
+    """The machine stopped the sweep (a full disk, a read-only folder): one line with what is done and how to go on."""
+    console.print(f"error: {failure}", highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(EXIT_INCOMPLETE)

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from roundoff_analyzer.grid import Configuration
+from roundoff_analyzer.text import printable
 
 STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow"}
 
@@ -37,8 +39,9 @@ class RichProgress:
         self._progress.advance(self._task)
         if row["status"] == "failed":
             self._progress.console.print(
-                f"[red]failed[/] {config.label()}: {row['failure_class']}: {row['failure_message']}", markup=True, highlight=False
+                f"[red]failed[/] {escape(printable(config.label()))}: {escape(printable(row['failure_class']))}: "
+                f"{escape(printable(row['failure_message']))}", markup=True, highlight=False,
             )
 
     def note(self, text: str) -> None:
-        self._progress.console.print(text, markup=False, highlight=False)
+        self._progress.console.print(printable(text), markup=False, highlight=False)

@@ -7,7 +7,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from roundoff_analyzer.report import FIGURES, write_report
+from roundoff_analyzer.report import FIGURES, REPORT, write_report
+from roundoff_analyzer.safe_files import refuse_links
 
 from .common import reports_input_errors
 
@@ -18,5 +19,6 @@ def report(
     out: Optional[Path] = typer.Option(None, "--out", help="Markdown file to write (default: FOLDER/report.md)."),
 ) -> None:
     """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables."""
+    refuse_links(folder, [FIGURES] + ([] if out else [REPORT]))  # written into the folder: never through a link out of it
     written = write_report(folder, out)
     Console(highlight=False, soft_wrap=True).print(f"report: {written} (figures in {folder / FIGURES})", markup=False)

@@ -13,9 +13,10 @@ from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import write_report
 from roundoff_analyzer.report.verdict_section import verdict_lines
+from roundoff_analyzer.text import printable
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
-from .interrupts import report_incomplete, report_interrupted, stop_after_current
+from .interrupts import report_environment_failure, report_incomplete, report_interrupted, stop_after_current
 from .progress import RichProgress
 from .tables import results_table
 
@@ -120,12 +121,14 @@ def sweep(
         report_interrupted(stderr, stopped)
     except sweeping.SweepIncomplete as incomplete:
         report_incomplete(stderr, incomplete)
+    except sweeping.EnvironmentFailure as failure:
+        report_environment_failure(stderr, failure)
     except KeyboardInterrupt:
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
     console.print(results_table(outcome.results, title=f"{plan.model.name}: error against the float64 reference"))
     for line in verdict_lines(outcome.results):
-        console.print(f"verdict: {escape(line.replace('**', ''))}", highlight=False)
+        console.print(f"verdict: {escape(printable(line.replace('**', '')))}", highlight=False)
     counts = outcome.results["status"].value_counts().to_dict()
     console.print(
         f"{len(outcome.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "

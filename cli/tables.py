@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import pandas as pd
+from rich.markup import escape
 from rich.table import Table
+
+from roundoff_analyzer.text import printable
 
 from .progress import STATUS_STYLE
 
@@ -17,7 +20,8 @@ COLUMNS = (
 
 
 def cell(value, fmt=str) -> str:
-    return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else fmt(value)
+    """The value as the table shows it; stored text is stripped of control characters and rich markup is escaped."""
+    return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else escape(printable(fmt(value)))
 
 
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:

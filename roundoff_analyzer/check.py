@@ -149,10 +149,25 @@ def _validate(table: pd.DataFrame, name: str) -> None:
     missing = [column for column in REQUIRED_COLUMNS if column not in table.columns]
     if missing:
         raise InputError(f"{name} is not a results table (no column {', '.join(missing)}); give a sweep folder or its results.parquet")
+    _validate_kinds(table, name)
     duplicated = table.duplicated(list(CONFIG_COLUMNS))
     if duplicated.any():
         first = Configuration(**{c: table.loc[duplicated.idxmax(), c] for c in CONFIG_COLUMNS}).label()
         raise InputError(f"{name} holds {int(duplicated.sum())} duplicate configuration row(s), e.g. {first}")
+
+
+def _validate_kinds(table: pd.DataFrame, name: str) -> None:
+    """Each compared column holds what a sweep writes there (a table edited by hand or by another tool may not)."""
+    numeric = ["n_timesteps", "unit_roundoff", *ERROR_METRICS]
+    for column in numeric:
+        values = table[column]
+        if not (pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)) and values.notna().any():
+            raise InputError(f"{name}: column {column} holds {values.dtype} values, not numbers; give a results table written by roundoff sweep")
+    if not pd.api.types.is_integer_dtype(table["n_timesteps"]) and len(table):
+        raise InputError(f"{name}: column n_timesteps holds {table['n_timesteps'].dtype} values, not whole numbers")
+    for column in (c for c in CONFIG_COLUMNS if c not in numeric):
+        if not table[column].map(lambda v: isinstance(v, str)).all():
+            raise InputError(f"{name}: column {column} holds values that are not text")
 
 
 def _compared_columns(table: pd.DataFrame, side: str) -> pd.DataFrame:

@@ -66,3 +66,14 @@ def junit_xml(comparison: Comparison) -> ET.ElementTree:
 def _classname(row) -> str:
     """`roundoff.<model>.<library>`; a dot in a model name (a file path) would read as one more level."""
     return ".".join(["roundoff", *(re.sub(r"[^A-Za-z0-9_]+", "_", str(row[c])) for c in ("model", "library"))])
+
+
+def only_on_one_side(comparison: Comparison, shown: int = 10) -> list[str]:
+    """One line each way naming the configurations that only one side has (none when the grids match)."""
+    lines = []
+    for presence, side in (("new only", "only in the new results"), ("baseline only", "only in the baseline")):
+        labels = comparison.configurations.loc[comparison.configurations["presence"] == presence, "label"].tolist()
+        if labels:
+            more = f" and {len(labels) - shown} more" if len(labels) > shown else ""
+            lines.append(f"{side} ({len(labels)}): {'; '.join(labels[:shown])}{more}")
+    return lines

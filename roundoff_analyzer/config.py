@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
 
 from .arithmetics import ARITHMETICS
 from .data import parse_data
@@ -24,6 +24,10 @@ from .scalings import SCALINGS, ScalerSettings
 # Sized for a 2-core CPU: the bare `roundoff sweep --model otflow` finishes in well under 3 minutes.
 DEFAULT_TIMESTEPS = (8, 32, 128)
 DEFAULT_METHODS = ("euler", "rk4")
+# n_timesteps is stored as a 64-bit integer; whether a value fits in memory is decided per configuration (an `oom` row).
+MAX_TIMESTEPS = 2**63 - 1
+# Below a millisecond the timer cannot be honoured and no configuration can finish.
+MIN_TIMEOUT_S = 1e-3
 
 
 # Each sweep axis given by name, and the registry its names must come from.
@@ -106,7 +110,7 @@ class SweepConfig(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict, description="model options, as `-o key=value`")
     data: str | None = Field(None, description="NAME[:PATH][?key=value&...] (e.g. bsds300:BSDS300.hdf5?split=test)")
     checkpoint: str | None = Field(None, description="file of trained weights for the model's ODE function")
-    timesteps: list[PositiveInt] = Field(default_factory=lambda: list(DEFAULT_TIMESTEPS))
+    timesteps: list[conint(gt=0, le=MAX_TIMESTEPS)] = Field(default_factory=lambda: list(DEFAULT_TIMESTEPS))  # type: ignore[valid-type]
     method: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS))
     library: list[str] | None = None
     dtype: list[str] | None = None
@@ -114,7 +118,7 @@ class SweepConfig(BaseModel):
     mode: list[str] = Field(default_factory=lambda: ["autocast"])
     device: str = "auto"
     repeats: PositiveInt = 1
-    timeout: PositiveFloat | None = Field(None, description="seconds per configuration")
+    timeout: float | None = Field(None, ge=MIN_TIMEOUT_S, allow_inf_nan=False, description="seconds per configuration")
     scaler: ScalerSettings = Field(default_factory=ScalerSettings)
     noise_batches: int = Field(
         DEFAULT_NOISE_BATCHES, ge=0, description="batches of the model's data for the gradient noise (0: do not measure it)"
@@ -145,7 +149,7 @@ class SweepConfig(BaseModel):
     def _timesteps(cls, value: list[int]) -> list[int]:
         if not value:
             raise ValueError("needs at least one n_timesteps value")
-        return sorted(set(value))
+        return sorted(value)  # a value given twice runs once; the grid says so
 
     @field_validator("data")
     @classmethod
@@ -218,6 +222,8 @@ def _merged(base: Any, override: Any) -> Any:
 
 def load_toml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"config file '{path}' is a folder; give the path of a TOML file")
     if not path.is_file():
         raise InputError(f"config file '{path}' does not exist")
     try:

@@ -77,7 +77,7 @@ def classify_exception(exc: BaseException) -> Failure:
         return Failure(STEP_BUDGET_EXHAUSTED, kind, message)
     if isinstance(exc, ConfigurationTimeout):
         return Failure(TIMEOUT, kind, message)
-    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower():
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or re.search(r"out of memory|can't allocate memory", text, re.I):
         return Failure(OOM, kind, message)
     if isinstance(exc, ValueError) and "unscale FP16 gradients" in text:
         return Failure(GRADSCALER_FP16_UNSCALE, kind, message)

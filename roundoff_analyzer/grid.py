@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from .dtypes import DTYPES
 
@@ -72,9 +72,15 @@ class Grid:
     # None: each dtype's default arithmetic (emulated for stochastic rounding); else the product.
     arithmetics: tuple[str, ...] | None = None
     roundings: tuple[str, ...] = ("nearest",)
+    # Values given more than once, as "axis value" (each runs once); said in the description, not part of the sweep's identity.
+    repeated: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def build(cls, timesteps, methods, modes, libraries=None, dtypes=None, scalings=None, arithmetics=None, roundings=None) -> "Grid":
+        axes = {"n_timesteps": timesteps, "method": methods, "mode": modes, "library": libraries, "dtype": dtypes, "scaling": scalings,
+                "arithmetic": arithmetics, "rounding": roundings}  # fmt: skip
+        repeated = tuple(f"{axis} {value}" for axis, values in axes.items() for value in _repeated(values or ()))
+        timesteps, methods, modes, libraries, dtypes, scalings, arithmetics, roundings = (_unique(values) for values in axes.values())
         if libraries is None and dtypes is None and scalings is None:
             triples = SEED000_PAIRS
         else:
@@ -86,7 +92,7 @@ class Grid:
             )
         return cls(
             tuple(timesteps), tuple(methods), tuple(modes), triples,
-            tuple(arithmetics) if arithmetics else None, tuple(roundings) if roundings else ("nearest",),
+            tuple(arithmetics) if arithmetics else None, tuple(roundings) if roundings else ("nearest",), repeated,
         )  # fmt: skip
 
     def precisions(self, dtype: str) -> list[tuple[str, str]]:
@@ -115,12 +121,30 @@ class Grid:
             for arithmetic, rounding in self.precisions(dtype)
         ]
 
-    def describe(self) -> str:
+    def describe(self, repeats: bool = True) -> str:
+        """How the grid multiplies out; with `repeats`, also which values were given twice and run once."""
         per_cell = sum(len(self.precisions(dtype)) for _, dtype, _ in self.triples)
         triples = f"{len(self.triples)} (library, dtype, scaling)"
         if per_cell != len(self.triples):
             triples = f"{per_cell} (library, dtype, scaling, arithmetic, rounding)"
-        return (
+        described = (
             f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes "
             f"x {triples} = {len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell} configurations"
         )
+        if repeats and self.repeated:
+            described += f" (given more than once, run once: {', '.join(self.repeated)})"
+        return described
+
+
+def _unique(values):
+    """The values in the order given, each once (None stays None: the axis was not named)."""
+    return None if values is None else tuple(dict.fromkeys(values))
+
+
+def _repeated(values) -> list:
+    seen, repeated = set(), []
+    for value in values:
+        if value in seen and value not in repeated:
+            repeated.append(value)
+        seen.add(value)
+    return repeated

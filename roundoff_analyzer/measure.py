@@ -18,6 +18,7 @@ from .devices import measured
 from .dtypes import DTYPES, FLOAT64, DtypeSpec
 from .failures import Failure
 from .grid import Configuration
+from .memory import configuration_oom
 from .libraries import LIBRARIES, SolverLibrary
 from .libraries.steps import CountedDynamics
 from .methods import METHODS, Method
@@ -26,6 +27,7 @@ from .roundings import ROUNDINGS
 from .scalings import SCALINGS, Scaling, ScalerSettings
 from .significance import quantities, significant_digits
 from .solvers import SolveReport
+from .torch_state import restored_torch_state
 from .yardsticks import CONTEXT_COLUMNS, Yardsticks, context_columns
 
 ERROR_METRICS = ("sol_rel_err", "final_rel_err", "loss_rel_err", "grad_y0_rel_err", "grad_params_rel_err")
@@ -186,6 +188,10 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         _record_failure(row, failures.unsupported(reason))
         return Measurement(row, [], [])
 
+    too_large = configuration_oom(config.n_timesteps, context.copies.problem.y0, context.device)
+    if too_large:
+        _record_failure(row, too_large)
+        return Measurement(row, [], [])
     try:
         reference = context.references.get(library, method, config.n_timesteps)
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
@@ -194,15 +200,16 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     t = time_grid(config.n_timesteps, torch.float32, context.device)
     outcomes = []
     for repeat in range(context.repeats):
-        with _time_limit(context.timeout_s):
-            try:
+        # The try holds the whole limit: an alarm between arming and the run, or as it is disarmed, is a timeout too.
+        try:
+            with restored_torch_state(), _time_limit(context.timeout_s):
                 prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, repeat))
                 outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
                 silent = prepared.silent_overflow() if outcome.failure is None and prepared.silent_overflow else None
                 if silent is not None:
                     outcome.failure = failures.saturated(*silent, dtype.max)
-            except failures.ConfigurationTimeout as exc:
-                outcome = RunOutcome(failure=failures.classify_exception(exc))
+        except failures.ConfigurationTimeout as exc:
+            outcome = RunOutcome(failure=failures.classify_exception(exc))
         outcomes.append(outcome)
         if outcome.failure is not None:
             break

@@ -8,7 +8,6 @@ always rebuilt from the shards: `results.parquet` (one row per configuration),
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -16,9 +15,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .environment import os_error_line
 from .errors import InputError, one_line
+from .folder_lock import LOCK, FolderLock
 from .grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
 from .measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
+from .safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_links, remove_abandoned_temporaries
+from .shard_integrity import SET_ASIDE, fingerprint_digest, set_aside, shard_problem, with_fingerprint
 from .yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
 
 MANIFEST = "manifest.json"
@@ -63,60 +66,126 @@ SHARD_SCHEMA = RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.str
 )
 
 
+# Everything a sweep writes or deletes in its folder: none of these may be a link out of it.
+WRITTEN_ENTRIES = (MANIFEST, RESULTS, PARAM_ERRORS, PROFILE, SHARDS, SET_ASIDE, LOCK, "slurm", "figures", "report.md")
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
+    atomic_write(path, lambda file: file.write(data))
 
 
 def atomic_write_parquet(table: pa.Table, path: Path) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(table, temporary)
-    os.replace(temporary, path)
+    atomic_write(path, lambda file: pq.write_table(table, file))
 
 
 class ResultStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, fingerprint: Any = None) -> None:
         self.root = Path(root)
         self.shards = self.root / SHARDS
+        # The digest every shard written here carries, and every shard reused must carry (None: not checked).
+        self.digest = None if fingerprint is None else fingerprint_digest(fingerprint)
+        self.lock = FolderLock(self.root)
+        self.set_aside: list[tuple[Path, str]] = []  # (where a shard went, why) since this store was made
+        self._verified: dict[str, tuple[int, int]] = {}  # shard id -> (mtime_ns, size) when it was last read whole
 
     def open(self, manifest: dict[str, Any], force: bool = False) -> None:
-        """Create the folder, or reopen it for the same sweep; a different sweep there is refused unless `force`."""
+        """Create the folder, or reopen it for the same sweep; a different sweep there is refused unless `force`.
+
+        The folder is locked until `close()` (or this process's end): a second sweep on it is refused."""
         if self.root.exists() and not self.root.is_dir():
             raise InputError(f"output folder '{self.root}' is a file; give --out a folder path")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the output folder: {os_error_line(exc)}") from None
+        refuse_links(self.root, WRITTEN_ENTRIES)
+        try:
+            self.lock.acquire()
+        except OSError as exc:
+            raise InputError(f"cannot write in the output folder: {os_error_line(exc)}") from None
+        try:
+            self._open_locked(manifest, force)
+        except OSError as exc:
+            self.close()
+            raise InputError(f"cannot write in the output folder: {os_error_line(exc)}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_locked(self, manifest: dict[str, Any], force: bool) -> None:
+        self.digest = fingerprint_digest(manifest["fingerprint"])
+        remove_abandoned_temporaries(self.root)
+        remove_abandoned_temporaries(self.shards, min_age_s=ABANDONED_SHARD_TEMPORARY_S)
         existing = self.read_manifest()
-        if existing is not None and existing.get("fingerprint") != manifest["fingerprint"] and not force:
-            differs = sorted(k for k in manifest["fingerprint"] if existing.get("fingerprint", {}).get(k) != manifest["fingerprint"][k])
+        found = existing.get("fingerprint") if existing is not None else None
+        if existing is not None and found != manifest["fingerprint"] and not force:
+            found = found if isinstance(found, dict) else {}
+            differs = sorted(k for k in manifest["fingerprint"] if found.get(k) != manifest["fingerprint"][k])
             raise InputError(
                 f"output folder '{self.root}' holds a different sweep (differs in: {', '.join(differs) or 'everything'}); "
                 "use another --out, or --force to replace it"
             )
-        if existing is not None and existing.get("fingerprint") != manifest["fingerprint"]:
+        if existing is not None and found != manifest["fingerprint"] and self.shards.is_dir():
             for shard in self.shards.glob("*.parquet"):
-                shard.unlink()
-        self.shards.mkdir(parents=True, exist_ok=True)
-        if existing is not None and existing.get("fingerprint") == manifest["fingerprint"]:
+                shard.unlink()  # unlink removes a link itself; `shards` itself is no link (refused above)
+        self.shards.mkdir(exist_ok=True)
+        if existing is not None and found == manifest["fingerprint"]:
             manifest = {**manifest, "created_at": existing.get("created_at", manifest.get("created_at"))}
         self.write_manifest(manifest)
+
+    def close(self) -> None:
+        self.lock.release()
 
     def read_manifest(self) -> dict[str, Any] | None:
         path = self.root / MANIFEST
         if not path.is_file():
             return None
         try:
-            return json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+            manifest = json.loads(path.read_text())
+        except (OSError, ValueError):  # unreadable, not JSON, not UTF-8: no manifest to go by (the shards say what they are)
             return None
+        return manifest if isinstance(manifest, dict) else None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         atomic_write_bytes(self.root / MANIFEST, json.dumps(manifest, indent=2, default=str).encode())
 
     def completed(self) -> set[str]:
-        return {p.name[: -len(".parquet")] for p in self.shards.glob("*.parquet")} if self.shards.is_dir() else set()
+        """The configurations whose shard this sweep wrote and that reads back whole; any other shard is set aside."""
+        if not self.shards.is_dir() or self.shards.is_symlink():
+            return set()
+        done = set()
+        for path in sorted(self.shards.glob("*.parquet")):
+            config_id = path.name[: -len(".parquet")]
+            try:
+                stat = path.lstat()
+            except FileNotFoundError:
+                continue
+            if self._verified.get(config_id) == (stat.st_mtime_ns, stat.st_size):
+                done.add(config_id)
+                continue
+            problem = shard_problem(path, SHARD_SCHEMA, self.digest, config_id, lambda key: Configuration(**key).id)
+            if problem is None:
+                self._verified[config_id] = (stat.st_mtime_ns, stat.st_size)
+                done.add(config_id)
+            else:
+                self.set_aside.append((set_aside(self.root, path), problem))
+        return done
+
+    def set_aside_note(self) -> str | None:
+        """One line on the shards set aside, or None."""
+        if not self.set_aside:
+            return None
+        reasons: dict[str, int] = {}
+        for _, reason in self.set_aside:
+            reasons[reason] = reasons.get(reason, 0) + 1
+        described = "; ".join(f"{n} {reason}" for reason, n in reasons.items())
+        return (f"set aside {len(self.set_aside)} shard(s) into {self.root / SET_ASIDE} ({described}); "
+                "their configurations run again")  # fmt: skip
 
     def write(self, config: Configuration, measurement: Measurement) -> None:
         row = {**measurement.row, "parameter_errors": measurement.parameter_errors, "profile": measurement.profile}
-        atomic_write_parquet(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.shards / f"{config.id}.parquet")
+        table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest)
+        atomic_write_parquet(table, self.shards / f"{config.id}.parquet")
 
     def read_row(self, config: Configuration) -> dict[str, Any]:
         """One finished configuration's row, as `measure` produced it (for progress shown from shards written elsewhere)."""
@@ -124,8 +193,8 @@ class ResultStore:
 
     def combine(self, order: Iterable[Configuration]) -> pd.DataFrame:
         """Rebuild the three combined tables from the shards, in grid order."""
-        shards = [self.shards / f"{c.id}.parquet" for c in order]
-        tables = [pq.read_table(p, schema=SHARD_SCHEMA) for p in shards if p.is_file()]
+        done = self.completed()
+        tables = [pq.read_table(self.shards / f"{c.id}.parquet", schema=SHARD_SCHEMA) for c in order if c.id in done]
         combined = pa.concat_tables(tables) if tables else SHARD_SCHEMA.empty_table()
         atomic_write_parquet(combined.select(RESULT_SCHEMA.names), self.root / RESULTS)
         for column, fields, name in (("parameter_errors", PARAM_FIELDS, PARAM_ERRORS), ("profile", PROFILE_FIELDS, PROFILE)):

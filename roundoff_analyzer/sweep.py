@@ -19,11 +19,14 @@ from . import __version__
 from .config import SweepConfig
 from .data import parse_data
 from .devices import describe
+from .environment import EnvironmentFailure
 from .executors import EXECUTORS, Execution, ExecutionReport, Executor, NoProgress
+from . import memory
 from .grid import Configuration, Grid, file_safe
+from .errors import InputError, one_line
 from .libraries import resolve_library
 from .methods import METHODS
-from .models import ModelOptions, ModelSpec, Problem, load_checkpoint, parse_options, resolve_model, scaled_loss
+from .models import MODELS, ModelOptions, ModelSpec, Problem, load_checkpoint, parse_options, resolve_model, scaled_loss
 from .results import ResultStore
 
 
@@ -86,11 +89,24 @@ def plan(config: SweepConfig) -> SweepPlan:
     executor = EXECUTORS.get(config.executor_name)
     device = executor.target_device(config)
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
-    problem = model.build(options, device if executor.runs_here else torch.device("cpu"), parse_data(config.data) if config.data else None)
+    build_on, data = device if executor.runs_here else torch.device("cpu"), parse_data(config.data) if config.data else None
+    problem = _build(model, options, build_on, data)
     if config.loss_scale != 1.0:
         problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
     checkpoint = load_checkpoint(problem.func, config.checkpoint, model.name) if config.checkpoint else None
     return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor)
+
+
+def _build(model: ModelSpec, options: ModelOptions, device: torch.device, data) -> Problem:
+    """The problem, after making sure a built-in model's options fit in memory at all (a user's factory runs once only)."""
+    if model.name in MODELS:
+        memory.check_problem_fits(model, options, data, device)
+    try:
+        return model.build(options, device, data)
+    except Exception as exc:  # noqa: BLE001 - only an allocation that failed is turned into a line here
+        if memory.allocation_failed(exc):
+            raise InputError(f"model {model.name} with these options does not fit in memory on {device} ({one_line(exc)})") from None
+        raise
 
 
 def default_out_dir(plan: SweepPlan) -> Path:
@@ -110,31 +126,53 @@ def run(
     started = time.perf_counter()
     store = ResultStore(out_dir)
     manifest = _manifest(plan)
-    store.open(manifest, force=force)
+    store.open(manifest, force=force)  # locks the folder until store.close()
+    try:
+        return _run_locked(plan, store, manifest, started, progress or NoProgress(), stop_requested or (lambda: False))
+    finally:
+        store.close()
+
+
+def _run_locked(plan: SweepPlan, store: ResultStore, manifest: dict, started: float, progress: Progress, stop_requested) -> SweepOutcome:
+    out_dir, n_total = store.root, len(plan.configurations)
     done = store.completed()
     pending = [c for c in plan.configurations if c.id not in done]
-
-    progress = progress or NoProgress()
-    progress.start(len(plan.configurations), len(plan.configurations) - len(pending))
+    progress.start(n_total, n_total - len(pending))
+    if store.set_aside_note():
+        progress.note(store.set_aside_note())
     try:
-        report = plan.executor.run(Execution(plan, store, pending, progress, stop_requested or (lambda: False)))
+        report = plan.executor.run(Execution(plan, store, pending, progress, stop_requested))
     except KeyboardInterrupt:  # one the executor did not catch itself (e.g. while submitting): what is on disk stays
         report = ExecutionReport(interrupted=True)
-
-    results = store.combine(plan.configurations)
-    n_total = len(plan.configurations)
+    except OSError as exc:  # the machine stopped it (a full disk, a folder made read-only): say how far it got
+        raise EnvironmentFailure(out_dir, len(_done_despite(store, exc)), n_total, exc) from None
+    try:
+        results = store.combine(plan.configurations)
+    except OSError as exc:
+        raise EnvironmentFailure(out_dir, len(_done_despite(store, exc)), n_total, exc) from None
     if report.interrupted and len(results) < n_total:  # a stop that came after the last configuration changes nothing
         raise SweepInterrupted(out_dir, len(results), n_total, report.note)
     if len(results) < n_total:
         raise SweepIncomplete(out_dir, len(results), n_total, report.problems or ["the executor left them without saying why"])
     wall = time.perf_counter() - started
-    store.write_manifest({**manifest, "finished_at": _now(), "duration_s": wall, "n_configurations": len(results)})
+    try:
+        store.write_manifest({**manifest, "finished_at": _now(), "duration_s": wall, "n_configurations": len(results)})
+    except OSError as exc:
+        raise EnvironmentFailure(out_dir, len(results), n_total, exc) from None
     return SweepOutcome(results, out_dir, len(pending), n_total - len(pending), report.reference_solves, report.reference_seconds, wall)
+
+
+def _done_despite(store: ResultStore, exc: OSError) -> set[str]:
+    """The configurations whose shards are whole on disk, after `exc` stopped the sweep."""
+    try:
+        return store.completed()
+    except OSError:
+        return set()
 
 
 def tables_after_interrupt(plan: SweepPlan, out_dir: Path) -> SweepInterrupted:
     """Rebuild the combined tables from the shards after an interrupt that cut `run` short, and say what is done."""
-    results = ResultStore(out_dir).combine(plan.configurations)
+    results = ResultStore(out_dir, fingerprint(plan)).combine(plan.configurations)
     return SweepInterrupted(out_dir, len(results), len(plan.configurations))
 
 
@@ -151,8 +189,9 @@ def _manifest(plan: SweepPlan) -> dict:
     model = {"name": plan.model.name, "description": plan.model.description, "options": plan.options.model_dump(mode="json")}
     # What decides the numbers; a folder holding another fingerprint is a different sweep. The problem's
     # hash covers what the options do not: the data file's rows and a checkpoint's weights.
+    # A value given twice is the same sweep as given once: the fingerprint's description leaves the repeats out.
     fingerprint = {
-        "model": model, "grid": grid, "device": plan.device.type, "repeats": config.repeats,
+        "model": model, "grid": {**grid, "description": plan.grid.describe(repeats=False)}, "device": plan.device.type, "repeats": config.repeats,
         "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale, "noise_batches": config.noise_batches,
         "problem_sha256": problem_hash(plan.problem),
     }  # fmt: skip

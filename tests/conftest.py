@@ -43,3 +43,8 @@ def overflow_sweep(tmp_path_factory) -> Path:
 
 def results(folder: Path) -> pd.DataFrame:
     return pd.read_parquet(folder / "results.parquet")
+
+
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under `folder` with the bytes of its files (None for folders): equal snapshots, nothing changed."""
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() and not p.is_symlink() else None) for p in sorted(folder.rglob("*"))}

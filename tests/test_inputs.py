@@ -6,6 +6,7 @@ no traceback, and no output folder left behind (or, where --out is a file, the f
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import h5py
@@ -19,7 +20,7 @@ from roundoff_analyzer.data.bsds300 import SPLITS
 from roundoff_analyzer.errors import InputError
 from roundoff_analyzer.models import load_checkpoint, parse_options, resolve_model
 
-from .conftest import results, run_cli
+from .conftest import results, run_cli, snapshot
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "damped_oscillator.py"
@@ -226,10 +227,26 @@ def _files(tmp_path: Path) -> dict[str, Path]:
     a_file.write_text("not a folder\n")
     slurm_typo = tmp_path / "slurm_typo.toml"
     slurm_typo.write_text('model = "linear"\n[slurm]\npartiton = "gpu"\n')
+    a_folder = tmp_path / "a_folder"
+    a_folder.mkdir()
+    plain_pickle = tmp_path / "plain.pkl"
+    plain_pickle.write_bytes(pickle.dumps({"weight": [1.0, 2.0]}, protocol=4))
+    # A command that must never run: the marker it would create is inside tmp_path, which the test snapshots.
+    runs_a_command = tmp_path / "runs_a_command.toml"
+    runs_a_command.write_text(f'model = "os:system"\n[options]\ncommand = "touch {tmp_path / "MARKER"}"\n')
+    factories = tmp_path / "factories.py"
+    factories.write_text(
+        "import torch\nfrom os import system\nfrom shutil import rmtree\n"
+        "class Decay(torch.nn.Module):\n    def forward(self, t, y):\n        return -y\n"
+        "def loss_per_sample(batch: int = 16):\n"
+        "    return Decay(), torch.ones(batch, 2), lambda trajectory: trajectory[-1].sum(dim=1)\n"
+    )
     return {
         "malformed": malformed, "unknown_key": unknown_key, "zero_in_file": zero_in_file,
         "wrong_shape": write_bsds300(tmp_path / "wrong_shape.hdf5", columns=10), "other_model": other_model,
         "unreadable": unreadable, "a_file": a_file, "not_hdf5": unknown_key, "slurm_typo": slurm_typo,
+        "a_folder": a_folder, "plain_pickle": plain_pickle, "runs_a_command": runs_a_command, "factories": factories,
+        "marker": tmp_path / "MARKER",
     }  # fmt: skip
 
 
@@ -269,6 +286,21 @@ BAD_INPUTS = [
     ("stochastic rounding on hardware", ["--model", "linear", "--arithmetic", "hardware", "--rounding", "stochastic"],
      "'rounding' other than nearest needs --arithmetic emulated"),
     ("unknown rounding", ["--model", "linear", "--rounding", "up"], "unknown rounding 'up'"),
+    # issue 11: sizes that can never fit, numbers out of range, folders for files, factories that are not factories
+    ("hidden width that can never fit in memory", ["--model", "otflow", "-o", "hidden=10000000"], "which need at least"),
+    ("batch that can never fit in memory", ["--model", "otflow", "-o", "batch=1000000000"], "which need at least"),
+    ("seed out of torch's range", ["--model", "otflow", "-o", "seed=-99999999999999999999999"], "option 'seed'"),
+    ("n_timesteps beyond 64 bits", ["--model", "linear", "--timesteps", "100000000000000000000"], "'timesteps.0' Input should be less than or equal to"),
+    ("time limit below a millisecond", ["--model", "linear", "--timeout", "1e-9"], "'timeout' Input should be greater than or equal to 0.001"),
+    ("--config that is a folder", ["--config", "{a_folder}"], "is a folder"),
+    ("--checkpoint that is a folder", ["--model", "cnf", "--checkpoint", "{a_folder}"], "is a folder"),
+    ("plain-pickle checkpoint (no torch warnings either)", ["--model", "cnf", "--checkpoint", "{plain_pickle}"], "not a weights file"),
+    ("--out under a file", ["--model", "linear", "--timesteps", "2", "--out", "{a_file}/results"], "a part of the path is a file"),
+    ("standard-library function as a factory", ["--model", "os:system", "-o", "command=touch {marker}"], "part of Python's standard library"),
+    ("config file naming os:system", ["--config", "{runs_a_command}"], "part of Python's standard library"),
+    ("built-in re-exported by the user's module", ["--model", "{factories}:system", "-o", "command=touch {marker}"], "a factory is a Python function"),
+    ("function imported from another module", ["--model", "{factories}:rmtree", "-o", "path={a_folder}"], "is defined in shutil"),
+    ("loss that is not a scalar", ["--model", "{factories}:loss_per_sample"], "got a tensor of shape (16,)"),
 ]
 
 
@@ -280,6 +312,7 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, args, phrase):
     if "--out" not in args:
         args += ["--out", str(out)]
     before = files["a_file"].read_bytes()
+    everything_before = snapshot(tmp_path)
     result = run_cli("sweep", *args)
 
     assert result.exit_code != 0
@@ -289,3 +322,4 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, args, phrase):
     assert "Traceback" not in result.output
     assert not out.exists()
     assert files["a_file"].read_bytes() == before
+    assert snapshot(tmp_path) == everything_before  # nothing written, deleted or run anywhere

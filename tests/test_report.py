@@ -433,7 +433,7 @@ def test_show_filters_and_colours_failures(overflow_sweep):
     assert result.exit_code == 0, result.output
     assert f"{(table.status == 'failed').sum()} of {len(table)} configurations" in result.stdout
     assert result.stdout.count("\nfailed ") == (table.status == "failed").sum()
-    assert "--where 'dtyp ==' is not a valid filter" in one_error_line(run_cli("show", overflow_sweep, "--where", "dtyp =="))
+    assert "--where 'dtyp ==' is not a filter (invalid syntax)" in one_error_line(run_cli("show", overflow_sweep, "--where", "dtyp =="))
 
 
 # --- reports of sweeps with nothing, everything or one thing failing ---------------------------------------------

@@ -19,9 +19,11 @@ from typing import Iterator
 import torch
 
 from ..devices import resolve_device
+from ..environment import os_error_line
 from ..errors import one_line
 from .base import EXECUTORS, Execution, ExecutionReport
 from .groups import reference_groups
+from .parent_death import die_with_parent
 from .worker import Worker, WorkerSetup
 
 POLL_S = 0.2
@@ -44,8 +46,9 @@ def worker_devices(device: torch.device, n_workers: int) -> list[str]:
     return [str(device)] * n_workers
 
 
-def worker_main(index: int, setup: WorkerSetup, tasks, events, stop) -> None:
+def worker_main(index: int, setup: WorkerSetup, tasks, events, stop, parent_pid: int) -> None:
     """A worker process: take groups until the queue says None or a stop is requested; report every step."""
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         worker = Worker(setup)
@@ -66,7 +69,8 @@ def worker_main(index: int, setup: WorkerSetup, tasks, events, stop) -> None:
             )
             events.put(("group", index, report))
         except Exception as exc:  # noqa: BLE001 - one broken group must not take the others with it
-            events.put(("failed", index, f"worker {index}, {group[0].library} {group[0].method} n={group[0].n_timesteps}: {one_line(exc)}"))
+            cause = os_error_line(exc) if isinstance(exc, OSError) else one_line(exc)  # a full disk says which file and why
+            events.put(("failed", index, f"worker {index}, {group[0].library} {group[0].method} n={group[0].n_timesteps}: {cause}"))
     events.put(("exit", index, None))
 
 
@@ -111,7 +115,7 @@ class ProcessesExecutor:
         out_dir = str(execution.store.root.resolve())
         setups = [WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)]
         processes = [
-            spawn.Process(target=worker_main, args=(i, setup, tasks, events, stop), name=f"roundoff-worker-{i}", daemon=True)
+            spawn.Process(target=worker_main, args=(i, setup, tasks, events, stop, os.getpid()), name=f"roundoff-worker-{i}", daemon=True)
             for i, setup in enumerate(setups)
         ]
         execution.progress.note(f"{n_workers} worker processes, {threads} torch thread(s) each, {len(groups)} reference groups")

@@ -47,9 +47,12 @@ class Worker:
         # Inside a worker the configurations run right here, one after another.
         here = setup.config.model_copy(update={"executor": "local", "workers": 1, "device": setup.device})
         self.plan = sweep.plan(here)
-        self.store = ResultStore(Path(setup.out_dir))
-        expected, rebuilt = (self.store.read_manifest() or {}).get("fingerprint", {}), sweep.fingerprint(self.plan)
+        rebuilt = sweep.fingerprint(self.plan)
+        # Shards written here carry the fingerprint of the sweep rebuilt here, which must be the folder's.
+        self.store = ResultStore(Path(setup.out_dir), rebuilt)
+        expected = (self.store.read_manifest() or {}).get("fingerprint", {})
         if rebuilt != expected:
+            expected = expected if isinstance(expected, dict) else {}
             differs = sorted(key for key in rebuilt if expected.get(key) != rebuilt[key])
             raise SweepMismatch(
                 f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now (in: {', '.join(differs)}): "

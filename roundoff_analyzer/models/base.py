@@ -5,20 +5,21 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
 import torch
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..data import Batch, DataRequest, parse_data
 from ..errors import InputError
 from ..registry import Registry
 
 Loss = Callable[[torch.Tensor], torch.Tensor]
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch's generators accept
 
 
 class ModelOptions(BaseModel):
     """Base of every model's options: unknown keys are refused, strings from `-o` are coerced."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    seed: int = 0
+    seed: int = Field(0, ge=SEED_RANGE[0], le=SEED_RANGE[1], description="seed of the weights and the batch")
 
 
 @dataclass

@@ -6,6 +6,7 @@ may be the file itself or sit under one of the keys training scripts commonly us
 from __future__ import annotations
 
 import hashlib
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -20,10 +21,14 @@ _SHOWN = 5  # names listed in a mismatch message before "and N more"
 def load_checkpoint(func: torch.nn.Module, path: str | Path, model: str) -> dict[str, str]:
     """Copy the file's weights into `func`; returns what the manifest records about the file."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"checkpoint '{path}' is a folder; give the path of a weights file (a saved state dict)")
     if not path.is_file():
         raise InputError(f"checkpoint '{path}' does not exist")
     try:
-        content = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about a plain pickle's protocol before refusing it: the refusal says enough
+            warnings.simplefilter("ignore")
+            content = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - whatever the unpickler refuses, the file is bad input
         reason = _reason(exc)
         raise InputError(f"checkpoint '{path}' is not a weights file that loads without running code from it ({reason})") from None

@@ -11,15 +11,16 @@ run of a sweep and in a resumed one.
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Any, Callable
 
 import torch
-from pydantic import ConfigDict, create_model
+from pydantic import ConfigDict, Field, create_model
 
 from ..data import DataRequest
 from ..errors import InputError, one_line
 from ..user_code import load_attribute
-from .base import ModelOptions, Problem
+from .base import SEED_RANGE, ModelOptions, Problem
 
 FORMS = "package.module:factory or path/to/file.py:factory"
 
@@ -81,10 +82,33 @@ def load_factory(name: str) -> FactoryModel:
         raise InputError(f"model '{name}': {target} has no factory '{attribute}' (it defines: {', '.join(defined) or 'no functions'})")
     if not callable(factory):
         raise InputError(f"model '{name}': {target}.{attribute} is a {type(factory).__name__}, not a function")
+    _check_is_a_factory(name, module, target, attribute, factory)
     try:
         return FactoryModel(name, factory)
     except (NameError, TypeError, ValueError) as exc:  # annotations that do not evaluate, or a signature pydantic refuses
         raise InputError(f"model '{name}': cannot read the factory's options: {one_line(exc)}") from None
+
+
+def _check_is_a_factory(name: str, module, target: str, attribute: str, factory) -> None:
+    """Only what can be a model factory is ever called: a Python function or class defined in the module the
+    user named (not one it imported, such as `os.system` seen through `os`), outside Python's standard
+    library, whose options can all be given by keyword. Checked before it is called."""
+    if module.__name__.split(".")[0] in sys.stdlib_module_names:
+        raise InputError(f"model '{name}': {target} is part of Python's standard library, not a module of model factories")
+    if not (inspect.isfunction(factory) or inspect.isclass(factory)):
+        raise InputError(f"model '{name}': {target}.{attribute} is a {type(factory).__name__}; a factory is a Python function "
+                         f"(or class) defined in {target}")  # fmt: skip
+    if getattr(factory, "__module__", None) != module.__name__:
+        raise InputError(f"model '{name}': {target}.{attribute} is defined in {factory.__module__}, not in {target}; "
+                         f"name the module that defines the factory")  # fmt: skip
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"model '{name}': cannot read the factory's signature: {one_line(exc)}") from None
+    positional = [p.name for p in parameters if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.default is inspect.Parameter.empty]
+    if positional:
+        raise InputError(f"model '{name}': the factory's parameter(s) {', '.join(positional)} are positional-only; "
+                         "options are given by keyword")  # fmt: skip
 
 
 def _options_type(parameters, takes_any: bool) -> type[ModelOptions]:
@@ -98,6 +122,8 @@ def _options_type(parameters, takes_any: bool) -> type[ModelOptions]:
         else:
             annotation = type(parameter.default) if has_default and parameter.default is not None else Any
         fields[parameter.name] = (annotation, parameter.default if has_default else ...)
+    if "seed" in fields:  # the factory runs after torch.manual_seed(seed): keep torch's range
+        fields["seed"] = (int, Field(fields["seed"][1], ge=SEED_RANGE[0], le=SEED_RANGE[1]))
     return create_model("FactoryOptions", __base__=_OpenOptions if takes_any else ModelOptions, **fields)
 
 
@@ -130,5 +156,6 @@ def _check_contract(name: str, func: torch.nn.Module, y0: torch.Tensor, loss: Ca
         shape = tuple(getattr(derivative, "shape", ()))
         raise InputError(f"model {name}: f(t, y0) returned shape {shape}; expected y0's {tuple(y0.shape)}")
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
-        raise InputError(f"model {name}: loss(trajectory) must return a scalar tensor, got {type(value).__name__}")
+        got = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
+        raise InputError(f"model {name}: loss(trajectory) must return a scalar tensor, got {got}")
 
