@@ -48,9 +48,32 @@ def _manifest(folder: Path) -> dict[str, Any]:
     # The results alone still make a report; the overview then says less.
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return {}
-    return manifest if isinstance(manifest, dict) else {}
+    return _of_expected_kinds(manifest) if isinstance(manifest, dict) else {}
+
+
+_NUMBER = (int, float)
+# What the report reads from a manifest, and of which kind; a folder from a stranger may hold anything else.
+_MANIFEST_KINDS: dict[str, tuple[type, ...]] = {
+    "created_at": (str,), "finished_at": (str,), "duration_s": _NUMBER, "repeats": (int,), "timeout_s": _NUMBER,
+    "model": (dict,), "data": (str,), "data_source": (str,), "checkpoint": (dict, str), "device": (str,),
+    "device_description": (str,), "versions": (dict,), "scaler": (dict,), "grid": (dict,), "fingerprint": (dict,),
+}  # fmt: skip
+
+
+def _of_expected_kinds(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest without values of the wrong kind (a number written as text, a list for a table): the overview
+    then says less, instead of failing."""
+    kept = {}
+    for key, value in manifest.items():
+        kinds = _MANIFEST_KINDS.get(key)
+        if kinds is None or (isinstance(value, kinds) and not isinstance(value, bool)):
+            kept[key] = value
+    scaler = kept.get("scaler")
+    if isinstance(scaler, dict):
+        kept["scaler"] = {k: v for k, v in scaler.items() if isinstance(v, _NUMBER) and not isinstance(v, bool)}
+    return kept
 
 
 def _side_table(path: Path) -> pd.DataFrame | None:
