@@ -49,6 +49,9 @@ def sweep(
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default: a new folder under results/)."),
     force: bool = typer.Option(False, "--force", help="Replace a different sweep found in --out."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.md and figures/ at the end."),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="torch threads per process (default: 1, or this process's cores when the largest matmul is big)."
+    ),
 ) -> None:
     """Run a model's ODE over timesteps x method x library x dtype x scaling x mode against a float64 reference.
 
@@ -77,6 +80,7 @@ def sweep(
         "workers": workers,
         "slurm": {k: v for k, v in {"partition": slurm_partition, "time": slurm_time, "gpus_per_task": slurm_gpus_per_task,
                                     "options": sweep_config.parse_sbatch_options(slurm_option) or None}.items() if v is not None} or None,
+        "threads": threads,
     }
     plan = sweeping.plan(sweep_config.resolve(config, overrides))
     out_dir = out or sweeping.default_out_dir(plan)

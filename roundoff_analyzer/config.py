@@ -117,6 +117,7 @@ class SweepConfig(BaseModel):
                                  "or processes when workers > 1)")  # fmt: skip
     workers: PositiveInt = Field(1, description="worker processes on this machine (executor processes)")
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    threads: PositiveInt | None = Field(None, description="torch threads per process (default: chosen from the problem's size)")
 
     @field_validator("timesteps")
     @classmethod

@@ -22,6 +22,7 @@ from .executors import EXECUTORS, Execution, ExecutionReport, Executor, NoProgre
 from .grid import Configuration, Grid, file_safe
 from .models import ModelOptions, ModelSpec, Problem, load_checkpoint, parse_options, resolve_model, scaled_loss
 from .results import ResultStore
+from .threads import ThreadChoice, choose_threads
 
 
 class Progress(Protocol):
@@ -42,6 +43,7 @@ class SweepPlan:
     problem: Problem
     checkpoint: dict[str, str] | None  # path and sha256 of the weights loaded into the problem
     executor: Executor
+    threads: ThreadChoice | None = None  # torch threads for each process that measures (None: leave torch's setting)
 
 
 class SweepInterrupted(Exception):
@@ -85,7 +87,8 @@ def plan(config: SweepConfig) -> SweepPlan:
     if config.loss_scale != 1.0:
         problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
     checkpoint = load_checkpoint(problem.func, config.checkpoint, model.name) if config.checkpoint else None
-    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor)
+    threads = choose_threads(problem.func, problem.y0, device, config.threads, config.workers) if executor.runs_here else None
+    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads)
 
 
 def default_out_dir(plan: SweepPlan) -> Path:
@@ -164,7 +167,7 @@ def _manifest(plan: SweepPlan) -> dict:
         "seed": plan.options.seed,
         "device": str(plan.device),
         "device_description": describe(plan.device) if plan.executor.runs_here else f"{plan.device} on the {plan.executor.name} executor's nodes",
-        "execution": plan.executor.settings(config),
+        "execution": {**plan.executor.settings(config), **(plan.threads.as_dict() if plan.threads else {})},
         "repeats": config.repeats,
         "timeout_s": config.timeout,
         "scaler": config.scaler.model_dump(mode="json"),

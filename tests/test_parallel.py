@@ -15,7 +15,7 @@ import torch
 
 from roundoff_analyzer import config, sweep
 from roundoff_analyzer.executors.groups import reference_groups, reference_key
-from roundoff_analyzer.executors.processes import threads_per_worker, worker_devices
+from roundoff_analyzer.executors.processes import worker_devices
 from roundoff_analyzer.executors.worker import SweepMismatch, Worker, WorkerSetup
 from roundoff_analyzer.grid import CONFIG_COLUMNS
 from roundoff_analyzer.results import ResultStore
@@ -47,7 +47,8 @@ def test_two_workers_give_the_sequential_results_bit_for_bit(tiny_sweep, tmp_pat
     ran = sequential[sequential.status != "skipped"]
     assert outcome.reference_solves == len(ran[["library", "method", "n_timesteps"]].drop_duplicates()) == 8
     manifest = ResultStore(tmp_path / "parallel").read_manifest()
-    assert manifest["execution"] == {"executor": "processes", "workers": 2, "threads_per_worker": threads_per_worker(2)}
+    assert manifest["execution"]["executor"] == "processes" and manifest["execution"]["workers"] == 2
+    assert manifest["execution"]["threads"] == 1  # a tiny problem: one thread per worker (threads.py)
 
 
 def test_groups_keep_each_reference_together_costliest_first():
@@ -70,10 +71,7 @@ def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_pa
         Worker(WorkerSetup(other, str(tmp_path / "sweep"), "cpu", threads=None))
 
 
-def test_threads_are_split_among_workers():
-    cores = len(os.sched_getaffinity(0))
-    assert threads_per_worker(1) == cores
-    assert threads_per_worker(cores) == 1 and threads_per_worker(4 * cores) == 1
+def test_workers_share_the_sweeps_device():
     assert worker_devices(torch.device("cpu"), 3) == ["cpu", "cpu", "cpu"]
 
 

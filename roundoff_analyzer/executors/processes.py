@@ -2,14 +2,13 @@
 
 Work goes out by reference group (groups.py): each float64 reference is then solved by exactly one
 worker, and nothing is shared between the processes but a queue of groups and a queue of events
-back. Each worker gets cores // N torch threads, so N workers do not oversubscribe the cores; on
-CUDA, worker i takes GPU i mod (visible GPUs). Workers are spawned, never forked (torch and fork do
+back. Each worker gets the sweep's thread choice (threads.py), made for a share of cores // N, so N
+workers do not oversubscribe the cores; on CUDA, worker i takes GPU i mod (visible GPUs). Workers are spawned, never forked (torch and fork do
 not mix), and ignore SIGINT: Ctrl-C is the main process's to handle, as in a sequential sweep.
 """
 from __future__ import annotations
 
 import multiprocessing
-import os
 import queue
 import signal
 import threading
@@ -26,14 +25,6 @@ from .worker import Worker, WorkerSetup
 
 POLL_S = 0.2
 JOIN_TIMEOUT_S = 30
-
-
-def available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def threads_per_worker(n_workers: int) -> int:
-    return max(1, available_cores() // n_workers)
 
 
 def worker_devices(device: torch.device, n_workers: int) -> list[str]:
@@ -95,7 +86,7 @@ class ProcessesExecutor:
         return resolve_device(config.device)
 
     def settings(self, config) -> dict:
-        return {"executor": self.name, "workers": config.workers, "threads_per_worker": threads_per_worker(config.workers)}
+        return {"executor": self.name, "workers": config.workers}
 
     def run(self, execution: Execution) -> ExecutionReport:
         plan, report = execution.plan, ExecutionReport()
@@ -107,7 +98,7 @@ class ProcessesExecutor:
         tasks, events, stop = spawn.Queue(), spawn.Queue(), spawn.Event()
         for group in [*groups, *[None] * n_workers]:
             tasks.put(group)
-        threads = threads_per_worker(plan.config.workers)
+        threads = plan.threads.threads  # chosen for a share of the cores (threads.py)
         out_dir = str(execution.store.root.resolve())
         setups = [WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)]
         processes = [
