@@ -7,10 +7,11 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from roundoff_analyzer import api
 from roundoff_analyzer import config as sweep_config
 from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
-from roundoff_analyzer.report import write_report
+from roundoff_analyzer.report import REPORT
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import report_incomplete, report_interrupted, stop_after_current
@@ -82,8 +83,8 @@ def sweep(
                                     "options": sweep_config.parse_sbatch_options(slurm_option) or None}.items() if v is not None} or None,
         "threads": threads,
     }
-    plan = sweeping.plan(sweep_config.resolve(config, overrides))
-    out_dir = out or sweeping.default_out_dir(plan)
+    planned = api.plan_sweep(config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
+    plan, out_dir = planned.plan, planned.out
     console.print(
         f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {out_dir}",
         highlight=False,
@@ -91,7 +92,7 @@ def sweep(
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
     try:
         with RichProgress(console) as progress, stop_after_current(console) as stop_requested:
-            outcome = sweeping.run(plan, out_dir, progress=progress, force=force, stop_requested=stop_requested)
+            result = api.run_sweep(planned, force=force, report=not no_report, progress=progress, stop_requested=stop_requested)
     except sweeping.SweepInterrupted as stopped:
         report_interrupted(stderr, stopped)
     except sweeping.SweepIncomplete as incomplete:
@@ -99,12 +100,13 @@ def sweep(
     except KeyboardInterrupt:
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
-    console.print(results_table(outcome.results, title=f"{plan.model.name}: error against the float64 reference"))
-    counts = outcome.results["status"].value_counts().to_dict()
+    outcome = result.run
+    console.print(results_table(result.results, title=f"{plan.model.name}: error against the float64 reference"))
+    counts = result.results["status"].value_counts().to_dict()
     console.print(
-        f"{len(outcome.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "
+        f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "
         f"{outcome.wall_seconds:.1f} s; {outcome.reference_solves} reference solves; results: {out_dir / 'results.parquet'}",
         highlight=False,
     )
     if not no_report:
-        console.print(f"report: {write_report(out_dir)}", highlight=False)
+        console.print(f"report: {out_dir / REPORT}", highlight=False)

@@ -76,17 +76,22 @@ class ResultStore:
         self.root = Path(root)
         self.shards = self.root / SHARDS
 
-    def open(self, manifest: dict[str, Any], force: bool = False) -> None:
-        """Create the folder, or reopen it for the same sweep; a different sweep there is refused unless `force`."""
+    def check(self, fingerprint: dict[str, Any], force: bool = False) -> None:
+        """Refuse a file where the folder should be, and a folder holding a different sweep unless `force`; writes nothing."""
         if self.root.exists() and not self.root.is_dir():
             raise InputError(f"output folder '{self.root}' is a file; give --out a folder path")
         existing = self.read_manifest()
-        if existing is not None and existing.get("fingerprint") != manifest["fingerprint"] and not force:
-            differs = sorted(k for k in manifest["fingerprint"] if existing.get("fingerprint", {}).get(k) != manifest["fingerprint"][k])
+        if existing is not None and existing.get("fingerprint") != fingerprint and not force:
+            differs = sorted(k for k in fingerprint if existing.get("fingerprint", {}).get(k) != fingerprint[k])
             raise InputError(
                 f"output folder '{self.root}' holds a different sweep (differs in: {', '.join(differs) or 'everything'}); "
                 "use another --out, or --force to replace it"
             )
+
+    def open(self, manifest: dict[str, Any], force: bool = False) -> None:
+        """Create the folder, or reopen it for the same sweep; a different sweep there is refused unless `force`."""
+        self.check(manifest["fingerprint"], force)
+        existing = self.read_manifest()
         if existing is not None and existing.get("fingerprint") != manifest["fingerprint"]:
             for shard in self.shards.glob("*.parquet"):
                 shard.unlink()

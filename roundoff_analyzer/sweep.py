@@ -6,7 +6,9 @@ import hashlib
 import json
 import platform
 import subprocess
+import sys
 import time
+import types
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
@@ -205,3 +207,16 @@ def _git_revision() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class _SweepModule(types.ModuleType):
+    """`roundoff_analyzer.sweep(model=..., ...)` runs a sweep (api.sweep), while `roundoff_analyzer.sweep` stays
+    this module, the plan and run beneath it, for the code that imports it by that name."""
+
+    def __call__(self, *args, **kwargs):
+        from .api import sweep as run_a_sweep  # deferred: the API imports this module
+
+        return run_a_sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _SweepModule
