@@ -34,7 +34,7 @@ def check(
     ),  # fmt: skip
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a markdown summary here (for a CI comment or job summary)."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here: one test case per configuration."),
-    update_baseline: bool = typer.Option(False, "--update-baseline", help="When nothing regressed, replace the baseline's results with these."),
+    update_baseline: bool = typer.Option(False, "--update-baseline", metavar="", help="When nothing regressed, replace the baseline's results with these."),
 ) -> None:
     """Compare a sweep with a baseline, configuration by configuration: exit 0 if nothing regressed, 1 if something did.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from roundoff_analyzer.data import DATA_SOURCES
@@ -30,27 +31,27 @@ def list_axes(device: Optional[str] = typer.Option("auto", help="Device to check
         table.add_column(column)
     for model in MODELS:
         fields = ", ".join(f"{k}={v.default}" for k, v in model.options_type.model_fields.items())
-        table.add_row("model", model.name, "yes", f"{model.description}; options: {fields}; default data: {model.default_data}")
-    table.add_row("model", "your own", "yes", f"--model {FORMS} (a function of the -o options returning func, y0 and loss; see README)")
+        table.add_row("model", model.name, "yes", escape(f"{model.description}; options: {fields}; default data: {model.default_data}"))
+    table.add_row("model", "your own", "yes", escape(f"--model {FORMS} (a function of the -o options returning func, y0 and loss; see README)"))
     for source in DATA_SOURCES:
         fields = ", ".join(f"{k}={v.default}" for k, v in source.options_type.model_fields.items())
         usage = f"--data {source.name}" + (":PATH" if source.needs_path else "") + (f"?{fields}" if fields else "")
-        table.add_row("data", source.name, "yes", f"{source.description}; {usage}")
+        table.add_row("data", source.name, "yes", escape(f"{source.description}; {usage}"))
     for library in LIBRARIES:
-        table.add_row("library", library.name, "yes", library.description)
+        table.add_row("library", library.name, "yes", escape(library.description))
     for method in METHODS:
-        table.add_row("method", method.name, "yes", method.description)
+        table.add_row("method", method.name, "yes", escape(method.description))
     for dtype in DTYPES:
         reason = dtype.unsupported_reason(where)
         table.add_row(
-            "dtype", dtype.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {reason}",
+            "dtype", dtype.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {escape(reason)}",
             f"unit roundoff u = {dtype.unit_roundoff:.3g}, max {dtype.max:.3g}, smallest normal {dtype.smallest_normal:.3g}",
         )  # fmt: skip
     for scaling in SCALINGS:
-        table.add_row("scaling", scaling.name, "yes", scaling.description)
+        table.add_row("scaling", scaling.name, "yes", escape(scaling.description))
     for mode in MODES:
-        table.add_row("mode", mode.name, "yes", mode.description)
+        table.add_row("mode", mode.name, "yes", escape(mode.description))
     for executor in EXECUTORS:
         reason = executor.unavailable_reason()
-        table.add_row("executor", executor.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {reason}", executor.description)
+        table.add_row("executor", executor.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {escape(reason)}", escape(executor.description))
     console.print(table)

@@ -1,4 +1,5 @@
 """`roundoff sweep`: run the grid, write Parquet, print the table."""
+# fmt: off
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,6 +13,7 @@ from roundoff_analyzer import config as sweep_config
 from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import REPORT
+from roundoff_analyzer.scalings import ScalerSettings
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import report_incomplete, report_interrupted, stop_after_current
@@ -19,45 +21,57 @@ from .progress import RichProgress
 from .tables import results_table
 
 
+GRID, MODEL, SCALING, EXECUTION, OUTPUT = "Grid", "Model and data", "Scaling", "Execution", "Output"
+_FIELDS, _SCALER = sweep_config.SweepConfig.model_fields, ScalerSettings.model_fields
+
+
+def _default(field: str, fields=_FIELDS) -> str:
+    """A setting's default as --help shows it, read from the config's own definition."""
+    info = fields[field]
+    value = info.default_factory() if info.default_factory else info.default
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 @reports_input_errors
 def sweep(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to sweep (see `roundoff list`)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the sweep; flags override it."),
-    timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps values, e.g. 8,16,32."),
-    method: Optional[str] = typer.Option(None, help="Methods, e.g. euler,rk4."),
-    library: Optional[str] = typer.Option(None, help="Libraries, e.g. torchdiffeq,native."),
-    dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes, e.g. float16,bfloat16."),
-    scaling: Optional[str] = typer.Option(None, help="Scaling strategies, e.g. none,grad,dynamic."),
-    mode: Optional[str] = typer.Option(None, help="Modes: autocast, pure."),
-    option: list[str] = typer.Option([], "--option", "-o", help="Model option key=value (repeatable)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to sweep (see `roundoff list`); required unless the config file names it.", rich_help_panel=MODEL),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the sweep; options given here override it.", rich_help_panel=MODEL),
+    timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps values (time steps on [0, 1]).", show_default=_default("timesteps"), rich_help_panel=GRID),
+    method: Optional[str] = typer.Option(None, help="Methods: euler, rk4.", show_default=_default("method"), rich_help_panel=GRID),
+    library: Optional[str] = typer.Option(None, help="Solver libraries: torchdiffeq, native.", show_default="the default grid", rich_help_panel=GRID),
+    dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes: float16, bfloat16, float32.", show_default="the default grid", rich_help_panel=GRID),
+    scaling: Optional[str] = typer.Option(None, help="Scaling strategies: none, grad, dynamic.", show_default="the default grid", rich_help_panel=GRID),
+    mode: Optional[str] = typer.Option(None, help="Modes: autocast, pure.", show_default=_default("mode"), rich_help_panel=GRID),
+    option: list[str] = typer.Option([], "--option", "-o", help="Model option key=value (repeatable; `roundoff list` shows each model's).", show_default=False, rich_help_panel=MODEL),
     data: Optional[str] = typer.Option(
-        None, "--data", help="Data: synthetic, 2spirals, 8gaussians or bsds300:PATH[?split=train|validation|test]."
+        None, "--data", help="Data: synthetic, 2spirals, 8gaussians or bsds300:PATH[?split=train|validation|test].",
+        show_default="the model's", rich_help_panel=MODEL,
     ),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="Trained weights (a state dict) for the model."),
-    device: Optional[str] = typer.Option(None, help="auto, cpu or cuda."),
-    repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check)."),
-    timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds."),
-    loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Multiply the loss by this (e.g. 1e-10 to study underflow)."),
-    init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale (default 65536)."),
-    backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: scale factor after a non-finite gradient (0.5)."),
-    max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backward retries; dynamic: halvings per step (30)."),
-    executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: local, processes or slurm."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes on this machine (implies --executor processes)."),
-    slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="slurm: partition of the array's tasks."),
-    slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: time limit per task (minutes or HH:MM:SS)."),
-    slurm_gpus_per_task: Optional[int] = typer.Option(None, "--slurm-gpus-per-task", help="slurm: GPUs per task."),
-    slurm_option: list[str] = typer.Option([], "--slurm-option", help="slurm: another sbatch option key=value, or a bare flag (repeatable)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default: a new folder under results/)."),
-    force: bool = typer.Option(False, "--force", help="Replace a different sweep found in --out."),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not write report.md and figures/ at the end."),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="Trained weights (a state dict) for the model.", show_default="random weights from the seed", rich_help_panel=MODEL),
+    loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Multiply the loss by this (e.g. 1e-10 to study underflow).", show_default=_default("loss_scale"), rich_help_panel=SCALING),
+    init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale.", show_default=_default("init_scale", _SCALER), rich_help_panel=SCALING),
+    backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: factor on the loss scale after a non-finite gradient.", show_default=_default("backoff_factor", _SCALER), rich_help_panel=SCALING),
+    max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backoffs at most; dynamic: halvings per step at most.", show_default=_default("max_retries", _SCALER), rich_help_panel=SCALING),
+    device: Optional[str] = typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=EXECUTION),
+    repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check).", show_default=_default("repeats"), rich_help_panel=EXECUTION),
+    timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds.", show_default="none", rich_help_panel=EXECUTION),
+    executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: local, processes or slurm.", show_default="local; processes with --workers above 1", rich_help_panel=EXECUTION),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes on this machine (implies --executor processes).", show_default=_default("workers"), rich_help_panel=EXECUTION),
+    slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="slurm: partition of the array's tasks.", show_default="the cluster's default", rich_help_panel=EXECUTION),
+    slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: time limit per task (minutes or HH:MM:SS).", show_default="the partition's", rich_help_panel=EXECUTION),
+    slurm_gpus_per_task: Optional[int] = typer.Option(None, "--slurm-gpus-per-task", help="slurm: GPUs per task.", show_default="none", rich_help_panel=EXECUTION),
+    slurm_option: list[str] = typer.Option([], "--slurm-option", help="slurm: another sbatch option key=value, or a bare flag (repeatable).", show_default=False, rich_help_panel=EXECUTION),
+    out: Optional[Path] = typer.Option(None, "--out", help="Results folder; the same folder again resumes the sweep.", show_default="results/<model>-<date>-<time>", rich_help_panel=OUTPUT),
+    force: bool = typer.Option(False, "--force", metavar="", help="Replace a different sweep found in --out.", show_default=False, rich_help_panel=OUTPUT),
+    no_report: bool = typer.Option(False, "--no-report", metavar="", help="Do not write report.md and figures/ at the end.", show_default=False, rich_help_panel=OUTPUT),
     threads: Optional[int] = typer.Option(
-        None, "--threads", help="torch threads per process (default: 1, or this process's cores when the largest matmul is big)."
+        None, "--threads", help="torch threads per process.", show_default="1, or the process's share of the cores when the problem's largest matrix product is large",
+        rich_help_panel=EXECUTION,
     ),
 ) -> None:
-    """Run a model's ODE over timesteps x method x library x dtype x scaling x mode against a float64 reference.
+    """Run a model's ODE over n_timesteps x method x library x dtype x scaling x mode, against a float64 reference.
 
-    Without --library, --dtype and --scaling, the grid is seed 000's seven (library, dtype, scaling) pairs per
-    (n_timesteps, method); naming any of them sweeps the full product of the named axes.
+    Without --library, --dtype and --scaling, each (n_timesteps, method) runs the seven (library, dtype, scaling) triples of the default grid: bfloat16 without scaling on torchdiffeq and on native; float16 on torchdiffeq with none and grad; float16 on native with none, grad and dynamic. Naming any of these three axes sweeps the full product of the axes named (the others take all their values).
     """
     console = wide_console()
     overrides = {

@@ -17,6 +17,7 @@ from .methods import METHODS
 from .modes import MODES
 from .registry import Registry
 from .scalings import SCALINGS, ScalerSettings
+from .validation import location, phrase
 
 # Sized for a 2-core CPU: the bare `roundoff sweep --model otflow` finishes in well under 3 minutes.
 DEFAULT_TIMESTEPS = (8, 32, 128)
@@ -157,13 +158,10 @@ def validate(values: dict[str, Any], source: str = "command line") -> SweepConfi
         return SweepConfig(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "?"
-        message = err["msg"].removeprefix("Value error, ")
+        message = phrase(err)
         if err["type"] == "extra_forbidden":
             message = f"unknown key; allowed: {', '.join(_keys_at(err['loc']))}"
-        elif err["type"] == "missing":
-            message = "is required"
-        raise InputError(f"{source}: '{key}' {message}") from None
+        raise InputError(f"{source}: '{location(err)}' {message}") from None
 
 
 def _keys_at(loc: tuple) -> list[str]:
