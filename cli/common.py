@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import Callable, TypeVar
 
 import typer
@@ -52,6 +53,6 @@ def split_ints(value: str | None, what: str) -> list[int] | None:
 
 
 def wide_console() -> Console:
-    """A console for tables: the terminal's width, or a width that fits the results table when piped."""
+    """A console for tables: the terminal's width; piped, $COLUMNS or 100 (the results table fits in 100)."""
     console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=160)
+    return console if console.is_terminal or os.environ.get("COLUMNS") else Console(highlight=False, width=100)
