@@ -47,7 +47,7 @@ def check(
         baselines.ensure_writable(baseline)
     comparison = compare(new_results, baseline_results, tolerances, names=(f"'{results}'", f"baseline '{baseline}'"))
 
-    console = wide_console()
+    console = wide_console(piped_width=160)  # the changes table: whole configuration names and reasons on one line
     if any(not comparison.with_verdict(verdict).empty for verdict, _ in REPORTED):
         console.print(changes_table(comparison))
     style = "red" if comparison.regressed else "green"
