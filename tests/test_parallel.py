@@ -119,16 +119,26 @@ def resume(out: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
-def worker_pids(parent: int) -> list[int]:
-    """The spawned workers of `parent` (its children running multiprocessing's spawn_main, not its resource tracker)."""
+def child_pids(parent: int) -> list[tuple[int, bytes]]:
     found = []
     for entry in Path("/proc").iterdir():
         try:
             if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                if b"spawn_main" in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
+                found.append((int(entry.name), (entry / "cmdline").read_bytes()))
         except (OSError, IndexError, ValueError):
             continue
+    return found
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The workers of `parent`: children of its fork server (or, where workers are spawned, its children running
+    multiprocessing's spawn_main), not its resource tracker."""
+    found = []
+    for pid, cmdline in child_pids(parent):
+        if b"spawn_main" in cmdline:
+            found.append(pid)
+        elif b"forkserver" in cmdline:
+            found.extend(worker for worker, _ in child_pids(pid))
     return found
 
 

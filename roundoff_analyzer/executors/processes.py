@@ -3,12 +3,12 @@
 Work goes out by reference group (groups.py): each float64 reference is then solved by exactly one
 worker, and nothing is shared between the processes but a queue of groups and a queue of events
 back. Each worker gets the sweep's thread choice (threads.py), made for a share of cores // N, so N
-workers do not oversubscribe the cores; on CUDA, worker i takes GPU i mod (visible GPUs). Workers are spawned, never forked (torch and fork do
-not mix), and ignore SIGINT: Ctrl-C is the main process's to handle, as in a sequential sweep.
+workers do not oversubscribe the cores; on CUDA, worker i takes GPU i mod (visible GPUs). Workers come
+from multiprocessing's fork server (start_method.py), which imported torch once, and ignore SIGINT:
+Ctrl-C is the main process's to handle, as in a sequential sweep.
 """
 from __future__ import annotations
 
-import multiprocessing
 import queue
 import signal
 import threading
@@ -21,6 +21,7 @@ from ..devices import resolve_device
 from ..errors import one_line
 from .base import EXECUTORS, Execution, ExecutionReport
 from .groups import reference_groups
+from .start_method import worker_context
 from .worker import Worker, WorkerSetup
 
 POLL_S = 0.2
@@ -94,7 +95,7 @@ class ProcessesExecutor:
         n_workers = min(plan.config.workers, len(groups))
         if n_workers == 0:
             return report
-        spawn = multiprocessing.get_context("spawn")
+        spawn = worker_context()
         tasks, events, stop = spawn.Queue(), spawn.Queue(), spawn.Event()
         for group in [*groups, *[None] * n_workers]:
             tasks.put(group)
