@@ -17,13 +17,10 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.overrides import TorchFunctionMode
 
 # Multiply-adds of one matmul from which a second thread paid off (see above).
 PARALLEL_MATMUL_MACS = 2**23
-
-_MATMULS = {"mm", "addmm", "bmm", "baddbmm"}
-
 
 @dataclass(frozen=True)
 class ThreadChoice:
@@ -38,18 +35,22 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-class _LargestMatmul(TorchDispatchMode):
-    """Records the multiply-adds of the largest matrix product dispatched while it is active."""
+class _LargestMatmul(TorchFunctionMode):
+    """Records the multiply-adds of the largest matrix product called while it is active. A torch-function
+    mode, not a dispatch mode: the latter imports torch._dynamo, seconds in every process that starts."""
 
     def __init__(self) -> None:
         super().__init__()
         self.macs = 0
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.overloadpacket.__name__
-        if name in _MATMULS:
-            a, b = (args[1], args[2]) if name.startswith(("addmm", "baddbmm")) else (args[0], args[1])
-            self.macs = max(self.macs, a.numel() * b.shape[-1])
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name == "linear":  # (…, in) x (out, in)ᵀ
+            self.macs = max(self.macs, args[0].numel() * args[1].shape[0])
+        elif name in ("matmul", "__matmul__", "mm", "bmm", "addmm", "baddbmm"):
+            a, b = args[1:3] if name in ("addmm", "baddbmm") else args[:2]
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                self.macs = max(self.macs, a.numel() * (b.shape[-1] if b.dim() >= 2 else 1))
         return func(*args, **(kwargs or {}))
 
 

@@ -2,6 +2,9 @@
 `--threads` overrides; the manifest records the choice, and the numbers do not depend on it."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pandas as pd
 import torch
 
@@ -20,9 +23,9 @@ def otflow_problem(**options):
 
 def test_the_largest_matmul_is_counted_from_one_evaluation():
     problem = otflow_problem(d=4, hidden=16, batch=8)
-    # The ResNet's hidden layer multiplies (8 x 16) by (16 x 16);
+    # The ResNet's hidden layer multiplies (8 x 16) by (16 x 16), the largest product at this size.
     macs = largest_matmul_macs(problem.func, problem.y0)
-    assert 8 * 16 * 16 <= macs < PARALLEL_MATMUL_MACS
+    assert macs == 8 * 16 * 16
 
 
 def test_small_problems_get_one_thread_large_ones_the_cores_of_their_share():
@@ -76,3 +79,11 @@ def test_threads_on_the_command_line_reach_the_manifest_and_leave_torch_as_it_wa
     assert torch.get_num_threads() == before
     bad = run_cli("sweep", "--model", "otflow", "--threads", "0", "--out", tmp_path / "bad")
     assert bad.exit_code == 2 and "threads" in bad.output
+
+
+def test_choosing_costs_no_torch_dynamo_import():
+    """Counting matmuls with a dispatch mode would import torch._dynamo: seconds in every worker that starts."""
+    code = ("import sys, torch; from roundoff_analyzer import config, sweep; "
+            "sweep.plan(config.validate({'model': 'otflow', 'device': 'cpu'})); print('torch._dynamo' in sys.modules)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
