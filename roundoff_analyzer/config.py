@@ -86,13 +86,15 @@ class SlurmSettings(BaseModel):
 
 
 def parse_sbatch_options(pairs: list[str]) -> dict[str, str | bool]:
-    """`--slurm-option` values: `["account=abc", "exclusive"]` -> {"account": "abc", "exclusive": True}."""
+    """`--slurm-option` values: `["account=abc", "exclusive", "hold=true"]` -> {"account": "abc", "exclusive": True,
+    "hold": True}: `true` and `false` mean what they mean in a config file (a bare flag, no flag)."""
     options: dict[str, str | bool] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not key.strip():
             raise InputError(f"--slurm-option '{pair}' is not of the form key=value (or a bare flag such as exclusive)")
-        options[key.strip()] = value.strip() if sep else True
+        value = value.strip()
+        options[key.strip()] = {"true": True, "false": False}.get(value.lower(), value) if sep else True
     return options
 
 
