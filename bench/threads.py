@@ -61,8 +61,8 @@ def main() -> None:
     tables: list[pd.DataFrame] = []
     chosen = None
     with tempfile.TemporaryDirectory() as folder:
-        for condition in ("quiet", "one core busy"):
-            busy = spinner() if condition != "quiet" else None
+        for condition in ("no extra load", "one core busy"):
+            busy = spinner() if condition != "no extra load" else None
             try:
                 for round_ in range(args.rounds):
                     for name, threads in settings.items():
@@ -79,14 +79,14 @@ def main() -> None:
 
     print(f"\nthe tool's choice: {chosen['threads']} thread(s) ({chosen['threads_reason']})")
     median = {key: statistics.median(values) for key, values in times.items()}
-    for condition in ("quiet", "one core busy"):
+    for condition in ("no extra load", "one core busy"):
         row = "  ".join(f"{name} {median[(condition, name)]:.2f} s" for name in settings)
         print(f"{condition:14s} median: {row}")
     default = f"{cores} threads (torch's default)"
     busy_ratio = median[("one core busy", "choice")] / min(median[("one core busy", name)] for name in settings)
-    quiet_ratio = median[("quiet", "choice")] / median[("quiet", default)]
+    quiet_ratio = median[("no extra load", "choice")] / median[("no extra load", default)]
     print(f"busy:  choice / best setting     = {busy_ratio:.2f}x (target <= {BUSY_TARGET}: {'met' if busy_ratio <= BUSY_TARGET else 'NOT met'})")
-    print(f"quiet: choice / torch's default  = {quiet_ratio:.2f}x (target <= {QUIET_TARGET}: {'met' if quiet_ratio <= QUIET_TARGET else 'NOT met'})")
+    print(f"no extra load: choice / torch's default = {quiet_ratio:.2f}x (target <= {QUIET_TARGET}: {'met' if quiet_ratio <= QUIET_TARGET else 'NOT met'})")
     print(f"busy:  torch's default / choice  = {median[('one core busy', default)] / median[('one core busy', 'choice')]:.2f}x")
     unequal = [c for c in ERROR_COLUMNS if not all(t[c].equals(tables[0][c]) for t in tables[1:])]
     print(f"identical results: {'yes, all' if not unequal else 'NO'} {len(tables)} runs, {len(ERROR_COLUMNS)} error columns"

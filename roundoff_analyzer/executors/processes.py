@@ -1,8 +1,9 @@
 """`processes`: N worker processes on this machine (`--workers N`).
 
-Work goes out by reference group (groups.py): each float64 reference is then solved by exactly one
-worker, and nothing is shared between the processes but a queue of groups and a queue of events
-back. Each worker gets the sweep's thread choice (threads.py), made for a share of cores // N, so N
+This process is one of the N: it measures groups from the first second while the other N - 1 start,
+so that N processes are never slower than one. Work goes out by reference group (groups.py): each
+float64 reference is then solved by exactly one worker, and nothing is shared between the processes
+but a queue of groups and a queue of events back. Each worker gets the sweep's thread choice (threads.py), made for a share of cores // N, so N
 workers do not oversubscribe the cores; on CUDA, worker i takes GPU i mod (visible GPUs). Workers come
 from multiprocessing's fork server (start_method.py), which imported torch once, and ignore SIGINT:
 Ctrl-C is the main process's to handle, as in a sequential sweep.
@@ -19,8 +20,11 @@ import torch
 
 from ..devices import resolve_device
 from ..errors import one_line
+from ..modes import ProblemCopies
+from ..threads import torch_threads
 from .base import EXECUTORS, Execution, ExecutionReport
 from .groups import reference_groups
+from .in_process import measure_in_process, sweep_context
 from .start_method import worker_context
 from .worker import Worker, WorkerSetup
 
@@ -75,6 +79,29 @@ def _children_ignore_sigint() -> Iterator[None]:
         yield
 
 
+def measure_here(execution: Execution, tasks, report: ExecutionReport) -> ExecutionReport:
+    """This process's share: groups from the same queue as the workers', until none is left or a stop is asked for.
+    Its reference solves go into a report of its own (the workers' are counted by another thread)."""
+    mine = ExecutionReport()
+    copies = ProblemCopies(execution.plan.problem)
+    with torch_threads(execution.plan.threads):
+        while not execution.stop_requested():
+            try:
+                group = tasks.get(timeout=1.0)
+            except queue.Empty:
+                return mine
+            if group is None:  # a worker's signal to end: the groups are gone
+                tasks.put(None)
+                return mine
+            context = sweep_context(execution.plan, copies)
+            progress = execution.progress
+            completed = measure_in_process(group, context, execution.store, progress.begin, progress.finish, execution.stop_requested)
+            mine.add_references(context.references.n_solves, context.references.seconds)
+            if not completed:
+                report.interrupted = True
+    return mine
+
+
 class ProcessesExecutor:
     name = "processes"
     description = "N worker processes on this machine (--workers N), one reference group at a time each"
@@ -97,21 +124,28 @@ class ProcessesExecutor:
             return report
         spawn = worker_context()
         tasks, events, stop = spawn.Queue(), spawn.Queue(), spawn.Event()
-        for group in [*groups, *[None] * n_workers]:
+        # This process is one of the N: it measures from the start while the others start, so N are never slower than one.
+        for group in [*groups, *[None] * (n_workers - 1)]:
             tasks.put(group)
         threads = plan.threads.threads  # chosen for a share of the cores (threads.py)
         out_dir = str(execution.store.root.resolve())
-        setups = [WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)]
+        setups = [WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)[1:]]
         processes = [
             spawn.Process(target=worker_main, args=(i, setup, tasks, events, stop), name=f"roundoff-worker-{i}", daemon=True)
             for i, setup in enumerate(setups)
         ]
-        execution.progress.note(f"{n_workers} worker processes, {threads} torch thread(s) each, {len(groups)} reference groups")
+        execution.progress.note(f"this process and {n_workers - 1} worker process(es), {threads} torch thread(s) each, "
+                                f"{len(groups)} reference groups")  # fmt: skip
         with _children_ignore_sigint():
             for process in processes:
                 process.start()
+        collector = threading.Thread(target=self._collect, args=(execution, processes, events, stop, report), daemon=True)
         try:
-            self._collect(execution, processes, events, stop, report)
+            collector.start()
+            here = measure_here(execution, tasks, report)
+            while collector.is_alive():  # joined in steps, so that a second Ctrl-C still reaches this thread
+                collector.join(POLL_S)
+            report.add_references(here.reference_solves, here.reference_seconds)
         except KeyboardInterrupt:
             # A second Ctrl-C: stop now. The configurations in progress are dropped; their shards were never written.
             report.interrupted = True
