@@ -104,6 +104,8 @@ def sweep(
         highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
+    if plan.threads:
+        console.print(f"torch threads: {plan.threads.threads} per process ({plan.threads.reason})", highlight=False, markup=False)
     try:
         with RichProgress(console) as progress, stop_after_current(console) as stop_requested:
             result = api.run_sweep(planned, force=force, report=not no_report, progress=progress, stop_requested=stop_requested)
