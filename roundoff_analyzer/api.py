@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import config as sweep_config
 from . import sweep as sweeping
-from .report import FIGURES, SweepFolder, read_sweep_folder, write_report
+from .report import SweepFolder, read_sweep_folder, write_report
 from .report import draw_figures as _draw_figures
 from .results import ResultStore
 
@@ -47,10 +47,6 @@ class SweepResult:
     def write_report(self, out: str | Path | None = None) -> Path:
         """Write `report.md` (or `out`) and the figures under the folder's `figures/`; returns the report's path."""
         return write_report(self.folder, out)
-
-    @property
-    def figures_folder(self) -> Path:
-        return self.folder / FIGURES
 
 
 @dataclass(frozen=True)
