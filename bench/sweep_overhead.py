@@ -4,7 +4,9 @@ Runs the default sweep (`roundoff sweep --model otflow`, or the model and option
 process, then prints, measured in this one run:
   - wall time, the time inside the runs' forward and backward passes, and the reference solves;
   - the overhead share (target <= 10%);
-  - reference solves against configurations (target: one per distinct library x method x n_timesteps).
+  - reference solves against configurations (target: one per distinct library x method x n_timesteps);
+  - what the discretisation error and the gradient noise cost: the fine reference (with its half-density
+    check) and the noise batches, solved again here as the sweep solved them, against the reference solves.
 
     python bench/sweep_overhead.py [--model otflow] [-o key=value ...]
 """
@@ -16,6 +18,8 @@ from pathlib import Path
 
 from roundoff_analyzer import config, sweep
 from roundoff_analyzer.models import parse_option_pairs
+from roundoff_analyzer.modes import ProblemCopies
+from roundoff_analyzer.yardsticks import Yardsticks
 
 
 def main() -> None:
@@ -25,18 +29,26 @@ def main() -> None:
     args = parser.parse_args()
 
     request = config.validate({"model": args.model, "options": parse_option_pairs(args.option)})
+    plan = sweep.plan(request)
     with tempfile.TemporaryDirectory() as folder:
-        outcome = sweep.run(sweep.plan(request), Path(folder) / "sweep")
+        outcome = sweep.run(plan, Path(folder) / "sweep")
+    # The sweep computed these once inside; computed again here, alone, to time them.
+    yardsticks = Yardsticks(ProblemCopies(plan.problem), list(plan.grid.timesteps), request.noise_batches, plan.device)
+    fine, noise = yardsticks.fine(), yardsticks.noise()
+    context_seconds = fine.seconds + noise.seconds
 
     table = outcome.results
     inside_runs = float((table.time_forward_s.fillna(0) + table.time_backward_s.fillna(0)).mul(table.n_repeats).sum())
-    accounted = inside_runs + outcome.reference_seconds
+    accounted = inside_runs + outcome.reference_seconds + context_seconds
     overhead = outcome.wall_seconds - accounted
     distinct = len(table[table.status != "skipped"][["library", "method", "n_timesteps"]].drop_duplicates())
     print(f"configurations            {len(table)}")
     print(f"wall time                 {outcome.wall_seconds:8.2f} s")
     print(f"runs forward+backward     {inside_runs:8.2f} s")
     print(f"reference solves          {outcome.reference_seconds:8.2f} s  ({outcome.reference_solves} solves)")
+    print(f"fine reference            {fine.seconds:8.2f} s  ({fine.fine_steps} rk4 steps, and half that to check it)")
+    print(f"gradient noise            {noise.seconds:8.2f} s  ({noise.n_batches} batches at n_timesteps {noise.n_timesteps})")
+    print(f"context / reference solves = {context_seconds / outcome.reference_seconds:.2f}")
     print(f"outside solver and refs   {overhead:8.2f} s  = {overhead / outcome.wall_seconds:.1%} of wall time (target <= 10%)")
     print(f"reference solves / configurations = {outcome.reference_solves} / {len(table)}; "
           f"distinct library x method x n_timesteps = {distinct} (target: solves == distinct)")  # fmt: skip

@@ -11,7 +11,8 @@ from roundoff_analyzer.data import DATA_SOURCES
 from roundoff_analyzer.devices import resolve_device
 from roundoff_analyzer.dtypes import DTYPES
 from roundoff_analyzer.executors import EXECUTORS
-from roundoff_analyzer.libraries import LIBRARIES
+from roundoff_analyzer.libraries import ENTRY_POINT_GROUP, LIBRARIES, MISSING_LIBRARIES, resolve_library
+from roundoff_analyzer.libraries import FORMS as LIBRARY_FORMS
 from roundoff_analyzer.methods import METHODS
 from roundoff_analyzer.models import MODELS
 from roundoff_analyzer.models.factory import FORMS
@@ -22,8 +23,13 @@ from .common import reports_input_errors, wide_console
 
 
 @reports_input_errors
-def list_axes(device: Optional[str] = typer.Option("auto", help="Device to check dtypes against.")) -> None:
+def list_axes(
+    device: Optional[str] = typer.Option("auto", help="Device to check dtypes against."),
+    library: list[str] = typer.Option([], "--library", help="Also load your own library (package.module:object or path/to/file.py:object)."),
+) -> None:
     """Show every value of every axis, and whether it can run on this machine."""
+    for name in library:
+        resolve_library(name)
     console = wide_console()
     where = resolve_device(device)
     table = Table(title=f"what roundoff can sweep (checked on {where})", header_style="bold")
@@ -37,8 +43,15 @@ def list_axes(device: Optional[str] = typer.Option("auto", help="Device to check
         fields = ", ".join(f"{k}={v.default}" for k, v in source.options_type.model_fields.items())
         usage = f"--data {source.name}" + (":PATH" if source.needs_path else "") + (f"?{fields}" if fields else "")
         table.add_row("data", source.name, "yes", escape(f"{source.description}; {usage}"))
-    for library in LIBRARIES:
-        table.add_row("library", library.name, "yes", escape(library.description))
+    for name, library in zip(LIBRARIES.names(), LIBRARIES):
+        table.add_row("library", escape(name), "yes", escape(library.description))
+    for missing in MISSING_LIBRARIES:
+        install = f"; install: {missing.install}" if missing.install else ""
+        table.add_row("library", escape(missing.name), f"[red]no[/]: {escape(missing.reason)}", escape(install.removeprefix("; ")))
+    table.add_row(
+        "library", "your own", "yes",
+        escape(f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a SolverLibrary; see README)"),
+    )  # fmt: skip
     for method in METHODS:
         table.add_row("method", method.name, "yes", escape(method.description))
     for dtype in DTYPES:

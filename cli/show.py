@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from roundoff_analyzer.errors import InputError, one_line
 from roundoff_analyzer.grid import CONFIG_COLUMNS, Configuration
+from roundoff_analyzer.report.verdict_section import verdict_lines
 from roundoff_analyzer.results import load_results
 
 from .common import reports_input_errors, wide_console
@@ -28,6 +29,8 @@ def show(
     console.print(results_table(shown, title=f"{folder}: {len(shown)} of {len(results)} configurations"))
     if shown.empty:
         console.print("no configuration matches --where", highlight=False)
+    for line in verdict_lines(shown):
+        console.print(f"verdict: {escape(line.replace('**', ''))}", highlight=False)
     # The table has the failure class; the message says what happened.
     for row in shown[shown["status"] == "failed"].to_dict("records"):
         label = Configuration(**{c: row[c] for c in CONFIG_COLUMNS}).label()

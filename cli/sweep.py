@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from roundoff_analyzer import api
 from roundoff_analyzer import config as sweep_config
@@ -14,6 +15,7 @@ from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import REPORT
 from roundoff_analyzer.scalings import ScalerSettings
+from roundoff_analyzer.report.verdict_section import verdict_lines
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import report_incomplete, report_interrupted, stop_after_current
@@ -38,7 +40,7 @@ def sweep(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the sweep; options given here override it.", rich_help_panel=MODEL),
     timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps values (time steps on [0, 1]).", show_default=_default("timesteps"), rich_help_panel=GRID),
     method: Optional[str] = typer.Option(None, help="Methods: euler, rk4.", show_default=_default("method"), rich_help_panel=GRID),
-    library: Optional[str] = typer.Option(None, help="Solver libraries: torchdiffeq, native.", show_default="the default grid", rich_help_panel=GRID),
+    library: Optional[str] = typer.Option(None, help="Solver libraries: torchdiffeq, native, …, or your own as package.module:object or path/to/file.py:object.", show_default="the default grid", rich_help_panel=GRID),
     dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes: float16, bfloat16, float32.", show_default="the default grid", rich_help_panel=GRID),
     scaling: Optional[str] = typer.Option(None, help="Scaling strategies: none, grad, dynamic.", show_default="the default grid", rich_help_panel=GRID),
     mode: Optional[str] = typer.Option(None, help="Modes: autocast, pure.", show_default=_default("mode"), rich_help_panel=GRID),
@@ -68,6 +70,13 @@ def sweep(
         None, "--threads", help="torch threads per process.", show_default="1, or the process's share of the cores when the problem's largest matrix product is large",
         rich_help_panel=EXECUTION,
     ),
+    noise_batches: Optional[int] = typer.Option(
+        None, "--noise-batches", help="Batches of the model's data for the gradient noise (0 skips it).", show_default=_default("noise_batches"),
+        rich_help_panel=MODEL,
+    ),
+    rtol: Optional[float] = typer.Option(None, "--rtol", help="Adaptive methods (dopri5, tsit5): relative tolerance.", show_default=_default("rtol"), rich_help_panel=GRID),
+    atol: Optional[float] = typer.Option(None, "--atol", help="Adaptive methods: absolute tolerance.", show_default=_default("atol"), rich_help_panel=GRID),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Adaptive methods: steps a solve may attempt.", show_default=_default("max_steps"), rich_help_panel=GRID),
 ) -> None:
     """Run a model's ODE over n_timesteps x method x library x dtype x scaling x mode, against a float64 reference.
 
@@ -89,6 +98,7 @@ def sweep(
         "repeats": repeats,
         "timeout": timeout,
         "loss_scale": loss_scale,
+        "noise_batches": noise_batches,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
                    if v is not None} or None,
         "executor": executor,
@@ -96,6 +106,9 @@ def sweep(
         "slurm": {k: v for k, v in {"partition": slurm_partition, "time": slurm_time, "gpus_per_task": slurm_gpus_per_task,
                                     "options": sweep_config.parse_sbatch_options(slurm_option) or None}.items() if v is not None} or None,
         "threads": threads,
+        "rtol": rtol,
+        "atol": atol,
+        "max_steps": max_steps,
     }
     planned = api.plan_sweep(config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
     plan, out_dir = planned.plan, planned.out
@@ -118,6 +131,8 @@ def sweep(
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
     outcome = result.run
     console.print(results_table(result.results, title=f"{plan.model.name}: error against the float64 reference"))
+    for line in verdict_lines(result.results):
+        console.print(f"verdict: {escape(line.replace('**', ''))}", highlight=False)
     counts = result.results["status"].value_counts().to_dict()
     console.print(
         f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "

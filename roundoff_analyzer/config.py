@@ -12,7 +12,8 @@ from .data import parse_data
 from .dtypes import DTYPES
 from .errors import InputError
 from .executors import EXECUTORS
-from .libraries import LIBRARIES
+from .gradient_noise import DEFAULT_BATCHES as DEFAULT_NOISE_BATCHES
+from .libraries import LIBRARIES, resolve_library
 from .methods import METHODS
 from .modes import MODES
 from .registry import Registry
@@ -115,11 +116,17 @@ class SweepConfig(BaseModel):
     repeats: PositiveInt = 1
     timeout: PositiveFloat | None = Field(None, description="seconds per configuration")
     scaler: ScalerSettings = Field(default_factory=ScalerSettings)
+    noise_batches: int = Field(
+        DEFAULT_NOISE_BATCHES, ge=0, description="batches of the model's data for the gradient noise (0: do not measure it)"
+    )
     loss_scale: PositiveFloat = Field(1.0, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
     executor: str | None = Field(None, description="where the configurations run: local, processes or slurm (default: local, "
                                  "or processes when workers > 1)")  # fmt: skip
     workers: PositiveInt = Field(1, description="worker processes on this machine (executor processes)")
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    rtol: PositiveFloat = Field(1e-3, description="adaptive methods: relative tolerance of the step control")
+    atol: PositiveFloat = Field(1e-6, description="adaptive methods: absolute tolerance of the step control")
+    max_steps: PositiveInt = Field(1000, description="adaptive methods: steps a solve may attempt, accepted and rejected together")
     threads: PositiveInt | None = Field(None, description="torch threads per process (default: chosen from the problem's size)")
 
     @field_validator("timesteps")
@@ -142,6 +149,8 @@ class SweepConfig(BaseModel):
     @field_validator(*AXIS_REGISTRIES)
     @classmethod
     def _axis_names(cls, value, info: ValidationInfo):
+        if info.field_name == "library":
+            _load_libraries(value)
         return _names_in(AXIS_REGISTRIES[info.field_name], value)
 
     @field_validator("executor")
@@ -153,6 +162,15 @@ class SweepConfig(BaseModel):
     def executor_name(self) -> str:
         """The executor asked for; without one, worker processes when more than one worker is asked for."""
         return self.executor or ("processes" if self.workers > 1 else "local")
+
+
+def _load_libraries(names: list[str] | None) -> None:
+    """Libraries named by their location (a user's) are loaded and registered here; a missing package says how to install it."""
+    for name in names or ():
+        try:
+            resolve_library(name)
+        except InputError as exc:  # pydantic reports ValueErrors against the key
+            raise ValueError(str(exc)) from None
 
 
 def validate(values: dict[str, Any], source: str = "command line") -> SweepConfig:

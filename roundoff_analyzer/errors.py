@@ -19,3 +19,15 @@ def one_line(exc: BaseException) -> str:
     """`Type: first non-empty line of the message`, for quoting someone else's exception in an InputError."""
     first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+class StepBudgetExhausted(RuntimeError):
+    """An adaptive solver attempted as many steps as `--max-steps` allows without reaching the end of the grid."""
+
+    def __init__(self, message: str, steps: int) -> None:
+        super().__init__(message)
+        self.steps = steps
+
+
+class LibraryUnsupported(NotImplementedError):
+    """A library cannot run this configuration as asked (the message says why); failure class `unsupported`."""

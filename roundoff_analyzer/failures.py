@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import ScalerExhausted
+from .errors import ScalerExhausted, StepBudgetExhausted
 
 OVERFLOW = "overflow"
 UNDERFLOW = "underflow"
@@ -18,15 +18,24 @@ UNSUPPORTED = "unsupported"
 OOM = "oom"
 TIMEOUT = "timeout"
 ERROR = "error"
+STEP_BUDGET_EXHAUSTED = "step_budget_exhausted"
 
 FAILURE_CLASSES = (
     OVERFLOW, UNDERFLOW, SCALER_EXHAUSTED, DTYPE_MISMATCH, TORCHSCRIPT_DTYPE_MISMATCH,
-    GRADSCALER_FP16_UNSCALE, UNSUPPORTED, OOM, TIMEOUT, ERROR,
+    GRADSCALER_FP16_UNSCALE, UNSUPPORTED, OOM, TIMEOUT, ERROR, STEP_BUDGET_EXHAUSTED,
 )  # fmt: skip
 
 
 class ConfigurationTimeout(Exception):
     """One configuration ran past its time limit."""
+
+
+class ReferenceFailed(RuntimeError):
+    """The float64 reference of a configuration failed; its configurations fail with the reference's class."""
+
+    def __init__(self, failure: "Failure") -> None:
+        super().__init__(f"the float64 reference failed ({failure.failure_class}): {failure.message}")
+        self.failure = failure
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,10 @@ def classify_exception(exc: BaseException) -> Failure:
     text = str(exc)
     if isinstance(exc, ScalerExhausted):
         return Failure(SCALER_EXHAUSTED, kind, message, final_scale=exc.final_scale, retries=exc.retries)
+    if isinstance(exc, ReferenceFailed):
+        return Failure(exc.failure.failure_class, exc.failure.failure_type, f"float64 reference: {exc.failure.message}")
+    if isinstance(exc, StepBudgetExhausted):
+        return Failure(STEP_BUDGET_EXHAUSTED, kind, message)
     if isinstance(exc, ConfigurationTimeout):
         return Failure(TIMEOUT, kind, message)
     if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower():

@@ -41,7 +41,7 @@ class Configuration:
     @property
     def id(self) -> str:
         """A file-name-safe identity, stable across runs."""
-        return f"{file_safe(self.model)}-{self.library}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}"
+        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}"
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -17,10 +17,12 @@ from .dtypes import DTYPES, FLOAT64, DtypeSpec
 from .failures import Failure
 from .grid import Configuration
 from .libraries import LIBRARIES, SolverLibrary
-from .methods import METHODS, ExplicitRK
+from .libraries.steps import CountedDynamics
+from .methods import METHODS, Method
 from .modes import MODES, PreparedRun, ProblemCopies, cast_run
 from .scalings import SCALINGS, Scaling, ScalerSettings
 from .solvers import SolveReport
+from .yardsticks import CONTEXT_COLUMNS, Yardsticks, context_columns
 
 ERROR_METRICS = ("sol_rel_err", "final_rel_err", "loss_rel_err", "grad_y0_rel_err", "grad_params_rel_err")
 
@@ -47,7 +49,7 @@ def run_once(
     prepared: PreparedRun,
     copies: ProblemCopies,
     library: SolverLibrary,
-    method: ExplicitRK,
+    method: Method,
     scaling: Scaling,
     settings: ScalerSettings,
     t: torch.Tensor,
@@ -58,10 +60,12 @@ def run_once(
     device = prepared.y0.device
     adjoint_scaler = scaling.adjoint_scaler(settings)
     leaves = prepared.leaves
+    counted = CountedDynamics(prepared.func)
     try:
         with measured(device) as forward:
             with prepared.context():
-                trajectory = library.solve(prepared.func, prepared.y0, t, method, adjoint_scaler, outcome.report)
+                trajectory = library.solve(counted, prepared.y0, t, method, adjoint_scaler, outcome.report)
+            outcome.report.n_function_evals = counted.calls
             # The loss is formed outside autocast, from the solver's output in (at least) float32.
             loss = copies.problem.loss(trajectory.to(loss_dtype))
         outcome.trajectory, outcome.loss, outcome.forward_s = trajectory.detach(), loss.detach(), forward.seconds
@@ -84,6 +88,8 @@ def run_once(
             outcome.failure = _gradient_overflow(outcome)
     except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
         outcome.failure = failures.classify_exception(exc)
+        if outcome.report.n_function_evals is None:  # the forward failed: what it had evaluated until then
+            outcome.report.n_function_evals = counted.calls
         if outcome.failure.final_scale is not None:
             outcome.final_scale, outcome.retries = outcome.failure.final_scale, outcome.failure.retries
             # An exhausted loss scaler's last attempt is the one that counted, as for one that succeeded.
@@ -118,7 +124,7 @@ class ReferenceCache:
         self.n_solves = 0
         self.seconds = 0.0
 
-    def get(self, library: SolverLibrary, method: ExplicitRK, n_timesteps: int) -> RunOutcome:
+    def get(self, library: SolverLibrary, method: Method, n_timesteps: int) -> RunOutcome:
         key = (library.name, method.name, n_timesteps)
         if key not in self._cache:
             start = time.perf_counter()
@@ -126,9 +132,7 @@ class ReferenceCache:
             t = time_grid(n_timesteps, torch.float64, prepared.y0.device)
             outcome = run_once(prepared, self.copies, library, method, SCALINGS.get("none"), self.settings, t, torch.float64)
             if outcome.failure is not None:
-                raise RuntimeError(
-                    f"the float64 reference of {key} failed ({outcome.failure.failure_class}: {outcome.failure.message})"
-                )
+                raise failures.ReferenceFailed(outcome.failure)
             self._cache[key] = outcome
             self.n_solves += 1
             self.seconds += time.perf_counter() - start
@@ -143,6 +147,9 @@ class SweepContext:
     settings: ScalerSettings
     repeats: int = 1
     timeout_s: float | None = None
+    # rtol, atol and max_steps of adaptive methods.
+    step_control: dict = field(default_factory=dict)
+    yardsticks: Yardsticks | None = None  # None: no discretisation error or gradient noise beside the roundoff
 
 
 @dataclass
@@ -155,6 +162,8 @@ class Measurement:
 def measure_configuration(config: Configuration, context: SweepContext) -> Measurement:
     library = LIBRARIES.get(config.library)
     method = METHODS.get(config.method)
+    if method.adaptive:
+        method = method.with_settings(**context.step_control)
     dtype = DTYPES.get(config.dtype)
     scaling = SCALINGS.get(config.scaling)
     mode = MODES.get(config.mode)
@@ -186,7 +195,12 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         outcomes.append(outcome)
         if outcome.failure is not None:
             break
-    return _summarise(row, config, dtype, outcomes, reference, context.copies)
+    row.update(_step_columns(method, outcomes[-1], reference))
+    measurement = _summarise(row, config, dtype, outcomes, reference, context.copies)
+    if context.yardsticks is not None:
+        errors = {name: row[name] for name in ERROR_METRICS}
+        row.update(context_columns(outcomes[-1], reference, context.yardsticks.fine(), context.yardsticks.noise(), config.n_timesteps, errors))
+    return measurement
 
 
 def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:
@@ -201,7 +215,28 @@ def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:
         final_scale=None, scale_retries=None, deterministic=None, n_repeats=0,
         time_forward_s=None, time_backward_s=None, peak_memory_bytes=None,
     )  # fmt: skip
+    row.update(dict.fromkeys(CONTEXT_COLUMNS))
+    row.update(dict.fromkeys(STEP_COLUMNS))
     return row
+
+
+# What the forward solve cost, the run's beside its reference's; steps and tolerances for adaptive methods only.
+STEP_COLUMNS = (
+    "nfe", "reference_nfe", "accepted_steps", "rejected_steps", "reference_accepted_steps", "reference_rejected_steps",
+    "rtol", "atol", "max_steps",
+)  # fmt: skip
+
+
+def _step_columns(method: Method, outcome: RunOutcome, reference: RunOutcome) -> dict:
+    run, ref = outcome.report, reference.report
+    columns = {
+        "nfe": run.n_function_evals, "reference_nfe": ref.n_function_evals,
+        "accepted_steps": run.accepted_steps, "rejected_steps": run.rejected_steps,
+        "reference_accepted_steps": ref.accepted_steps, "reference_rejected_steps": ref.rejected_steps,
+    }  # fmt: skip
+    if method.adaptive:
+        columns.update(rtol=method.rtol, atol=method.atol, max_steps=method.max_steps)
+    return columns
 
 
 def _record_failure(row: dict, failure: Failure) -> None:

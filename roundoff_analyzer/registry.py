@@ -13,8 +13,9 @@ class Registry(Generic[T]):
         self.axis = axis
         self._items: dict[str, T] = {}
 
-    def register(self, item: T) -> T:
-        name = getattr(item, "name")
+    def register(self, item: T, name: str | None = None) -> T:
+        """Register `item` under its own `name`, or under `name` (a user's object named by where it lives)."""
+        name = name or getattr(item, "name")
         if name in self._items:
             raise ValueError(f"{self.axis} '{name}' is registered twice")
         self._items[name] = item

@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 
 from .errors import InputError, one_line
 from .grid import CONFIG_COLUMNS, Configuration
-from .measure import ERROR_METRICS, Measurement
+from .measure import ERROR_METRICS, STEP_COLUMNS, Measurement
+from .yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
 
 MANIFEST = "manifest.json"
 RESULTS = "results.parquet"
@@ -46,6 +47,8 @@ RESULT_SCHEMA = pa.schema(
         pa.field("time_forward_s", pa.float64()), pa.field("time_backward_s", pa.float64()),
         pa.field("peak_memory_bytes", pa.int64()),
     ]
+    + [pa.field(name, pa.int64() if name in INTEGER_CONTEXT_COLUMNS else pa.float64()) for name in CONTEXT_COLUMNS]
+    + [pa.field(name, pa.float64() if name in ("rtol", "atol") else pa.int64()) for name in STEP_COLUMNS]
 )  # fmt: skip
 
 PARAM_FIELDS = [pa.field("parameter", pa.string()), pa.field("grad_rel_err", pa.float64()), pa.field("grad_rel_err_over_u", pa.float64())]

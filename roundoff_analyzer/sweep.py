@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib.metadata
 import json
 import platform
 import subprocess
@@ -22,6 +23,8 @@ from .data import parse_data
 from .devices import describe
 from .executors import EXECUTORS, Execution, ExecutionReport, Executor, NoProgress
 from .grid import Configuration, Grid, file_safe
+from .libraries import resolve_library
+from .methods import METHODS
 from .models import ModelOptions, ModelSpec, Problem, load_checkpoint, parse_options, resolve_model, scaled_loss
 from .results import ResultStore
 from .threads import ThreadChoice, choose_threads
@@ -80,6 +83,8 @@ def plan(config: SweepConfig) -> SweepPlan:
     the model, its options, the data file, the checkpoint (the problem is built and the weights loaded),
     the executor and its settings."""
     model = resolve_model(config.model)
+    for library in config.library or ():
+        resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
     options = parse_options(model, config.options)
     grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling)
     executor = EXECUTORS.get(config.executor_name)
@@ -153,9 +158,11 @@ def _manifest(plan: SweepPlan) -> dict:
     # hash covers what the options do not: the data file's rows and a checkpoint's weights.
     fingerprint = {
         "model": model, "grid": grid, "device": plan.device.type, "repeats": config.repeats,
-        "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale,
+        "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale, "noise_batches": config.noise_batches,
         "problem_sha256": problem_hash(plan.problem),
     }  # fmt: skip
+    if any(METHODS.get(name).adaptive for name in plan.grid.methods):
+        fingerprint["step_control"] = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
     return {
         "tool": "roundoff-analyzer",
         "created_at": _now(),
@@ -198,7 +205,19 @@ def _versions() -> dict:
         "roundoff-analyzer": __version__, "python": platform.python_version(), "torch": torch.__version__,
         "torchdiffeq": torchdiffeq.__version__, "cuda": torch.version.cuda, "platform": platform.platform(),
         "git_revision": _git_revision(),
+        **_optional_versions(),
     }  # fmt: skip
+
+
+def _optional_versions() -> dict:
+    """Versions of the optional solver packages installed here."""
+    versions = {}
+    for package in ("torchode", "torchdyn", "rampde"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
 
 
 def _git_revision() -> str | None:

@@ -258,6 +258,7 @@ BAD_INPUTS = [
     ("--data for a user model", ["--model", f"{EXAMPLE}:damped_oscillator", "--data", "2spirals"], "builds its own data"),
     ("unknown executor", ["--model", "linear", "--executor", "dask"], "unknown executor 'dask'"),
     ("no workers", ["--model", "linear", "--workers", "0"], "'workers' must be greater than 0 (got 0)"),
+    ("negative noise batches", ["--model", "linear", "--noise-batches=-1"], "'noise_batches' must be at least 0 (got -1)"),
     ("--workers for the local executor", ["--model", "linear", "--executor", "local", "--workers", "2"], "use --executor processes"),
     ("--workers for Slurm", ["--model", "linear", "--executor", "slurm", "--workers", "2"], "--workers is for --executor processes"),
     ("malformed Slurm time limit", ["--model", "linear", "--executor", "slurm", "--slurm-time", "2h"], "is not a Slurm time limit"),

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
+from roundoff_analyzer import verdict
 from roundoff_analyzer.dtypes import DTYPES
 from roundoff_analyzer.failures import FAILURE_CLASSES
 from roundoff_analyzer.report import draw_figures, read_sweep_folder
@@ -90,11 +91,46 @@ def printed_range(cell: str, values: pd.Series) -> bool:
     return printed_as(low, values.min()) and printed_as(high or low, values.max())
 
 
+def check_verdict_row(row: dict, table: pd.DataFrame) -> int:
+    """One setup (dtype, library, scaling): its largest errors and ratios over the runs without failure."""
+    runs = table[(table.dtype == row["dtype"]) & (table.library == row["library"]) & (table.scaling == row["scaling"])]
+    ok = runs[runs.status == "ok"]
+    assert row["ok"] == f"{len(ok)} of {(runs.status != 'skipped').sum()}", row
+    assert printed_as(row["param. gradient roundoff (max)"], ok.grad_params_rel_err.max() if len(ok) else None), row
+    assert printed_as(row["roundoff / noise (max)"], ok.roundoff_to_noise.max() if ok.roundoff_to_noise.notna().any() else None), row
+    return 3
+
+
+def check_context_row(row: dict, table: pd.DataFrame) -> int:
+    """One grid (library, method, n_timesteps): its discretisation errors, and each dtype's roundoff range."""
+    grid = table[(table.library == row["library"]) & (table.method == row["method"]) & (table.n_timesteps == int(row["n_timesteps"]))]
+    checked = 0
+    for header, roundoff, disc in (("solution", "sol_rel_err", "disc_sol_rel_err"), ("param. gradient", "grad_params_rel_err", "disc_grad_params_rel_err")):
+        assert grid[disc].nunique() == 1 and printed_as(row[f"discretisation: {header}"].removeprefix("≈ "), grid[disc].iloc[0]), row
+        for dtype in grid.dtype.unique():
+            ok = grid[(grid.dtype == dtype) & (grid.status == "ok")]
+            assert printed_range(row[f"{dtype} roundoff: {header}"], ok[roundoff]), (dtype, header, row)
+            checked += 1
+        checked += 1
+    return checked
+
+
 def check_numbers_against(text: str, table: pd.DataFrame, parameters: pd.DataFrame) -> int:
     """Every cell of every table in the report against the results; returns how many cells were checked."""
     checked = 0
     for heading, headers, rows in tables_of(text):
         for row in rows:
+            if heading == "## Verdict":
+                checked += check_verdict_row(row, table)
+                continue
+            if heading.startswith("## Roundoff against"):
+                checked += check_context_row(row, table)
+                continue
+            if heading == "## Cost":
+                ok = table[(table.dtype == row["dtype"]) & (table.library == row["library"]) & (table.scaling == row["scaling"]) & (table.status == "ok")]
+                assert printed_range(row["forward + backward (s)"], ok.time_forward_s + ok.time_backward_s), row
+                checked += 1
+                continue
             setup = (table[SETUP] == pd.Series({c: row[c] for c in SETUP})).all(axis=1)
             if "parameter" in headers:
                 # A parameter's largest gradient error over the runs without failure, and a run where it was that large.
@@ -140,17 +176,29 @@ def known_values(table: pd.DataFrame, parameters: pd.DataFrame) -> list[float]:
     values = [float(v) for frame in numbers for v in frame.to_numpy().ravel() if pd.notna(v)]
     for spec in DTYPES:
         values += [spec.max, spec.smallest_normal, spec.smallest_subnormal, spec.unit_roundoff]
+    values += [verdict.WELL_UNDER, verdict.AT_OR_ABOVE, verdict.CUTS]
     ok = table[table["status"] == "ok"].sort_values("n_timesteps")
     for _, runs in ok.groupby([*SETUP, "mode"]):
         if len(runs) > 1:
             values.append(runs["grad_params_rel_err"].iloc[-1] / runs["grad_params_rel_err"].iloc[0])
+    # How much one scaling cut a dtype and library's largest parameter-gradient error against another, over the
+    # runs where both ran without failure.
+    for _, runs in ok.groupby(["dtype", "library", "mode"]):
+        by_scaling = {s: r.set_index(["method", "n_timesteps"])["grad_params_rel_err"] for s, r in runs.groupby("scaling")}
+        for a in by_scaling.values():
+            for b in by_scaling.values():
+                common = a.index.intersection(b.index)
+                if len(common) and b[common].max() > 0:
+                    values.append(a[common].max() / b[common].max())
     return values
 
 
 def check_prose_numbers(text: str, table: pd.DataFrame, parameters: pd.DataFrame) -> int:
-    """Every decimal number from the key findings on (the overview holds dates and versions) is one the data holds."""
-    body = text[text.index("## Key findings") :]
+    """Every decimal number of the verdict, the findings, the recommendations and what follows them, but the overview
+    (which holds dates and versions), is one the data holds."""
+    body = text[text.index("## Verdict") : text.index("## Overview")] + text[text.index("## Accuracy") :]
     body = re.sub(r"\]\([^)]*\)", "]", body)  # link targets are file names, not numbers
+    body = "\n".join(line for line in body.splitlines() if not line.startswith("|"))  # tables are checked cell by cell
     known = known_values(table, parameters)
     numbers = [t for t in NUMBER.findall(body) if "." in t or "e" in t]
     for token in numbers:
@@ -229,7 +277,7 @@ def test_report_without_failures_says_so_and_has_no_empty_section(tiny_sweep):
     assert set(table.status) <= {"ok", "skipped"}, table[table.status == "failed"][["failure_class", "failure_message"]]
     text = report_text(tiny_sweep)
     assert "No configuration failed" in text
-    for absent in ("Which scaling rescued", "Failed at every", "Worked at some", "needs scaling", "Cause."):
+    for absent in ("Which scaling rescued", "Failed at every", "Worked at some", "needs scaling** where it failed", "Cause."):
         assert absent not in text
     for level, heading, body in sections(text):
         assert body.strip(), f"empty section {heading!r}"
@@ -267,19 +315,24 @@ def test_failed_runs_are_marked_not_dropped(overflow_sweep):
     for ax in figure.axes:
         marks = [line for line in ax.get_lines() if line.get_label() == "_failed"]
         marked += sum(len(line.get_xdata()) for line in marks)
-        if marks:
-            assert FAILED_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
     assert marked == (table.status == "failed").sum() > 0
+    (legend,) = figure.legends  # one legend for the whole figure
+    assert FAILED_LABEL in [t.get_text() for t in legend.get_texts()]
 
 
-def test_adjoint_figure_shows_the_dtype_range(overflow_sweep):
+def test_adjoint_figure_shows_the_dtype_range_where_the_data_reaches_it(overflow_sweep):
     profile = read_sweep_folder(overflow_sweep).profile
     figure = adjoint_range_figure(profile)
     for ax in figure.axes:
-        dtype = ax.get_title().split(", ")[1]
+        dtype = ax.get_title().split(", ")[1].split()[0]
         lines = panel_lines(ax)
-        assert list(lines[f"{dtype} max = {DTYPES.get(dtype).max:.3g}"].get_ydata()) == [DTYPES.get(dtype).max] * 2
-        assert any(label.startswith(f"{dtype} smallest normal") for label in lines)
+        low, high = ax.get_ylim()
+        for name, level in (("max", DTYPES.get(dtype).max), ("smallest normal", DTYPES.get(dtype).smallest_normal)):
+            label = f"{dtype} {name} = {level:.3g}"
+            if label in lines:
+                assert list(lines[label].get_ydata()) == [level] * 2 and low <= level <= high
+            else:  # far from every value drawn: the title says so, and the axis is not stretched to it
+                assert f"{name} {level:.3g}" in ax.get_title() and "off the scale" in ax.get_title() and not low <= level <= high
 
 
 def test_figures_open_as_images_and_are_linked_relatively(overflow_sweep, tmp_path):
@@ -381,3 +434,49 @@ def test_show_filters_and_colours_failures(overflow_sweep):
     assert f"{(table.status == 'failed').sum()} of {len(table)} configurations" in result.stdout
     assert result.stdout.count("\nfailed ") == (table.status == "failed").sum()
     assert "--where 'dtyp ==' is not a valid filter" in one_error_line(run_cli("show", overflow_sweep, "--where", "dtyp =="))
+
+
+# --- reports of sweeps with nothing, everything or one thing failing ---------------------------------------------
+
+
+def _tiny_sweep(out: Path, *args: str):
+    return run_cli("sweep", "--model", "otflow", "-o", "d=3", "-o", "hidden=8", "-o", "batch=8", "--noise-batches", "4", *args, "--out", out)
+
+
+def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_report(tmp_path):
+    overflowing = ["-o", "alpha=1,2e7,8e6", "--dtype", "float16", "--scaling", "none", "--method", "rk4", "--timesteps", "4,8"]
+    cases = {
+        "all_failed": overflowing,
+        "all_skipped": ["--library", "torchdiffeq", "--scaling", "dynamic", "--dtype", "float16", "--method", "euler", "--timesteps", "4"],
+        "single": ["--library", "native", "--scaling", "none", "--dtype", "bfloat16", "--method", "euler", "--timesteps", "4"],
+    }
+    for name, args in cases.items():
+        out = tmp_path / name
+        result = _tiny_sweep(out, *args)
+        assert result.exit_code == 0, (name, result.output)
+        table = results(out)
+        text = report_text(out)
+        assert text.startswith("# Roundoff report") and "## Verdict" in text, name
+        if name == "all_failed":
+            assert (table.status == "failed").all()
+            assert "**unsafe**" in text
+            # Every n_timesteps where a run failed has its own adjoint figure, and the report links it.
+            for n in sorted(table.n_timesteps.unique()):
+                assert (out / "figures" / f"adjoint_range_n{n}.svg").is_file()
+                assert f"figures/adjoint_range_n{n}.png" in text
+        if name == "all_skipped":
+            assert (table.status == "skipped").all() and "nothing to judge" in text
+        if name == "single":
+            assert len(table) == 1 and table.status.iloc[0] == "ok"
+
+
+def test_regenerated_figures_are_byte_identical(tiny_sweep, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_sweep, copy)
+    assert run_cli("report", copy).exit_code == 0
+    first = {p.name: p.read_bytes() for p in (copy / "figures").glob("*.svg")}
+    assert run_cli("report", copy).exit_code == 0
+    second = {p.name: p.read_bytes() for p in (copy / "figures").glob("*.svg")}
+    assert first and first == second

@@ -30,8 +30,10 @@ class DataSource(Protocol):
     columns: int | None  # fixed by the source (BSDS300: 63), or None when the model decides
     options_type: type[DataOptions]
 
-    def load(self, path: Path | None, options: DataOptions, rows: int, columns: int, generator: torch.Generator) -> Batch:
-        """`rows` points of `columns` coordinates; generated sources draw from `generator`."""
+    def load(
+        self, path: Path | None, options: DataOptions, rows: int, columns: int, generator: torch.Generator, start: int = 0
+    ) -> Batch:
+        """`rows` points of `columns` coordinates; generated sources draw from `generator`, files read from row `start`."""
         ...
 
 
@@ -49,5 +51,5 @@ class ToyDensity:
     columns: ClassVar[int] = 2
     options_type: ClassVar[type[DataOptions]] = DataOptions
 
-    def load(self, path, options, rows, columns, generator) -> Batch:
+    def load(self, path, options, rows, columns, generator, start=0) -> Batch:
         return Batch(self.sample(rows, generator), f"{self.name}: {rows} points of {self.description}")

@@ -30,17 +30,17 @@ class BSDS300:
     columns = COLUMNS
     options_type = BSDS300Options
 
-    def load(self, path, options, rows, columns, generator) -> Batch:
+    def load(self, path, options, rows, columns, generator, start=0) -> Batch:
         try:
             with h5py.File(path, "r") as file:
                 _check_layout(file, path)
                 split = file[options.split]
-                if split.shape[0] < rows:
+                if split.shape[0] < start + rows:
                     raise InputError(
                         f"BSDS300 file '{path}': split '{options.split}' has {split.shape[0]} rows, "
-                        f"fewer than the {rows} asked for (-o batch)"
+                        f"fewer than the {start + rows} asked for (-o batch{f', batch {start // rows} of them' if start else ''})"
                     )
-                points = torch.from_numpy(np.asarray(split[:rows], dtype=np.float32))
+                points = torch.from_numpy(np.asarray(split[start : start + rows], dtype=np.float32))
         except OSError as exc:
             raise InputError(f"'{path}' cannot be read as an HDF5 file ({one_line(exc)}); expected BSDS300 with {EXPECTED}") from None
         label = f"bsds300: the first {rows} rows of split '{options.split}' of {path.resolve()} ({COLUMNS} columns)"

@@ -25,13 +25,15 @@ class DataRequest:
     path: Path | None
     options: DataOptions
 
-    def load(self, rows: int, columns: int, generator: torch.Generator, model: str, dimension_option: str | None = None) -> Batch:
+    def load(
+        self, rows: int, columns: int, generator: torch.Generator, model: str, dimension_option: str | None = None, start: int = 0
+    ) -> Batch:
         """The batch for `model`, which takes `rows` points of `columns` coordinates (set by `-o dimension_option`)."""
         fixed = self.source.columns
         if fixed is not None and fixed != columns:
             hint = f"; set -o {dimension_option}={fixed}" if dimension_option else ""
             raise InputError(f"data '{self.text}' has {fixed} columns, but model {model} takes points of {columns}{hint}")
-        batch = self.source.load(self.path, self.options, rows, columns, generator)
+        batch = self.source.load(self.path, self.options, rows, columns, generator, start)
         if tuple(batch.points.shape) != (rows, columns):
             raise InputError(f"data '{self.text}' gave points of shape {tuple(batch.points.shape)}; expected ({rows}, {columns})")
         return batch

@@ -13,7 +13,7 @@ class Synthetic:
     columns = None
     options_type = DataOptions
 
-    def load(self, path, options, rows, columns, generator) -> Batch:
+    def load(self, path, options, rows, columns, generator, start=0) -> Batch:
         points = torch.randn(rows, columns, generator=generator)
         return Batch(points, f"synthetic: {rows} samples of N(0, I) in {columns} dimensions")
 

@@ -7,6 +7,7 @@ from ..grid import Configuration
 from ..measure import ReferenceCache, SweepContext, measure_configuration
 from ..modes import ProblemCopies
 from ..results import ResultStore
+from ..yardsticks import Yardsticks
 
 if TYPE_CHECKING:
     from ..sweep import SweepPlan
@@ -16,7 +17,12 @@ def sweep_context(plan: "SweepPlan", copies: ProblemCopies | None = None) -> Swe
     """A fresh reference cache over the plan's problem (and its cast copies, when given, made once per process)."""
     copies = copies or ProblemCopies(plan.problem)
     config = plan.config
-    return SweepContext(copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout)
+    step_control = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
+    yardsticks = Yardsticks(copies, list(plan.grid.timesteps), config.noise_batches, plan.device)
+    return SweepContext(
+        copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout,
+        step_control=step_control, yardsticks=yardsticks,
+    )
 
 
 def measure_in_process(

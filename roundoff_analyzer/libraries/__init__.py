@@ -1,4 +1,25 @@
-from .base import LIBRARIES, SolverLibrary
-from . import native, torchdiffeq_lib  # noqa: F401  (registrations)
+from .base import LIBRARIES, MISSING_LIBRARIES, SolverLibrary, UnavailableLibrary
+from . import native, torchdiffeq_adjoint, torchdiffeq_lib  # noqa: F401  (registrations)
+from .optional import register_optional
+from .plugins import ENTRY_POINT_GROUP, FORMS, load_entry_points, resolve_library
 
-__all__ = ["LIBRARIES", "SolverLibrary"]
+register_optional(
+    "torchode", "torchode_lib", ("torchode",), 'pip install "roundoff-analyzer[torchode]"',
+    "fixed steps (its Euler; rk4 as the classical tableau through its generic explicit Runge-Kutta), dopri5 and tsit5 "
+    "adaptive with its integral controller; the whole batch is one problem",
+)  # fmt: skip
+# torchdyn's declared requirements (torchvision, pytorch-lightning, ...) would replace the installed torch with another
+# build; its solvers import only these.
+register_optional(
+    "torchdyn", "torchdyn_lib", ("torchdyn", "torchcde", "torchsde", "attr"),
+    "pip install torchcde torchsde attrs && pip install --no-deps torchdyn",
+    "odeint on the fixed grid (euler, midpoint, classical rk4), autograd through every stage",
+)  # fmt: skip
+register_optional(
+    "rampde", "rampde_lib", ("rampde",), "pip install git+https://github.com/EmoryMLIP/rampde",
+    "the paper's mixed-precision fixed-grid solver (euler, classical rk4), without its internal loss scaler; "
+    "mixed precision under CUDA autocast only",
+)  # fmt: skip
+load_entry_points()
+
+__all__ = ["LIBRARIES", "MISSING_LIBRARIES", "ENTRY_POINT_GROUP", "FORMS", "SolverLibrary", "UnavailableLibrary", "resolve_library"]

@@ -8,6 +8,8 @@ class NativeLibrary:
     supports_adjoint_scaling = True
 
     def unsupported_method_reason(self, method):
+        if method.adaptive:
+            return f"the native solver steps on the fixed grid only; '{method.name}' is adaptive"
         return None
 
     def solve(self, func, y0, t, method, scaler, report):

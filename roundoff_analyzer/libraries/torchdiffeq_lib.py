@@ -2,14 +2,32 @@ import torch
 import torchdiffeq
 
 from .base import LIBRARIES
+from .steps import StepCountingDynamics
 
-# torchdiffeq names its fixed-grid solvers as we name methods; its `rk4` is the 3/8 rule.
+# torchdiffeq names its solvers as we name methods; its `rk4` is the 3/8 rule.
 _FIXED_GRID = ("euler", "midpoint", "rk4", "heun2", "heun3", "explicit_adams", "implicit_adams")
+_ADAPTIVE = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
+
+
+def unsupported_reason(library: str, method) -> str | None:
+    if method.name not in (_ADAPTIVE if method.adaptive else _FIXED_GRID):
+        return f"{library} has no {'adaptive' if method.adaptive else 'fixed-grid'} method '{method.name}'"
+    return None
+
+
+def adaptive_solve(odeint, library: str, func, y0, t, method, report, **kwargs):
+    """`odeint` (torchdiffeq's, or its adjoint) with the method's tolerances, counting the forward's steps."""
+    counted = StepCountingDynamics(func, library, method.max_steps)
+    solution = odeint(counted, y0, t, method=method.name, rtol=method.rtol, atol=method.atol, **kwargs)
+    report.record_steps(counted.accepted, counted.rejected)
+    return solution
 
 
 class _ProbedDynamics(torch.nn.Module):
-    """Reports, per time step, the adjoint reaching the state and the gradient at the right-hand
-    side's output; torchdiffeq hands the state itself to the first stage of each step.
+    """Reports, per time step, the adjoint reaching the state (torchdiffeq hands the state itself to the
+    first stage of each step), and that adjoint rounded to the low dtype: the quantity the native solver
+    holds in the low dtype, so that both libraries' profiles compare like with like. torchdiffeq keeps the
+    state adjoint in the state's dtype; a step whose adjoint would not fit the low dtype shows as out of its range.
 
     It only observes: the parameters are used as they are, so autocast keeps its one low-precision
     copy of each weight for the whole solve, and sums that copy's gradient over every step in the
@@ -26,27 +44,29 @@ class _ProbedDynamics(torch.nn.Module):
         out = self.func(t, y)
         step, stage = divmod(call, self.n_stages)
         if stage == 0 and step < self.n_steps and y.requires_grad and out.requires_grad:
-            seen = {}
-            out.register_hook(lambda g: seen.__setitem__("low", g))
-            y.register_hook(lambda g, step=step: self._record(step, g, seen.get("low", g)))
+            device = y.device.type
+            low_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else y.dtype
+            y.register_hook(lambda g, step=step: self._record(step, g, low_dtype))
         return out
 
-    def _record(self, step, state_grad, low_grad):
-        finite = bool(torch.isfinite(state_grad).all() and torch.isfinite(low_grad).all())
-        self.report.record_backward(self.n_steps - 1 - step, state_grad, low_grad, finite)
+    def _record(self, step, state_grad, low_dtype):
+        # The gradient is already multiplied by the loss scale of the `grad` strategy, if any.
+        finite = bool(torch.isfinite(state_grad).all())
+        self.report.record_backward(self.n_steps - 1 - step, state_grad, state_grad.detach().to(low_dtype), finite)
 
 
 class TorchdiffeqLibrary:
     name = "torchdiffeq"
-    description = f"torchdiffeq {torchdiffeq.__version__}, fixed grid, autograd through every stage (rk4 = 3/8 rule)"
+    description = f"torchdiffeq {torchdiffeq.__version__}, autograd through every stage (rk4 = 3/8 rule; dopri5 adaptive)"
     supports_adjoint_scaling = False
 
     def unsupported_method_reason(self, method):
-        if method.name not in _FIXED_GRID:
-            return f"torchdiffeq has no fixed-grid method '{method.name}'"
-        return None
+        return unsupported_reason(self.name, method)
 
     def solve(self, func, y0, t, method, scaler, report):
+        if method.adaptive:
+            # The per-step probe assumes a fixed number of steps; adaptive runs record steps instead.
+            return adaptive_solve(torchdiffeq.odeint, self.name, func, y0, t, method, report)
         probed = _ProbedDynamics(func, method.n_stages, t.numel() - 1, report)
         return torchdiffeq.odeint(probed, y0, t, method=method.name)
 

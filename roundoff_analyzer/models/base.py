@@ -36,6 +36,9 @@ class Problem:
     data_source: str
     exact_solution: Callable[[torch.Tensor], torch.Tensor] | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    # Batch k >= 1 of the model's data as an initial state like y0 (batch 0 is y0 itself); None where the model
+    # cannot draw another batch. Only the gradient-noise measurement uses it.
+    batch_sampler: Callable[[int], torch.Tensor] | None = None
 
 
 class ModelSpec(Protocol):
@@ -88,8 +91,35 @@ def seeded_generator(seed: int) -> torch.Generator:
 
 
 def load_batch(
-    model: ModelSpec, data: DataRequest | None, rows: int, columns: int, generator: torch.Generator, dimension_option: str | None = None
+    model: ModelSpec,
+    data: DataRequest | None,
+    rows: int,
+    columns: int,
+    generator: torch.Generator,
+    dimension_option: str | None = None,
+    start: int = 0,
 ) -> Batch:
-    """The model's fixed batch from `data`, or from the model's default source."""
+    """The model's fixed batch from `data`, or from the model's default source; a file is read from row `start`."""
     request = data if data is not None else parse_data(model.default_data)
-    return request.load(rows, columns, generator, model.name, dimension_option)
+    return request.load(rows, columns, generator, model.name, dimension_option, start)
+
+
+def batch_sampler(
+    model: ModelSpec,
+    data: DataRequest | None,
+    options: ModelOptions,
+    rows: int,
+    columns: int,
+    to_state: Callable[[torch.Tensor], torch.Tensor],
+    device: torch.device,
+    dimension_option: str | None = None,
+) -> Callable[[int], torch.Tensor]:
+    """Batch k of the model's data as an initial state: a generated source draws it with a seed of its own
+    (never the seed of the weights and batch 0), a file gives its rows k·rows … (k+1)·rows − 1."""
+
+    def sample(k: int) -> torch.Tensor:
+        generator = seeded_generator((options.seed * 1_000_003 + k) % 2**63)
+        points = load_batch(model, data, rows, columns, generator, dimension_option, start=k * rows).points
+        return to_state(points).to(device)
+
+    return sample

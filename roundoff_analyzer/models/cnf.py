@@ -16,7 +16,7 @@ from pydantic import Field
 from torch import nn
 
 from ..data import DataRequest
-from .base import MODELS, ModelOptions, Problem, load_batch, seeded_generator
+from .base import MODELS, ModelOptions, Problem, batch_sampler, load_batch, seeded_generator
 
 DIMENSION = 2
 
@@ -91,8 +91,15 @@ class CNF:
         generator = seeded_generator(options.seed)
         func = CNFDynamics(HyperNetwork(DIMENSION, options.hidden, options.width, generator))
         batch = load_batch(self, data, options.batch, DIMENSION, generator)
-        y0 = torch.cat([batch.points, torch.zeros(options.batch, 1)], dim=1)
-        return Problem(func=func.to(device), y0=y0.to(device), loss=negative_log_likelihood, data_source=batch.label)
+        return Problem(
+            func=func.to(device), y0=_state(batch.points).to(device), loss=negative_log_likelihood, data_source=batch.label,
+            batch_sampler=batch_sampler(self, data, options, options.batch, DIMENSION, _state, device),
+        )  # fmt: skip
+
+
+def _state(points: torch.Tensor) -> torch.Tensor:
+    # (z, log-density change starting at 0)
+    return torch.cat([points, torch.zeros(points.shape[0], 1)], dim=1)
 
 
 MODELS.register(CNF())

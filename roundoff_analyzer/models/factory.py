@@ -4,17 +4,13 @@ The factory's keyword parameters are its options: `-o key=value` strings are che
 by pydantic against the parameters' annotations (or their defaults' types), and an unknown key is
 refused like a built-in model's. The factory returns `(func, y0, loss)`: the right-hand side as an
 `nn.Module` f(t, y), the initial state, and the loss of the whole trajectory of shape
-(N+1, *y0.shape). It runs after `torch.manual_seed(seed)`, so weights it draws are the same in every
+(N+1, *y0.shape); optionally a fourth element, `sample_batch(k)`, that returns batch k >= 1 of the
+model's data as an initial state shaped like y0, for the gradient-noise measurement. It runs after `torch.manual_seed(seed)`, so weights it draws are the same in every
 run of a sweep and in a resumed one.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
-import os
-import sys
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -22,6 +18,7 @@ from pydantic import ConfigDict, create_model
 
 from ..data import DataRequest
 from ..errors import InputError, one_line
+from ..user_code import load_attribute
 from .base import ModelOptions, Problem
 
 FORMS = "package.module:factory or path/to/file.py:factory"
@@ -59,20 +56,26 @@ class FactoryModel:
                 raise
             except Exception as exc:  # noqa: BLE001 - the user's code failed; say where, in one line
                 raise InputError(f"model {self.name}: the factory raised {one_line(exc)}") from None
-        func, y0, loss = _unpack(self.name, made)
+        func, y0, loss, sample_batch = _unpack(self.name, made)
         func = func.to(device=device, dtype=torch.float32)
         y0 = y0.detach().to(device=device, dtype=torch.float32)
         _check_contract(self.name, func, y0, loss)
-        return Problem(func=func, y0=y0, loss=loss, data_source=f"built by the factory {self.name}")
+        sampler = None
+        if sample_batch is not None:
+
+            def sampler(k: int) -> torch.Tensor:
+                batch = sample_batch(k)
+                if not isinstance(batch, torch.Tensor) or batch.shape != y0.shape:
+                    raise InputError(f"model {self.name}: sample_batch({k}) returned {getattr(batch, 'shape', type(batch).__name__)}; expected y0's shape {tuple(y0.shape)}")
+                return batch.detach().to(device=device, dtype=torch.float32)
+
+        return Problem(func=func, y0=y0, loss=loss, data_source=f"built by the factory {self.name}", batch_sampler=sampler)
 
 
 def load_factory(name: str) -> FactoryModel:
     """Import the module or file that `name` points to and wrap its factory; every failure is one line."""
-    target, _, attribute = name.rpartition(":")
-    if not target or not attribute:
-        raise InputError(f"model '{name}' is not of the form {FORMS}")
-    module = _load_file(name, Path(target)) if target.endswith(".py") or "/" in target else _import(name, target)
-    factory = getattr(module, attribute, None)
+    module, attribute, factory = load_attribute(f"model '{name}'", name, FORMS)
+    target = name.rpartition(":")[0]
     if factory is None:
         defined = [k for k, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__]
         raise InputError(f"model '{name}': {target} has no factory '{attribute}' (it defines: {', '.join(defined) or 'no functions'})")
@@ -98,45 +101,21 @@ def _options_type(parameters, takes_any: bool) -> type[ModelOptions]:
     return create_model("FactoryOptions", __base__=_OpenOptions if takes_any else ModelOptions, **fields)
 
 
-def _import(name: str, module_name: str):
-    # Like `python -m`, modules in the current folder are found without installing them.
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise InputError(f"model '{name}': cannot import {module_name} ({exc}); give {FORMS}") from None
-    except Exception as exc:  # noqa: BLE001 - the module itself failed while importing
-        raise InputError(f"model '{name}': importing {module_name} raised {one_line(exc)}") from None
-
-
-def _load_file(name: str, path: Path):
-    if not path.is_file():
-        raise InputError(f"model '{name}': file '{path}' does not exist")
-    module_name = f"roundoff_user_model_{path.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise InputError(f"model '{name}': '{path}' cannot be loaded as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    # Registered before running it, so that dataclasses and pickling inside the file find their module.
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - the user's file failed; say so in one line
-        del sys.modules[module_name]
-        raise InputError(f"model '{name}': running {path} raised {one_line(exc)}") from None
-    return module
-
-
-def _unpack(name: str, made: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable]:
-    expected = "(func, y0, loss): an nn.Module f(t, y), a floating-point tensor, and a callable of the trajectory"
-    if not isinstance(made, (tuple, list)) or len(made) != 3:
+def _unpack(name: str, made: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable, Callable | None]:
+    expected = (
+        "(func, y0, loss) or (func, y0, loss, sample_batch): an nn.Module f(t, y), a floating-point tensor, "
+        "a callable of the trajectory, and optionally a callable of the batch number"
+    )
+    if not isinstance(made, (tuple, list)) or len(made) not in (3, 4):
         raise InputError(f"model {name}: the factory returned {type(made).__name__}; expected {expected}")
-    func, y0, loss = made
-    if not isinstance(func, torch.nn.Module) or not isinstance(y0, torch.Tensor) or not y0.is_floating_point() or not callable(loss):
+    func, y0, loss, sample_batch = (*made, None) if len(made) == 3 else made
+    if (
+        not isinstance(func, torch.nn.Module) or not isinstance(y0, torch.Tensor) or not y0.is_floating_point()
+        or not callable(loss) or not (sample_batch is None or callable(sample_batch))
+    ):  # fmt: skip
         got = f"({type(func).__name__}, {getattr(y0, 'dtype', type(y0).__name__)}, {type(loss).__name__})"
         raise InputError(f"model {name}: the factory returned {got}; expected {expected}")
-    return func, y0, loss
+    return func, y0, loss, sample_batch
 
 
 def _check_contract(name: str, func: torch.nn.Module, y0: torch.Tensor, loss: Callable) -> None:

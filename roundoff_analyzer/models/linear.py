@@ -6,7 +6,7 @@ from pydantic import Field
 from torch import nn
 
 from ..data import DataRequest
-from .base import MODELS, ModelOptions, Problem, load_batch, seeded_generator
+from .base import MODELS, ModelOptions, Problem, batch_sampler, load_batch, seeded_generator
 
 
 class LinearOptions(ModelOptions):
@@ -54,6 +54,7 @@ class Linear:
             loss=_trajectory_loss,
             data_source=batch.label,
             exact_solution=exact_solution,
+            batch_sampler=batch_sampler(self, data, options, options.batch, options.d, lambda points: points, device, "d"),
         )
 
 

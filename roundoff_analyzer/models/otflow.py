@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 from torch import nn
 
 from ..data import DataRequest
-from .base import MODELS, ModelOptions, Problem, load_batch, seeded_generator
+from .base import MODELS, ModelOptions, Problem, batch_sampler, load_batch, seeded_generator
 
 TARGET_VARIANCE = 0.1  # the loss measures x_T against N(0, 0.1 I)
 
@@ -163,14 +163,20 @@ class OTFlow:
         generator = seeded_generator(options.seed)
         potential = OTFlowPotential(options.d, options.hidden, options.n_layers, generator, jit=options.jit)
         batch = load_batch(self, data, options.batch, options.d, generator, dimension_option="d")
-        y0 = torch.cat([batch.points, torch.zeros(options.batch, 3)], dim=1)
+        y0 = _state(batch.points)
         func = OTFlowDynamics(potential, options.alpha[0])
         return Problem(
             func=func.to(device),
             y0=y0.to(device),
             loss=otflow_loss(options.d, options.alpha),
             data_source=batch.label,
+            batch_sampler=batch_sampler(self, data, options, options.batch, options.d, _state, device, dimension_option="d"),
         )
+
+
+def _state(points: torch.Tensor) -> torch.Tensor:
+    # (x, log-determinant, transport cost, HJB penalty), the last three starting at 0.
+    return torch.cat([points, torch.zeros(points.shape[0], 3)], dim=1)
 
 
 MODELS.register(OTFlow())

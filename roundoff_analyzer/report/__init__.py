@@ -35,10 +35,14 @@ def write_report(folder: str | Path, out: str | Path | None = None) -> Path:
 
 
 def draw_figures(sweep: SweepFolder) -> dict:
-    drawn = {name: figures.error_figure(sweep.results, metric) for name, metric in figures.ERROR_FIGURES.items()}
-    adjoint = figures.adjoint_range_figure(sweep.profile) if sweep.profile is not None else None
-    if adjoint is not None:
-        drawn["adjoint_range"] = adjoint
+    """Every figure of the report by file name: the error figures, and the adjoint's range at each n_timesteps
+    where a run failed and at the largest."""
+    ran = sweep.results[sweep.results["status"] != "skipped"]
+    drawn = {name: figures.error_figure(ran, metric) for name, metric in figures.ERROR_FIGURES.items()} if not ran.empty else {}
+    for n in figures.adjoint_timesteps(sweep.profile, sweep.results):
+        adjoint = figures.adjoint_range_figure(sweep.profile, n)
+        if adjoint is not None:
+            drawn[f"{figures.ADJOINT_FIGURE}_n{n}"] = adjoint
     return drawn
 
 

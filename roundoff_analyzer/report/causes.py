@@ -122,8 +122,22 @@ def _gradscaler_fp16_unscale(group: FailureGroup, manifest: dict) -> Explanation
 
 def _unsupported(group: FailureGroup, manifest: dict) -> Explanation:
     device = manifest.get("device_description") or manifest.get("device") or "this device"
-    cause = f"The device ({device}) cannot run {_dtypes(group.rows)}; the message says what it refused."
-    remedy = "Run on a device that supports the dtype, or leave it out of the grid with --dtype."
+    cause = (
+        f"The device ({device}) or the solver library cannot run {_dtypes(group.rows)} as asked; the message says which "
+        "refused and why."
+    )
+    remedy = "Run where the dtype and the library's mixed precision are supported, or leave them out of the grid (--dtype, --library)."
+    return Explanation(cause, remedy)
+
+
+def _step_budget_exhausted(group: FailureGroup, manifest: dict) -> Explanation:
+    control = (manifest.get("fingerprint") or {}).get("step_control") or {}
+    budget = f" ({control['max_steps']} steps)" if control.get("max_steps") else ""
+    cause = (
+        f"The adaptive solver's error estimate, computed in {_dtypes(group.rows)}, kept rejecting or shrinking steps: it "
+        f"used its whole step budget{budget} before the end of the time grid."
+    )
+    remedy = "Set --rtol and --atol well above the dtype's unit roundoff, raise --max-steps, or use a fixed-grid method."
     return Explanation(cause, remedy)
 
 
@@ -161,5 +175,6 @@ _EXPLAINERS: dict[str, Callable[[FailureGroup, dict], Explanation]] = {
     "unsupported": _unsupported,
     "oom": _oom,
     "timeout": _timeout,
+    "step_budget_exhausted": _step_budget_exhausted,
     "error": _error,
 }

@@ -5,8 +5,10 @@ Each function returns a matplotlib Figure (no pyplot, so no global state and no 
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 
+import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -22,11 +24,17 @@ METRIC_NAMES = {
 }
 # Figure file name -> the error it plots.
 ERROR_FIGURES = {"error_solution": "sol_rel_err", "error_grad_y0": "grad_y0_rel_err", "error_grad_params": "grad_params_rel_err"}
+ADJOINT_FIGURE = "adjoint_range"  # file names adjoint_range_n<n_timesteps>
 LINE_COLUMNS = ("library", "scaling", "mode")  # one line per value of these, in every panel
 FAILED_LABEL = "× failed (in the top band: no finite value)"
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 _LINESTYLES = ("-", "--", "-.", ":")
 _FAILED_BAND = 0.15  # share of a panel's height, at its top, where failed runs without a finite value are marked
+# A dtype's range limit is drawn only within this factor of the data, so that bfloat16's 1e-38…3e38 does not flatten
+# every curve; beyond it, the panel's title says where the limit lies.
+_RANGE_SHOWN = 1e4
+# Lines whose values agree to this relative tolerance at every n_timesteps are said to coincide.
+_COINCIDE = 1e-3
 
 
 def line_label(library: str, scaling: str, mode: str, with_mode: bool) -> str:
@@ -43,28 +51,44 @@ def error_figure(results: pd.DataFrame, metric: str) -> Figure:
     styles = _styles(ran)
     with_mode = ran["mode"].nunique() > 1
     fig, axes = _panel_grid(ran)
+    any_failed = False
     for (method, dtype), ax in axes.items():
         panel = ran[(ran["method"] == method) & (ran["dtype"] == dtype)]
-        _error_panel(ax, panel, metric, styles, with_mode)
+        any_failed |= _error_panel(ax, panel, metric, styles, with_mode)
         ax.set_title(f"{method}, {dtype}")
     fig.suptitle(f"{METRIC_NAMES.get(metric, metric)} error against the float64 reference")
+    _figure_legend(fig, any_failed)
     return fig
 
 
-def adjoint_range_figure(profile: pd.DataFrame) -> Figure | None:
-    """Largest adjoint magnitude held in the low dtype per backward step, at the largest n_timesteps, against the dtype's range."""
+def adjoint_timesteps(profile: pd.DataFrame | None, results: pd.DataFrame) -> list[int]:
+    """The n_timesteps whose adjoint range is drawn: the largest, and each where a run failed."""
+    if profile is None or profile[profile["phase"] == "backward"].empty:
+        return []
+    drawn = set(profile.loc[profile["phase"] == "backward", "n_timesteps"].astype(int))
+    failed = set(results.loc[results["status"] == "failed", "n_timesteps"].astype(int)) & drawn
+    return sorted(failed | {max(drawn)})
+
+
+def adjoint_range_figure(profile: pd.DataFrame, n: int | None = None) -> Figure | None:
+    """Largest adjoint magnitude held in the low dtype per backward step, at `n` (default: the largest n_timesteps),
+    against the dtype's range."""
     backward = profile[profile["phase"] == "backward"] if profile is not None else pd.DataFrame()
     if backward.empty:
         return None
-    n = int(backward["n_timesteps"].max())
+    n = int(backward["n_timesteps"].max()) if n is None else n
     at_n = backward[backward["n_timesteps"] == n]
+    if at_n.empty:
+        return None
     styles = _styles(at_n)
     with_mode = at_n["mode"].nunique() > 1
     fig, axes = _panel_grid(at_n)
+    any_failed = False
     for (method, dtype), ax in axes.items():
-        _adjoint_panel(ax, at_n[(at_n["method"] == method) & (at_n["dtype"] == dtype)], dtype, styles, with_mode)
-        ax.set_title(f"{method}, {dtype}")
+        any_failed |= _adjoint_panel(ax, at_n[(at_n["method"] == method) & (at_n["dtype"] == dtype)], dtype, styles, with_mode)
+        ax.set_title(f"{method}, {dtype}" + ax.get_title())
     fig.suptitle(f"largest |adjoint| per backward step, n_timesteps = {n}")
+    _figure_legend(fig, any_failed)
     return fig
 
 
@@ -73,7 +97,9 @@ def save(fig: Figure, folder: Path, stem: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for kind, metadata in (("png", None), ("svg", {"Date": None})):  # no date: the same data gives the same SVG
         buffer = io.BytesIO()
-        fig.savefig(buffer, format=kind, dpi=110, metadata=metadata)
+        # A fixed salt makes the SVG's element ids, and so the file, the same for the same data.
+        with matplotlib.rc_context({"svg.hashsalt": f"roundoff-{stem}"}):
+            fig.savefig(buffer, format=kind, dpi=110, metadata=metadata)
         atomic_write_bytes(folder / f"{stem}.{kind}", buffer.getvalue())
     return folder / f"{stem}.png"
 
@@ -95,16 +121,39 @@ def _styles(runs: pd.DataFrame) -> dict[tuple, dict]:
 
 def _panel_grid(runs: pd.DataFrame):
     methods, dtypes = list(runs["method"].unique()), list(runs["dtype"].unique())
-    fig = Figure(figsize=(6.8 * len(dtypes), 3.6 * len(methods)), layout="constrained")
+    # One legend below the panels, so that it never covers a panel or the title.
+    fig = Figure(figsize=(max(6.8 * len(dtypes), 9.0), 3.6 * len(methods) + 1.2), layout="constrained")
     grid = fig.subplots(len(methods), len(dtypes), squeeze=False)
     return fig, {(m, d): grid[i][j] for i, m in enumerate(methods) for j, d in enumerate(dtypes)}
 
 
 def _limits(values: pd.Series, *levels: float) -> tuple[float, float]:
-    """Log-axis limits around the values and levels, leaving the top of the panel free for failure marks."""
-    shown = [v for v in values if v > 0] + [v for v in levels if v and v > 0]
+    """Log-axis limits around the finite values and levels, leaving the top of the panel free for failure marks."""
+    shown = [float(v) for v in [*values, *levels] if v is not None and 0 < float(v) < math.inf]
+    if not shown:  # nothing finite to draw (every run failed): a decade around 1 holds the failure marks
+        shown = [0.1, 1.0]
     low, high = min(shown) / 4, max(shown) * 4
     return low, low * (high / low) ** (1 / (1 - _FAILED_BAND))
+
+
+def _within_view(level: float | None, values: pd.Series) -> bool:
+    finite = [float(v) for v in values if v is not None and 0 < float(v) < math.inf]
+    if level is None or not finite:
+        return level is not None
+    return min(finite) / _RANGE_SHOWN <= level <= max(finite) * _RANGE_SHOWN
+
+
+def _coinciding(lines: dict[tuple, pd.Series]) -> list[tuple[tuple, tuple]]:
+    """(line, the earlier line it coincides with) for lines equal to an earlier one at every point."""
+    found = []
+    keys = list(lines)
+    for i, key in enumerate(keys):
+        for earlier in keys[:i]:
+            a, b = lines[key], lines[earlier]
+            if len(a) and a.index.equals(b.index) and all(math.isclose(x, y, rel_tol=_COINCIDE) for x, y in zip(a, b)):
+                found.append((key, earlier))
+                break
+    return found
 
 
 def _mark_failed(ax, x, values: pd.Series, index: int, color: str) -> None:
@@ -125,9 +174,11 @@ def _error_panel(ax, panel: pd.DataFrame, metric: str, styles: dict, with_mode: 
     u = float(panel["unit_roundoff"].iloc[0])
     dtype = panel["dtype"].iloc[0]
     any_failed = False
+    drawn_lines: dict[tuple, pd.Series] = {}
     for index, (key, runs) in enumerate(panel.groupby(list(LINE_COLUMNS), sort=False)):
         runs = runs.sort_values("n_timesteps")
         drawn = runs[runs[metric] > 0]
+        drawn_lines[key] = drawn.set_index("n_timesteps")[metric]
         # A line with no finite point still gets its legend entry, so a setup that always failed is not missing.
         ax.plot(drawn["n_timesteps"], drawn[metric], label=line_label(*key, with_mode), **styles[key])
         failed = runs[runs["status"] == "failed"]
@@ -143,10 +194,17 @@ def _error_panel(ax, panel: pd.DataFrame, metric: str, styles: dict, with_mode: 
     ax.minorticks_off()
     ax.set_xlabel("n_timesteps")
     ax.set_ylabel("relative error")
-    _legend(ax, any_failed)
+    _note_coinciding(ax, _coinciding(drawn_lines), with_mode)
+    return any_failed
 
 
-def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode: bool) -> None:
+def _note_coinciding(ax, pairs: list[tuple[tuple, tuple]], with_mode: bool) -> None:
+    if pairs:
+        text = "; ".join(f"{line_label(*a, with_mode)} = {line_label(*b, with_mode)}" for a, b in pairs)
+        ax.text(0.01, 0.01, f"coincide: {text}", transform=ax.transAxes, fontsize="x-small", va="bottom", color="0.3")
+
+
+def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode: bool) -> bool:
     held = panel["max_abs_low"].fillna(panel["max_abs"])
     spec = DTYPES.get(dtype) if dtype in DTYPES else None
     largest = spec.max if spec else None
@@ -156,7 +214,8 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
         runs = runs.sort_values("step")
         drawn = runs[runs["held"] > 0]
         ax.plot(drawn["step"], drawn["held"], label=line_label(*key, with_mode), **{**styles[key], "markersize": 3})
-        broken = runs[~runs["finite"].astype(bool)]
+        # Non-finite, or too large for the low dtype (a library that keeps the adjoint in float32 survives that).
+        broken = runs[~runs["finite"].astype(bool) | ~runs["held"].map(math.isfinite)]
         if not broken.empty:
             any_failed = True
             _mark_failed(ax, broken["step"], broken["held"], index, styles[key]["color"])
@@ -164,18 +223,31 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
         reference = runs.drop_duplicates("step").sort_values("step")
         ax.plot(reference["step"], reference["reference_max_abs"], color=("0.35", "0.65")[index % 2], linewidth=1,
                 linestyle=_LINESTYLES[(index + 1) % len(_LINESTYLES)], label=f"float64 reference ({library})")  # fmt: skip
-    if largest is not None:
-        ax.axhline(largest, color="red", linewidth=1, label=f"{dtype} max = {largest:.3g}")
-        ax.axhline(normal, color="orange", linewidth=1, label=f"{dtype} smallest normal = {normal:.3g}")
+    data = pd.concat([held, panel["reference_max_abs"]]).dropna()
+    outside = []
+    for level, name, color in ((largest, "max", "red"), (normal, "smallest normal", "orange")):
+        if level is None:
+            continue
+        if _within_view(level, data):
+            ax.axhline(level, color=color, linewidth=1, label=f"{dtype} {name} = {level:.3g}")
+        else:
+            outside.append(f"{name} {level:.3g}")
     ax.set_yscale("log")
-    ax.set_ylim(*_limits(pd.concat([held, panel["reference_max_abs"]]).dropna(), largest, normal))
+    ax.set_ylim(*_limits(data, *[v for v in (largest, normal) if _within_view(v, data)]))
+    if outside:
+        ax.set_title(f"\n({' and '.join(outside)}: off the scale)")
     ax.set_xlabel("backward step (0 = first step back from t = 1)")
     ax.set_ylabel("largest |adjoint| in the low dtype")
-    _legend(ax, any_failed)
+    _note_coinciding(ax, _coinciding({k: r.set_index("step")["held"] for k, r in panel.assign(held=held).groupby(list(LINE_COLUMNS), sort=False)}), with_mode)
+    return any_failed
 
 
-def _legend(ax, any_failed: bool) -> None:
-    handles, _ = ax.get_legend_handles_labels()
+def _figure_legend(fig: Figure, any_failed: bool) -> None:
+    """One legend for the figure: each label once, whichever panel drew it first."""
+    handles: dict[str, object] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
     if any_failed:
-        handles.append(Line2D([], [], linestyle="none", marker="x", color="grey", markeredgewidth=2, label=FAILED_LABEL))
-    ax.legend(handles=handles, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+        handles[FAILED_LABEL] = Line2D([], [], linestyle="none", marker="x", color="grey", markeredgewidth=2, label=FAILED_LABEL)
+    fig.legend(list(handles.values()), list(handles), fontsize="small", loc="outside lower center", ncols=min(4, len(handles)))

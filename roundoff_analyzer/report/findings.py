@@ -265,3 +265,36 @@ def worst_parameters(param_errors: pd.DataFrame, results: pd.DataFrame, per_dtyp
 
 def _none_if_nan(value):
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+@dataclass(frozen=True)
+class GrowthGroup:
+    """Setups alike but for their scaling whose error grows by GROWS or more with n_timesteps: one finding."""
+
+    library: str
+    method: str
+    dtype: str
+    mode: str
+    members: tuple[Growth, ...]  # one per scaling, in grid order
+
+    @property
+    def largest_factor(self) -> float:
+        return max(g.factor for g in self.members)
+
+
+def growth_groups(results: pd.DataFrame) -> list[GrowthGroup]:
+    """Every growing setup, grouped over scalings that share a grid, the steepest group first."""
+    grouped: dict[tuple, list[Growth]] = {}
+    for growth in growths(results):
+        if growth.factor >= GROWS:
+            named = dict(zip(SETUP_COLUMNS, growth.setup))
+            key = (named["library"], named["method"], named["dtype"], named["mode"], growth.timesteps)
+            grouped.setdefault(key, []).append(growth)
+    groups = [GrowthGroup(*key[:4], tuple(members)) for key, members in grouped.items()]
+    return sorted(groups, key=lambda g: -g.largest_factor)
+
+
+def largest_error(results: pd.DataFrame, metric: str = "grad_params_rel_err") -> pd.Series | None:
+    """The run without failure with the largest error."""
+    ok = results[(results["status"] == "ok") & results[metric].notna()]
+    return None if ok.empty else ok.loc[ok[metric].idxmax()]

@@ -6,7 +6,7 @@ import pandas as pd
 from . import formatting as fmt
 from . import tables
 from .causes import explain
-from .findings import FailureGroup, Rescue, failure_groups, overflow_progressions, rescues, without_step
+from .findings import FailureGroup, GrowthGroup, Rescue, failure_groups, growth_groups, largest_error, overflow_progressions, rescues, without_step
 
 RESCUE_HEADING = "Which scaling rescued which dtype"
 RESCUE_ANCHOR = "#which-scaling-rescued-which-dtype"
@@ -24,6 +24,16 @@ def key_findings(results: pd.DataFrame, manifest: dict, with_mode: bool) -> list
             f" ({fmt.plural(skipped, 'configuration')} skipped, see the overview)." if skipped else "."
         )
     lines = ["## Key findings", "", summary]
+    largest = largest_error(results)
+    if largest is not None:
+        mode = f" {largest['mode']}" if with_mode else ""
+        lines += [
+            "",
+            f"**Largest parameter-gradient roundoff** of a run without failure: {fmt.error(largest['grad_params_rel_err'])} "
+            f"({fmt.in_u(largest['grad_params_rel_err_over_u'])} u), {largest['dtype']} {largest['library']} {largest['method']} "
+            f"scaling {largest['scaling']}{mode} at n = {int(largest['n_timesteps'])}.",
+        ]
+    lines += error_growth(results, with_mode)
     for paragraph in dtype_comparison(results):
         lines += ["", paragraph]
     found_rescues = rescues(results)
@@ -32,6 +42,34 @@ def key_findings(results: pd.DataFrame, manifest: dict, with_mode: bool) -> list
     if found_rescues:
         lines += ["", f"### {RESCUE_HEADING}", ""] + [f"- {rescue_sentence(r, with_mode)}" for r in found_rescues]
     return lines
+
+
+GROWTH_SHOWN = 3  # growth findings worded here; the accuracy section's table has every setup
+
+
+def error_growth(results: pd.DataFrame, with_mode: bool) -> list[str]:
+    groups = growth_groups(results)
+    if not groups:
+        return []
+    lines = ["", "**Error growth with n_timesteps**, the steepest first:", ""]
+    lines += [f"- {growth_sentence(g, with_mode)}" for g in groups[:GROWTH_SHOWN]]
+    if len(groups) > GROWTH_SHOWN:
+        rest = len(groups) - GROWTH_SHOWN
+        lines.append(f"- {fmt.plural(rest, 'more group')} of setups grow{'s' if rest == 1 else ''} less; the accuracy section has every setup's ratio.")
+    return lines
+
+
+def growth_sentence(group: GrowthGroup, with_mode: bool) -> str:
+    first = group.members[0]
+    scalings = [dict(zip(("library", "method", "dtype", "scaling", "mode"), g.setup))["scaling"] for g in group.members]
+    mode = f" {group.mode}" if with_mode else ""
+    factors = fmt.value_range([g.factor for g in group.members], fmt.in_u)
+    ends = fmt.value_range([g.values[-1] for g in group.members], fmt.error)
+    starts = fmt.value_range([g.values[0] for g in group.members], fmt.error)
+    return (
+        f"{group.dtype} {group.library} {group.method}{mode} (scaling {fmt.either(scalings)}): the parameter-gradient error "
+        f"grows {factors}× from n = {first.timesteps[0]} to n = {first.timesteps[-1]} ({starts} → {ends})."
+    )
 
 
 def failure_group(number: int, group: FailureGroup, results: pd.DataFrame, manifest: dict, with_mode: bool, rescued: bool) -> list[str]:

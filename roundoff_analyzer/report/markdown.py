@@ -6,12 +6,14 @@ import pandas as pd
 from .. import __version__
 from . import formatting as fmt
 from . import tables
-from .figures import ERROR_FIGURES, METRIC_NAMES
+from .figures import ADJOINT_FIGURE, ERROR_FIGURES, METRIC_NAMES
 from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
 from .key_findings import key_findings
+from .context_section import context_section, cost_section
 from .overview import overview
 from .recommendations import recommendations
 from .sweep_folder import SweepFolder
+from .verdict_section import verdict_section
 
 
 def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
@@ -26,13 +28,17 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
         "from that table; errors are relative to a float64 reference solved by the same library on the same time grid.",
         "",
     ]
+    # What a reader acts on comes first; the detail that backs it follows.
     sections = (
-        overview(sweep),
+        verdict_section(results),
         key_findings(results, sweep.manifest, with_mode),
+        recommendations(results, with_mode),
+        context_section(results),
+        cost_section(results),
+        overview(sweep),
         accuracy(results, sweep.param_errors, with_mode, figures),
         adjoint_range(figures),
         worked_and_failed(results, with_mode),
-        recommendations(results, with_mode),
     )
     for section in sections:
         if section:
@@ -104,19 +110,21 @@ def accuracy(
 
 
 def adjoint_range(figures: dict[str, tuple[str, str]]) -> list[str]:
-    if "adjoint_range" not in figures:
+    drawn = sorted((int(name.rsplit("_n", 1)[1]), paths) for name, paths in figures.items() if name.startswith(ADJOINT_FIGURE))
+    if not drawn:
         return []
-    png, svg = figures["adjoint_range"]
-    return [
+    lines = [
         "## Range of the adjoint",
         "",
-        f"![largest adjoint magnitude per backward step]({png}) ([SVG]({svg}))",
-        "",
-        "The largest magnitude of the adjoint held in the low dtype at each backward step (after any scaling), at the "
-        "largest n_timesteps, against the dtype's largest finite number and its smallest normal number; the dashed line "
-        "is the float64 reference's adjoint (unscaled). A × marks a step with a non-finite value (in the grey band at "
-        "the top when the value itself is not finite).",
+        "The largest magnitude of the adjoint of the state as the low dtype holds it at each backward step (multiplied by "
+        "the loss or adjoint scale in effect, then rounded to the low dtype), against the dtype's largest finite number and "
+        "its smallest normal number (where they lie near the data); the grey lines are each library's float64 reference "
+        "(unscaled). A × marks a step with a non-finite value (in the grey band at the top when the value itself is not "
+        f"finite). Drawn at the largest n_timesteps and at every n_timesteps where a run failed: n = {fmt.listing(n for n, _ in drawn)}.",
     ]
+    for n, (png, svg) in drawn:
+        lines += ["", f"![largest adjoint magnitude per backward step, n_timesteps = {n}]({png}) ([SVG]({svg}))"]
+    return lines
 
 
 # --- what worked and what failed --------------------------------------------------------------------------------------

@@ -1,22 +1,39 @@
-"""The recommendations section: only what the numbers support, each with the numbers that support it."""
+"""The recommendations section: only what the numbers support, each with the numbers that support it.
+
+Advice weighs accuracy as well as failures: a scaling that cuts the error tenfold is recommended even where
+nothing failed, and a method is preferred on its total error (discretisation + roundoff), never on roundoff alone.
+"""
 from __future__ import annotations
 
 import pandas as pd
 
+from .. import verdict as rules
 from . import formatting as fmt
 from .findings import SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
 
+TOTAL = "total_grad_params_rel_err"
+
 
 def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
-    items = best_per_dtype(results, with_mode) + scaling_needed(results, with_mode) + growth_contrasts(results, with_mode)
+    items = (
+        scaling_needed(results, with_mode) + scaling_that_pays(results, with_mode) + method_advice(results)
+        + best_per_dtype(results, with_mode) + growth_contrasts(results, with_mode)
+    )  # fmt: skip
     if not items:
         return []
     return ["## Recommendations", ""] + [f"- {item}" for item in items]
 
 
+def _has_total(results: pd.DataFrame) -> bool:
+    return TOTAL in results and results.loc[results["status"] == "ok", TOTAL].notna().any()
+
+
 def best_per_dtype(results: pd.DataFrame, with_mode: bool) -> list[str]:
+    total = _has_total(results)
+    metric = TOTAL if total else "grad_params_rel_err"
+    what = "total parameter-gradient error (against the fine reference: discretisation and roundoff)" if total else "parameter-gradient error"
     items = []
-    for dtype, best in most_accurate(results).items():
+    for dtype, best in most_accurate(results, metric).items():
         if best is None:
             items.append(f"**{dtype}**: no setup ran without failure at every n_timesteps, so none is recommended.")
             continue
@@ -24,8 +41,8 @@ def best_per_dtype(results: pd.DataFrame, with_mode: bool) -> list[str]:
         tie = " (tied within 1%)" if len(best.setups) > 1 else ""
         in_u = f" ({fmt.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else ""
         items.append(
-            f"**{dtype}**: the most accurate setup that ran at every n_timesteps is {setups}{tie}: its parameter-gradient "
-            f"error is at most {fmt.error(best.worst)}{in_u}."
+            f"**{dtype}**: the most accurate setup that ran at every n_timesteps is {setups}{tie}: its {what} "
+            f"is at most {fmt.error(best.worst)}{in_u}."
         )
     return items
 
@@ -40,26 +57,82 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
             fix = f"{fmt.either([f'`{s}`' for s in r.rescued_by])} worked there" if r.rescued_by else "no scaling in this sweep worked there"
             places.append(f"{r.library} {r.method}{mode} at n = {fmt.listing(n for n, _ in r.failed_without)} ({fix})")
         items.append(f"**{dtype} needs scaling** where it failed without it: {'; '.join(places)}.")
+    cut = {(u.dtype, u.mode) for u, _, _ in rules.strong_cuts(results)}
     unscaled = results[(results["scaling"] == "none") & (results["status"] != "skipped")]
-    for dtype, runs in unscaled.groupby("dtype", sort=False):
-        if (runs["status"] == "ok").all() and dtype not in {r.dtype for r in found}:
+    for (dtype, mode), runs in unscaled.groupby(["dtype", "mode"], sort=False):
+        if not (runs["status"] == "ok").all() or dtype in {r.dtype for r in found} or (dtype, mode) in cut:
+            continue
+        scaled = results[(results["dtype"] == dtype) & (results["mode"] == mode) & (results["scaling"] != "none") & (results["status"] == "ok")]
+        mode_text = f" ({mode})" if with_mode else ""
+        if scaled.empty:
+            tail = "this sweep ran no scaling strategy to compare it with."
+        else:
+            tail = f"no scaling strategy of this sweep ({fmt.listing(scaled['scaling'].unique())}) cut its parameter-gradient error {rules.CUTS:g}× or more."
+        items.append(f"**{dtype} without scaling**{mode_text} ran at every n_timesteps with every library and method it was run with, and {tail}")
+    return items
+
+
+def scaling_that_pays(results: pd.DataFrame, with_mode: bool) -> list[str]:
+    """A scaling that cut the largest parameter-gradient error by CUTS or more, whether or not anything failed."""
+    items = []
+    for unscaled, scaled, factor in rules.strong_cuts(results):
+        mode = f" ({scaled.mode})" if with_mode else ""
+        failed = " (which also failed without it)" if unscaled.failures else ", although nothing failed without it"
+        items.append(
+            f"**{scaled.dtype} with {scaled.library}{mode}: use `{scaled.scaling}` scaling.** It cut the largest "
+            f"parameter-gradient error {fmt.in_u(factor)}×, from {fmt.error(unscaled.worst_grad)} to "
+            f"{fmt.error(scaled.worst_grad)}{failed}."
+        )
+    return items
+
+
+def method_advice(results: pd.DataFrame) -> list[str]:
+    """Per dtype, the method whose total error is smaller in every pair of runs that differ only in the method."""
+    if not _has_total(results) or results["method"].nunique() < 2:
+        return []
+    items = []
+    ok = results[(results["status"] == "ok") & results[TOTAL].notna()]
+    others = [c for c in SETUP_COLUMNS if c != "method"] + ["n_timesteps"]
+    for dtype, runs in ok.groupby("dtype", sort=False):
+        wins: dict[str, int] = {}
+        pairs = 0
+        for _, group in runs.groupby(others, sort=False):
+            if group["method"].nunique() < 2:
+                continue
+            pairs += 1
+            winner = group.loc[group[TOTAL].idxmin(), "method"]
+            wins[winner] = wins.get(winner, 0) + 1
+        if pairs and len(wins) == 1:
+            (best,) = wins
+            rest = [m for m in runs["method"].unique() if m != best]
+            spans = "; ".join(
+                f"{m} {fmt.value_range(runs.loc[runs['method'] == m, TOTAL], fmt.error)}" for m in [best, *rest]
+            )
             items.append(
-                f"**{dtype} without scaling** ran at every n_timesteps with every library and method it was run with: "
-                "this sweep gives no reason to scale it."
+                f"**Method ({dtype})**: prefer {best}. Its total parameter-gradient error (discretisation and roundoff, "
+                f"against the fine reference) is the smallest in each of the {pairs} pairs of runs that differ only in the "
+                f"method; over all runs without failure: {spans}."
             )
     return items
 
 
 def growth_contrasts(results: pd.DataFrame, with_mode: bool) -> list[str]:
-    items = []
+    """One sentence per (method, dtype, mode, growing library, flat library), its scalings together."""
+    grouped: dict[tuple, list] = {}
     for c in contrasts(growths(results)):
         named = dict(zip(SETUP_COLUMNS, c.grows.setup))
-        mode = f", {named['mode']}" if with_mode else ""
-        g, f = c.grows, c.flat
+        key = (named["method"], named["dtype"], named["mode"], c.grows.setup[0], c.flat.setup[0])
+        grouped.setdefault(key, []).append(c)
+    items = []
+    for (method, dtype, mode, grows, flat), found in grouped.items():
+        scalings = fmt.either(list(dict.fromkeys(dict(zip(SETUP_COLUMNS, c.grows.setup))["scaling"] for c in found)))
+        mode_text = f", {mode}" if with_mode else ""
+        g = found[0].grows
         items.append(
-            f"**Error growth with n_timesteps** ({named['method']}, {named['dtype']}, scaling {named['scaling']}{mode}): "
-            f"{g.setup[0]}'s parameter-gradient error grows from {fmt.error(g.values[0])} at n = {g.timesteps[0]} to "
-            f"{fmt.error(g.values[-1])} at n = {g.timesteps[-1]} ({fmt.in_u(g.factor)}×), while {f.setup[0]}'s stays within "
-            f"{fmt.value_range(f.values, fmt.error)}: at the larger n_timesteps of this sweep, prefer {f.setup[0]}."
+            f"**Error growth with n_timesteps** ({method}, {dtype}, scaling {scalings}{mode_text}): {grows}'s "
+            f"parameter-gradient error grows {fmt.value_range([c.grows.factor for c in found], fmt.in_u)}× from n = "
+            f"{g.timesteps[0]} to n = {g.timesteps[-1]} (to {fmt.value_range([c.grows.values[-1] for c in found], fmt.error)}), "
+            f"while {flat}'s stays within {fmt.value_range([v for c in found for v in c.flat.values], fmt.error)}: at the "
+            f"larger n_timesteps of this sweep, prefer {flat}."
         )
     return items

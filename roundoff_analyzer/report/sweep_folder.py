@@ -11,6 +11,7 @@ import pandas as pd
 from ..errors import InputError
 from ..grid import CONFIG_COLUMNS
 from ..results import MANIFEST, PARAM_ERRORS, PROFILE, RESULTS, load_results, read_parquet
+from ..yardsticks import with_context_columns
 
 # What the report cannot do without; the other columns are used where present.
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "failure_class", "failure_type", "failure_message", "skip_reason")
@@ -38,6 +39,8 @@ def read_sweep_folder(path: str | Path) -> SweepFolder:
         raise InputError(f"'{path / RESULTS}' is not a roundoff results table (missing columns: {', '.join(missing)})")
     if results.empty:
         raise InputError(f"'{path / RESULTS}' holds no configurations; there is nothing to report")
+    # A folder from before the discretisation error and the gradient noise were measured still reports, without them.
+    results = with_context_columns(results)
     return SweepFolder(path, results, _manifest(path), _side_table(path / PARAM_ERRORS), _side_table(path / PROFILE))
 
 

@@ -93,19 +93,27 @@ class _NativeSolve(torch.autograd.Function):
 
         adjoint = grad_trajectory[n_steps].to(accumulate)
         param_grads = [torch.zeros(p.shape, dtype=accumulate, device=p.device) for p in params]
+        # Gradients with respect to the grid: each step's ends enter its increment as two more inputs.
+        grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[5] else None
         for k in reversed(range(n_steps)):
-            h = t[k + 1] - t[k]
+            ends = [t[k].detach().requires_grad_(), t[k + 1].detach().requires_grad_()] if grad_t is not None else [t[k], t[k + 1]]
             with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
                 y = stored[k].to(ctx.state_dtype).requires_grad_(True)
-                step_increment = increment(func, tableau, t[k], y, h)
-            vjp_y, vjp_params, low_adjoint, finite = _vjp(step_increment, y, params, adjoint, scaler, ctx.low_dtype, accumulate)
+                step_increment = increment(func, tableau, ends[0], y, ends[1] - ends[0])
+            wrt = [*params, *ends] if grad_t is not None else params
+            vjp_y, vjp_params, low_adjoint, finite = _vjp(step_increment, y, wrt, adjoint, scaler, ctx.low_dtype, accumulate)
+            if grad_t is not None:
+                *vjp_params, grad_start, grad_end = vjp_params
+                grad_t[k] += grad_start
+                grad_t[k + 1] += grad_end
             adjoint = adjoint + vjp_y + grad_trajectory[k].to(accumulate)
             if report is not None:
                 report.record_backward(n_steps - 1 - k, adjoint, low_adjoint, finite)
             for total, part in zip(param_grads, vjp_params):
                 total.add_(part)
         grad_params = [g.to(p.dtype) for g, p in zip(param_grads, params)]
-        return (None, None, None, None, adjoint.to(ctx.state_dtype), None, *grad_params)
+        grad_t = grad_t.to(t.dtype) if grad_t is not None else None
+        return (None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
 
 
 def _vjp(step_increment, y, params, adjoint, scaler, low_dtype, accumulate):

@@ -21,6 +21,10 @@ class StepRecord:
 class SolveReport:
     forward_max_abs: list[float] = field(default_factory=list)
     backward: list[StepRecord] = field(default_factory=list)
+    # Function evaluations of the forward solve, and an adaptive solver's accepted and rejected steps.
+    n_function_evals: int | None = None
+    accepted_steps: int | None = None
+    rejected_steps: int | None = None
 
     def record_forward(self, trajectory: torch.Tensor) -> None:
         """Largest magnitude of each of the N+1 states (NaN counts as non-finite)."""
@@ -30,6 +34,9 @@ class SolveReport:
     def record_backward(self, step: int, adjoint: torch.Tensor, low_adjoint: torch.Tensor, finite: bool) -> None:
         zero_share = float((low_adjoint == 0).float().mean()) if low_adjoint.numel() else 0.0
         self.backward.append(StepRecord(step, _max_abs(adjoint), _max_abs(low_adjoint), zero_share, finite))
+
+    def record_steps(self, accepted: int, rejected: int) -> None:
+        self.accepted_steps, self.rejected_steps = int(accepted), int(rejected)
 
     @property
     def forward_overflow_step(self) -> int | None:
@@ -46,7 +53,8 @@ class SolveReport:
 
     @property
     def max_abs_adjoint(self) -> float | None:
-        finite = [r.max_abs_adjoint for r in self.backward if _finite(r.max_abs_adjoint)]
+        """The largest finite adjoint entry as the low dtype held it (what its range had to hold)."""
+        finite = [r.max_abs_low_adjoint for r in self.backward if _finite(r.max_abs_low_adjoint)]
         return max(finite) if finite else None
 
 

@@ -1,0 +1,25 @@
+import torchdiffeq
+
+from .base import LIBRARIES
+from .torchdiffeq_lib import adaptive_solve, unsupported_reason
+
+
+class TorchdiffeqAdjointLibrary:
+    name = "torchdiffeq-adjoint"
+    description = (
+        f"torchdiffeq {torchdiffeq.__version__} odeint_adjoint: the continuous adjoint (optimise, then discretise), solved "
+        "backward in time by the same method; the backward runs outside the forward's autocast, as loss.backward() does"
+    )
+    supports_adjoint_scaling = False
+
+    def unsupported_method_reason(self, method):
+        return unsupported_reason(self.name, method)
+
+    def solve(self, func, y0, t, method, scaler, report):
+        params = tuple(p for p in func.parameters() if p.requires_grad)
+        if method.adaptive:
+            return adaptive_solve(torchdiffeq.odeint_adjoint, self.name, func, y0, t, method, report, adjoint_params=params)
+        return torchdiffeq.odeint_adjoint(func, y0, t, method=method.name, adjoint_params=params)
+
+
+LIBRARIES.register(TorchdiffeqAdjointLibrary())

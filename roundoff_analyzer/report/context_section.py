@@ -1,0 +1,119 @@
+"""Roundoff beside what it competes with: the discretisation error per grid, and the gradient noise."""
+from __future__ import annotations
+
+import pandas as pd
+
+from . import formatting as fmt
+from .findings import sweep_timesteps
+
+# (header, roundoff column, discretisation column) of the quantities set side by side.
+QUANTITIES = (("solution", "sol_rel_err", "disc_sol_rel_err"), ("param. gradient", "grad_params_rel_err", "disc_grad_params_rel_err"))
+GRID_COLUMNS = ["library", "method", "n_timesteps"]
+
+
+def context_section(results: pd.DataFrame) -> list[str]:
+    if "fine_ref_steps" not in results or results["fine_ref_steps"].isna().all():
+        return []
+    ok = results[results["status"] == "ok"]
+    dtypes = list(ok["dtype"].unique())
+    fine = results.dropna(subset=["fine_ref_steps"]).iloc[0]
+    lines = [
+        "## Roundoff against discretisation error and gradient noise",
+        "",
+        f"The discretisation error is each library's float64 run on that grid against a fine reference: the same problem "
+        f"solved once in float64 by the classical RK4 with {int(fine['fine_ref_steps'])} steps on [0, 1], through every grid "
+        f"point of the sweep. Solved again with half the steps, it moves by 15 times its own estimated error: "
+        f"{fmt.error(fine['fine_ref_final_rel_err'])} in the final state, {fmt.error(fine['fine_ref_grad_params_rel_err'])} "
+        f"in the parameter gradient. A discretisation error below 3 times that is marked ≈ (not resolved). The roundoff "
+        f"columns give, per dtype, the min – max over the scalings of the runs without failure.",
+        "",
+        _grid_table(results, ok, dtypes),
+    ]
+    noise = results["grad_noise_rel"].dropna() if "grad_noise_rel" in results else pd.Series(dtype=float)
+    lines.append("")
+    if noise.empty:
+        lines.append(
+            "The gradient noise was not measured (`--noise-batches 0`, or a model without a batch sampler), so the gradient "
+            "roundoff has no training yardstick here."
+        )
+        return lines
+    batches = int(results["grad_noise_batches"].dropna().iloc[0])
+    per_dtype = "; ".join(
+        f"{d}: parameter-gradient roundoff {fmt.value_range(runs['grad_params_rel_err'], fmt.error)}, "
+        f"{fmt.value_range(runs['roundoff_to_noise'], fmt.in_u)}× the noise"
+        for d, runs in ok.groupby("dtype", sort=False)
+    )
+    lines.append(
+        f"**Gradient noise** {fmt.in_u(noise.iloc[0])}: the relative spread of the float64 parameter gradient over "
+        f"{batches} other batches of the model's data. Against it, over the runs without failure: {per_dtype}."
+    )
+    return lines
+
+
+def _grid_table(results: pd.DataFrame, ok: pd.DataFrame, dtypes: list[str]) -> str:
+    grids = results.dropna(subset=["disc_sol_rel_err"]).drop_duplicates(GRID_COLUMNS)
+    order = {lib: i for i, lib in enumerate(results["library"].unique())}
+    methods = {m: i for i, m in enumerate(results["method"].unique())}
+    grids = grids.sort_values(["library", "method", "n_timesteps"], key=lambda c: c.map(order) if c.name == "library" else (
+        c.map(methods) if c.name == "method" else c))  # fmt: skip
+    rows = []
+    for _, grid in grids.iterrows():
+        runs = ok[(ok["library"] == grid["library"]) & (ok["method"] == grid["method"]) & (ok["n_timesteps"] == grid["n_timesteps"])]
+        cells = [grid["library"], grid["method"], str(int(grid["n_timesteps"]))]
+        cells += [_disc(grid, disc) for _, _, disc in QUANTITIES]
+        for dtype in dtypes:
+            at = runs[runs["dtype"] == dtype]
+            cells += [fmt.value_range(at[roundoff], fmt.error) for _, roundoff, _ in QUANTITIES]
+        rows.append(cells)
+    headers = ["library", "method", "n_timesteps"] + [f"discretisation: {h}" for h, _, _ in QUANTITIES]
+    headers += [f"{d} roundoff: {h}" for d in dtypes for h, _, _ in QUANTITIES]
+    return fmt.markdown_table(rows, headers)
+
+
+def _disc(grid: pd.Series, column: str) -> str:
+    fine = grid["fine_ref_final_rel_err"] if column == "disc_sol_rel_err" else grid["fine_ref_grad_params_rel_err"]
+    value = grid[column]
+    if fmt.present(value) and fmt.present(fine) and value < 3 * fine:
+        return f"≈ {fmt.error(value)}"
+    return fmt.error(value)
+
+
+def cost_section(results: pd.DataFrame) -> list[str]:
+    """Time (forward + backward) and peak memory per setup; against float32 where the sweep ran it."""
+    ok = results[results["status"] == "ok"].assign(time_s=lambda r: r["time_forward_s"] + r["time_backward_s"])
+    if ok["time_s"].isna().all():
+        return []
+    has_memory = ok["peak_memory_bytes"].notna().any()
+    float32 = ok[(ok["dtype"] == "float32") & (ok["scaling"] == "none")].set_index(GRID_COLUMNS + ["mode"])
+    rows = []
+    for (dtype, library, scaling, mode), runs in ok.groupby(["dtype", "library", "scaling", "mode"], sort=False):
+        cells = [dtype, library, scaling, fmt.value_range(runs["time_s"], lambda v: f"{v:.3g}")]
+        if not float32.empty:
+            ratios = [
+                row.time_s / float32.loc[key, "time_s"].min()
+                for row in runs.itertuples()
+                if (key := (row.library, row.method, row.n_timesteps, row.mode)) in float32.index
+            ]
+            cells.append(fmt.value_range(ratios, lambda v: f"{v:.2f}×"))
+        if has_memory:
+            cells.append(fmt.value_range(runs["peak_memory_bytes"] / 2**20, lambda v: f"{v:.3g}"))
+        rows.append(cells)
+    headers = ["dtype", "library", "scaling", "forward + backward (s)"]
+    headers += ["time / float32"] if not float32.empty else []
+    headers += ["peak memory (MiB)"] if has_memory else []
+    timesteps = fmt.listing(sweep_timesteps(results))
+    note = (
+        "against the float32 run of the same library, method, n_timesteps and scaling none"
+        if not float32.empty
+        else "this sweep has no float32 run to compare with (add `--dtype float32` for the ratio)"
+    )
+    memory = "" if has_memory else " Peak memory was not recorded on this device."
+    return [
+        "## Cost",
+        "",
+        f"Time of the forward and backward pass of the runs without failure, min – max over n_timesteps ({timesteps}) and "
+        f"methods; {note}.{memory} Low precision on a CPU is emulated in software and is often slower than float32: "
+        "judge speed on the device you will train on.",
+        "",
+        fmt.markdown_table(rows, headers),
+    ]

@@ -1,0 +1,115 @@
+"""The report's first section: per dtype, whether it is safe for this model, and the numbers that decided it."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import verdict as rules
+from . import formatting as fmt
+
+VERDICT_ANCHOR = "the-verdict"
+
+
+def verdict_lines(results: pd.DataFrame) -> list[str]:
+    """One sentence per dtype × library (× mode): the verdict and its numbers; the report's and `roundoff show`'s."""
+    found = rules.verdicts(results)
+    with_mode = len({v.mode for v in found}) > 1
+    return [sentence(v, with_mode) for v in found]
+
+
+def verdict_section(results: pd.DataFrame) -> list[str]:
+    found = rules.verdicts(results)
+    if not found:
+        return ["## Verdict", "", "Nothing ran (every configuration was skipped), so there is nothing to judge; see the overview."]
+    with_mode = len({v.mode for v in found}) > 1
+    lines = ["## Verdict", ""]
+    lines += [f"- {sentence(v, with_mode)}" for v in found]
+    lines += ["", _yardsticks(results), "", _table(found, with_mode)]
+    return lines
+
+
+def label(verdict_label: str) -> str:
+    return f"**{verdict_label}**"
+
+
+def sentence(v: rules.Verdict, with_mode: bool) -> str:
+    mode = f", {v.mode}" if with_mode else ""
+    head = f"**{v.dtype}** with {v.library}{mode}: {label(v.label)}."
+    chosen, unscaled = v.decided_by, v.unscaled
+    if v.label == rules.NEEDS_SCALING:
+        before = _describe(unscaled) if unscaled is not None else ""
+        cut = f" cuts the parameter-gradient error {fmt.in_u(v.reduction)}× and" if v.reduction else ""
+        return f"{head} Without scaling {before}. `{chosen.scaling}`{cut} makes it {chosen.label}: {_describe(chosen)}."
+    text = f"{head} {'Without scaling' if chosen.scaling == 'none' else f'With `{chosen.scaling}`'}, {_describe(chosen)}."
+    better = [s for s in v.setups if s is not chosen and s.scaling != "none" and not s.failures]
+    if chosen.scaling == "none" and better:
+        factors = [(s, v.cut_by(s)) for s in better]
+        strong = [(s, f) for s, f in factors if f is not None and f >= rules.CUTS]
+        if strong:
+            s, f = max(strong, key=lambda pair: pair[1])
+            text += f" `{s.scaling}` still cuts the parameter-gradient error {fmt.in_u(f)}× (to {fmt.error(s.worst_grad)})."
+    return text
+
+
+def _describe(j: rules.SetupJudgement) -> str:
+    """What decided one setup's label, in numbers."""
+    if j.failures:
+        classes = fmt.listing(dict.fromkeys(c for _, _, c in j.failures))
+        where = fmt.listing(f"{m} n = {n}" for m, n, _ in j.failures[:4]) + (" …" if len(j.failures) > 4 else "")
+        return f"{fmt.plural(len(j.failures), 'run')} of {j.n_ran} failed ({classes}: {where})"
+    parts = []
+    if j.worst_grad is not None:
+        in_u = f" ({fmt.in_u(j.worst_grad_over_u)} u)" if j.worst_grad_over_u is not None else ""
+        parts.append(f"the parameter-gradient roundoff reaches {fmt.error(j.worst_grad)}{in_u}")
+    if j.to_noise is not None:
+        parts.append(f"{_ratio(j.to_noise.value)} the gradient noise ({_where(j.to_noise)})")
+    elif not j.noise_known:
+        parts.append("the gradient noise is unknown")
+    if j.to_disc is not None:
+        parts.append(f"at most {_ratio(j.to_disc.value)} the discretisation error ({j.to_disc.quantity}, {_where(j.to_disc)})")
+    if j.unresolved:
+        parts.append(f"the discretisation error is too small to resolve at {fmt.listing(f'{m} n = {n}' for m, n in j.unresolved)}")
+    return "; ".join(parts) if parts else "no error was measured"
+
+
+def _ratio(value: float) -> str:
+    return f"{fmt.in_u(value)}×"
+
+
+def _where(worst: rules.Worst) -> str:
+    return f"{worst.method} n = {worst.n_timesteps}"
+
+
+def _yardsticks(results: pd.DataFrame) -> str:
+    noise = results["grad_noise_rel"].dropna() if "grad_noise_rel" in results else pd.Series(dtype=float)
+    batches = results["grad_noise_batches"].dropna() if "grad_noise_batches" in results else pd.Series(dtype=float)
+    noise_text = (
+        f"the gradient noise is {fmt.in_u(noise.iloc[0])} (relative spread of the float64 parameter gradient over "
+        f"{int(batches.iloc[0])} other batches of the data)"
+        if not noise.empty else "the gradient noise was not measured (see the README: a model needs a batch sampler)"
+    )
+    return (
+        f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; the "
+        f"discretisation error is that float64 run against a fine reference (see below). *safe*: nothing failed and "
+        f"every roundoff is at most {rules.WELL_UNDER:g}× both; *safe for training*: at most {rules.WELL_UNDER:g}× the "
+        f"noise but not that far under the discretisation error somewhere; *borderline*: above {rules.WELL_UNDER:g}× the "
+        f"noise; *unsafe*: a failure, or at least {rules.AT_OR_ABOVE:g}× the noise; *needs scaling*: a scaling strategy "
+        "earns a better verdict than none. The README's section on the verdict has the rules."
+    )
+
+
+def _table(found: list[rules.Verdict], with_mode: bool) -> str:
+    rows = []
+    for v in found:
+        for j in v.setups:
+            rows.append(
+                [j.dtype, j.library] + ([j.mode] if with_mode else []) + [
+                    j.scaling, j.label, f"{j.n_ran - len(j.failures)} of {j.n_ran}", fmt.error(j.worst_grad),
+                    fmt.in_u(j.worst_grad_over_u), fmt.in_u(j.to_noise.value) if j.to_noise else fmt.MISSING,
+                    fmt.in_u(j.to_disc.value) if j.to_disc else fmt.MISSING,
+                ]
+            )  # fmt: skip
+    headers = ["dtype", "library"] + (["mode"] if with_mode else []) + [
+        "scaling", "setup", "ok", "param. gradient roundoff (max)", "in u", "roundoff / noise (max)",
+        "roundoff / discretisation (max)",
+    ]  # fmt: skip
+    return fmt.markdown_table(rows, headers)

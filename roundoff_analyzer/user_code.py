@@ -1,0 +1,54 @@
+"""Loading a user's object named as `package.module:object` or `path/to/file.py:object` (a model's factory, a solver
+library); every failure is one InputError line that says what was asked for and what went wrong."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .errors import InputError, one_line
+
+
+def load_attribute(what: str, spec: str, forms: str) -> tuple[ModuleType, str, Any]:
+    """The module `spec` points to, the attribute's name, and the attribute (None when the module has none).
+
+    `what` names the thing in messages (e.g. "model 'x.py:f'"), `forms` says which forms are allowed."""
+    target, _, attribute = spec.rpartition(":")
+    if not target or not attribute:
+        raise InputError(f"{what} is not of the form {forms}")
+    module = _load_file(what, Path(target)) if target.endswith(".py") or "/" in target else _import(what, target, forms)
+    return module, attribute, getattr(module, attribute, None)
+
+
+def _import(what: str, module_name: str, forms: str) -> ModuleType:
+    # Like `python -m`, modules in the current folder are found without installing them.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise InputError(f"{what}: cannot import {module_name} ({exc}); give {forms}") from None
+    except Exception as exc:  # noqa: BLE001 - the module itself failed while importing
+        raise InputError(f"{what}: importing {module_name} raised {one_line(exc)}") from None
+
+
+def _load_file(what: str, path: Path) -> ModuleType:
+    if not path.is_file():
+        raise InputError(f"{what}: file '{path}' does not exist")
+    module_name = f"roundoff_user_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise InputError(f"{what}: '{path}' cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before running it, so that dataclasses and pickling inside the file find their module.
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - the user's file failed; say so in one line
+        del sys.modules[module_name]
+        raise InputError(f"{what}: running {path} raised {one_line(exc)}") from None
+    return module

@@ -1,0 +1,182 @@
+"""The discretisation error and the gradient noise beside the roundoff, against closed forms; the verdict's rules.
+
+The linear model dy/dt = A y with N(0, I) data has both in closed form: the exact solution is expm(tA) y0 (its
+gradients by autograd through the matrix exponential), euler and rk4 are matrix powers of their stability
+functions, and the gradient of each data row is a quadratic form in it, so the noise of a batch mean has a
+closed-form expectation.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from roundoff_analyzer import verdict
+from roundoff_analyzer.models import parse_options, resolve_model
+
+from .conftest import results, run_cli
+
+D, BATCH, SEED = 3, 8, 0
+NOISE_BATCHES = 200
+
+
+@pytest.fixture(scope="module")
+def linear_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("linear") / "sweep"
+    result = run_cli(
+        "sweep", "--model", "linear", "-o", f"d={D}", "-o", f"batch={BATCH}", "-o", f"seed={SEED}", "--library", "native",
+        "--dtype", "float16", "--scaling", "none", "--method", "euler,rk4", "--timesteps", "4,8",
+        "--noise-batches", str(NOISE_BATCHES), "--no-report", "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return results(out)
+
+
+def _problem():
+    model = resolve_model("linear")
+    return model.build(parse_options(model, {"d": D, "batch": BATCH, "seed": SEED}), torch.device("cpu"))
+
+
+def _loss(trajectory):
+    return 0.5 * (trajectory**2).mean()
+
+
+def _stability_matrix(method: str, h_a: torch.Tensor) -> torch.Tensor:
+    """One step's matrix: euler I + hA, rk4 (classical or the 3/8 rule alike on a linear problem) its Taylor polynomial."""
+    eye = torch.eye(h_a.shape[0], dtype=h_a.dtype)
+    if method == "euler":
+        return eye + h_a
+    return eye + h_a + h_a @ h_a / 2 + h_a @ h_a @ h_a / 6 + h_a @ h_a @ h_a @ h_a / 24
+
+
+def _solution_and_grads(a: torch.Tensor, y0: torch.Tensor, n: int, method: str | None):
+    """Trajectory at t = k/n, and the loss's gradients w.r.t. y0 and A: exact (method None) or of the method's steps."""
+    a = a.detach().clone().requires_grad_(True)
+    y0 = y0.detach().clone().requires_grad_(True)
+    if method is None:
+        states = [y0 @ torch.linalg.matrix_exp(a * (k / n)).T for k in range(n + 1)]
+    else:
+        step = _stability_matrix(method, a / n)
+        states = [y0]
+        for _ in range(n):
+            states.append(states[-1] @ step.T)
+    trajectory = torch.stack(states)
+    grad_y0, grad_a = torch.autograd.grad(_loss(trajectory), [y0, a])
+    return trajectory.detach(), grad_y0, grad_a
+
+
+def _rel(x, ref):
+    return float(torch.linalg.vector_norm(x - ref) / torch.linalg.vector_norm(ref))
+
+
+def test_discretisation_error_matches_the_closed_form(linear_sweep):
+    problem = _problem()
+    a = problem.func.linear.weight.detach().double()
+    y0 = problem.y0.double()
+    for row in linear_sweep.itertuples():
+        exact = _solution_and_grads(a, y0, row.n_timesteps, None)
+        steps = _solution_and_grads(a, y0, row.n_timesteps, row.method)
+        expected = {
+            "disc_sol_rel_err": _rel(steps[0], exact[0]),
+            "disc_final_rel_err": _rel(steps[0][-1], exact[0][-1]),
+            "disc_grad_y0_rel_err": _rel(steps[1], exact[1]),
+            "disc_grad_params_rel_err": _rel(steps[2], exact[2]),
+        }
+        for column, value in expected.items():
+            # The fine reference is RK4 with 64 steps: its own error is (8/64)^4 = 2.4e-4 of RK4's at n = 8, and far
+            # less of euler's, so the measured discretisation error agrees with the closed form to 1e-3 of itself.
+            assert math.isclose(getattr(row, column), value, rel_tol=1e-3), (row.method, row.n_timesteps, column)
+        # The run's total error is its roundoff and the discretisation error together (the triangle inequality; the
+        # roundoff is relative to the float64 run's gradient, whose norm is within the discretisation error of the exact one).
+        disc = expected["disc_grad_params_rel_err"]
+        assert abs(row.total_grad_params_rel_err - disc) <= row.grad_params_rel_err * (1 + disc) * 1.001 + 1e-12
+        assert row.grad_params_roundoff_to_disc == pytest.approx(row.grad_params_rel_err / row.disc_grad_params_rel_err)
+        assert row.fine_ref_steps == 64 and row.fine_ref_grad_params_rel_err < 1e-6
+
+
+def test_gradient_noise_matches_the_closed_form(linear_sweep):
+    """Each data row's gradient w.r.t. A is v(y) = (yᵀ M_p y)_p, so for y ~ N(0, I) its mean is (tr M_p)_p and its
+    covariance has trace 2 Σ_p ‖M_p‖²_F; a batch mean of BATCH rows has 1/BATCH of that spread."""
+    problem = _problem()
+    a = problem.func.linear.weight.detach().double()
+    n = 8  # the noise grid: 16 steps, or the sweep's largest n_timesteps if smaller
+
+    def row_gradient(y: torch.Tensor) -> torch.Tensor:
+        # The batch loss is the mean of the rows' losses, so the batch gradient is the mean of these.
+        return _solution_and_grads(a, y.reshape(1, D), n, None)[2].flatten()
+
+    eye = torch.eye(D, dtype=torch.float64)
+    quadratic = torch.zeros(D * D, D, D, dtype=torch.float64)  # M_p for every parameter p
+    for i in range(D):
+        quadratic[:, i, i] = row_gradient(eye[i])
+        for j in range(i):
+            both = row_gradient(eye[i] + eye[j]) - row_gradient(eye[i]) - row_gradient(eye[j])
+            quadratic[:, i, j] = quadratic[:, j, i] = both / 2
+    mean = quadratic.diagonal(dim1=1, dim2=2).sum(-1)
+    noise = 2 * (quadratic**2).sum() / BATCH
+    exact = math.sqrt(noise / (mean.pow(2).sum() + noise))
+
+    measured = linear_sweep.grad_noise_rel.unique()
+    assert len(measured) == 1 and linear_sweep.grad_noise_batches.unique().tolist() == [NOISE_BATCHES]
+    # 200 batch gradients of 9 entries estimate the spread to a few percent (its relative standard error is at most
+    # sqrt(1 / (2 · 199)) = 5% even for one effective dimension); 15% is three of those.
+    assert measured[0] == pytest.approx(exact, rel=0.15)
+    assert (linear_sweep.roundoff_to_noise == linear_sweep.grad_params_rel_err / measured[0]).all()
+
+
+# --- the verdict's rules, on small tables of the shape the sweep writes ------------------------------------------
+
+
+def _runs(scaling: str, grad_err: float, noise: float = 0.1, disc: float = 0.1, status: str = "ok", dtype: str = "float16"):
+    rows = []
+    for method, n in (("euler", 8), ("euler", 16)):
+        rows.append({
+            "model": "m", "library": "torchdiffeq", "method": method, "n_timesteps": n, "dtype": dtype, "scaling": scaling,
+            "mode": "autocast", "status": status, "failure_class": "overflow" if status == "failed" else None,
+            "grad_params_rel_err": grad_err if status == "ok" else None, "grad_params_rel_err_over_u": grad_err / 2**-11,
+            "sol_rel_err": grad_err / 10, "grad_noise_rel": noise, "roundoff_to_noise": grad_err / noise if status == "ok" else None,
+            "disc_sol_rel_err": disc, "fine_ref_final_rel_err": 1e-9, "sol_roundoff_to_disc": grad_err / 10 / disc,
+            "disc_grad_params_rel_err": disc, "fine_ref_grad_params_rel_err": 1e-9, "grad_params_roundoff_to_disc": grad_err / disc,
+        })  # fmt: skip
+    return rows
+
+
+def _verdict(*setups) -> verdict.Verdict:
+    (found,) = verdict.verdicts(pd.DataFrame([row for setup in setups for row in setup]))
+    return found
+
+
+def test_a_scaling_that_makes_the_error_small_is_needed_even_when_nothing_failed():
+    # The CNF's float16 case: 73 u unscaled (0.36 of the noise), 0.9 u with grad.
+    found = _verdict(_runs("none", 0.036, noise=0.1), _runs("grad", 4.5e-4, noise=0.1))
+    assert found.label == verdict.NEEDS_SCALING and found.decided_by.scaling == "grad"
+    assert found.unscaled.label == verdict.BORDERLINE and found.reduction == pytest.approx(0.036 / 4.5e-4)
+    assert verdict.strong_cuts(pd.DataFrame(_runs("none", 0.036) + _runs("grad", 4.5e-4)))[0][2] == pytest.approx(80)
+
+
+def test_failures_or_roundoff_at_the_noise_are_unsafe_and_small_roundoff_is_safe():
+    assert _verdict(_runs("none", 0.0, status="failed")).label == verdict.UNSAFE
+    assert _verdict(_runs("none", 0.2, noise=0.1, disc=10.0)).label == verdict.UNSAFE
+    assert _verdict(_runs("none", 1e-3, noise=0.1, disc=0.1)).label == verdict.SAFE
+    # Far under the noise, but as large as the discretisation error: training will not feel it, the accuracy will.
+    assert _verdict(_runs("none", 1e-3, noise=0.1, disc=1e-3)).label == verdict.TRAINING
+    # A discretisation error the fine reference does not resolve is left out rather than trusted.
+    unresolved = pd.DataFrame(_runs("none", 1e-3, noise=0.1, disc=1e-3)).assign(fine_ref_grad_params_rel_err=1e-3, fine_ref_final_rel_err=1e-3)
+    (found,) = verdict.verdicts(unresolved)
+    assert found.label == verdict.SAFE and found.decided_by.unresolved
+
+
+def test_scaling_that_changes_nothing_is_not_needed():
+    found = _verdict(_runs("none", 1e-3), _runs("grad", 1e-3))
+    assert found.label == verdict.SAFE and found.decided_by.scaling == "none" and not verdict.strong_cuts(
+        pd.DataFrame(_runs("none", 1e-3) + _runs("grad", 1e-3))
+    )
+
+
+def test_float16_adjoint_in_ok_rows_fits_float16(tiny_sweep):
+    """The adjoint recorded is the one held in the low dtype: in a run that did not fail, it fit."""
+    table = results(tiny_sweep)
+    ok = table[(table.dtype == "float16") & (table.status == "ok")]
+    assert len(ok) and (ok.max_abs_adjoint.dropna() <= 65504).all()
