@@ -1,6 +1,11 @@
 """Command-line conventions: --version, shell completion, a grouped --help that shows every default."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import roundoff_analyzer
 
 from .conftest import run_cli
@@ -11,9 +16,13 @@ def test_version():
     assert result.exit_code == 0 and result.stdout.strip() == f"roundoff-analyzer {roundoff_analyzer.__version__}"
 
 
-def test_completion_script_for_bash():
-    result = run_cli("--show-completion", "bash")
-    assert result.exit_code == 0 and "complete" in result.stdout and "roundoff" in result.stdout
+def test_shell_completion_completes_commands_and_options():
+    """What the script `roundoff --install-completion` installs asks: the command with the words typed so far."""
+    roundoff = Path(sys.executable).parent / "roundoff"
+    for typed, expected in (("roundoff sw", "sweep"), ("roundoff sweep --thr", "--threads")):
+        env = {**os.environ, "_ROUNDOFF_COMPLETE": "complete_bash", "COMP_WORDS": typed, "COMP_CWORD": str(len(typed.split()) - 1)}
+        out = subprocess.run([roundoff], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+        assert out.returncode == 0 and out.stdout.split() == [expected], out.stderr
 
 
 def test_sweep_help_groups_the_options_and_shows_the_defaults(monkeypatch):
