@@ -30,7 +30,7 @@ def list_axes(
     """Show every value of every axis, and whether it can run on this machine."""
     for name in library:
         resolve_library(name)
-    console = wide_console()
+    console = wide_console(piped_width=160)  # long descriptions and install lines read best unwrapped
     where = resolve_device(device)
     table = Table(title=f"what roundoff can sweep (checked on {where})", header_style="bold")
     for column in ("axis", "name", "runs here", "about"):

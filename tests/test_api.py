@@ -34,7 +34,8 @@ def test_a_sweep_from_python_gives_the_command_lines_table(tmp_path):
     loaded = ra.load(tmp_path / "api")
     pd.testing.assert_frame_equal(loaded.results, result.results)
     figures = loaded.figures()
-    assert set(figures) == {"error_solution", "error_grad_y0", "error_grad_params", "adjoint_range"}
+    assert {"error_solution", "error_grad_y0", "error_grad_params"} <= set(figures)
+    assert any(name.startswith("adjoint_range") for name in figures)
     assert all(isinstance(figure, Figure) and figure.axes for figure in figures.values())
     report = loaded.write_report()
     assert report == tmp_path / "api" / "report.md" and (tmp_path / "api" / "figures" / "error_solution.png").is_file()
