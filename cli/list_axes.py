@@ -7,6 +7,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from roundoff_analyzer.arithmetics import ARITHMETICS
 from roundoff_analyzer.data import DATA_SOURCES
 from roundoff_analyzer.devices import resolve_device
 from roundoff_analyzer.dtypes import DTYPES
@@ -17,6 +18,7 @@ from roundoff_analyzer.methods import METHODS
 from roundoff_analyzer.models import MODELS
 from roundoff_analyzer.models.factory import FORMS
 from roundoff_analyzer.modes import MODES
+from roundoff_analyzer.roundings import ROUNDINGS
 from roundoff_analyzer.scalings import SCALINGS
 
 from .common import reports_input_errors, wide_console
@@ -56,10 +58,14 @@ def list_axes(
         table.add_row("method", method.name, "yes", escape(method.description))
     for dtype in DTYPES:
         reason = dtype.unsupported_reason(where)
-        table.add_row(
-            "dtype", dtype.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {escape(reason)}",
-            f"unit roundoff u = {dtype.unit_roundoff:.3g}, max {dtype.max:.3g}, smallest normal {dtype.smallest_normal:.3g}",
-        )  # fmt: skip
+        runs = "[green]yes[/]" if reason is None else f"[yellow]emulated only[/]: {escape(reason)}"
+        table.add_row("dtype", dtype.name, runs, escape(dtype.describe()))
+    for form in DTYPES.allowed()[len(DTYPES.names()):]:
+        table.add_row("dtype", form, "[yellow]emulated only[/]", "IEEE-like with subnormals; u = 2^-(Y+1), max (2 - 2^-Y) 2^(2^(X-1) - 1)")
+    for arithmetic in ARITHMETICS:
+        table.add_row("arithmetic", arithmetic.name, "yes", escape(arithmetic.description))
+    for rounding in ROUNDINGS:
+        table.add_row("rounding", rounding.name, "yes", rounding.description)
     for scaling in SCALINGS:
         table.add_row("scaling", scaling.name, "yes", escape(scaling.description))
     for mode in MODES:

@@ -77,6 +77,19 @@ def sweep(
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Adaptive methods (dopri5, tsit5): relative tolerance.", show_default=_default("rtol"), rich_help_panel=GRID),
     atol: Optional[float] = typer.Option(None, "--atol", help="Adaptive methods: absolute tolerance.", show_default=_default("atol"), rich_help_panel=GRID),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Adaptive methods: steps a solve may attempt.", show_default=_default("max_steps"), rich_help_panel=GRID),
+    arithmetic: Optional[str] = typer.Option(
+        None, help="Arithmetic: hardware, emulated (default: each dtype's own: emulated for fp8 and eXmY, else hardware).",
+        rich_help_panel=GRID,
+    ),
+    rounding: Optional[str] = typer.Option(None, help="Rounding of emulated arithmetic: nearest, stochastic (default nearest).", rich_help_panel=GRID),
+    fp8_scaling: Optional[bool] = typer.Option(
+        None, "--fp8-scaling/--no-fp8-scaling", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on).",
+        rich_help_panel=SCALING,
+    ),
+    cpu_memory: Optional[bool] = typer.Option(
+        None, "--cpu-memory", metavar="", help="On the CPU, measure peak memory too (one extra, untimed run per configuration).",
+        rich_help_panel=EXECUTION,
+    ),
 ) -> None:
     """Run a model's ODE over n_timesteps x method x library x dtype x scaling x mode, against a float64 reference.
 
@@ -94,9 +107,13 @@ def sweep(
         "dtype": split_list(dtype, "dtype"),
         "scaling": split_list(scaling, "scaling"),
         "mode": split_list(mode, "mode"),
+        "arithmetic": split_list(arithmetic, "arithmetic"),
+        "rounding": split_list(rounding, "rounding"),
+        "fp8_scaling": fp8_scaling,
         "device": device,
         "repeats": repeats,
         "timeout": timeout,
+        "cpu_memory": cpu_memory,
         "loss_scale": loss_scale,
         "noise_batches": noise_batches,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()

@@ -34,6 +34,7 @@ COLUMNS = (
     ("sol err", "sol_rel_err", error), ("grad y0 err", "grad_y0_rel_err", error),
     ("grad params err", "grad_params_rel_err", error), ("params err/u", "grad_params_rel_err_over_u", "{:.1f}".format),
     ("scale", "final_scale", compact), ("step", "overflow_step", lambda v: str(int(v))),
+    ("arithmetic", "arithmetic", str),
 )  # fmt: skip
 
 
@@ -42,7 +43,8 @@ def cell(value, fmt=str) -> str:
 
 
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
-    texts = {column: [cell(v, fmt) for v in results[column]] for _, column, fmt in COLUMNS}
+    texts = {column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
+             for _, column, fmt in COLUMNS}  # a folder from before a column existed shows it empty
     shown, same, empty = [], [], []
     for header, column, fmt in COLUMNS:
         values = set(texts[column])

@@ -15,6 +15,7 @@ import pandas as pd
 from .errors import InputError
 from .grid import CONFIG_COLUMNS, Configuration
 from .measure import ERROR_METRICS
+from .results import with_axis_defaults
 
 # Chosen so that the same sweep on two CPUs passes; README "Regression checks in CI" has the numbers.
 DEFAULT_FACTOR = 2.0
@@ -121,6 +122,7 @@ def compare(
     `names` say in an InputError which table was not a results table.
     """
     tolerances = tolerances or Tolerances()
+    new, baseline = with_axis_defaults(new), with_axis_defaults(baseline)
     for table, name in zip((new, baseline), names):
         _validate(table, name)
     merged = pd.merge(

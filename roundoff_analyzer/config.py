@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo, field_validator
 
+from .arithmetics import ARITHMETICS
 from .data import parse_data
 from .dtypes import DTYPES
 from .errors import InputError
@@ -17,6 +18,7 @@ from .libraries import LIBRARIES, resolve_library
 from .methods import METHODS
 from .modes import MODES
 from .registry import Registry
+from .roundings import ROUNDINGS
 from .scalings import SCALINGS, ScalerSettings
 from .validation import location, phrase
 
@@ -26,17 +28,18 @@ DEFAULT_METHODS = ("euler", "rk4")
 
 
 # Each sweep axis given by name, and the registry its names must come from.
-AXIS_REGISTRIES: dict[str, Registry] = {"method": METHODS, "library": LIBRARIES, "dtype": DTYPES, "scaling": SCALINGS, "mode": MODES}
+AXIS_REGISTRIES: dict[str, Registry] = {"method": METHODS, "library": LIBRARIES, "dtype": DTYPES, "scaling": SCALINGS, "mode": MODES,
+                                         "arithmetic": ARITHMETICS, "rounding": ROUNDINGS}
 
 
 def _names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
     if values is None:
         return None
     if not values:
-        raise ValueError(f"needs at least one {registry.axis}; allowed: {', '.join(registry.names())}")
+        raise ValueError(f"needs at least one {registry.axis}; allowed: {', '.join(registry.allowed())}")
     unknown = [v for v in values if v not in registry]
     if unknown:
-        raise ValueError(f"unknown {registry.axis} {', '.join(map(repr, unknown))}; allowed: {', '.join(registry.names())}")
+        raise ValueError(f"unknown {registry.axis} {', '.join(map(repr, unknown))}; allowed: {', '.join(registry.allowed())}")
     return values
 
 
@@ -127,6 +130,18 @@ class SweepConfig(BaseModel):
     rtol: PositiveFloat = Field(1e-3, description="adaptive methods: relative tolerance of the step control")
     atol: PositiveFloat = Field(1e-6, description="adaptive methods: absolute tolerance of the step control")
     max_steps: PositiveInt = Field(1000, description="adaptive methods: steps a solve may attempt, accepted and rejected together")
+    arithmetic: list[str] | None = Field(None, description="hardware, emulated (default: each dtype's own; emulated for stochastic rounding)")
+    rounding: list[str] | None = Field(None, description="nearest, stochastic (emulated arithmetic only; default nearest)")
+    cpu_memory: bool = Field(False, description="on the CPU, fill peak_memory_bytes from the allocator's profiler events, "
+                             "in one extra untimed run per configuration")  # fmt: skip
+    fp8_scaling: bool = Field(True, description="emulated formats of 8 bits or fewer: per-tensor power-of-two scaling of low-precision op inputs and outputs")
+
+    @field_validator("rounding", mode="after")
+    @classmethod
+    def _rounding_needs_emulation(cls, value, info: ValidationInfo):
+        if info.data.get("arithmetic") == ["hardware"] and any(r != "nearest" for r in value or []):
+            raise ValueError("other than nearest needs --arithmetic emulated (hardware rounds to nearest)")
+        return value
     threads: PositiveInt | None = Field(None, description="torch threads per process (default: chosen from the problem's size)")
 
     @field_validator("timesteps")

@@ -93,6 +93,13 @@ def overflow(quantity: str, phase: str, step: int | None) -> Failure:
     return Failure(OVERFLOW, "NonFinite", f"non-finite {quantity}{where}", step=step, phase=phase)
 
 
+def saturated(phase: str, count: int, limit: float) -> Failure:
+    """A format without infinity (E4M3) clips what overflows to its max: nothing non-finite is left to see."""
+    return Failure(
+        OVERFLOW, "Saturated", f"{count} values beyond ±{limit:g} saturated in the {phase} pass (the format has no infinity)", phase=phase
+    )
+
+
 def underflow(quantity: str, value_norm: float, reference_norm: float) -> Failure:
     return Failure(
         UNDERFLOW,

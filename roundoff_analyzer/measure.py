@@ -12,6 +12,8 @@ from typing import Iterator
 import torch
 
 from . import failures, metrics
+from .arithmetics import ARITHMETICS, ArithmeticRequest, tensor_scaling
+from .cpu_memory import cpu_peak_memory
 from .devices import measured
 from .dtypes import DTYPES, FLOAT64, DtypeSpec
 from .failures import Failure
@@ -20,11 +22,15 @@ from .libraries import LIBRARIES, SolverLibrary
 from .libraries.steps import CountedDynamics
 from .methods import METHODS, Method
 from .modes import MODES, PreparedRun, ProblemCopies, cast_run
+from .roundings import ROUNDINGS
 from .scalings import SCALINGS, Scaling, ScalerSettings
+from .significance import quantities, significant_digits
 from .solvers import SolveReport
 from .yardsticks import CONTEXT_COLUMNS, Yardsticks, context_columns
 
 ERROR_METRICS = ("sol_rel_err", "final_rel_err", "loss_rel_err", "grad_y0_rel_err", "grad_params_rel_err")
+# Significant digits estimated from stochastically rounded repeats, one per error metric.
+SIG_DIGITS = tuple(f"sig_digits_{name.removesuffix('_rel_err')}" for name in ERROR_METRICS)
 
 
 @dataclass
@@ -150,6 +156,8 @@ class SweepContext:
     # rtol, atol and max_steps of adaptive methods.
     step_control: dict = field(default_factory=dict)
     yardsticks: Yardsticks | None = None  # None: no discretisation error or gradient noise beside the roundoff
+    fp8_scaling: bool = True
+    cpu_memory: bool = False  # on the CPU, one extra untimed run per configuration measures its peak memory
 
 
 @dataclass
@@ -167,13 +175,15 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     dtype = DTYPES.get(config.dtype)
     scaling = SCALINGS.get(config.scaling)
     mode = MODES.get(config.mode)
+    arithmetic = ARITHMETICS.get(config.arithmetic)
     row = _empty_row(config, dtype)
+    row["fp8_scaling"] = tensor_scaling(dtype, config.arithmetic, context.fp8_scaling)
 
-    skip = scaling.skip_reason(library) or library.unsupported_method_reason(method)
+    skip = scaling.skip_reason(library) or library.unsupported_method_reason(method) or arithmetic.skip_reason(dtype, config.rounding)
     if skip:
         row.update(status="skipped", skip_reason=skip)
         return Measurement(row, [], [])
-    reason = dtype.unsupported_reason(context.device)
+    reason = arithmetic.unsupported_reason(dtype, context.device)
     if reason:
         _record_failure(row, failures.unsupported(reason))
         return Measurement(row, [], [])
@@ -185,16 +195,25 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         return Measurement(row, [], [])
     t = time_grid(config.n_timesteps, torch.float32, context.device)
     outcomes = []
-    for _ in range(context.repeats):
+    for repeat in range(context.repeats):
         with _time_limit(context.timeout_s):
             try:
-                prepared = mode.prepare(context.copies, dtype.torch_dtype)
+                prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, repeat))
                 outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
+                silent = prepared.silent_overflow() if outcome.failure is None and prepared.silent_overflow else None
+                if silent is not None:
+                    outcome.failure = failures.saturated(*silent, dtype.max)
             except failures.ConfigurationTimeout as exc:
                 outcome = RunOutcome(failure=failures.classify_exception(exc))
         outcomes.append(outcome)
         if outcome.failure is not None:
             break
+    if context.cpu_memory and context.device.type == "cpu" and outcomes[-1].failure is None:
+        # The profiler slows every op, so the peak comes from a run of its own, not from the timed ones.
+        with cpu_peak_memory() as peak:
+            prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, 0))
+            run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
+        outcomes[-1].peak_memory_bytes = peak.bytes
     row.update(_step_columns(method, outcomes[-1], reference))
     measurement = _summarise(row, config, dtype, outcomes, reference, context.copies)
     if context.yardsticks is not None:
@@ -214,6 +233,7 @@ def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:
         adjoint_zero_share=None, reference_adjoint_zero_share=None,
         final_scale=None, scale_retries=None, deterministic=None, n_repeats=0,
         time_forward_s=None, time_backward_s=None, peak_memory_bytes=None,
+        fp8_scaling=None, **dict.fromkeys(SIG_DIGITS),
     )  # fmt: skip
     row.update(dict.fromkeys(CONTEXT_COLUMNS))
     row.update(dict.fromkeys(STEP_COLUMNS))
@@ -317,6 +337,8 @@ def _summarise(row, config, dtype, outcomes, reference, copies) -> Measurement:
         time_backward_s=_median([o.backward_s for o in outcomes]),
         peak_memory_bytes=max((o.peak_memory_bytes for o in outcomes if o.peak_memory_bytes is not None), default=None),
     )
+    if ROUNDINGS.get(config.rounding).random:
+        row.update(_significant_digits(outcomes))
     names = ["y0"] + [name for name, p in copies.problem.func.named_parameters() if p.requires_grad]
     failure = last.failure
     if failure is None and last.grads:
@@ -331,6 +353,14 @@ def _summarise(row, config, dtype, outcomes, reference, copies) -> Measurement:
                 error = metrics.rel_err(grad, ref)
                 parameter_errors.append({"parameter": name, "grad_rel_err": error, "grad_rel_err_over_u": error / dtype.unit_roundoff})
     return Measurement(row, parameter_errors, _profile(last.report, reference.report))
+
+
+def _significant_digits(outcomes: list[RunOutcome]) -> dict[str, float | None]:
+    finished = [o for o in outcomes if o.failure is None and o.grads and metrics.all_finite(o.grads)]
+    if len(finished) < 2:
+        return {}
+    samples = [quantities(o.trajectory, o.loss, o.grads) for o in finished]
+    return {column: significant_digits([s[key] for s in samples]) for column, key in zip(SIG_DIGITS, samples[0])}
 
 
 def _profile(report: SolveReport, reference: SolveReport) -> list[dict]:

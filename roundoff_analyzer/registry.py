@@ -1,7 +1,7 @@
 """One registry per sweep axis: name -> implementation, with a clear error for unknown names."""
 from __future__ import annotations
 
-from typing import Generic, Iterator, TypeVar
+from typing import Callable, Generic, Iterator, TypeVar
 
 from .errors import InputError
 
@@ -12,6 +12,8 @@ class Registry(Generic[T]):
     def __init__(self, axis: str) -> None:
         self.axis = axis
         self._items: dict[str, T] = {}
+        # Families of names (such as eXmY formats): a builder that returns the item for a name of its form, else None.
+        self._families: list[tuple[Callable[[str], T | None], str]] = []
 
     def register(self, item: T, name: str | None = None) -> T:
         """Register `item` under its own `name`, or under `name` (a user's object named by where it lives)."""
@@ -21,19 +23,29 @@ class Registry(Generic[T]):
         self._items[name] = item
         return item
 
+    def register_family(self, build: Callable[[str], T | None], form: str) -> None:
+        self._families.append((build, form))
+
     def get(self, name: str) -> T:
-        try:
+        item = self._find(name)
+        if item is None:
+            raise InputError(f"unknown {self.axis} '{name}'; known: {', '.join(self.allowed())}")
+        return item
+
+    def _find(self, name: str) -> T | None:
+        if name in self._items:
             return self._items[name]
-        except KeyError:
-            raise InputError(
-                f"unknown {self.axis} '{name}'; known: {', '.join(self.names())}"
-            ) from None
+        return next((item for build, _ in self._families if (item := build(name)) is not None), None)
 
     def names(self) -> list[str]:
         return list(self._items)
+
+    def allowed(self) -> list[str]:
+        """The registered names, then the forms of the families (what an error message lists)."""
+        return [*self._items, *(form for _, form in self._families)]
 
     def __iter__(self) -> Iterator[T]:
         return iter(self._items.values())
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return isinstance(name, str) and self._find(name) is not None

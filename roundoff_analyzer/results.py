@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import InputError, one_line
-from .grid import CONFIG_COLUMNS, Configuration
-from .measure import ERROR_METRICS, STEP_COLUMNS, Measurement
+from .grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
+from .measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
 from .yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
 
 MANIFEST = "manifest.json"
@@ -30,7 +30,7 @@ SHARDS = "shards"
 _CONFIG_FIELDS = [
     pa.field("model", pa.string()), pa.field("library", pa.string()), pa.field("method", pa.string()),
     pa.field("n_timesteps", pa.int64()), pa.field("dtype", pa.string()), pa.field("scaling", pa.string()),
-    pa.field("mode", pa.string()),
+    pa.field("mode", pa.string()), pa.field("arithmetic", pa.string()), pa.field("rounding", pa.string()),
 ]  # fmt: skip
 
 RESULT_SCHEMA = pa.schema(
@@ -46,6 +46,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field("deterministic", pa.bool_()), pa.field("n_repeats", pa.int64()),
         pa.field("time_forward_s", pa.float64()), pa.field("time_backward_s", pa.float64()),
         pa.field("peak_memory_bytes", pa.int64()),
+        pa.field("fp8_scaling", pa.bool_()), *(pa.field(name, pa.float64()) for name in SIG_DIGITS),
     ]
     + [pa.field(name, pa.int64() if name in INTEGER_CONTEXT_COLUMNS else pa.float64()) for name in CONTEXT_COLUMNS]
     + [pa.field(name, pa.float64() if name in ("rtol", "atol") else pa.int64()) for name in STEP_COLUMNS]
@@ -157,6 +158,18 @@ def load_results(path: str | Path) -> pd.DataFrame:
 def read_parquet(path: Path) -> pd.DataFrame:
     """A Parquet table; an unreadable file is bad input, said in one line."""
     try:
-        return pd.read_parquet(path)
+        table = pd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is bad input here
         raise InputError(f"cannot read '{path}' as Parquet: {one_line(exc)}") from None
+    return with_axis_defaults(table)
+
+
+def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:
+    """Tables written before the arithmetic axis: every run was hardware arithmetic rounding to nearest."""
+    missing = [c for c in AXIS_DEFAULTS if c not in table.columns]
+    if "dtype" not in table.columns or not missing:
+        return table
+    table = table.copy()
+    for offset, column in enumerate(missing, start=1):
+        table.insert(list(table.columns).index("mode") + offset if "mode" in table.columns else len(table.columns), column, AXIS_DEFAULTS[column])
+    return table

@@ -86,7 +86,7 @@ def plan(config: SweepConfig) -> SweepPlan:
     for library in config.library or ():
         resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
     options = parse_options(model, config.options)
-    grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling)
+    grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling, config.arithmetic, config.rounding)
     executor = EXECUTORS.get(config.executor_name)
     device = executor.target_device(config)
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
@@ -163,6 +163,11 @@ def _manifest(plan: SweepPlan) -> dict:
     }  # fmt: skip
     if any(METHODS.get(name).adaptive for name in plan.grid.methods):
         fingerprint["step_control"] = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
+    if not plan.grid.default_precision:
+        # Only where the arithmetic axis is used, so that folders from before it still resume.
+        grid["arithmetic"] = list(plan.grid.arithmetics) if plan.grid.arithmetics else "each dtype's default"
+        grid["rounding"] = list(plan.grid.roundings)
+        fingerprint["fp8_scaling"] = config.fp8_scaling
     return {
         "tool": "roundoff-analyzer",
         "created_at": _now(),
@@ -179,7 +184,9 @@ def _manifest(plan: SweepPlan) -> dict:
         "execution": {**plan.executor.settings(config), **(plan.threads.as_dict() if plan.threads else {})},
         "repeats": config.repeats,
         "timeout_s": config.timeout,
+        "cpu_memory": config.cpu_memory,
         "scaler": config.scaler.model_dump(mode="json"),
+        "fp8_scaling": config.fp8_scaling,
         "versions": _versions(),
     }
 

@@ -92,11 +92,28 @@ class Verdict:
 
 
 def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
-    ran = with_context_columns(results[results["status"] != "skipped"])
+    ran = _with_format_labels(with_context_columns(results[results["status"] != "skipped"]))
     judged = []
     for (dtype, library, scaling, mode), runs in ran.groupby(["dtype", "library", "scaling", "mode"], sort=False):
         judged.append(_judge(dtype, library, scaling, mode, runs))
     return judged
+
+
+def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
+    """A sweep over the arithmetic or rounding axis judges each variant of a dtype on its own: 'float16 emulated'."""
+    labels = runs["dtype"].astype(str)
+    for axis in ("arithmetic", "rounding"):
+        if axis in runs and runs[axis].nunique() > 1:
+            labels = labels + " " + runs[axis].astype(str)
+    return runs.assign(dtype=labels)
+
+
+def reduction_runs(results: pd.DataFrame, judgement: "SetupJudgement") -> pd.DataFrame:
+    labelled = _with_format_labels(results)
+    return labelled[
+        (labelled["dtype"] == judgement.dtype) & (labelled["library"] == judgement.library)
+        & (labelled["scaling"] == judgement.scaling) & (labelled["mode"] == judgement.mode) & (labelled["status"] == "ok")
+    ]  # fmt: skip
 
 
 def _judge(dtype, library, scaling, mode, runs: pd.DataFrame) -> SetupJudgement:
@@ -168,13 +185,7 @@ def reduction(results: pd.DataFrame, unscaled: SetupJudgement | None, scaled: Se
     over the (method, n_timesteps) where both ran without failure."""
     if unscaled is None or unscaled is scaled:
         return None
-    both = []
-    for judgement in (unscaled, scaled):
-        runs = results[
-            (results["dtype"] == judgement.dtype) & (results["library"] == judgement.library)
-            & (results["scaling"] == judgement.scaling) & (results["mode"] == judgement.mode) & (results["status"] == "ok")
-        ]  # fmt: skip
-        both.append(runs.set_index(["method", "n_timesteps"])["grad_params_rel_err"].dropna())
+    both = [reduction_runs(results, j).set_index(["method", "n_timesteps"])["grad_params_rel_err"].dropna() for j in (unscaled, scaled)]
     common = both[0].index.intersection(both[1].index)
     if common.empty or not (both[1][common] > 0).all():
         return None

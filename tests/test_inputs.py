@@ -267,6 +267,11 @@ BAD_INPUTS = [
     ("model option of the wrong type", ["--model", "otflow", "-o", "hidden=abc"], "option 'hidden' must be a whole number (got 'abc')"),
     ("backoff factor out of range", ["--model", "linear", "--backoff-factor", "2"], "'scaler.backoff_factor' must be less than 1"),
     ("unknown [slurm] key in TOML", ["--config", "{slurm_typo}"], "'slurm.partiton' unknown key; allowed: partition, time"),
+    ("unknown arithmetic", ["--model", "linear", "--arithmetic", "simulated"], "unknown arithmetic 'simulated'; allowed: emulated, hardware"),
+    ("custom format wider than float32", ["--model", "linear", "--dtype", "e9m3"], "unknown dtype 'e9m3'; allowed: bfloat16"),
+    ("stochastic rounding on hardware", ["--model", "linear", "--arithmetic", "hardware", "--rounding", "stochastic"],
+     "'rounding' other than nearest needs --arithmetic emulated"),
+    ("unknown rounding", ["--model", "linear", "--rounding", "up"], "unknown rounding 'up'"),
 ]
 
 

@@ -115,3 +115,41 @@ def test_dynamic_scaler_halves_on_overflow_and_gives_up_past_its_bound():
     with pytest.raises(ScalerExhausted):
         scaler.backoff()
     assert scaler.retries == 2
+
+
+def test_low_trajectory_returns_the_stored_states_and_gradients_flow_through_them():
+    problem = _problem("linear", d=3, batch=2)
+    problem.func.float()
+    t = torch.linspace(0, 1, 5)
+    outputs = {}
+    for choice in ("state", "low"):
+        y0 = problem.y0.float().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            trajectory = odeint(problem.func, y0, t, "rk4", trajectory_dtype=choice)
+        shares_storage = trajectory.grad_fn.saved_tensors[1].data_ptr() == trajectory.data_ptr()
+        assert shares_storage == (choice == "low")  # "low" keeps no second copy
+        (grad_y0,) = torch.autograd.grad(trajectory.float().pow(2).sum(), [y0])
+        outputs[choice] = trajectory, grad_y0
+    state, low = outputs["state"][0], outputs["low"][0]
+    assert state.dtype == torch.float32 and low.dtype == torch.bfloat16
+    # The low trajectory is exactly the stored states: the state's trajectory rounded to bfloat16.
+    assert torch.equal(low, state.to(torch.bfloat16))
+    # The loss differs only by the rounding of the states, and so does the gradient.
+    assert torch.allclose(outputs["low"][1], outputs["state"][1], rtol=2**-6, atol=2**-6)
+    with pytest.raises(ValueError, match="trajectory_dtype"):
+        odeint(problem.func, problem.y0.float(), t, "rk4", trajectory_dtype="float8")
+
+
+def test_unscale_and_check_divides_exactly_and_finds_non_finite_entries():
+    from roundoff_analyzer.solvers.unscale import unscale_and_check
+
+    parts = [torch.tensor([3.0, -5e-39]), torch.tensor([7.0], dtype=torch.float64)]
+    expected = [p / 2.0**20 for p in parts]
+    assert unscale_and_check(parts, 2.0**20)
+    assert all(torch.equal(p, e) for p, e in zip(parts, expected))
+    assert not unscale_and_check([torch.tensor([1.0, float("nan")])], None)
+    # A scale below 1 can push a finite entry past float32's largest: that counts as non-finite.
+    assert not unscale_and_check([torch.tensor([3e38])], 0.5)
+    # Beyond float32's exponent range the inverse is not exact in float32; the division still is.
+    huge = [torch.tensor([1.0], dtype=torch.float64)]
+    assert unscale_and_check(huge, 2.0**200) and huge[0].item() == 2.0**-200

@@ -480,3 +480,18 @@ def test_regenerated_figures_are_byte_identical(tiny_sweep, tmp_path):
     assert run_cli("report", copy).exit_code == 0
     second = {p.name: p.read_bytes() for p in (copy / "figures").glob("*.svg")}
     assert first and first == second
+
+
+def test_weight_cache_advice_follows_the_numbers(tiny_sweep):
+    from roundoff_analyzer.report.recommendations import weight_cache
+
+    table = results(tiny_sweep)
+    torchdiffeq = table[(table.library == "torchdiffeq") & (table.status == "ok")]
+    largest = torchdiffeq.n_timesteps == torchdiffeq.n_timesteps.max()
+    steep = torchdiffeq.copy()
+    steep.loc[largest, "grad_params_rel_err"] = 10 * steep.loc[largest, "grad_params_rel_err"]
+    uncached = torchdiffeq.assign(mode="autocast-nocache")
+    advice = weight_cache(pd.concat([steep, uncached]))
+    assert advice and all("pass `cache_enabled=False`" in item for item in advice)
+    # Where the cache-free runs grow as much, the cache is not to blame.
+    assert not weight_cache(pd.concat([steep, steep.assign(mode="autocast-nocache")]))

@@ -1,4 +1,4 @@
 from .base import DTYPES, FLOAT64, DtypeSpec
-from . import bfloat16, float16, float32  # noqa: F401  (registrations)
+from . import bfloat16, custom, float16, float32, float8_e4m3, float8_e5m2  # noqa: F401  (registrations)
 
 __all__ = ["DTYPES", "FLOAT64", "DtypeSpec"]

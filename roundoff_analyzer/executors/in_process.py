@@ -21,7 +21,7 @@ def sweep_context(plan: "SweepPlan", copies: ProblemCopies | None = None) -> Swe
     yardsticks = Yardsticks(copies, list(plan.grid.timesteps), config.noise_batches, plan.device)
     return SweepContext(
         copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout,
-        step_control=step_control, yardsticks=yardsticks,
+        step_control=step_control, yardsticks=yardsticks, fp8_scaling=config.fp8_scaling, cpu_memory=config.cpu_memory,
     )
 
 

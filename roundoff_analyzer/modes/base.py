@@ -17,6 +17,9 @@ class PreparedRun:
     func: torch.nn.Module
     y0: torch.Tensor  # a fresh leaf that requires grad
     context: Callable[[], AbstractContextManager]
+    # After the run: (phase, count) of values that left the dtype's range without becoming non-finite
+    # (a format that saturates instead of overflowing), or None.
+    silent_overflow: Callable[[], tuple[str, int] | None] | None = None
 
     @property
     def leaves(self) -> list[torch.Tensor]:

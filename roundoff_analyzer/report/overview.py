@@ -114,12 +114,18 @@ def _grid(manifest: dict, results: pd.DataFrame) -> str:
     methods = grid.get("methods") or list(results["method"].unique())
     modes = grid.get("modes") or list(results["mode"].unique())
     triples = grid.get("library_dtype_scaling") or [list(t) for t in results[["library", "dtype", "scaling"]].drop_duplicates().itertuples(index=False)]
-    planned = len(timesteps) * len(methods) * len(modes) * len(triples)
+    # The arithmetic axis runs some triples more than once (hardware and emulated, nearest and stochastic).
+    precision_columns = [c for c in ("library", "dtype", "scaling", "arithmetic", "rounding") if c in results.columns]
+    cells = max(len(triples), len(results[precision_columns].drop_duplicates()))
+    planned = len(timesteps) * len(methods) * len(modes) * cells
     text = (
         f"**Configurations**: {planned} = {len(timesteps)} n_timesteps ({fmt.listing(timesteps)}) × "
         f"{fmt.plural(len(methods), 'method')} ({fmt.listing(methods)}) × {fmt.plural(len(modes), 'mode')} ({fmt.listing(modes)}) × "
         f"{len(triples)} (library, dtype, scaling) triples: {_triples(triples)}"
     )
+    if cells != len(triples) or "arithmetic" in grid:
+        pairs = results[["dtype", "arithmetic", "rounding"]].drop_duplicates().itertuples(index=False)
+        text += f", in {cells} runs per (n_timesteps, method, mode) by dtype arithmetic rounding: " + ", ".join(" ".join(p) for p in pairs)
     if len(results) != planned:
         text += f". results.parquet holds {len(results)} of them: the sweep did not finish"
     return text

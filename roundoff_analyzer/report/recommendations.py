@@ -9,7 +9,8 @@ import pandas as pd
 
 from .. import verdict as rules
 from . import formatting as fmt
-from .findings import SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
+from .eight_bit import eight_bit_verdicts
+from .findings import GROWS, SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
 
 TOTAL = "total_grad_params_rel_err"
 
@@ -17,8 +18,9 @@ TOTAL = "total_grad_params_rel_err"
 def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
     items = (
         scaling_needed(results, with_mode) + scaling_that_pays(results, with_mode) + method_advice(results)
-        + best_per_dtype(results, with_mode) + growth_contrasts(results, with_mode)
+        + best_per_dtype(results, with_mode) + growth_contrasts(results, with_mode) + weight_cache(results)
     )  # fmt: skip
+    items += eight_bit_verdicts(results, with_mode)
     if not items:
         return []
     return ["## Recommendations", ""] + [f"- {item}" for item in items]
@@ -135,4 +137,36 @@ def growth_contrasts(results: pd.DataFrame, with_mode: bool) -> list[str]:
             f"while {flat}'s stays within {fmt.value_range([v for c in found for v in c.flat.values], fmt.error)}: at the "
             f"larger n_timesteps of this sweep, prefer {flat}."
         )
+    return items
+
+
+# Autocast keeps one low-precision copy of each weight for the whole solve and sums its gradient over every step in
+# the low dtype: libraries that take autograd through the steps show it as error growing with n_timesteps.
+CACHED, UNCACHED = "autocast", "autocast-nocache"
+
+
+def weight_cache(results: pd.DataFrame) -> list[str]:
+    """Where autocast's weight cache makes the gradient error grow with n_timesteps, and turning it off did not."""
+    by_setup = {g.setup: g for g in growths(results)}
+    mode_at = SETUP_COLUMNS.index("mode")
+    items = []
+    for setup, cached in by_setup.items():
+        if setup[mode_at] != CACHED or cached.factor < GROWS:
+            continue
+        named = dict(zip(SETUP_COLUMNS, setup))
+        label = f"{named['library']} {named['method']} {named['dtype']} scaling {named['scaling']}"
+        uncached = by_setup.get((*setup[:mode_at], UNCACHED, *setup[mode_at + 1 :]))
+        span = f"from n = {cached.timesteps[0]} to n = {cached.timesteps[-1]}"
+        if uncached is not None and uncached.timesteps == cached.timesteps and cached.factor >= 2 * uncached.factor:
+            items.append(
+                f"**Autocast's weight cache** ({label}): the parameter-gradient error grows {fmt.in_u(cached.factor)}× {span} "
+                f"under `autocast` and {fmt.in_u(uncached.factor)}× with the cache off: pass `cache_enabled=False` to "
+                "`torch.autocast` around the solve."
+            )
+        elif uncached is None and not (results["mode"] == UNCACHED).any() and named["library"] != "native":
+            # (the native solver sums the parameter gradient in float32, step by step: the cache is not its cause)
+            items.append(
+                f"**Autocast's weight cache?** ({label}): the parameter-gradient error grows {fmt.in_u(cached.factor)}× {span}; "
+                f"if it is the cache's low-precision sum over the steps, `--mode autocast,{UNCACHED}` shows it."
+            )
     return items

@@ -23,15 +23,17 @@ def odeint(
     scaler: DynamicAdjointScaler | None = None,
     report: SolveReport | None = None,
     params: Sequence[torch.Tensor] | None = None,
+    trajectory_dtype: native.TrajectoryDtype = "state",
 ) -> State:
     """Solve dy/dt = func(t, y) on the fixed grid `t`; the states at every point of `t`, as `y0` is: a tensor of shape
     (len(t), *y0.shape), or a tuple of such tensors, one per part of the state.
 
     Gradients reach `y0` (each part), `params` (default: the trainable parameters of `func` when it is an
-    `nn.Module`) and `t` when it requires them.
+    `nn.Module`) and `t` when it requires them. `trajectory_dtype`: "state" (y0's dtype) or "low" (the
+    stored low-precision states themselves).
     """
     if isinstance(y0, torch.Tensor):
-        return native.odeint(func, y0, t, method, scaler=scaler, report=report, params=params)
+        return native.odeint(func, y0, t, method, scaler=scaler, report=report, params=params, trajectory_dtype=trajectory_dtype)
     parts = tuple(y0)
     if not parts or not all(isinstance(p, torch.Tensor) for p in parts):
         raise TypeError("y0 must be a tensor or a non-empty tuple of tensors")
@@ -40,7 +42,10 @@ def odeint(
     if params is None:
         params = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
     flat = _FlatDynamics(func, [p.shape for p in parts])
-    solution = native.odeint(flat, torch.cat([p.reshape(-1) for p in parts]), t, method, scaler=scaler, report=report, params=params)
+    solution = native.odeint(
+        flat, torch.cat([p.reshape(-1) for p in parts]), t, method, scaler=scaler, report=report, params=params,
+        trajectory_dtype=trajectory_dtype,
+    )  # fmt: skip
     return flat.split(solution, leading=(t.numel(),))
 
 

@@ -5,19 +5,30 @@ update `y <- y + increment` happens in the input's dtype, and each state is stor
 only those N+1 stored states are kept for backward. Backward: walk the grid back, rebuild each
 increment from its stored state, and take its vector-Jacobian product with the adjoint by autograd,
 optionally under a dynamic adjoint scale; adjoint and parameter gradients accumulate in (at least)
-float32.
+float32. One step's graph is freed before the next is built, and the whole backward is one autocast
+region, so that each weight is cast to the low dtype once per backward rather than once per step.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence
+
+from contextlib import nullcontext
 
 import torch
 
+from ..emulation import active_emulation
 from ..methods import METHODS, ExplicitRK
 from .report import SolveReport
 from .scaler import DynamicAdjointScaler
+from .unscale import unscale_and_check
 
 OdeFunc = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+TrajectoryDtype = Literal["state", "low"]
+# "state": the states in y0's dtype (float32 under autocast), a copy beside the stored low-precision
+# ones; "low": the stored low-precision states themselves, as rampde returns them (a third of the
+# memory for float16 states, but the loss then sees states rounded to the low dtype, and its
+# gradient arrives in the low dtype).
+TRAJECTORY_DTYPES: tuple[str, ...] = ("state", "low")
 
 
 def odeint(
@@ -28,29 +39,44 @@ def odeint(
     scaler: DynamicAdjointScaler | None = None,
     report: SolveReport | None = None,
     params: Sequence[torch.Tensor] | None = None,
+    trajectory_dtype: TrajectoryDtype = "state",
 ) -> torch.Tensor:
     """Solve dy/dt = func(t, y) on the fixed grid `t`; returns the states at every point of `t`.
 
     `params` defaults to the trainable parameters of `func` when it is an `nn.Module`; gradients
-    reach exactly those tensors and `y0`.
+    reach exactly those tensors and `y0`. `trajectory_dtype` is "state" (y0's dtype) or "low" (the
+    stored low-precision states, without a second copy).
     """
     tableau = METHODS.get(method) if isinstance(method, str) else method
     if t.dim() != 1 or t.numel() < 2:
         raise ValueError("t must be a 1-D grid of at least two points")
+    if trajectory_dtype not in TRAJECTORY_DTYPES:
+        raise ValueError(f"trajectory_dtype must be one of {', '.join(TRAJECTORY_DTYPES)}, not {trajectory_dtype!r}")
     if params is None:
         params = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
-    return _NativeSolve.apply(func, tableau, scaler, report, y0, t, *params)
+    return _NativeSolve.apply(func, tableau, scaler, report, trajectory_dtype, y0, t, *params)
 
 
 def increment(func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """h * sum_i b_i k_i for one explicit Runge-Kutta step from (t, y)."""
+    """h * sum_i b_i k_i for one explicit Runge-Kutta step from (t, y); h a 0-dim tensor."""
+    return _increment(func, tableau, t, y, h, None)
+
+
+def _increment(func, tableau, t, y, h: torch.Tensor, h_value: float | None) -> torch.Tensor:
+    # Stage times from the plain float when there is one (exact: c is 0, 1/2 or 1 and h a float32 or
+    # float64 number); without it, from the tensor, so that gradients with respect to t reach them.
+    # Products with a stage keep h as a 0-dim tensor: as the first operand torch rounds it to a
+    # float16 stage's dtype, and the solver's numbers have always been those of that rounding.
+    scaled: dict[float, torch.Tensor] = {1.0: h}
     stages: list[torch.Tensor] = []
     for a_row, c in zip(tableau.a, tableau.c):
         stage_y = y
         for a_ij, k_j in zip(a_row, stages):
             if a_ij:
-                stage_y = stage_y + (h * a_ij) * k_j
-        stages.append(func(t + c * h, stage_y))
+                if a_ij not in scaled:
+                    scaled[a_ij] = h * a_ij
+                stage_y = stage_y + scaled[a_ij] * k_j
+        stages.append(func(t + c * (h if h_value is None else h_value), stage_y))
     weighted = sum(b * k for b, k in zip(tableau.b, stages) if b)
     return h * weighted
 
@@ -61,73 +87,116 @@ def _autocast_state(device_type: str) -> tuple[bool, torch.dtype]:
 
 class _NativeSolve(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, func, tableau, scaler, report, y0, t, *params):
+    def forward(ctx, func, tableau, scaler, report, trajectory_dtype, y0, t, *params):
         device_type = y0.device.type
         autocast_on, autocast_dtype = _autocast_state(device_type)
         low_dtype = autocast_dtype if autocast_on else y0.dtype
-        n_steps = t.numel() - 1
-        trajectory = torch.empty((n_steps + 1, *y0.shape), dtype=y0.dtype, device=y0.device)
-        stored = torch.empty((n_steps + 1, *y0.shape), dtype=low_dtype, device=y0.device)
+        # Step sizes, all in one op: as 0-dim tensors for products and as plain floats for stage times.
+        differences = t[1:] - t[:-1]
+        steps = list(zip(differences.unbind(), differences.tolist()))
+        stored = torch.empty((len(steps) + 1, *y0.shape), dtype=low_dtype, device=y0.device)
+        # Under emulated arithmetic the states are stored in float32 holding the format's values.
+        emulation = active_emulation()
+        store = emulation.store if emulation is not None else (lambda x: x)
+        separate = trajectory_dtype == "state" and (low_dtype != y0.dtype or emulation is not None)
+        trajectory = torch.empty(stored.shape, dtype=y0.dtype, device=y0.device) if separate else stored
         y = y0.detach()
-        trajectory[0] = y
-        stored[0] = y
-        for k in range(n_steps):
-            h = t[k + 1] - t[k]
-            y = y + increment(func, tableau, t[k], y, h).to(y.dtype)
-            trajectory[k + 1] = y
-            stored[k + 1] = y
-        ctx.func, ctx.tableau, ctx.scaler, ctx.report = func, tableau, scaler, report
+        stored[0] = store(y)
+        if separate:
+            trajectory[0] = y
+        for k, (h, h_value) in enumerate(steps):
+            y = y + _increment(func, tableau, t[k], y, h, h_value).to(y.dtype)
+            stored[k + 1] = store(y)
+            if separate:
+                trajectory[k + 1] = y
+        ctx.func, ctx.tableau, ctx.scaler, ctx.report, ctx.steps = func, tableau, scaler, report, steps
         ctx.autocast = (autocast_on, autocast_dtype)
-        ctx.low_dtype, ctx.state_dtype = low_dtype, y0.dtype
+        ctx.low_dtype, ctx.state_dtype, ctx.emulation = low_dtype, y0.dtype, emulation
         ctx.save_for_backward(t, stored, *params)
         return trajectory
 
     @staticmethod
     def backward(ctx, grad_trajectory):
         t, stored, *params = ctx.saved_tensors
-        func, tableau, scaler, report = ctx.func, ctx.tableau, ctx.scaler, ctx.report
+        # When the stored states are also the returned trajectory they come back attached to this
+        # very node; each step's rebuilt graph has to start from a plain leaf.
+        stored = stored.detach()
+        report, steps = ctx.report, ctx.steps
         autocast_on, autocast_dtype = ctx.autocast
         accumulate = torch.promote_types(ctx.state_dtype, torch.float32)
         device_type = stored.device.type
-        n_steps = t.numel() - 1
+        n_steps = len(steps)
+        step = _BackwardStep(ctx.func, ctx.tableau, ctx.scaler, params, ctx.state_dtype, ctx.low_dtype, accumulate, report is not None, ctx.emulation)
 
-        adjoint = grad_trajectory[n_steps].to(accumulate)
+        # A copy: the adjoint is updated in place, and grad_trajectory is not ours to change.
+        adjoint = grad_trajectory[n_steps].to(accumulate, copy=True)
         param_grads = [torch.zeros(p.shape, dtype=accumulate, device=p.device) for p in params]
         # Gradients with respect to the grid: each step's ends enter its increment as two more inputs.
-        grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[5] else None
-        for k in reversed(range(n_steps)):
-            ends = [t[k].detach().requires_grad_(), t[k + 1].detach().requires_grad_()] if grad_t is not None else [t[k], t[k + 1]]
-            with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
-                y = stored[k].to(ctx.state_dtype).requires_grad_(True)
-                step_increment = increment(func, tableau, ends[0], y, ends[1] - ends[0])
-            wrt = [*params, *ends] if grad_t is not None else params
-            vjp_y, vjp_params, low_adjoint, finite = _vjp(step_increment, y, wrt, adjoint, scaler, ctx.low_dtype, accumulate)
-            if grad_t is not None:
-                *vjp_params, grad_start, grad_end = vjp_params
-                grad_t[k] += grad_start
-                grad_t[k + 1] += grad_end
-            adjoint = adjoint + vjp_y + grad_trajectory[k].to(accumulate)
-            if report is not None:
-                report.record_backward(n_steps - 1 - k, adjoint, low_adjoint, finite)
-            for total, part in zip(param_grads, vjp_params):
-                total.add_(part)
+        grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[6] else None
+        with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
+            for k in reversed(range(n_steps)):
+                ends = (t[k].detach().requires_grad_(), t[k + 1].detach().requires_grad_()) if grad_t is not None else None
+                vjp_y, vjp_params, held, finite = step(t[k], steps[k], stored[k], adjoint, ends)
+                if grad_t is not None:
+                    *vjp_params, grad_start, grad_end = vjp_params
+                    grad_t[k] += grad_start
+                    grad_t[k + 1] += grad_end
+                if report is not None:
+                    # The adjoint entering this step's product, and that adjoint as the low dtype holds it
+                    # (scaled, cast): the second is the one whose range can overflow or underflow.
+                    report.record_backward(n_steps - 1 - k, adjoint, held, finite)
+                adjoint.add_(vjp_y).add_(grad_trajectory[k].to(accumulate))
+                for total, part in zip(param_grads, vjp_params):
+                    total.add_(part)
         grad_params = [g.to(p.dtype) for g, p in zip(param_grads, params)]
         grad_t = grad_t.to(t.dtype) if grad_t is not None else None
-        return (None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
+        return (None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
 
 
-def _vjp(step_increment, y, params, adjoint, scaler, low_dtype, accumulate):
-    """Vector-Jacobian product of one increment with the adjoint, redone at half the scale while non-finite."""
-    scale = scaler.scale_for(adjoint, low_dtype) if scaler is not None else 1.0
-    inputs = (y, *params)
-    while True:
-        low_adjoint = (adjoint * scale).to(step_increment.dtype)
-        grads = torch.autograd.grad(step_increment, inputs, low_adjoint, retain_graph=scaler is not None, allow_unused=True)
-        parts = [
-            torch.zeros(x.shape, dtype=accumulate, device=x.device) if g is None else g.to(accumulate) / scale
-            for g, x in zip(grads, inputs)
-        ]
-        finite = bool(torch.stack([torch.isfinite(p).all() for p in parts]).all())
-        if finite or scaler is None:
-            return parts[0], parts[1:], low_adjoint, finite
-        scale = scaler.backoff()
+class _BackwardStep:
+    """One step back: rebuild the step's increment from its stored state and take its vector-Jacobian
+    product with the adjoint; with a scaler, redo it at half the scale while it is non-finite."""
+
+    def __init__(self, func, tableau, scaler, params, state_dtype, low_dtype, accumulate, recording, emulation=None):
+        self.func, self.tableau, self.scaler, self.params, self.emulation = func, tableau, scaler, params, emulation
+        self.state_dtype, self.low_dtype, self.accumulate, self.recording = state_dtype, low_dtype, accumulate, recording
+        # Without a scaler and without a report nobody reads `finite`: no check at all.
+        self.checking = scaler is not None or recording
+
+    def __call__(self, t_k, step, y_stored, adjoint, ends=None):
+        """(vjp w.r.t. the state, vjp w.r.t. each parameter (then each of `ends`, when given), the adjoint as
+        held in the low dtype or None, finite)."""
+        scaler = self.scaler
+        eps = self.emulation.settings.format.eps if self.emulation is not None else None
+        scale = scaler.scale_for(adjoint, self.low_dtype, eps) if scaler is not None else None
+        while True:
+            parts, entering_dtype = self._vjp(t_k, step, y_stored, adjoint, scale, ends)
+            finite = unscale_and_check(parts, scale) if self.checking else True
+            if finite or scaler is None:
+                return parts[0], parts[1:], self._held(adjoint, scale, entering_dtype) if self.recording else None, finite
+            # The graph was freed by the product; the retry rebuilds it (it recomputes the same values).
+            scale = scaler.backoff()
+
+    def _vjp(self, t_k, step, y_stored, adjoint, scale, ends):
+        emulation = self.emulation
+        with emulation.reenter() if emulation is not None else nullcontext():
+            y = y_stored.to(self.state_dtype).requires_grad_(True)
+            if ends is None:
+                step_increment = _increment(self.func, self.tableau, t_k, y, *step)
+            else:  # the step size from the ends, inside the graph
+                step_increment = _increment(self.func, self.tableau, ends[0], y, ends[1] - ends[0], None)
+        entering = (adjoint if scale is None else adjoint * scale).to(step_increment.dtype)
+        entering = emulation.store(entering, "backward") if emulation is not None else entering
+        inputs = (y, *self.params, *(ends or ()))
+        # Outside autocast, as torch runs any backward: autocast applies to the rebuilt forward only.
+        with torch.autocast(y.device.type, enabled=False):
+            grads = torch.autograd.grad(step_increment, inputs, entering, allow_unused=True)
+        parts = [torch.zeros(x.shape, dtype=self.accumulate, device=x.device) if g is None else g.to(self.accumulate) for g, x in zip(grads, inputs)]
+        return parts, step_increment.dtype
+
+    def _held(self, adjoint, scale, entering_dtype):
+        # What enters the low-precision product: the scaled adjoint in the autocast dtype. When the
+        # increment's dtype is wider (otflow's `cat` promotes to float32), the product itself gets the
+        # wider copy, but the low dtype is where the adjoint has to fit.
+        held = (adjoint if scale is None else adjoint * scale).to(self.low_dtype)
+        return self.emulation.store(held, "backward") if self.emulation is not None else held

@@ -24,8 +24,9 @@ class DynamicAdjointScaler:
         self.changes = 0
         self._step_retries = 0
 
-    def scale_for(self, adjoint: torch.Tensor, low_dtype: torch.dtype) -> float:
-        """S for the next product; call once per step, before the first attempt."""
+    def scale_for(self, adjoint: torch.Tensor, low_dtype: torch.dtype, eps: float | None = None) -> float:
+        """S for the next product; call once per step, before the first attempt. `eps` overrides the
+        dtype's (an emulated format stored in float32)."""
         self._step_retries = 0
         largest = float(adjoint.detach().abs().max()) if adjoint.numel() else 0.0
         if largest == 0.0 or not math.isfinite(largest):
@@ -33,7 +34,7 @@ class DynamicAdjointScaler:
                 self.scale = 1.0
             return self.scale
         per_sample = adjoint[0].numel() if adjoint.dim() > 1 else adjoint.numel()
-        target = 1.0 / (torch.finfo(low_dtype).eps * math.sqrt(per_sample))
+        target = 1.0 / ((eps or torch.finfo(low_dtype).eps) * math.sqrt(per_sample))
         ideal = 2.0 ** math.floor(math.log2(target / largest))
         if self.scale is None:
             self.scale = ideal

@@ -1,0 +1,11 @@
+from .base import ROUNDINGS
+
+
+class Stochastic:
+    name = "stochastic"
+    description = ("emulated only: round up with probability equal to the distance from the value below; with --repeats K, "
+                   "the spread of the K runs gives sig_digits_* without a reference")  # fmt: skip
+    random = True
+
+
+ROUNDINGS.register(Stochastic())

@@ -1,0 +1,148 @@
+"""Fixed small problems for the native solver whose trajectories and gradients are frozen on disk.
+
+`python -m tests.native_frozen_cases` writes tests/data/native_frozen.pt from the solver as it is
+now; tests/test_native_gradients_frozen.py checks that the solver still gives the same bits. The
+file was written before the solver's backward was optimised (issue #16), so that the optimisation
+provably changed no number. Regenerate it only when a change of numerics is intended.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from roundoff_analyzer.models import MODELS, parse_options
+from roundoff_analyzer.solvers import DynamicAdjointScaler, SolveReport, odeint
+
+FROZEN_PATH = Path(__file__).parent / "data" / "native_frozen.pt"
+N_TIMESTEPS = 6
+
+
+class TanhMLP(torch.nn.Module):
+    """An MLP right-hand side whose output stays in the autocast dtype (unlike otflow, whose `cat` promotes)."""
+
+    def __init__(self, d: int = 4, hidden: int = 16) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(3)
+        self.inner = torch.nn.Linear(d + 1, hidden)
+        self.outer = torch.nn.Linear(hidden, d)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=generator) / p.shape[-1] ** 0.5)
+
+    def forward(self, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        s = torch.cat([y, t.to(y.dtype).expand(y.shape[0], 1)], dim=1)
+        return self.outer(torch.tanh(self.inner(s)))
+
+
+@dataclass(frozen=True)
+class Case:
+    # "mlp", "mlp_steep" (the dynamic scaler has to back off, step after step), "otflow" or
+    # "otflow_overflowing" (gradients that overflow float16 unscaled)
+    model: str
+    dtype: str
+    method: str
+    scaler: bool
+    report: bool
+    mode: str = "autocast"  # or "pure": parameters and y0 cast to the dtype, no autocast
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}-{self.dtype}-{self.mode}-{self.method}-{'dynamic' if self.scaler else 'none'}-{'report' if self.report else 'plain'}"
+
+
+def cases() -> list[Case]:
+    grid = [
+        Case(model, dtype, method, scaler, report)
+        for model, dtype, method, (scaler, report) in itertools.product(
+            ("mlp", "otflow"), ("float16", "bfloat16"), ("euler", "rk4"), ((False, False), (False, True), (True, True), (True, False))
+        )
+    ]
+    return grid + [
+        Case("otflow_overflowing", "float16", "rk4", True, True),
+        Case("otflow_overflowing", "float16", "euler", False, True),
+        Case("mlp_steep", "float16", "rk4", True, True),
+        Case("mlp_steep", "float16", "euler", True, False),
+        Case("mlp_steep", "float16", "rk4", False, True),
+        Case("mlp", "float32", "rk4", False, False),
+        Case("otflow", "float32", "rk4", True, True),
+        Case("mlp", "float16", "rk4", False, True, mode="pure"),
+        Case("mlp", "float16", "euler", True, False, mode="pure"),
+    ]
+
+
+def _problem(case: Case):
+    """(func, y0, loss) on the CPU, float32 unless the case is pure."""
+    if case.model in ("mlp", "mlp_steep"):
+        func = TanhMLP()
+        if case.model == "mlp_steep":
+            with torch.no_grad():
+                func.outer.weight.mul_(100.0)
+                func.inner.weight.mul_(0.01)
+        y0 = torch.randn(8, 4, generator=torch.Generator().manual_seed(5))
+
+        def loss(trajectory):
+            return (trajectory**2).mean() + trajectory[-1].sum()
+
+    else:
+        options = {"d": 3, "hidden": 8, "batch": 16}
+        if case.model == "otflow_overflowing":
+            options["alpha"] = "1,2e5,8e4"
+        model = MODELS.get("otflow")
+        problem = model.build(parse_options(model, options), torch.device("cpu"))
+        func, y0, loss = problem.func, problem.y0, problem.loss
+    if case.mode == "pure":
+        func = func.to(getattr(torch, case.dtype))
+        y0 = y0.to(getattr(torch, case.dtype))
+    return func, y0, loss
+
+
+def run(case: Case, **solver_options) -> dict[str, torch.Tensor]:
+    """Trajectory, loss and gradients (y0 first, then each parameter) of one solve, as plain tensors.
+
+    One thread, so that no reduction is split differently from the run that froze the numbers.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run(case, **solver_options)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(case: Case, **solver_options) -> dict[str, torch.Tensor]:
+    func, y0, loss_fn = _problem(case)
+    dtype = getattr(torch, case.dtype)
+    y0 = y0.clone().requires_grad_(True)
+    params = [p for p in func.parameters() if p.requires_grad]
+    t = torch.linspace(0.0, 1.0, N_TIMESTEPS + 1)
+    scaler = DynamicAdjointScaler() if case.scaler else None
+    report = SolveReport() if case.report else None
+    with torch.autocast("cpu", dtype=dtype, enabled=case.mode == "autocast" and dtype != torch.float32):
+        trajectory = odeint(func, y0, t, case.method, scaler=scaler, report=report, **solver_options)
+    loss = loss_fn(trajectory.float())
+    grads = torch.autograd.grad(loss, [y0, *params], allow_unused=True)
+    result = {"trajectory": trajectory.detach(), "loss": loss.detach()}
+    for i, g in enumerate(grads):
+        result[f"grad_{i}"] = torch.zeros_like([y0, *params][i]) if g is None else g
+    if scaler is not None:
+        result["final_scale"] = torch.tensor(float(scaler.scale))
+        result["scale_retries"] = torch.tensor(scaler.retries)
+    return result
+
+
+def main() -> None:
+    frozen = {
+        "torch_version": str(torch.__version__),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cases": {case.key: run(case) for case in cases()},
+    }
+    FROZEN_PATH.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(frozen, FROZEN_PATH)
+    print(f"wrote {len(frozen['cases'])} cases to {FROZEN_PATH}")
+
+
+if __name__ == "__main__":
+    main()

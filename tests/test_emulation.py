@@ -1,0 +1,169 @@
+"""Emulated low-precision arithmetic against the real thing: rounding bit for bit, one layer, whole sweeps."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from roundoff_analyzer.dtypes import DTYPES
+from roundoff_analyzer.emulation import EmulationSettings, NumberFormat, custom_format, emulate, is_low, round_by_cast, round_nearest, round_stochastic
+from roundoff_analyzer.grid import Configuration
+from roundoff_analyzer.measure import ERROR_METRICS
+
+from .conftest import TINY_OTFLOW, results, run_cli
+
+TORCH_FORMATS = ["float16", "bfloat16", "float8_e4m3", "float8_e5m2"]
+
+
+def _hard_cases(fmt: NumberFormat, generator: torch.Generator) -> torch.Tensor:
+    """Normal numbers over a wide exponent range, subnormals, halfway points (ties), overflow and specials."""
+    wide = torch.randn(20000, generator=generator) * 2.0 ** torch.randint(-40, 40, (20000,), generator=generator).float()
+    subnormal = fmt.smallest_subnormal * torch.arange(-64, 64, 0.25)
+    representable = round_by_cast(torch.randn(5000, generator=generator) * fmt.max / 8, fmt)
+    above = round_by_cast(representable * (1 + 2 * fmt.eps), fmt)  # the next value up, or close to it
+    ties = (representable + above) / 2
+    beyond = fmt.max * torch.tensor([1 + fmt.unit_roundoff / 2, 1 + fmt.unit_roundoff, 1.0 + fmt.eps, 2.0, 1e3])
+    specials = torch.tensor([0.0, -0.0, math.inf, -math.inf, fmt.max, -fmt.max, fmt.smallest_normal, 1e-45])
+    return torch.cat([wide, subnormal, ties, representable, beyond, -beyond, specials])
+
+
+@pytest.mark.parametrize("name", TORCH_FORMATS)
+def test_round_to_nearest_even_equals_torch_cast_bit_for_bit(name):
+    fmt = DTYPES.get(name).format
+    x = _hard_cases(fmt, torch.Generator().manual_seed(1))
+    ours, torchs = round_nearest(x, fmt), round_by_cast(x, fmt)
+    assert torch.equal(ours.view(torch.int32), torchs.view(torch.int32))
+    nan = torch.tensor([math.nan])
+    assert round_nearest(nan, fmt).isnan().all() and round_by_cast(nan, fmt).isnan().all()
+
+
+def test_e4m3_saturates_where_e5m2_overflows_as_torch_does():
+    huge = torch.tensor([1e6, math.inf, -1e6])
+    assert round_nearest(huge, DTYPES.get("float8_e4m3").format).tolist() == [448.0, 448.0, -448.0]
+    assert round_nearest(huge, DTYPES.get("float8_e5m2").format).tolist() == [math.inf, math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("name", TORCH_FORMATS)
+def test_format_constants_match_torch_finfo(name):
+    spec = DTYPES.get(name)
+    info = torch.finfo(spec.torch_dtype)
+    assert (spec.max, spec.smallest_normal, spec.unit_roundoff) == (info.max, info.smallest_normal, info.eps / 2)
+    assert spec.smallest_subnormal == info.smallest_normal * info.eps
+
+
+def test_custom_formats_are_ieee_like_and_equal_torch_where_the_layout_is_the_same():
+    e5m10, e8m7, e4m3 = custom_format("e5m10"), custom_format("e8m7"), DTYPES.get("e4m3").format
+    assert (e4m3.max, e4m3.unit_roundoff, e4m3.smallest_normal, e4m3.smallest_subnormal) == (240.0, 2**-4, 2**-6, 2**-9)
+    x = _hard_cases(e5m10, torch.Generator().manual_seed(2))
+    assert torch.equal(round_nearest(x, e5m10).view(torch.int32), round_by_cast(x, DTYPES.get("float16").format).view(torch.int32))
+    assert torch.equal(round_nearest(x, e8m7).view(torch.int32), round_by_cast(x, DTYPES.get("bfloat16").format).view(torch.int32))
+    assert custom_format("e9m3") is None and "e9m3" not in DTYPES
+
+
+def test_stochastic_rounding_picks_a_neighbour_keeps_exact_values_and_is_unbiased():
+    fmt = DTYPES.get("float16").format
+    generator = torch.Generator().manual_seed(0)
+    x = torch.full((200000,), 1.0 + fmt.eps / 4)  # a quarter of the way from 1 to the next float16
+    rounded = round_stochastic(x, fmt, generator)
+    assert set(rounded.unique().tolist()) == {1.0, 1.0 + fmt.eps}
+    assert abs(float((rounded == 1.0 + fmt.eps).float().mean()) - 0.25) < 0.01
+    exact = round_by_cast(torch.randn(1000, generator=generator), fmt)
+    assert torch.equal(round_stochastic(exact, fmt, generator), exact)
+
+
+def _layer_run(x, layer, context):
+    with context():
+        out = torch.tanh(layer(x))
+    out.float().pow(2).sum().backward()
+    grads = [x.grad.clone(), layer.weight.grad.clone()]
+    x.grad = layer.weight.grad = layer.bias.grad = None
+    return out, grads
+
+
+def test_one_linear_layer_emulated_equals_autocast_forward_and_rounds_its_gradients():
+    torch.manual_seed(0)
+    layer, x = torch.nn.Linear(16, 8), torch.randn(32, 16, requires_grad=True)
+    real, real_grads = _layer_run(x, layer, lambda: torch.autocast("cpu", dtype=torch.float16))
+    emulated, emulated_grads = _layer_run(x, layer, lambda: emulate(EmulationSettings(DTYPES.get("float16").format)))
+    assert real.dtype == torch.float16 and emulated.dtype == torch.float32 and is_low(emulated)
+    assert torch.equal(real.float(), emulated)
+    for ours, theirs in zip(emulated_grads, real_grads):
+        assert torch.equal(round_by_cast(ours, DTYPES.get("float16").format), ours)  # float16 values, as autocast's are
+        assert float((ours - theirs).norm() / theirs.norm()) < 4 * DTYPES.get("float16").unit_roundoff
+
+
+def test_configuration_ids_of_hardware_runs_are_unchanged():
+    hardware = Configuration("otflow", "native", "rk4", 8, "float16", "none", "autocast")
+    assert hardware.id == "otflow-native-rk4-n000008-float16-none-autocast"
+    stochastic = Configuration("otflow", "native", "rk4", 8, "float16", "none", "autocast", "emulated", "stochastic")
+    assert stochastic.id == "otflow-native-rk4-n000008-float16-none-autocast-emulated-stochastic"
+
+
+@pytest.fixture(scope="module")
+def hardware_and_emulated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("emulation") / "sweep"
+    result = run_cli(
+        "sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--method", "euler,rk4", "--dtype", "float16,bfloat16",
+        "--arithmetic", "hardware,emulated", "--library", "torchdiffeq,native", "--scaling", "none", "--no-report", "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return results(out)
+
+
+def test_emulated_errors_are_within_a_factor_two_of_hardware_with_the_same_outcome(hardware_and_emulated):
+    keys = ["library", "method", "n_timesteps", "dtype", "scaling", "mode"]
+    hardware = hardware_and_emulated[hardware_and_emulated.arithmetic == "hardware"].set_index(keys)
+    emulated = hardware_and_emulated[hardware_and_emulated.arithmetic == "emulated"].set_index(keys).loc[hardware.index]
+    assert len(hardware) == len(emulated) == 16
+    assert hardware.status.tolist() == emulated.status.tolist()
+    assert hardware.failure_class.fillna("").tolist() == emulated.failure_class.fillna("").tolist()
+    ratios = emulated[list(ERROR_METRICS)] / hardware[list(ERROR_METRICS)]
+    assert ((ratios >= 0.5) & (ratios <= 2.0)).all().all(), ratios
+
+
+def test_fp8_sweep_runs_emulated_by_default_with_the_format_u(tmp_path):
+    out = tmp_path / "fp8"
+    result = run_cli(
+        "sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--method", "euler", "--library", "native",
+        "--dtype", "float8_e4m3,float8_e5m2,e5m2", "--scaling", "none", "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    table = results(out).set_index("dtype")
+    assert (table.arithmetic == "emulated").all()
+    # E4M3 has no infinity: otflow's gradients (norm ~1e4) saturate at 448 unless the adjoint is scaled.
+    assert table.loc["float8_e4m3", "failure_class"] == "overflow" and "saturated" in table.loc["float8_e4m3", "failure_message"]
+    assert (table.drop(index="float8_e4m3").status == "ok").all()
+    assert table.unit_roundoff.to_dict() == {"float8_e4m3": 2**-4, "float8_e5m2": 2**-3, "e5m2": 2**-3}
+    assert table.fp8_scaling.tolist() == [True, True, True]
+    assert (table.grad_params_rel_err_over_u == table.grad_params_rel_err / table.unit_roundoff).all()
+    report = (out / "report.md").read_text()
+    assert "**8-bit float8_e4m3** (u = 6.25e-02, per-tensor fp8 scaling on)" in report and "**8-bit float8_e5m2**" in report
+    show = run_cli("show", out, "--where", "dtype == 'float8_e4m3'")
+    assert show.exit_code == 0 and "1 of 3 configurations" in show.output
+
+
+def test_hardware_fp8_on_a_cpu_is_a_failed_row_that_says_why(tmp_path):
+    out = tmp_path / "fp8-hardware"
+    result = run_cli(
+        "sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "2", "--method", "euler", "--library", "native",
+        "--dtype", "float8_e5m2", "--scaling", "none", "--arithmetic", "hardware", "--no-report", "--out", out, "--device", "cpu",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    row = results(out).iloc[0]
+    assert row.status == "failed" and row.failure_class == "unsupported" and "autocast on cpu does not run" in row.failure_message
+
+
+def test_stochastic_repeats_estimate_significant_digits_close_to_the_reference_error(tmp_path):
+    out = tmp_path / "stochastic"
+    result = run_cli(
+        "sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--method", "rk4", "--library", "torchdiffeq,native",
+        "--dtype", "float16", "--scaling", "none", "--rounding", "stochastic", "--repeats", "4", "--no-report", "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    table = results(out)
+    assert (table.arithmetic == "emulated").all() and (table.rounding == "stochastic").all() and (table.status == "ok").all()
+    assert (table.deterministic == False).all()  # noqa: E712 - the repeats differ, as they must
+    digits, from_reference = table.sig_digits_grad_params, -table.grad_params_rel_err.map(math.log10)
+    assert ((digits - from_reference).abs() < 1.0).all(), pd.DataFrame({"digits": digits, "reference": from_reference})
