@@ -1,7 +1,11 @@
 """The `roundoff` application: one Typer app, one module per command."""
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
+
+from roundoff_analyzer import __version__
 
 from .check import check
 from .list_axes import list_axes
@@ -13,9 +17,26 @@ app = typer.Typer(
     name="roundoff",
     help="Measure what float16 and bfloat16 do to neural ODE solutions and gradients, against a float64 reference.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"roundoff-analyzer {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Optional[bool] = typer.Option(
+        None, "--version", metavar="", callback=_print_version, is_eager=True, help="Show the version and exit."
+    ),
+) -> None:
+    """Measure what float16 and bfloat16 do to neural ODE solutions and gradients, against a float64 reference."""
+
+
 app.command("sweep")(sweep)
 app.command("list")(list_axes)
 app.command("check")(check)

@@ -36,9 +36,9 @@ def check(
     ),  # fmt: skip
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a markdown summary here (for a CI comment or job summary)."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here: one test case per configuration."),
-    update_baseline: bool = typer.Option(False, "--update-baseline", help="When nothing regressed, replace the baseline's results with these."),
+    update_baseline: bool = typer.Option(False, "--update-baseline", metavar="", help="When nothing regressed, replace the baseline's results with these."),
     allow_different_setup: bool = typer.Option(
-        False, "--allow-different-setup", help="Compare even when the manifests' setups (model, options, data, checkpoint, device, scaler) differ.",
+        False, "--allow-different-setup", metavar="", help="Compare even when the manifests' setups (model, options, data, checkpoint, device, scaler) differ.",
     ),  # fmt: skip
 ) -> None:
     """Compare a sweep with a baseline, configuration by configuration: exit 0 if nothing regressed, 1 if something did.
@@ -53,7 +53,7 @@ def check(
         baselines.ensure_writable(baseline)
     comparison = compare(new_results, baseline_results, tolerances, names=(f"'{results}'", f"baseline '{baseline}'"))
 
-    console = wide_console()
+    console = wide_console(piped_width=160)  # the changes table: whole configuration names and reasons on one line
     for line in ([setup_note] if setup_note else []) + only_on_one_side(comparison):
         console.print(printable(line), highlight=False, markup=False, soft_wrap=True)
     if any(not comparison.with_verdict(verdict).empty for verdict, _ in REPORTED):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import Callable, TypeVar
 
 import typer
@@ -57,7 +58,7 @@ def split_ints(value: str | None, what: str) -> list[int] | None:
         raise InputError(f"--{what} '{value}' must be comma-separated whole numbers, such as 8,16,32") from None
 
 
-def wide_console() -> Console:
-    """A console for tables: the terminal's width, or a width that fits the results table when piped."""
+def wide_console(piped_width: int = 100) -> Console:
+    """A console for tables: the terminal's width; piped, $COLUMNS or `piped_width` (the results table fits in 100)."""
     console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=160)
+    return console if console.is_terminal or os.environ.get("COLUMNS") else Console(highlight=False, width=piped_width)

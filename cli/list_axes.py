@@ -32,19 +32,19 @@ def list_axes(
     """Show every value of every axis, and whether it can run on this machine."""
     for name in library:
         resolve_library(name)
-    console = wide_console()
+    console = wide_console(piped_width=160)  # long descriptions and install lines read best unwrapped
     where = resolve_device(device)
     table = Table(title=f"what roundoff can sweep (checked on {where})", header_style="bold")
     for column in ("axis", "name", "runs here", "about"):
         table.add_column(column)
     for model in MODELS:
         fields = ", ".join(f"{k}={v.default}" for k, v in model.options_type.model_fields.items())
-        table.add_row("model", model.name, "yes", f"{model.description}; options: {fields}; default data: {model.default_data}")
-    table.add_row("model", "your own", "yes", f"--model {FORMS} (a function of the -o options returning func, y0 and loss; see README)")
+        table.add_row("model", model.name, "yes", escape(f"{model.description}; options: {fields}; default data: {model.default_data}"))
+    table.add_row("model", "your own", "yes", escape(f"--model {FORMS} (a function of the -o options returning func, y0 and loss; see README)"))
     for source in DATA_SOURCES:
         fields = ", ".join(f"{k}={v.default}" for k, v in source.options_type.model_fields.items())
         usage = f"--data {source.name}" + (":PATH" if source.needs_path else "") + (f"?{fields}" if fields else "")
-        table.add_row("data", source.name, "yes", f"{source.description}; {usage}")
+        table.add_row("data", source.name, "yes", escape(f"{source.description}; {usage}"))
     for name, library in zip(LIBRARIES.names(), LIBRARIES):
         table.add_row("library", escape(name), "yes", escape(library.description))
     for missing in MISSING_LIBRARIES:
@@ -52,25 +52,25 @@ def list_axes(
         table.add_row("library", escape(missing.name), f"[red]no[/]: {escape(missing.reason)}", escape(install.removeprefix("; ")))
     table.add_row(
         "library", "your own", "yes",
-        f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a SolverLibrary; see README)",
+        escape(f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a SolverLibrary; see README)"),
     )  # fmt: skip
     for method in METHODS:
-        table.add_row("method", method.name, "yes", method.description)
+        table.add_row("method", method.name, "yes", escape(method.description))
     for dtype in DTYPES:
         reason = dtype.unsupported_reason(where)
-        runs = "[green]yes[/]" if reason is None else f"[yellow]emulated only[/]: {reason}"
-        table.add_row("dtype", dtype.name, runs, dtype.describe())
+        runs = "[green]yes[/]" if reason is None else f"[yellow]emulated only[/]: {escape(reason)}"
+        table.add_row("dtype", dtype.name, runs, escape(dtype.describe()))
     for form in DTYPES.allowed()[len(DTYPES.names()):]:
         table.add_row("dtype", form, "[yellow]emulated only[/]", "IEEE-like with subnormals; u = 2^-(Y+1), max (2 - 2^-Y) 2^(2^(X-1) - 1)")
     for arithmetic in ARITHMETICS:
-        table.add_row("arithmetic", arithmetic.name, "yes", arithmetic.description)
+        table.add_row("arithmetic", arithmetic.name, "yes", escape(arithmetic.description))
     for rounding in ROUNDINGS:
         table.add_row("rounding", rounding.name, "yes", rounding.description)
     for scaling in SCALINGS:
-        table.add_row("scaling", scaling.name, "yes", scaling.description)
+        table.add_row("scaling", scaling.name, "yes", escape(scaling.description))
     for mode in MODES:
-        table.add_row("mode", mode.name, "yes", mode.description)
+        table.add_row("mode", mode.name, "yes", escape(mode.description))
     for executor in EXECUTORS:
         reason = executor.unavailable_reason()
-        table.add_row("executor", executor.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {reason}", executor.description)
+        table.add_row("executor", executor.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {escape(reason)}", escape(executor.description))
     console.print(table)

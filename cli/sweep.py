@@ -1,4 +1,5 @@
 """`roundoff sweep`: run the grid, write Parquet, print the table."""
+# fmt: off
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,10 +9,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from roundoff_analyzer import api
 from roundoff_analyzer import config as sweep_config
 from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
-from roundoff_analyzer.report import write_report
+from roundoff_analyzer.report import REPORT
+from roundoff_analyzer.scalings import ScalerSettings
 from roundoff_analyzer.report.verdict_section import verdict_lines
 from roundoff_analyzer.text import printable
 
@@ -21,60 +24,77 @@ from .progress import RichProgress
 from .tables import results_table
 
 
+GRID, MODEL, SCALING, EXECUTION, OUTPUT = "Grid", "Model and data", "Scaling", "Execution", "Output"
+_FIELDS, _SCALER = sweep_config.SweepConfig.model_fields, ScalerSettings.model_fields
+
+
+def _default(field: str, fields=_FIELDS) -> str:
+    """A setting's default as --help shows it, read from the config's own definition."""
+    info = fields[field]
+    value = info.default_factory() if info.default_factory else info.default
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 @reports_input_errors
 def sweep(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to sweep (see `roundoff list`)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the sweep; flags override it."),
-    timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps values, e.g. 8,16,32."),
-    method: Optional[str] = typer.Option(None, help="Methods, e.g. euler,rk4."),
-    library: Optional[str] = typer.Option(
-        None, help="Libraries, e.g. torchdiffeq,native, or your own as package.module:object or path/to/file.py:object."
-    ),
-    dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes, e.g. float16,bfloat16."),
-    scaling: Optional[str] = typer.Option(None, help="Scaling strategies, e.g. none,grad,dynamic."),
-    mode: Optional[str] = typer.Option(None, help="Modes: autocast, pure."),
-    option: list[str] = typer.Option([], "--option", "-o", help="Model option key=value (repeatable)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to sweep (see `roundoff list`); required unless the config file names it.", rich_help_panel=MODEL),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the sweep; options given here override it.", rich_help_panel=MODEL),
+    timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps values (time steps on [0, 1]).", show_default=_default("timesteps"), rich_help_panel=GRID),
+    method: Optional[str] = typer.Option(None, help="Methods: euler, rk4.", show_default=_default("method"), rich_help_panel=GRID),
+    library: Optional[str] = typer.Option(None, help="Solver libraries: torchdiffeq, native, …, or your own as package.module:object or path/to/file.py:object.", show_default="the default grid", rich_help_panel=GRID),
+    dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes: float16, bfloat16, float32.", show_default="the default grid", rich_help_panel=GRID),
+    scaling: Optional[str] = typer.Option(None, help="Scaling strategies: none, grad, dynamic.", show_default="the default grid", rich_help_panel=GRID),
+    mode: Optional[str] = typer.Option(None, help="Modes: autocast, pure.", show_default=_default("mode"), rich_help_panel=GRID),
+    option: list[str] = typer.Option([], "--option", "-o", help="Model option key=value (repeatable; `roundoff list` shows each model's).", show_default=False, rich_help_panel=MODEL),
     data: Optional[str] = typer.Option(
-        None, "--data", help="Data: synthetic, 2spirals, 8gaussians or bsds300:PATH[?split=train|validation|test]."
+        None, "--data", help="Data: synthetic, 2spirals, 8gaussians or bsds300:PATH[?split=train|validation|test].",
+        show_default="the model's", rich_help_panel=MODEL,
     ),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="Trained weights (a state dict) for the model."),
-    device: Optional[str] = typer.Option(None, help="auto, cpu or cuda."),
-    repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check)."),
-    timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds."),
-    loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Multiply the loss by this (e.g. 1e-10 to study underflow)."),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="Trained weights (a state dict) for the model.", show_default="random weights from the seed", rich_help_panel=MODEL),
+    loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Multiply the loss by this (e.g. 1e-10 to study underflow).", show_default=_default("loss_scale"), rich_help_panel=SCALING),
+    init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale.", show_default=_default("init_scale", _SCALER), rich_help_panel=SCALING),
+    backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: factor on the loss scale after a non-finite gradient.", show_default=_default("backoff_factor", _SCALER), rich_help_panel=SCALING),
+    max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backoffs at most; dynamic: halvings per step at most.", show_default=_default("max_retries", _SCALER), rich_help_panel=SCALING),
+    device: Optional[str] = typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=EXECUTION),
+    repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check).", show_default=_default("repeats"), rich_help_panel=EXECUTION),
+    timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds.", show_default="none", rich_help_panel=EXECUTION),
+    executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: local, processes or slurm.", show_default="local; processes with --workers above 1", rich_help_panel=EXECUTION),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes on this machine (implies --executor processes).", show_default=_default("workers"), rich_help_panel=EXECUTION),
+    slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="slurm: partition of the array's tasks.", show_default="the cluster's default", rich_help_panel=EXECUTION),
+    slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: time limit per task (minutes or HH:MM:SS).", show_default="the partition's", rich_help_panel=EXECUTION),
+    slurm_gpus_per_task: Optional[int] = typer.Option(None, "--slurm-gpus-per-task", help="slurm: GPUs per task.", show_default="none", rich_help_panel=EXECUTION),
+    slurm_option: list[str] = typer.Option([], "--slurm-option", help="slurm: another sbatch option key=value, or a bare flag (repeatable).", show_default=False, rich_help_panel=EXECUTION),
+    out: Optional[Path] = typer.Option(None, "--out", help="Results folder; the same folder again resumes the sweep.", show_default="results/<model>-<date>-<time>", rich_help_panel=OUTPUT),
+    force: bool = typer.Option(False, "--force", metavar="", help="Replace a different sweep found in --out.", show_default=False, rich_help_panel=OUTPUT),
+    no_report: bool = typer.Option(False, "--no-report", metavar="", help="Do not write report.md and figures/ at the end.", show_default=False, rich_help_panel=OUTPUT),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="torch threads per process.", show_default="1, or the process's share of the cores when the problem's largest matrix product is large",
+        rich_help_panel=EXECUTION,
+    ),
     noise_batches: Optional[int] = typer.Option(
-        None, "--noise-batches", help="Batches of the model's data for the gradient noise (default 16; 0 skips it)."
+        None, "--noise-batches", help="Batches of the model's data for the gradient noise (0 skips it).", show_default=_default("noise_batches"),
+        rich_help_panel=MODEL,
     ),
-    init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale (default 65536)."),
-    backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: scale factor after a non-finite gradient (0.5)."),
-    max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backward retries; dynamic: halvings per step (30)."),
-    executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: local, processes or slurm."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes on this machine (implies --executor processes)."),
-    slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="slurm: partition of the array's tasks."),
-    slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: time limit per task (minutes or HH:MM:SS)."),
-    slurm_gpus_per_task: Optional[int] = typer.Option(None, "--slurm-gpus-per-task", help="slurm: GPUs per task."),
-    slurm_option: list[str] = typer.Option([], "--slurm-option", help="slurm: another sbatch option key=value, or a bare flag (repeatable)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default: a new folder under results/)."),
-    force: bool = typer.Option(False, "--force", help="Replace a different sweep found in --out."),
-    no_report: bool = typer.Option(False, "--no-report", help="Do not write report.md and figures/ at the end."),
-    rtol: Optional[float] = typer.Option(None, "--rtol", help="Adaptive methods (dopri5, tsit5): relative tolerance (1e-3)."),
-    atol: Optional[float] = typer.Option(None, "--atol", help="Adaptive methods: absolute tolerance (1e-6)."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Adaptive methods: steps a solve may attempt (1000)."),
+    rtol: Optional[float] = typer.Option(None, "--rtol", help="Adaptive methods (dopri5, tsit5): relative tolerance.", show_default=_default("rtol"), rich_help_panel=GRID),
+    atol: Optional[float] = typer.Option(None, "--atol", help="Adaptive methods: absolute tolerance.", show_default=_default("atol"), rich_help_panel=GRID),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Adaptive methods: steps a solve may attempt.", show_default=_default("max_steps"), rich_help_panel=GRID),
     arithmetic: Optional[str] = typer.Option(
-        None, help="Arithmetic: hardware, emulated (default: each dtype's own: emulated for fp8 and eXmY, else hardware)."
+        None, help="Arithmetic: hardware, emulated (default: each dtype's own: emulated for fp8 and eXmY, else hardware).",
+        rich_help_panel=GRID,
     ),
-    rounding: Optional[str] = typer.Option(None, help="Rounding of emulated arithmetic: nearest, stochastic (default nearest)."),
+    rounding: Optional[str] = typer.Option(None, help="Rounding of emulated arithmetic: nearest, stochastic (default nearest).", rich_help_panel=GRID),
     fp8_scaling: Optional[bool] = typer.Option(
-        None, "--fp8-scaling/--no-fp8-scaling", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on)."
+        None, "--fp8-scaling/--no-fp8-scaling", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on).",
+        rich_help_panel=SCALING,
     ),
     cpu_memory: Optional[bool] = typer.Option(
-        None, "--cpu-memory", help="On the CPU, measure peak memory too (one extra, untimed run per configuration)."
+        None, "--cpu-memory", metavar="", help="On the CPU, measure peak memory too (one extra, untimed run per configuration).",
+        rich_help_panel=EXECUTION,
     ),
 ) -> None:
-    """Run a model's ODE over timesteps x method x library x dtype x scaling x mode against a float64 reference.
+    """Run a model's ODE over n_timesteps x method x library x dtype x scaling x mode, against a float64 reference.
 
-    Without --library, --dtype and --scaling, the grid is seed 000's seven (library, dtype, scaling) pairs per
-    (n_timesteps, method); naming any of them sweeps the full product of the named axes.
+    Without --library, --dtype and --scaling, each (n_timesteps, method) runs the seven (library, dtype, scaling) triples of the default grid: bfloat16 without scaling on torchdiffeq and on native; float16 on torchdiffeq with none and grad; float16 on native with none, grad and dynamic. Naming any of these three axes sweeps the full product of the axes named (the others take all their values).
     """
     console = wide_console()
     overrides = {
@@ -103,20 +123,23 @@ def sweep(
         "workers": workers,
         "slurm": {k: v for k, v in {"partition": slurm_partition, "time": slurm_time, "gpus_per_task": slurm_gpus_per_task,
                                     "options": sweep_config.parse_sbatch_options(slurm_option) or None}.items() if v is not None} or None,
+        "threads": threads,
         "rtol": rtol,
         "atol": atol,
         "max_steps": max_steps,
     }
-    plan = sweeping.plan(sweep_config.resolve(config, overrides))
-    out_dir = out or sweeping.default_out_dir(plan)
+    planned = api.plan_sweep(config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
+    plan, out_dir = planned.plan, planned.out
     console.print(
         f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {out_dir}",
         highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
+    if plan.threads:
+        console.print(f"torch threads: {plan.threads.threads} per process ({plan.threads.reason})", highlight=False, markup=False)
     try:
         with RichProgress(console) as progress, stop_after_current(console) as stop_requested:
-            outcome = sweeping.run(plan, out_dir, progress=progress, force=force, stop_requested=stop_requested)
+            result = api.run_sweep(planned, force=force, report=not no_report, progress=progress, stop_requested=stop_requested)
     except sweeping.SweepInterrupted as stopped:
         report_interrupted(stderr, stopped)
     except sweeping.SweepIncomplete as incomplete:
@@ -126,14 +149,15 @@ def sweep(
     except KeyboardInterrupt:
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
-    console.print(results_table(outcome.results, title=f"{plan.model.name}: error against the float64 reference"))
-    for line in verdict_lines(outcome.results):
+    outcome = result.run
+    console.print(results_table(result.results, title=f"{plan.model.name}: error against the float64 reference"))
+    for line in verdict_lines(result.results):
         console.print(f"verdict: {escape(printable(line.replace('**', '')))}", highlight=False)
-    counts = outcome.results["status"].value_counts().to_dict()
+    counts = result.results["status"].value_counts().to_dict()
     console.print(
-        f"{len(outcome.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "
+        f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "
         f"{outcome.wall_seconds:.1f} s; {outcome.reference_solves} reference solves; results: {out_dir / 'results.parquet'}",
         highlight=False,
     )
     if not no_report:
-        console.print(f"report: {write_report(out_dir)}", highlight=False)
+        console.print(f"report: {out_dir / REPORT}", highlight=False)

@@ -1,7 +1,12 @@
-"""The results as a rich table in the terminal."""
+"""The results as a rich table in the terminal, narrow enough for 100 columns: columns that say nothing (the same
+value in every row, or no value at all) are left out and named in the caption, and numbers are written compactly
+and never cut (their columns keep their width; text columns wrap instead)."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -9,12 +14,28 @@ from roundoff_analyzer.text import printable
 
 from .progress import STATUS_STYLE
 
+
+def _short_exponent(text: str) -> str:
+    """3.06e-04 -> 3.06e-4, 1.5e+10 -> 1.5e10."""
+    return re.sub(r"e([+-])0*(\d)", lambda m: f"e{'-' if m.group(1) == '-' else ''}{m.group(2)}", text)
+
+
+def compact(value: float) -> str:
+    """A scale as it is (65536, 0.0625), in six significant digits at most."""
+    return _short_exponent(f"{value:.6g}")
+
+
+def error(value: float) -> str:
+    return _short_exponent(f"{value:.2e}")
+
+
+# (header, column, format); a format other than str marks a number, right-aligned and never cut.
 COLUMNS = (
     ("library", "library", str), ("method", "method", str), ("n", "n_timesteps", str), ("dtype", "dtype", str),
     ("scaling", "scaling", str), ("mode", "mode", str), ("status", "status", str), ("class", "failure_class", str),
-    ("sol err", "sol_rel_err", "{:.2e}".format), ("grad y0 err", "grad_y0_rel_err", "{:.2e}".format),
-    ("grad params err", "grad_params_rel_err", "{:.2e}".format), ("params err/u", "grad_params_rel_err_over_u", "{:.1f}".format),
-    ("scale", "final_scale", "{:g}".format), ("overflow step", "overflow_step", lambda v: str(int(v))),
+    ("sol err", "sol_rel_err", error), ("grad y0 err", "grad_y0_rel_err", error),
+    ("grad params err", "grad_params_rel_err", error), ("params err/u", "grad_params_rel_err_over_u", "{:.1f}".format),
+    ("scale", "final_scale", compact), ("step", "overflow_step", lambda v: str(int(v))),
     ("arithmetic", "arithmetic", str),
 )  # fmt: skip
 
@@ -25,12 +46,33 @@ def cell(value, fmt=str) -> str:
 
 
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
-    table = Table(title=title, header_style="bold")
+    texts = {column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
+             for _, column, fmt in COLUMNS}  # a folder from before a column existed shows it empty
+    shown, same, empty = [], [], []
     for header, column, fmt in COLUMNS:
-        table.add_column(header, justify="left" if fmt is str else "right")
-    for row in results.to_dict("records"):
-        cells = [cell(row.get(column), fmt) for _, column, fmt in COLUMNS]
-        style = STATUS_STYLE.get(row["status"])
-        cells[6] = f"[{style}]{cells[6]}[/]" if style else cells[6]
+        values = set(texts[column])
+        if values <= {""} and len(results):
+            empty.append(header)
+        elif len(values) == 1 and len(results) > 1 and column != "status":
+            same.append(f"{header} {values.pop()}")
+        else:
+            shown.append((header, column, fmt))
+    caption = "; ".join(filter(None, [
+        f"the same in every row: {', '.join(same)}" if same else "", f"no value in any row: {', '.join(empty)}" if empty else "",
+    ]))  # fmt: skip
+    table = Table(title=title, caption=escape(caption) or None, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for header, column, fmt in shown:
+        # As wide as its longest value or header word, no wider: headers wrap between words, and rich has no reason
+        # to squeeze (and cut) a column. Only a failure class may fold, being the one long word.
+        width = max([len(text) for text in texts[column]] + [len(word) for word in header.split()])
+        flexible = column == "failure_class"
+        table.add_column(header, justify="left" if fmt is str else "right", width=None if flexible else width,
+                         min_width=min(width, 8) if flexible else None, overflow="fold" if flexible else "ellipsis")  # fmt: skip
+    for i, status in enumerate(results["status"]):
+        cells = [escape(texts[column][i]) for _, column, _ in shown]
+        style = STATUS_STYLE.get(status)
+        if style:
+            at = [column for _, column, _ in shown].index("status")
+            cells[at] = f"[{style}]{cells[at]}[/]"
         table.add_row(*cells)
     return table

@@ -20,6 +20,7 @@ from .modes import MODES
 from .registry import Registry
 from .roundings import ROUNDINGS
 from .scalings import SCALINGS, ScalerSettings
+from .validation import location, phrase
 
 # Sized for a 2-core CPU: the bare `roundoff sweep --model otflow` finishes in well under 3 minutes.
 DEFAULT_TIMESTEPS = (8, 32, 128)
@@ -93,13 +94,15 @@ class SlurmSettings(BaseModel):
 
 
 def parse_sbatch_options(pairs: list[str]) -> dict[str, str | bool]:
-    """`--slurm-option` values: `["account=abc", "exclusive"]` -> {"account": "abc", "exclusive": True}."""
+    """`--slurm-option` values: `["account=abc", "exclusive", "hold=true"]` -> {"account": "abc", "exclusive": True,
+    "hold": True}: `true` and `false` mean what they mean in a config file (a bare flag, no flag)."""
     options: dict[str, str | bool] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not key.strip():
             raise InputError(f"--slurm-option '{pair}' is not of the form key=value (or a bare flag such as exclusive)")
-        options[key.strip()] = value.strip() if sep else True
+        value = value.strip()
+        options[key.strip()] = {"true": True, "false": False}.get(value.lower(), value) if sep else True
     return options
 
 
@@ -143,6 +146,7 @@ class SweepConfig(BaseModel):
         if info.data.get("arithmetic") == ["hardware"] and any(r != "nearest" for r in value or []):
             raise ValueError("other than nearest needs --arithmetic emulated (hardware rounds to nearest)")
         return value
+    threads: PositiveInt | None = Field(None, description="torch threads per process (default: chosen from the problem's size)")
 
     @field_validator("timesteps")
     @classmethod
@@ -193,13 +197,10 @@ def validate(values: dict[str, Any], source: str = "command line") -> SweepConfi
         return SweepConfig(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "?"
-        message = err["msg"].removeprefix("Value error, ")
+        message = phrase(err)
         if err["type"] == "extra_forbidden":
             message = f"unknown key; allowed: {', '.join(_keys_at(err['loc']))}"
-        elif err["type"] == "missing":
-            message = "is required"
-        raise InputError(f"{source}: '{key}' {message}") from None
+        raise InputError(f"{source}: '{location(err)}' {message}") from None
 
 
 def _keys_at(loc: tuple) -> list[str]:

@@ -100,6 +100,8 @@ def run_once(
             outcome.report.n_function_evals = counted.calls
         if outcome.failure.final_scale is not None:
             outcome.final_scale, outcome.retries = outcome.failure.final_scale, outcome.failure.retries
+            # An exhausted loss scaler's last attempt is the one that counted, as for one that succeeded.
+            outcome.report.backward = sorted(outcome.report.backward[-(t.numel() - 1):], key=lambda r: r.backward_step)
     finally:
         for leaf in leaves:
             leaf.grad = None

@@ -88,6 +88,21 @@ class ResultStore:
         self.set_aside: list[tuple[Path, str]] = []  # (where a shard went, why) since this store was made
         self._verified: dict[str, tuple[int, int]] = {}  # shard id -> (mtime_ns, size) when it was last read whole
 
+    def check(self, fingerprint: dict[str, Any], force: bool = False) -> None:
+        """Refuse a file where the folder should be, and a folder holding a different sweep unless `force`; writes
+        nothing, so that bad input is found before anything is printed."""
+        if self.root.exists() and not self.root.is_dir():
+            raise InputError(f"output folder '{self.root}' is a file; give --out a folder path")
+        existing = self.read_manifest() if self.root.is_dir() else None
+        found = existing.get("fingerprint") if existing is not None else None
+        if existing is not None and found != fingerprint and not force:
+            found = found if isinstance(found, dict) else {}
+            differs = sorted(k for k in fingerprint if found.get(k) != fingerprint[k])
+            raise InputError(
+                f"output folder '{self.root}' holds a different sweep (differs in: {', '.join(differs) or 'everything'}); "
+                "use another --out, or --force to replace it"
+            )
+
     def open(self, manifest: dict[str, Any], force: bool = False) -> None:
         """Create the folder, or reopen it for the same sweep; a different sweep there is refused unless `force`.
 

@@ -7,7 +7,9 @@ import importlib.metadata
 import json
 import platform
 import subprocess
+import sys
 import time
+import types
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
@@ -28,6 +30,7 @@ from .libraries import resolve_library
 from .methods import METHODS
 from .models import MODELS, ModelOptions, ModelSpec, Problem, load_checkpoint, parse_options, resolve_model, scaled_loss
 from .results import ResultStore
+from .threads import ThreadChoice, choose_threads
 
 
 class Progress(Protocol):
@@ -48,6 +51,7 @@ class SweepPlan:
     problem: Problem
     checkpoint: dict[str, str] | None  # path and sha256 of the weights loaded into the problem
     executor: Executor
+    threads: ThreadChoice | None = None  # torch threads for each process that measures (None: leave torch's setting)
 
 
 class SweepInterrupted(Exception):
@@ -94,7 +98,8 @@ def plan(config: SweepConfig) -> SweepPlan:
     if config.loss_scale != 1.0:
         problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
     checkpoint = load_checkpoint(problem.func, config.checkpoint, model.name) if config.checkpoint else None
-    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor)
+    threads = choose_threads(problem.func, problem.y0, device, config.threads, config.workers) if executor.runs_here else None
+    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads)
 
 
 def _build(model: ModelSpec, options: ModelOptions, device: torch.device, data) -> Problem:
@@ -215,7 +220,7 @@ def _manifest(plan: SweepPlan) -> dict:
         "seed": plan.options.seed,
         "device": str(plan.device),
         "device_description": describe(plan.device) if plan.executor.runs_here else f"{plan.device} on the {plan.executor.name} executor's nodes",
-        "execution": plan.executor.settings(config),
+        "execution": {**plan.executor.settings(config), **(plan.threads.as_dict() if plan.threads else {})},
         "repeats": config.repeats,
         "timeout_s": config.timeout,
         "cpu_memory": config.cpu_memory,
@@ -267,3 +272,16 @@ def _git_revision() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class _SweepModule(types.ModuleType):
+    """`roundoff_analyzer.sweep(model=..., ...)` runs a sweep (api.sweep), while `roundoff_analyzer.sweep` stays
+    this module, the plan and run beneath it, for the code that imports it by that name."""
+
+    def __call__(self, *args, **kwargs):
+        from .api import sweep as run_a_sweep  # deferred: the API imports this module
+
+        return run_a_sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _SweepModule

@@ -257,9 +257,9 @@ BAD_INPUTS = [
     ("unknown dtype", ["--model", "linear", "--dtype", "float8"], "unknown dtype 'float8'"),
     ("malformed TOML", ["--config", "{malformed}"], "is not valid TOML"),
     ("unknown TOML key", ["--config", "{unknown_key}"], "'timestep' unknown key"),
-    ("zero n_timesteps", ["--model", "linear", "--timesteps", "0,8"], "'timesteps.0' Input should be greater than 0"),
-    ("negative n_timesteps", ["--model", "linear", "--timesteps=-4"], "'timesteps.0' Input should be greater than 0"),
-    ("zero n_timesteps in TOML", ["--config", "{zero_in_file}"], "zero.toml': 'timesteps.0'"),
+    ("zero n_timesteps", ["--model", "linear", "--timesteps", "0,8"], "'timesteps[0]' must be greater than 0 (got 0)"),
+    ("negative n_timesteps", ["--model", "linear", "--timesteps=-4"], "'timesteps[0]' must be greater than 0 (got -4)"),
+    ("zero n_timesteps in TOML", ["--config", "{zero_in_file}"], "zero.toml': 'timesteps[0]' must be greater than 0 (got 0)"),
     ("missing data file", ["--model", "otflow", "-o", "d=63", "--data", "bsds300:/no/such/BSDS300.hdf5"], "does not exist"),
     ("HDF5 of the wrong shape", ["--model", "otflow", "-o", "d=63", "--data", "bsds300:{wrong_shape}"], "expected datasets train, validation, test"),
     ("not an HDF5 file", ["--model", "otflow", "-o", "d=63", "--data", "bsds300:{not_hdf5}"], "cannot be read as an HDF5 file"),
@@ -274,12 +274,15 @@ BAD_INPUTS = [
     ("factory option that does not exist", ["--model", f"{EXAMPLE}:damped_oscillator", "-o", "mass=2"], "option 'mass'"),
     ("--data for a user model", ["--model", f"{EXAMPLE}:damped_oscillator", "--data", "2spirals"], "builds its own data"),
     ("unknown executor", ["--model", "linear", "--executor", "dask"], "unknown executor 'dask'"),
-    ("no workers", ["--model", "linear", "--workers", "0"], "'workers' Input should be greater than 0"),
-    ("negative noise batches", ["--model", "linear", "--noise-batches=-1"], "'noise_batches' Input should be greater than or equal to 0"),
+    ("no workers", ["--model", "linear", "--workers", "0"], "'workers' must be greater than 0 (got 0)"),
+    ("negative noise batches", ["--model", "linear", "--noise-batches=-1"], "'noise_batches' must be at least 0 (got -1)"),
     ("--workers for the local executor", ["--model", "linear", "--executor", "local", "--workers", "2"], "use --executor processes"),
     ("--workers for Slurm", ["--model", "linear", "--executor", "slurm", "--workers", "2"], "--workers is for --executor processes"),
     ("malformed Slurm time limit", ["--model", "linear", "--executor", "slurm", "--slurm-time", "2h"], "is not a Slurm time limit"),
     ("sbatch option the executor sets", ["--model", "linear", "--slurm-option", "array=0-3"], "'array' is set by the executor"),
+    ("no threads", ["--model", "linear", "--threads", "0"], "'threads' must be greater than 0 (got 0)"),
+    ("model option of the wrong type", ["--model", "otflow", "-o", "hidden=abc"], "option 'hidden' must be a whole number (got 'abc')"),
+    ("backoff factor out of range", ["--model", "linear", "--backoff-factor", "2"], "'scaler.backoff_factor' must be less than 1"),
     ("unknown [slurm] key in TOML", ["--config", "{slurm_typo}"], "'slurm.partiton' unknown key; allowed: partition, time"),
     ("unknown arithmetic", ["--model", "linear", "--arithmetic", "simulated"], "unknown arithmetic 'simulated'; allowed: emulated, hardware"),
     ("custom format wider than float32", ["--model", "linear", "--dtype", "e9m3"], "unknown dtype 'e9m3'; allowed: bfloat16"),
@@ -319,6 +322,7 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, args, phrase):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert phrase in lines[0], lines[0]
+    assert not result.stdout.strip(), "nothing is printed before the error"
     assert "Traceback" not in result.output
     assert not out.exists()
     assert files["a_file"].read_bytes() == before

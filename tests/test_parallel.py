@@ -15,7 +15,7 @@ import torch
 
 from roundoff_analyzer import config, sweep
 from roundoff_analyzer.executors.groups import reference_groups, reference_key
-from roundoff_analyzer.executors.processes import threads_per_worker, worker_devices
+from roundoff_analyzer.executors.processes import worker_devices
 from roundoff_analyzer.executors.worker import SweepMismatch, Worker, WorkerSetup
 from roundoff_analyzer.grid import CONFIG_COLUMNS
 from roundoff_analyzer.results import ResultStore
@@ -47,7 +47,8 @@ def test_two_workers_give_the_sequential_results_bit_for_bit(tiny_sweep, tmp_pat
     ran = sequential[sequential.status != "skipped"]
     assert outcome.reference_solves == len(ran[["library", "method", "n_timesteps"]].drop_duplicates()) == 8
     manifest = ResultStore(tmp_path / "parallel").read_manifest()
-    assert manifest["execution"] == {"executor": "processes", "workers": 2, "threads_per_worker": threads_per_worker(2)}
+    assert manifest["execution"]["executor"] == "processes" and manifest["execution"]["workers"] == 2
+    assert manifest["execution"]["threads"] == 1  # a tiny problem: one thread per worker (threads.py)
 
 
 def test_groups_keep_each_reference_together_costliest_first():
@@ -70,10 +71,7 @@ def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_pa
         Worker(WorkerSetup(other, str(tmp_path / "sweep"), "cpu", threads=None))
 
 
-def test_threads_are_split_among_workers():
-    cores = len(os.sched_getaffinity(0))
-    assert threads_per_worker(1) == cores
-    assert threads_per_worker(cores) == 1 and threads_per_worker(4 * cores) == 1
+def test_workers_share_the_sweeps_device():
     assert worker_devices(torch.device("cpu"), 3) == ["cpu", "cpu", "cpu"]
 
 
@@ -121,16 +119,26 @@ def resume(out: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
-def worker_pids(parent: int) -> list[int]:
-    """The spawned workers of `parent` (its children running multiprocessing's spawn_main, not its resource tracker)."""
+def child_pids(parent: int) -> list[tuple[int, bytes]]:
     found = []
     for entry in Path("/proc").iterdir():
         try:
             if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                if b"spawn_main" in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
+                found.append((int(entry.name), (entry / "cmdline").read_bytes()))
         except (OSError, IndexError, ValueError):
             continue
+    return found
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The workers of `parent`: children of its fork server (or, where workers are spawned, its children running
+    multiprocessing's spawn_main), not its resource tracker."""
+    found = []
+    for pid, cmdline in child_pids(parent):
+        if b"spawn_main" in cmdline:
+            found.append(pid)
+        elif b"forkserver" in cmdline:
+            found.extend(worker for worker, _ in child_pids(pid))
     return found
 
 
@@ -162,7 +170,7 @@ def test_a_worker_that_dies_costs_its_group_only_and_the_sweep_says_so(tmp_path)
     process = start_slow_sweep(out)
     wait_for_first_shard(process, out)
     workers = worker_pids(process.pid)
-    assert len(workers) == 2
+    assert len(workers) == 1  # --workers 2: this process and one worker
     os.kill(workers[0], signal.SIGKILL)
     stdout, stderr = process.communicate(timeout=120)
 

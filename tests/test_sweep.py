@@ -131,7 +131,7 @@ def test_sweep_resumes_only_what_is_missing(tmp_path):
     [
         (["--model", "nosuch"], "unknown model 'nosuch'; built-in: "),
         (["--model", "linear", "--dtype", "float8"], "unknown dtype 'float8'; allowed: "),
-        (["--model", "linear", "--timesteps", "0"], "'timesteps.0' Input should be greater than 0"),
+        (["--model", "linear", "--timesteps", "0"], "'timesteps[0]' must be greater than 0 (got 0)"),
         (["--model", "linear", "-o", "width=3"], "option 'width'"),
         (["--model", "linear", "--device", "tpu"], "unknown device 'tpu'"),
     ],

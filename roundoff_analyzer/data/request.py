@@ -12,6 +12,7 @@ import torch
 from pydantic import ValidationError
 
 from ..errors import InputError
+from ..validation import phrase
 from .base import DATA_SOURCES, Batch, DataOptions, DataSource
 
 SYNTAX = "NAME[:PATH][?key=value&...]"
@@ -64,6 +65,6 @@ def _options(source: DataSource, text: str, query: str) -> DataOptions:
         return source.options_type(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
-        problem = "is unknown" if err["type"] == "extra_forbidden" else err["msg"].lower()
+        problem = "is unknown" if err["type"] == "extra_forbidden" else phrase(err)
         allowed = ", ".join(source.options_type.model_fields) or "none"
         raise InputError(f"data '{text}': option '{err['loc'][0]}' {problem}; options of {source.name}: {allowed}") from None

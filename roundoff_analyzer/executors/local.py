@@ -6,6 +6,7 @@ import torch
 from ..devices import resolve_device
 from ..errors import InputError
 from .base import EXECUTORS, Execution, ExecutionReport
+from ..threads import torch_threads
 from .in_process import measure_in_process, sweep_context
 
 
@@ -24,16 +25,17 @@ class LocalExecutor:
         return resolve_device(config.device)
 
     def settings(self, config) -> dict:
-        return {"executor": self.name, "threads": torch.get_num_threads()}
+        return {"executor": self.name}
 
     def run(self, execution: Execution) -> ExecutionReport:
         context = sweep_context(execution.plan)
         report = ExecutionReport()
         progress = execution.progress
         try:
-            completed = measure_in_process(
-                execution.pending, context, execution.store, progress.begin, progress.finish, execution.stop_requested
-            )
+            with torch_threads(execution.plan.threads):
+                completed = measure_in_process(
+                    execution.pending, context, execution.store, progress.begin, progress.finish, execution.stop_requested
+                )
         except KeyboardInterrupt:
             completed = False
         report.interrupted = not completed

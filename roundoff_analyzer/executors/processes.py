@@ -1,15 +1,15 @@
 """`processes`: N worker processes on this machine (`--workers N`).
 
-Work goes out by reference group (groups.py): each float64 reference is then solved by exactly one
-worker, and nothing is shared between the processes but a queue of groups and a queue of events
-back. Each worker gets cores // N torch threads, so N workers do not oversubscribe the cores; on
-CUDA, worker i takes GPU i mod (visible GPUs). Workers are spawned, never forked (torch and fork do
-not mix), and ignore SIGINT: Ctrl-C is the main process's to handle, as in a sequential sweep.
+This process is one of the N: it measures groups from the first second while the other N - 1 start,
+so that N processes are never slower than one. Work goes out by reference group (groups.py): each
+float64 reference is then solved by exactly one worker, and nothing is shared between the processes
+but a queue of groups and a queue of events back. Each worker gets the sweep's thread choice (threads.py), made for a share of cores // N, so N
+workers do not oversubscribe the cores; on CUDA, worker i takes GPU i mod (visible GPUs). Workers come
+from multiprocessing's fork server (start_method.py), which imported torch once, and ignore SIGINT:
+Ctrl-C is the main process's to handle, as in a sequential sweep.
 """
 from __future__ import annotations
 
-import multiprocessing
-import os
 import queue
 import signal
 import threading
@@ -21,21 +21,17 @@ import torch
 from ..devices import resolve_device
 from ..environment import os_error_line
 from ..errors import one_line
+from ..modes import ProblemCopies
+from ..threads import torch_threads
 from .base import EXECUTORS, Execution, ExecutionReport
 from .groups import reference_groups
+from .in_process import measure_in_process, sweep_context
+from .start_method import worker_context
 from .parent_death import die_with_parent
 from .worker import Worker, WorkerSetup
 
 POLL_S = 0.2
 JOIN_TIMEOUT_S = 30
-
-
-def available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def threads_per_worker(n_workers: int) -> int:
-    return max(1, available_cores() // n_workers)
 
 
 def worker_devices(device: torch.device, n_workers: int) -> list[str]:
@@ -87,6 +83,29 @@ def _children_ignore_sigint() -> Iterator[None]:
         yield
 
 
+def measure_here(execution: Execution, tasks, report: ExecutionReport) -> ExecutionReport:
+    """This process's share: groups from the same queue as the workers', until none is left or a stop is asked for.
+    Its reference solves go into a report of its own (the workers' are counted by another thread)."""
+    mine = ExecutionReport()
+    copies = ProblemCopies(execution.plan.problem)
+    with torch_threads(execution.plan.threads):
+        while not execution.stop_requested():
+            try:
+                group = tasks.get(timeout=1.0)
+            except queue.Empty:
+                return mine
+            if group is None:  # a worker's signal to end: the groups are gone
+                tasks.put(None)
+                return mine
+            context = sweep_context(execution.plan, copies)
+            progress = execution.progress
+            completed = measure_in_process(group, context, execution.store, progress.begin, progress.finish, execution.stop_requested)
+            mine.add_references(context.references.n_solves, context.references.seconds)
+            if not completed:
+                report.interrupted = True
+    return mine
+
+
 class ProcessesExecutor:
     name = "processes"
     description = "N worker processes on this machine (--workers N), one reference group at a time each"
@@ -99,7 +118,7 @@ class ProcessesExecutor:
         return resolve_device(config.device)
 
     def settings(self, config) -> dict:
-        return {"executor": self.name, "workers": config.workers, "threads_per_worker": threads_per_worker(config.workers)}
+        return {"executor": self.name, "workers": config.workers}
 
     def run(self, execution: Execution) -> ExecutionReport:
         plan, report = execution.plan, ExecutionReport()
@@ -107,23 +126,30 @@ class ProcessesExecutor:
         n_workers = min(plan.config.workers, len(groups))
         if n_workers == 0:
             return report
-        spawn = multiprocessing.get_context("spawn")
+        spawn = worker_context()
         tasks, events, stop = spawn.Queue(), spawn.Queue(), spawn.Event()
-        for group in [*groups, *[None] * n_workers]:
+        # This process is one of the N: it measures from the start while the others start, so N are never slower than one.
+        for group in [*groups, *[None] * (n_workers - 1)]:
             tasks.put(group)
-        threads = threads_per_worker(plan.config.workers)
+        threads = plan.threads.threads  # chosen for a share of the cores (threads.py)
         out_dir = str(execution.store.root.resolve())
-        setups = [WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)]
+        setups = [WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)[1:]]
         processes = [
             spawn.Process(target=worker_main, args=(i, setup, tasks, events, stop, os.getpid()), name=f"roundoff-worker-{i}", daemon=True)
             for i, setup in enumerate(setups)
         ]
-        execution.progress.note(f"{n_workers} worker processes, {threads} torch thread(s) each, {len(groups)} reference groups")
+        execution.progress.note(f"this process and {n_workers - 1} worker process(es), {threads} torch thread(s) each, "
+                                f"{len(groups)} reference groups")  # fmt: skip
         with _children_ignore_sigint():
             for process in processes:
                 process.start()
+        collector = threading.Thread(target=self._collect, args=(execution, processes, events, stop, report), daemon=True)
         try:
-            self._collect(execution, processes, events, stop, report)
+            collector.start()
+            here = measure_here(execution, tasks, report)
+            while collector.is_alive():  # joined in steps, so that a second Ctrl-C still reaches this thread
+                collector.join(POLL_S)
+            report.add_references(here.reference_solves, here.reference_seconds)
         except KeyboardInterrupt:
             # A second Ctrl-C: stop now. The configurations in progress are dropped; their shards were never written.
             report.interrupted = True

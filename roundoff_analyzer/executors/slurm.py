@@ -92,9 +92,13 @@ class SlurmExecutor:
             gpus_per_task=settings.gpus_per_task, additional_parameters=dict(settings.options),
         )  # fmt: skip
         setup = WorkerSetup(plan.config, str(execution.store.root.resolve()), str(plan.device), threads=None)
+        before = set(log.folder.iterdir()) if log.folder.is_dir() else set()
         try:
             jobs = executor.map_array(run_array_task, [setup] * len(groups), groups)
         except Exception as exc:  # noqa: BLE001 - sbatch refused: an unknown partition, a bad option, ...
+            for leftover in set(log.folder.iterdir()) - before:  # submitit's pickles and script of the refused array
+                if leftover.is_file():
+                    leftover.unlink()
             raise InputError(f"sbatch refused the array: {one_line(exc)}") from None
         tasks = {job.job_id: group for job, group in zip(jobs, groups)}
         log.add(jobs[0].job_id.split("_")[0], tasks)
@@ -149,7 +153,8 @@ class SlurmExecutor:
             if missing:
                 why = task_report.get("error") or "it ended without a report (time limit, memory, a node failure or scancel?)"
                 stderr = _submitit().core.utils.JobPaths(log.folder, job_id=task, task_id=0).stderr
-                report.problems.append(f"Slurm task {task} left {len(missing)} configuration(s) without a result: {why}; log: {stderr}")
+                where = f"log: {stderr}" if stderr.exists() else "no log: the task never started (cancelled or failed while queued)"
+                report.problems.append(f"Slurm task {task} left {len(missing)} configuration(s) without a result: {why}; {where}")
 
 
 EXECUTORS.register(SlurmExecutor())

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..data import Batch, DataRequest, parse_data
 from ..errors import InputError
 from ..registry import Registry
+from ..validation import location, phrase
 
 Loss = Callable[[torch.Tensor], torch.Tensor]
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch's generators accept
@@ -62,11 +63,7 @@ def parse_options(model: ModelSpec, raw: Mapping[str, Any]) -> ModelOptions:
         return model.options_type(**dict(raw))
     except ValidationError as exc:
         allowed = ", ".join(model.options_type.model_fields)
-        problems = "; ".join(
-            f"option '{'.'.join(str(p) for p in err['loc']) or '?'}': {err['msg']}"
-            + (f" (got {err['input']!r})" if err["type"] != "extra_forbidden" else "")
-            for err in exc.errors()
-        )
+        problems = "; ".join(f"option '{location(err)}' {phrase(err)}" for err in exc.errors())
         raise InputError(f"model {model.name}: {problems}; options are: {allowed}") from None
 
 

@@ -12,9 +12,39 @@ class _Leaves:
         self.param_groups = [{"params": list(leaves)}]
 
 
+def backoff_scales(init_scale: float, backoff_factor: float, max_retries: int, device: torch.device) -> list[float]:
+    """The scale GradScaler holds after k backoffs, k = 0 … max_retries, computed by the op its update()
+    runs after a non-finite step (so the float32 rounding is the same as a GradScaler's, on this device)."""
+    scale = torch.full((1,), init_scale, dtype=torch.float32, device=device)
+    growth_tracker = torch.zeros(1, dtype=torch.int32, device=device)
+    found_inf = torch.ones(1, dtype=torch.float32, device=device)
+    scales = []
+    for _ in range(max_retries + 1):
+        scales.append(scale.item())
+        torch._amp_update_scale_(scale, growth_tracker, found_inf, 2.0, backoff_factor, 2**31 - 1)
+    return scales
+
+
+def first_finite(finite_at, n: int) -> int:
+    """The smallest k in [0, n) with finite_at(k), or n when none: k = 0 first (the common case with no
+    retry), then bisection. It relies on finiteness being monotone in k (a smaller scale never
+    overflows where a larger did not) and checks it where it matters: the answer was seen finite and
+    k - 1 non-finite, or k = 0."""
+    if finite_at(0):
+        return 0
+    non_finite, finite = 0, n  # finite_at(non_finite) was False; n stands for "none within the retries"
+    while finite - non_finite > 1:
+        middle = (non_finite + finite) // 2
+        if finite_at(middle):
+            finite = middle
+        else:
+            non_finite = middle
+    return finite
+
+
 class GradScaling:
     name = "grad"
-    description = "loss scaling with torch.amp.GradScaler: scale, backward, unscale; halve and retry on a non-finite gradient"
+    description = "loss scaling with torch.amp.GradScaler: scale, backward, unscale; back off and retry on a non-finite gradient"
 
     def skip_reason(self, library):
         return None
@@ -23,27 +53,33 @@ class GradScaling:
         return None
 
     def backward(self, loss, leaves, adjoint_scaler, settings):
-        # The real GradScaler, so that its own checks (e.g. its refusal of float16 gradients) apply.
-        # Growth is switched off: one measurement is one step, never long enough to grow.
-        scaler = torch.amp.GradScaler(
-            loss.device.type, init_scale=settings.init_scale, backoff_factor=settings.backoff_factor, growth_interval=2**31 - 1
-        )
+        # The result is GradScaler's after k backoffs, k the fewest that give finite gradients; k is found
+        # by bisection (log2(max_retries) backward passes instead of k + 1), and `retries` is still k.
+        scales = backoff_scales(settings.init_scale, settings.backoff_factor, settings.max_retries, loss.device)
         optimizer = _Leaves(leaves)
-        for attempt in range(settings.max_retries + 1):
+        last: list[int] = []
+
+        def finite_at(k: int) -> bool:
+            # The real GradScaler, so that its own checks (e.g. its refusal of float16 gradients) apply.
+            # Growth is switched off: one measurement is one step, never long enough to grow.
+            scaler = torch.amp.GradScaler(loss.device.type, init_scale=scales[k], growth_interval=2**31 - 1)
             for leaf in leaves:
                 leaf.grad = None
-            scale = scaler.get_scale()
             scaler.scale(loss).backward(retain_graph=True)
             scaler.unscale_(optimizer)
-            finite = all(leaf.grad is None or bool(torch.isfinite(leaf.grad).all()) for leaf in leaves)
-            scaler.update()
-            if finite:
-                return BackwardResult([leaf.grad for leaf in leaves], final_scale=scale, retries=attempt)
-        raise ScalerExhausted(
-            f"loss scale still gives non-finite gradients after {settings.max_retries} retries (scale {scale:g})",
-            final_scale=scale,
-            retries=settings.max_retries,
-        )
+            last[:] = [k]
+            return all(leaf.grad is None or bool(torch.isfinite(leaf.grad).all()) for leaf in leaves)
+
+        k = first_finite(finite_at, len(scales))
+        if k == len(scales):
+            raise ScalerExhausted(
+                f"loss scale still gives non-finite gradients after {settings.max_retries} retries (scale {scales[-1]:g})",
+                final_scale=scales[-1],
+                retries=settings.max_retries,
+            )
+        if last != [k]:  # the gradients and the solver's per-step record must be those of the pass that counted
+            finite_at(k)
+        return BackwardResult([leaf.grad for leaf in leaves], final_scale=scales[k], retries=k)
 
 
 SCALINGS.register(GradScaling())

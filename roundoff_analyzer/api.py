@@ -1,0 +1,116 @@
+"""The Python API, for notebooks and scripts: run a sweep or open a finished one, and get its tables and
+figures as Python objects. The `roundoff` command is a thin layer over these functions.
+
+    import roundoff_analyzer as ra
+    result = ra.sweep(model="otflow", timesteps=[8, 32], dtype="float16", scaling=["none", "grad"])
+    result.results                 # one row per configuration (results.parquet)
+    result.figures()["error_grad_params"]
+    ra.load("results/otflow-20260101-120000")
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import pandas as pd
+
+from . import config as sweep_config
+from . import sweep as sweeping
+from .report import SweepFolder, read_sweep_folder, write_report
+from .report import draw_figures as _draw_figures
+from .results import ResultStore
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
+_LIST_KEYS = ("timesteps", "method", "library", "dtype", "scaling", "mode")
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A finished sweep: its folder and what the folder holds, read back from the Parquet tables."""
+
+    folder: Path
+    results: pd.DataFrame  # results.parquet: one row per configuration
+    manifest: dict[str, Any]  # manifest.json: the grid, the model, the device, the versions, how it was run
+    param_errors: pd.DataFrame | None  # param_errors.parquet: each parameter's gradient error (None when there is none)
+    profile: pd.DataFrame | None  # profile.parquet: largest state and adjoint per time step (None when there is none)
+    run: sweeping.SweepOutcome | None = None  # how the run went (reference solves, wall time); None for a folder loaded
+
+    def figures(self) -> dict[str, "Figure"]:
+        """The report's figures as matplotlib Figures, by name (`error_solution`, `error_grad_y0`, `error_grad_params`,
+        `adjoint_range` when the profile has a backward pass). Show one in a notebook by leaving it last in a cell."""
+        return _draw_figures(SweepFolder(self.folder, self.results, self.manifest, self.param_errors, self.profile))
+
+    def write_report(self, out: str | Path | None = None) -> Path:
+        """Write `report.md` (or `out`) and the figures under the folder's `figures/`; returns the report's path."""
+        return write_report(self.folder, out)
+
+
+@dataclass(frozen=True)
+class PlannedSweep:
+    """A validated sweep and the folder it writes to: what the command line prints before running it."""
+
+    plan: sweeping.SweepPlan
+    out: Path
+
+
+def plan_sweep(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None,
+               force: bool = False, **settings: Any) -> PlannedSweep:  # fmt: skip
+    """Validate a sweep without running it. `settings` are the keys of a config file (`timesteps`, `dtype`,
+    `options`, `scaler`, `workers`, `threads`, ...); they override `config`'s. Everything wrong with the request,
+    the output folder included, raises InputError here, before anything is written."""
+    overrides = {key: _as_list(value) if key in _LIST_KEYS else value for key, value in {"model": model, **settings}.items()}
+    plan = sweeping.plan(sweep_config.resolve(config, overrides))
+    folder = Path(out) if out is not None else sweeping.default_out_dir(plan)
+    ResultStore(folder).check(sweeping.fingerprint(plan), force=force)
+    return PlannedSweep(plan, folder)
+
+
+def run_sweep(
+    planned: PlannedSweep,
+    *,
+    force: bool = False,
+    report: bool = True,
+    progress: sweeping.Progress | None = None,
+    stop_requested: Callable[[], bool] | None = None,
+) -> SweepResult:
+    """Run what the folder does not hold yet; write the report unless `report` is False. Raises
+    sweep.SweepInterrupted / SweepIncomplete when configurations are left without a result."""
+    outcome = sweeping.run(planned.plan, planned.out, progress=progress, force=force, stop_requested=stop_requested)
+    if report:
+        write_report(planned.out)
+    loaded = load(planned.out)
+    return SweepResult(loaded.folder, loaded.results, loaded.manifest, loaded.param_errors, loaded.profile, outcome)
+
+
+def sweep(
+    model: str | None = None,
+    *,
+    config: str | Path | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+    report: bool = True,
+    progress: sweeping.Progress | None = None,
+    **settings: Any,
+) -> SweepResult:
+    """Run a sweep, as `roundoff sweep` does, and return its tables.
+
+    `model` and `settings` are what a config file holds (`roundoff_analyzer.sweep(model="otflow",
+    timesteps=[8, 32], dtype="float16", options={"hidden": 64})`); `config` a TOML file they override; `out`
+    the results folder (default: a new folder under `results/`); an existing folder of the same sweep is
+    resumed. Bad input raises roundoff_analyzer.errors.InputError with one line saying what is allowed."""
+    planned = plan_sweep(model, config=config, out=out, force=force, **settings)
+    return run_sweep(planned, force=force, report=report, progress=progress)
+
+
+def load(folder: str | Path) -> SweepResult:
+    """A finished sweep folder (what `roundoff sweep --out` wrote), read from its Parquet tables and manifest only."""
+    read = read_sweep_folder(folder)
+    return SweepResult(read.path, read.results, read.manifest, read.param_errors, read.profile)
+
+
+def _as_list(value: Any) -> Any:
+    return [value] if isinstance(value, (str, int)) else value

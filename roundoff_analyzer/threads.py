@@ -1,0 +1,89 @@
+"""How many torch threads a sweep's process uses: chosen from the size of the problem's largest matmul.
+
+The problems of a roundoff sweep are small (OT-Flow at its defaults multiplies 64×32 by 32×32), and
+torch splits such ops over threads little or not at all, while every extra thread waits on a core:
+on a 2-core machine with one core taken by another process, `--timesteps 8,32` ran 3.4× slower
+with torch's default 2 threads than with one (issue #15). Extra threads pay only once a single
+matmul is large; `bench/threads.py` measures the whole sweep both ways. The threshold below is where
+one (b×m)·(m×m) matmul became faster on 2 threads than on 1 on this project's 2-core machine
+(float32 and bfloat16, b·m·m from 2¹⁶ to 2³²: 0.6–0.98× below 2²³ multiply-adds, 1.3–1.9× from 2²⁴
+up to 2²⁸). The thread count does not change the numbers on the CPUs tried (see `tests/test_threads.py`).
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+# Multiply-adds of one matmul from which a second thread paid off (see above).
+PARALLEL_MATMUL_MACS = 2**23
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    threads: int
+    reason: str  # why this many, in words, for the manifest and the plan line
+
+    def as_dict(self) -> dict:
+        return {"threads": self.threads, "threads_reason": self.reason}
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class _LargestMatmul(TorchFunctionMode):
+    """Records the multiply-adds of the largest matrix product called while it is active. A torch-function
+    mode, not a dispatch mode: the latter imports torch._dynamo, seconds in every process that starts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.macs = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name == "linear":  # (…, in) x (out, in)ᵀ
+            self.macs = max(self.macs, args[0].numel() * args[1].shape[0])
+        elif name in ("matmul", "__matmul__", "mm", "bmm", "addmm", "baddbmm"):
+            a, b = args[1:3] if name in ("addmm", "baddbmm") else args[:2]
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                self.macs = max(self.macs, a.numel() * (b.shape[-1] if b.dim() >= 2 else 1))
+        return func(*args, **(kwargs or {}))
+
+
+def largest_matmul_macs(func: torch.nn.Module, y0: torch.Tensor) -> int:
+    """Multiply-adds of the largest matrix product in one evaluation of f(0, y0)."""
+    recorder = _LargestMatmul()
+    with torch.no_grad(), recorder:
+        func(torch.zeros((), dtype=y0.dtype, device=y0.device), y0)
+    return recorder.macs
+
+
+def choose_threads(func: torch.nn.Module, y0: torch.Tensor, device: torch.device, requested: int | None, processes: int = 1) -> ThreadChoice:
+    """`requested` when given; else one thread, unless the problem's largest matmul is large enough for
+    more to pay off on the CPU, when this machine's cores are shared among `processes`."""
+    if requested is not None:
+        return ThreadChoice(requested, "--threads")
+    share = max(1, available_cores() // processes)
+    if device.type != "cpu":
+        return ThreadChoice(1, f"{device.type}: the CPU only launches kernels")
+    macs = largest_matmul_macs(func, y0)
+    if macs < PARALLEL_MATMUL_MACS or share == 1:
+        return ThreadChoice(1, f"largest matmul {macs:,} multiply-adds, below {PARALLEL_MATMUL_MACS:,}" if macs < PARALLEL_MATMUL_MACS
+                            else f"largest matmul {macs:,} multiply-adds, one core per process")  # fmt: skip
+    return ThreadChoice(share, f"largest matmul {macs:,} multiply-adds, from {PARALLEL_MATMUL_MACS:,} on: this process's cores")
+
+
+@contextmanager
+def torch_threads(choice: ThreadChoice | None) -> Iterator[None]:
+    """The chosen thread count while measuring, and the caller's afterwards (a notebook keeps its setting)."""
+    previous = torch.get_num_threads()
+    if choice is not None:
+        torch.set_num_threads(choice.threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

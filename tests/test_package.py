@@ -1,0 +1,47 @@
+"""The package stands on its own: every link in the README and docs/ resolves inside the repository,
+and the metadata says what the code needs."""
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "reports" / "README.md"]
+# [text](target) and <img src="target">, outside code; targets with a scheme (https:, mailto:) leave the repository.
+LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|src=\"([^\"]+)\"")
+FENCE = re.compile(r"```.*?```", re.S)
+
+
+def links(document: Path) -> list[str]:
+    text = re.sub(r"`[^`\n]*`", "", FENCE.sub("", document.read_text()))
+    return [a or b for a, b in LINK.findall(text)]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_resolves_inside_the_repository(document):
+    found = links(document)
+    assert found or document.name != "README.md" or document.parent != ROOT
+    for link in found:
+        assert not re.match(r"[a-z][a-z0-9+.-]*:", link), f"{document.name}: {link} leaves the repository"
+        target = (document.parent / link.split("#")[0]).resolve()
+        assert target.is_relative_to(ROOT), f"{document.name}: {link} points outside the repository"
+        assert target.exists(), f"{document.name}: {link} does not exist"
+
+
+def test_the_docs_are_linked_from_the_readme():
+    linked = {(ROOT / link.split("#")[0]).resolve() for link in links(ROOT / "README.md")}
+    assert {p.resolve() for p in (ROOT / "docs").glob("*.md")} <= linked
+
+
+def test_the_metadata_matches_the_code():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    minimum = tuple(int(part) for part in re.fullmatch(r">=(\d+)\.(\d+)", project["requires-python"]).groups())
+    assert minimum >= (3, 11)  # tomllib, used to read config files, is in the standard library from 3.11
+    assert sys.version_info[:2] >= minimum
+    assert project["license"] == "MIT" and (ROOT / "LICENSE").read_text().startswith("MIT License")
+    torch_bound = next(d for d in project["dependencies"] if d.startswith("torch>="))
+    assert tuple(int(p) for p in torch_bound.removeprefix("torch>=").split(".")[:2]) >= (2, 4)  # torch.get_autocast_dtype

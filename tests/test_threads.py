@@ -1,0 +1,89 @@
+"""Torch threads chosen from the problem's size: one for small problems, more where a matmul is large;
+`--threads` overrides; the manifest records the choice, and the numbers do not depend on it."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import torch
+
+from roundoff_analyzer import config, sweep
+from roundoff_analyzer.models import parse_options, resolve_model
+from roundoff_analyzer.results import ResultStore
+from roundoff_analyzer.threads import PARALLEL_MATMUL_MACS, available_cores, choose_threads, largest_matmul_macs
+
+from .conftest import TINY_OTFLOW, results, run_cli
+
+
+def otflow_problem(**options):
+    model = resolve_model("otflow")
+    return model.build(parse_options(model, options), torch.device("cpu"))
+
+
+def test_the_largest_matmul_is_counted_from_one_evaluation():
+    problem = otflow_problem(d=4, hidden=16, batch=8)
+    # The ResNet's hidden layer multiplies (8 x 16) by (16 x 16), the largest product at this size.
+    macs = largest_matmul_macs(problem.func, problem.y0)
+    assert macs == 8 * 16 * 16
+
+
+def test_small_problems_get_one_thread_large_ones_the_cores_of_their_share():
+    small, large = otflow_problem(), otflow_problem(hidden=512, batch=512)
+    cpu = torch.device("cpu")
+    assert choose_threads(small.func, small.y0, cpu, None).threads == 1
+    assert largest_matmul_macs(large.func, large.y0) >= PARALLEL_MATMUL_MACS
+    assert choose_threads(large.func, large.y0, cpu, None).threads == available_cores()
+    assert choose_threads(large.func, large.y0, cpu, None, processes=available_cores()).threads == 1
+    assert choose_threads(small.func, small.y0, cpu, 3) == choose_threads(large.func, large.y0, cpu, 3)
+    assert choose_threads(small.func, small.y0, cpu, 3).threads == 3
+
+
+def sweep_with_threads(request: dict, threads: int, out) -> tuple[pd.DataFrame, dict]:
+    sweep.run(sweep.plan(config.validate({**request, "threads": threads})), out)
+    table = results(out)
+    cost = [c for c in table.columns if c.startswith("time_") or c == "peak_memory_bytes"]
+    return table.drop(columns=cost), ResultStore(out).read_manifest()
+
+
+def test_on_a_small_problem_threads_change_nothing_and_are_not_in_the_fingerprint(tmp_path):
+    request = {"model": "otflow", "options": {"d": "3", "hidden": "8", "batch": "16"}, "timesteps": [4], "method": ["rk4"],
+               "library": ["native"], "dtype": ["float16", "bfloat16"], "scaling": ["none", "dynamic"],
+               "device": "cpu"}  # fmt: skip
+    (one, one_manifest), (two, two_manifest) = (sweep_with_threads(request, n, tmp_path / str(n)) for n in (1, 2))
+    pd.testing.assert_frame_equal(one, two, check_exact=True)
+    assert [one_manifest["execution"]["threads"], two_manifest["execution"]["threads"]] == [1, 2]
+    assert one_manifest["fingerprint"] == two_manifest["fingerprint"]
+
+
+def test_on_a_large_problem_threads_move_only_the_float32_loss_reduction(tmp_path):
+    """Above the threshold torch splits the work: the matmuls still give the same bits here, but the loss's
+    float32 mean over 131072 entries is summed in another order (its error moved by 1.5e-5 of itself when measured)."""
+    request = {"model": "linear", "options": {"d": "256", "batch": "512"}, "timesteps": [4], "method": ["euler"],
+               "library": ["native", "torchdiffeq"], "dtype": ["bfloat16", "float16"], "scaling": ["none"], "device": "cpu"}  # fmt: skip
+    problem = sweep.plan(config.validate(request)).problem
+    assert largest_matmul_macs(problem.func, problem.y0) >= PARALLEL_MATMUL_MACS
+    (one, _), (two, _) = (sweep_with_threads(request, n, tmp_path / str(n)) for n in (1, 2))
+    loss = [c for c in one.columns if c.startswith("loss_rel_err")]
+    pd.testing.assert_frame_equal(one.drop(columns=loss), two.drop(columns=loss), check_exact=True)
+    pd.testing.assert_frame_equal(one[loss], two[loss], rtol=1e-4)
+
+
+def test_threads_on_the_command_line_reach_the_manifest_and_leave_torch_as_it_was(tmp_path):
+    before = torch.get_num_threads()
+    out = tmp_path / "sweep"
+    result = run_cli("sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "2", "--method", "euler", "--library", "native",
+                     "--dtype", "float16", "--scaling", "none", "--threads", "2", "--no-report", "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert ResultStore(out).read_manifest()["execution"] == {"executor": "local", "threads": 2, "threads_reason": "--threads"}
+    assert torch.get_num_threads() == before
+    bad = run_cli("sweep", "--model", "otflow", "--threads", "0", "--out", tmp_path / "bad")
+    assert bad.exit_code == 2 and "threads" in bad.output
+
+
+def test_choosing_costs_no_torch_dynamo_import():
+    """Counting matmuls with a dispatch mode would import torch._dynamo: seconds in every worker that starts."""
+    code = ("import sys, torch; from roundoff_analyzer import config, sweep; "
+            "sweep.plan(config.validate({'model': 'otflow', 'device': 'cpu'})); print('torch._dynamo' in sys.modules)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
