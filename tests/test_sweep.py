@@ -164,3 +164,13 @@ def test_wheel_installs_the_cli_under_a_specific_name(tmp_path):
     assert "cli" not in top_level
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("entry_points.txt")))
     assert b"roundoff = roundoff_cli.app:main" in entry_points
+
+
+def test_every_subpackage_is_in_the_wheel():
+    """A subpackage missing from pyproject's list is missing from every non-editable install."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / "roundoff_analyzer").rglob("__init__.py")}
+    assert found <= listed, found - listed
