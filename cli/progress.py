@@ -44,4 +44,4 @@ class RichProgress:
             )
 
     def note(self, text: str) -> None:
-        self._progress.console.print(printable(text), markup=False, highlight=False)
+        self._progress.console.print(printable(text), markup=False, highlight=False, soft_wrap=True)

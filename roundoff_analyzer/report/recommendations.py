@@ -146,27 +146,40 @@ CACHED, UNCACHED = "autocast", "autocast-nocache"
 
 
 def weight_cache(results: pd.DataFrame) -> list[str]:
-    """Where autocast's weight cache makes the gradient error grow with n_timesteps, and turning it off did not."""
+    """Where autocast's weight cache makes the gradient error grow with n_timesteps: one sentence per library."""
     by_setup = {g.setup: g for g in growths(results)}
     mode_at = SETUP_COLUMNS.index("mode")
-    items = []
+    confirmed: dict[str, list] = {}
+    suspected: dict[str, list] = {}
     for setup, cached in by_setup.items():
+        library = setup[0]
         if setup[mode_at] != CACHED or cached.factor < GROWS:
             continue
-        named = dict(zip(SETUP_COLUMNS, setup))
-        label = f"{named['library']} {named['method']} {named['dtype']} scaling {named['scaling']}"
         uncached = by_setup.get((*setup[:mode_at], UNCACHED, *setup[mode_at + 1 :]))
-        span = f"from n = {cached.timesteps[0]} to n = {cached.timesteps[-1]}"
         if uncached is not None and uncached.timesteps == cached.timesteps and cached.factor >= 2 * uncached.factor:
-            items.append(
-                f"**Autocast's weight cache** ({label}): the parameter-gradient error grows {fmt.in_u(cached.factor)}× {span} "
-                f"under `autocast` and {fmt.in_u(uncached.factor)}× with the cache off: pass `cache_enabled=False` to "
-                "`torch.autocast` around the solve."
-            )
-        elif uncached is None and not (results["mode"] == UNCACHED).any() and named["library"] != "native":
+            confirmed.setdefault(library, []).append((cached, uncached))
+        elif uncached is None and not (results["mode"] == UNCACHED).any() and library != "native":
             # (the native solver sums the parameter gradient in float32, step by step: the cache is not its cause)
-            items.append(
-                f"**Autocast's weight cache?** ({label}): the parameter-gradient error grows {fmt.in_u(cached.factor)}× {span}; "
-                f"if it is the cache's low-precision sum over the steps, `--mode autocast,{UNCACHED}` shows it."
-            )
+            suspected.setdefault(library, []).append(cached)
+    items = []
+    for library, pairs in confirmed.items():
+        items.append(
+            f"**Autocast's weight cache** ({library}, {_setups_phrase([c for c, _ in pairs])}): the parameter-gradient error "
+            f"grows {fmt.value_range([c.factor for c, _ in pairs], fmt.in_u)}× from the smallest to the largest n_timesteps "
+            f"under `autocast` and {fmt.value_range([u.factor for _, u in pairs], fmt.in_u)}× with the cache off: pass "
+            "`cache_enabled=False` to `torch.autocast` around the solve."
+        )
+    for library, found in suspected.items():
+        items.append(
+            f"**Autocast's weight cache?** ({library}, {_setups_phrase(found)}): the parameter-gradient error grows "
+            f"{fmt.value_range([g.factor for g in found], fmt.in_u)}× from the smallest to the largest n_timesteps; if it is "
+            f"the cache's low-precision sum over the steps, `--mode autocast,{UNCACHED}` shows it."
+        )
     return items
+
+
+def _setups_phrase(found: list) -> str:
+    named = [dict(zip(SETUP_COLUMNS, g.setup)) for g in found]
+    return " and ".join(
+        f"{key} {fmt.either(list(dict.fromkeys(n[key] for n in named)))}" for key in ("method", "dtype", "scaling")
+    )

@@ -37,7 +37,8 @@ def sentence(v: rules.Verdict, with_mode: bool) -> str:
     chosen, unscaled = v.decided_by, v.unscaled
     if v.label == rules.NEEDS_SCALING:
         before = _describe(unscaled) if unscaled is not None else ""
-        cut = f" cuts the parameter-gradient error {fmt.in_u(v.reduction)}× and" if v.reduction else ""
+        # A factor near 1 says nothing worth a word: the scaling rescued failures, not accuracy.
+        cut = f" cuts the parameter-gradient error {fmt.in_u(v.reduction)}× and" if v.reduction and v.reduction >= 1.5 else ""
         return f"{head} Without scaling {before}. `{chosen.scaling}`{cut} makes it {chosen.label}: {_describe(chosen)}."
     text = f"{head} {'Without scaling' if chosen.scaling == 'none' else f'With `{chosen.scaling}`'}, {_describe(chosen)}."
     better = [s for s in v.setups if s is not chosen and s.scaling != "none" and not s.failures]
