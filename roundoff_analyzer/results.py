@@ -93,6 +93,9 @@ class ResultStore:
         nothing, so that bad input is found before anything is printed."""
         if self.root.exists() and not self.root.is_dir():
             raise InputError(f"output folder '{self.root}' is a file; give --out a folder path")
+        blocking = next((p for p in self.root.parents if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            raise InputError(f"cannot create the output folder '{self.root}': a part of the path is a file, not a folder ({blocking})")
         existing = self.read_manifest() if self.root.is_dir() else None
         found = existing.get("fingerprint") if existing is not None else None
         if existing is not None and found != fingerprint and not force:
