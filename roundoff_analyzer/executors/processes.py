@@ -10,6 +10,7 @@ Ctrl-C is the main process's to handle, as in a sequential sweep.
 """
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import threading
