@@ -81,10 +81,11 @@ class SweepOutcome:
     wall_seconds: float
 
 
-def plan(config: SweepConfig) -> SweepPlan:
+def plan(config: SweepConfig, checked: bool = False) -> SweepPlan:
     """Everything that can be wrong with the request is found here, before anything touches the disk:
     the model, its options, the data file, the checkpoint (the problem is built and the weights loaded),
-    the executor and its settings."""
+    the executor and its settings. `checked`: the process that started this one (a worker's) already bounded
+    the problem's memory, which costs an import of torch._dynamo (building on the meta device) not worth repeating."""
     model = resolve_model(config.model)
     for library in config.library or ():
         resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
@@ -94,7 +95,7 @@ def plan(config: SweepConfig) -> SweepPlan:
     device = executor.target_device(config)
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
     build_on, data = device if executor.runs_here else torch.device("cpu"), parse_data(config.data) if config.data else None
-    problem = _build(model, options, build_on, data)
+    problem = _build(model, options, build_on, data, bound_memory=not checked)
     if config.loss_scale != 1.0:
         problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
     checkpoint = load_checkpoint(problem.func, config.checkpoint, model.name) if config.checkpoint else None
@@ -102,9 +103,9 @@ def plan(config: SweepConfig) -> SweepPlan:
     return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads)
 
 
-def _build(model: ModelSpec, options: ModelOptions, device: torch.device, data) -> Problem:
+def _build(model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True) -> Problem:
     """The problem, after making sure a built-in model's options fit in memory at all (a user's factory runs once only)."""
-    if model.name in MODELS:
+    if bound_memory and model.name in MODELS:
         memory.check_problem_fits(model, options, data, device)
     try:
         return model.build(options, device, data)

@@ -82,8 +82,9 @@ def test_threads_on_the_command_line_reach_the_manifest_and_leave_torch_as_it_wa
 
 
 def test_choosing_costs_no_torch_dynamo_import():
-    """Counting matmuls with a dispatch mode would import torch._dynamo: seconds in every worker that starts."""
+    """Counting matmuls with a dispatch mode would import torch._dynamo: seconds in every worker that starts (a worker
+    plans with checked=True: the memory bound, built on the meta device, was computed by the sweep's own process)."""
     code = ("import sys, torch; from roundoff_analyzer import config, sweep; "
-            "sweep.plan(config.validate({'model': 'otflow', 'device': 'cpu'})); print('torch._dynamo' in sys.modules)")  # fmt: skip
+            "sweep.plan(config.validate({'model': 'otflow', 'device': 'cpu'}), checked=True); print('torch._dynamo' in sys.modules)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"

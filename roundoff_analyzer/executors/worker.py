@@ -46,7 +46,7 @@ class Worker:
 
         # Inside a worker the configurations run right here, one after another.
         here = setup.config.model_copy(update={"executor": "local", "workers": 1, "device": setup.device})
-        self.plan = sweep.plan(here)
+        self.plan = sweep.plan(here, checked=True)
         rebuilt = sweep.fingerprint(self.plan)
         # Shards written here carry the fingerprint of the sweep rebuilt here, which must be the folder's.
         self.store = ResultStore(Path(setup.out_dir), rebuilt)
