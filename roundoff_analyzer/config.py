@@ -112,7 +112,10 @@ class SweepConfig(BaseModel):
     model: str = Field(description="built-in model (see `roundoff list`), package.module:factory or path/to/file.py:factory")
     options: dict[str, Any] = Field(default_factory=dict, description="model options, as `-o key=value`")
     data: str | None = Field(None, description="NAME[:PATH][?key=value&...] (e.g. bsds300:BSDS300.hdf5?split=test)")
-    checkpoint: str | None = Field(None, description="file of trained weights for the model's ODE function")
+    checkpoint: str | list[str] | None = Field(
+        None, description="trained weights for the model's ODE function: a weights file, a `roundoff train` folder (each of its "
+        "checkpoints), or a comma list (or list) of both"
+    )
     timesteps: list[conint(gt=0, le=MAX_TIMESTEPS)] = Field(default_factory=lambda: list(DEFAULT_TIMESTEPS))  # type: ignore[valid-type]
     method: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS))
     library: list[str] | None = None
@@ -154,6 +157,17 @@ class SweepConfig(BaseModel):
         if not value:
             raise ValueError("needs at least one n_timesteps value")
         return sorted(value)  # a value given twice runs once; the grid says so
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoint(cls, value: str | list[str] | None) -> str | None:
+        # Kept as one comma list: the form the command line gives, expanded into files when the sweep is planned.
+        if value is None:
+            return None
+        items = [part.strip() for item in ([value] if isinstance(value, str) else value) for part in item.split(",") if part.strip()]
+        if not items:
+            raise ValueError("needs at least one weights file or train folder")
+        return ",".join(items)
 
     @field_validator("data")
     @classmethod

@@ -6,9 +6,9 @@ from dataclasses import asdict, dataclass, field
 
 from .dtypes import DTYPES
 
-CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding")
-# What results written before the arithmetic axis existed ran with.
-AXIS_DEFAULTS = {"arithmetic": "hardware", "rounding": "nearest"}
+CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint")
+# What results written before the arithmetic axis (and the checkpoint axis: "" is a sweep's single set of weights) existed ran with.
+AXIS_DEFAULTS = {"arithmetic": "hardware", "rounding": "nearest", "checkpoint": ""}
 
 # SPEC section 4, after seed 000: bfloat16 runs without scaling only; float16 runs with
 # torchdiffeq x {none, grad} and native x {none, grad, dynamic}. 7 per (n_timesteps, method).
@@ -39,6 +39,7 @@ class Configuration:
     mode: str
     arithmetic: str = "hardware"
     rounding: str = "nearest"
+    checkpoint: str = ""  # the checkpoint's name when a sweep has several; "" for its single set of weights
 
     @property
     def key(self) -> tuple:
@@ -47,7 +48,7 @@ class Configuration:
     @property
     def id(self) -> str:
         """A file-name-safe identity, stable across runs."""
-        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}"
+        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}{'-ckpt-' + file_safe(self.checkpoint) if self.checkpoint else ''}"
 
     def _precision(self, sep: str) -> str:
         # Hardware arithmetic with nearest rounding adds nothing, so ids and labels from before the axis stay the same.
@@ -59,7 +60,7 @@ class Configuration:
         return asdict(self)
 
     def label(self) -> str:
-        return f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} {self.mode}{self._precision(' ')}"
+        return f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} {self.mode}{self._precision(' ')}{' @ ' + self.checkpoint if self.checkpoint else ''}"
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ class Grid:
     roundings: tuple[str, ...] = ("nearest",)
     # Values given more than once, as "axis value" (each runs once); said in the description, not part of the sweep's identity.
     repeated: tuple[str, ...] = field(default=(), compare=False)
+    # Checkpoint names, the grid run once per name; ("",): the sweep's single set of weights.
+    checkpoints: tuple[str, ...] = ("",)
 
     @classmethod
     def build(cls, timesteps, methods, modes, libraries=None, dtypes=None, scalings=None, arithmetics=None, roundings=None) -> "Grid":
@@ -111,9 +114,11 @@ class Grid:
         )
 
     def configurations(self, model: str) -> list[Configuration]:
-        # Grouped by (method, n_timesteps) so one reference per library serves consecutive runs.
+        # One checkpoint's grid after the other; inside, grouped by (method, n_timesteps) so one reference per
+        # library serves consecutive runs.
         return [
-            Configuration(model, library, method, n, dtype, scaling, mode, arithmetic, rounding)
+            Configuration(model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint)
+            for checkpoint in self.checkpoints
             for method in self.methods
             for n in self.timesteps
             for mode in self.modes
@@ -127,10 +132,11 @@ class Grid:
         triples = f"{len(self.triples)} (library, dtype, scaling)"
         if per_cell != len(self.triples):
             triples = f"{per_cell} (library, dtype, scaling, arithmetic, rounding)"
-        described = (
-            f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes "
-            f"x {triples} = {len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell} configurations"
-        )
+        per_checkpoint = len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell
+        described = f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x {triples} = {per_checkpoint} configurations"
+        if len(self.checkpoints) > 1:
+            # Sweeps of a single checkpoint keep the description (part of their fingerprint) they always had.
+            described += f", x {len(self.checkpoints)} checkpoints = {per_checkpoint * len(self.checkpoints)} in all"
         if repeats and self.repeated:
             described += f" (given more than once, run once: {', '.join(self.repeated)})"
         return described

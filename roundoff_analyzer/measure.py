@@ -160,6 +160,7 @@ class SweepContext:
     yardsticks: Yardsticks | None = None  # None: no discretisation error or gradient noise beside the roundoff
     fp8_scaling: bool = True
     cpu_memory: bool = False  # on the CPU, one extra untimed run per configuration measures its peak memory
+    train_iteration: int | None = None  # the training iteration of the checkpoint whose weights `copies` hold, where known
 
 
 @dataclass
@@ -179,6 +180,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     mode = MODES.get(config.mode)
     arithmetic = ARITHMETICS.get(config.arithmetic)
     row = _empty_row(config, dtype)
+    row["train_iteration"] = context.train_iteration
     row["fp8_scaling"] = tensor_scaling(dtype, config.arithmetic, context.fp8_scaling)
 
     skip = scaling.skip_reason(library) or library.unsupported_method_reason(method) or arithmetic.skip_reason(dtype, config.rounding)

@@ -34,6 +34,7 @@ _CONFIG_FIELDS = [
     pa.field("model", pa.string()), pa.field("library", pa.string()), pa.field("method", pa.string()),
     pa.field("n_timesteps", pa.int64()), pa.field("dtype", pa.string()), pa.field("scaling", pa.string()),
     pa.field("mode", pa.string()), pa.field("arithmetic", pa.string()), pa.field("rounding", pa.string()),
+    pa.field("checkpoint", pa.string()),
 ]  # fmt: skip
 
 RESULT_SCHEMA = pa.schema(
@@ -53,6 +54,7 @@ RESULT_SCHEMA = pa.schema(
     ]
     + [pa.field(name, pa.int64() if name in INTEGER_CONTEXT_COLUMNS else pa.float64()) for name in CONTEXT_COLUMNS]
     + [pa.field(name, pa.float64() if name in ("rtol", "atol") else pa.int64()) for name in STEP_COLUMNS]
+    + [pa.field("train_iteration", pa.int64())]  # of the row's checkpoint, from the file beside its weights (null: unknown)
 )  # fmt: skip
 
 PARAM_FIELDS = [pa.field("parameter", pa.string()), pa.field("grad_rel_err", pa.float64()), pa.field("grad_rel_err_over_u", pa.float64())]
@@ -247,11 +249,17 @@ def read_parquet(path: Path) -> pd.DataFrame:
 
 
 def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:
-    """Tables written before the arithmetic axis: every run was hardware arithmetic rounding to nearest."""
+    """Tables written before the arithmetic axis: every run was hardware arithmetic rounding to nearest; before the
+    checkpoint axis (or in shards from before it), every run had the sweep's single set of weights."""
     missing = [c for c in AXIS_DEFAULTS if c not in table.columns]
-    if "dtype" not in table.columns or not missing:
+    if "dtype" not in table.columns:
+        return table
+    unset = [c for c in AXIS_DEFAULTS if c in table.columns and table[c].isna().any()]
+    if not missing and not unset:
         return table
     table = table.copy()
+    for column in unset:
+        table[column] = table[column].fillna(AXIS_DEFAULTS[column])
     for offset, column in enumerate(missing, start=1):
         table.insert(list(table.columns).index("mode") + offset if "mode" in table.columns else len(table.columns), column, AXIS_DEFAULTS[column])
     return table

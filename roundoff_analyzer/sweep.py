@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import types
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from . import __version__
+from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
 from .config import SweepConfig
 from .data import parse_data
 from .devices import describe
@@ -28,7 +29,7 @@ from .grid import Configuration, Grid, file_safe
 from .errors import InputError, one_line
 from .libraries import resolve_library
 from .methods import METHODS
-from .models import MODELS, ModelOptions, ModelSpec, Problem, load_checkpoint, parse_options, resolve_model, scaled_loss
+from .models import MODELS, ModelOptions, ModelSpec, Problem, parse_options, resolve_model, scaled_loss
 from .results import ResultStore
 from .threads import ThreadChoice, choose_threads
 
@@ -52,6 +53,15 @@ class SweepPlan:
     checkpoint: dict[str, str] | None  # path and sha256 of the weights loaded into the problem
     executor: Executor
     threads: ThreadChoice | None = None  # torch threads for each process that measures (None: leave torch's setting)
+    # Every checkpoint, in the grid's order, with a problem of its own (the first is `problem`); empty without --checkpoint.
+    checkpoints: list[SweepCheckpoint] = field(default_factory=list)
+
+    def problem_for(self, checkpoint: str) -> Problem:
+        """The problem of the configurations whose `checkpoint` is this name."""
+        return next((c.problem for c in self.checkpoints if c.name == checkpoint), self.problem)
+
+    def train_iteration(self, checkpoint: str) -> int | None:
+        return next((c.iteration for c in self.checkpoints if c.name == checkpoint), None)
 
 
 class SweepInterrupted(Exception):
@@ -91,6 +101,7 @@ def plan(config: SweepConfig, checked: bool = False) -> SweepPlan:
         resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
     options = parse_options(model, config.options)
     grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling, config.arithmetic, config.rounding)
+    files = expand_checkpoints(config.checkpoint) if config.checkpoint else []
     executor = EXECUTORS.get(config.executor_name)
     device = executor.target_device(config)
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
@@ -98,9 +109,11 @@ def plan(config: SweepConfig, checked: bool = False) -> SweepPlan:
     problem = _build(model, options, build_on, data, bound_memory=not checked)
     if config.loss_scale != 1.0:
         problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
-    checkpoint = load_checkpoint(problem.func, config.checkpoint, model.name) if config.checkpoint else None
+    checkpoints = load_checkpoints(problem, files, model.name)
+    checkpoint = {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
+    grid = replace(grid, checkpoints=tuple(c.name for c in checkpoints) or ("",))
     threads = choose_threads(problem.func, problem.y0, device, config.threads, config.workers) if executor.runs_here else None
-    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads)
+    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads, checkpoints)
 
 
 def _build(model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True) -> Problem:
@@ -201,6 +214,9 @@ def _manifest(plan: SweepPlan) -> dict:
         "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale, "noise_batches": config.noise_batches,
         "problem_sha256": problem_hash(plan.problem),
     }  # fmt: skip
+    if len(plan.checkpoints) > 1:
+        # Only for several checkpoints, so that folders of a single one still resume; the path does not decide the numbers.
+        fingerprint["checkpoints"] = [{k: c.record[k] for k in ("name", "sha256", "iteration")} for c in plan.checkpoints]
     if any(METHODS.get(name).adaptive for name in plan.grid.methods):
         fingerprint["step_control"] = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
     if not plan.grid.default_precision:
@@ -216,6 +232,7 @@ def _manifest(plan: SweepPlan) -> dict:
         "data": config.data or plan.model.default_data,
         "data_source": plan.problem.data_source,
         "checkpoint": plan.checkpoint,
+        "checkpoints": [c.record for c in plan.checkpoints],
         "grid": grid,
         "n_configurations": len(plan.configurations),
         "seed": plan.options.seed,

@@ -7,7 +7,7 @@ from ..devices import resolve_device
 from ..errors import InputError
 from .base import EXECUTORS, Execution, ExecutionReport
 from ..threads import torch_threads
-from .in_process import measure_in_process, sweep_context
+from .in_process import by_checkpoint, measure_in_process, sweep_context
 
 
 class LocalExecutor:
@@ -28,18 +28,21 @@ class LocalExecutor:
         return {"executor": self.name}
 
     def run(self, execution: Execution) -> ExecutionReport:
-        context = sweep_context(execution.plan)
         report = ExecutionReport()
         progress = execution.progress
-        try:
-            with torch_threads(execution.plan.threads):
-                completed = measure_in_process(
-                    execution.pending, context, execution.store, progress.begin, progress.finish, execution.stop_requested
-                )
-        except KeyboardInterrupt:
-            completed = False
+        completed = True
+        # One checkpoint after the other, each with its own references (freed before the next checkpoint's).
+        for checkpoint, pending in by_checkpoint(execution.pending).items():
+            context = sweep_context(execution.plan, checkpoint=checkpoint)
+            try:
+                with torch_threads(execution.plan.threads):
+                    completed = measure_in_process(pending, context, execution.store, progress.begin, progress.finish, execution.stop_requested)
+            except KeyboardInterrupt:
+                completed = False
+            report.add_references(context.references.n_solves, context.references.seconds)
+            if not completed:
+                break
         report.interrupted = not completed
-        report.add_references(context.references.n_solves, context.references.seconds)
         return report
 
 

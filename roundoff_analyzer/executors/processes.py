@@ -67,7 +67,7 @@ def worker_main(index: int, setup: WorkerSetup, tasks, events, stop, parent_pid:
             events.put(("group", index, report))
         except Exception as exc:  # noqa: BLE001 - one broken group must not take the others with it
             cause = os_error_line(exc) if isinstance(exc, OSError) else one_line(exc)  # a full disk says which file and why
-            events.put(("failed", index, f"worker {index}, {group[0].library} {group[0].method} n={group[0].n_timesteps}: {cause}"))
+            events.put(("failed", index, f"worker {index}, {group[0].label()}: {cause}"))
     events.put(("exit", index, None))
 
 
@@ -88,7 +88,8 @@ def measure_here(execution: Execution, tasks, report: ExecutionReport) -> Execut
     """This process's share: groups from the same queue as the workers', until none is left or a stop is asked for.
     Its reference solves go into a report of its own (the workers' are counted by another thread)."""
     mine = ExecutionReport()
-    copies = ProblemCopies(execution.plan.problem)
+    plan = execution.plan
+    copies = {name: ProblemCopies(plan.problem_for(name)) for name in plan.grid.checkpoints}  # once per process and checkpoint
     with torch_threads(execution.plan.threads):
         while not execution.stop_requested():
             try:
@@ -98,7 +99,8 @@ def measure_here(execution: Execution, tasks, report: ExecutionReport) -> Execut
             if group is None:  # a worker's signal to end: the groups are gone
                 tasks.put(None)
                 return mine
-            context = sweep_context(execution.plan, copies)
+            checkpoint = group[0].checkpoint  # a group shares one reference, so one checkpoint
+            context = sweep_context(plan, copies[checkpoint], checkpoint)
             progress = execution.progress
             completed = measure_in_process(group, context, execution.store, progress.begin, progress.finish, execution.stop_requested)
             mine.add_references(context.references.n_solves, context.references.seconds)

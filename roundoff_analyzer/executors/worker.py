@@ -58,7 +58,8 @@ class Worker:
                 f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now (in: {', '.join(differs)}): "
                 "another data file, checkpoint or model code here, or the folder was replaced with --force"
             )
-        self.copies = ProblemCopies(self.plan.problem)
+        # Cast copies made once per process, one set per checkpoint.
+        self.copies = {name: ProblemCopies(self.plan.problem_for(name)) for name in self.plan.grid.checkpoints}
 
     def run(
         self,
@@ -67,7 +68,8 @@ class Worker:
         finish: Callable[[Configuration, dict], None],
         stop_requested: Callable[[], bool],
     ) -> GroupReport:
-        # A group shares one reference, so a cache per group solves it once and frees it afterwards.
-        context = sweep_context(self.plan, self.copies)
+        # A group shares one reference (and so one checkpoint), so a cache per group solves it once and frees it afterwards.
+        checkpoint = group[0].checkpoint
+        context = sweep_context(self.plan, self.copies[checkpoint], checkpoint)
         completed = measure_in_process(group, context, self.store, begin, finish, stop_requested)
         return GroupReport(context.references.n_solves, context.references.seconds, completed)
