@@ -45,11 +45,17 @@ def cell(value, fmt=str) -> str:
     return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else escape(printable(fmt(value)))
 
 
+# Shown only for a sweep over several checkpoints, so that other tables stay as they were.
+CHECKPOINT_COLUMNS = (("checkpoint", "checkpoint", str), ("iteration", "train_iteration", lambda v: str(int(v))))
+
+
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
+    several = "checkpoint" in results and results["checkpoint"].fillna("").ne("").any()
+    columns = COLUMNS + (CHECKPOINT_COLUMNS if several else ())
     texts = {column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
-             for _, column, fmt in COLUMNS}  # a folder from before a column existed shows it empty
+             for _, column, fmt in columns}  # a folder from before a column existed shows it empty
     shown, same, empty = [], [], []
-    for header, column, fmt in COLUMNS:
+    for header, column, fmt in columns:
         values = set(texts[column])
         if values <= {""} and len(results):
             empty.append(header)

@@ -7,6 +7,8 @@ from pathlib import Path
 from ..errors import InputError
 from ..results import atomic_write_bytes
 from . import figures
+from .along_training import judged_rows
+from .training_figure import TRAINING_FIGURE, along_training_figure
 from .markdown import render
 from .sweep_folder import SweepFolder, read_sweep_folder
 
@@ -36,13 +38,18 @@ def write_report(folder: str | Path, out: str | Path | None = None) -> Path:
 
 def draw_figures(sweep: SweepFolder) -> dict:
     """Every figure of the report by file name: the error figures, and the adjoint's range at each n_timesteps
-    where a run failed and at the largest."""
+    where a run failed and at the largest (of the last checkpoint, for a sweep over several), and the errors
+    along training."""
+    along = along_training_figure(sweep.results)
+    sweep, _ = judged_rows(sweep)
     ran = sweep.results[sweep.results["status"] != "skipped"]
     drawn = {name: figures.error_figure(ran, metric) for name, metric in figures.ERROR_FIGURES.items()} if not ran.empty else {}
     for n in figures.adjoint_timesteps(sweep.profile, sweep.results):
         adjoint = figures.adjoint_range_figure(sweep.profile, n)
         if adjoint is not None:
             drawn[f"{figures.ADJOINT_FIGURE}_n{n}"] = adjoint
+    if along is not None:
+        drawn[TRAINING_FIGURE] = along
     return drawn
 
 

@@ -9,6 +9,7 @@ from . import tables
 from .figures import ADJOINT_FIGURE, ERROR_FIGURES, METRIC_NAMES
 from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
 from .key_findings import key_findings
+from .along_training import along_training_section, judged_rows, scope_note
 from .context_section import context_section, cost_section
 from .overview import overview
 from .recommendations import recommendations
@@ -18,6 +19,8 @@ from .verdict_section import verdict_section
 
 def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
     """The whole report; `figures` maps a figure's name to its PNG and SVG paths relative to the report."""
+    every_checkpoint, note = sweep.results, scope_note(sweep.results)
+    sweep, _ = judged_rows(sweep)
     results = sweep.results
     with_mode = results["mode"].nunique() > 1
     model = (sweep.manifest.get("model") or {}).get("name") or fmt.listing(results["model"].unique())
@@ -28,10 +31,13 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
         "from that table; errors are relative to a float64 reference solved by the same library on the same time grid.",
         "",
     ]
+    if note:
+        lines += [note, ""]
     # What a reader acts on comes first; the detail that backs it follows.
     sections = (
         verdict_section(results),
         key_findings(results, sweep.manifest, with_mode),
+        along_training_section(every_checkpoint, sweep.manifest, figures),
         recommendations(results, with_mode),
         context_section(results),
         cost_section(results),

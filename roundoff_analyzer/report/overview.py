@@ -57,7 +57,11 @@ def _model(manifest: dict, results: pd.DataFrame) -> str:
     checkpoint = manifest.get("checkpoint")
     if isinstance(checkpoint, dict):  # path and sha256 of the weights loaded
         checkpoint = checkpoint.get("path") or checkpoint.get("sha256")
-    if checkpoint:
+    several = [c for c in manifest.get("checkpoints") or [] if isinstance(c, dict)]
+    if len(several) > 1:
+        names = fmt.listing(f"`{c.get('name')}`" for c in several)
+        weights = f"; trained weights from {len(several)} checkpoints ({names})"
+    elif checkpoint:
         weights = f"; trained weights from `{checkpoint}`"
     else:  # an older manifest has no checkpoint key and says nothing about the weights
         weights = "; untrained weights (no checkpoint)" if "checkpoint" in manifest else ""

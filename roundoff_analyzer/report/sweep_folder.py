@@ -57,7 +57,7 @@ _NUMBER = (int, float)
 # What the report reads from a manifest, and of which kind; a folder from a stranger may hold anything else.
 _MANIFEST_KINDS: dict[str, tuple[type, ...]] = {
     "created_at": (str,), "finished_at": (str,), "duration_s": _NUMBER, "repeats": (int,), "timeout_s": _NUMBER,
-    "model": (dict,), "data": (str,), "data_source": (str,), "checkpoint": (dict, str), "device": (str,),
+    "model": (dict,), "data": (str,), "data_source": (str,), "checkpoint": (dict, str), "checkpoints": (list,), "device": (str,),
     "device_description": (str,), "versions": (dict,), "scaler": (dict,), "grid": (dict,), "fingerprint": (dict,),
 }  # fmt: skip
 

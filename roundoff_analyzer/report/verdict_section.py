@@ -5,15 +5,18 @@ import pandas as pd
 
 from .. import verdict as rules
 from . import formatting as fmt
+from .training_findings import last_checkpoint
 
 VERDICT_ANCHOR = "the-verdict"
 
 
 def verdict_lines(results: pd.DataFrame) -> list[str]:
-    """One sentence per dtype × library (× mode): the verdict and its numbers; the report's and `roundoff show`'s."""
-    found = rules.verdicts(results)
+    """One sentence per dtype × library (× mode): the verdict and its numbers; the report's and `roundoff show`'s.
+    A sweep over several checkpoints is judged at the last in training, and each sentence says so."""
+    last = last_checkpoint(results)
+    found = rules.verdicts(results[results["checkpoint"] == last] if last else results)
     with_mode = len({v.mode for v in found}) > 1
-    return [sentence(v, with_mode) for v in found]
+    return [f"{f'at checkpoint {last}: ' if last else ''}{sentence(v, with_mode)}" for v in found]
 
 
 def verdict_section(results: pd.DataFrame) -> list[str]:

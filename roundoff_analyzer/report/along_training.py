@@ -1,0 +1,147 @@
+"""The report's "Along training" section, for a sweep over several checkpoints: the figure, the table of the
+parameter-gradient error at each checkpoint, what the errors do as training proceeds, and how the training run
+itself ended where its folder says so (`training_summary.parquet`, read as data only)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InputError
+from ..results import read_parquet
+from . import formatting as fmt
+from .sweep_folder import SweepFolder
+from .training_figure import TRAINING_FIGURE, trend_label, varying_columns
+from .training_findings import ALONG_TRAINING, STATED_METRIC, TRAINING_METRICS, Trend, checkpoints_in, last_checkpoint, movement, trends
+
+SECTION = "Along training"
+TRAINING_SUMMARY = "training_summary.parquet"
+SUMMARY_COLUMNS = ("setup", "final_val_loss", "val_loss_rel_to_reference")
+
+
+def at_checkpoint(sweep: SweepFolder, checkpoint: str) -> SweepFolder:
+    """The sweep folder's tables cut down to one checkpoint's rows."""
+
+    def cut(table: pd.DataFrame | None) -> pd.DataFrame | None:
+        if table is None or "checkpoint" not in table.columns:
+            return table
+        kept = table[table["checkpoint"] == checkpoint].reset_index(drop=True)
+        return kept if not kept.empty else None
+
+    return replace(sweep, results=cut(sweep.results), param_errors=cut(sweep.param_errors), profile=cut(sweep.profile))
+
+
+def judged_rows(sweep: SweepFolder) -> tuple[SweepFolder, str | None]:
+    """What the report's other sections judge: a sweep over several checkpoints at its last in training, and its name."""
+    last = last_checkpoint(sweep.results)
+    return (at_checkpoint(sweep, last), last) if last else (sweep, None)
+
+
+def scope_note(results: pd.DataFrame) -> str | None:
+    """One sentence saying which checkpoint the other sections judge; None for a sweep of one set of weights."""
+    names, last = checkpoints_in(results), last_checkpoint(results)
+    if last is None:
+        return None
+    return (f"This sweep ran its grid on {fmt.plural(len(names), 'checkpoint')}; every section but "
+            f"[{SECTION}](#{SECTION.lower().replace(' ', '-')}) judges the last in training, {_checkpoint(results, last)}.")  # fmt: skip
+
+
+def _checkpoint(results: pd.DataFrame, name: str) -> str:
+    iteration = results.loc[results["checkpoint"] == name, "train_iteration"].dropna()
+    return f"`{name}`" + (f" (iteration {int(iteration.iloc[0])})" if not iteration.empty else "")
+
+
+def statements(results: pd.DataFrame, metric: str = STATED_METRIC) -> list[str]:
+    """One sentence per setup: whether and where its error grows as training proceeds, in the data's numbers."""
+    found = trends(results, metric)
+    varying = varying_columns(found)
+    return [f"{trend_label(t, varying)}: {_movement(t)}" for t in found]
+
+
+def _movement(trend: Trend) -> str:
+    name = f"{TRAINING_METRICS[trend.metric]} error"
+    moved = movement(trend)
+    failed = "; failed at " + ", ".join(f"iteration {i} ({c})" for i, c in trend.failed) if trend.failed else ""
+    if moved is None:
+        return f"{name} measured at fewer than two checkpoints{failed}."
+    values = {i: v for i, v in trend.measured}
+    first, last = fmt.error(values[moved.first]), fmt.error(values[moved.last])
+    if moved.kind in ("grows", "falls"):
+        a, b = moved.steepest
+        return (f"{name} {moved.kind} {fmt.in_u(moved.factor)}× from iteration {moved.first} to {moved.last} "
+                f"({first} → {last}), most between {a} and {b}{failed}.")  # fmt: skip
+    low, high = fmt.error(min(values.values())), fmt.error(max(values.values()))
+    if moved.kind == "stays":
+        return f"{name} stays within {fmt.in_u(ALONG_TRAINING)}× from iteration {moved.first} to {moved.last} ({low} – {high}){failed}."
+    return (f"{name} varies {fmt.in_u(moved.factor)}× between iterations {moved.first} and {moved.last} ({low} – {high}) "
+            f"but ends within {fmt.in_u(ALONG_TRAINING)}× of where it started ({first} → {last}){failed}.")  # fmt: skip
+
+
+TABLE_HEADERS = ("iteration", "checkpoint", "parameter gradient error / u", "ratio to first")
+
+
+def training_table(results: pd.DataFrame) -> str:
+    """Per setup and checkpoint, the parameter-gradient error in units of u and its ratio to the setup's first checkpoint."""
+    found = trends(results, STATED_METRIC)
+    varying = varying_columns(found)
+    rows = [
+        [trend_label(t, varying), str(i), name, fmt.in_u(u), fmt.in_u(r)]
+        for t in found for i, name, u, r in zip(t.iterations, t.checkpoints, t.over_u, t.ratios)
+    ]  # fmt: skip
+    return fmt.markdown_table(rows, ["setup", *TABLE_HEADERS])
+
+
+def training_summary(manifest: dict) -> tuple[Path, pd.DataFrame] | None:
+    """The `training_summary.parquet` of the train folder the sweep's checkpoints came from, where there is one."""
+    for record in manifest.get("checkpoints") or []:
+        path = Path(str(record.get("path", ""))) if isinstance(record, dict) else None
+        if path is None:
+            continue
+        # DIR/checkpoints/iter_*.pt, or DIR/setups/<label>/checkpoints/iter_*.pt
+        for folder in (path.parent.parent, path.parent.parent.parent.parent):
+            if (folder / TRAINING_SUMMARY).is_file():
+                try:
+                    summary = read_parquet(folder / TRAINING_SUMMARY)
+                except InputError:
+                    return None
+                return (folder / TRAINING_SUMMARY, summary) if set(SUMMARY_COLUMNS) <= set(summary.columns) else None
+    return None
+
+
+def summary_sentence(path: Path, summary: pd.DataFrame) -> str:
+    """How the training setups' final validation losses compared, from the training summary's own numbers."""
+    parts = []
+    for index, row in enumerate(summary.itertuples(index=False)):
+        relative = "the reference" if index == 0 else (
+            f"{row.val_loss_rel_to_reference:+.2%} against it" if fmt.present(row.val_loss_rel_to_reference) else fmt.MISSING
+        )
+        parts.append(f"{row.setup} {fmt.in_u(row.final_val_loss)} ({relative})")
+    return f"Training itself (`{path}`): final validation loss {fmt.listing(parts)}."
+
+
+def along_training_section(results: pd.DataFrame, manifest: dict, figures: dict[str, tuple[str, str]]) -> list[str]:
+    found = trends(results, STATED_METRIC)
+    if not found and TRAINING_FIGURE not in figures:
+        return []
+    n = found[0].n_timesteps if found else int(results["n_timesteps"].max())
+    lines = [
+        f"## {SECTION}",
+        "",
+        f"Each setup's errors at each checkpoint with a training iteration, at n_timesteps = {n} (the sweep's largest), "
+        f"against that checkpoint's own float64 reference. An error grows (falls) along training when it is at least "
+        f"{fmt.in_u(ALONG_TRAINING)}× larger (smaller) at the last checkpoint than at the first; \"most between\" names the "
+        "two consecutive checkpoints between which it moved most that way.",
+        "",
+    ]
+    lines += [f"- {s}" for s in statements(results)]
+    if TRAINING_FIGURE in figures:
+        png, svg = figures[TRAINING_FIGURE]
+        lines += ["", f"![errors in units of u against the training iteration, n_timesteps = {n}]({png}) ([SVG]({svg}))"]
+    if found:
+        lines += ["", f"Parameter-gradient error at n_timesteps = {n}, in units of u, and its ratio to the setup's first checkpoint:", "",
+                  training_table(results)]  # fmt: skip
+    summary = training_summary(manifest)
+    if summary is not None:
+        lines += ["", summary_sentence(*summary)]
+    return lines
