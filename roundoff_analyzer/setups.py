@@ -39,11 +39,19 @@ def read_setup(path: Path) -> dict[str, Any] | None:
         "model": model.get("name"),
         "model options": _mapping(model.get("options")),
         "data": manifest.get("data"),
-        "checkpoint": _mapping(manifest.get("checkpoint")).get("sha256"),
+        "checkpoint": _mapping(manifest.get("checkpoint")).get("sha256") or _checkpoint_hashes(manifest),
         "device": str(manifest.get("device")).split(":")[0] if manifest.get("device") is not None else None,
         "scaler settings": _mapping(manifest.get("scaler")),
         "loss scale": fingerprint.get("loss_scale", 1.0),
     }
+
+
+def _checkpoint_hashes(manifest: dict[str, Any]) -> list[str] | None:
+    """The weights of a sweep over several checkpoints, one sha256 each, in the sweep's order."""
+    listed = manifest.get("checkpoints")
+    if not isinstance(listed, list) or len(listed) < 2:
+        return None
+    return [_mapping(c).get("sha256") for c in listed]
 
 
 def differences(new: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
