@@ -50,7 +50,7 @@ def sweep(
         None, "--data", help="Data: synthetic, 2spirals, 8gaussians or bsds300:PATH[?split=train|validation|test].",
         show_default="the model's", rich_help_panel=MODEL,
     ),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="Trained weights (a state dict) for the model.", show_default="random weights from the seed", rich_help_panel=MODEL),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="Trained weights: a state-dict file, a `roundoff train` folder (each of its checkpoints: the grid runs once per checkpoint), or a comma list of both.", show_default="random weights from the seed", rich_help_panel=MODEL),
     loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Multiply the loss by this (e.g. 1e-10 to study underflow).", show_default=_default("loss_scale"), rich_help_panel=SCALING),
     init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale.", show_default=_default("init_scale", _SCALER), rich_help_panel=SCALING),
     backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: factor on the loss scale after a non-finite gradient.", show_default=_default("backoff_factor", _SCALER), rich_help_panel=SCALING),

@@ -66,8 +66,8 @@ def _folder_checkpoints(folder: Path) -> list[Path]:
     files = [f for f in files if f.is_file()]
     if not files:
         raise InputError(
-            f"checkpoint folder '{folder}' holds no checkpoints (expected {folder / CHECKPOINTS_FOLDER / CHECKPOINT_GLOB}, "
-            "as `roundoff train --out` writes them); give a train folder, a weights file or a comma list of them"
+            f"checkpoint '{folder}' is a folder with no checkpoints (expected {folder / CHECKPOINTS_FOLDER / CHECKPOINT_GLOB}, "
+            "as `roundoff train --out` writes them); give a weights file, a train folder or a comma list of them"
         )
     return sorted(files, key=lambda f: (_iteration_order(f), f.name))
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 from matplotlib.image import imread
 
-from roundoff_analyzer import config, sweep
+from roundoff_analyzer import api, config, sweep
 from roundoff_analyzer.api import load
 from roundoff_analyzer.check import compare
 from roundoff_analyzer.models import MODELS, parse_options
@@ -131,7 +131,8 @@ def test_a_comma_list_and_a_config_file_list_name_files_by_their_stems(train_fol
     toml.write_text(f'model = "cnf"\ncheckpoint = {json.dumps([str(f) for f in files])}\n')
     from_file = sweep.plan(config.resolve(toml, {"options": TINY_CNF}))
     from_cli = sweep.plan(config.resolve(None, {"model": "cnf", "options": TINY_CNF, "checkpoint": ",".join(map(str, files))}))
-    for plan in (from_file, from_cli):
+    from_api = api.plan_sweep("cnf", options=TINY_CNF, checkpoint=[str(f) for f in files], out=tmp_path / "api").plan
+    for plan in (from_file, from_cli, from_api):
         assert [(c.name, c.iteration) for c in plan.checkpoints] == [("iter_0000020", 20), ("iter_0000000", 0)]
         assert plan.grid.checkpoints == ("iter_0000020", "iter_0000000")
         assert len(plan.configurations) == 2 * 14 * 3 and plan.configurations[0].checkpoint == "iter_0000020"
@@ -254,7 +255,7 @@ def test_a_changed_checkpoint_file_is_another_sweep(train_folder, tmp_path):
 @pytest.mark.parametrize(
     "make, says",
     [
-        (lambda root: (root / "checkpoints").mkdir(parents=True), "holds no checkpoints"),
+        (lambda root: (root / "checkpoints").mkdir(parents=True), "is a folder with no checkpoints"),
         (lambda root: _sidecar(root, "{not json"), "is not valid JSON"),
         (lambda root: _sidecar(root, '{"loss": 1.0}'), 'has no "iteration"'),
         (lambda root: _foreign_weights(root), "does not fit model cnf"),
