@@ -1,25 +1,60 @@
 """Measuring configurations in the current process: the loop every executor ends up running somewhere."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..grid import Configuration
+from ..grid import Configuration, file_safe
 from ..measure import ReferenceCache, SweepContext, measure_configuration
 from ..modes import ProblemCopies
 from ..results import ResultStore
-from ..yardsticks import Yardsticks
+from ..yardstick_files import YARDSTICKS, YardstickFiles, yardstick_key
+from ..yardsticks import PIECES, Yardsticks
 
 if TYPE_CHECKING:
     from ..sweep import SweepPlan
 
 
-def sweep_context(plan: "SweepPlan", copies: ProblemCopies | None = None, checkpoint: str = "") -> SweepContext:
-    """A fresh reference cache over the problem of one checkpoint of the plan (and its cast copies, when given, made
-    once per process): references, fine reference and gradient noise are each checkpoint's own."""
-    copies = copies or ProblemCopies(plan.problem_for(checkpoint))
+def process_yardsticks(plan: "SweepPlan", copies: ProblemCopies, store: ResultStore, checkpoint: str = "") -> Yardsticks:
+    """The yardsticks of this process (of one checkpoint's problem), made once per process: their pieces are shared
+    through the folder, each checkpoint's in a folder of its own."""
+    timesteps, noise_batches = list(plan.grid.timesteps), plan.config.noise_batches
+    folder = store.root / YARDSTICKS / file_safe(checkpoint) if checkpoint else store.root / YARDSTICKS
+    files = YardstickFiles(folder, yardstick_key(store.digest, timesteps, noise_batches, checkpoint), plan.device)
+    return Yardsticks(copies, timesteps, noise_batches, plan.device, files)
+
+
+@dataclass
+class ProcessProblems:
+    """Made once per process, for each checkpoint of the sweep: its problem's cast copies and its yardsticks."""
+
+    copies: dict[str, ProblemCopies]
+    yardsticks: dict[str, Yardsticks]
+
+    @classmethod
+    def of(cls, plan: "SweepPlan", store: ResultStore) -> "ProcessProblems":
+        copies = {name: ProblemCopies(plan.problem_for(name)) for name in plan.grid.checkpoints}
+        return cls(copies, {name: process_yardsticks(plan, c, store, name) for name, c in copies.items()})
+
+    def context(self, plan: "SweepPlan", checkpoint: str) -> SweepContext:
+        return sweep_context(plan, self.copies[checkpoint], self.yardsticks[checkpoint], checkpoint)
+
+    def prepare(self, task: tuple[str, str]) -> None:
+        """Compute (or read) one piece of one checkpoint's yardsticks: a task of `yardstick_tasks`."""
+        checkpoint, piece = task
+        self.yardsticks[checkpoint].prepare(piece)
+
+
+def yardstick_tasks(plan: "SweepPlan") -> list[tuple[str, str]]:
+    """(checkpoint, piece) for every piece of the sweep's yardsticks, for the processes to compute side by side."""
+    return [(name, piece) for name in plan.grid.checkpoints for piece in PIECES]
+
+
+def sweep_context(plan: "SweepPlan", copies: ProblemCopies, yardsticks: Yardsticks, checkpoint: str = "") -> SweepContext:
+    """A fresh reference cache over the problem of one checkpoint of the plan, its cast copies and its yardsticks
+    (made once per process): references, fine reference and gradient noise are each checkpoint's own."""
     config = plan.config
     step_control = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
-    yardsticks = Yardsticks(copies, list(plan.grid.timesteps), config.noise_batches, plan.device)
     return SweepContext(
         copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout,
         step_control=step_control, yardsticks=yardsticks, fp8_scaling=config.fp8_scaling, cpu_memory=config.cpu_memory,

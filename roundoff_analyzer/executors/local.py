@@ -7,7 +7,7 @@ from ..devices import resolve_device
 from ..errors import InputError
 from .base import EXECUTORS, Execution, ExecutionReport
 from ..threads import torch_threads
-from .in_process import by_checkpoint, measure_in_process, sweep_context
+from .in_process import ProcessProblems, by_checkpoint, measure_in_process
 
 
 class LocalExecutor:
@@ -28,14 +28,16 @@ class LocalExecutor:
         return {"executor": self.name}
 
     def run(self, execution: Execution) -> ExecutionReport:
+        plan = execution.plan
+        problems = ProcessProblems.of(plan, execution.store)
         report = ExecutionReport()
         progress = execution.progress
         completed = True
         # One checkpoint after the other, each with its own references (freed before the next checkpoint's).
         for checkpoint, pending in by_checkpoint(execution.pending).items():
-            context = sweep_context(execution.plan, checkpoint=checkpoint)
+            context = problems.context(plan, checkpoint)
             try:
-                with torch_threads(execution.plan.threads):
+                with torch_threads(plan.threads):
                     completed = measure_in_process(pending, context, execution.store, progress.begin, progress.finish, execution.stop_requested)
             except KeyboardInterrupt:
                 completed = False

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from ..grid import Configuration
-from ..modes import ProblemCopies
 from ..results import ResultStore
-from .in_process import measure_in_process, sweep_context
+from .in_process import ProcessProblems, measure_in_process
 
 if TYPE_CHECKING:
     from ..config import SweepConfig
@@ -58,8 +57,7 @@ class Worker:
                 f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now (in: {', '.join(differs)}): "
                 "another data file, checkpoint or model code here, or the folder was replaced with --force"
             )
-        # Cast copies made once per process, one set per checkpoint.
-        self.copies = {name: ProblemCopies(self.plan.problem_for(name)) for name in self.plan.grid.checkpoints}
+        self.problems = ProcessProblems.of(self.plan, self.store)  # cast copies and yardsticks, once per process and checkpoint
 
     def run(
         self,
@@ -68,8 +66,7 @@ class Worker:
         finish: Callable[[Configuration, dict], None],
         stop_requested: Callable[[], bool],
     ) -> GroupReport:
-        # A group shares one reference (and so one checkpoint), so a cache per group solves it once and frees it afterwards.
-        checkpoint = group[0].checkpoint
-        context = sweep_context(self.plan, self.copies[checkpoint], checkpoint)
+        # A group shares one reference (so one checkpoint): a cache per group solves it once and frees it afterwards.
+        context = self.problems.context(self.plan, group[0].checkpoint)
         completed = measure_in_process(group, context, self.store, begin, finish, stop_requested)
         return GroupReport(context.references.n_solves, context.references.seconds, completed)
