@@ -98,6 +98,8 @@ def test_every_checkpoint_of_the_folder_runs_the_grid_in_iteration_order(along, 
         assert record["path"] == str(path.resolve())
         assert record["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert [c["sha256"] for c in manifest["fingerprint"]["checkpoints"]] == [c["sha256"] for c in listed]
+    # Each checkpoint's fine reference and gradient noise are saved apart, for the sweep's processes and a resume.
+    assert sorted(p.name for p in (along / "yardsticks").iterdir() if p.is_dir()) == [n.replace("/", "_") for n in names]
 
 
 def test_each_checkpoint_has_its_own_references(along):
