@@ -154,6 +154,7 @@ def test_the_report_follows_the_errors_along_training(along):
     assert png.is_file() and imread(png).shape[0] > 100
     assert "](figures/along_training.png)" in report
     assert "judges the last in training, `cnf_train/iter_0000020` (iteration 20)" in report
+    assert f"the grid ran once for each of 3 checkpoints ({PER_CHECKPOINT * len(ITERATIONS)} in all)" in report
     section = report.split("## Along training", 1)[1].split("\n## ", 1)[0]
     table = results(along)
     largest = table[table.n_timesteps == table.n_timesteps.max()]

@@ -132,6 +132,9 @@ def _grid(manifest: dict, results: pd.DataFrame) -> str:
         text += f", in {cells} runs per (n_timesteps, method, mode) by dtype arithmetic rounding: " + ", ".join(" ".join(p) for p in pairs)
     if len(results) != planned:
         text += f". results.parquet holds {len(results)} of them: the sweep did not finish"
+    several = [c for c in manifest.get("checkpoints") or [] if isinstance(c, dict)]
+    if len(several) > 1:  # the other sections see one checkpoint's rows: the grid was run once per checkpoint
+        text += f"; the grid ran once for each of {len(several)} checkpoints ({planned * len(several)} in all), the counts here are the judged checkpoint's"
     return text
 
 
