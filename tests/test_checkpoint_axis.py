@@ -286,7 +286,6 @@ def _foreign_weights(root: Path) -> None:
     torch.save({"layer.weight": torch.zeros(2, 2)}, root / "checkpoints" / "iter_0000007.pt")
 
 
-@pytest.mark.slow  # half a minute on a loaded 2-core machine: the workers' start dominates
 def test_two_workers_give_the_sequential_rows_over_checkpoints(along, train_folder, tmp_path):
     request = config.validate({
         "model": "cnf", "options": TINY_CNF, "checkpoint": str(train_folder), "timesteps": [4, 8], "method": ["rk4"],
