@@ -12,6 +12,7 @@ import torch
 from ..grid import Configuration
 from ..modes import ProblemCopies
 from ..results import ResultStore
+from ..yardsticks import PIECES
 from .in_process import measure_in_process, process_yardsticks, sweep_context
 
 if TYPE_CHECKING:
@@ -60,6 +61,11 @@ class Worker:
             )
         self.copies = ProblemCopies(self.plan.problem)
         self.yardsticks = process_yardsticks(self.plan, self.copies, self.store)
+
+    def prepare_yardsticks(self, first: int) -> None:
+        """Every piece of the yardsticks, computed, awaited or read, from piece `first` (modulo their number) on."""
+        for i in range(len(PIECES)):
+            self.yardsticks.prepare(PIECES[(first + i) % len(PIECES)])
 
     def run(
         self,
