@@ -11,7 +11,7 @@ import torch
 
 from ..grid import Configuration
 from ..results import ResultStore
-from .in_process import ProcessProblems, measure_in_process
+from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
 
 if TYPE_CHECKING:
     from ..config import SweepConfig
@@ -58,6 +58,12 @@ class Worker:
                 "another data file, checkpoint or model code here, or the folder was replaced with --force"
             )
         self.problems = ProcessProblems.of(self.plan, self.store)  # cast copies and yardsticks, once per process and checkpoint
+
+    def prepare_yardsticks(self, first: int, checkpoint: str = "") -> None:
+        """Every piece of one checkpoint's yardsticks, computed, awaited or read, from piece `first` (modulo their number) on."""
+        tasks = [task for task in yardstick_tasks(self.plan) if task[0] == checkpoint]
+        for i in range(len(tasks)):
+            self.problems.prepare(tasks[(first + i) % len(tasks)])
 
     def run(
         self,
