@@ -153,3 +153,23 @@ def test_a_cancelled_task_is_reported_and_only_its_configurations_run_again(clus
     resubmitted = arrays(out)[-1]
     assert len(arrays(out)) == 2 and [sorted(ids) for ids in resubmitted["tasks"].values()] == [sorted(array["tasks"][cancelled])]
     same_results(results(out), sequential)
+
+
+def test_a_sweep_over_checkpoints_through_slurm_gives_the_local_rows(cluster, tmp_path):
+    """One task per checkpoint's reference group; each prepares its own checkpoint's yardsticks."""
+    from .test_checkpoint_axis import TINY_CNF_ARGS, write_train_folder
+
+    folder = write_train_folder(tmp_path / "train", iterations=(0, 5))
+    grid = ["--model", "cnf", *TINY_CNF_ARGS, "--timesteps", "2", "--method", "euler", "--dtype", "bfloat16", "--library", "native",
+            "--scaling", "none", "--noise-batches", "2", "--device", "cpu", "--no-report", "--checkpoint", str(folder)]  # fmt: skip
+    local = run_cli("sweep", *grid, "--out", tmp_path / "local")
+    assert local.exit_code == 0, local.output
+    out = tmp_path / "array"
+    command = [sys.executable, "-m", "roundoff_cli", "sweep", *grid, "--executor", "slurm", "--out", str(out)]
+    done = subprocess.run(command, env=cluster.env(), capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    same_results(results(out), results(tmp_path / "local"))
+    assert list(results(out)["checkpoint"]) == ["train/iter_0000000", "train/iter_0000005"]
+    (array,) = arrays(out)
+    assert len(array["tasks"]) == 2
+    assert sorted(p.name for p in (out / "yardsticks").iterdir() if p.is_dir()) == ["train_iter_0000000", "train_iter_0000005"]
