@@ -123,7 +123,7 @@ def _gradient_overflow(outcome: RunOutcome) -> Failure:
 
 
 class ReferenceCache:
-    """float64 solves, one per (library, method, n_timesteps), computed on first use."""
+    """float64 solves of one problem (one checkpoint's weights), one per (library, method, n_timesteps), computed on first use."""
 
     def __init__(self, copies: ProblemCopies, settings: ScalerSettings) -> None:
         self.copies = copies
