@@ -41,7 +41,8 @@ class SweepResult:
 
     def figures(self) -> dict[str, "Figure"]:
         """The report's figures as matplotlib Figures, by name (`error_solution`, `error_grad_y0`, `error_grad_params`,
-        `adjoint_range` when the profile has a backward pass). Show one in a notebook by leaving it last in a cell."""
+        `adjoint_range` when the profile has a backward pass, `along_training` for a sweep over several checkpoints). Show one
+        in a notebook by leaving it last in a cell."""
         return _draw_figures(SweepFolder(self.folder, self.results, self.manifest, self.param_errors, self.profile))
 
     def write_report(self, out: str | Path | None = None) -> Path:
