@@ -23,7 +23,8 @@ from roundoff_analyzer import api, config, sweep
 from roundoff_analyzer.api import load
 from roundoff_analyzer.check import compare
 from roundoff_analyzer.models import MODELS, parse_options
-from roundoff_analyzer.report.training_findings import ALONG_TRAINING
+from roundoff_analyzer.report.along_training import scope_note
+from roundoff_analyzer.report.training_findings import ALONG_TRAINING, last_checkpoint, trends
 
 from .conftest import results, run_cli
 from .test_parallel import RESULT_COLUMNS_EXCEPT_COST
@@ -187,6 +188,15 @@ def test_the_report_follows_the_errors_along_training(along):
     sentence = next(line for line in section.splitlines() if line.startswith("Training itself"))
     assert "training_summary.parquet" in sentence
     assert "float32 2.61 (the reference)" in sentence and "float16-native-dynamic 2.64 (+1.00% against it)" in sentence
+
+
+def test_without_iterations_the_last_checkpoint_given_is_judged(along):
+    """Files without their JSON: no training iteration, so no Along training; the rest judges the last file given."""
+    table = results(along).assign(train_iteration=None)
+    assert last_checkpoint(table) == "cnf_train/iter_0000020" and trends(table) == []
+    assert "judges the last given, `cnf_train/iter_0000020` (no training iteration is known for it)" in scope_note(table)
+    reordered = table[table.checkpoint != "cnf_train/iter_0000020"]
+    assert last_checkpoint(reordered) == "cnf_train/iter_0000010"
 
 
 def test_the_verdict_judges_the_last_checkpoint_and_says_so(along):

@@ -43,13 +43,12 @@ def scope_note(results: pd.DataFrame) -> str | None:
     names, last = checkpoints_in(results), last_checkpoint(results)
     if last is None:
         return None
+    iteration = results.loc[results["checkpoint"] == last, "train_iteration"].dropna()
+    which = f"the last in training, `{last}` (iteration {int(iteration.iloc[0])})" if not iteration.empty else (
+        f"the last given, `{last}` (no training iteration is known for it)"
+    )
     return (f"This sweep ran its grid on {fmt.plural(len(names), 'checkpoint')}; every section but "
-            f"[{SECTION}](#{SECTION.lower().replace(' ', '-')}) judges the last in training, {_checkpoint(results, last)}.")  # fmt: skip
-
-
-def _checkpoint(results: pd.DataFrame, name: str) -> str:
-    iteration = results.loc[results["checkpoint"] == name, "train_iteration"].dropna()
-    return f"`{name}`" + (f" (iteration {int(iteration.iloc[0])})" if not iteration.empty else "")
+            f"[{SECTION}](#{SECTION.lower().replace(' ', '-')}) judges {which}.")  # fmt: skip
 
 
 def statements(results: pd.DataFrame, metric: str = STATED_METRIC) -> list[str]:
