@@ -1,0 +1,61 @@
+"""The training setups: one per (library, dtype, scaling) of the asked lists, all with the same method, grid and mode.
+
+The first setup is the reference every other is compared with: the float32 one where float32 is asked for,
+else the first asked. Combinations a library cannot run (the `dynamic` scaling outside the native solver)
+are left out, and `left_out` says why. float32 trains without scaling whatever the scaling list says: a scale
+changes nothing in a dtype whose range the gradients never leave, and the reference must be plain float32.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import InputError
+from ..grid import file_safe
+from ..libraries import LIBRARIES
+from ..methods import METHODS
+from ..scalings import SCALINGS
+from .config import TrainConfig
+
+REFERENCE_DTYPE = "float32"
+
+
+@dataclass(frozen=True)
+class TrainSetup:
+    library: str
+    method: str
+    n_timesteps: int
+    dtype: str
+    scaling: str
+    mode: str
+
+    @property
+    def label(self) -> str:
+        """A file-name-safe name: the folder `setups/<label>` and the `setup` column."""
+        return "-".join(file_safe(part) for part in (self.dtype, self.library, self.scaling))
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class SetupChoice:
+    setups: list[TrainSetup]  # the reference first
+    left_out: list[str]  # "<label>: why"
+
+
+def choose_setups(config: TrainConfig) -> SetupChoice:
+    dtypes = sorted(config.dtype, key=lambda d: d != REFERENCE_DTYPE)  # stable: float32 first, the rest as given
+    method = METHODS.get(config.method)
+    setups, left_out = [], []
+    for dtype in dtypes:
+        for library in config.library:
+            for scaling in dict.fromkeys("none" if dtype == REFERENCE_DTYPE else s for s in config.scaling):
+                setup = TrainSetup(library, config.method, config.timesteps, dtype, scaling, config.mode)
+                implementation = LIBRARIES.get(library)
+                reason = SCALINGS.get(scaling).skip_reason(implementation) or implementation.unsupported_method_reason(method)
+                (left_out.append(f"{setup.label}: {reason}") if reason else setups.append(setup))
+    if method.adaptive:
+        raise InputError(f"method '{config.method}' is adaptive; training steps on a fixed grid (euler or rk4)")
+    if not setups:
+        raise InputError(f"no setup can run: {'; '.join(left_out)}")
+    return SetupChoice(setups, left_out)
