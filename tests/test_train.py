@@ -181,10 +181,14 @@ def test_a_config_file_is_read_and_checked_like_the_sweeps(tmp_path):
     config.write_text('model = "cnf"\niters = 2\ntimesteps = 4\nlearning_rate = 1\n[options]\nhidden = 4\nwidth = 8\nbatch = 16\n')
     result = run_cli("train", "--config", config, "--out", tmp_path / "never")
     assert result.exit_code == 2 and f"config file '{config}': 'learning_rate' unknown key; allowed: model" in result.stderr
-    config.write_text('model = "cnf"\niters = 2\ntimesteps = 4\n[options]\nhidden = 4\nwidth = 8\nbatch = 16\n')
+    config.write_text(
+        'model = "cnf"\niters = 2\ntimesteps = 4\n[options]\nhidden = 4\nwidth = 8\nbatch = 16\n'
+        '[[setups]]\ndtype = "bfloat16"\n[[setups]]\ndtype = "float32"\n'
+    )
     result = run_cli("train", "--config", config, "--iters", "3", "--out", tmp_path / "ok")
     assert result.exit_code == 0, result.output
-    assert json.loads((tmp_path / "ok" / "train_manifest.json").read_text())["iters"] == 3
+    manifest = json.loads((tmp_path / "ok" / "train_manifest.json").read_text())
+    assert manifest["iters"] == 3 and [s["label"] for s in manifest["setups"]] == ["float32-native-none", "bfloat16-native-none"]
 
 
 def test_a_different_training_in_the_folder_is_refused_unless_forced(trained, tmp_path):

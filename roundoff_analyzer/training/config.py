@@ -17,6 +17,22 @@ DEFAULT_RESUME_EVERY = 100
 DEFAULT_VAL_BATCHES = 4
 
 
+class SetupEntry(BaseModel):
+    """One `[[setups]]` table: a (library, dtype, scaling) to train, where the product of the lists is not wanted."""
+
+    model_config = ConfigDict(extra="forbid")
+    dtype: str
+    library: str = "native"
+    scaling: str = "none"
+
+    @field_validator("dtype", "library", "scaling")
+    @classmethod
+    def _name(cls, value: str, info: ValidationInfo) -> str:
+        if info.field_name == "library":
+            _load_libraries([value])
+        return _names_in(AXIS_REGISTRIES[info.field_name], [value])[0]
+
+
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -33,6 +49,7 @@ class TrainConfig(BaseModel):
     library: list[str] = Field(default_factory=lambda: ["native"])
     dtype: list[str] = Field(default_factory=lambda: ["float32"])
     scaling: list[str] = Field(default_factory=lambda: ["none"])
+    setups: list[SetupEntry] | None = Field(None, description="exact (library, dtype, scaling) setups instead of the product of the lists")
     mode: str = Field("autocast", description="one mode for every setup")
     device: str = "auto"
     threads: PositiveInt | None = Field(None, description="torch threads (default: chosen from the problem's size, as the sweep does)")
@@ -92,6 +109,8 @@ def resolve(file: str | Path | None, overrides: dict[str, Any]) -> TrainConfig:
     if file:
         # Checked on its own first, so that a mistake in the file is reported against the file.
         validate({"model": overrides.get("model") or "unset", **values}, f"config file '{file}'")
+    if any(overrides.get(axis) is not None for axis in ("library", "dtype", "scaling")):
+        values.pop("setups", None)  # lists named on the command line replace the file's own setups
     for key, value in overrides.items():
         if value is not None:
             values[key] = _merged(values.get(key), value)

@@ -43,17 +43,24 @@ class SetupChoice:
     left_out: list[str]  # "<label>: why"
 
 
+def _asked(config: TrainConfig) -> list[tuple[str, str, str]]:
+    """(library, dtype, scaling): the config's `setups` as listed, or the product of its lists; float32 first."""
+    if config.setups is not None:
+        triples = [(entry.library, entry.dtype, entry.scaling) for entry in config.setups]
+    else:
+        triples = [(library, dtype, scaling) for dtype in config.dtype for library in config.library for scaling in config.scaling]
+    triples = [(library, dtype, "none" if dtype == REFERENCE_DTYPE else scaling) for library, dtype, scaling in triples]
+    return sorted(dict.fromkeys(triples), key=lambda triple: triple[1] != REFERENCE_DTYPE)  # stable: float32 first
+
+
 def choose_setups(config: TrainConfig) -> SetupChoice:
-    dtypes = sorted(config.dtype, key=lambda d: d != REFERENCE_DTYPE)  # stable: float32 first, the rest as given
     method = METHODS.get(config.method)
     setups, left_out = [], []
-    for dtype in dtypes:
-        for library in config.library:
-            for scaling in dict.fromkeys("none" if dtype == REFERENCE_DTYPE else s for s in config.scaling):
-                setup = TrainSetup(library, config.method, config.timesteps, dtype, scaling, config.mode)
-                implementation = LIBRARIES.get(library)
-                reason = SCALINGS.get(scaling).skip_reason(implementation) or implementation.unsupported_method_reason(method)
-                (left_out.append(f"{setup.label}: {reason}") if reason else setups.append(setup))
+    for library, dtype, scaling in _asked(config):
+        setup = TrainSetup(library, config.method, config.timesteps, dtype, scaling, config.mode)
+        implementation = LIBRARIES.get(library)
+        reason = SCALINGS.get(scaling).skip_reason(implementation) or implementation.unsupported_method_reason(method)
+        (left_out.append(f"{setup.label}: {reason}") if reason else setups.append(setup))
     if method.adaptive:
         raise InputError(f"method '{config.method}' is adaptive; training steps on a fixed grid (euler or rk4)")
     if not setups:
