@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+import pandas as pd
 import typer
 from rich.table import Table
 
 from roundoff_analyzer import training
+from roundoff_analyzer.errors import InputError
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.training.config import TrainConfig
 from roundoff_analyzer.training.folder import LOG, REPORT, SUMMARY
@@ -30,7 +32,6 @@ def _default(field: str) -> str:
 def _single_int(value: Optional[str], what: str) -> Optional[int]:
     values = split_ints(value, what)
     if values is not None and len(values) != 1:
-        from roundoff_analyzer.errors import InputError
         raise InputError(f"--{what} '{value}' takes one value; every setup trains on the same grid")
     return values[0] if values else None
 
@@ -91,16 +92,26 @@ def train(
     except training.TrainingInterrupted as stopped:
         stderr.print(f"interrupted: {stopped}; run the same command again to resume", highlight=False, markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except KeyboardInterrupt:  # a second Ctrl-C: the last resume state written stays
+        stderr.print(f"interrupted: the last saved state of each setup is in {plan.out}; run the same command again to resume",
+                     highlight=False, markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     console.print(_summary_table(result.summary))
     console.print(f"log: {result.folder / LOG}; summary: {result.folder / SUMMARY}; report: {result.folder / REPORT}", highlight=False)
 
 
-def _summary_table(summary) -> Table:
+def _summary_table(summary: pd.DataFrame) -> Table:
     table = Table(title="training: final losses against the first setup")
     for column in ("setup", "iterations", "skipped", "final loss", "final val loss", "val vs first", "time / iter"):
         table.add_column(column, overflow="fold")
     for row in summary.itertuples(index=False):
         rel = row.val_loss_rel_to_reference
-        table.add_row(row.setup, str(row.iterations), str(row.skipped_steps), f"{row.final_loss:.5g}" if row.final_loss == row.final_loss and row.final_loss is not None else "—",
-                      f"{row.final_val_loss:.5g}", f"{100 * rel:+.3g}%" if rel == rel and rel is not None else "—", f"{row.time_per_iter_s:.3g} s")
+        table.add_row(
+            row.setup, str(row.iterations), str(row.skipped_steps), _number(row.final_loss), _number(row.final_val_loss),
+            f"{100 * rel:+.3g}%" if pd.notna(rel) else "—", f"{row.time_per_iter_s:.3g} s",
+        )
     return table
+
+
+def _number(value) -> str:
+    return f"{value:.5g}" if pd.notna(value) else "—"
