@@ -158,12 +158,7 @@ class SweepConfig(BaseModel):
     @field_validator("data")
     @classmethod
     def _data(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_data(value)
-            except InputError as exc:  # pydantic reports ValueErrors against the key
-                raise ValueError(str(exc)) from None
-        return value
+        return checked_data(value)
 
     @field_validator(*AXIS_REGISTRIES)
     @classmethod
@@ -181,6 +176,16 @@ class SweepConfig(BaseModel):
     def executor_name(self) -> str:
         """The executor asked for; without one, worker processes when more than one worker is asked for."""
         return self.executor or ("processes" if self.workers > 1 else "local")
+
+
+def checked_data(value: str | None) -> str | None:
+    """A `data` value after checking its source, file and options (a ValueError, which pydantic reports against the key)."""
+    if value is not None:
+        try:
+            parse_data(value)
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+    return value
 
 
 def _load_libraries(names: list[str] | None) -> None:

@@ -6,8 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
 
-from ..config import AXIS_REGISTRIES, _load_libraries, _merged, _names_in, load_toml
-from ..data import parse_data
+from ..config import AXIS_REGISTRIES, _load_libraries, _merged, _names_in, checked_data, load_toml
 from ..errors import InputError
 from ..scalings import ScalerSettings
 from ..validation import location, phrase
@@ -63,12 +62,7 @@ class TrainConfig(BaseModel):
     @field_validator("data")
     @classmethod
     def _data(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_data(value)
-            except InputError as exc:  # pydantic reports ValueErrors against the key
-                raise ValueError(str(exc)) from None
-        return value
+        return checked_data(value)
 
     @field_validator("library", "dtype", "scaling")
     @classmethod

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..folder_lock import LOCK
-from ..results import MANIFEST, atomic_write_bytes
+from ..results import MANIFEST, atomic_write_bytes, refuse_file_path
 from ..safe_files import refuse_links
 from .files import CHECKPOINTS, RESUME
 
@@ -47,11 +47,7 @@ def check_folder(root: Path, fingerprint: dict[str, Any], force: bool) -> dict |
     """Refuse a file where the folder should be, a sweep's folder and a different training unless `force`; returns
     the manifest of the same training found there (to resume it), else None. Writes nothing."""
     root = Path(root)
-    if root.exists() and not root.is_dir():
-        raise InputError(f"output folder '{root}' is a file; give --out a folder path")
-    blocking = next((p for p in root.parents if p.exists() and not p.is_dir()), None)
-    if blocking is not None:
-        raise InputError(f"cannot create the output folder '{root}': a part of the path is a file, not a folder ({blocking})")
+    refuse_file_path(root)
     if not root.is_dir():
         return None
     if (root / MANIFEST).is_file() and not force:
