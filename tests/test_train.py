@@ -220,3 +220,17 @@ def test_a_model_without_a_batch_sampler_is_refused(tmp_path):
     )
     result = run_cli("train", "-m", f"{factory}:make", "--iters", "2", "-n", "2", "--out", tmp_path / "never")
     assert result.exit_code == 2 and "offers no batch sampler" in result.stderr and not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize(("settings", "label"), [
+    ({"dtype": "bfloat16", "mode": "pure"}, "bfloat16-native-none"),
+    ({"dtype": "float16", "library": "torchdiffeq", "scaling": "grad"}, "float16-torchdiffeq-grad"),
+])  # fmt: skip
+def test_low_precision_setups_update_the_float32_master_weights(tmp_path, settings, label):
+    result = _train(tmp_path / "t", iters=3, save_at=[0], **settings)
+    assert list(result.summary["setup"]) == [label] and result.summary["skipped_steps"].tolist() == [0]
+    weights, start = _last_weights(result.folder, 3), _last_weights(result.folder, 0)
+    assert all(w.dtype == torch.float32 for w in weights.values())
+    assert any(not torch.equal(start[k], w) for k, w in weights.items())
+    if settings.get("scaling") == "grad":  # the loss scale carried from step to step, GradScaler's initial 65536 here
+        assert result.log.loc[result.log["iteration"] > 0, "scale"].tolist() == [65536.0] * 3

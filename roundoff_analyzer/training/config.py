@@ -4,12 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, conint, field_validator
 
 from ..config import AXIS_REGISTRIES, _load_libraries, _merged, _names_in, checked_data, load_toml
+from ..config import validate as validate_schema
 from ..errors import InputError
 from ..scalings import ScalerSettings
-from ..validation import location, phrase
 
 DEFAULT_ITERS = 2000
 DEFAULT_RESUME_EVERY = 100
@@ -78,14 +78,7 @@ class TrainConfig(BaseModel):
 
 
 def validate(values: dict[str, Any], source: str = "command line") -> TrainConfig:
-    try:
-        config = TrainConfig(**values)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        message = phrase(err)
-        if err["type"] == "extra_forbidden":
-            message = f"unknown key; allowed: {', '.join(TrainConfig.model_fields)}"
-        raise InputError(f"{source}: '{location(err)}' {message}") from None
+    config = validate_schema(values, source, TrainConfig)
     beyond = [k for k in config.save_at or () if k > config.iters]
     if beyond:
         raise InputError(f"{source}: 'save_at' has iterations beyond iters {config.iters}: {', '.join(map(str, beyond))}")
