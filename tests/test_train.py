@@ -17,6 +17,7 @@ import torch
 from roundoff_analyzer import training
 from roundoff_analyzer.models import MODELS, load_checkpoint, parse_options
 from roundoff_analyzer.training.files import load_resume
+from roundoff_analyzer.training.step import GROWTH_INTERVAL, LossScale
 
 from .conftest import run_cli, snapshot
 
@@ -234,3 +235,16 @@ def test_low_precision_setups_update_the_float32_master_weights(tmp_path, settin
     assert any(not torch.equal(start[k], w) for k, w in weights.items())
     if settings.get("scaling") == "grad":  # the loss scale carried from step to step, GradScaler's initial 65536 here
         assert result.log.loc[result.log["iteration"] > 0, "scale"].tolist() == [65536.0] * 3
+
+
+def test_the_loss_scale_carries_over_as_gradscaler_carries_it():
+    scale = LossScale(65536.0)
+    scale.update(16384.0, retries=2, finite=True)  # backed off twice within the step: the next step starts there
+    assert (scale.scale, scale.good_steps) == (16384.0, 0)
+    for _ in range(GROWTH_INTERVAL - 1):
+        scale.update(16384.0, retries=0, finite=True)
+    assert scale.scale == 16384.0
+    scale.update(16384.0, retries=0, finite=True)
+    assert (scale.scale, scale.good_steps) == (32768.0, 0)
+    scale.update(1.0, retries=30, finite=False)  # exhausted: the step is skipped, the scale kept where it ended
+    assert (scale.scale, scale.good_steps) == (1.0, 0)
