@@ -95,8 +95,9 @@ def train_setup(
         save_resume(folder, _state(iteration, func, optimizer, step.loss_scale, run))
         saved(run)
 
-    if start == 0 and not run.rows:
-        run.rows.append(log.row(label, 0, val_loss=checkpoint(0, None) if 0 in plan.save_at else validation_loss(problem, validation, setup.n_timesteps)))
+    if start == 0 and not run.rows:  # the initial weights' validation loss, saved or not
+        initial_val = checkpoint(0, None) if 0 in plan.save_at else validation_loss(problem, validation, setup.n_timesteps)
+        run.rows.append(log.row(label, 0, val_loss=initial_val))
         save(0)
     progress.start(label, iters, start)
     elapsed = run.rows[-1]["time_s"] if run.rows else 0.0
