@@ -20,6 +20,7 @@ from roundoff_analyzer.training.files import load_resume
 from roundoff_analyzer.training.step import GROWTH_INTERVAL, LossScale
 
 from .conftest import run_cli, snapshot
+from .test_inputs import write_bsds300
 
 TINY_CNF = {"hidden": 4, "width": 8, "batch": 16}
 TINY_CNF_ARGS = ["-m", "cnf", "-o", "hidden=4", "-o", "width=8", "-o", "batch=16", "-n", "4"]
@@ -186,10 +187,11 @@ def test_a_config_file_is_read_and_checked_like_the_sweeps(tmp_path):
         'model = "cnf"\niters = 2\ntimesteps = 4\n[options]\nhidden = 4\nwidth = 8\nbatch = 16\n'
         '[[setups]]\ndtype = "bfloat16"\n[[setups]]\ndtype = "float32"\n'
     )
-    result = run_cli("train", "--config", config, "--iters", "3", "--out", tmp_path / "ok")
+    result = run_cli("train", "--config", config, "--iters", "3", "--seed", "3", "--out", tmp_path / "ok")
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "ok" / "train_manifest.json").read_text())
-    assert manifest["iters"] == 3 and [s["label"] for s in manifest["setups"]] == ["float32-native-none", "bfloat16-native-none"]
+    assert manifest["iters"] == 3 and manifest["seed"] == 3 and manifest["options"]["seed"] == "3"
+    assert [s["label"] for s in manifest["setups"]] == ["float32-native-none", "bfloat16-native-none"]
 
 
 def test_a_different_training_in_the_folder_is_refused_unless_forced(trained, tmp_path):
@@ -248,3 +250,13 @@ def test_the_loss_scale_carries_over_as_gradscaler_carries_it():
     assert (scale.scale, scale.good_steps) == (32768.0, 0)
     scale.update(1.0, retries=30, finite=False)  # exhausted: the step is skipped, the scale kept where it ended
     assert (scale.scale, scale.good_steps) == (1.0, 0)
+
+
+def test_a_data_file_too_short_for_the_stream_is_refused(tmp_path):
+    path = write_bsds300(tmp_path / "BSDS300.hdf5", rows=24)  # batches 0 … 5 of 4 rows: 1 … 4 held out, 5 for iteration 1
+    args = ["train", "-m", "otflow", "-o", "d=63", "-o", "hidden=4", "-o", "batch=4", "--data", f"bsds300:{path}", "-n", "2"]
+    refused = run_cli(*args, "--iters", "2", "--out", tmp_path / "never")
+    assert refused.exit_code == 2 and not (tmp_path / "never").exists()
+    assert refused.stderr.startswith("error: the last iteration trains on batch 6 (4 held out, then one per iteration)")
+    assert "has 24 rows, fewer than the 28 asked for" in refused.stderr
+    assert run_cli(*args, "--iters", "1", "--out", tmp_path / "ok").exit_code == 0

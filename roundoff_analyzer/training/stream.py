@@ -46,8 +46,9 @@ def batch_stream(problem: Problem, model_name: str, val_batches: int, iters: int
     stream = BatchStream(problem.batch_sampler, val_batches)
     try:
         last = stream.train_batch(iters)  # a data file with too few rows raises InputError
-    except InputError:
-        raise
+    except InputError as exc:
+        raise InputError(f"the last iteration trains on batch {stream.train_index(iters)} ({val_batches} held out, then one per "
+                         f"iteration), which the data cannot give: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a user's sampler failed
         raise InputError(f"model {model_name}: sample_batch({stream.train_index(iters)}) raised {one_line(exc)}") from None
     if last.shape != problem.y0.shape:
