@@ -15,7 +15,6 @@ loss reads only states they share (a loss of the final state) share one backward
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import ceil
@@ -70,23 +69,25 @@ def fine_grid(timesteps: list[int], steps: int) -> tuple[torch.Tensor, dict[int,
     return t, index
 
 
-def solve_fine(copies: ProblemCopies, timesteps: list[int], device: torch.device) -> FineReference:
-    started = time.perf_counter()
-    steps = max(FINE_FACTOR * max(timesteps), MIN_FINE_STEPS)
-    fine = _solve(copies, timesteps, steps, device)
-    half = _solve(copies, timesteps, steps // 2, device)
+def fine_steps(timesteps: list[int]) -> int:
+    """Steps per unit time of the fine grid; the self-check solves again at half of them."""
+    return max(FINE_FACTOR * max(timesteps), MIN_FINE_STEPS)
+
+
+def combine_fine(steps: int, fine: dict[int, FineSolution], half: dict[int, FineSolution], seconds: float) -> FineReference:
+    """The fine reference from its two solves (which may have run in different processes)."""
     estimated = {
-        name: max(metrics.rel_err(pick(half[n]), pick(fine[n])) / 15 for n in timesteps)
+        name: max(metrics.rel_err(pick(half[n]), pick(fine[n])) / 15 for n in fine)
         for name, pick in (
             ("final_state", lambda s: s.trajectory[-1]),
             ("grad_y0", lambda s: s.grads[0]),
             ("grad_params", lambda s: metrics.flatten(s.grads[1:])),
         )
     }
-    return FineReference(steps, fine, estimated, time.perf_counter() - started)
+    return FineReference(steps, fine, estimated, seconds)
 
 
-def _solve(copies: ProblemCopies, timesteps: list[int], steps: int, device: torch.device) -> dict[int, FineSolution]:
+def solve_on_fine_grid(copies: ProblemCopies, timesteps: list[int], steps: int, device: torch.device) -> dict[int, FineSolution]:
     prepared = cast_run(copies, torch.float64)
     t, index = fine_grid(timesteps, steps)
     t = t.to(device)

@@ -43,29 +43,45 @@ class GradientNoise:
 
 
 def measure_gradient_noise(copies: ProblemCopies, n_timesteps: int, n_batches: int, device: torch.device) -> GradientNoise:
-    sampler = copies.problem.batch_sampler
-    if n_batches < 2:
-        return GradientNoise(None, n_batches, None, "not measured (--noise-batches below 2)")
-    if sampler is None:
-        return GradientNoise(None, n_batches, None, "the model offers no batch sampler, so no second batch can be drawn")
     started = time.perf_counter()
+    gradients, stopped = batch_gradients(copies, n_timesteps, range(1, n_batches + 1), device)
+    return noise_from(gradients, stopped, n_batches, n_timesteps, time.perf_counter() - started)
+
+
+def batch_gradients(
+    copies: ProblemCopies, n_timesteps: int, batches: range, device: torch.device
+) -> tuple[list[torch.Tensor], str | None]:
+    """The flattened float64 parameter gradient of each batch in `batches` (of the model's batch sampler), and why
+    the batches ran out before the range did (None when they did not). A sweep computes the range in parts."""
+    sampler = copies.problem.batch_sampler
+    if sampler is None or not batches:
+        return [], None
     func = copies.func_in(torch.float64)
     params = [p for p in func.parameters() if p.requires_grad]
     t = torch.linspace(0.0, 1.0, n_timesteps + 1, dtype=torch.float64, device=device)
     gradients = []
-    for b in range(1, n_batches + 1):
+    for b in batches:
         try:
             y0 = sampler(b)
         except InputError as exc:  # a data file without rows for another batch: the batches it has must do
-            if len(gradients) < 2:
-                return GradientNoise(None, n_batches, n_timesteps, str(exc))
-            break
+            return gradients, str(exc)
         y0 = y0.detach().to(device=device, dtype=torch.float64)
         with torch.enable_grad():
             loss = copies.problem.loss(odeint(func, y0, t, method="rk4"))
             found = torch.autograd.grad(loss, params, allow_unused=True)
         gradients.append(metrics.flatten([torch.zeros_like(p) if g is None else g for g, p in zip(found, params)]))
-    return GradientNoise(relative_spread(torch.stack(gradients)), len(gradients), n_timesteps, None, time.perf_counter() - started)
+    return gradients, None
+
+
+def noise_from(gradients: list[torch.Tensor], stopped: str | None, n_batches: int, n_timesteps: int, seconds: float) -> GradientNoise:
+    """The noise of the batches' gradients (in batch order; `stopped`: why there are fewer than asked for)."""
+    if n_batches < 2:
+        return GradientNoise(None, n_batches, None, "not measured (--noise-batches below 2)")
+    if not gradients and stopped is None:
+        return GradientNoise(None, n_batches, None, "the model offers no batch sampler, so no second batch can be drawn")
+    if len(gradients) < 2:
+        return GradientNoise(None, n_batches, n_timesteps, stopped)
+    return GradientNoise(relative_spread(torch.stack(gradients)), len(gradients), n_timesteps, None, seconds)
 
 
 def relative_spread(gradients: torch.Tensor) -> float | None:

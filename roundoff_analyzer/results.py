@@ -22,6 +22,7 @@ from .grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
 from .measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
 from .safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_links, remove_abandoned_temporaries
 from .shard_integrity import SET_ASIDE, fingerprint_digest, set_aside, shard_problem, with_fingerprint
+from .yardstick_files import YARDSTICKS
 from .yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
 
 MANIFEST = "manifest.json"
@@ -67,7 +68,7 @@ SHARD_SCHEMA = RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.str
 
 
 # Everything a sweep writes or deletes in its folder: none of these may be a link out of it.
-WRITTEN_ENTRIES = (MANIFEST, RESULTS, PARAM_ERRORS, PROFILE, SHARDS, SET_ASIDE, LOCK, "slurm", "figures", "report.md")
+WRITTEN_ENTRIES = (MANIFEST, RESULTS, PARAM_ERRORS, PROFILE, SHARDS, SET_ASIDE, LOCK, YARDSTICKS, "slurm", "figures", "report.md")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -149,8 +150,8 @@ class ResultStore:
                 "use another --out, or --force to replace it"
             )
         if existing is not None and found != manifest["fingerprint"] and self.shards.is_dir():
-            for shard in self.shards.glob("*.parquet"):
-                shard.unlink()  # unlink removes a link itself; `shards` itself is no link (refused above)
+            for shard in [*self.shards.glob("*.parquet"), *(self.root / YARDSTICKS).glob("*.pt")]:
+                shard.unlink()  # unlink removes a link itself; `shards` and `yardsticks` are no links (refused above)
         self.shards.mkdir(exist_ok=True)
         if existing is not None and found == manifest["fingerprint"]:
             manifest = {**manifest, "created_at": existing.get("created_at", manifest.get("created_at"))}

@@ -7,18 +7,24 @@ from ..grid import Configuration
 from ..measure import ReferenceCache, SweepContext, measure_configuration
 from ..modes import ProblemCopies
 from ..results import ResultStore
+from ..yardstick_files import YARDSTICKS, YardstickFiles, yardstick_key
 from ..yardsticks import Yardsticks
 
 if TYPE_CHECKING:
     from ..sweep import SweepPlan
 
 
-def sweep_context(plan: "SweepPlan", copies: ProblemCopies | None = None) -> SweepContext:
-    """A fresh reference cache over the plan's problem (and its cast copies, when given, made once per process)."""
-    copies = copies or ProblemCopies(plan.problem)
+def process_yardsticks(plan: "SweepPlan", copies: ProblemCopies, store: ResultStore) -> Yardsticks:
+    """The yardsticks of this process, made once per process: their pieces are shared through the folder."""
+    timesteps, noise_batches = list(plan.grid.timesteps), plan.config.noise_batches
+    files = YardstickFiles(store.root / YARDSTICKS, yardstick_key(store.digest, timesteps, noise_batches), plan.device)
+    return Yardsticks(copies, timesteps, noise_batches, plan.device, files)
+
+
+def sweep_context(plan: "SweepPlan", copies: ProblemCopies, yardsticks: Yardsticks) -> SweepContext:
+    """A fresh reference cache over the plan's problem, its cast copies and the yardsticks (made once per process)."""
     config = plan.config
     step_control = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
-    yardsticks = Yardsticks(copies, list(plan.grid.timesteps), config.noise_batches, plan.device)
     return SweepContext(
         copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout,
         step_control=step_control, yardsticks=yardsticks, fp8_scaling=config.fp8_scaling, cpu_memory=config.cpu_memory,

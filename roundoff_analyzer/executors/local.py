@@ -7,7 +7,8 @@ from ..devices import resolve_device
 from ..errors import InputError
 from .base import EXECUTORS, Execution, ExecutionReport
 from ..threads import torch_threads
-from .in_process import measure_in_process, sweep_context
+from ..modes import ProblemCopies
+from .in_process import measure_in_process, process_yardsticks, sweep_context
 
 
 class LocalExecutor:
@@ -28,7 +29,9 @@ class LocalExecutor:
         return {"executor": self.name}
 
     def run(self, execution: Execution) -> ExecutionReport:
-        context = sweep_context(execution.plan)
+        plan = execution.plan
+        copies = ProblemCopies(plan.problem)
+        context = sweep_context(plan, copies, process_yardsticks(plan, copies, execution.store))
         report = ExecutionReport()
         progress = execution.progress
         try:

@@ -3,7 +3,8 @@
 This process is one of the N: it measures groups from the first second while the other N - 1 start,
 so that N processes are never slower than one. Work goes out by reference group (groups.py): each
 float64 reference is then solved by exactly one worker, and nothing is shared between the processes
-but a queue of groups and a queue of events back. Each worker gets the sweep's thread choice (threads.py), made for a share of cores // N, so N
+but the folder, a queue of tasks (the yardsticks' pieces first, then the groups) and a queue of events
+back. Each worker gets the sweep's thread choice (threads.py), made for a share of cores // N, so N
 workers do not oversubscribe the cores; on CUDA, worker i takes GPU i mod (visible GPUs). Workers come
 from multiprocessing's fork server (start_method.py), which imported torch once, and ignore SIGINT:
 Ctrl-C is the main process's to handle, as in a sequential sweep.
@@ -24,10 +25,11 @@ from ..environment import os_error_line
 from ..errors import one_line
 from ..modes import ProblemCopies
 from ..threads import torch_threads
+from ..yardsticks import PIECES
 from .base import EXECUTORS, Execution, ExecutionReport
 from .groups import reference_groups
-from .in_process import measure_in_process, sweep_context
-from .start_method import worker_context
+from .in_process import measure_in_process, process_yardsticks, sweep_context
+from .start_method import start_processes, worker_context
 from .parent_death import die_with_parent
 from .worker import Worker, WorkerSetup
 
@@ -57,6 +59,9 @@ def worker_main(index: int, setup: WorkerSetup, tasks, events, stop, parent_pid:
         group = tasks.get()
         if group is None:
             break
+        if isinstance(group, str):  # a piece of the yardsticks, for every process of the sweep
+            worker.yardsticks.prepare(group)
+            continue
         try:
             report = worker.run(
                 group,
@@ -89,6 +94,7 @@ def measure_here(execution: Execution, tasks, report: ExecutionReport) -> Execut
     Its reference solves go into a report of its own (the workers' are counted by another thread)."""
     mine = ExecutionReport()
     copies = ProblemCopies(execution.plan.problem)
+    yardsticks = process_yardsticks(execution.plan, copies, execution.store)
     with torch_threads(execution.plan.threads):
         while not execution.stop_requested():
             try:
@@ -98,13 +104,31 @@ def measure_here(execution: Execution, tasks, report: ExecutionReport) -> Execut
             if group is None:  # a worker's signal to end: the groups are gone
                 tasks.put(None)
                 return mine
-            context = sweep_context(execution.plan, copies)
+            if isinstance(group, str):
+                yardsticks.prepare(group)
+                continue
+            context = sweep_context(execution.plan, copies, yardsticks)
             progress = execution.progress
             completed = measure_in_process(group, context, execution.store, progress.begin, progress.finish, execution.stop_requested)
             mine.add_references(context.references.n_solves, context.references.seconds)
             if not completed:
                 report.interrupted = True
     return mine
+
+
+def _not_started(events, index: int, exc: BaseException) -> None:
+    events.put(("failed", index, f"worker {index} could not start: {one_line(exc)}"))
+    events.put(("exit", index, None))
+
+
+def _started(processes: list) -> list:
+    return [process for process in processes if process.pid is not None]
+
+
+def _join_starter(starter: threading.Thread | None) -> None:
+    """Wait until every worker has been started: one that is still starting can be neither stopped nor joined."""
+    while starter is not None and starter.is_alive():  # joined in steps, so that a Ctrl-C still reaches this thread
+        starter.join(POLL_S)
 
 
 class ProcessesExecutor:
@@ -130,7 +154,8 @@ class ProcessesExecutor:
         spawn = worker_context()
         tasks, events, stop = spawn.Queue(), spawn.Queue(), spawn.Event()
         # This process is one of the N: it measures from the start while the others start, so N are never slower than one.
-        for group in [*groups, *[None] * (n_workers - 1)]:
+        # The yardsticks' pieces go first, so that the processes compute them side by side before measuring.
+        for group in [*(PIECES if n_workers > 1 else ()), *groups, *[None] * (n_workers - 1)]:
             tasks.put(group)
         threads = plan.threads.threads  # chosen for a share of the cores (threads.py)
         out_dir = str(execution.store.root.resolve())
@@ -142,8 +167,7 @@ class ProcessesExecutor:
         execution.progress.note(f"this process and {n_workers - 1} worker process(es), {threads} torch thread(s) each, "
                                 f"{len(groups)} reference groups")  # fmt: skip
         with _children_ignore_sigint():
-            for process in processes:
-                process.start()
+            starter = start_processes(spawn, processes, lambda i, exc: _not_started(events, i, exc))
         collector = threading.Thread(target=self._collect, args=(execution, processes, events, stop, report), daemon=True)
         try:
             collector.start()
@@ -154,10 +178,12 @@ class ProcessesExecutor:
         except KeyboardInterrupt:
             # A second Ctrl-C: stop now. The configurations in progress are dropped; their shards were never written.
             report.interrupted = True
-            for process in processes:
+            _join_starter(starter)
+            for process in _started(processes):
                 process.terminate()
         finally:
-            for process in processes:
+            _join_starter(starter)
+            for process in _started(processes):
                 process.join(JOIN_TIMEOUT_S)
             tasks.cancel_join_thread()  # groups nobody took are dropped with the queue
         return report
@@ -174,7 +200,7 @@ class ProcessesExecutor:
                 kind, index, payload = events.get(timeout=POLL_S)
             except queue.Empty:
                 # A worker's events are in the pipe before its exit code is set, so an empty queue then is final.
-                if all(p.exitcode is not None for p in processes):
+                if all(p.exitcode is not None or i in exited for i, p in enumerate(processes)):
                     break
                 continue
             if kind == "begin":

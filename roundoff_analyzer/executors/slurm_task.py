@@ -21,6 +21,8 @@ def run_array_task(setup: WorkerSetup, group: list[Configuration]) -> dict:
     log = ArrayLog(Path(setup.out_dir))
     try:
         worker = Worker(replace(setup, threads=task_threads()))
+        # Tasks that start together compute different pieces of the yardsticks, each starting at its own.
+        worker.prepare_yardsticks(first=int(os.environ.get("SLURM_ARRAY_TASK_ID") or 0))
         report = asdict(worker.run(group, begin=lambda c: None, finish=lambda c, row: None, stop_requested=lambda: False))
     except Exception as exc:  # noqa: BLE001 - recorded for the watcher, then raised for submitit's log
         log.write_report(this_task(), {"error": one_line(exc)})

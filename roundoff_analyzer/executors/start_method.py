@@ -9,7 +9,10 @@ are spawned.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
+import threading
 from multiprocessing.context import BaseContext
+from typing import Callable
 
 # What a worker imports before it measures anything; everything torch-heavy is beneath these.
 PRELOAD = ["torch", "torchdiffeq", "roundoff_analyzer.sweep", "roundoff_analyzer.executors.processes"]
@@ -21,3 +24,28 @@ def worker_context() -> BaseContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)  # read when the server starts; later calls change nothing
     return context
+
+
+def start_processes(context: BaseContext, processes: list, failed: Callable[[int, BaseException], None]) -> threading.Thread | None:
+    """Start `processes` without holding up the caller where that is safe; returns the thread that starts them.
+    `failed(index, exception)` is told of a process that could not be started.
+
+    A fork server that is not running yet imports torch before it forks anything, seconds in which the
+    sweep's own process measures. The server is started here, in the caller's thread, so that it inherits
+    the caller's signal dispositions (SIGINT ignored: see processes.py); the forks are then asked for from a
+    thread. Spawned processes inherit their dispositions at the moment they start, so they start here."""
+
+    def start_all() -> None:
+        for index, process in enumerate(processes):
+            try:
+                process.start()
+            except Exception as exc:  # noqa: BLE001 - the sweep goes on with the processes that started
+                failed(index, exc)
+
+    if context.get_start_method() != "forkserver":
+        start_all()
+        return None
+    multiprocessing.forkserver.ensure_running()
+    starter = threading.Thread(target=start_all, name="roundoff-worker-start", daemon=True)
+    starter.start()
+    return starter

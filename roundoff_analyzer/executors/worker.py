@@ -12,7 +12,8 @@ import torch
 from ..grid import Configuration
 from ..modes import ProblemCopies
 from ..results import ResultStore
-from .in_process import measure_in_process, sweep_context
+from ..yardsticks import PIECES
+from .in_process import measure_in_process, process_yardsticks, sweep_context
 
 if TYPE_CHECKING:
     from ..config import SweepConfig
@@ -59,6 +60,12 @@ class Worker:
                 "another data file, checkpoint or model code here, or the folder was replaced with --force"
             )
         self.copies = ProblemCopies(self.plan.problem)
+        self.yardsticks = process_yardsticks(self.plan, self.copies, self.store)
+
+    def prepare_yardsticks(self, first: int) -> None:
+        """Every piece of the yardsticks, computed, awaited or read, from piece `first` (modulo their number) on."""
+        for i in range(len(PIECES)):
+            self.yardsticks.prepare(PIECES[(first + i) % len(PIECES)])
 
     def run(
         self,
@@ -68,6 +75,6 @@ class Worker:
         stop_requested: Callable[[], bool],
     ) -> GroupReport:
         # A group shares one reference, so a cache per group solves it once and frees it afterwards.
-        context = sweep_context(self.plan, self.copies)
+        context = sweep_context(self.plan, self.copies, self.yardsticks)
         completed = measure_in_process(group, context, self.store, begin, finish, stop_requested)
         return GroupReport(context.references.n_solves, context.references.seconds, completed)
