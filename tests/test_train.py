@@ -73,7 +73,7 @@ def test_checkpoints_load_as_a_sweep_loads_them(trained):
         _assert_same_weights(problem.func.state_dict(), _last_weights(folder, 8))
         metadata = json.loads(path.with_suffix(".json").read_text())
         assert metadata["iteration"] == 8 and metadata["model"] == "cnf" and metadata["seed"] == 0 and metadata["data"] is None
-        assert metadata["options"] == {"seed": 0, "hidden": 4, "width": 8, "batch": 16}
+        assert metadata["options"] == {"seed": "0", "hidden": "4", "width": "8", "batch": "16"}  # as -o gives them
         assert metadata["setup"] == folder.name if folder != trained.folder else metadata["setup"] == "float32-native-none"
         log = trained.log[(trained.log["setup"] == metadata["setup"]) & (trained.log["iteration"] == 8)].iloc[0]
         assert metadata["loss"] == metadata["val_loss"] == log["val_loss"] and metadata["train_loss"] == log["loss"]

@@ -25,7 +25,7 @@ from . import folder as train_folder
 from .files import load_resume
 from .log import from_columns, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
-from .plan import TrainPlan, plan_training
+from .plan import TrainPlan, option_strings, plan_training
 from .report import write_training_report
 from .summary import setup_summary
 
@@ -117,22 +117,10 @@ def _manifest(plan: TrainPlan) -> dict:
     return {
         "kind": train_folder.KIND, "tool": "roundoff-analyzer", "version": __version__,
         "created_at": earlier.get("created_at", train_folder.now()), "updated_at": train_folder.now(),
-        "model": plan.model.name, "options": option_strings(plan.options.model_dump(mode="json")), "seed": plan.options.seed,
+        "model": plan.model.name, "options": option_strings(plan.options), "seed": plan.options.seed,
         "data": config.data, "data_source": plan.problem.data_source, "iters": config.iters, "save_at": plan.save_at,
         "resume_every": config.resume_every, "lr": config.lr, "optimizer": "Adam", "val_batches": config.val_batches,
         "validation": plan.fingerprint["validation"] + " at each setup's n_timesteps, mean over the held-out batches 1 … val_batches",
         "device": str(plan.device), "threads": plan.threads.as_dict(), "scaler": config.scaler.model_dump(mode="json"),
         "setups": setups, "left_out": plan.left_out, "fingerprint": plan.fingerprint,
     }  # fmt: skip
-
-
-def option_strings(options: dict) -> dict[str, str]:
-    """Options as `-o key=value` would give them: lists comma-separated, booleans as true/false."""
-    def text(value: Any) -> str:
-        if isinstance(value, bool):
-            return str(value).lower()
-        if isinstance(value, (list, tuple)):
-            return ",".join(text(v) for v in value)
-        return str(value)
-
-    return {key: text(value) for key, value in options.items()}

@@ -19,7 +19,7 @@ from ..devices import measured, synchronize
 from . import log
 from .files import load_resume, save_checkpoint, save_resume
 from .held_out import validation_loss
-from .plan import TrainPlan
+from .plan import TrainPlan, option_strings
 from .setups import TrainSetup
 from .step import LossScale, SetupStep
 
@@ -83,7 +83,7 @@ def train_setup(
     label, iters = setup.label, config.iters
     if start >= iters:
         return run
-    metadata = {"model": plan.model.name, "options": plan.options.model_dump(mode="json"), "seed": plan.options.seed,
+    metadata = {"model": plan.model.name, "options": option_strings(plan.options), "seed": plan.options.seed,
                 "data": config.data, "setup": label, **setup.as_dict()}  # fmt: skip
 
     def checkpoint(iteration: int, train_loss: float | None) -> float:

@@ -55,6 +55,19 @@ def fingerprint(config: TrainConfig, options: ModelOptions, problem: Problem, re
     }  # fmt: skip
 
 
+def option_strings(options: ModelOptions) -> dict[str, str]:
+    """Options as `-o key=value` would give them: lists comma-separated, booleans as true/false."""
+
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, (list, tuple)):
+            return ",".join(text(v) for v in value)
+        return str(value)
+
+    return {key: text(value) for key, value in options.model_dump(mode="json").items()}
+
+
 def plan_training(config_file: str | Path | None, overrides: dict[str, Any], out: str | Path | None, force: bool) -> TrainPlan:
     config = resolve(config_file, overrides)
     model = resolve_model(config.model)
