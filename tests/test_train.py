@@ -260,3 +260,18 @@ def test_a_data_file_too_short_for_the_stream_is_refused(tmp_path):
     assert refused.stderr.startswith("error: the last iteration trains on batch 6 (4 held out, then one per iteration)")
     assert "has 24 rows, fewer than the 28 asked for" in refused.stderr
     assert run_cli(*args, "--iters", "1", "--out", tmp_path / "ok").exit_code == 0
+
+
+def test_roundoff_report_rewrites_a_training_report_from_its_tables(trained, tmp_path):
+    report = trained.folder / "training_report.md"
+    before = report.read_bytes()
+    report.unlink()
+    result = run_cli("report", trained.folder)
+    assert result.exit_code == 0 and report.read_bytes() == before
+    elsewhere = run_cli("report", trained.folder, "--out", tmp_path / "r.md")
+    assert elsewhere.exit_code == 0 and "figures/loss_curves.png" in (tmp_path / "r.md").read_text()
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "train_manifest.json").write_text(json.dumps({"kind": "roundoff-train"}))
+    refused = run_cli("report", unfinished)
+    assert refused.exit_code == 2 and "has not finished" in refused.stderr

@@ -2,11 +2,13 @@
 first setup's. Written from the folder's tables and manifest only (reading a folder never runs code from it)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
 
 from .. import __version__
+from ..errors import InputError
 from ..report import formatting as fmt
 from ..report.figures import save
 from ..results import atomic_write_bytes
@@ -17,14 +19,19 @@ from .figure import LOSS_FIGURE, loss_figure
 COMPARABLE = 0.02
 
 
-def write_training_report(root: Path) -> Path:
+def write_training_report(root: Path, out: Path | None = None) -> Path:
+    """`training_report.md` (or `out`) and its figure under `root/figures/`, from the folder's tables and manifest."""
     root = Path(root)
     manifest = train_folder.read_manifest(root) or {}
+    missing = [name for name in (train_folder.LOG, train_folder.SUMMARY) if not (root / name).is_file()]
+    if missing:
+        raise InputError(f"training folder '{root}' has no {' and no '.join(missing)}: its training has not finished; "
+                         "run the same `roundoff train` command again to finish it")  # fmt: skip
     log = pd.read_parquet(root / train_folder.LOG)
     summary = pd.read_parquet(root / train_folder.SUMMARY)
     figure = save(loss_figure(log, list(summary["setup"])), root / train_folder.FIGURES, LOSS_FIGURE)
-    text = render(manifest, summary, figure.relative_to(root).as_posix())
-    path = root / train_folder.REPORT
+    path = Path(out) if out is not None else root / train_folder.REPORT
+    text = render(manifest, summary, Path(os.path.relpath(figure, path.resolve().parent if out is not None else root)).as_posix())
     atomic_write_bytes(path, text.encode())
     return path
 
