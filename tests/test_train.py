@@ -16,7 +16,9 @@ import torch
 
 from roundoff_analyzer import training
 from roundoff_analyzer.models import MODELS, load_checkpoint, parse_options
+from roundoff_analyzer.training.config import resolve
 from roundoff_analyzer.training.files import load_resume
+from roundoff_analyzer.training.setups import choose_setups
 from roundoff_analyzer.training.step import GROWTH_INTERVAL, LossScale
 
 from .conftest import run_cli, snapshot
@@ -275,3 +277,15 @@ def test_roundoff_report_rewrites_a_training_report_from_its_tables(trained, tmp
     (unfinished / "train_manifest.json").write_text(json.dumps({"kind": "roundoff-train"}))
     refused = run_cli("report", unfinished)
     assert refused.exit_code == 2 and "has not finished" in refused.stderr
+
+
+def test_the_shipped_training_configs_hold_what_the_readme_says():
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    cpu = resolve(configs / "cnf_2spirals_train.toml", {})
+    assert [s.label for s in choose_setups(cpu).setups] == ["float32-native-none", "float16-native-dynamic"]
+    assert (cpu.iters, cpu.save_at, cpu.timesteps, cpu.device) == (300, [0, 100, 300], 16, "auto")
+    gpu = resolve(configs / "cnf_2spirals_train_gpu.toml", {})
+    assert [s.label for s in choose_setups(gpu).setups] == [
+        "float32-native-none", "float16-native-dynamic", "float16-torchdiffeq-grad", "bfloat16-native-none",
+    ]  # fmt: skip
+    assert (gpu.iters, gpu.timesteps, gpu.options["batch"], gpu.device) == (2000, 128, 1024, "cuda")
