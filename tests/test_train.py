@@ -289,3 +289,15 @@ def test_the_shipped_training_configs_hold_what_the_readme_says():
         "float32-native-none", "float16-native-dynamic", "float16-torchdiffeq-grad", "bfloat16-native-none",
     ]  # fmt: skip
     assert (gpu.iters, gpu.timesteps, gpu.options["batch"], gpu.device) == (2000, 128, 1024, "cuda")
+
+
+def test_the_reports_validation_table_is_the_log(trained):
+    text = (trained.folder / "training_report.md").read_text()
+    table = text.split("## Validation loss along training")[1].split("##")[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.strip().splitlines()[2:]]
+    log = trained.log.set_index(["setup", "iteration"])["val_loss"]
+    assert [int(r[0]) for r in rows] == [0, 4, 8]
+    for iteration, reference, other, rel in rows:
+        first, second = log["float32-native-none", int(iteration)], log["float16-native-dynamic", int(iteration)]
+        assert float(reference) == pytest.approx(first, rel=1e-4) and float(other) == pytest.approx(second, rel=1e-4)
+        assert float(rel.rstrip("%")) == pytest.approx(100 * (second - first) / abs(first), rel=1e-2, abs=1e-6)

@@ -14,6 +14,7 @@ from ..report.figures import save
 from ..results import atomic_write_bytes
 from . import folder as train_folder
 from .figure import LOSS_FIGURE, loss_figure
+from .summary import relative_to
 
 # The issue's yardstick for "comparable accuracy": a final validation loss within 2% of the reference's.
 COMPARABLE = 0.02
@@ -31,7 +32,7 @@ def write_training_report(root: Path, out: Path | None = None) -> Path:
     summary = pd.read_parquet(root / train_folder.SUMMARY)
     figure = save(loss_figure(log, list(summary["setup"])), root / train_folder.FIGURES, LOSS_FIGURE)
     path = Path(out) if out is not None else root / train_folder.REPORT
-    text = render(manifest, summary, Path(os.path.relpath(figure, path.resolve().parent if out is not None else root)).as_posix())
+    text = render(manifest, summary, log, Path(os.path.relpath(figure, path.resolve().parent if out is not None else root)).as_posix())
     atomic_write_bytes(path, text.encode())
     return path
 
@@ -54,7 +55,7 @@ def _loss(value) -> str:
     return f"{value:.5g}" if fmt.present(value) else fmt.MISSING
 
 
-def render(manifest: dict, summary: pd.DataFrame, figure: str) -> str:
+def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str) -> str:
     reference = summary.iloc[0] if not summary.empty else None
     lines = [
         f"# Training report: {manifest.get('model', '?')}",
@@ -74,6 +75,10 @@ def render(manifest: dict, summary: pd.DataFrame, figure: str) -> str:
         "(forward, backward, Adam), mean over the iterations. Peak memory: one more step's forward and backward, "
         "measured apart (CUDA allocator's peak, or on the CPU the allocator's events from torch.profiler).",
         "",
+    ]
+    if not summary.empty:
+        lines += ["## Validation loss along training", "", _along_training(log, list(summary["setup"])), ""]
+    lines += [
         "## Loss curves",
         "",
         f"![training and validation loss against the iteration]({figure})",
@@ -117,6 +122,21 @@ def _table(summary: pd.DataFrame) -> str:
          _mib(r.peak_memory_bytes), _ratio(r.memory_rel_to_reference)]  # fmt: skip
         for r in summary.itertuples(index=False)
     ]
+    return fmt.markdown_table(rows, headers)
+
+
+def _along_training(log: pd.DataFrame, setups: list[str]) -> str:
+    """The validation loss at every iteration where it was computed, each setup beside the first (relative difference)."""
+    validated = log[log["val_loss"].notna() & log["setup"].isin(setups)]
+    table = validated.pivot_table(index="iteration", columns="setup", values="val_loss", aggfunc="first")
+    reference = setups[0]
+    headers = ["iteration", reference] + [h for setup in setups[1:] for h in (setup, "vs first")]
+    rows = []
+    for iteration, values in table.iterrows():
+        row = [fmt.integer(iteration), _loss(values.get(reference))]
+        for setup in setups[1:]:
+            row += [_loss(values.get(setup)), _percent(relative_to(values.get(setup), values.get(reference)))]
+        rows.append(row)
     return fmt.markdown_table(rows, headers)
 
 
