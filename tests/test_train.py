@@ -202,6 +202,8 @@ def test_a_different_training_in_the_folder_is_refused_unless_forced(trained, tm
     refused = run_cli(*args, "--lr", "0.01")
     assert refused.exit_code == 2 and refused.stdout == ""
     assert refused.stderr.startswith(f"error: output folder '{trained.folder}' holds a different training (differs in: lr)")
+    shorter = run_cli("train", *TINY_CNF_ARGS, "--iters", "5", "--out", trained.folder)
+    assert shorter.exit_code == 2 and "trained to iteration 8, past --iters 5" in shorter.stderr
     assert snapshot(trained.folder) == before
     forced_into = tmp_path / "forced"
     assert run_cli("train", *TINY_CNF_ARGS, "--iters", "2", "--out", forced_into).exit_code == 0

@@ -18,7 +18,8 @@ from ..models import ModelOptions, ModelSpec, Problem, parse_options, resolve_mo
 from ..sweep import _build, problem_hash
 from ..threads import ThreadChoice, choose_threads
 from .config import TrainConfig, resolve, save_points
-from .folder import check_folder
+from .files import load_resume
+from .folder import check_folder, setup_folder
 from .held_out import VALIDATION_METHOD
 from .setups import TrainSetup, choose_setups
 from .stream import BatchStream, batch_stream
@@ -84,5 +85,16 @@ def plan_training(config_file: str | Path | None, overrides: dict[str, Any], out
     threads = choose_threads(problem.func, problem.y0, device, config.threads)
     folder = Path(out) if out is not None else Path("results") / f"train-{file_safe(model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     resumable = check_folder(folder, fingerprint(config, options, problem, choice.setups[0], device), force)
+    if resumable is not None:
+        _refuse_shorter(folder, choice.setups, config.iters)
     return TrainPlan(config, model, options, problem, choice.setups, choice.left_out, save_points(config), stream, device, threads,
                      folder, force, resumable)  # fmt: skip
+
+
+def _refuse_shorter(folder: Path, setups: list[TrainSetup], iters: int) -> None:
+    """A folder whose setups trained past `iters` already: going back is not resuming."""
+    for index, setup in enumerate(setups):
+        state = load_resume(folder / setup_folder(index, setup.label))
+        if state is not None and state["iteration"] > iters:
+            raise InputError(f"output folder '{folder}' holds setup {setup.label} trained to iteration {state['iteration']}, "
+                             f"past --iters {iters}; give --iters {state['iteration']} or more, another --out, or --force")
