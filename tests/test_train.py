@@ -303,3 +303,19 @@ def test_the_reports_validation_table_is_the_log(trained):
         first, second = log["float32-native-none", int(iteration)], log["float16-native-dynamic", int(iteration)]
         assert float(reference) == pytest.approx(first, rel=1e-4) and float(other) == pytest.approx(second, rel=1e-4)
         assert float(rel.rstrip("%")) == pytest.approx(100 * (second - first) / abs(first), rel=1e-2, abs=1e-6)
+
+
+def test_a_non_finite_gradient_skips_the_step_and_is_counted(tmp_path):
+    """float16 torchdiffeq gradients of this OT-Flow overflow without scaling (as in the sweep's overflow fixture):
+    every step is skipped and the weights stay; loss scaling (`grad`) rescues every step."""
+    settings = {"options": {"d": 3, "hidden": 8, "batch": 16, "alpha": "1,2e5,8e4"}, "timesteps": 4, "method": "euler", "iters": 3,
+                "save_at": [0], "library": "torchdiffeq", "dtype": "float16", "scaling": ["none", "grad"]}  # fmt: skip
+    result = training.train("otflow", out=tmp_path / "overflow", **settings)
+    summary = result.summary.set_index("setup")
+    assert summary.loc["float16-torchdiffeq-none", "skipped_steps"] == 3 and summary.loc["float16-torchdiffeq-grad", "skipped_steps"] == 0
+    skipped = result.log[(result.log["setup"] == "float16-torchdiffeq-none") & (result.log["iteration"] > 0)]
+    assert skipped["skipped"].all() and skipped["failure"].str.startswith("overflow").all()
+    _assert_same_weights(_last_weights(result.folder, 3), _last_weights(result.folder, 0))
+    rescued = result.folder / "setups" / "float16-torchdiffeq-grad"
+    assert any(not torch.equal(w, _last_weights(rescued, 0)[k]) for k, w in _last_weights(rescued, 3).items())
+    assert "3 steps of 3 skipped (non-finite gradient)" in (result.folder / "training_report.md").read_text()

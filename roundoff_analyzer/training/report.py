@@ -110,6 +110,9 @@ def _statements(summary: pd.DataFrame) -> list[str]:
         )
     if len(summary) == 1:
         lines.append(f"- One setup, `{reference['setup']}`: final validation loss {_loss(reference['final_val_loss'])}.")
+    if reference["skipped_steps"]:
+        lines.append(f"- `{reference['setup']}`, the setup the others are compared with: "
+                     f"{fmt.plural(int(reference['skipped_steps']), 'step')} of {int(reference['iterations'])} skipped (non-finite gradient).")
     return lines
 
 
