@@ -139,16 +139,20 @@ def test_killed_process_resumes_to_the_uninterrupted_weights(tmp_path):
     command = ["train", *TINY_CNF_ARGS, "--iters", "60", "--save-at", "5", "--resume-every", "5", "--dtype", "float32,bfloat16", "--out", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen([sys.executable, "-m", "roundoff_cli", *command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    marker = out / "setups" / "bfloat16-native-none" / "checkpoints" / "iter_0000005.pt"
+    second = out / "setups" / "bfloat16-native-none"
+
+    def second_setup_saved_a_state_past_0() -> bool:  # the checkpoint at 5 comes just before its resume state
+        return (second / "checkpoints" / "iter_0000005.pt").exists() and load_resume(second)["iteration"] > 0
+
     try:
         deadline = time.monotonic() + 120
-        while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+        while not second_setup_saved_a_state_past_0() and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         process.send_signal(signal.SIGKILL)
     finally:
         process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
-    assert load_resume(out / "setups" / "bfloat16-native-none")["iteration"] < 60  # killed before the end
+    assert 0 < load_resume(second)["iteration"] < 60  # killed before the end
     assert not (out / "training_summary.parquet").exists()
     resumed = run_cli(*command)
     assert resumed.exit_code == 0, resumed.output
