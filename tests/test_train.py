@@ -211,6 +211,8 @@ def test_a_different_training_in_the_folder_is_refused_unless_forced(trained, tm
     assert snapshot(trained.folder) == before
     forced_into = tmp_path / "forced"
     assert run_cli("train", *TINY_CNF_ARGS, "--iters", "2", "--out", forced_into).exit_code == 0
+    again = run_cli("train", *TINY_CNF_ARGS, "--iters", "2", "--out", forced_into)
+    assert again.exit_code == 0 and "float32-native-none: already trained to iteration 2" in again.output
     forced = run_cli("train", *TINY_CNF_ARGS, "--iters", "2", "--lr", "0.01", "--force", "--out", forced_into)
     assert forced.exit_code == 0, forced.output
     assert json.loads((forced_into / "train_manifest.json").read_text())["lr"] == 0.01

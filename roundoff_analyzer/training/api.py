@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
-import pyarrow as pa
 
 from .. import __version__
 from ..folder_lock import FolderLock
@@ -27,7 +26,7 @@ from .log import from_columns, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
 from .plan import TrainPlan, option_strings, plan_training
 from .report import write_training_report
-from .summary import setup_summary
+from .summary import setup_summary, summary_table
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
 _LIST_KEYS = ("library", "dtype", "scaling", "save_at")
@@ -78,7 +77,7 @@ def run(plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: 
         _write_log(root, runs)
         log = pd.read_parquet(root / train_folder.LOG)
         summary = setup_summary(log, manifest["setups"], {label: r.peak_memory_bytes for label, r in runs.items()})
-        atomic_write_parquet(pa.Table.from_pandas(summary, preserve_index=False), root / train_folder.SUMMARY)
+        atomic_write_parquet(summary_table(summary), root / train_folder.SUMMARY)
         train_folder.write_manifest(root, {**manifest, "finished_at": train_folder.now()})
         write_training_report(root)
         return TrainResult(root, train_folder.read_manifest(root), log, summary)

@@ -82,6 +82,7 @@ def train_setup(
         start = state["iteration"]
     label, iters = setup.label, config.iters
     if start >= iters:
+        progress.note(f"{label}: already trained to iteration {start} in {folder}")
         return run
     metadata = {"model": plan.model.name, "options": option_strings(plan.options), "seed": plan.options.seed,
                 "data": config.data, "setup": label, **setup.as_dict()}  # fmt: skip
