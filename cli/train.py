@@ -102,7 +102,8 @@ def train(
 
 def _summary_table(summary: pd.DataFrame) -> Table:
     table = Table(title="training: final losses against the first setup")
-    for column in ("setup", "iterations", "skipped", "final loss", "final val loss", "val vs first", "time / iter"):
+    table.add_column("setup", no_wrap=True)
+    for column in ("iterations", "skipped", "final loss", "final val loss", "val vs first", "time / iter"):
         table.add_column(column, overflow="fold")
     for row in summary.itertuples(index=False):
         rel = row.val_loss_rel_to_reference
