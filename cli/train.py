@@ -48,6 +48,7 @@ def train(
     resume_every: Optional[int] = typer.Option(None, "--resume-every", help="Iterations between resume states (also saved at every checkpoint).", show_default=_default("resume_every"), rich_help_panel=TRAINING),
     lr: Optional[float] = typer.Option(None, "--lr", help="Adam's learning rate.", show_default=_default("lr"), rich_help_panel=TRAINING),
     val_batches: Optional[int] = typer.Option(None, "--val-batches", help="Held-out batches of the validation loss.", show_default=_default("val_batches"), rich_help_panel=TRAINING),
+    val_every: Optional[int] = typer.Option(None, "--val-every", help="Iterations between validation losses, besides those at every saved iteration.", show_default="saved iterations only", rich_help_panel=TRAINING),
     timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps of every solve (one value).", show_default=_default("timesteps"), rich_help_panel=PRECISION),
     method: Optional[str] = typer.Option(None, help="Fixed-grid method: euler, rk4 (one value).", show_default=_default("method"), rich_help_panel=PRECISION),
     library: Optional[str] = typer.Option(None, help="Solver libraries, one setup each: native, torchdiffeq, ...", show_default=_default("library"), rich_help_panel=PRECISION),
@@ -72,7 +73,7 @@ def train(
         options["seed"] = str(seed)
     overrides = {
         "options": options or None, "data": data, "iters": iters, "save_at": split_ints(save_at, "save-at"), "resume_every": resume_every,
-        "lr": lr, "val_batches": val_batches, "timesteps": _single_int(timesteps, "timesteps"), "method": method,
+        "lr": lr, "val_batches": val_batches, "val_every": val_every, "timesteps": _single_int(timesteps, "timesteps"), "method": method,
         "library": split_list(library, "library"), "dtype": split_list(dtype, "dtype"), "scaling": split_list(scaling, "scaling"),
         "mode": mode, "device": device, "threads": threads,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()

@@ -240,7 +240,8 @@ def test_a_model_without_a_batch_sampler_is_refused(tmp_path):
     ({"dtype": "float16", "library": "torchdiffeq", "scaling": "grad"}, "float16-torchdiffeq-grad"),
 ])  # fmt: skip
 def test_low_precision_setups_update_the_float32_master_weights(tmp_path, settings, label):
-    result = _train(tmp_path / "t", iters=3, save_at=[0], **settings)
+    result = _train(tmp_path / "t", iters=3, save_at=[0], val_every=2, **settings)
+    assert result.log.loc[result.log["val_loss"].notna(), "iteration"].tolist() == [0, 2, 3]  # saved, every 2nd, the last
     assert list(result.summary["setup"]) == [label] and result.summary["skipped_steps"].tolist() == [0]
     weights, start = _last_weights(result.folder, 3), _last_weights(result.folder, 0)
     assert all(w.dtype == torch.float32 for w in weights.values())
@@ -291,7 +292,7 @@ def test_the_shipped_training_configs_hold_what_the_readme_says():
     configs = Path(__file__).resolve().parents[1] / "configs"
     cpu = resolve(configs / "cnf_2spirals_train.toml", {})
     assert [s.label for s in choose_setups(cpu).setups] == ["float32-native-none", "float16-native-dynamic"]
-    assert (cpu.iters, cpu.save_at, cpu.timesteps, cpu.device) == (300, [0, 100, 300], 16, "auto")
+    assert (cpu.iters, cpu.save_at, cpu.val_every, cpu.timesteps, cpu.device) == (300, [0, 100, 300], 25, 16, "auto")
     gpu = resolve(configs / "cnf_2spirals_train_gpu.toml", {})
     assert [s.label for s in choose_setups(gpu).setups] == [
         "float32-native-none", "float16-native-dynamic", "float16-torchdiffeq-grad", "bfloat16-native-none",

@@ -118,7 +118,7 @@ def _manifest(plan: TrainPlan) -> dict:
         "created_at": earlier.get("created_at", train_folder.now()), "updated_at": train_folder.now(),
         "model": plan.model.name, "options": option_strings(plan.options), "seed": plan.options.seed,
         "data": config.data, "data_source": plan.problem.data_source, "iters": config.iters, "save_at": plan.save_at,
-        "resume_every": config.resume_every, "lr": config.lr, "optimizer": "Adam", "val_batches": config.val_batches,
+        "resume_every": config.resume_every, "lr": config.lr, "optimizer": "Adam", "val_batches": config.val_batches, "val_every": config.val_every,
         "validation": plan.fingerprint["validation"] + " at each setup's n_timesteps, mean over the held-out batches 1 … val_batches",
         "device": str(plan.device), "threads": plan.threads.as_dict(), "scaler": config.scaler.model_dump(mode="json"),
         "setups": setups, "left_out": plan.left_out, "fingerprint": plan.fingerprint,

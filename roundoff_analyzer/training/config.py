@@ -43,6 +43,7 @@ class TrainConfig(BaseModel):
     resume_every: PositiveInt = Field(DEFAULT_RESUME_EVERY, description="iterations between resume states (besides every checkpoint)")
     lr: PositiveFloat = Field(1e-3, description="Adam's learning rate")
     val_batches: PositiveInt = Field(DEFAULT_VAL_BATCHES, description="held-out batches of the validation loss")
+    val_every: PositiveInt | None = Field(None, description="iterations between validation losses besides the saved ones (default: saved ones only)")
     timesteps: conint(gt=0) = Field(32, description="n_timesteps of every setup's solves (one value)")  # type: ignore[valid-type]
     method: str = Field("rk4", description="fixed-grid method of every setup (one value)")
     library: list[str] = Field(default_factory=lambda: ["native"])

@@ -116,7 +116,7 @@ def train_setup(
         elapsed += seconds
         last = iteration == iters
         val = checkpoint(iteration, result.loss) if iteration in plan.save_at else None
-        if last and val is None:
+        if val is None and (last or (config.val_every and iteration % config.val_every == 0)):
             val = validation_loss(problem, validation, setup.n_timesteps)
         run.rows.append(log.row(label, iteration, result.loss, val, result.gradients is None, result.failure, result.scale, seconds, elapsed))
         if last:
