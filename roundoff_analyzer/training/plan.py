@@ -77,7 +77,7 @@ def plan_training(config_file: str | Path | None, overrides: dict[str, Any], out
     device = resolve_device(config.device)
     for setup in choice.setups:
         dtype = DTYPES.get(setup.dtype)
-        reason = ARITHMETICS.get(dtype.default_arithmetic).unsupported_reason(dtype, device)
+        reason = ARITHMETICS.get(setup.arithmetic).unsupported_reason(dtype, device)
         if reason:
             raise InputError(f"setup {setup.label} cannot run on {device}: {reason}")
     problem = _build(model, options, device, parse_data(config.data) if config.data else None)

@@ -7,10 +7,11 @@ changes nothing in a dtype whose range the gradients never leave, and the refere
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..errors import InputError
-from ..grid import file_safe
+from ..dtypes import DTYPES
+from ..grid import Configuration, file_safe
 from ..libraries import LIBRARIES
 from ..methods import METHODS
 from ..scalings import SCALINGS
@@ -19,14 +20,13 @@ from .config import TrainConfig
 REFERENCE_DTYPE = "float32"
 
 
+# What a setup's manifest entry and checkpoint metadata say about it, besides its label.
+SETUP_FIELDS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic")
+
+
 @dataclass(frozen=True)
-class TrainSetup:
-    library: str
-    method: str
-    n_timesteps: int
-    dtype: str
-    scaling: str
-    mode: str
+class TrainSetup(Configuration):
+    """One training setup: the sweep's configuration it computes each step's loss and gradient as (the dtype's own arithmetic)."""
 
     @property
     def label(self) -> str:
@@ -34,7 +34,7 @@ class TrainSetup:
         return "-".join(file_safe(part) for part in (self.dtype, self.library, self.scaling))
 
     def as_dict(self) -> dict:
-        return {"label": self.label, **asdict(self)}
+        return {"label": self.label, **{name: getattr(self, name) for name in SETUP_FIELDS}}
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,8 @@ def choose_setups(config: TrainConfig) -> SetupChoice:
     method = METHODS.get(config.method)
     setups, left_out = [], []
     for library, dtype, scaling in _asked(config):
-        setup = TrainSetup(library, config.method, config.timesteps, dtype, scaling, config.mode)
+        setup = TrainSetup(config.model, library, config.method, config.timesteps, dtype, scaling, config.mode,
+                           DTYPES.get(dtype).default_arithmetic)  # fmt: skip
         implementation = LIBRARIES.get(library)
         reason = SCALINGS.get(scaling).skip_reason(implementation) or implementation.unsupported_method_reason(method)
         (left_out.append(f"{setup.label}: {reason}") if reason else setups.append(setup))

@@ -62,7 +62,7 @@ class SetupStep:
         self.setup, self.problem, self.settings = setup, problem, settings
         self.library, self.method = LIBRARIES.get(setup.library), METHODS.get(setup.method)
         self.dtype, self.mode, self.scaling = DTYPES.get(setup.dtype), MODES.get(setup.mode), SCALINGS.get(setup.scaling)
-        self.arithmetic = ARITHMETICS.get(self.dtype.default_arithmetic)
+        self.arithmetic = ARITHMETICS.get(setup.arithmetic)
         self.t = time_grid(setup.n_timesteps, torch.float32, problem.y0.device)
         self.loss_scale = LossScale(settings.init_scale)
 
