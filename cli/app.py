@@ -12,6 +12,7 @@ from .list_axes import list_axes
 from .report import report
 from .show import show
 from .sweep import sweep
+from .train import train
 
 app = typer.Typer(
     name="roundoff",
@@ -42,6 +43,7 @@ app.command("list")(list_axes)
 app.command("check")(check)
 app.command("report")(report)
 app.command("show")(show)
+app.command("train")(train)
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager
-def stop_after_current(console: Console) -> Iterator[Callable[[], bool]]:
+def stop_after_current(console: Console, current: str = "the configuration in progress") -> Iterator[Callable[[], bool]]:
     """Yields `stop_requested()` for `sweep.run`; SIGINT handling is restored afterwards."""
     requested = False
 
@@ -33,7 +33,7 @@ def stop_after_current(console: Console) -> Iterator[Callable[[], bool]]:
         if requested:
             raise KeyboardInterrupt
         requested = True
-        console.print("stopping after the configuration in progress (Ctrl-C again to stop now)", highlight=False)
+        console.print(f"stopping after {current} (Ctrl-C again to stop now)", highlight=False)
 
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield lambda: False

@@ -8,17 +8,26 @@ import typer
 from rich.console import Console
 
 from roundoff_analyzer.report import FIGURES, REPORT, write_report
+from roundoff_analyzer.results import RESULTS
 from roundoff_analyzer.safe_files import refuse_links
+from roundoff_analyzer.training.folder import REPORT as TRAINING_REPORT
+from roundoff_analyzer.training.folder import TRAIN_MANIFEST
+from roundoff_analyzer.training.report import write_training_report
 
 from .common import reports_input_errors
 
 
 @reports_input_errors
 def report(
-    folder: Path = typer.Argument(..., help="Sweep folder (what `roundoff sweep --out` wrote)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Markdown file to write (default: FOLDER/report.md)."),
+    folder: Path = typer.Argument(..., help="Sweep folder (what `roundoff sweep --out` wrote), or a training folder (`roundoff train --out`)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Markdown file to write (default: FOLDER/report.md, or FOLDER/training_report.md)."),
 ) -> None:
-    """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables."""
+    """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables, or of a training."""
+    if (folder / TRAIN_MANIFEST).is_file() and not (folder / RESULTS).is_file():
+        refuse_links(folder, [FIGURES] + ([] if out else [TRAINING_REPORT]))
+        written = write_training_report(folder, out)
+        Console(highlight=False, soft_wrap=True).print(f"report: {written} (figures in {folder / FIGURES})", markup=False)
+        return
     refuse_links(folder, [FIGURES] + ([] if out else [REPORT]))  # written into the folder: never through a link out of it
     written = write_report(folder, out)
     Console(highlight=False, soft_wrap=True).print(f"report: {written} (figures in {folder / FIGURES})", markup=False)

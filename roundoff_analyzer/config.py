@@ -172,12 +172,7 @@ class SweepConfig(BaseModel):
     @field_validator("data")
     @classmethod
     def _data(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_data(value)
-            except InputError as exc:  # pydantic reports ValueErrors against the key
-                raise ValueError(str(exc)) from None
-        return value
+        return checked_data(value)
 
     @field_validator(*AXIS_REGISTRIES)
     @classmethod
@@ -197,6 +192,16 @@ class SweepConfig(BaseModel):
         return self.executor or ("processes" if self.workers > 1 else "local")
 
 
+def checked_data(value: str | None) -> str | None:
+    """A `data` value after checking its source, file and options (a ValueError, which pydantic reports against the key)."""
+    if value is not None:
+        try:
+            parse_data(value)
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
 def _load_libraries(names: list[str] | None) -> None:
     """Libraries named by their location (a user's) are loaded and registered here; a missing package says how to install it."""
     for name in names or ():
@@ -206,20 +211,21 @@ def _load_libraries(names: list[str] | None) -> None:
             raise ValueError(str(exc)) from None
 
 
-def validate(values: dict[str, Any], source: str = "command line") -> SweepConfig:
+def validate(values: dict[str, Any], source: str = "command line", schema: type[BaseModel] | None = None) -> SweepConfig:
+    """`values` as a SweepConfig (or `schema`, such as training's config); a problem is one InputError line."""
+    schema = schema or SweepConfig
     try:
-        return SweepConfig(**values)
+        return schema(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
         message = phrase(err)
         if err["type"] == "extra_forbidden":
-            message = f"unknown key; allowed: {', '.join(_keys_at(err['loc']))}"
+            message = f"unknown key; allowed: {', '.join(_keys_at(err['loc'], schema))}"
         raise InputError(f"{source}: '{location(err)}' {message}") from None
 
 
-def _keys_at(loc: tuple) -> list[str]:
+def _keys_at(loc: tuple, model: type[BaseModel]) -> list[str]:
     """The keys allowed where an unknown key was found: the top level's, or those of a table such as [slurm]."""
-    model: type[BaseModel] = SweepConfig
     for part in loc[:-1]:
         annotation = model.model_fields[part].annotation if part in model.model_fields else None
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):

@@ -81,6 +81,15 @@ def atomic_write_parquet(table: pa.Table, path: Path) -> None:
     atomic_write(path, lambda file: pq.write_table(table, file))
 
 
+def refuse_file_path(root: Path) -> None:
+    """Refuse an output folder path that is a file, or lies under one."""
+    if root.exists() and not root.is_dir():
+        raise InputError(f"output folder '{root}' is a file; give --out a folder path")
+    blocking = next((p for p in root.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise InputError(f"cannot create the output folder '{root}': a part of the path is a file, not a folder ({blocking})")
+
+
 class ResultStore:
     def __init__(self, root: Path, fingerprint: Any = None) -> None:
         self.root = Path(root)
@@ -94,11 +103,7 @@ class ResultStore:
     def check(self, fingerprint: dict[str, Any], force: bool = False) -> None:
         """Refuse a file where the folder should be, and a folder holding a different sweep unless `force`; writes
         nothing, so that bad input is found before anything is printed."""
-        if self.root.exists() and not self.root.is_dir():
-            raise InputError(f"output folder '{self.root}' is a file; give --out a folder path")
-        blocking = next((p for p in self.root.parents if p.exists() and not p.is_dir()), None)
-        if blocking is not None:
-            raise InputError(f"cannot create the output folder '{self.root}': a part of the path is a file, not a folder ({blocking})")
+        refuse_file_path(self.root)
         existing = self.read_manifest() if self.root.is_dir() else None
         found = existing.get("fingerprint") if existing is not None else None
         if existing is not None and found != fingerprint and not force:

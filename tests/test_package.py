@@ -45,3 +45,9 @@ def test_the_metadata_matches_the_code():
     assert project["license"] == "MIT" and (ROOT / "LICENSE").read_text().startswith("MIT License")
     torch_bound = next(d for d in project["dependencies"] if d.startswith("torch>="))
     assert tuple(int(p) for p in torch_bound.removeprefix("torch>=").split(".")[:2]) >= (2, 4)  # torch.get_autocast_dtype
+
+
+def test_every_subpackage_is_in_the_wheel():
+    packages = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "roundoff_analyzer").rglob("__init__.py")}
+    assert found <= packages, f"not in pyproject.toml's packages: {sorted(found - packages)}"

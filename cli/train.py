@@ -1,0 +1,119 @@
+"""`roundoff train`: train a model with Adam in one or more precisions and save checkpoints a sweep can load."""
+# fmt: off
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import typer
+from rich.table import Table
+
+from roundoff_analyzer import training
+from roundoff_analyzer.errors import InputError
+from roundoff_analyzer.models import parse_option_pairs
+from roundoff_analyzer.training.config import TrainConfig
+from roundoff_analyzer.training.folder import LOG, REPORT, SUMMARY
+
+from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
+from .interrupts import EXIT_INTERRUPTED, stop_after_current
+from .train_progress import TrainRichProgress
+
+MODEL, TRAINING, PRECISION, OUTPUT = "Model and data", "Training", "Precision", "Output"
+_FIELDS = TrainConfig.model_fields
+
+
+def _default(field: str) -> str:
+    info = _FIELDS[field]
+    value = info.default_factory() if info.default_factory else info.default
+    return ",".join(map(str, value)) if isinstance(value, list) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _single_int(value: Optional[str], what: str) -> Optional[int]:
+    values = split_ints(value, what)
+    if values is not None and len(values) != 1:
+        raise InputError(f"--{what} '{value}' takes one value; every setup trains on the same grid")
+    return values[0] if values else None
+
+
+@reports_input_errors
+def train(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to train (see `roundoff list`); required unless the config file names it.", rich_help_panel=MODEL),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the training; options given here override it.", rich_help_panel=MODEL),
+    option: list[str] = typer.Option([], "--option", "-o", help="Model option key=value (repeatable).", show_default=False, rich_help_panel=MODEL),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the initial weights and of the batch stream (the model's `seed` option).", show_default="0", rich_help_panel=MODEL),
+    data: Optional[str] = typer.Option(None, "--data", help="Data: synthetic, 2spirals, 8gaussians or bsds300:PATH[?split=...].", show_default="the model's", rich_help_panel=MODEL),
+    iters: Optional[int] = typer.Option(None, "--iters", help="Adam steps per setup.", show_default=_default("iters"), rich_help_panel=TRAINING),
+    save_at: Optional[str] = typer.Option(None, "--save-at", help="Iterations whose weights are saved, e.g. 0,100,500,2000 (the last is always saved).", show_default="0", rich_help_panel=TRAINING),
+    resume_every: Optional[int] = typer.Option(None, "--resume-every", help="Iterations between resume states (also saved at every checkpoint).", show_default=_default("resume_every"), rich_help_panel=TRAINING),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Adam's learning rate.", show_default=_default("lr"), rich_help_panel=TRAINING),
+    val_batches: Optional[int] = typer.Option(None, "--val-batches", help="Held-out batches of the validation loss.", show_default=_default("val_batches"), rich_help_panel=TRAINING),
+    val_every: Optional[int] = typer.Option(None, "--val-every", help="Iterations between validation losses, besides those at every saved iteration.", show_default="saved iterations only", rich_help_panel=TRAINING),
+    timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps of every solve (one value).", show_default=_default("timesteps"), rich_help_panel=PRECISION),
+    method: Optional[str] = typer.Option(None, help="Fixed-grid method: euler, rk4 (one value).", show_default=_default("method"), rich_help_panel=PRECISION),
+    library: Optional[str] = typer.Option(None, help="Solver libraries, one setup each: native, torchdiffeq, ...", show_default=_default("library"), rich_help_panel=PRECISION),
+    dtype: Optional[str] = typer.Option(None, help="Dtypes, one setup each: float32, float16, bfloat16, ... (float32 is the reference).", show_default=_default("dtype"), rich_help_panel=PRECISION),
+    scaling: Optional[str] = typer.Option(None, help="Scalings, one setup each: none, grad, dynamic.", show_default=_default("scaling"), rich_help_panel=PRECISION),
+    mode: Optional[str] = typer.Option(None, help="Mode: autocast, autocast-nocache, pure (one value).", show_default=_default("mode"), rich_help_panel=PRECISION),
+    init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale.", show_default="65536", rich_help_panel=PRECISION),
+    backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: factor on the loss scale after a non-finite gradient.", show_default="0.5", rich_help_panel=PRECISION),
+    max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backoffs per step at most; dynamic: halvings per solver step at most.", show_default="30", rich_help_panel=PRECISION),
+    device: Optional[str] = typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=TRAINING),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch threads.", show_default="chosen from the problem's size", rich_help_panel=TRAINING),
+    out: Optional[Path] = typer.Option(None, "--out", help="Training folder; the same command again resumes it.", show_default="results/train-<model>-<date>-<time>", rich_help_panel=OUTPUT),
+    force: bool = typer.Option(False, "--force", metavar="", help="Replace a different training found in --out.", show_default=False, rich_help_panel=OUTPUT),
+) -> None:
+    """Train a model with Adam on its own loss, a fresh batch every iteration, once per (library, dtype, scaling) setup.
+
+    Every setup starts from the same weights and sees the same batches. Checkpoints (iter_<iteration>.pt, a state dict loadable with --checkpoint) and their metadata go to DIR/checkpoints for the first setup and DIR/setups/<label>/checkpoints for the others; killed and started again with the same command, the training resumes from its last saved state.
+    """
+    console = wide_console()
+    options = parse_option_pairs(option) if option else {}
+    if seed is not None:
+        options["seed"] = str(seed)
+    overrides = {
+        "options": options or None, "data": data, "iters": iters, "save_at": split_ints(save_at, "save-at"), "resume_every": resume_every,
+        "lr": lr, "val_batches": val_batches, "val_every": val_every, "timesteps": _single_int(timesteps, "timesteps"), "method": method,
+        "library": split_list(library, "library"), "dtype": split_list(dtype, "dtype"), "scaling": split_list(scaling, "scaling"),
+        "mode": mode, "device": device, "threads": threads,
+        "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
+                   if v is not None} or None,
+    }
+    plan = training.plan(model, config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
+    console.print(
+        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {len(plan.setups)} setup(s) x {plan.config.iters} "
+        f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {plan.out}", highlight=False,
+    )
+    console.print(f"data: {plan.problem.data_source}; setups: {', '.join(s.label for s in plan.setups)}", highlight=False, markup=False)
+    for entry in plan.left_out:
+        console.print(f"left out: {entry}", highlight=False, markup=False)
+    try:
+        with TrainRichProgress(console) as progress, stop_after_current(console, "the iteration in progress") as stop_requested:
+            result = training.run(plan, progress=progress, stop_requested=stop_requested)
+    except training.TrainingInterrupted as stopped:
+        stderr.print(f"interrupted: {stopped}; run the same command again to resume", highlight=False, markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except KeyboardInterrupt:  # a second Ctrl-C: the last resume state written stays
+        stderr.print(f"interrupted: the last saved state of each setup is in {plan.out}; run the same command again to resume",
+                     highlight=False, markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    console.print(_summary_table(result.summary))
+    console.print(f"log: {result.folder / LOG}; summary: {result.folder / SUMMARY}; report: {result.folder / REPORT}", highlight=False)
+
+
+def _summary_table(summary: pd.DataFrame) -> Table:
+    table = Table(title="training: final losses against the first setup")
+    table.add_column("setup", no_wrap=True)
+    for column in ("iterations", "skipped", "final loss", "final val loss", "val vs first", "time / iter"):
+        table.add_column(column, overflow="fold")
+    for row in summary.itertuples(index=False):
+        rel = row.val_loss_rel_to_reference
+        table.add_row(
+            row.setup, str(row.iterations), str(row.skipped_steps), _number(row.final_loss), _number(row.final_val_loss),
+            f"{100 * rel:+.3g}%" if pd.notna(rel) else "—", f"{row.time_per_iter_s:.3g} s",
+        )
+    return table
+
+
+def _number(value) -> str:
+    return f"{value:.5g}" if pd.notna(value) else "—"

@@ -1,0 +1,35 @@
+"""Live progress of a training: a rich bar per setup with the iteration, the last loss and an ETA."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from roundoff_analyzer.text import printable
+
+
+class TrainRichProgress:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._progress = Progress(
+            TextColumn("[bold]{task.fields[setup]}"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
+            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False,
+        )  # fmt: skip
+        self._task = None
+
+    def __enter__(self) -> "TrainRichProgress":
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.__exit__(*exc)
+
+    def start(self, setup: str, total: int, done: int) -> None:
+        if done:
+            self._progress.console.print(f"resuming {printable(setup)} at iteration {done} of {total}", markup=False, highlight=False)
+        self._task = self._progress.add_task("", total=total, completed=done, setup=printable(setup), loss="—")
+
+    def step(self, iteration: int, loss: float | None) -> None:
+        self._progress.update(self._task, completed=iteration, loss=f"{loss:.4g}" if loss is not None else "non-finite")
+
+    def note(self, text: str) -> None:
+        self._progress.console.print(printable(text), markup=False, highlight=False, soft_wrap=True)

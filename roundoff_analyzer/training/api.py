@@ -1,0 +1,125 @@
+"""The Python API of training: `roundoff train` is a thin layer over these functions.
+
+    import roundoff_analyzer as ra
+    result = ra.train(model="cnf", options={"batch": 256}, iters=500, save_at=[0, 100, 500], dtype=["float32", "float16"],
+                      scaling="dynamic", out="results/cnf-train")
+    result.summary        # training_summary.parquet: one row per setup
+    result.log            # training_log.parquet: one row per setup and iteration
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from .. import __version__
+from ..folder_lock import FolderLock
+from ..results import atomic_write_parquet
+from ..safe_files import refuse_links
+from ..threads import torch_threads
+from . import folder as train_folder
+from .files import load_resume
+from .log import from_columns, write_log
+from .loop import NoProgress, SetupRun, TrainProgress, train_setup
+from .plan import TrainPlan, option_strings, plan_training
+from .report import write_training_report
+from .summary import setup_summary, summary_table
+
+# Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
+_LIST_KEYS = ("library", "dtype", "scaling", "save_at")
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    folder: Path
+    manifest: dict
+    log: pd.DataFrame
+    summary: pd.DataFrame
+
+
+def plan(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None, force: bool = False,
+         **settings: Any) -> TrainPlan:  # fmt: skip
+    """Validate a training without running it; bad input raises InputError before anything is written."""
+    overrides = {key: [value] if key in _LIST_KEYS and isinstance(value, (str, int)) else value for key, value in {"model": model, **settings}.items()}
+    return plan_training(config, overrides, out, force)
+
+
+def run(plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: Callable[[], bool] | None = None) -> TrainResult:
+    """Train every setup of the plan in turn, resuming what the folder holds; raises loop.TrainingInterrupted on a stop."""
+    progress, stop_requested = progress or NoProgress(), stop_requested or (lambda: False)
+    root = plan.out
+    root.mkdir(parents=True, exist_ok=True)
+    refuse_links(root, train_folder.WRITTEN_ENTRIES)
+    lock = FolderLock(root)
+    lock.acquire()
+    try:
+        if plan.resumable is None and plan.force:
+            train_folder.clear(root)
+        manifest = _manifest(plan)
+        train_folder.write_manifest(root, manifest)
+        initial = copy.deepcopy(plan.problem.func.state_dict())
+        validation = [batch.to(plan.problem.y0.device) for batch in plan.stream.validation_set()]
+        runs: dict[str, SetupRun] = _earlier_runs(plan, manifest)
+
+        def saved(label: str) -> Callable[[SetupRun], None]:
+            def write(run: SetupRun) -> None:
+                runs[label] = run
+                _write_log(root, runs)
+            return write
+
+        with torch_threads(plan.threads):
+            for index, setup in enumerate(plan.setups):
+                folder = root / train_folder.setup_folder(index, setup.label)
+                runs[setup.label] = train_setup(plan, setup, folder, initial, validation, progress, stop_requested, saved(setup.label))
+        _write_log(root, runs)
+        log = pd.read_parquet(root / train_folder.LOG)
+        summary = setup_summary(log, manifest["setups"], {label: r.peak_memory_bytes for label, r in runs.items()})
+        atomic_write_parquet(summary_table(summary), root / train_folder.SUMMARY)
+        train_folder.write_manifest(root, {**manifest, "finished_at": train_folder.now()})
+        write_training_report(root)
+        return TrainResult(root, train_folder.read_manifest(root), log, summary)
+    finally:
+        lock.release()
+
+
+def train(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None, force: bool = False,
+          progress: TrainProgress | None = None, **settings: Any) -> TrainResult:  # fmt: skip
+    """Train as `roundoff train` does; `settings` are the keys of a training config file (iters, save_at, lr, dtype, ...)."""
+    return run(plan(model, config=config, out=out, force=force, **settings), progress)
+
+
+def _write_log(root: Path, runs: dict[str, SetupRun]) -> None:
+    write_log([row for run in runs.values() for row in run.rows], root / train_folder.LOG)
+
+
+def _earlier_runs(plan: TrainPlan, manifest: dict) -> dict[str, SetupRun]:
+    """Setups trained into this folder by an earlier command and not asked for now: their rows stay in the log."""
+    asked = {s.label for s in plan.setups}
+    runs = {}
+    for entry in manifest["setups"]:
+        if entry["label"] not in asked:
+            state = load_resume(plan.out / entry["folder"])
+            if state is not None:
+                runs[entry["label"]] = SetupRun(from_columns(state["log"]), state["peak_memory_bytes"])
+    return runs
+
+
+def _manifest(plan: TrainPlan) -> dict:
+    config = plan.config
+    earlier = plan.resumable or {}
+    asked = [{**s.as_dict(), "folder": train_folder.setup_folder(i, s.label)} for i, s in enumerate(plan.setups)]
+    labels = {s["label"] for s in asked}
+    setups = asked + [s for s in earlier.get("setups", []) if isinstance(s, dict) and s.get("label") not in labels]
+    return {
+        "kind": train_folder.KIND, "tool": "roundoff-analyzer", "version": __version__,
+        "created_at": earlier.get("created_at", train_folder.now()), "updated_at": train_folder.now(),
+        "model": plan.model.name, "options": option_strings(plan.options), "seed": plan.options.seed,
+        "data": config.data, "data_source": plan.problem.data_source, "iters": config.iters, "save_at": plan.save_at,
+        "resume_every": config.resume_every, "lr": config.lr, "optimizer": "Adam", "val_batches": config.val_batches, "val_every": config.val_every,
+        "validation": plan.fingerprint["validation"] + " at each setup's n_timesteps, mean over the held-out batches 1 … val_batches",
+        "device": str(plan.device), "threads": plan.threads.as_dict(), "scaler": config.scaler.model_dump(mode="json"),
+        "setups": setups, "left_out": plan.left_out, "fingerprint": plan.fingerprint,
+    }  # fmt: skip

@@ -1,0 +1,93 @@
+"""A training's folder: `train_manifest.json` says what was trained; a folder holding another training (or a sweep)
+is refused unless `--force`, which removes what a training wrote there and nothing else."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..folder_lock import LOCK
+from ..results import MANIFEST, atomic_write_bytes, refuse_file_path
+from ..safe_files import refuse_links
+from .files import CHECKPOINTS, RESUME
+
+TRAIN_MANIFEST = "train_manifest.json"
+KIND = "roundoff-train"
+SETUPS = "setups"
+LOG = "training_log.parquet"
+SUMMARY = "training_summary.parquet"
+REPORT = "training_report.md"
+FIGURES = "figures"
+# Everything a training writes or deletes in its folder: none of these may be a link out of it.
+WRITTEN_ENTRIES = (TRAIN_MANIFEST, SETUPS, LOG, SUMMARY, REPORT, FIGURES, CHECKPOINTS, RESUME.parts[0], LOCK)
+
+
+def setup_folder(index: int, label: str) -> str:
+    """The first setup's folder is the training's own; the others sit under `setups/<label>`."""
+    return "." if index == 0 else f"{SETUPS}/{label}"
+
+
+def read_manifest(root: Path) -> dict | None:
+    path = Path(root) / TRAIN_MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"'{path}' is not a training manifest ({type(exc).__name__}); use another --out, or --force") from None
+    if not isinstance(manifest, dict):
+        raise InputError(f"'{path}' is not a training manifest; use another --out, or --force")
+    return manifest
+
+
+def check_folder(root: Path, fingerprint: dict[str, Any], force: bool) -> dict | None:
+    """Refuse a file where the folder should be, a sweep's folder and a different training unless `force`; returns
+    the manifest of the same training found there (to resume it), else None. Writes nothing."""
+    root = Path(root)
+    refuse_file_path(root)
+    if not root.is_dir():
+        return None
+    if (root / MANIFEST).is_file() and not force:
+        raise InputError(f"output folder '{root}' holds a sweep, not a training; use another --out, or --force to train there")
+    manifest = read_manifest(root) if not force else _readable_manifest(root)
+    if manifest is None:
+        return None
+    found = manifest.get("fingerprint") if manifest.get("kind") == KIND else None
+    if found == fingerprint:
+        return manifest
+    if force:
+        return None
+    found = found if isinstance(found, dict) else {}
+    differs = sorted(k for k in fingerprint if found.get(k) != fingerprint[k])
+    raise InputError(
+        f"output folder '{root}' holds a different training (differs in: {', '.join(differs) or 'everything'}); "
+        "use another --out, or --force to replace it"
+    )
+
+
+def _readable_manifest(root: Path) -> dict | None:
+    try:
+        return read_manifest(root)
+    except InputError:
+        return None
+
+
+def clear(root: Path) -> None:
+    """What a training wrote in `root` (with --force): its entries only, links refused, never followed."""
+    refuse_links(root, WRITTEN_ENTRIES)
+    for name in WRITTEN_ENTRIES:
+        entry = root / name
+        if name == LOCK or not entry.exists():
+            continue
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+def write_manifest(root: Path, manifest: dict) -> None:
+    atomic_write_bytes(root / TRAIN_MANIFEST, (json.dumps(manifest, indent=1, default=str) + "\n").encode())
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

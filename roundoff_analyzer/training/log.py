@@ -1,0 +1,44 @@
+"""The training log: one row per setup and iteration (iteration 0: the initial weights' validation loss only).
+
+Columns: `setup`, `iteration`, `loss` (the training loss of that iteration's batch, before its update),
+`val_loss` (where computed: at every saved iteration and the last), `skipped` (the step was not taken:
+its gradient was not finite), `failure` (why), `scale` (the loss or adjoint scale that counted),
+`iter_time_s` (the step: forward, backward and the Adam update), `time_s` (the setup's training time so far).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+from ..results import atomic_write_parquet
+
+LOG_SCHEMA = pa.schema([
+    pa.field("setup", pa.string()), pa.field("iteration", pa.int64()), pa.field("loss", pa.float64()),
+    pa.field("val_loss", pa.float64()), pa.field("skipped", pa.bool_()), pa.field("failure", pa.string()),
+    pa.field("scale", pa.float64()), pa.field("iter_time_s", pa.float64()), pa.field("time_s", pa.float64()),
+])  # fmt: skip
+COLUMNS = tuple(LOG_SCHEMA.names)
+
+
+def row(setup: str, iteration: int, loss=None, val_loss=None, skipped=False, failure=None, scale=None, iter_time_s=None, time_s=0.0) -> dict:
+    return dict(setup=setup, iteration=iteration, loss=loss, val_loss=val_loss, skipped=skipped, failure=failure, scale=scale,
+                iter_time_s=iter_time_s, time_s=time_s)  # fmt: skip
+
+
+def write_log(rows: list[dict], path: Path) -> None:
+    atomic_write_parquet(pa.Table.from_pylist(rows, schema=LOG_SCHEMA), path)
+
+
+def read_log(path: Path) -> pd.DataFrame:
+    return pd.read_parquet(path)
+
+
+def as_columns(rows: list[dict]) -> dict[str, list]:
+    """Rows as plain column lists (what a resume state, loaded with weights_only, can hold)."""
+    return {column: [r[column] for r in rows] for column in COLUMNS}
+
+
+def from_columns(columns: dict[str, list]) -> list[dict]:
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]

@@ -1,0 +1,150 @@
+"""One setup's training: Adam on the float32 master weights, a fresh batch per iteration, checkpoints and resume states.
+
+A step whose gradient is not finite (after the scaling's own retries) is skipped: no update, Adam's state
+untouched, as GradScaler skips it; the log counts it. The resume state is saved at every checkpoint and every
+`resume_every` iterations, so a run killed at any moment and started again with the same command continues
+from the last one and ends with the weights of an uninterrupted run, bit for bit.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Protocol
+
+import torch
+
+from ..cpu_memory import cpu_peak_memory
+from ..devices import measured, synchronize
+from . import log
+from .files import load_resume, save_checkpoint, save_resume
+from .held_out import validation_loss
+from .plan import TrainPlan, option_strings
+from .setups import TrainSetup
+from .step import LossScale, SetupStep
+
+
+class TrainProgress(Protocol):
+    def start(self, setup: str, total: int, done: int) -> None: ...
+    def step(self, iteration: int, loss: float | None) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+class NoProgress:
+    def start(self, setup, total, done): ...
+    def step(self, iteration, loss): ...
+    def note(self, text): ...
+
+
+class TrainingInterrupted(Exception):
+    """Asked to stop between iterations; the resume state of the iteration reached is on disk."""
+
+    def __init__(self, folder: Path, setup: str, iteration: int, total: int) -> None:
+        super().__init__(f"stopped setup {setup} at iteration {iteration} of {total}; its state is saved in {folder}")
+        self.folder, self.setup, self.iteration, self.total = folder, setup, iteration, total
+
+
+@dataclass
+class SetupRun:
+    """What a setup's training left: its log rows and its peak memory (None until it finished)."""
+
+    rows: list[dict] = field(default_factory=list)
+    peak_memory_bytes: int | None = None
+
+
+def _state(iteration, func, optimizer, loss_scale: LossScale, run: SetupRun) -> dict:
+    return {
+        "iteration": iteration, "func": func.state_dict(), "optimizer": optimizer.state_dict(),
+        "loss_scale": {"scale": loss_scale.scale, "good_steps": loss_scale.good_steps},
+        "log": log.as_columns(run.rows), "peak_memory_bytes": run.peak_memory_bytes,
+    }  # fmt: skip
+
+
+def train_setup(
+    plan: TrainPlan, setup: TrainSetup, folder: Path, initial: dict, validation: list[torch.Tensor],
+    progress: TrainProgress, stop_requested: Callable[[], bool], saved: Callable[[SetupRun], None],
+) -> SetupRun:  # fmt: skip
+    """Train `setup` from `initial` weights (or its resume state in `folder`) to `plan.config.iters`; `saved` is called
+    after each resume state is written (the caller rewrites the combined log)."""
+    config, problem = plan.config, plan.problem
+    func = problem.func
+    func.load_state_dict(initial)
+    params = [p for p in func.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=config.lr)
+    step = SetupStep(setup, problem, config.scaler)
+    run, start = SetupRun(), 0
+    state = load_resume(folder)
+    if state is not None:
+        func.load_state_dict(state["func"])
+        optimizer.load_state_dict(state["optimizer"])
+        step.loss_scale = LossScale(**state["loss_scale"])
+        run = SetupRun(log.from_columns(state["log"]), state["peak_memory_bytes"])
+        start = state["iteration"]
+    label, iters = setup.label, config.iters
+    if start >= iters:
+        progress.note(f"{label}: already trained to iteration {start} in {folder}")
+        return run
+    metadata = {"model": plan.model.name, "options": option_strings(plan.options), "seed": plan.options.seed,
+                "data": config.data, "setup": label, **setup.as_dict()}  # fmt: skip
+
+    def checkpoint(iteration: int, train_loss: float | None) -> float:
+        val = validation_loss(problem, validation, setup.n_timesteps)
+        save_checkpoint(folder, iteration, func, {"iteration": iteration, "loss": val, "val_loss": val, "train_loss": train_loss, **metadata})
+        return val
+
+    def save(iteration: int) -> None:
+        save_resume(folder, _state(iteration, func, optimizer, step.loss_scale, run))
+        saved(run)
+
+    if start == 0 and not run.rows:  # the initial weights' validation loss, saved or not
+        initial_val = checkpoint(0, None) if 0 in plan.save_at else validation_loss(problem, validation, setup.n_timesteps)
+        run.rows.append(log.row(label, 0, val_loss=initial_val))
+        save(0)
+    progress.start(label, iters, start)
+    elapsed = run.rows[-1]["time_s"] if run.rows else 0.0
+    for iteration in range(start + 1, iters + 1):
+        batch = plan.stream.train_batch(iteration)
+        began = time.perf_counter()
+        result = step(batch)
+        if result.gradients is not None:
+            for p, g in zip(params, result.gradients):
+                p.grad = g
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        synchronize(plan.device)
+        seconds = time.perf_counter() - began
+        elapsed += seconds
+        last = iteration == iters
+        val = checkpoint(iteration, result.loss) if iteration in plan.save_at else None
+        if val is None and (last or (config.val_every and iteration % config.val_every == 0)):
+            val = validation_loss(problem, validation, setup.n_timesteps)
+        run.rows.append(log.row(label, iteration, result.loss, val, result.gradients is None, result.failure, result.scale, seconds, elapsed))
+        if last:
+            run.peak_memory_bytes = _peak_memory(step, batch, plan.device)
+        if last or iteration in plan.save_at or iteration % config.resume_every == 0:
+            save(iteration)
+        progress.step(iteration, result.loss)
+        if not last and stop_requested():
+            if iteration % config.resume_every and iteration not in plan.save_at:
+                save(iteration)
+            raise TrainingInterrupted(folder, label, iteration, iters)
+    return run
+
+
+def _peak_memory(step: SetupStep, batch: torch.Tensor, device: torch.device) -> int | None:
+    """The peak of one more step's forward and backward (not applied), measured apart: the CPU's profiler slows every op."""
+    loss_scale = replace(step.loss_scale)  # the extra step must not move the loss scale a longer training would resume with
+    try:
+        return _measure_peak(step, batch, device)
+    finally:
+        step.loss_scale = loss_scale
+
+
+def _measure_peak(step: SetupStep, batch: torch.Tensor, device: torch.device) -> int | None:
+    if device.type == "cuda":
+        with measured(device) as result:
+            step(batch)
+        return result.peak_memory_bytes
+    with cpu_peak_memory() as peak:
+        step(batch)
+    return peak.bytes

@@ -1,0 +1,100 @@
+"""Everything that can be wrong with a training request is found here, before anything is printed or written."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..arithmetics import ARITHMETICS
+from ..data import parse_data
+from ..devices import resolve_device
+from ..dtypes import DTYPES
+from ..errors import InputError
+from ..grid import file_safe
+from ..models import ModelOptions, ModelSpec, Problem, parse_options, resolve_model
+from ..sweep import _build, problem_hash
+from ..threads import ThreadChoice, choose_threads
+from .config import TrainConfig, resolve, save_points
+from .files import load_resume
+from .folder import check_folder, setup_folder
+from .held_out import VALIDATION_METHOD
+from .setups import TrainSetup, choose_setups
+from .stream import BatchStream, batch_stream
+
+
+@dataclass
+class TrainPlan:
+    config: TrainConfig
+    model: ModelSpec
+    options: ModelOptions
+    problem: Problem  # its func holds the initial weights until training starts
+    setups: list[TrainSetup]  # the reference first
+    left_out: list[str]
+    save_at: list[int]
+    stream: BatchStream
+    device: torch.device
+    threads: ThreadChoice
+    out: Path
+    force: bool
+    resumable: dict | None  # the manifest of the same training found in `out`
+
+    @property
+    def fingerprint(self) -> dict:
+        return fingerprint(self.config, self.options, self.problem, self.setups[0], self.device)
+
+
+def fingerprint(config: TrainConfig, options: ModelOptions, problem: Problem, reference: TrainSetup, device: torch.device) -> dict:
+    """What decides the weights of every setup; `iters`, `save_at` and further setups may change and the training resumes."""
+    return {
+        "model": config.model, "options": options.model_dump(mode="json"), "data": config.data, "problem_sha256": problem_hash(problem),
+        "lr": config.lr, "method": config.method, "n_timesteps": config.timesteps, "mode": config.mode, "val_batches": config.val_batches,
+        "scaler": config.scaler.model_dump(mode="json"), "reference_setup": reference.label, "device": device.type,
+        "validation": f"float32 native {VALIDATION_METHOD}",
+    }  # fmt: skip
+
+
+def option_strings(options: ModelOptions) -> dict[str, str]:
+    """Options as `-o key=value` would give them: lists comma-separated, booleans as true/false."""
+
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, (list, tuple)):
+            return ",".join(text(v) for v in value)
+        return str(value)
+
+    return {key: text(value) for key, value in options.model_dump(mode="json").items()}
+
+
+def plan_training(config_file: str | Path | None, overrides: dict[str, Any], out: str | Path | None, force: bool) -> TrainPlan:
+    config = resolve(config_file, overrides)
+    model = resolve_model(config.model)
+    options = parse_options(model, config.options)
+    choice = choose_setups(config)
+    device = resolve_device(config.device)
+    for setup in choice.setups:
+        dtype = DTYPES.get(setup.dtype)
+        reason = ARITHMETICS.get(setup.arithmetic).unsupported_reason(dtype, device)
+        if reason:
+            raise InputError(f"setup {setup.label} cannot run on {device}: {reason}")
+    problem = _build(model, options, device, parse_data(config.data) if config.data else None)
+    stream = batch_stream(problem, model.name, config.val_batches, config.iters)
+    threads = choose_threads(problem.func, problem.y0, device, config.threads)
+    folder = Path(out) if out is not None else Path("results") / f"train-{file_safe(model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    resumable = check_folder(folder, fingerprint(config, options, problem, choice.setups[0], device), force)
+    if resumable is not None:
+        _refuse_shorter(folder, choice.setups, config.iters)
+    return TrainPlan(config, model, options, problem, choice.setups, choice.left_out, save_points(config), stream, device, threads,
+                     folder, force, resumable)  # fmt: skip
+
+
+def _refuse_shorter(folder: Path, setups: list[TrainSetup], iters: int) -> None:
+    """A folder whose setups trained past `iters` already: going back is not resuming."""
+    for index, setup in enumerate(setups):
+        state = load_resume(folder / setup_folder(index, setup.label))
+        if state is not None and state["iteration"] > iters:
+            raise InputError(f"output folder '{folder}' holds setup {setup.label} trained to iteration {state['iteration']}, "
+                             f"past --iters {iters}; give --iters {state['iteration']} or more, another --out, or --force")

@@ -1,0 +1,67 @@
+"""One row per setup, from the training log alone (pure functions of the tables): its final training and validation
+loss, against the first setup's, its time per iteration; peak memory comes from the setups' own measurement."""
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+
+SETUP_KEYS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode")
+
+
+SUMMARY_SCHEMA = pa.schema(
+    [pa.field("setup", pa.string())]
+    + [pa.field(key, pa.int64() if key == "n_timesteps" else pa.string()) for key in SETUP_KEYS]
+    + [pa.field(name, pa.int64()) for name in ("iterations",)]
+    + [pa.field(name, pa.float64()) for name in ("final_loss", "final_val_loss")]
+    + [pa.field(name, pa.int64()) for name in ("val_loss_iteration", "skipped_steps")]
+    + [pa.field("time_per_iter_s", pa.float64()), pa.field("peak_memory_bytes", pa.int64())]
+    + [pa.field(name, pa.float64()) for name in ("val_loss_rel_to_reference", "loss_rel_to_reference", "time_rel_to_reference",
+                                                 "memory_rel_to_reference")]
+)  # fmt: skip
+
+
+def summary_table(summary: pd.DataFrame) -> pa.Table:
+    """The summary with the types the contract promises, whatever pandas inferred (a column of None stays float)."""
+    return pa.Table.from_pylist(summary.astype(object).where(summary.notna(), None).to_dict("records"), schema=SUMMARY_SCHEMA)
+
+
+def relative_to(value: float | None, reference: float | None) -> float | None:
+    """(value - reference) / |reference|; None where either is missing or the reference is 0."""
+    if value is None or reference is None or pd.isna(value) or pd.isna(reference) or reference == 0:
+        return None
+    return (value - reference) / abs(reference)
+
+
+def setup_summary(log: pd.DataFrame, setups: list[dict], peak_memory: dict[str, int | None]) -> pd.DataFrame:
+    """`setups`: the manifest's setup objects, the reference first; a setup without log rows is left out."""
+    rows = []
+    for setup in setups:
+        own = log[log["setup"] == setup["label"]].sort_values("iteration")
+        steps = own[own["iteration"] > 0]
+        if steps.empty:
+            continue
+        last = steps.iloc[-1]
+        validated = own[own["val_loss"].notna()]
+        rows.append({
+            "setup": setup["label"], **{key: setup[key] for key in SETUP_KEYS},
+            "iterations": int(last["iteration"]),
+            "final_loss": float(last["loss"]) if pd.notna(last["loss"]) else None,
+            "final_val_loss": float(validated.iloc[-1]["val_loss"]) if not validated.empty else None,
+            "val_loss_iteration": int(validated.iloc[-1]["iteration"]) if not validated.empty else None,
+            "skipped_steps": int(steps["skipped"].sum()),
+            "time_per_iter_s": float(steps["iter_time_s"].mean()),
+            "peak_memory_bytes": peak_memory.get(setup["label"]),
+        })  # fmt: skip
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    reference = table.iloc[0]
+    table["val_loss_rel_to_reference"] = [relative_to(v, reference["final_val_loss"]) for v in table["final_val_loss"]]
+    table["loss_rel_to_reference"] = [relative_to(v, reference["final_loss"]) for v in table["final_loss"]]
+    table["time_rel_to_reference"] = table["time_per_iter_s"] / reference["time_per_iter_s"]
+    table["memory_rel_to_reference"] = [
+        m / reference["peak_memory_bytes"] if pd.notna(m) and pd.notna(reference["peak_memory_bytes"]) and reference["peak_memory_bytes"] else None
+        for m in table["peak_memory_bytes"]
+    ]  # fmt: skip
+    table["peak_memory_bytes"] = table["peak_memory_bytes"].astype("Int64")
+    return table

@@ -1,0 +1,328 @@
+"""`roundoff train`: checkpoints a sweep can load, a resumed run equal bit for bit to an uninterrupted one, the log,
+the summary read back against the log, and bad input refused before anything is written."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from roundoff_analyzer import training
+from roundoff_analyzer.models import MODELS, load_checkpoint, parse_options
+from roundoff_analyzer.training.config import resolve
+from roundoff_analyzer.training.files import load_resume
+from roundoff_analyzer.training.setups import choose_setups
+from roundoff_analyzer.training.step import GROWTH_INTERVAL, LossScale
+
+from .conftest import run_cli, snapshot
+from .test_inputs import write_bsds300
+
+TINY_CNF = {"hidden": 4, "width": 8, "batch": 16}
+TINY_CNF_ARGS = ["-m", "cnf", "-o", "hidden=4", "-o", "width=8", "-o", "batch=16", "-n", "4"]
+TWO_SETUPS = {"dtype": ["float32", "float16"], "scaling": "dynamic"}  # float32 trains unscaled, float16 native dynamic
+
+
+def _train(out: Path, **settings):
+    values = {"options": TINY_CNF, "timesteps": 4, "iters": 8, "save_at": [0, 4], "resume_every": 3, **settings}
+    return training.train("cnf", out=out, **values)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> training.TrainResult:
+    return _train(tmp_path_factory.mktemp("train") / "cnf", **TWO_SETUPS)
+
+
+def _last_weights(folder: Path, iteration: int) -> dict[str, torch.Tensor]:
+    return torch.load(folder / "checkpoints" / f"iter_{iteration:07d}.pt", weights_only=True)
+
+
+def _assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name].dtype == torch.float32 and torch.equal(a[name], b[name]), name
+
+
+def test_setups_write_the_contracted_layout(trained):
+    manifest = json.loads((trained.folder / "train_manifest.json").read_text())
+    assert manifest["kind"] == "roundoff-train" and manifest["model"] == "cnf" and manifest["seed"] == 0
+    assert manifest["options"] == {"seed": "0", "hidden": "4", "width": "8", "batch": "16"}
+    assert manifest["iters"] == 8 and manifest["save_at"] == [0, 4, 8] and manifest["data"] is None
+    labels = [s["label"] for s in manifest["setups"]]
+    assert labels == ["float32-native-none", "float16-native-dynamic"]
+    assert [s["folder"] for s in manifest["setups"]] == [".", "setups/float16-native-dynamic"]
+    for setup in manifest["setups"]:
+        folder = trained.folder / setup["folder"]
+        assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == [
+            f"iter_{k:07d}.{ext}" for k in (0, 4, 8) for ext in ("json", "pt")
+        ]
+        assert {"library", "method", "n_timesteps", "dtype", "scaling", "mode"} <= setup.keys()
+
+
+def test_checkpoints_load_as_a_sweep_loads_them(trained):
+    model = MODELS.get("cnf")
+    problem = model.build(parse_options(model, TINY_CNF), torch.device("cpu"))
+    for folder in (trained.folder, trained.folder / "setups" / "float16-native-dynamic"):
+        path = folder / "checkpoints" / "iter_0000008.pt"
+        loaded = load_checkpoint(problem.func, path, "cnf")
+        assert loaded["path"] == str(path.resolve())
+        _assert_same_weights(problem.func.state_dict(), _last_weights(folder, 8))
+        metadata = json.loads(path.with_suffix(".json").read_text())
+        assert metadata["iteration"] == 8 and metadata["model"] == "cnf" and metadata["seed"] == 0 and metadata["data"] is None
+        assert metadata["options"] == {"seed": "0", "hidden": "4", "width": "8", "batch": "16"}  # as -o gives them
+        assert metadata["setup"] == folder.name if folder != trained.folder else metadata["setup"] == "float32-native-none"
+        log = trained.log[(trained.log["setup"] == metadata["setup"]) & (trained.log["iteration"] == 8)].iloc[0]
+        assert metadata["loss"] == metadata["val_loss"] == log["val_loss"] and metadata["train_loss"] == log["loss"]
+    start = _last_weights(trained.folder, 0)
+    assert any(not torch.equal(start[k], v) for k, v in _last_weights(trained.folder, 8).items())  # it trained
+
+
+def test_both_setups_start_from_the_same_weights(trained):
+    _assert_same_weights(_last_weights(trained.folder, 0), _last_weights(trained.folder / "setups" / "float16-native-dynamic", 0))
+
+
+def test_log_has_every_iteration_of_every_setup(trained):
+    log = pd.read_parquet(trained.folder / "training_log.parquet")
+    assert list(log.columns) == ["setup", "iteration", "loss", "val_loss", "skipped", "failure", "scale", "iter_time_s", "time_s"]
+    for label in ("float32-native-none", "float16-native-dynamic"):
+        own = log[log["setup"] == label]
+        assert list(own["iteration"]) == list(range(9))
+        assert list(own.loc[own["val_loss"].notna(), "iteration"]) == [0, 4, 8]
+        steps = own[own["iteration"] > 0]
+        assert steps["loss"].notna().all() and (steps["iter_time_s"] > 0).all() and not steps["skipped"].any()
+        assert steps["time_s"].is_monotonic_increasing
+    float16 = log[(log["setup"] == "float16-native-dynamic") & (log["iteration"] > 0)]
+    assert (float16["scale"] > 1).all()  # the dynamic adjoint scale that counted
+
+
+def test_summary_numbers_are_those_of_the_log(trained):
+    summary = pd.read_parquet(trained.folder / "training_summary.parquet")
+    log = trained.log
+    assert list(summary["setup"]) == ["float32-native-none", "float16-native-dynamic"]
+    for row in summary.itertuples(index=False):
+        own = log[log["setup"] == row.setup].set_index("iteration")
+        assert row.iterations == 8 and row.final_loss == own.loc[8, "loss"] and row.final_val_loss == own.loc[8, "val_loss"]
+        assert row.time_per_iter_s == pytest.approx(own.loc[1:, "iter_time_s"].mean(), rel=1e-12)
+        assert row.skipped_steps == 0 and row.peak_memory_bytes > 0
+    reference = summary.iloc[0]
+    other = summary.iloc[1]
+    assert reference.val_loss_rel_to_reference == 0
+    assert other.val_loss_rel_to_reference == pytest.approx((other.final_val_loss - reference.final_val_loss) / abs(reference.final_val_loss))
+    report = (trained.folder / "training_report.md").read_text()
+    assert f"{100 * other.val_loss_rel_to_reference:+.3g}%" in report and "float16-native-dynamic" in report
+    assert (trained.folder / "figures" / "loss_curves.png").is_file()
+
+
+def test_stopped_and_resumed_equals_uninterrupted(tmp_path, trained):
+    stops = iter(range(100))
+    plan = training.plan("cnf", out=tmp_path / "stopped", options=TINY_CNF, timesteps=4, iters=8, save_at=[0, 4], resume_every=3,
+                         **TWO_SETUPS)  # fmt: skip
+    with pytest.raises(training.TrainingInterrupted) as stopped:
+        training.run(plan, stop_requested=lambda: next(stops) == 10)  # in the second setup, between iterations
+    assert stopped.value.setup == "float16-native-dynamic"
+    assert load_resume(tmp_path / "stopped" / "setups" / "float16-native-dynamic")["iteration"] == stopped.value.iteration < 8
+    resumed = _train(tmp_path / "stopped", **TWO_SETUPS)
+    for folder in (Path("."), Path("setups/float16-native-dynamic")):
+        _assert_same_weights(_last_weights(resumed.folder / folder, 8), _last_weights(trained.folder / folder, 8))
+    columns = ["setup", "iteration", "loss", "val_loss", "skipped", "scale"]
+    pd.testing.assert_frame_equal(resumed.log[columns], trained.log[columns])
+
+
+def test_killed_process_resumes_to_the_uninterrupted_weights(tmp_path):
+    out = tmp_path / "killed"
+    command = ["train", *TINY_CNF_ARGS, "--iters", "60", "--save-at", "5", "--resume-every", "5", "--dtype", "float32,bfloat16", "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "roundoff_cli", *command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    second = out / "setups" / "bfloat16-native-none"
+
+    def second_setup_saved_a_state_past_0() -> bool:  # the checkpoint at 5 comes just before its resume state
+        return (second / "checkpoints" / "iter_0000005.pt").exists() and load_resume(second)["iteration"] > 0
+
+    try:
+        deadline = time.monotonic() + 120
+        while not second_setup_saved_a_state_past_0() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    assert 0 < load_resume(second)["iteration"] < 60  # killed before the end
+    assert not (out / "training_summary.parquet").exists()
+    resumed = run_cli(*command)
+    assert resumed.exit_code == 0, resumed.output
+    assert "resuming bfloat16-native-none at iteration" in resumed.output
+    straight = run_cli(*[c if c != str(out) else str(tmp_path / "straight") for c in command])
+    assert straight.exit_code == 0, straight.output
+    for folder in (Path("."), Path("setups/bfloat16-native-none")):
+        _assert_same_weights(_last_weights(out / folder, 60), _last_weights(tmp_path / "straight" / folder, 60))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--dtype", "float99"], "unknown dtype 'float99'"),
+        (["--iters", "3", "--save-at", "0,5"], "'save_at' has iterations beyond iters 3: 5"),
+        (["-n", "4,8"], "--timesteps '4,8' takes one value"),
+        (["--method", "dopri5"], "adaptive"),
+        (["--library", "torchdiffeq", "--dtype", "float16", "--scaling", "dynamic"], "no setup can run"),
+        (["--lr", "0"], "'lr' must be greater than 0"),
+        (["-o", "widht=8"], "option 'widht'"),
+    ],
+)
+def test_bad_input_is_one_line_before_anything_is_written(tmp_path, args, message):
+    out = tmp_path / "never"
+    result = run_cli("train", *TINY_CNF_ARGS, *args, "--out", out)
+    assert result.exit_code == 2
+    assert result.stdout == "" and len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert not out.exists()
+
+
+def test_a_config_file_is_read_and_checked_like_the_sweeps(tmp_path):
+    config = tmp_path / "train.toml"
+    config.write_text('model = "cnf"\niters = 2\ntimesteps = 4\nlearning_rate = 1\n[options]\nhidden = 4\nwidth = 8\nbatch = 16\n')
+    result = run_cli("train", "--config", config, "--out", tmp_path / "never")
+    assert result.exit_code == 2 and f"config file '{config}': 'learning_rate' unknown key; allowed: model" in result.stderr
+    config.write_text(
+        'model = "cnf"\niters = 2\ntimesteps = 4\n[options]\nhidden = 4\nwidth = 8\nbatch = 16\n'
+        '[[setups]]\ndtype = "bfloat16"\n[[setups]]\ndtype = "float32"\n'
+    )
+    result = run_cli("train", "--config", config, "--iters", "3", "--seed", "3", "--out", tmp_path / "ok")
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "ok" / "train_manifest.json").read_text())
+    assert manifest["iters"] == 3 and manifest["seed"] == 3 and manifest["options"]["seed"] == "3"
+    assert [s["label"] for s in manifest["setups"]] == ["float32-native-none", "bfloat16-native-none"]
+
+
+def test_a_different_training_in_the_folder_is_refused_unless_forced(trained, tmp_path):
+    before = snapshot(trained.folder)
+    args = ["train", *TINY_CNF_ARGS, "--iters", "8", "--save-at", "0,4", "--out", trained.folder]
+    refused = run_cli(*args, "--lr", "0.01")
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert refused.stderr.startswith(f"error: output folder '{trained.folder}' holds a different training (differs in: lr)")
+    shorter = run_cli("train", *TINY_CNF_ARGS, "--iters", "5", "--out", trained.folder)
+    assert shorter.exit_code == 2 and "trained to iteration 8, past --iters 5" in shorter.stderr
+    assert snapshot(trained.folder) == before
+    forced_into = tmp_path / "forced"
+    assert run_cli("train", *TINY_CNF_ARGS, "--iters", "2", "--out", forced_into).exit_code == 0
+    again = run_cli("train", *TINY_CNF_ARGS, "--iters", "2", "--out", forced_into)
+    assert again.exit_code == 0 and "float32-native-none: already trained to iteration 2" in again.output
+    forced = run_cli("train", *TINY_CNF_ARGS, "--iters", "2", "--lr", "0.01", "--force", "--out", forced_into)
+    assert forced.exit_code == 0, forced.output
+    assert json.loads((forced_into / "train_manifest.json").read_text())["lr"] == 0.01
+
+
+def test_a_model_without_a_batch_sampler_is_refused(tmp_path):
+    factory = tmp_path / "fixed.py"
+    factory.write_text(
+        "import torch\n"
+        "class Dynamics(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(2, 2)\n"
+        "    def forward(self, t, y):\n"
+        "        return self.lin(y)\n"
+        "def make(seed: int = 0):\n"
+        "    return Dynamics(), torch.ones(4, 2), lambda trajectory: trajectory[-1].pow(2).mean()\n"
+    )
+    result = run_cli("train", "-m", f"{factory}:make", "--iters", "2", "-n", "2", "--out", tmp_path / "never")
+    assert result.exit_code == 2 and "offers no batch sampler" in result.stderr and not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize(("settings", "label"), [
+    ({"dtype": "bfloat16", "mode": "pure"}, "bfloat16-native-none"),
+    ({"dtype": "float16", "library": "torchdiffeq", "scaling": "grad"}, "float16-torchdiffeq-grad"),
+])  # fmt: skip
+def test_low_precision_setups_update_the_float32_master_weights(tmp_path, settings, label):
+    result = _train(tmp_path / "t", iters=3, save_at=[0], val_every=2, **settings)
+    assert result.log.loc[result.log["val_loss"].notna(), "iteration"].tolist() == [0, 2, 3]  # saved, every 2nd, the last
+    assert list(result.summary["setup"]) == [label] and result.summary["skipped_steps"].tolist() == [0]
+    weights, start = _last_weights(result.folder, 3), _last_weights(result.folder, 0)
+    assert all(w.dtype == torch.float32 for w in weights.values())
+    assert any(not torch.equal(start[k], w) for k, w in weights.items())
+    if settings.get("scaling") == "grad":  # the loss scale carried from step to step, GradScaler's initial 65536 here
+        assert result.log.loc[result.log["iteration"] > 0, "scale"].tolist() == [65536.0] * 3
+
+
+def test_the_loss_scale_carries_over_as_gradscaler_carries_it():
+    scale = LossScale(65536.0)
+    scale.update(16384.0, retries=2, finite=True)  # backed off twice within the step: the next step starts there
+    assert (scale.scale, scale.good_steps) == (16384.0, 0)
+    for _ in range(GROWTH_INTERVAL - 1):
+        scale.update(16384.0, retries=0, finite=True)
+    assert scale.scale == 16384.0
+    scale.update(16384.0, retries=0, finite=True)
+    assert (scale.scale, scale.good_steps) == (32768.0, 0)
+    scale.update(1.0, retries=30, finite=False)  # exhausted: the step is skipped, the scale kept where it ended
+    assert (scale.scale, scale.good_steps) == (1.0, 0)
+
+
+def test_a_data_file_too_short_for_the_stream_is_refused(tmp_path):
+    path = write_bsds300(tmp_path / "BSDS300.hdf5", rows=24)  # batches 0 … 5 of 4 rows: 1 … 4 held out, 5 for iteration 1
+    args = ["train", "-m", "otflow", "-o", "d=63", "-o", "hidden=4", "-o", "batch=4", "--data", f"bsds300:{path}", "-n", "2"]
+    refused = run_cli(*args, "--iters", "2", "--out", tmp_path / "never")
+    assert refused.exit_code == 2 and not (tmp_path / "never").exists()
+    assert refused.stderr.startswith("error: the last iteration trains on batch 6 (4 held out, then one per iteration)")
+    assert "has 24 rows, fewer than the 28 asked for" in refused.stderr
+    assert run_cli(*args, "--iters", "1", "--out", tmp_path / "ok").exit_code == 0
+
+
+def test_roundoff_report_rewrites_a_training_report_from_its_tables(trained, tmp_path):
+    report = trained.folder / "training_report.md"
+    before = report.read_bytes()
+    report.unlink()
+    result = run_cli("report", trained.folder)
+    assert result.exit_code == 0 and report.read_bytes() == before
+    elsewhere = run_cli("report", trained.folder, "--out", tmp_path / "r.md")
+    assert elsewhere.exit_code == 0 and "figures/loss_curves.png" in (tmp_path / "r.md").read_text()
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "train_manifest.json").write_text(json.dumps({"kind": "roundoff-train"}))
+    refused = run_cli("report", unfinished)
+    assert refused.exit_code == 2 and "has not finished" in refused.stderr
+
+
+def test_the_shipped_training_configs_hold_what_the_readme_says():
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    cpu = resolve(configs / "cnf_2spirals_train.toml", {})
+    assert [s.label for s in choose_setups(cpu).setups] == ["float32-native-none", "float16-native-dynamic"]
+    assert (cpu.iters, cpu.save_at, cpu.val_every, cpu.timesteps, cpu.device) == (300, [0, 100, 300], 25, 16, "auto")
+    gpu = resolve(configs / "cnf_2spirals_train_gpu.toml", {})
+    assert [s.label for s in choose_setups(gpu).setups] == [
+        "float32-native-none", "float16-native-dynamic", "float16-torchdiffeq-grad", "bfloat16-native-none",
+    ]  # fmt: skip
+    assert (gpu.iters, gpu.timesteps, gpu.options["batch"], gpu.device) == (2000, 128, 1024, "cuda")
+
+
+def test_the_reports_validation_table_is_the_log(trained):
+    text = (trained.folder / "training_report.md").read_text()
+    table = text.split("## Validation loss along training")[1].split("##")[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.strip().splitlines()[2:]]
+    log = trained.log.set_index(["setup", "iteration"])["val_loss"]
+    assert [int(r[0]) for r in rows] == [0, 4, 8]
+    for iteration, reference, other, rel in rows:
+        first, second = log["float32-native-none", int(iteration)], log["float16-native-dynamic", int(iteration)]
+        assert float(reference) == pytest.approx(first, rel=1e-4) and float(other) == pytest.approx(second, rel=1e-4)
+        assert float(rel.rstrip("%")) == pytest.approx(100 * (second - first) / abs(first), rel=1e-2, abs=1e-6)
+
+
+def test_a_non_finite_gradient_skips_the_step_and_is_counted(tmp_path):
+    """float16 torchdiffeq gradients of this OT-Flow overflow without scaling (as in the sweep's overflow fixture):
+    every step is skipped and the weights stay; loss scaling (`grad`) rescues every step."""
+    settings = {"options": {"d": 3, "hidden": 8, "batch": 16, "alpha": "1,2e5,8e4"}, "timesteps": 4, "method": "euler", "iters": 3,
+                "save_at": [0], "library": "torchdiffeq", "dtype": "float16", "scaling": ["none", "grad"]}  # fmt: skip
+    result = training.train("otflow", out=tmp_path / "overflow", **settings)
+    summary = result.summary.set_index("setup")
+    assert summary.loc["float16-torchdiffeq-none", "skipped_steps"] == 3 and summary.loc["float16-torchdiffeq-grad", "skipped_steps"] == 0
+    skipped = result.log[(result.log["setup"] == "float16-torchdiffeq-none") & (result.log["iteration"] > 0)]
+    assert skipped["skipped"].all() and skipped["failure"].str.startswith("overflow").all()
+    _assert_same_weights(_last_weights(result.folder, 3), _last_weights(result.folder, 0))
+    rescued = result.folder / "setups" / "float16-torchdiffeq-grad"
+    assert any(not torch.equal(w, _last_weights(rescued, 0)[k]) for k, w in _last_weights(rescued, 3).items())
+    assert "3 steps of 3 skipped (non-finite gradient)" in (result.folder / "training_report.md").read_text()
