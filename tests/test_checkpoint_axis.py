@@ -321,3 +321,12 @@ def test_folders_from_before_the_axis_resume_and_read_with_one_set_of_weights(tm
     old = loaded.drop(columns=["checkpoint", "train_iteration"])
     old.to_parquet(tmp_path / "old.parquet")
     assert run_cli("check", out, "--baseline", tmp_path / "old.parquet").exit_code == 0
+
+
+def test_the_shipped_along_training_config_fits_the_shipped_training_run():
+    repo = Path(__file__).resolve().parents[1]
+    request = config.resolve(repo / "configs" / "cnf_2spirals_along_training.toml", {"checkpoint": str(repo / "reports" / "cnf-train")})
+    plan = sweep.plan(request)  # the weights load: the config's model options are the training's
+    iterations = [c.iteration for c in plan.checkpoints]
+    assert len(iterations) >= 3 and iterations == sorted(iterations) and iterations[0] == 0
+    assert len(plan.configurations) == 16 * len(iterations) and max(plan.grid.timesteps) == 32
