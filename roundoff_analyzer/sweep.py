@@ -104,6 +104,9 @@ def plan(config: SweepConfig, checked: bool = False) -> SweepPlan:
     files = expand_checkpoints(config.checkpoint) if config.checkpoint else []
     executor = EXECUTORS.get(config.executor_name)
     device = executor.target_device(config)
+    warm_up = getattr(executor, "warm_up", None)  # optional: what takes seconds to start starts while the problem is built
+    if warm_up is not None:
+        warm_up(config)
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
     build_on, data = device if executor.runs_here else torch.device("cpu"), parse_data(config.data) if config.data else None
     problem = _build(model, options, build_on, data, bound_memory=not checked)

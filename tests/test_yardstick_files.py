@@ -75,10 +75,11 @@ def test_a_process_waits_while_another_holds_a_piece_and_computes_it_when_that_o
     holder = subprocess.Popen([sys.executable, "-c", hold, str(tmp_path / ".fine.lock")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        threading.Timer(0.5, holder.kill).start()
+        killed = threading.Event()
+        threading.Timer(0.5, lambda: (killed.set(), holder.kill())).start()
         computed_after_the_holder_died = []
         content = YardstickFiles(tmp_path, "key", CPU).obtain(
-            "fine", lambda: computed_after_the_holder_died.append(holder.poll() is not None) or {"value": torch.tensor(3.0)}
+            "fine", lambda: computed_after_the_holder_died.append(killed.is_set()) or {"value": torch.tensor(3.0)}
         )
     finally:
         holder.kill()

@@ -64,6 +64,9 @@ class Executor(Protocol):
 
     def run(self, execution: Execution) -> ExecutionReport: ...
 
+    # Optional: `warm_up(config) -> None`, called while the plan is built, starts what takes seconds to be ready
+    # (the processes executor's fork server, which imports torch) so that it overlaps the building of the problem.
+
 
 EXECUTORS: Registry[Executor] = Registry("executor")
 

@@ -27,7 +27,7 @@ from ..threads import torch_threads
 from .base import EXECUTORS, Execution, ExecutionReport
 from .groups import reference_groups
 from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
-from .start_method import start_processes, worker_context
+from .start_method import start_processes, warm_up, worker_context
 from .parent_death import die_with_parent
 from .worker import Worker, WorkerSetup
 
@@ -141,6 +141,11 @@ class ProcessesExecutor:
 
     def settings(self, config) -> dict:
         return {"executor": self.name, "workers": config.workers}
+
+    def warm_up(self, config) -> None:
+        if config.workers > 1:
+            with _children_ignore_sigint():
+                warm_up(worker_context())
 
     def run(self, execution: Execution) -> ExecutionReport:
         plan, report = execution.plan, ExecutionReport()

@@ -26,6 +26,13 @@ def worker_context() -> BaseContext:
     return context
 
 
+def warm_up(context: BaseContext) -> None:
+    """Start the fork server now, if that is how workers start: it imports torch in the background meanwhile.
+    Call it in the main thread with SIGINT ignored, as `start_processes` does: the server's children inherit that."""
+    if context.get_start_method() == "forkserver":
+        multiprocessing.forkserver.ensure_running()
+
+
 def start_processes(context: BaseContext, processes: list, failed: Callable[[int, BaseException], None]) -> threading.Thread | None:
     """Start `processes` without holding up the caller where that is safe; returns the thread that starts them.
     `failed(index, exception)` is told of a process that could not be started.
@@ -45,7 +52,7 @@ def start_processes(context: BaseContext, processes: list, failed: Callable[[int
     if context.get_start_method() != "forkserver":
         start_all()
         return None
-    multiprocessing.forkserver.ensure_running()
+    warm_up(context)
     starter = threading.Thread(target=start_all, name="roundoff-worker-start", daemon=True)
     starter.start()
     return starter
