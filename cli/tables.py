@@ -49,9 +49,21 @@ def cell(value, fmt=str) -> str:
 CHECKPOINT_COLUMNS = (("checkpoint", "checkpoint", str), ("iteration", "train_iteration", lambda v: str(int(v))))
 
 
+def _checkpoint_columns(results: pd.DataFrame) -> tuple:
+    """None for a sweep of one checkpoint; the training iteration alone where it names each checkpoint (a train
+    folder's); else the checkpoint's name beside it."""
+    if "checkpoint" not in results or not results["checkpoint"].fillna("").ne("").any():
+        return ()
+    iterations = results.get("train_iteration")
+    if iterations is not None and iterations.notna().all():
+        pairs = results[["checkpoint", "train_iteration"]].drop_duplicates()
+        if not pairs["checkpoint"].duplicated().any() and not pairs["train_iteration"].duplicated().any():
+            return CHECKPOINT_COLUMNS[1:]
+    return CHECKPOINT_COLUMNS
+
+
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
-    several = "checkpoint" in results and results["checkpoint"].fillna("").ne("").any()
-    columns = COLUMNS + (CHECKPOINT_COLUMNS if several else ())
+    columns = COLUMNS + _checkpoint_columns(results)
     texts = {column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
              for _, column, fmt in columns}  # a folder from before a column existed shows it empty
     shown, same, empty = [], [], []
@@ -69,9 +81,9 @@ def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
     table = Table(title=title, caption=escape(caption) or None, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for header, column, fmt in shown:
         # As wide as its longest value or header word, no wider: headers wrap between words, and rich has no reason
-        # to squeeze (and cut) a column. Only a failure class may fold, being the one long word.
+        # to squeeze (and cut) a column. Only a failure class and a checkpoint's name may fold, being long words.
         width = max([len(text) for text in texts[column]] + [len(word) for word in header.split()])
-        flexible = column == "failure_class"
+        flexible = column in ("failure_class", "checkpoint")
         table.add_column(header, justify="left" if fmt is str else "right", width=None if flexible else width,
                          min_width=min(width, 8) if flexible else None, overflow="fold" if flexible else "ellipsis")  # fmt: skip
     for i, status in enumerate(results["status"]):

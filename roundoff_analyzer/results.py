@@ -8,6 +8,7 @@ always rebuilt from the shards: `results.parquet` (one row per configuration),
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -161,6 +162,11 @@ class ResultStore:
 
     def close(self) -> None:
         self.lock.release()
+
+    def drop_yardsticks(self) -> None:
+        """Remove the yardsticks' saved pieces, once every configuration is measured: only a resume reads them, and
+        for a large model the noise's per-batch gradients alone are megabytes to gigabytes."""
+        shutil.rmtree(self.root / YARDSTICKS, ignore_errors=True)  # a link there was refused when the folder opened
 
     def read_manifest(self) -> dict[str, Any] | None:
         path = self.root / MANIFEST

@@ -181,6 +181,7 @@ def _run_locked(plan: SweepPlan, store: ResultStore, manifest: dict, started: fl
         store.write_manifest({**manifest, "finished_at": _now(), "duration_s": wall, "n_configurations": len(results)})
     except OSError as exc:
         raise EnvironmentFailure(out_dir, len(results), n_total, exc) from None
+    store.drop_yardsticks()
     return SweepOutcome(results, out_dir, len(pending), n_total - len(pending), report.reference_solves, report.reference_seconds, wall)
 
 

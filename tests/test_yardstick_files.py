@@ -8,6 +8,7 @@ import sys
 import threading
 
 import pandas as pd
+import pytest
 import torch
 
 from roundoff_analyzer import config, sweep
@@ -16,7 +17,6 @@ from roundoff_analyzer.modes import ProblemCopies
 from roundoff_analyzer.yardstick_files import YARDSTICKS, YardstickFiles
 from roundoff_analyzer.yardsticks import PIECES, Yardsticks
 
-from .conftest import results
 from .test_parallel import RESULT_COLUMNS_EXCEPT_COST
 
 CPU = torch.device("cpu")
@@ -37,19 +37,21 @@ def test_the_noise_computed_in_pieces_equals_the_noise_computed_in_one_go():
 
 
 def test_a_resumed_sweep_reads_the_saved_pieces_instead_of_solving_again(tmp_path):
-    out = tmp_path / "sweep"
-    sweep.run(sweep.plan(tiny_request()), out)
-    saved = {piece: (out / YARDSTICKS / f"{piece}.pt").stat().st_mtime_ns for piece in PIECES}
-    first = results(out)
-    for shard in sorted((out / "shards").glob("*.parquet")):
-        shard.unlink()
+    out, whole = tmp_path / "sweep", tmp_path / "whole"
+    reference = sweep.run(sweep.plan(tiny_request()), whole).results
+    assert not (whole / YARDSTICKS).exists()  # a finished sweep leaves no pieces behind
 
-    sweep.run(sweep.plan(tiny_request()), out)
-    assert {piece: (out / YARDSTICKS / f"{piece}.pt").stat().st_mtime_ns for piece in PIECES} == saved
-    again = results(out)
-    assert again["grad_noise_rel"].notna().all() and again["disc_grad_params_rel_err"].notna().all()
-    columns = RESULT_COLUMNS_EXCEPT_COST(first)
-    pd.testing.assert_frame_equal(again[columns], first[columns], check_exact=True)
+    stopped = lambda: any((out / "shards").glob("*.parquet"))  # noqa: E731 - after the first configuration
+    with pytest.raises(sweep.SweepInterrupted):
+        sweep.run(sweep.plan(tiny_request()), out, stop_requested=stopped)
+    saved = {piece: (out / YARDSTICKS / f"{piece}.pt").stat().st_mtime_ns for piece in PIECES}
+    seen = []
+    resumed = sweep.run(sweep.plan(tiny_request()), out, stop_requested=lambda: seen.append(
+        {piece: (out / YARDSTICKS / f"{piece}.pt").stat().st_mtime_ns for piece in PIECES}) and False).results
+    assert seen and all(mtimes == saved for mtimes in seen)  # read, never written again, while the sweep went on
+    assert resumed["grad_noise_rel"].notna().all() and resumed["disc_grad_params_rel_err"].notna().all()
+    columns = RESULT_COLUMNS_EXCEPT_COST(reference)
+    pd.testing.assert_frame_equal(resumed[columns], reference[columns], check_exact=True)
 
 
 def test_a_sweep_replaced_with_force_does_not_read_the_pieces_of_the_one_before(tmp_path):

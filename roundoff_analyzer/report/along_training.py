@@ -3,6 +3,7 @@ parameter-gradient error at each checkpoint, what the errors do as training proc
 itself ended where its folder says so (`training_summary.parquet`, read as data only)."""
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -116,10 +117,10 @@ def summary_sentence(path: Path, summary: pd.DataFrame) -> str:
             f"{row.val_loss_rel_to_reference:+.2%} against it" if fmt.present(row.val_loss_rel_to_reference) else fmt.MISSING
         )
         parts.append(f"{row.setup} {fmt.in_u(row.final_val_loss)} ({relative})")
-    return f"Training itself (`{path}`): final validation loss {fmt.listing(parts)}."
+    return f"Training itself ([`{path.as_posix()}`]({path.as_posix()}), relative to this report): final validation loss {fmt.listing(parts)}."
 
 
-def along_training_section(results: pd.DataFrame, manifest: dict, figures: dict[str, tuple[str, str]]) -> list[str]:
+def along_training_section(results: pd.DataFrame, manifest: dict, figures: dict[str, tuple[str, str]], report_folder: Path) -> list[str]:
     found = trends(results, STATED_METRIC)
     if not found and TRAINING_FIGURE not in figures:
         return []
@@ -142,5 +143,6 @@ def along_training_section(results: pd.DataFrame, manifest: dict, figures: dict[
                   training_table(results)]  # fmt: skip
     summary = training_summary(manifest)
     if summary is not None:
-        lines += ["", summary_sentence(*summary)]
+        path, table = summary
+        lines += ["", summary_sentence(Path(os.path.relpath(path.resolve(), Path(report_folder).resolve())), table)]
     return lines

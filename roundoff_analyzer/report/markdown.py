@@ -37,7 +37,7 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
     sections = (
         verdict_section(results),
         key_findings(results, sweep.manifest, with_mode),
-        along_training_section(every_checkpoint, sweep.manifest, figures),
+        along_training_section(every_checkpoint, sweep.manifest, figures, sweep.path),
         recommendations(results, with_mode),
         context_section(results),
         cost_section(results),
