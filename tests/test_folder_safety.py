@@ -23,6 +23,7 @@ import torch
 
 from roundoff_analyzer.grid import CONFIG_COLUMNS
 from roundoff_analyzer.shard_integrity import FINGERPRINT_KEY, fingerprint_digest
+from roundoff_analyzer.torch_state import autocast_nesting
 
 from .conftest import results, run_cli, snapshot
 
@@ -345,6 +346,7 @@ def test_12_a_timeout_at_any_boundary_is_a_timeout_row_and_leaves_torch_as_it_wa
         assert set(ran.status) <= {"ok", "failed"} and set(ran.failure_class.dropna()) <= {"timeout"}
         # An alarm inside torch.autocast.__enter__ once left autocast on for every later run in the process.
         assert not torch.is_autocast_enabled("cpu") and torch.is_grad_enabled()
+        assert autocast_nesting() == 0  # else autocast's cache of casts would never be cleared again in this process
 
 
 def test_12_a_baseline_with_n_timesteps_as_text_is_one_line(tmp_path, uninterrupted):
