@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .json_files import read_json_object
 from .results import MANIFEST, RESULTS
 from .text import printable
 
@@ -27,12 +27,7 @@ def read_setup(path: Path) -> dict[str, Any] | None:
     manifest_path = manifest_of(path)
     if manifest_path is None:
         return None
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"'{manifest_path}' is not a sweep manifest ({type(exc).__name__}); the setups cannot be compared") from None
-    if not isinstance(manifest, dict):
-        raise InputError(f"'{manifest_path}' is not a sweep manifest (it holds a {type(manifest).__name__}, not an object)")
+    manifest = read_json_object(manifest_path, "a sweep manifest", "the setups cannot be compared")
     model = _mapping(manifest.get("model"))
     fingerprint = _mapping(manifest.get("fingerprint"))
     return {

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..json_files import read_json_object
 from ..folder_lock import LOCK
 from ..results import MANIFEST, atomic_write_bytes, refuse_file_path
 from ..safe_files import refuse_links
@@ -34,13 +35,7 @@ def read_manifest(root: Path) -> dict | None:
     path = Path(root) / TRAIN_MANIFEST
     if not path.is_file():
         return None
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"'{path}' is not a training manifest ({type(exc).__name__}); use another --out, or --force") from None
-    if not isinstance(manifest, dict):
-        raise InputError(f"'{path}' is not a training manifest; use another --out, or --force")
-    return manifest
+    return read_json_object(path, "a training manifest", "use another --out, or --force")
 
 
 def check_folder(root: Path, fingerprint: dict[str, Any], force: bool) -> dict | None:
