@@ -117,7 +117,8 @@ def summary_sentence(path: Path, summary: pd.DataFrame) -> str:
             f"{row.val_loss_rel_to_reference:+.2%} against it" if fmt.present(row.val_loss_rel_to_reference) else fmt.MISSING
         )
         parts.append(f"{row.setup} {fmt.in_u(row.final_val_loss)} ({relative})")
-    return f"Training itself ([`{path.as_posix()}`]({path.as_posix()}), relative to this report): final validation loss {fmt.listing(parts)}."
+    # A path, not a link: the train folder may lie outside whatever holds the report (a clone, a copied folder).
+    return f"Training itself (`{path.as_posix()}`, relative to this report): final validation loss {fmt.listing(parts)}."
 
 
 def along_training_section(results: pd.DataFrame, manifest: dict, figures: dict[str, tuple[str, str]], report_folder: Path) -> list[str]:
