@@ -10,16 +10,26 @@ backward of the mean square of the final state, for each size:
     before: torch.cuda.max_memory_allocated on a GPU; on the CPU, the CPU allocator's own events as
     torch.profiler reports them (roundoff_analyzer/cpu_memory.py), in an extra, untimed run.
 Setups: torchdiffeq and native in float32, bfloat16 and float16 (autocast), native with and without
-the DynamicAdjointScaler, with the trajectory in the state's dtype or in the low dtype.
+the DynamicAdjointScaler, with the trajectory in the state's dtype or in the low dtype. Every setup's
+memory is measured; by default only the pair the time ratio needs (torchdiffeq and native, no scaler,
+state trajectory) is timed, `--time-all` times every setup.
 
-    python bench/native_cost.py [--quick | --size rk4,256,256,16 ...] [--repeats R] [--device cpu|cuda]
+A dtype whose one forward + backward would take longer than --max-run-seconds at a size is skipped
+there, with the estimate printed: the estimate is one step of torchdiffeq timed, times n_timesteps.
+(float16 matrix products on a CPU without float16 arithmetic run at about 1 GFLOP/s, so at h = 1024 one
+solve takes minutes.)
+
+    python bench/native_cost.py [--quick | --size rk4,256,256,16 ...] [--dtype float16,...] [--repeats R]
+                                [--device cpu|cuda] [--markdown FILE]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import random
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 
@@ -133,69 +143,121 @@ def timed(setup: Setup, func, y0, t, method) -> float:
     return time.perf_counter() - start
 
 
-def measure_size(size, repeats: int, device: torch.device) -> list[dict]:
+def estimated_run_seconds(setup: Setup, func, y0, t, method) -> float:
+    one_step = t[:2]
+    forward_backward(setup, func, y0, one_step, method)  # first calls allocate and pick kernels
+    return timed(setup, func, y0, one_step, method) * (len(t) - 1)
+
+
+def measure_size(size, dtypes: list[str], repeats: int, time_all: bool, max_run_seconds: float, device) -> tuple[list[dict], list[str]]:
     method, hidden, batch, n = size
     generator = torch.Generator().manual_seed(0)
     func = MLP(hidden).to(device)
     y0 = torch.randn(batch, STATE, generator=generator).to(device)
     t = torch.linspace(0.0, 1.0, n + 1, device=device)
-    chosen = setups()
-    times: dict[Setup, list[float]] = {s: [] for s in chosen}
-    for s in chosen:  # warm-up: first calls allocate and pick kernels
+    estimates = {d: estimated_run_seconds(Setup("torchdiffeq", d), func, y0, t, method) for d in dtypes}
+    skipped = [
+        f"{d}: one forward + backward of torchdiffeq estimated at {e:.0f} s > --max-run-seconds {max_run_seconds:g}"
+        for d, e in estimates.items() if e > max_run_seconds
+    ]  # fmt: skip
+    chosen = [s for s in setups() if estimates[s.dtype] <= max_run_seconds]
+    to_time = [s for s in chosen if time_all or (not s.scaler and s.trajectory == "state")]
+    times: dict[Setup, list[float]] = {s: [] for s in to_time}
+    for s in to_time:  # warm-up: first calls allocate and pick kernels
         forward_backward(s, func, y0, t, method)
     order = random.Random(0)
     for _ in range(repeats):
-        for s in order.sample(chosen, len(chosen)):
+        for s in order.sample(to_time, len(to_time)):
             times[s].append(timed(s, func, y0, t, method))
     rows = []
     for s in chosen:
         rows.append({
-            "method": method, "hidden": hidden, "batch": batch, "n": n, "setup": s, "time_s": statistics.median(times[s]),
+            "method": method, "hidden": hidden, "batch": batch, "n": n, "setup": s,
+            "time_s": statistics.median(times[s]) if s in times else None,
             "saved_bytes": saved_bytes(s, func, y0, t, method), "peak_bytes": peak_bytes(s, func, y0, t, method),
         })  # fmt: skip
     by_setup = {r["setup"]: r for r in rows}
+    float32 = by_setup.get(Setup("native", "float32"))
     for r in rows:
         s = r["setup"]
-        r["vs_torchdiffeq"] = r["time_s"] / by_setup[Setup("torchdiffeq", s.dtype)]["time_s"]
-        r["peak_vs_native_float32"] = r["peak_bytes"] / by_setup[Setup("native", "float32")]["peak_bytes"]
+        reference = by_setup[Setup("torchdiffeq", s.dtype)]["time_s"]
+        r["vs_torchdiffeq"] = r["time_s"] / reference if r["time_s"] is not None else None
+        r["peak_vs_native_float32"] = r["peak_bytes"] / float32["peak_bytes"] if float32 else None
         r["theory_saved_bytes"] = (n + 1) * batch * STATE * DTYPES[s.dtype].itemsize if s.library == "native" else None
-    return rows
+    return rows, skipped
+
+
+def size_table(size, rows: list[dict], tablefmt: str) -> str:
+    def number(value, spec):
+        return "" if value is None else format(value, spec)
+
+    return tabulate(
+        [[r["setup"].label, number(r["time_s"] and r["time_s"] * 1e3, ".1f"), number(r["vs_torchdiffeq"], ".2f"),
+          f"{r['saved_bytes'] / 2**20:.2f}", number(r["theory_saved_bytes"] and r["theory_saved_bytes"] / 2**20, ".2f"),
+          f"{r['peak_bytes'] / 2**20:.2f}", number(r["peak_vs_native_float32"], ".0%")] for r in rows],
+        headers=[f"{size[0]} h={size[1]} batch={size[2]} n={size[3]}", "fwd+bwd ms", "/ torchdiffeq", "saved MiB",
+                 "theory MiB", "peak MiB", "peak / native f32"],
+        tablefmt=tablefmt,
+    )  # fmt: skip
+
+
+def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
+    lines = ["native / torchdiffeq time at equal dtype (no scaler, state trajectory), median over sizes (target <= 1.45):"]
+    for dtype in dtypes:
+        ratios = [r["vs_torchdiffeq"] for r in rows if r["setup"] == Setup("native", dtype)]
+        if ratios:
+            lines.append(f"  {dtype:9s} median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}  ({len(ratios)} sizes)")
+    lines.append("peak of forward + backward / native float32's (target for float16 <= 60% with the low trajectory):")
+    for dtype in [d for d in dtypes if d != "float32"]:
+        for setup in (Setup("native", dtype), Setup("native", dtype, False, "low"), Setup("native", dtype, True, "low")):
+            shares = [r["peak_vs_native_float32"] for r in rows if r["setup"] == setup and r["peak_vs_native_float32"] is not None]
+            if shares:
+                lines.append(f"  {setup.label:42s} median {statistics.median(shares):.0%}  range {min(shares):.0%}-{max(shares):.0%}  ({len(shares)} sizes)")
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help=f"only {len(QUICK_SIZES)} small sizes")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per setup and size (median)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per setup and size (median)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads on the CPU")
+    parser.add_argument("--dtype", default=",".join(DTYPES), help=f"comma list of {', '.join(DTYPES)}")
+    parser.add_argument("--time-all", action="store_true", help="time every setup, not only the pair the ratio needs")
+    parser.add_argument("--max-run-seconds", type=float, default=60.0, help="skip a dtype at a size whose one run would take longer")
+    parser.add_argument("--markdown", type=argparse.FileType("w"), help="also write the tables and the summary as markdown")
     parser.add_argument("--size", action="append", default=[], metavar="METHOD,H,BATCH,N",
                         help="only this size (repeatable), e.g. rk4,256,256,16")
     args = parser.parse_args()
+    dtypes = [d for d in args.dtype.split(",") if d]
+    unknown = sorted(set(dtypes) - set(DTYPES))
+    if unknown or not dtypes:
+        parser.error(f"--dtype: {', '.join(unknown) or 'empty'} is not one of {', '.join(DTYPES)}")
+    if "float32" not in dtypes:
+        dtypes.insert(0, "float32")  # the peak's yardstick
     device = torch.device(args.device)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
-    print(f"device: {where}; torch {torch.__version__}; load average at start {os.getloadavg()}")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{platform.processor() or platform.machine()} cpu, {torch.get_num_threads()} threads"
+    header = f"device: {where}; torch {torch.__version__}; load average at start {os.getloadavg()}"
+    print(header, flush=True)
+    markdown = [f"`{' '.join(['python bench/native_cost.py', *sys.argv[1:]])}`", "", header, ""]
     rows = []
     chosen = [(m, int(h), int(b), int(n)) for m, h, b, n in (s.split(",") for s in args.size)]
+    started = time.perf_counter()
     for size in chosen or (QUICK_SIZES if args.quick else SIZES):
-        size_rows = measure_size(size, args.repeats, device)
+        size_rows, skipped = measure_size(size, dtypes, args.repeats, args.time_all, args.max_run_seconds, device)
         rows += size_rows
         print()
-        print(tabulate(
-            [[r["setup"].label, f"{r['time_s'] * 1e3:.1f}", f"{r['vs_torchdiffeq']:.2f}", f"{r['saved_bytes'] / 2**20:.2f}",
-              "" if r["theory_saved_bytes"] is None else f"{r['theory_saved_bytes'] / 2**20:.2f}",
-              f"{r['peak_bytes'] / 2**20:.2f}", f"{r['peak_vs_native_float32']:.0%}"] for r in size_rows],
-            headers=[f"{size[0]} h={size[1]} batch={size[2]} n={size[3]}", "fwd+bwd ms", "/ torchdiffeq", "saved MiB",
-                     "theory MiB", "peak MiB", "peak / native f32"],
-        ), flush=True)  # fmt: skip
-    print(f"\nload average at end {os.getloadavg()}")
-    print("\nnative / torchdiffeq at equal dtype (no scaler, state trajectory), median over sizes (target <= 1.45):")
-    for dtype in DTYPES:
-        ratios = [r["vs_torchdiffeq"] for r in rows if r["setup"] == Setup("native", dtype)]
-        print(f"  {dtype:9s} median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}")
-    print("float16 peak of forward + backward / native float32's (target <= 60% with the low trajectory):")
-    for setup in (Setup("native", "float16"), Setup("native", "float16", False, "low"), Setup("native", "float16", True, "low")):
-        shares = [r["peak_vs_native_float32"] for r in rows if r["setup"] == setup]
-        print(f"  {setup.label:40s} median {statistics.median(shares):.0%}  range {min(shares):.0%}-{max(shares):.0%}")
+        print(size_table(size, size_rows, "simple"), flush=True)
+        markdown += [size_table(size, size_rows, "github"), ""]
+        for line in skipped:
+            print(f"  skipped {line}", flush=True)
+            markdown += [f"- skipped {line}", ""]
+    footer = [f"load average at end {os.getloadavg()}; {time.perf_counter() - started:.0f} s in all", "", *summary(rows, dtypes)]
+    print("\n" + "\n".join(footer))
+    if args.markdown:
+        args.markdown.write("\n".join([*markdown, footer[0], "", "```", *footer[2:], "```", ""]))
 
 
 if __name__ == "__main__":

@@ -124,3 +124,29 @@ def test_rampde_refuses_cpu_autocast_with_the_reason_and_runs_float32(tmp_path):
     assert low.failure_message.str.contains("rampde switches to mixed precision only under CUDA autocast").all()
     assert (table[table.dtype == "float32"].status == "ok").all()
     assert (table[table.dtype == "float32"].grad_params_rel_err < 1e-5).all()
+
+
+def test_native_low_returns_the_native_states_rounded_and_a_sweep_measures_what_that_costs(tmp_path):
+    import torch
+
+    from roundoff_analyzer.models import MODELS, parse_options
+
+    model = MODELS.get("otflow")
+    problem = model.build(parse_options(model, {"d": "3", "hidden": "8", "batch": "16"}), torch.device("cpu"))
+    t = torch.linspace(0, 1, 9)
+    with torch.autocast("cpu", dtype=torch.float16):
+        state = LIBRARIES.get("native").solve(problem.func, problem.y0, t, METHODS.get("rk4"), None, None)
+        low = LIBRARIES.get("native-low").solve(problem.func, problem.y0, t, METHODS.get("rk4"), None, None)
+    assert state.dtype == torch.float32 and low.dtype == torch.float16
+    assert torch.equal(low, state.to(torch.float16))
+
+    table = sweep(tmp_path / "s", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--library", "native,native-low",
+                  "--method", "rk4", "--dtype", "float16,float32")  # fmt: skip
+    assert (table.status == "ok").all()
+    errors = table.set_index(["library", "dtype", "n_timesteps"])
+    # In float32 there is nothing to round: the two are the same solver.
+    for n in (4, 16):
+        assert errors.loc[("native-low", "float32", n), "sol_rel_err"] == errors.loc[("native", "float32", n), "sol_rel_err"]
+    # In float16 the returned states carry float16's rounding, which the float32 trajectory does not.
+    for n in (4, 16):
+        assert errors.loc[("native-low", "float16", n), "sol_rel_err"] > errors.loc[("native", "float16", n), "sol_rel_err"]

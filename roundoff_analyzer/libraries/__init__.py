@@ -1,5 +1,5 @@
 from .base import LIBRARIES, MISSING_LIBRARIES, SolverLibrary, UnavailableLibrary
-from . import native, torchdiffeq_adjoint, torchdiffeq_lib  # noqa: F401  (registrations)
+from . import native, native_low, torchdiffeq_adjoint, torchdiffeq_lib  # noqa: F401  (registrations)
 from .optional import register_optional
 from .plugins import ENTRY_POINT_GROUP, FORMS, load_entry_points, resolve_library
 

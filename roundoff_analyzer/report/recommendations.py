@@ -13,6 +13,9 @@ from .eight_bit import eight_bit_verdicts
 from .findings import GROWS, SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
 
 TOTAL = "total_grad_params_rel_err"
+# Libraries whose backward sums each parameter gradient step by step in float32 (the native solver, either
+# trajectory): a growth with n_timesteps there is not autocast's weight cache.
+FLOAT32_GRADIENT_SUMS = frozenset({"native", "native-low"})
 
 
 def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
@@ -158,7 +161,7 @@ def weight_cache(results: pd.DataFrame) -> list[str]:
         uncached = by_setup.get((*setup[:mode_at], UNCACHED, *setup[mode_at + 1 :]))
         if uncached is not None and uncached.timesteps == cached.timesteps and cached.factor >= 2 * uncached.factor:
             confirmed.setdefault(library, []).append((cached, uncached))
-        elif uncached is None and not (results["mode"] == UNCACHED).any() and library != "native":
+        elif uncached is None and not (results["mode"] == UNCACHED).any() and library not in FLOAT32_GRADIENT_SUMS:
             # (the native solver sums the parameter gradient in float32, step by step: the cache is not its cause)
             suspected.setdefault(library, []).append(cached)
     items = []

@@ -146,8 +146,10 @@ class _NativeSolve(torch.autograd.Function):
                     # (scaled, cast): the second is the one whose range can overflow or underflow.
                     report.record_backward(n_steps - 1 - k, adjoint, held, finite)
                 adjoint.add_(vjp_y).add_(grad_trajectory[k].to(accumulate))
-                for total, part in zip(param_grads, vjp_params):
-                    total.add_(part)
+                if param_grads:
+                    torch._foreach_add_(param_grads, vjp_params)
+                # Summed: kept, they would stay alive through the next step's product, at its peak memory.
+                del vjp_y, vjp_params, held
         grad_params = [g.to(p.dtype) for g, p in zip(param_grads, params)]
         grad_t = grad_t.to(t.dtype) if grad_t is not None else None
         return (None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
