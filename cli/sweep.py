@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from roundoff_analyzer import api

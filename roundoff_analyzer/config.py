@@ -36,7 +36,7 @@ AXIS_REGISTRIES: dict[str, Registry] = {"method": METHODS, "library": LIBRARIES,
                                          "arithmetic": ARITHMETICS, "rounding": ROUNDINGS}
 
 
-def _names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
+def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
     if values is None:
         return None
     if not values:
@@ -178,13 +178,13 @@ class SweepConfig(BaseModel):
     @classmethod
     def _axis_names(cls, value, info: ValidationInfo):
         if info.field_name == "library":
-            _load_libraries(value)
-        return _names_in(AXIS_REGISTRIES[info.field_name], value)
+            load_libraries(value)
+        return names_in(AXIS_REGISTRIES[info.field_name], value)
 
     @field_validator("executor")
     @classmethod
     def _executor(cls, value: str | None) -> str | None:
-        return value if value is None else _names_in(EXECUTORS, [value])[0]
+        return value if value is None else names_in(EXECUTORS, [value])[0]
 
     @property
     def executor_name(self) -> str:
@@ -202,7 +202,7 @@ def checked_data(value: str | None) -> str | None:
     return value
 
 
-def _load_libraries(names: list[str] | None) -> None:
+def load_libraries(names: list[str] | None) -> None:
     """Libraries named by their location (a user's) are loaded and registered here; a missing package says how to install it."""
     for name in names or ():
         try:
@@ -234,10 +234,10 @@ def _keys_at(loc: tuple, model: type[BaseModel]) -> list[str]:
     return list(model.model_fields)
 
 
-def _merged(base: Any, override: Any) -> Any:
+def merged(base: Any, override: Any) -> Any:
     """Tables merge key by key, all the way down; any other value is replaced."""
     if isinstance(base, dict) and isinstance(override, dict):
-        return {**base, **{key: _merged(base.get(key), value) for key, value in override.items()}}
+        return {**base, **{key: merged(base.get(key), value) for key, value in override.items()}}
     return override
 
 
@@ -264,5 +264,5 @@ def resolve(file: str | Path | None, overrides: dict[str, Any]) -> SweepConfig:
     for key, value in overrides.items():
         if value is None:
             continue
-        values[key] = _merged(values.get(key), value)
+        values[key] = merged(values.get(key), value)
     return validate(values)

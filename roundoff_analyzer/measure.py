@@ -15,7 +15,7 @@ from . import failures, metrics
 from .arithmetics import ARITHMETICS, ArithmeticRequest, tensor_scaling
 from .cpu_memory import cpu_peak_memory
 from .devices import measured
-from .dtypes import DTYPES, FLOAT64, DtypeSpec
+from .dtypes import DTYPES, DtypeSpec
 from .failures import Failure
 from .grid import Configuration
 from .memory import configuration_oom

@@ -109,7 +109,7 @@ def plan(config: SweepConfig, checked: bool = False) -> SweepPlan:
         warm_up(config)
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
     build_on, data = device if executor.runs_here else torch.device("cpu"), parse_data(config.data) if config.data else None
-    problem = _build(model, options, build_on, data, bound_memory=not checked)
+    problem = build_problem(model, options, build_on, data, bound_memory=not checked)
     if config.loss_scale != 1.0:
         problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
     checkpoints = load_checkpoints(problem, files, model.name)
@@ -119,7 +119,7 @@ def plan(config: SweepConfig, checked: bool = False) -> SweepPlan:
     return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads, checkpoints)
 
 
-def _build(model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True) -> Problem:
+def build_problem(model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True) -> Problem:
     """The problem, after making sure a built-in model's options fit in memory at all (a user's factory runs once only)."""
     if bound_memory and model.name in MODELS:
         memory.check_problem_fits(model, options, data, device)

@@ -57,7 +57,7 @@ def error_figure(results: pd.DataFrame, metric: str) -> Figure:
         any_failed |= _error_panel(ax, panel, metric, styles, with_mode)
         ax.set_title(f"{method}, {dtype}")
     fig.suptitle(f"{METRIC_NAMES.get(metric, metric)} error against the float64 reference")
-    _figure_legend(fig, any_failed)
+    figure_legend(fig, any_failed)
     return fig
 
 
@@ -88,7 +88,7 @@ def adjoint_range_figure(profile: pd.DataFrame, n: int | None = None) -> Figure 
         any_failed |= _adjoint_panel(ax, at_n[(at_n["method"] == method) & (at_n["dtype"] == dtype)], dtype, styles, with_mode)
         ax.set_title(f"{method}, {dtype}" + ax.get_title())
     fig.suptitle(f"largest |adjoint| per backward step, n_timesteps = {n}")
-    _figure_legend(fig, any_failed)
+    figure_legend(fig, any_failed)
     return fig
 
 
@@ -242,7 +242,7 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
     return any_failed
 
 
-def _figure_legend(fig: Figure, any_failed: bool) -> None:
+def figure_legend(fig: Figure, any_failed: bool) -> None:
     """One legend for the figure: each label once, whichever panel drew it first."""
     handles: dict[str, object] = {}
     for ax in fig.axes:

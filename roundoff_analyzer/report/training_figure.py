@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .figures import _figure_legend
+from .figures import figure_legend
 from .findings import SETUP_COLUMNS
 from .training_findings import TRAINING_METRICS, Trend, trends
 
@@ -51,5 +51,5 @@ def along_training_figure(results: pd.DataFrame) -> Figure | None:
         ax.set_xlabel("training iteration")
         ax.set_ylabel("relative error / u")
     fig.suptitle(f"roundoff along training, at n_timesteps = {n} (the sweep's largest)")
-    _figure_legend(fig, any_failed=False)
+    figure_legend(fig, any_failed=False)
     return fig

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, conint, field_validator
 
-from ..config import AXIS_REGISTRIES, _load_libraries, _merged, _names_in, checked_data, load_toml
+from ..config import AXIS_REGISTRIES, load_libraries, merged, names_in, checked_data, load_toml
 from ..config import validate as validate_schema
 from ..errors import InputError
 from ..scalings import ScalerSettings
@@ -28,8 +28,8 @@ class SetupEntry(BaseModel):
     @classmethod
     def _name(cls, value: str, info: ValidationInfo) -> str:
         if info.field_name == "library":
-            _load_libraries([value])
-        return _names_in(AXIS_REGISTRIES[info.field_name], [value])[0]
+            load_libraries([value])
+        return names_in(AXIS_REGISTRIES[info.field_name], [value])[0]
 
 
 class TrainConfig(BaseModel):
@@ -69,13 +69,13 @@ class TrainConfig(BaseModel):
     @classmethod
     def _axis_names(cls, value, info: ValidationInfo):
         if info.field_name == "library":
-            _load_libraries(value)
-        return list(dict.fromkeys(_names_in(AXIS_REGISTRIES[info.field_name], value)))
+            load_libraries(value)
+        return list(dict.fromkeys(names_in(AXIS_REGISTRIES[info.field_name], value)))
 
     @field_validator("method", "mode")
     @classmethod
     def _single_name(cls, value: str, info: ValidationInfo) -> str:
-        return _names_in(AXIS_REGISTRIES[info.field_name], [value])[0]
+        return names_in(AXIS_REGISTRIES[info.field_name], [value])[0]
 
 
 def validate(values: dict[str, Any], source: str = "command line") -> TrainConfig:
@@ -101,5 +101,5 @@ def resolve(file: str | Path | None, overrides: dict[str, Any]) -> TrainConfig:
         values.pop("setups", None)  # lists named on the command line replace the file's own setups
     for key, value in overrides.items():
         if value is not None:
-            values[key] = _merged(values.get(key), value)
+            values[key] = merged(values.get(key), value)
     return validate(values)

@@ -15,7 +15,7 @@ from ..dtypes import DTYPES
 from ..errors import InputError
 from ..grid import file_safe
 from ..models import ModelOptions, ModelSpec, Problem, parse_options, resolve_model
-from ..sweep import _build, problem_hash
+from ..sweep import build_problem, problem_hash
 from ..threads import ThreadChoice, choose_threads
 from .config import TrainConfig, resolve, save_points
 from .files import load_resume
@@ -80,7 +80,7 @@ def plan_training(config_file: str | Path | None, overrides: dict[str, Any], out
         reason = ARITHMETICS.get(setup.arithmetic).unsupported_reason(dtype, device)
         if reason:
             raise InputError(f"setup {setup.label} cannot run on {device}: {reason}")
-    problem = _build(model, options, device, parse_data(config.data) if config.data else None)
+    problem = build_problem(model, options, device, parse_data(config.data) if config.data else None)
     stream = batch_stream(problem, model.name, config.val_batches, config.iters)
     threads = choose_threads(problem.func, problem.y0, device, config.threads)
     folder = Path(out) if out is not None else Path("results") / f"train-{file_safe(model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
