@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import torch
 
-from . import metrics
 from .errors import InputError
 from .modes import ProblemCopies
 from .solvers import odeint
@@ -69,7 +68,9 @@ def batch_gradients(
         with torch.enable_grad():
             loss = copies.problem.loss(odeint(func, y0, t, method="rk4"))
             found = torch.autograd.grad(loss, params, allow_unused=True)
-        gradients.append(metrics.flatten([torch.zeros_like(p) if g is None else g for g, p in zip(found, params)]))
+        # Kept on the sweep's device, where a piece read back from the folder lands too: a sweep whose pieces were
+        # computed partly here and partly by another process (or before a resume) stacks them together.
+        gradients.append(torch.cat([(torch.zeros_like(p) if g is None else g).detach().reshape(-1) for g, p in zip(found, params)]))
     return gradients, None
 
 

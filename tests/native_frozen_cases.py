@@ -1,9 +1,11 @@
 """Fixed small problems for the native solver whose trajectories and gradients are frozen on disk.
 
-`python -m tests.native_frozen_cases` writes tests/data/native_frozen.pt from the solver as it is
-now; tests/test_native_gradients_frozen.py checks that the solver still gives the same bits. The
-file was written before the solver's backward was optimised (issue #16), so that the optimisation
-provably changed no number. Regenerate it only when a change of numerics is intended.
+`python -m tests.native_frozen_cases` writes tests/data/native_frozen_<CPU capability>.pt from the
+solver as it is now; tests/test_native_gradients_frozen.py checks that the solver still gives the
+same bits on a CPU of that capability. Both files were written by the solver as it was before its
+backward was optimised (issue #16, commit 0e3ca0a; the AVX2 one later, from a checkout of that commit),
+so that the optimisation provably changed no number. Regenerate them only when a change of numerics is
+intended.
 """
 from __future__ import annotations
 
@@ -16,7 +18,13 @@ import torch
 from roundoff_analyzer.models import MODELS, parse_options
 from roundoff_analyzer.solvers import DynamicAdjointScaler, SolveReport, odeint
 
-FROZEN_PATH = Path(__file__).parent / "data" / "native_frozen.pt"
+FROZEN_FOLDER = Path(__file__).parent / "data"
+
+
+def frozen_path(cpu_capability: str) -> Path:
+    """Bits depend on the vector unit's kernels, so each capability has its own file."""
+    return FROZEN_FOLDER / f"native_frozen_{cpu_capability}.pt"
+
 N_TIMESTEPS = 6
 
 
@@ -139,9 +147,10 @@ def main() -> None:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cases": {case.key: run(case) for case in cases()},
     }
-    FROZEN_PATH.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(frozen, FROZEN_PATH)
-    print(f"wrote {len(frozen['cases'])} cases to {FROZEN_PATH}")
+    path = frozen_path(frozen["cpu_capability"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(frozen, path)
+    print(f"wrote {len(frozen['cases'])} cases to {path}")
 
 
 if __name__ == "__main__":

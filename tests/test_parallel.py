@@ -103,6 +103,9 @@ def test_on_cuda_memory_comes_from_the_allocator_and_workers_match_a_sequential_
     assert len(ran) and ran.peak_memory_bytes.notna().all() and (ran.peak_memory_bytes > 0).all()
     assert (ran.time_forward_s > 0).all() and (ran.time_backward_s > 0).all()
     assert parallel[list(CONFIG_COLUMNS) + ["status"]].equals(sequential[list(CONFIG_COLUMNS) + ["status"]])
+    # The noise's batches are split between the processes, each reading the others' from the folder onto the GPU.
+    assert parallel.grad_noise_rel.notna().all()
+    assert parallel.grad_noise_rel.to_numpy() == pytest.approx(sequential.grad_noise_rel.to_numpy(), rel=1e-9)
 
 
 # --- stopping: Ctrl-C, and a worker that dies -----------------------------------------------------------

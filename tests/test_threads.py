@@ -2,6 +2,7 @@
 `--threads` overrides; the manifest records the choice, and the numbers do not depend on it."""
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -58,7 +59,9 @@ def test_on_a_small_problem_threads_change_nothing_and_are_not_in_the_fingerprin
 
 def test_on_a_large_problem_threads_move_only_the_float32_loss_reduction(tmp_path):
     """Above the threshold torch splits the work: the matmuls still give the same bits here, but the loss's
-    float32 mean over 131072 entries is summed in another order (its error moved by 1.5e-5 of itself when measured)."""
+    float32 mean over the trajectory's 5 x 512 x 256 entries is summed in another order. Measured, its relative
+    error moved by 1.5e-5 of itself on an AVX512 CPU and by 3.9e-4 of itself (1.3 float32 roundings of the loss)
+    on an AVX2 one: the move is a few roundings of the loss, not a fraction of the error."""
     request = {"model": "linear", "options": {"d": "256", "batch": "512"}, "timesteps": [4], "method": ["euler"],
                "library": ["native", "torchdiffeq"], "dtype": ["bfloat16", "float16"], "scaling": ["none"], "device": "cpu"}  # fmt: skip
     problem = sweep.plan(config.validate(request)).problem
@@ -66,7 +69,10 @@ def test_on_a_large_problem_threads_move_only_the_float32_loss_reduction(tmp_pat
     (one, _), (two, _) = (sweep_with_threads(request, n, tmp_path / str(n)) for n in (1, 2))
     loss = [c for c in one.columns if c.startswith("loss_rel_err")]
     pd.testing.assert_frame_equal(one.drop(columns=loss), two.drop(columns=loss), check_exact=True)
-    pd.testing.assert_frame_equal(one[loss], two[loss], rtol=1e-4)
+    # Reordering a float32 sum of n positive terms (squares) moves it by about log2(n) roundings at most.
+    n_terms = 5 * 512 * 256
+    moved = (one.loss_rel_err - two.loss_rel_err).abs()
+    assert one.loss_rel_err.notna().any() and float(moved.max()) <= math.log2(n_terms) * 2.0**-24
 
 
 def test_threads_on_the_command_line_reach_the_manifest_and_leave_torch_as_it_was(tmp_path):
