@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import metrics
 from .errors import InputError
 from .modes import ProblemCopies
 from .solvers import odeint
@@ -70,7 +71,7 @@ def batch_gradients(
             found = torch.autograd.grad(loss, params, allow_unused=True)
         # Kept on the sweep's device, where a piece read back from the folder lands too: a sweep whose pieces were
         # computed partly here and partly by another process (or before a resume) stacks them together.
-        gradients.append(torch.cat([(torch.zeros_like(p) if g is None else g).detach().reshape(-1) for g, p in zip(found, params)]))
+        gradients.append(metrics.flatten([torch.zeros_like(p) if g is None else g for g, p in zip(found, params)], device))
     return gradients, None
 
 

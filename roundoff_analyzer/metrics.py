@@ -20,8 +20,9 @@ def norm(value: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(value.detach().to(device="cpu", dtype=torch.float64)))
 
 
-def flatten(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.detach().reshape(-1).to(device="cpu", dtype=torch.float64) for t in tensors]) if tensors else torch.zeros(0)
+def flatten(tensors: Sequence[torch.Tensor], device: torch.device | str = "cpu") -> torch.Tensor:
+    flat = [t.detach().reshape(-1).to(device=device, dtype=torch.float64) for t in tensors]
+    return torch.cat(flat) if flat else torch.zeros(0, device=device)
 
 
 def all_finite(tensors: Sequence[torch.Tensor | None]) -> bool:
