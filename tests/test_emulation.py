@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 from roundoff_analyzer.dtypes import DTYPES
 from roundoff_analyzer.emulation import EmulationSettings, NumberFormat, custom_format, emulate, is_low, round_by_cast, round_nearest, round_stochastic
+from roundoff_analyzer.emulation.rounding import quantum
 from roundoff_analyzer.grid import Configuration
 from roundoff_analyzer.measure import ERROR_METRICS
 
@@ -71,6 +73,42 @@ def test_stochastic_rounding_picks_a_neighbour_keeps_exact_values_and_is_unbiase
     assert abs(float((rounded == 1.0 + fmt.eps).float().mean()) - 0.25) < 0.01
     exact = round_by_cast(torch.randn(1000, generator=generator), fmt)
     assert torch.equal(round_stochastic(exact, fmt, generator), exact)
+
+
+STOCHASTIC_FORMATS = ["float16", "bfloat16", "float8_e4m3", "float8_e5m2", "e8m20", "e8m22"]
+
+
+def _format(name):
+    return DTYPES.get(name).format if name in DTYPES else custom_format(name)
+
+
+@pytest.mark.parametrize("name", STOCHASTIC_FORMATS)
+def test_stochastic_rounding_never_moves_an_exact_value(name):
+    fmt = _format(name)
+    generator = torch.Generator().manual_seed(1)
+    # Values of the format across its normal and subnormal range, both signs (within E4M3's 448).
+    exact = round_nearest((torch.rand(10**6, generator=generator) - 0.5) * 2.0 ** torch.randint(-12, 8, (10**6,), generator=generator), fmt)
+    moved = round_stochastic(exact, fmt, generator) != exact
+    assert int(moved.sum()) == 0
+
+
+@pytest.mark.parametrize("name", STOCHASTIC_FORMATS)
+def test_stochastic_rounding_is_unbiased_within_the_binomial_standard_error(name):
+    fmt = _format(name)
+    generator = torch.Generator().manual_seed(2)
+    n = 200000
+    # One value between two neighbours at about 0.3 of a quantum above 1 (the nearest float32 fraction
+    # there: e8m22 leaves float32 one bit below its quantum, so a half), then many values at random.
+    bits_below = 23 - fmt.mantissa_bits
+    fraction = max(round(0.3 * 2**bits_below), 1) / 2**bits_below
+    x = torch.full((n,), 1.0 + fraction * fmt.eps)
+    up = (round_stochastic(x, fmt, generator) > 1.0).double()
+    standard_error = math.sqrt(fraction * (1 - fraction) / n)
+    assert abs(float(up.mean()) - fraction) <= 3 * standard_error
+    # The mean of (rounded - x) in quanta over values spread across [1, 2) and [-2^-3, 2^-3).
+    spread = torch.cat([torch.rand(n, generator=generator) + 1, (torch.rand(n, generator=generator) - 0.5) / 4])
+    distance = (round_stochastic(spread, fmt, generator).double() - spread.double()) / quantum(spread, fmt).double()
+    assert abs(float(distance.mean())) <= 3 * float(distance.std()) / math.sqrt(distance.numel())
 
 
 def _layer_run(x, layer, context):
@@ -167,3 +205,33 @@ def test_stochastic_repeats_estimate_significant_digits_close_to_the_reference_e
     assert (table.deterministic == False).all()  # noqa: E712 - the repeats differ, as they must
     digits, from_reference = table.sig_digits_grad_params, -table.grad_params_rel_err.map(math.log10)
     assert ((digits - from_reference).abs() < 1.0).all(), pd.DataFrame({"digits": digits, "reference": from_reference})
+
+
+SCALED_MLP = str(Path(__file__).parent / "fixtures" / "scaled_mlp.py") + ":scaled_mlp"
+
+
+def test_fp8_saturation_is_counted_on_the_scaled_values_a_layer_really_holds():
+    layer = torch.nn.Linear(4, 16)
+    x = 1000 * torch.randn(32, 4, generator=torch.Generator().manual_seed(0))  # beyond E4M3's 448
+    fmt = DTYPES.get("float8_e4m3").format
+    counts = {}
+    for scaling in (True, False):
+        mode = emulate(EmulationSettings(fmt, tensor_scaling=scaling))
+        with mode:
+            out = layer(x)
+        out.float().pow(2).sum().backward()
+        counts[scaling] = mode.saturations.first()
+    assert counts[True] is None  # scaled, every input and output fits
+    assert counts[False] is not None and counts[False][0] == "forward" and counts[False][1] >= int((x.abs() > fmt.max).sum())
+
+
+def test_fp8_scaling_keeps_an_mlp_of_inputs_near_1000_in_range_and_without_it_the_run_fails_with_the_count(tmp_path):
+    grid = ["--model", SCALED_MLP, "-o", "scale=1000", "--dtype", "float8_e4m3", "--library", "torchdiffeq,native",
+            "--scaling", "none", "--method", "euler", "--timesteps", "4", "--noise-batches", "0", "--no-report"]  # fmt: skip
+    assert run_cli("sweep", *grid, "--out", tmp_path / "scaled").exit_code == 0
+    scaled = results(tmp_path / "scaled")
+    assert (scaled.status == "ok").all() and scaled.failure_message.isna().all()
+    assert run_cli("sweep", *grid, "--no-fp8-scaling", "--out", tmp_path / "unscaled").exit_code == 0
+    unscaled = results(tmp_path / "unscaled")
+    assert (unscaled.failure_class == "overflow").all()
+    assert unscaled.failure_message.str.fullmatch(r"\d+ values beyond ±448 saturated in the forward pass \(the format has no infinity\)").all()

@@ -95,7 +95,7 @@ def power_of_two_scale(x: torch.Tensor, fmt: NumberFormat) -> torch.Tensor:
 class EmulationSettings:
     format: NumberFormat
     rounding: str = "nearest"  # or "stochastic"
-    tensor_scaling: bool = False  # per-tensor power-of-two scaling of low-precision op inputs and outputs
+    tensor_scaling: bool = False  # per-tensor power-of-two scaling of low-precision op inputs and outputs, and of stored tensors
     pure: bool = False  # pure mode: casts to float32 mean "to the working dtype"
     seed: int = 0
     cache_weights: bool = True  # as autocast's weight cache (off for autocast-nocache)
@@ -113,7 +113,6 @@ class EmulatedPrecision(TorchFunctionMode):
         else:
             self.generator = None
             self.value_round = partial(round_by_cast if fmt.torch_dtype is not None else round_nearest, fmt=fmt)
-        self.op_round: ValueRound = self._scaled if settings.tensor_scaling else self.value_round
         # torch's own cast is differentiable and rounds the gradient on its way back: the fast path, where
         # there are no saturations to count.
         self._native_cast = settings.rounding == "nearest" and fmt.torch_dtype is not None and not fmt.finite_only
@@ -124,19 +123,26 @@ class EmulatedPrecision(TorchFunctionMode):
     # -- what the solvers call -------------------------------------------------------------------
 
     def store(self, x: torch.Tensor, phase: str = "forward") -> torch.Tensor:
-        """`x`'s values in the format (no gradient): a state or adjoint stored as the real dtype would store it."""
-        return self._counted(self.value_round, phase)(x.detach())
+        """`x`'s values in the format (no gradient): a state or adjoint stored as the real dtype would store it.
 
-    def _counted(self, value_round: ValueRound, phase: str) -> ValueRound:
+        Under per-tensor scaling a stored tensor keeps a scale of its own, as an fp8 tensor is stored with
+        its scale, so it is rounded as a low-precision op's input is.
+        """
+        return self._rounding(phase, for_op=True)(x.detach())
+
+    def _rounding(self, phase: str, for_op: bool = False) -> ValueRound:
+        """The rounding of one pass; a format without infinity counts what it clips, on the values it
+        really holds: with per-tensor scaling, the scaled ones."""
         fmt = self.settings.format
-        if not fmt.finite_only:
-            return value_round
+        value_round = self.value_round
+        if fmt.finite_only:
+            def value_round(x: torch.Tensor, unscaled_round: ValueRound = value_round) -> torch.Tensor:
+                self.saturations.add(phase, x, fmt.max)
+                return unscaled_round(x)
 
-        def counted(x: torch.Tensor) -> torch.Tensor:
-            self.saturations.add(phase, x, fmt.max)
-            return value_round(x)
-
-        return counted
+        if for_op and self.settings.tensor_scaling:
+            return partial(self._scaled, value_round=value_round)
+        return value_round
 
     def mark(self, x: torch.Tensor) -> torch.Tensor:
         """Declare `x` to hold values of the format (pure mode's parameters and inputs)."""
@@ -150,19 +156,18 @@ class EmulatedPrecision(TorchFunctionMode):
 
     # -- rounding ---------------------------------------------------------------------------------
 
-    def _scaled(self, x: torch.Tensor) -> torch.Tensor:
+    def _scaled(self, x: torch.Tensor, value_round: ValueRound) -> torch.Tensor:
         scale = power_of_two_scale(x, self.settings.format)
-        return self.value_round(x * scale) / scale
+        return value_round(x * scale) / scale
 
     def round(self, x: torch.Tensor, for_op: bool = False) -> torch.Tensor:
         if x.dtype != torch.float32:
             return x
-        value_round = self.op_round if for_op else self.value_round
         if not (x.requires_grad and torch.is_grad_enabled()):
-            return _tag(self._counted(value_round, "forward")(x))
+            return _tag(self._rounding("forward", for_op)(x))
         if self._native_cast and not (for_op and self.settings.tensor_scaling):
             return _tag(x.to(self.settings.format.torch_dtype).to(torch.float32))
-        return _tag(_Rounded.apply(x, self._counted(value_round, "forward"), self._counted(value_round, "backward")))
+        return _tag(_Rounded.apply(x, self._rounding("forward", for_op), self._rounding("backward", for_op)))
 
     def _op_input(self, x):
         if not (isinstance(x, torch.Tensor) and x.dtype == torch.float32):

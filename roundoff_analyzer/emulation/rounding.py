@@ -33,10 +33,22 @@ def round_nearest(x: torch.Tensor, fmt: NumberFormat) -> torch.Tensor:
 
 
 def round_stochastic(x: torch.Tensor, fmt: NumberFormat, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Up with probability equal to the distance from the value below, in units of the quantum; exact values stay."""
+    """Up with probability equal to the distance from the value below, in units of the quantum; exact values stay.
+
+    x / quantum, its floor and the fraction above the floor are exact in float32 (a power-of-two
+    scaling and Sterbenz subtraction), and the fraction is compared with a float64 uniform, so no
+    intermediate rounding biases the choice, however many mantissa bits the format keeps. (Adding a
+    float32 uniform to x / quantum, as `floor(x / q + U)`, rounds the sum when the format keeps more
+    than a few bits fewer than float32.) A fraction below 2^-53 rounds up with probability 2^-53
+    rather than its own: such a value lies in the format's subnormal range and within 2^-53 quanta of
+    a representable value.
+    """
     step = quantum(x, fmt)
-    noise = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
-    return _overflow(x, torch.floor(x / step + noise) * step, fmt)
+    scaled = x / step
+    below = torch.floor(scaled)
+    fraction = (scaled - below).to(torch.float64)
+    uniform = torch.rand(x.shape, generator=generator, dtype=torch.float64, device=x.device)
+    return _overflow(x, (below + (uniform < fraction).to(x.dtype)) * step, fmt)
 
 
 def round_by_cast(x: torch.Tensor, fmt: NumberFormat) -> torch.Tensor:

@@ -1,12 +1,17 @@
 """The native mixed-precision solver: discretise, then optimise, with a hand-written backward.
 
-Forward: each increment is evaluated under the ambient autocast (so in the low dtype), the state
-update `y <- y + increment` happens in the input's dtype, and each state is stored in the low dtype;
+Forward: each step's slopes and their weighted sum are evaluated under the ambient autocast (so in
+the low dtype); the step size multiplies that sum afterwards, in the input's dtype (float32), where
+the state update `y <- y + h * sum_i b_i k_i` happens too, and each state is stored in the low dtype;
 only those N+1 stored states are kept for backward. Backward: walk the grid back, rebuild each
-increment from its stored state, and take its vector-Jacobian product with the adjoint by autograd,
-optionally under a dynamic adjoint scale; adjoint and parameter gradients accumulate in (at least)
-float32. One step's graph is freed before the next is built, and the whole backward is one autocast
-region, so that each weight is cast to the low dtype once per backward rather than once per step.
+step's weighted slopes from its stored state, take their vector-Jacobian product with the adjoint
+by autograd (optionally under a dynamic adjoint scale), and only then multiply by h, in float32:
+the adjoint that enters the low-precision product is not shrunk by the step size, so a small
+adjoint does not sink into the low dtype's subnormals as n_timesteps grows. This is the paper's
+ordering (rampde's); torchdiffeq and torchode multiply by h inside the low-precision graph.
+Adjoint and parameter gradients accumulate in (at least) float32. One step's graph is freed before
+the next is built, and the whole backward is one autocast region, so that each weight is cast to the
+low dtype once per backward rather than once per step.
 """
 from __future__ import annotations
 
@@ -58,15 +63,17 @@ def odeint(
 
 
 def increment(func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """h * sum_i b_i k_i for one explicit Runge-Kutta step from (t, y); h a 0-dim tensor."""
-    return _increment(func, tableau, t, y, h, None)
+    """h * sum_i b_i k_i for one explicit Runge-Kutta step from (t, y), as the solver forms it: the
+    weighted slopes in the ambient (autocast) dtype, times h in y's dtype; h a 0-dim tensor."""
+    return h * weighted_slopes(func, tableau, t, y, h).to(y.dtype)
 
 
-def _increment(func, tableau, t, y, h: torch.Tensor, h_value: float | None) -> torch.Tensor:
+def weighted_slopes(func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tensor, h: torch.Tensor, h_value: float | None = None) -> torch.Tensor:
+    """sum_i b_i k_i of one explicit Runge-Kutta step from (t, y): the part of the step that runs in the low dtype."""
     # Stage times from the plain float when there is one (exact: c is 0, 1/2 or 1 and h a float32 or
     # float64 number); without it, from the tensor, so that gradients with respect to t reach them.
-    # Products with a stage keep h as a 0-dim tensor: as the first operand torch rounds it to a
-    # float16 stage's dtype, and the solver's numbers have always been those of that rounding.
+    # Inside the stages h scales a low-precision slope as a 0-dim tensor, so the product is in the
+    # slope's dtype, as in rampde's and torchdiffeq's stages.
     scaled: dict[float, torch.Tensor] = {1.0: h}
     stages: list[torch.Tensor] = []
     for a_row, c in zip(tableau.a, tableau.c):
@@ -77,8 +84,7 @@ def _increment(func, tableau, t, y, h: torch.Tensor, h_value: float | None) -> t
                     scaled[a_ij] = h * a_ij
                 stage_y = stage_y + scaled[a_ij] * k_j
         stages.append(func(t + c * (h if h_value is None else h_value), stage_y))
-    weighted = sum(b * k for b, k in zip(tableau.b, stages) if b)
-    return h * weighted
+    return sum(b * k for b, k in zip(tableau.b, stages) if b)
 
 
 def _autocast_state(device_type: str) -> tuple[bool, torch.dtype]:
@@ -105,7 +111,7 @@ class _NativeSolve(torch.autograd.Function):
         if separate:
             trajectory[0] = y
         for k, (h, h_value) in enumerate(steps):
-            y = y + _increment(func, tableau, t[k], y, h, h_value).to(y.dtype)
+            y = y + h * weighted_slopes(func, tableau, t[k], y, h, h_value).to(y.dtype)
             stored[k + 1] = store(y)
             if separate:
                 trajectory[k + 1] = y
@@ -167,34 +173,44 @@ class _BackwardStep:
 
     def __call__(self, t_k, step, y_stored, adjoint, ends=None):
         """(vjp w.r.t. the state, vjp w.r.t. each parameter (then each of `ends`, when given), the adjoint as
-        held in the low dtype or None, finite)."""
+        held in the low dtype or None, finite); the vjps are of the step's whole increment h * sum_i b_i k_i."""
         scaler = self.scaler
         eps = self.emulation.settings.format.eps if self.emulation is not None else None
         scale = scaler.scale_for(adjoint, self.low_dtype, eps) if scaler is not None else None
         while True:
-            parts, entering_dtype = self._vjp(t_k, step, y_stored, adjoint, scale, ends)
+            parts, slopes = self._vjp(t_k, step, y_stored, adjoint, scale, ends)
             finite = unscale_and_check(parts, scale) if self.checking else True
             if finite or scaler is None:
-                return parts[0], parts[1:], self._held(adjoint, scale, entering_dtype) if self.recording else None, finite
+                break
             # The graph was freed by the product; the retry rebuilds it (it recomputes the same values).
             scale = scaler.backoff()
+        # The step size, applied after the low-precision product and in the accumulation dtype.
+        h = step[0]
+        torch._foreach_mul_(parts, h.to(self.accumulate))
+        if ends is not None:
+            # h = end - start also multiplies the slopes outside them: d(h a.S)/d(start, end) = (-1, +1) a.S.
+            outer = (adjoint * slopes.detach().to(self.accumulate)).sum()
+            parts[-2].sub_(outer)
+            parts[-1].add_(outer)
+        held = self._held(adjoint, scale, slopes.dtype) if self.recording else None
+        return parts[0], parts[1:], held, finite
 
     def _vjp(self, t_k, step, y_stored, adjoint, scale, ends):
         emulation = self.emulation
         with emulation.reenter() if emulation is not None else nullcontext():
             y = y_stored.to(self.state_dtype).requires_grad_(True)
             if ends is None:
-                step_increment = _increment(self.func, self.tableau, t_k, y, *step)
+                slopes = weighted_slopes(self.func, self.tableau, t_k, y, *step)
             else:  # the step size from the ends, inside the graph
-                step_increment = _increment(self.func, self.tableau, ends[0], y, ends[1] - ends[0], None)
-        entering = (adjoint if scale is None else adjoint * scale).to(step_increment.dtype)
+                slopes = weighted_slopes(self.func, self.tableau, ends[0], y, ends[1] - ends[0], None)
+        entering = (adjoint if scale is None else adjoint * scale).to(slopes.dtype)
         entering = emulation.store(entering, "backward") if emulation is not None else entering
         inputs = (y, *self.params, *(ends or ()))
         # Outside autocast, as torch runs any backward: autocast applies to the rebuilt forward only.
         with torch.autocast(y.device.type, enabled=False):
-            grads = torch.autograd.grad(step_increment, inputs, entering, allow_unused=True)
+            grads = torch.autograd.grad(slopes, inputs, entering, allow_unused=True)
         parts = [torch.zeros(x.shape, dtype=self.accumulate, device=x.device) if g is None else g.to(self.accumulate) for g, x in zip(grads, inputs)]
-        return parts, step_increment.dtype
+        return parts, slopes
 
     def _held(self, adjoint, scale, entering_dtype):
         # What enters the low-precision product: the scaled adjoint in the autocast dtype. When the

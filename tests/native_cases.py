@@ -1,29 +1,17 @@
-"""Fixed small problems for the native solver whose trajectories and gradients are frozen on disk.
-
-`python -m tests.native_frozen_cases` writes tests/data/native_frozen_<CPU capability>.pt from the
-solver as it is now; tests/test_native_gradients_frozen.py checks that the solver still gives the
-same bits on a CPU of that capability. Both files were written by the solver as it was before its
-backward was optimised (issue #16, commit 0e3ca0a; the AVX2 one later, from a checkout of that commit),
-so that the optimisation provably changed no number. Regenerate them only when a change of numerics is
-intended.
+"""Small fixed problems on which the native solver is checked against its plain oracle (tests/native_oracle.py):
+an MLP whose output stays in the autocast dtype, a steep one that makes the dynamic scaler back off,
+OT-Flow (whose `cat` promotes to float32) and an OT-Flow whose float16 gradients overflow.
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from pathlib import Path
-
 import torch
 
 from roundoff_analyzer.models import MODELS, parse_options
 from roundoff_analyzer.solvers import DynamicAdjointScaler, SolveReport, odeint
 
-FROZEN_FOLDER = Path(__file__).parent / "data"
-
-
-def frozen_path(cpu_capability: str) -> Path:
-    """Bits depend on the vector unit's kernels, so each capability has its own file."""
-    return FROZEN_FOLDER / f"native_frozen_{cpu_capability}.pt"
+from . import native_oracle
 
 N_TIMESTEPS = 6
 
@@ -107,29 +95,30 @@ def _problem(case: Case):
     return func, y0, loss
 
 
-def run(case: Case, **solver_options) -> dict[str, torch.Tensor]:
-    """Trajectory, loss and gradients (y0 first, then each parameter) of one solve, as plain tensors.
-
-    One thread, so that no reduction is split differently from the run that froze the numbers.
-    """
+def run(case: Case, oracle: bool = False) -> dict[str, torch.Tensor]:
+    """Trajectory, loss and gradients (y0 first, then each parameter) of one solve, as plain tensors:
+    by the solver, or with `oracle` by tests/native_oracle.py. One thread, so that both split their
+    reductions alike."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _run(case, **solver_options)
+        return _run(case, oracle)
     finally:
         torch.set_num_threads(threads)
 
 
-def _run(case: Case, **solver_options) -> dict[str, torch.Tensor]:
+def _run(case: Case, oracle: bool) -> dict[str, torch.Tensor]:
     func, y0, loss_fn = _problem(case)
     dtype = getattr(torch, case.dtype)
     y0 = y0.clone().requires_grad_(True)
     params = [p for p in func.parameters() if p.requires_grad]
     t = torch.linspace(0.0, 1.0, N_TIMESTEPS + 1)
     scaler = DynamicAdjointScaler() if case.scaler else None
-    report = SolveReport() if case.report else None
     with torch.autocast("cpu", dtype=dtype, enabled=case.mode == "autocast" and dtype != torch.float32):
-        trajectory = odeint(func, y0, t, case.method, scaler=scaler, report=report, **solver_options)
+        if oracle:
+            trajectory = native_oracle.odeint(func, y0, t, case.method, scaler=scaler)
+        else:
+            trajectory = odeint(func, y0, t, case.method, scaler=scaler, report=SolveReport() if case.report else None)
     loss = loss_fn(trajectory.float())
     grads = torch.autograd.grad(loss, [y0, *params], allow_unused=True)
     result = {"trajectory": trajectory.detach(), "loss": loss.detach()}
@@ -139,19 +128,3 @@ def _run(case: Case, **solver_options) -> dict[str, torch.Tensor]:
         result["final_scale"] = torch.tensor(float(scaler.scale))
         result["scale_retries"] = torch.tensor(scaler.retries)
     return result
-
-
-def main() -> None:
-    frozen = {
-        "torch_version": str(torch.__version__),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "cases": {case.key: run(case) for case in cases()},
-    }
-    path = frozen_path(frozen["cpu_capability"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(frozen, path)
-    print(f"wrote {len(frozen['cases'])} cases to {path}")
-
-
-if __name__ == "__main__":
-    main()

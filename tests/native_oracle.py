@@ -1,0 +1,84 @@
+"""A plain implementation of the native solver's arithmetic, kept as the oracle of the optimised one.
+
+It computes what `roundoff_analyzer.solvers.odeint` computes, op for op in the same order, without any
+of its optimisations: each backward step opens its own autocast region (so every weight is cast again,
+to the same values), keeps its graph until the step ends, divides by the adjoint scale and checks
+finiteness tensor by tensor, and adds gradients one tensor at a time. Run in the same process on the
+same machine, the two must agree bit for bit; float32 kernels differ between CPUs, so numbers frozen on
+one machine are no oracle for another.
+
+The arithmetic (the paper's, as rampde does it): forward, the slopes k_i and their weighted sum
+S = sum_i b_i k_i in the autocast dtype, then y <- y + h * S in the state's dtype, each state stored
+in the low dtype. Backward, for each step from the last: rebuild S from the stored state, take the
+vector-Jacobian product of S with the (scaled) adjoint in the low dtype, unscale, and only then
+multiply by h in float32 and add to the adjoint and the parameter gradients.
+"""
+from __future__ import annotations
+
+import torch
+
+from roundoff_analyzer.methods import METHODS
+from roundoff_analyzer.solvers import DynamicAdjointScaler
+
+
+def _weighted_slopes(func, tableau, t, y, h):
+    stages = []
+    for a_row, c in zip(tableau.a, tableau.c):
+        stage_y = y
+        for a_ij, k_j in zip(a_row, stages):
+            if a_ij:
+                stage_y = stage_y + (h * a_ij) * k_j
+        stages.append(func(t + c * h, stage_y))
+    return sum(b * k for b, k in zip(tableau.b, stages) if b)
+
+
+def odeint(func, y0, t, method="rk4", scaler: DynamicAdjointScaler | None = None):
+    tableau = METHODS.get(method)
+    params = [p for p in func.parameters() if p.requires_grad]
+    return _Solve.apply(func, tableau, scaler, y0, t, *params)
+
+
+class _Solve(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, func, tableau, scaler, y0, t, *params):
+        device = y0.device.type
+        autocast_on, autocast_dtype = torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)
+        low_dtype = autocast_dtype if autocast_on else y0.dtype
+        trajectory, stored = [y0.detach()], [y0.detach().to(low_dtype)]
+        y = y0.detach()
+        for k in range(t.numel() - 1):
+            h = t[k + 1] - t[k]
+            y = y + h * _weighted_slopes(func, tableau, t[k], y, h).to(y.dtype)
+            trajectory.append(y)
+            stored.append(y.to(low_dtype))
+        ctx.func, ctx.tableau, ctx.scaler = func, tableau, scaler
+        ctx.autocast, ctx.low_dtype, ctx.state_dtype = (autocast_on, autocast_dtype), low_dtype, y0.dtype
+        ctx.save_for_backward(t, torch.stack(stored), *params)
+        return torch.stack(trajectory)
+
+    @staticmethod
+    def backward(ctx, grad_trajectory):
+        t, stored, *params = ctx.saved_tensors
+        autocast_on, autocast_dtype = ctx.autocast
+        accumulate = torch.promote_types(ctx.state_dtype, torch.float32)
+        n_steps = t.numel() - 1
+        adjoint = grad_trajectory[n_steps].to(accumulate)
+        param_grads = [torch.zeros(p.shape, dtype=accumulate) for p in params]
+        for k in reversed(range(n_steps)):
+            h = t[k + 1] - t[k]
+            scale = ctx.scaler.scale_for(adjoint, ctx.low_dtype) if ctx.scaler is not None else 1.0
+            while True:
+                with torch.enable_grad(), torch.autocast(stored.device.type, dtype=autocast_dtype, enabled=autocast_on):
+                    y = stored[k].to(ctx.state_dtype).requires_grad_(True)
+                    slopes = _weighted_slopes(ctx.func, ctx.tableau, t[k], y, h)
+                cotangent = (adjoint * scale).to(slopes.dtype)
+                grads = torch.autograd.grad(slopes, (y, *params), cotangent, allow_unused=True)
+                parts = [torch.zeros(x.shape, dtype=accumulate) if g is None else g.to(accumulate) / scale for g, x in zip(grads, (y, *params))]
+                if ctx.scaler is None or all(bool(torch.isfinite(p).all()) for p in parts):
+                    break
+                scale = ctx.scaler.backoff()
+            parts = [p * h.to(accumulate) for p in parts]
+            adjoint = adjoint + parts[0] + grad_trajectory[k].to(accumulate)
+            for total, part in zip(param_grads, parts[1:]):
+                total.add_(part)
+        return (None, None, None, adjoint.to(ctx.state_dtype), None, *[g.to(p.dtype) for g, p in zip(param_grads, params)])
