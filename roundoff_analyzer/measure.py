@@ -42,6 +42,7 @@ class RunOutcome:
     grads: list[torch.Tensor | None] = field(default_factory=list)  # y0 first, then each parameter
     final_scale: float | None = None
     retries: int | None = None
+    backward_passes: int | None = None  # a loss scaler may run several to find its scale
     forward_s: float | None = None
     backward_s: float | None = None
     peak_memory_bytes: int | None = None
@@ -62,8 +63,10 @@ def run_once(
     settings: ScalerSettings,
     t: torch.Tensor,
     loss_dtype: torch.dtype,
+    scale_hint: int | None = None,
 ) -> RunOutcome:
-    """Forward, loss and backward of one run; any exception or non-finite value becomes `failure`."""
+    """Forward, loss and backward of one run; any exception or non-finite value becomes `failure`.
+    `scale_hint`: where a searching loss scaler starts (the retries of a similar run)."""
     outcome = RunOutcome()
     device = prepared.y0.device
     adjoint_scaler = scaling.adjoint_scaler(settings)
@@ -85,11 +88,11 @@ def run_once(
             outcome.failure = failures.overflow("loss", "forward", None)
             return outcome
         with measured(device) as backward:
-            result = scaling.backward(loss, leaves, adjoint_scaler, settings)
+            result = scaling.backward(loss, leaves, adjoint_scaler, settings, hint=scale_hint)
         outcome.backward_s, outcome.peak_memory_bytes = backward.seconds, backward.peak_memory_bytes or forward.peak_memory_bytes
         # A parameter the loss does not reach has a zero gradient, whichever way the library reports it.
         outcome.grads = [torch.zeros_like(leaf) if g is None else g.detach().clone() for g, leaf in zip(result.grads, leaves)]
-        outcome.final_scale, outcome.retries = result.final_scale, result.retries
+        outcome.final_scale, outcome.retries, outcome.backward_passes = result.final_scale, result.retries, result.passes
         # Keep the backward profile of the attempt that counted (a loss scaler may have retried).
         outcome.report.backward = sorted(outcome.report.backward[-(t.numel() - 1):], key=lambda r: r.backward_step)
         if not metrics.all_finite(outcome.grads):
@@ -161,6 +164,8 @@ class SweepContext:
     fp8_scaling: bool = True
     cpu_memory: bool = False  # on the CPU, one extra untimed run per configuration measures its peak memory
     train_iteration: int | None = None  # the training iteration of the checkpoint whose weights `copies` hold, where known
+    # The retries of the last run of each setup here: a searching loss scaler starts there (same result, fewer passes).
+    scale_hints: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -208,7 +213,11 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         try:
             with restored_torch_state(), _time_limit(context.timeout_s):
                 prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, repeat))
-                outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
+                hint_key = (config.library, config.dtype, config.scaling, config.mode, config.arithmetic, config.rounding)
+                outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32,
+                                   scale_hint=context.scale_hints.get(hint_key))  # fmt: skip
+                if outcome.retries is not None:
+                    context.scale_hints[hint_key] = outcome.retries
                 silent = prepared.silent_overflow() if outcome.failure is None and prepared.silent_overflow else None
                 if silent is not None:
                     outcome.failure = failures.saturated(*silent, dtype.max)
@@ -221,7 +230,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         # The profiler slows every op, so the peak comes from a run of its own, not from the timed ones.
         with cpu_peak_memory() as peak:
             prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, 0))
-            run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
+            run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32, scale_hint=outcomes[-1].retries)
         outcomes[-1].peak_memory_bytes = peak.bytes
     row.update(_step_columns(method, outcomes[-1], reference))
     measurement = _summarise(row, config, dtype, outcomes, reference, context.copies)

@@ -1,6 +1,9 @@
-"""`grad` scaling finds the fewest backoffs by bisection: the same gradients, final scale, retries and
-per-step record as GradScaler's own loop (back off by one step after each non-finite backward)."""
+"""`grad` scaling finds the fewest backoffs by bisection, or from the retries of a similar run: the same
+gradients, final scale, retries and per-step record as GradScaler's own loop (back off by one step after
+each non-finite backward), in two backward passes where the hint is right."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,7 +15,7 @@ from roundoff_analyzer.methods import METHODS
 from roundoff_analyzer.models import parse_options, resolve_model
 from roundoff_analyzer.modes import MODES, ProblemCopies
 from roundoff_analyzer.scalings import SCALINGS, BackwardResult, ScalerSettings
-from roundoff_analyzer.scalings.grad import _Leaves, first_finite
+from roundoff_analyzer.scalings.grad import _Leaves, first_finite, first_finite_near
 
 
 class GradScalerLoop:
@@ -23,7 +26,7 @@ class GradScalerLoop:
     def adjoint_scaler(self, settings):
         return None
 
-    def backward(self, loss, leaves, adjoint_scaler, settings):
+    def backward(self, loss, leaves, adjoint_scaler, settings, hint=None):
         scaler = torch.amp.GradScaler("cpu", init_scale=settings.init_scale, backoff_factor=settings.backoff_factor,
                                       growth_interval=2**31 - 1)  # fmt: skip
         for attempt in range(settings.max_retries + 1):
@@ -45,14 +48,33 @@ def copies() -> ProblemCopies:
     return ProblemCopies(model.build(parse_options(model, {"d": 3, "hidden": 8, "batch": 16}), torch.device("cpu")))
 
 
-def measure(copies, scaling, library, method, n, settings) -> RunOutcome:
+def measure(copies, scaling, library, method, n, settings, hint=None) -> RunOutcome:
     prepared = MODES.get("autocast").prepare(copies, torch.float16)
     t = time_grid(n, torch.float32, torch.device("cpu"))
-    return run_once(prepared, copies, LIBRARIES.get(library), METHODS.get(method), scaling, settings, t, torch.float32)
+    return run_once(prepared, copies, LIBRARIES.get(library), METHODS.get(method), scaling, settings, t, torch.float32, scale_hint=hint)
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dtype == b.dtype and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+class ReluField(torch.nn.Module):
+    """A ReLU right-hand side: its backward masks gradient entries, so an overflow there may not show."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner, self.outer = torch.nn.Linear(3, 16), torch.nn.Linear(16, 3)
+
+    def forward(self, t, y):
+        return self.outer(torch.relu(self.inner(y)))
+
+
+@pytest.fixture(scope="module")
+def relu_copies() -> ProblemCopies:
+    torch.manual_seed(0)
+    y0 = torch.randn(16, 3, generator=torch.Generator().manual_seed(1))
+    problem = SimpleNamespace(func=ReluField(), y0=y0, loss=lambda trajectory: 1e3 * trajectory[-1].pow(2).sum())
+    return ProblemCopies(problem)
 
 
 CASES = [
@@ -60,15 +82,14 @@ CASES = [
     ("native", "rk4", 8, ScalerSettings()),
     ("torchdiffeq", "euler", 8, ScalerSettings()),
     ("torchdiffeq", "rk4", 4, ScalerSettings()),
-    ("native", "rk4", 4, ScalerSettings(backoff_factor=0.3)),  # a factor that is not a power of two
+    ("native", "rk4", 4, ScalerSettings(backoff_factor=0.3)),  # a factor that is not a power of two: bisection
     ("native", "euler", 8, ScalerSettings(max_retries=4)),  # exhausted before the scale is small enough
     ("torchdiffeq", "euler", 4, ScalerSettings(init_scale=1.0)),  # no retry needed
+    ("torchdiffeq", "euler", 16, ScalerSettings(init_scale=2.0**20)),
 ]
 
 
-@pytest.mark.parametrize("library, method, n, settings", CASES)
-def test_bisection_gives_what_gradscalers_loop_gives(copies, library, method, n, settings):
-    fast, loop = (measure(copies, scaling, library, method, n, settings) for scaling in (SCALINGS.get("grad"), GradScalerLoop()))
+def same_outcome(fast: RunOutcome, loop: RunOutcome) -> bool:
     assert (fast.final_scale, fast.retries) == (loop.final_scale, loop.retries)
     assert (fast.failure is None) == (loop.failure is None)
     if loop.failure is None:
@@ -76,8 +97,43 @@ def test_bisection_gives_what_gradscalers_loop_gives(copies, library, method, n,
     else:
         assert fast.failure.failure_class == loop.failure.failure_class == "scaler_exhausted"
     assert repr(fast.report.backward) == repr(loop.report.backward)  # repr: NaN equals NaN
-    if settings == ScalerSettings():  # bisection is only put to the test where the loop needed several backoffs
-        assert loop.retries >= 5
+    return True
+
+
+@pytest.mark.parametrize("library, method, n, settings", CASES)
+def test_the_search_gives_what_gradscalers_loop_gives(copies, library, method, n, settings):
+    loop = measure(copies, GradScalerLoop(), library, method, n, settings)
+    grad = SCALINGS.get("grad")
+    assert same_outcome(measure(copies, grad, library, method, n, settings), loop)
+    if loop.retries is not None and loop.retries >= 5:  # the search is only put to the test where the loop backed off often
+        # From the right hint, two passes; from hints off by one or several either way, the same result.
+        assert measure(copies, grad, library, method, n, settings, hint=loop.retries).backward_passes == 2
+        for hint in (loop.retries - 3, loop.retries + 1, settings.max_retries + 5):
+            assert same_outcome(measure(copies, grad, library, method, n, settings, hint=hint), loop), hint
+
+
+@pytest.mark.parametrize("library", ["native", "torchdiffeq"])
+def test_a_relu_field_gives_what_gradscalers_loop_gives(relu_copies, library):
+    loop = measure(relu_copies, GradScalerLoop(), library, "euler", 8, ScalerSettings())
+    assert loop.retries >= 5
+    for hint in (None, loop.retries - 2, loop.retries + 2):
+        assert same_outcome(measure(relu_copies, SCALINGS.get("grad"), library, "euler", 8, ScalerSettings(), hint=hint), loop)
+
+
+@pytest.mark.parametrize("answer", [0, 1, 5, 11, 29, 30, 31])
+@pytest.mark.parametrize("guess", [0, 1, 5, 10, 11, 12, 31])
+def test_first_finite_near_finds_the_boundary_and_ends_on_it(answer, guess):
+    calls = []
+
+    def finite_at(k):
+        calls.append(k)
+        return k >= answer
+
+    assert first_finite_near(finite_at, 31, guess) == answer
+    assert answer == 31 or answer in calls  # the gradients of the answer were seen
+    if guess == answer and 0 < answer < 31:
+        assert calls == [answer - 1, answer]  # two passes, the last the one that counts
+    assert len(calls) <= 8
 
 
 @pytest.mark.parametrize("answer", [0, 1, 5, 11, 29, 30, 31])

@@ -25,6 +25,7 @@ class BackwardResult:
     grads: list[torch.Tensor | None]
     final_scale: float | None = None
     retries: int | None = None
+    passes: int = 1  # backward passes it took
 
 
 class Scaling(Protocol):
@@ -38,8 +39,16 @@ class Scaling(Protocol):
         ...
 
     def backward(
-        self, loss: torch.Tensor, leaves: Sequence[torch.Tensor], adjoint_scaler: DynamicAdjointScaler | None, settings: ScalerSettings
-    ) -> BackwardResult: ...
+        self,
+        loss: torch.Tensor,
+        leaves: Sequence[torch.Tensor],
+        adjoint_scaler: DynamicAdjointScaler | None,
+        settings: ScalerSettings,
+        hint: int | None = None,
+    ) -> BackwardResult:
+        """`hint`: the retries of an earlier run of the same setup, where a scaler that searches can start;
+        it may change how long the search takes, never its result."""
+        ...
 
 
 SCALINGS: Registry[Scaling] = Registry("scaling")

@@ -14,7 +14,7 @@ class DynamicScaling:
     def adjoint_scaler(self, settings):
         return DynamicAdjointScaler(max_retries=settings.max_retries)
 
-    def backward(self, loss, leaves, adjoint_scaler, settings):
+    def backward(self, loss, leaves, adjoint_scaler, settings, hint=None):
         grads = plain_backward(loss, leaves)
         return BackwardResult(grads, final_scale=adjoint_scaler.scale, retries=adjoint_scaler.retries)
 

@@ -52,12 +52,14 @@ class GradScaling:
     def adjoint_scaler(self, settings):
         return None
 
-    def backward(self, loss, leaves, adjoint_scaler, settings):
-        # The result is GradScaler's after k backoffs, k the fewest that give finite gradients; k is found
-        # by bisection (log2(max_retries) backward passes instead of k + 1), and `retries` is still k.
+    def backward(self, loss, leaves, adjoint_scaler, settings, hint=None):
+        # The result is GradScaler's after k backoffs, k the fewest that give finite gradients, and `retries`
+        # is k. k is found from `hint` (the k of a similar run: two backward passes when it is right) or by
+        # bisection (about log2(max_retries) passes instead of k + 1).
         scales = backoff_scales(settings.init_scale, settings.backoff_factor, settings.max_retries, loss.device)
         optimizer = _Leaves(leaves)
         last: list[int] = []
+        passes = [0]
 
         def finite_at(k: int) -> bool:
             # The real GradScaler, so that its own checks (e.g. its refusal of float16 gradients) apply.
@@ -68,9 +70,10 @@ class GradScaling:
             scaler.scale(loss).backward(retain_graph=True)
             scaler.unscale_(optimizer)
             last[:] = [k]
+            passes[0] += 1
             return all(leaf.grad is None or bool(torch.isfinite(leaf.grad).all()) for leaf in leaves)
 
-        k = first_finite(finite_at, len(scales))
+        k = first_finite(finite_at, len(scales)) if hint is None else first_finite_near(finite_at, len(scales), hint)
         if k == len(scales):
             raise ScalerExhausted(
                 f"loss scale still gives non-finite gradients after {settings.max_retries} retries (scale {scales[-1]:g})",
@@ -79,7 +82,22 @@ class GradScaling:
             )
         if last != [k]:  # the gradients and the solver's per-step record must be those of the pass that counted
             finite_at(k)
-        return BackwardResult([leaf.grad for leaf in leaves], final_scale=scales[k], retries=k)
+        return BackwardResult([leaf.grad for leaf in leaves], final_scale=scales[k], retries=k, passes=passes[0])
+
+
+def first_finite_near(finite_at, n: int, guess: int) -> int:
+    """first_finite's answer, looked for at `guess` first: k - 1 then k, two calls when the guess is right,
+    ending on k. Otherwise the search goes on where the answer must lie, as first_finite does there. It
+    relies on the same monotony as first_finite, and on nothing else: a wrong guess costs calls, never
+    the answer."""
+    guess = min(max(guess, 0), n)
+    if guess == 0:
+        return first_finite(finite_at, n)
+    if finite_at(guess - 1):
+        return first_finite(finite_at, guess - 1) if guess > 1 else 0  # guess - 1 stands for "finite" there
+    if guess == n or finite_at(guess):
+        return guess
+    return guess + 1 + first_finite(lambda j: finite_at(guess + 1 + j), n - guess - 1) if guess + 1 < n else n
 
 
 SCALINGS.register(GradScaling())

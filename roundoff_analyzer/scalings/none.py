@@ -11,7 +11,7 @@ class NoScaling:
     def adjoint_scaler(self, settings):
         return None
 
-    def backward(self, loss, leaves, adjoint_scaler, settings):
+    def backward(self, loss, leaves, adjoint_scaler, settings, hint=None):
         return BackwardResult(plain_backward(loss, leaves))
 
 
