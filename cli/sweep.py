@@ -14,10 +14,10 @@ from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import REPORT
 from roundoff_analyzer.scalings import ScalerSettings
-from roundoff_analyzer.report.verdict_section import verdict_lines
 from roundoff_analyzer.text import printable
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
+from .judgement import print_judgement
 from .interrupts import report_environment_failure, report_incomplete, report_interrupted, stop_after_current
 from .progress import RichProgress
 from .tables import results_table
@@ -150,8 +150,7 @@ def sweep(
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
     outcome = result.run
     console.print(results_table(result.results, title=f"{plan.model.name}: error against the float64 reference"))
-    for line in verdict_lines(result.results):
-        console.print(f"verdict: {escape(printable(line.replace('**', '')))}", highlight=False)
+    print_judgement(console, result.results, out_dir)
     counts = result.results["status"].value_counts().to_dict()
     console.print(
         f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "

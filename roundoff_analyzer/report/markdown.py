@@ -10,6 +10,7 @@ from .figures import ADJOINT_FIGURE, ERROR_FIGURES, METRIC_NAMES
 from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
 from .key_findings import key_findings
 from .along_training import along_training_section, judged_rows, scope_note
+from .answer_section import answer_section
 from .context_section import context_section, cost_section
 from .overview import overview
 from .recommendations import recommendations
@@ -35,6 +36,7 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
         lines += [note, ""]
     # What a reader acts on comes first; the detail that backs it follows.
     sections = (
+        answer_section(results, sweep.manifest.get("device")),
         verdict_section(results),
         key_findings(results, sweep.manifest, with_mode),
         along_training_section(every_checkpoint, sweep.manifest, figures, sweep.path),

@@ -1,0 +1,129 @@
+"""The answer, in words: per dtype one sentence (what to train with, or not to and why), the lines it changes in the
+user's code, and what it costs; at the top of the report, at the end of `roundoff sweep` and in `roundoff show`."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import answer as answering
+from . import formatting as fmt
+from .verdict_section import describe, judged
+
+SCALING_WORDS = {"none": "no scaling", "grad": "`grad` loss scaling", "dynamic": "`dynamic` adjoint scaling"}
+
+
+def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
+    """One sentence: dtype, library, scaling, mode, method and n_timesteps; or "do not" and why; and the cost."""
+    if not a.train:
+        return f"**{a.dtype}**: do not train in {a.dtype}. Its best setup here, {_setup(a)}, is {a.judgement.label}: {describe(a.judgement)}."
+    steps = f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps = {a.timesteps[0]}"
+    text = (
+        f"**{a.dtype}**: train with {a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, "
+        f"{steps} under `{a.mode}` ({a.judgement.label}"
+        + (f": the parameter-gradient roundoff is at most {fmt.in_u(a.judgement.to_noise.value)}× the gradient noise" if a.judgement.to_noise else "")
+        + ")."
+    )
+    if a.roundoff_dominates:
+        text += f" {beyond(a.dtype, a.roundoff_dominates)}"
+    if a.arithmetic == "emulated":
+        text += f" These runs emulated {a.dtype} in software: no hardware here computes in it."
+    return f"{text} {cost_sentence(a, device)}"
+
+
+def beyond(dtype: str, dominates) -> str:
+    """'More steps buy no accuracy in float16 beyond n = 32: from there the roundoff of the solution exceeds its
+    discretisation error (of the parameter gradient from n = 128).'"""
+    ordered = sorted(dominates, key=lambda pair: pair[1])
+    (quantity, first), rest = ordered[0], ordered[1:]
+    others = [f"of the {q} from n = {n}" for q, n in rest if n != first]
+    same = [q for q, n in rest if n == first]
+    of = fmt.either([quantity, *same]).replace(" or ", " and ")
+    tail = f" ({'; '.join(others)})" if others else ""
+    return (
+        f"More steps buy no accuracy in {dtype} beyond n = {first}: from there the roundoff of the {of} exceeds its "
+        f"discretisation error{tail}."
+    )
+
+
+def _setup(a: answering.Answer) -> str:
+    return f"{a.library} with {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')} under `{a.mode}`"
+
+
+def cost_sentence(a: answering.Answer, device: str | None) -> str:
+    c = a.cost
+    where = f"on {device}" if device else "on the sweep's device"
+    if c is None or c.seconds is None:
+        return f"Cost {where}: not measured."
+    ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
+    if c.time_ratio is not None:
+        text = f"Cost {where}: {ratio(c.time_ratio)} float32's time"
+        text += f", {ratio(c.memory_ratio)} its peak memory" if c.memory_ratio is not None and c.memory_measured else ", peak memory not recorded"
+    else:
+        text = (
+            f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward; no float32 run to compare "
+            "with (add `--dtype float32`)"
+        )
+    if device is not None and str(device).startswith("cpu"):
+        text += "; on a CPU low precision is emulated in software, so its speed says nothing of a GPU's"
+    if a.scaling == "grad":
+        text += "; `grad`'s time includes the backward passes of its search for a loss scale"
+    return text + "."
+
+
+def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
+    """The lines to write in a training script for this answer (nothing for "do not")."""
+    if not a.train:
+        return []
+    device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
+    dtype = f"torch.{a.dtype.split()[0]}"
+    lines = []
+    if a.library in ("native", "native-low"):
+        lines.append("from roundoff_analyzer.solvers import odeint  # in place of torchdiffeq's odeint")
+    elif a.library == "torchdiffeq-adjoint":
+        lines.append("from torchdiffeq import odeint_adjoint as odeint")
+    elif a.library != "torchdiffeq":
+        lines.append(f"# solve with {a.library}, as this sweep did")
+    if a.scaling == "dynamic":
+        lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
+    solve_args = [f'method="{a.method}"']
+    if a.scaling == "dynamic":
+        solve_args.append("scaler=DynamicAdjointScaler()")
+    if a.library == "native-low":
+        solve_args.append('trajectory_dtype="low"')
+    solve = f"odeint(func, y0, torch.linspace(0, 1, {a.timesteps[-1] + 1}), {', '.join(solve_args)})"
+    if a.mode == "pure":
+        lines += [f"func, y0 = func.to({dtype}), y0.to({dtype})", f"trajectory = {solve}"]
+    else:
+        cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
+        lines += [f'with torch.autocast("{device_type}", dtype={dtype}{cache}):', f"    trajectory = {solve}", "    loss = ..."]
+    if a.scaling == "grad":
+        lines += [
+            f'scaler = torch.amp.GradScaler("{device_type}")  # once, before the training loop',
+            "scaler.scale(loss).backward()", "scaler.step(optimizer)", "scaler.update()",
+        ]  # fmt: skip
+    else:
+        lines += ["loss.backward()", "optimizer.step()"]
+    return lines
+
+
+def answer_section(results: pd.DataFrame, device: str | None) -> list[str]:
+    rows, at = judged(results)
+    found = answering.answers(rows)
+    if not found:
+        return []
+    lines = ["## The answer", ""]
+    for a in found:
+        lines.append(f"- {at}{answer_sentence(a, device)}")
+        code = code_lines(a, device)
+        if code:
+            lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
+    return lines
+
+
+def answer_lines(results: pd.DataFrame, device: str | None) -> list[str]:
+    """The terminal's form: per dtype its sentence, then its code lines indented."""
+    rows, at = judged(results)
+    lines = []
+    for a in answering.answers(rows):
+        lines.append(f"{at}{answer_sentence(a, device)}".replace("**", "").replace("`", ""))
+        lines += [f"    {line}" for line in code_lines(a, device)]
+    return lines
