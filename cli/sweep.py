@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
 
 from roundoff_analyzer import api
 from roundoff_analyzer import config as sweep_config
@@ -14,7 +13,6 @@ from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import REPORT
 from roundoff_analyzer.scalings import ScalerSettings
-from roundoff_analyzer.text import printable
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
 from .judgement import print_judgement

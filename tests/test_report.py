@@ -269,6 +269,84 @@ def test_skipped_configurations_are_counted_with_their_reason(overflow_sweep):
         assert reason in text
 
 
+# --- the answer -----------------------------------------------------------------------------------------------------
+
+ANSWER = re.compile(
+    r"^- \*\*(?P<dtype>[\w ]+)\*\*: train with (?P<library>[\w.:/-]+), (?P<scaling>no scaling|`[\w-]+` [\w ]+ scaling), "
+    r"(?P<method>\w+), n_timesteps (?P<steps>\d+(?: – \d+)?|= \d+) under `(?P<mode>[\w-]+)` \((?P<label>[a-z ]+)"
+    r"(?:: the parameter-gradient roundoff is at most (?P<noise>\S+)× the gradient noise)?\)\.(?P<rest>.*)$",
+    re.M,
+)
+DO_NOT = re.compile(r"^- \*\*(?P<dtype>[\w ]+)\*\*: do not train in (?P=dtype)\. Its best setup here, .* is (?P<label>[a-z ]+): ", re.M)
+BEYOND = re.compile(r"More steps buy no accuracy in [\w ]+ beyond n = (?P<n>\d+): from there the roundoff of the (?P<what>[\w ]+?) exceeds")
+COST = re.compile(r"Cost on \w+: (?P<seconds>\S+(?: – \S+)?) s forward \+ backward")
+LABELS = (verdict.SAFE, verdict.TRAINING, verdict.BORDERLINE, verdict.UNSAFE)
+
+
+def check_answers(text: str, table: pd.DataFrame) -> int:
+    """Each dtype's answer against the Parquet and the verdict table; returns how many dtypes were checked."""
+    level, heading, section = sections(text)[1]
+    assert heading == "## The answer", "the answer is the report's first section"
+    setups = [row for h, _, rows in tables_of(text) if h == "## Verdict" for row in rows]
+    claims = list(ANSWER.finditer(section))
+    refusals = list(DO_NOT.finditer(section))
+    assert sorted(c["dtype"] for c in claims + refusals) == sorted(table.loc[table.status != "skipped", "dtype"].unique())
+    for c in claims:
+        scaling = "none" if c["scaling"] == "no scaling" else c["scaling"].split("`")[1]
+        setup = table[(table.dtype == c["dtype"]) & (table.library == c["library"]) & (table.scaling == scaling) & (table["mode"] == c["mode"])]
+        assert (setup.status == "ok").all() and c["label"] in (verdict.SAFE, verdict.TRAINING), c[0]
+        # No setup of the dtype has a better label, nor the same label with a smaller parameter-gradient error.
+        rows = [r for r in setups if r["dtype"] == c["dtype"]]
+        for r in rows:
+            assert LABELS.index(r["setup"]) >= LABELS.index(c["label"]), (r, c[0])
+            if r["setup"] == c["label"]:
+                assert float(r["param. gradient roundoff (max)"]) >= setup.grad_params_rel_err.max() * (1 - PRINTED), (r, c[0])
+        # The method whose largest total error (discretisation and roundoff) is smallest in that setup.
+        assert setup.groupby("method").total_grad_params_rel_err.max().idxmin() == c["method"]
+        runs = setup[setup.method == c["method"]]
+        low, _, high = c["steps"].removeprefix("= ").partition(" – ")
+        assert (int(low), int(high or low)) == (runs.n_timesteps.min(), runs.n_timesteps.max())
+        assert printed_as(c["noise"], setup.roundoff_to_noise.max()), c[0]
+        beyond = BEYOND.search(c["rest"])
+        if beyond:
+            column = "sol_roundoff_to_disc" if beyond["what"].startswith("solution") else "grad_params_roundoff_to_disc"
+            ratios = runs.set_index("n_timesteps")[column]
+            n = int(beyond["n"])
+            assert ratios[n] >= 1 and (ratios[ratios.index < n] < 1).all(), (c[0], ratios)
+        else:
+            assert not ((runs.sol_roundoff_to_disc >= 1) & (runs.disc_sol_rel_err >= 3 * runs.fine_ref_final_rel_err)).any(), c[0]
+        cost = COST.search(c["rest"])
+        assert cost and printed_range(cost["seconds"], runs.time_forward_s + runs.time_backward_s), c[0]
+        code = section[c.end() : section.find("```", section.find("```python", c.end()) + 3)]
+        assert ("from roundoff_analyzer.solvers import odeint" in code) == c["library"].startswith("native"), code
+        assert ("torch.amp.GradScaler" in code) == (scaling == "grad") and ("DynamicAdjointScaler()" in code) == (scaling == "dynamic")
+        assert f"dtype=torch.{c['dtype']})" in code and f'method="{c["method"]}"' in code
+    for r in refusals:
+        assert all(row["setup"] not in (verdict.SAFE, verdict.TRAINING) for row in setups if row["dtype"] == r["dtype"])
+    return len(claims) + len(refusals)
+
+
+def test_the_answer_comes_first_and_follows_from_the_parquet(overflow_sweep, tiny_sweep):
+    for folder in (overflow_sweep, tiny_sweep):
+        assert check_answers(report_text(folder), results(folder)) >= 1
+    # The overflow sweep's float16 fails without scaling: the answer names the scaling that made it safe, and its code.
+    text = report_text(overflow_sweep)
+    assert re.search(r"^- \*\*float16\*\*: train with [\w-]+, `(grad|dynamic)` ", text, re.M), text[:2000]
+
+
+def test_show_and_sweep_end_with_the_answer_and_a_filter_says_what_it_filters(overflow_sweep):
+    unfiltered = run_cli("show", overflow_sweep)
+    filtered = run_cli("show", overflow_sweep, "--where", "status != 'ok'")
+    assert unfiltered.exit_code == filtered.exit_code == 0, filtered.output
+    judged = [line for line in unfiltered.stdout.splitlines() if line.startswith(("verdict: ", "answer: "))]
+    assert any(line.startswith("answer: float16: train with") for line in judged)
+    table = results(overflow_sweep)
+    assert f"judge the whole sweep ({len(table)} configurations), not only the {(table.status != 'ok').sum()} that --where shows" in filtered.stdout
+    # Under the filter the verdict and the answer are the whole sweep's, word for word.
+    assert [line for line in filtered.stdout.splitlines() if line.startswith(("verdict: ", "answer: "))] == judged
+    assert "the whole sweep" not in unfiltered.stdout
+
+
 # --- the report of a sweep without failures -----------------------------------------------------------------------
 
 
@@ -460,6 +538,7 @@ def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_repo
         if name == "all_failed":
             assert (table.status == "failed").all()
             assert "**unsafe**" in text
+            assert "- **float16**: do not train in float16. Its best setup here, " in text and check_answers(text, table) == 1
             # Every n_timesteps where a run failed has its own adjoint figure, and the report links it.
             for n in sorted(table.n_timesteps.unique()):
                 assert (out / "figures" / f"adjoint_range_n{n}.svg").is_file()

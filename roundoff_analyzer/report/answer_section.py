@@ -116,7 +116,52 @@ def answer_section(results: pd.DataFrame, device: str | None) -> list[str]:
         code = code_lines(a, device)
         if code:
             lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
-    return lines
+    return lines + ([] if lines[-1] == "" else [""]) + ["Words used in this report:", ""] + [f"- {line}" for line in glossary(results)]
+
+
+def glossary(results: pd.DataFrame) -> list[str]:
+    """One sentence for each word of the report a reader may not know, for the words this sweep uses."""
+    ran = results[results["status"] != "skipped"]
+    units = ", ".join(f"{fmt.error(u)} in {d}" for d, u in ran.drop_duplicates("dtype")[["dtype", "unit_roundoff"]].itertuples(index=False))
+    words = [
+        "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same time grid.",
+        f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error of 10 u "
+        "is what ten such roundings can add up to.",
+    ]
+    if ran["library"].isin(["native", "native-low"]).any():
+        words.append(
+            "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for torchdiffeq's "
+            "fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and sums the gradients in float32"
+            + (" (`native-low` returns the stored low-precision states as the trajectory)." if (ran["library"] == "native-low").any() else ".")
+        )
+    if (ran["scaling"] == "grad").any():
+        words.append(
+            "**grad**: loss scaling with `torch.amp.GradScaler`: the loss is multiplied by a large scale before the backward "
+            "pass, so that small gradients do not underflow, and the scale is backed off after a non-finite gradient."
+        )
+    if (ran["scaling"] == "dynamic").any():
+        words.append(
+            "**dynamic**: the native solver's adjoint scaling (`DynamicAdjointScaler`): each backward step multiplies the "
+            "adjoint by its own power-of-two scale, and halves it and redoes the step when the product overflows."
+        )
+    if ran["mode"].str.startswith("autocast").any():
+        words.append("**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype and keeps the weights in float32.")
+    words.append(
+        "**adjoint**: the gradient of the loss with respect to the state at one time step, which the backward pass carries "
+        "from t = 1 back to t = 0; it is where low precision overflows or underflows first."
+    )
+    if "disc_sol_rel_err" in ran and ran["disc_sol_rel_err"].notna().any():
+        words.append(
+            "**discretisation error**: how far the float64 solution on the sweep's time grid is from a fine reference: the "
+            "error of the method and its n_timesteps. Where the roundoff exceeds it, more steps no longer make the result "
+            "more accurate in that dtype."
+        )
+    if "grad_noise_rel" in ran and ran["grad_noise_rel"].notna().any():
+        words.append(
+            "**gradient noise**: how much the float64 parameter gradient changes from one batch of data to another; "
+            "training already lives with it, so a roundoff well under it does not change what training does."
+        )
+    return words
 
 
 def answer_lines(results: pd.DataFrame, device: str | None) -> list[str]:
