@@ -18,7 +18,8 @@ from roundoff_analyzer.dtypes import DTYPES
 from roundoff_analyzer.failures import FAILURE_CLASSES
 from roundoff_analyzer.report import draw_figures, read_sweep_folder
 from roundoff_analyzer.report.causes import explain
-from roundoff_analyzer.report.figures import FAILED_LABEL, adjoint_range_figure, error_figure
+from roundoff_analyzer.report.figures import FAILED_LABEL, RECOVERED_LABEL, adjoint_range_figure, error_figure
+from roundoff_analyzer.report.recovered import recovered_overflows, recovered_paragraph
 from roundoff_analyzer.report.findings import FailureGroup, overflow_progressions
 from roundoff_analyzer.report.formatting import markdown_table
 from roundoff_analyzer.report.recommendations import recommendations
@@ -411,6 +412,35 @@ def test_adjoint_figure_shows_the_dtype_range_where_the_data_reaches_it(overflow
                 assert list(lines[label].get_ydata()) == [level] * 2 and low <= level <= high
             else:  # far from every value drawn: the title says so, and the axis is not stretched to it
                 assert f"{name} {level:.3g}" in ax.get_title() and "off the scale" in ax.get_title() and not low <= level <= high
+
+
+def test_an_ok_run_with_overflowed_casts_is_drawn_recovered_not_failed_and_named(tiny_sweep):
+    """Native float16 with `grad` ends ok although its loss-scaled adjoint, cast to float16, overflows at some backward
+    steps (otflow's `cat` promotes the increment to float32): the figure marks those steps as recovered, never as
+    failed, and the report lists them."""
+    folder = read_sweep_folder(tiny_sweep)
+    table, profile = folder.results, folder.profile
+    assert (table.status != "failed").all()
+    backward = profile[profile.phase == "backward"]
+    overflowed = backward[~backward.max_abs_low.map(math.isfinite)]
+    expected = {tuple(key): tuple(sorted(rows.step)) for key, rows in overflowed.groupby(SETUP + ["n_timesteps"])}
+    assert expected, "the tiny sweep's native float16 grad should overflow its float16 casts"
+    found = recovered_overflows(profile, table)
+    assert {(*r.setup[:4], r.n_timesteps): r.steps for r in found} == expected
+    n = int(profile.n_timesteps.max())
+    figure = adjoint_range_figure(profile, n, table)
+    marks = [line for ax in figure.axes for line in ax.get_lines()]
+    drawn = sum(len(line.get_xdata()) for line in marks if line.get_label() == "_recovered")
+    assert drawn == sum(len(steps) for key, steps in expected.items() if key[-1] == n) > 0
+    assert not [line for line in marks if line.get_label() == "_failed"]
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert RECOVERED_LABEL in legend and FAILED_LABEL not in legend
+    # Without the statuses nothing says the runs recovered: then they are marked as before, as failed.
+    assert any(line.get_label() == "_failed" for ax in adjoint_range_figure(profile, n).axes for line in ax.get_lines())
+    text = report_text(tiny_sweep)
+    assert "**Overflows the runs recovered from.**" in text and "They still count as `ok`" in text
+    for r in found:
+        assert f"{' '.join(r.setup[:4])} at n = {r.n_timesteps}: backward steps {r.steps[0]}–" in text
 
 
 def test_figures_open_as_images_and_are_linked_relatively(overflow_sweep, tmp_path):
