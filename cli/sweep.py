@@ -2,6 +2,7 @@
 # fmt: off
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -93,6 +94,7 @@ def sweep(
 
     Without --library, --dtype and --scaling, each (n_timesteps, method) runs the seven (library, dtype, scaling) triples of the default grid: bfloat16 without scaling on torchdiffeq and on native; float16 on torchdiffeq with none and grad; float16 on native with none, grad and dynamic. Naming any of these three axes sweeps the full product of the axes named (the others take all their values).
     """
+    started = time.monotonic()
     console = wide_console()
     overrides = {
         "model": model,
@@ -125,7 +127,7 @@ def sweep(
         "atol": atol,
         "max_steps": max_steps,
     }
-    planned = api.plan_sweep(config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
+    planned = api.plan_sweep(config=config, out=out, force=force, source="command line", **{k: v for k, v in overrides.items() if v is not None})
     plan, out_dir = planned.plan, planned.out
     console.print(
         f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {out_dir}",
@@ -151,8 +153,9 @@ def sweep(
     print_judgement(console, result.results, out_dir)
     counts = result.results["status"].value_counts().to_dict()
     console.print(
-        f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "
-        f"{outcome.wall_seconds:.1f} s; {outcome.reference_solves} reference solves; results: {out_dir / 'results.parquet'}",
+        f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}); the command took "
+        f"{time.monotonic() - started:.1f} s, {outcome.wall_seconds:.1f} s of it running configurations; "
+        f"{outcome.reference_solves} reference solves; results: {out_dir / 'results.parquet'}",
         highlight=False,
     )
     if not no_report:
