@@ -414,6 +414,25 @@ def test_adjoint_figure_shows_the_dtype_range_where_the_data_reaches_it(overflow
                 assert f"{name} {level:.3g}" in ax.get_title() and "off the scale" in ax.get_title() and not low <= level <= high
 
 
+def test_many_coinciding_lines_leave_the_layout_alone(tiny_sweep, tmp_path):
+    """Every line of a panel on top of another (as a small user model gives): the note naming them used to squeeze the
+    panels to nothing, and matplotlib warned that constrained layout was not applied."""
+    import warnings
+
+    from roundoff_analyzer.report.figures import save
+
+    table = results(tiny_sweep)
+    for metric in RANGE_COLUMNS.values():
+        table[metric] = table.groupby(["method", "dtype", "n_timesteps"])[metric].transform("first")
+    renamed = table.assign(library=table.library + "-with-a-rather-long-name")
+    figure = error_figure(pd.concat([table, renamed]), "sol_rel_err")
+    notes = [t.get_text() for ax in figure.axes for t in ax.texts if t.get_text().startswith("coincide")]
+    assert notes and all(text.count("\n") >= 2 for text in notes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        save(figure, tmp_path, "coinciding")
+
+
 def test_an_ok_run_with_overflowed_casts_is_drawn_recovered_not_failed_and_named(tiny_sweep):
     """Native float16 with `grad` ends ok although its loss-scaled adjoint, cast to float16, overflows at some backward
     steps (otflow's `cat` promotes the increment to float32): the figure marks those steps as recovered, never as

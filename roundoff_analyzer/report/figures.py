@@ -224,8 +224,12 @@ def _error_panel(ax, panel: pd.DataFrame, metric: str, styles: dict, with_mode: 
 
 def _note_coinciding(ax, pairs: list[tuple[tuple, tuple]], with_mode: bool) -> None:
     if pairs:
-        text = "; ".join(f"{line_label(*a, with_mode)} = {line_label(*b, with_mode)}" for a, b in pairs)
-        ax.text(0.01, 0.01, f"coincide: {text}", transform=ax.transAxes, fontsize="x-small", va="bottom", color="0.3")
+        # One pair per line, inside the panel and outside the layout: a long note on one line made constrained
+        # layout shrink the panels to nothing (and warn) when many lines coincide.
+        text = "\n".join(f"{line_label(*a, with_mode)} = {line_label(*b, with_mode)}" for a, b in pairs)
+        note = ax.text(0.01, 0.01, f"coincide:\n{text}", transform=ax.transAxes, fontsize="x-small", va="bottom", color="0.3",
+                       bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"})  # fmt: skip
+        note.set_in_layout(False)
 
 
 def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode: bool) -> set[str]:
