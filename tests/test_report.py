@@ -278,7 +278,10 @@ ANSWER = re.compile(
     r"(?:: the parameter-gradient roundoff is at most (?P<noise>\S+)× the gradient noise)?\)\.(?P<rest>.*)$",
     re.M,
 )
-DO_NOT = re.compile(r"^- \*\*(?P<dtype>[\w ]+)\*\*: do not train in (?P=dtype)\. Its best setup here, .* is (?P<label>[a-z ]+): ", re.M)
+DO_NOT = re.compile(
+    r"^- \*\*(?P<dtype>[\w ]+)\*\*: (do not train in (?P=dtype)\. Its best setup here, .* is (?P<label>[a-z ]+): "
+    r"|no answer for training: the gradient noise was not measured)", re.M,
+)
 BEYOND = re.compile(r"More steps buy no accuracy in [\w ]+ beyond n = (?P<n>\d+): from there the roundoff of the (?P<what>[\w ]+?) exceeds")
 COST = re.compile(r"Cost on \w+: (?P<seconds>\S+(?: – \S+)?) s forward \+ backward")
 LABELS = (verdict.SAFE, verdict.TRAINING, verdict.BORDERLINE, verdict.UNSAFE)

@@ -13,6 +13,13 @@ SCALING_WORDS = {"none": "no scaling", "grad": "`grad` loss scaling", "dynamic":
 
 def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
     """One sentence: dtype, library, scaling, mode, method and n_timesteps; or "do not" and why; and the cost."""
+    if not a.train and not a.judgement.noise_known and not a.judgement.failures:
+        # Only the accuracy was judged: nothing says whether training would feel the roundoff.
+        return (
+            f"**{a.dtype}**: no answer for training: the gradient noise was not measured (`--noise-batches 0`, or a model without a batch sampler), "
+            f"so nothing here says whether training feels the roundoff. For accuracy, its best setup is {_setup(a)}: "
+            f"{describe(a.judgement)}."
+        )
     if not a.train:
         return f"**{a.dtype}**: do not train in {a.dtype}. Its best setup here, {_setup(a)}, is {a.judgement.label}: {describe(a.judgement)}."
     steps = f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps = {a.timesteps[0]}"
