@@ -23,10 +23,10 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     if shown is not None:
         console.print(
             f"the verdict and the answer judge the whole sweep ({len(results)} configurations), not only the {shown} "
-            "that --where shows", highlight=False, markup=False, soft_wrap=True,
+            "that --where shows", highlight=False, markup=False,
         )  # fmt: skip
     for line in verdict_lines(results):
-        console.print(f"verdict: {printable(line.replace('**', ''))}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"verdict: {printable(line.replace('**', ''))}", highlight=False, markup=False)
     for line in answer_lines(results, device):
         prefix = "" if line.startswith(" ") else "answer: "
-        console.print(f"{prefix}{printable(line)}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"{prefix}{printable(line)}", highlight=False, markup=False)

@@ -342,13 +342,20 @@ def test_show_and_sweep_end_with_the_answer_and_a_filter_says_what_it_filters(ov
     unfiltered = run_cli("show", overflow_sweep)
     filtered = run_cli("show", overflow_sweep, "--where", "status != 'ok'")
     assert unfiltered.exit_code == filtered.exit_code == 0, filtered.output
-    judged = [line for line in unfiltered.stdout.splitlines() if line.startswith(("verdict: ", "answer: "))]
-    assert any(line.startswith("answer: float16: train with") for line in judged)
+    def judgement(output: str) -> str:
+        """The verdict and answer lines, unwrapped (they run from the first verdict to the failure messages)."""
+        lines = output.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
+        end = next((i for i, line in enumerate(lines) if i > start and line.startswith("failed ")), len(lines))
+        return " ".join(" ".join(lines[start:end]).split())
+
+    judged = judgement(unfiltered.stdout)
+    assert "answer: float16: train with" in judged
     table = results(overflow_sweep)
-    assert f"judge the whole sweep ({len(table)} configurations), not only the {(table.status != 'ok').sum()} that --where shows" in filtered.stdout
+    scope = f"judge the whole sweep ({len(table)} configurations), not only the {(table.status != 'ok').sum()} that --where shows"
+    assert scope in " ".join(filtered.stdout.split()) and "the whole sweep" not in unfiltered.stdout
     # Under the filter the verdict and the answer are the whole sweep's, word for word.
-    assert [line for line in filtered.stdout.splitlines() if line.startswith(("verdict: ", "answer: "))] == judged
-    assert "the whole sweep" not in unfiltered.stdout
+    assert judgement(filtered.stdout) == judged
 
 
 # --- the report of a sweep without failures -----------------------------------------------------------------------

@@ -32,7 +32,7 @@ def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
     if a.roundoff_dominates:
         text += f" {beyond(a.dtype, a.roundoff_dominates)}"
     if a.arithmetic == "emulated":
-        text += f" These runs emulated {a.dtype} in software: no hardware here computes in it."
+        text += f" These runs emulated {a.dtype} in software: what it would do, not code to train with today."
     return f"{text} {cost_sentence(a, device)}"
 
 
@@ -77,8 +77,9 @@ def cost_sentence(a: answering.Answer, device: str | None) -> str:
 
 
 def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
-    """The lines to write in a training script for this answer (nothing for "do not")."""
-    if not a.train:
+    """The lines to write in a training script for this answer (nothing for "do not", nor for a format that was
+    emulated in software: no torch dtype computes in it)."""
+    if not a.train or a.arithmetic == "emulated":
         return []
     device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
     dtype = f"torch.{a.dtype.split()[0]}"
