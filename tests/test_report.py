@@ -608,6 +608,23 @@ def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_repo
             assert len(table) == 1 and table.status.iloc[0] == "ok"
 
 
+def test_the_answer_costs_time_and_memory_against_float32(tmp_path):
+    out = tmp_path / "against-float32"
+    args = ["--library", "native", "--dtype", "float16,float32", "--scaling", "none", "--method", "euler", "--timesteps", "4", "--cpu-memory"]
+    result = _tiny_sweep(out, *args)
+    assert result.exit_code == 0, result.output
+    table = results(out).set_index("dtype")
+    text = report_text(out)
+    time_ratio = table.eval("time_forward_s + time_backward_s")
+    memory_ratio = table.peak_memory_bytes["float16"] / table.peak_memory_bytes["float32"]
+    cost = re.search(r"\*\*float16\*\*: .* Cost on cpu: (\S+)× float32's time, (\S+)× its peak memory; on a CPU", text)
+    assert cost, text[:3000]
+    # Ratios are printed with two decimals.
+    assert math.isclose(float(cost[1]), time_ratio["float16"] / time_ratio["float32"], abs_tol=0.005)
+    assert math.isclose(float(cost[2]), memory_ratio, abs_tol=0.005)
+    assert "answer: float16: train with native" in " ".join(result.stdout.split())  # the sweep ends with it too
+
+
 def test_regenerated_figures_are_byte_identical(tiny_sweep, tmp_path):
     import shutil
 
