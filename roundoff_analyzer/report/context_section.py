@@ -110,9 +110,9 @@ def cost_section(results: pd.DataFrame) -> list[str]:
     memory = "" if has_memory else " Peak memory was not recorded on this device."
     if (ok["scaling"] == "grad").any():
         memory += (
-            " `grad`'s times include the search for its loss scale: the backward pass is repeated at smaller scales until "
-            "the gradients are finite (`scale_retries` backoffs, found by bisection), where training with a GradScaler "
-            "runs one backward pass per step."
+            " `grad`'s times include the search for its loss scale: extra backward passes at other scales, to find the "
+            "largest whose gradients are finite (`scale_retries` backoffs from the initial scale), where training with a "
+            "GradScaler runs one backward pass per step."
         )
     return [
         "## Cost",
