@@ -8,6 +8,7 @@ import typer
 from roundoff_analyzer import __version__
 
 from .check import check
+from .help_format import Command, Group
 from .list_axes import list_axes
 from .report import report
 from .show import show
@@ -20,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    cls=Group,
 )
 
 
@@ -38,12 +40,12 @@ def _options(
     """Measure what float16 and bfloat16 do to neural ODE solutions and gradients, against a float64 reference."""
 
 
-app.command("sweep")(sweep)
-app.command("list")(list_axes)
-app.command("check")(check)
-app.command("report")(report)
-app.command("show")(show)
-app.command("train")(train)
+app.command("sweep", cls=Command)(sweep)
+app.command("list", cls=Command)(list_axes)
+app.command("check", cls=Command)(check)
+app.command("report", cls=Command)(report)
+app.command("show", cls=Command)(show)
+app.command("train", cls=Command)(train)
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from roundoff_analyzer import baseline as baselines
-from roundoff_analyzer.check import DEFAULT_FACTOR, DEFAULT_FLOOR_U, Comparison, compare, parse_tolerances
+from roundoff_analyzer.check import DEFAULT_FACTOR, DEFAULT_FLOOR_U, Comparison, compare, parse_tolerances, share_nothing
 from roundoff_analyzer import setups
 from roundoff_analyzer.check_output import REPORTED, configuration_name, headline, junit_xml, markdown_summary, only_on_one_side
 from roundoff_analyzer.errors import InputError
@@ -52,6 +52,9 @@ def check(
     if update_baseline:
         baselines.ensure_writable(baseline)
     comparison = compare(new_results, baseline_results, tolerances, names=(f"'{results}'", f"baseline '{baseline}'"))
+    disjoint = share_nothing(new_results, baseline_results)
+    if disjoint:
+        raise InputError(f"{disjoint}: compare with a baseline of the same grid, or replace '{baseline}' with these results")
 
     console = wide_console(piped_width=160)  # the changes table: whole configuration names and reasons on one line
     for line in ([setup_note] if setup_note else []) + only_on_one_side(comparison):

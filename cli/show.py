@@ -9,11 +9,11 @@ from rich.markup import escape
 
 from roundoff_analyzer.filters import select
 from roundoff_analyzer.grid import CONFIG_COLUMNS, Configuration
-from roundoff_analyzer.report.verdict_section import verdict_lines
 from roundoff_analyzer.results import load_results
 from roundoff_analyzer.text import printable
 
 from .common import reports_input_errors, wide_console
+from .judgement import print_judgement
 from .tables import results_table
 
 
@@ -32,8 +32,7 @@ def show(
     console.print(results_table(shown, title=f"{printable(folder)}: {len(shown)} of {len(results)} configurations"))
     if shown.empty:
         console.print("no configuration matches --where", highlight=False)
-    for line in verdict_lines(shown):
-        console.print(f"verdict: {escape(printable(line.replace('**', '')))}", highlight=False)
+    print_judgement(console, results, folder, shown=len(shown) if where else None)
     # The table has the failure class; the message says what happened.
     for row in shown[shown["status"] == "failed"].to_dict("records"):
         label = Configuration(**{c: row[c] for c in CONFIG_COLUMNS}).label()

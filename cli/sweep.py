@@ -2,11 +2,11 @@
 # fmt: off
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
 
 from roundoff_analyzer import api
 from roundoff_analyzer import config as sweep_config
@@ -14,10 +14,9 @@ from roundoff_analyzer import sweep as sweeping
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.report import REPORT
 from roundoff_analyzer.scalings import ScalerSettings
-from roundoff_analyzer.report.verdict_section import verdict_lines
-from roundoff_analyzer.text import printable
 
 from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
+from .judgement import print_judgement
 from .interrupts import report_environment_failure, report_incomplete, report_interrupted, stop_after_current
 from .progress import RichProgress
 from .tables import results_table
@@ -39,14 +38,14 @@ def sweep(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to sweep (see `roundoff list`); required unless the config file names it.", rich_help_panel=MODEL),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the sweep; options given here override it.", rich_help_panel=MODEL),
     timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps values (time steps on [0, 1]).", show_default=_default("timesteps"), rich_help_panel=GRID),
-    method: Optional[str] = typer.Option(None, help="Methods: euler, rk4.", show_default=_default("method"), rich_help_panel=GRID),
-    library: Optional[str] = typer.Option(None, help="Solver libraries: torchdiffeq, native, …, or your own as package.module:object or path/to/file.py:object.", show_default="the default grid", rich_help_panel=GRID),
-    dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes: float16, bfloat16, float32.", show_default="the default grid", rich_help_panel=GRID),
-    scaling: Optional[str] = typer.Option(None, help="Scaling strategies: none, grad, dynamic.", show_default="the default grid", rich_help_panel=GRID),
-    mode: Optional[str] = typer.Option(None, help="Modes: autocast, pure.", show_default=_default("mode"), rich_help_panel=GRID),
+    method: Optional[str] = typer.Option(None, help="Methods: {methods}.", show_default=_default("method"), rich_help_panel=GRID),
+    library: Optional[str] = typer.Option(None, help="Solver libraries: {libraries}; or your own as package.module:object or path/to/file.py:object.", show_default="the default grid", rich_help_panel=GRID),
+    dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes: {dtypes}.", show_default="the default grid", rich_help_panel=GRID),
+    scaling: Optional[str] = typer.Option(None, help="Scaling strategies: {scalings}.", show_default="the default grid", rich_help_panel=GRID),
+    mode: Optional[str] = typer.Option(None, help="Modes: {modes}.", show_default=_default("mode"), rich_help_panel=GRID),
     option: list[str] = typer.Option([], "--option", "-o", help="Model option key=value (repeatable; `roundoff list` shows each model's).", show_default=False, rich_help_panel=MODEL),
     data: Optional[str] = typer.Option(
-        None, "--data", help="Data: synthetic, 2spirals, 8gaussians or bsds300:PATH[?split=train|validation|test].",
+        None, "--data", help="Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, test).",
         show_default="the model's", rich_help_panel=MODEL,
     ),
     checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="Trained weights: a state-dict file, a `roundoff train` folder (each of its checkpoints: the grid runs once per checkpoint), or a comma list of both.", show_default="random weights from the seed", rich_help_panel=MODEL),
@@ -78,12 +77,12 @@ def sweep(
     atol: Optional[float] = typer.Option(None, "--atol", help="Adaptive methods: absolute tolerance.", show_default=_default("atol"), rich_help_panel=GRID),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Adaptive methods: steps a solve may attempt.", show_default=_default("max_steps"), rich_help_panel=GRID),
     arithmetic: Optional[str] = typer.Option(
-        None, help="Arithmetic: hardware, emulated (default: each dtype's own: emulated for fp8 and eXmY, else hardware).",
+        None, help="Arithmetic: {arithmetics} (default: each dtype's own: emulated for fp8 and eXmY, else hardware).",
         rich_help_panel=GRID,
     ),
-    rounding: Optional[str] = typer.Option(None, help="Rounding of emulated arithmetic: nearest, stochastic (default nearest).", rich_help_panel=GRID),
+    rounding: Optional[str] = typer.Option(None, help="Rounding of emulated arithmetic: {roundings} (default nearest).", rich_help_panel=GRID),
     fp8_scaling: Optional[bool] = typer.Option(
-        None, "--fp8-scaling/--no-fp8-scaling", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on).",
+        None, "--fp8-scaling/--no-fp8-scaling", metavar="", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on).",
         rich_help_panel=SCALING,
     ),
     cpu_memory: Optional[bool] = typer.Option(
@@ -95,6 +94,7 @@ def sweep(
 
     Without --library, --dtype and --scaling, each (n_timesteps, method) runs the seven (library, dtype, scaling) triples of the default grid: bfloat16 without scaling on torchdiffeq and on native; float16 on torchdiffeq with none and grad; float16 on native with none, grad and dynamic. Naming any of these three axes sweeps the full product of the axes named (the others take all their values).
     """
+    started = time.monotonic()
     console = wide_console()
     overrides = {
         "model": model,
@@ -127,7 +127,7 @@ def sweep(
         "atol": atol,
         "max_steps": max_steps,
     }
-    planned = api.plan_sweep(config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
+    planned = api.plan_sweep(config=config, out=out, force=force, source="command line", **{k: v for k, v in overrides.items() if v is not None})
     plan, out_dir = planned.plan, planned.out
     console.print(
         f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {out_dir}",
@@ -150,12 +150,12 @@ def sweep(
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
     outcome = result.run
     console.print(results_table(result.results, title=f"{plan.model.name}: error against the float64 reference"))
-    for line in verdict_lines(result.results):
-        console.print(f"verdict: {escape(printable(line.replace('**', '')))}", highlight=False)
+    print_judgement(console, result.results, out_dir)
     counts = result.results["status"].value_counts().to_dict()
     console.print(
-        f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "
-        f"{outcome.wall_seconds:.1f} s; {outcome.reference_solves} reference solves; results: {out_dir / 'results.parquet'}",
+        f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}); the command took "
+        f"{time.monotonic() - started:.1f} s, {outcome.wall_seconds:.1f} s of it running configurations; "
+        f"{outcome.reference_solves} reference solves; results: {out_dir / 'results.parquet'}",
         highlight=False,
     )
     if not no_report:

@@ -40,6 +40,14 @@ COLUMNS = (
 )  # fmt: skip
 
 
+# What a column's numbers mean, in the caption where the column is shown.
+_NOTES = {
+    "scale": "scale: where the scaler ended (grad: the loss scale of the GradScaler whose gradients were finite; dynamic: "
+    "the native solver's last adjoint scale, a power of two)",
+    "step": "step: the backward step where the overflow was found (0 = the first step back from t = 1)",
+}
+
+
 def cell(value, fmt=str) -> str:
     """The value as the table shows it; stored text is stripped of control characters and rich markup is escaped."""
     return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else escape(printable(fmt(value)))
@@ -75,8 +83,10 @@ def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
             same.append(f"{header} {values.pop()}")
         else:
             shown.append((header, column, fmt))
+    notes = [_NOTES[header] for header, _, _ in shown if header in _NOTES]
     caption = "; ".join(filter(None, [
         f"the same in every row: {', '.join(same)}" if same else "", f"no value in any row: {', '.join(empty)}" if empty else "",
+        *notes,
     ]))  # fmt: skip
     table = Table(title=title, caption=escape(caption) or None, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for header, column, fmt in shown:

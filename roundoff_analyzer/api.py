@@ -59,12 +59,13 @@ class PlannedSweep:
 
 
 def plan_sweep(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None,
-               force: bool = False, **settings: Any) -> PlannedSweep:  # fmt: skip
+               force: bool = False, source: str = "", **settings: Any) -> PlannedSweep:  # fmt: skip
     """Validate a sweep without running it. `settings` are the keys of a config file (`timesteps`, `dtype`,
     `options`, `scaler`, `workers`, `threads`, ...); they override `config`'s. Everything wrong with the request,
-    the output folder included, raises InputError here, before anything is written."""
+    the output folder included, raises InputError here, before anything is written; `source` is what its message
+    calls the settings (the command line passes "command line"; from Python the key alone says which)."""
     overrides = {key: _as_list(value) if key in _LIST_KEYS else value for key, value in {"model": model, **settings}.items()}
-    plan = sweeping.plan(sweep_config.resolve(config, overrides))
+    plan = sweeping.plan(sweep_config.resolve(config, overrides, source))
     folder = Path(out) if out is not None else sweeping.default_out_dir(plan)
     ResultStore(folder).check(sweeping.fingerprint(plan), force=force)
     return PlannedSweep(plan, folder)
@@ -94,7 +95,7 @@ def sweep(
     out: str | Path | None = None,
     force: bool = False,
     report: bool = True,
-    progress: sweeping.Progress | None = None,
+    progress: sweeping.Progress | bool | None = True,
     **settings: Any,
 ) -> SweepResult:
     """Run a sweep, as `roundoff sweep` does, and return its tables.
@@ -102,9 +103,18 @@ def sweep(
     `model` and `settings` are what a config file holds (`roundoff_analyzer.sweep(model="otflow",
     timesteps=[8, 32], dtype="float16", options={"hidden": 64})`); `config` a TOML file they override; `out`
     the results folder (default: a new folder under `results/`); an existing folder of the same sweep is
-    resumed. Bad input raises roundoff_analyzer.errors.InputError with one line saying what is allowed."""
+    resumed. `progress`: True (the default) shows the command line's progress bar, in a terminal or a notebook;
+    False or None shows nothing; or your own sweep.Progress. Bad input raises roundoff_analyzer.errors.InputError
+    with one line saying what is allowed."""
     planned = plan_sweep(model, config=config, out=out, force=force, **settings)
-    return run_sweep(planned, force=force, report=report, progress=progress)
+    if progress is True:
+        from rich.console import Console
+
+        from .progress_bar import RichProgress
+
+        with RichProgress(Console()) as bar:
+            return run_sweep(planned, force=force, report=report, progress=bar)
+    return run_sweep(planned, force=force, report=report, progress=progress or None)
 
 
 def load(folder: str | Path) -> SweepResult:

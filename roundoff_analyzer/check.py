@@ -110,8 +110,34 @@ class Comparison:
 
     def summary(self) -> str:
         counts = self.counts()
-        described = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v]) or "nothing to compare"
-        return f"{len(self.configurations)} configurations: {described}"
+        described = ", ".join(_counted(counts[v], v) for v in VERDICTS if counts[v]) or "nothing to compare"
+        return f"{_counted(len(self.configurations), 'configuration')}: {described}"
+
+
+_NOUNS = (REGRESSION, IMPROVEMENT, "configuration")  # the verdicts that are nouns take a plural; the others are adjectives
+
+
+def _counted(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if word in _NOUNS and count != 1 else ''}"
+
+
+def grid_differences(new: pd.DataFrame, baseline: pd.DataFrame) -> list[str]:
+    """Where two results tables' grids differ, one phrase per configuration column: 'mode: baseline autocast, now pure'."""
+    found = []
+    for column in CONFIG_COLUMNS:
+        before, after = (list(dict.fromkeys(map(str, t[column]))) if column in t else [] for t in (baseline, new))
+        if set(before) != set(after):
+            found.append(f"{column}: baseline {', '.join(before) or 'none'}, now {', '.join(after) or 'none'}")
+    return found
+
+
+def share_nothing(new: pd.DataFrame, baseline: pd.DataFrame) -> str | None:
+    """One line when two non-empty results tables have no configuration in common (None when they share one)."""
+    new, baseline = with_axis_defaults(new), with_axis_defaults(baseline)
+    if new.empty or baseline.empty or not new.merge(baseline[list(CONFIG_COLUMNS)], on=list(CONFIG_COLUMNS)).empty:
+        return None
+    differs = "; ".join(grid_differences(new, baseline)) or "no column, yet no row matches"
+    return f"the new results and the baseline have no configuration in common ({differs}); nothing can be compared"
 
 
 def compare(

@@ -221,7 +221,7 @@ def validate(values: dict[str, Any], source: str = "command line", schema: type[
         message = phrase(err)
         if err["type"] == "extra_forbidden":
             message = f"unknown key; allowed: {', '.join(_keys_at(err['loc'], schema))}"
-        raise InputError(f"{source}: '{location(err)}' {message}") from None
+        raise InputError(f"{f'{source}: ' if source else ''}'{location(err)}' {message}") from None
 
 
 def _keys_at(loc: tuple, model: type[BaseModel]) -> list[str]:
@@ -255,8 +255,9 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise InputError(f"config file '{path}' cannot be read: {exc}") from None
 
 
-def resolve(file: str | Path | None, overrides: dict[str, Any]) -> SweepConfig:
-    """File values, then command-line values on top (tables such as model options, scaler and slurm settings merge key by key)."""
+def resolve(file: str | Path | None, overrides: dict[str, Any], source: str = "command line") -> SweepConfig:
+    """File values, then command-line values on top (tables such as model options, scaler and slurm settings merge key by key).
+    `source` is what an error calls the overrides ("" from Python: the key alone says where)."""
     values: dict[str, Any] = load_toml(file) if file else {}
     if file:
         # Checked on its own first, so that a mistake in the file is reported against the file.
@@ -265,4 +266,4 @@ def resolve(file: str | Path | None, overrides: dict[str, Any]) -> SweepConfig:
         if value is None:
             continue
         values[key] = merged(values.get(key), value)
-    return validate(values)
+    return validate(values, source)

@@ -29,16 +29,22 @@ class FolderLock:
         self._descriptor: int | None = None
 
     def acquire(self) -> None:
-        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _describe(os.read(descriptor, 4096))
+        while True:
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _describe(os.read(descriptor, 4096))
+                os.close(descriptor)
+                raise FolderBusy(
+                    f"output folder '{self.path.parent}' is in use by another sweep ({holder}); "
+                    "wait for it to end, or use another --out"
+                ) from None
+            if _same_file(descriptor, self.path):
+                break
+            # The holder removed the file on release after this process opened it: the lock is on a file no longer
+            # in the folder, so take it again on the folder's own.
             os.close(descriptor)
-            raise FolderBusy(
-                f"output folder '{self.path.parent}' is in use by another sweep ({holder}); "
-                "wait for it to end, or use another --out"
-            ) from None
         holder = {
             "pid": os.getpid(), "host": socket.gethostname(),
             "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "command": " ".join(sys.argv)[:500],
@@ -51,12 +57,22 @@ class FolderLock:
         if self._descriptor is None:
             return
         try:
-            os.ftruncate(self._descriptor, 0)  # an empty lock file: nobody holds the folder
+            # A finished folder keeps no lock file; it is removed while still locked, so that a process waiting on it
+            # sees that it is gone (acquire checks) rather than taking a lock nobody else can see.
+            self.path.unlink()
         except OSError:
             pass
         fcntl.flock(self._descriptor, fcntl.LOCK_UN)
         os.close(self._descriptor)
         self._descriptor = None
+
+
+def _same_file(descriptor: int, path: Path) -> bool:
+    try:
+        held, named = os.fstat(descriptor), os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _describe(raw: bytes) -> str:

@@ -34,7 +34,7 @@ RESOLVED = 3.0
 CUTS = 10.0
 
 SAFE, TRAINING, BORDERLINE, UNSAFE, NEEDS_SCALING = "safe", "safe for training", "borderline", "unsafe", "needs scaling"
-_RANK = {SAFE: 0, TRAINING: 1, BORDERLINE: 2, UNSAFE: 3}
+RANK = {SAFE: 0, TRAINING: 1, BORDERLINE: 2, UNSAFE: 3}
 # (roundoff/disc ratio column, its discretisation error column, the fine reference's error column), judged together.
 DISC_RATIOS = (
     ("sol_roundoff_to_disc", "disc_sol_rel_err", "fine_ref_final_rel_err", "solution"),
@@ -67,6 +67,9 @@ class SetupJudgement:
     worst_grad: float | None  # the largest parameter-gradient roundoff of its runs without failure
     worst_grad_over_u: float | None
     noise_known: bool
+    # (method, quantity, the smallest n_timesteps at which the roundoff is at least the resolved discretisation error):
+    # from there on more steps buy no accuracy in this dtype.
+    roundoff_dominates: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def setup(self) -> tuple[str, str, str, str]:
@@ -122,7 +125,7 @@ def _judge(dtype, library, scaling, mode, runs: pd.DataFrame) -> SetupJudgement:
     failures = tuple((str(r.method), int(r.n_timesteps), str(r.failure_class)) for r in failed.itertuples())
     to_noise = _worst(ok, "roundoff_to_noise", "parameter gradient")
     noise_known = "grad_noise_rel" in ok and ok["grad_noise_rel"].notna().any()
-    to_disc, unresolved = None, []
+    to_disc, unresolved, dominates = None, [], []
     for ratio, disc, fine, quantity in DISC_RATIOS:
         if ratio not in ok:
             continue
@@ -131,13 +134,15 @@ def _judge(dtype, library, scaling, mode, runs: pd.DataFrame) -> SetupJudgement:
         worst = _worst(ok[resolved], ratio, quantity)
         if worst is not None and (to_disc is None or worst.value > to_disc.value):
             to_disc = worst
+        above = ok[resolved & (ok[ratio] >= AT_OR_ABOVE)]
+        dominates += [(str(m), quantity, int(runs["n_timesteps"].min())) for m, runs in above.groupby("method", sort=False)]
     grads = ok["grad_params_rel_err"].dropna() if "grad_params_rel_err" in ok else pd.Series(dtype=float)
     worst_grad = float(grads.max()) if not grads.empty else None
     over_u = ok.loc[grads.idxmax(), "grad_params_rel_err_over_u"] if worst_grad is not None else None
     label = _label(bool(failures), to_noise, to_disc, noise_known)
     return SetupJudgement(
         dtype, library, scaling, mode, label, len(runs), failures, to_noise, to_disc, tuple(dict.fromkeys(unresolved)),
-        worst_grad, None if over_u is None or pd.isna(over_u) else float(over_u), bool(noise_known),
+        worst_grad, None if over_u is None or pd.isna(over_u) else float(over_u), bool(noise_known), tuple(dominates),
     )  # fmt: skip
 
 
@@ -161,6 +166,11 @@ def _worst(runs: pd.DataFrame, column: str, quantity: str) -> Worst | None:
     return Worst(float(values.max()), str(row["method"]), int(row["n_timesteps"]), quantity)
 
 
+def rank(j: SetupJudgement) -> tuple[int, float]:
+    """Better setups sort first: by label, then by the smaller largest parameter-gradient error."""
+    return RANK[j.label], j.worst_grad if j.worst_grad is not None else math.inf
+
+
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
     """Per dtype × library × mode, in the order the sweep met them."""
     judged = judge_setups(results)
@@ -168,8 +178,8 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
     for key in dict.fromkeys((j.dtype, j.library, j.mode) for j in judged):
         setups = tuple(j for j in judged if (j.dtype, j.library, j.mode) == key)
         unscaled = next((j for j in setups if j.scaling == "none"), None)
-        best = min(setups, key=lambda j: (_RANK[j.label], j.worst_grad if j.worst_grad is not None else math.inf))
-        if unscaled is None or _RANK[best.label] >= _RANK[unscaled.label]:
+        best = min(setups, key=rank)
+        if unscaled is None or RANK[best.label] >= RANK[unscaled.label]:
             decided_by = unscaled or best
             label = decided_by.label
         else:

@@ -18,8 +18,10 @@ GRID = {"timesteps": [2, 4], "method": "euler", "library": ["native", "torchdiff
 COST = ["time_forward_s", "time_backward_s", "peak_memory_bytes"]
 
 
-def test_a_sweep_from_python_gives_the_command_lines_table(tmp_path):
+def test_a_sweep_from_python_gives_the_command_lines_table(tmp_path, capsys):
     result = ra.sweep(model="otflow", options={"d": 3, "hidden": 8, "batch": 16}, device="cpu", out=tmp_path / "api", report=False, **GRID)
+    shown = capsys.readouterr().out
+    assert "sweep" in shown and "8/8" in shown  # the progress bar, as the command line draws it
     cli = run_cli("sweep", "--model", "otflow", *TINY_OTFLOW, "--device", "cpu", "--timesteps", "2,4", "--method", "euler",
                   "--library", "native,torchdiffeq", "--dtype", "float16", "--scaling", "none,grad", "--no-report",
                   "--out", tmp_path / "cli")  # fmt: skip
@@ -42,8 +44,9 @@ def test_a_sweep_from_python_gives_the_command_lines_table(tmp_path):
 
 
 def test_bad_input_raises_one_line_before_anything_is_written(tmp_path):
-    with pytest.raises(InputError, match="unknown dtype 'float8'; allowed: "):
+    with pytest.raises(InputError, match="unknown dtype 'float8'; allowed: ") as raised:
         ra.sweep(model="otflow", dtype="float8", out=tmp_path / "never")
+    assert str(raised.value).startswith("'dtype' "), "from Python there is no command line to name"
     with pytest.raises(InputError, match="'threads'"):
         ra.sweep(model="otflow", threads=0, out=tmp_path / "never")
     with pytest.raises(InputError, match="is not a folder"):

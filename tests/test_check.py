@@ -112,6 +112,29 @@ def test_a_mismatched_grid_is_reported_as_missing_and_new(tiny_sweep, tmp_path):
     assert "missing" in result.stdout
 
 
+def test_grids_with_nothing_in_common_are_one_line_naming_what_differs(tiny_sweep, tmp_path):
+    results = pd.read_parquet(tiny_sweep / "results.parquet")
+    results.assign(mode="pure").to_parquet(tmp_path / "pure.parquet", index=False)
+    result = run_cli("check", tmp_path / "pure.parquet", "--baseline", tiny_sweep)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "no configuration in common (mode: baseline autocast, now pure)" in line
+    assert result.stdout == "", "nothing but the line: no table of every configuration as missing and new"
+
+
+def test_the_summary_counts_in_words_that_agree_with_the_numbers(tiny_sweep, tmp_path):
+    results = pd.read_parquet(tiny_sweep / "results.parquet")
+    ok = ok_rows(results)
+    worse = results.copy()
+    worse.loc[ok.index[:1], "grad_params_rel_err"] *= 100
+    summary = compare(worse, results).summary()
+    assert summary.startswith(f"{len(results)} configurations: 1 regression, ") and "regressions" not in summary
+    worse.loc[ok.index[:2], "grad_params_rel_err"] *= 100
+    assert ", 2 regressions, " in f", {compare(worse, results).summary().split(': ', 1)[1]}"
+    one = results.loc[ok.index[:1]]
+    assert compare(one, one).summary() == "1 configuration: 1 unchanged"
+
+
 def test_junit_has_one_test_case_per_configuration(tiny_sweep, tmp_path):
     results = pd.read_parquet(tiny_sweep / "results.parquet")
     broken = ok_rows(results).iloc[0]

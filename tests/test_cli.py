@@ -36,3 +36,21 @@ def test_sweep_help_groups_the_options_and_shows_the_defaults(monkeypatch):
     assert "seven (library, dtype, scaling) triples of the default grid" in flat and "seed 000" not in flat
     force = next(line for line in text.splitlines() if "--force" in line)
     assert "<bool>" not in force  # a flag takes no value
+
+
+def test_help_lists_each_axis_from_its_registry_and_flags_take_no_value(monkeypatch):
+    from roundoff_analyzer.dtypes import DTYPES
+    from roundoff_analyzer.libraries import LIBRARIES
+    from roundoff_analyzer.methods import METHODS
+    from roundoff_analyzer.modes import MODES
+    from roundoff_analyzer.scalings import SCALINGS
+
+    monkeypatch.setenv("COLUMNS", "400")  # one line per option: nothing wraps
+    text = run_cli("sweep", "--help").stdout
+    for option, registry in (("--method", METHODS), ("--dtype", DTYPES), ("--scaling", SCALINGS), ("--mode", MODES), ("--library", LIBRARIES)):
+        line = next(line for line in text.splitlines() if line.lstrip("│ ").startswith(f"{option} "))
+        assert ", ".join(registry.allowed()) in line, line
+    assert "autocast-nocache" in text and "dopri5" in text
+    assert "<bool>" not in text and "…" not in text  # flags take no value; no help is cut
+    assert "bsds300:PATH with an optional ?split=train" in text
+    assert "<bool>" not in run_cli("--help").stdout

@@ -178,6 +178,9 @@ def test_fp8_sweep_runs_emulated_by_default_with_the_format_u(tmp_path):
     assert (table.grad_params_rel_err_over_u == table.grad_params_rel_err / table.unit_roundoff).all()
     report = (out / "report.md").read_text()
     assert "**8-bit float8_e4m3** (u = 6.25e-02, per-tensor fp8 scaling on)" in report and "**8-bit float8_e5m2**" in report
+    answer = report.split("## The answer", 1)[1].split("\n## ", 1)[0]
+    assert "- **float8_e4m3**: do not train in float8_e4m3." in answer  # it overflowed
+    assert "```python" not in answer  # no torch dtype computes in an emulated format: no code to write
     show = run_cli("show", out, "--where", "dtype == 'float8_e4m3'")
     assert show.exit_code == 0 and "1 of 3 configurations" in show.output
 

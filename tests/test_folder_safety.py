@@ -246,6 +246,24 @@ def test_5_a_second_sweep_on_a_busy_folder_is_refused_and_the_lock_dies_with_its
     assert_every_shard_is_this_sweeps(out)
 
 
+def test_5_a_finished_sweep_leaves_no_lock_file_and_a_lock_is_taken_again_after_release(tmp_path):
+    from roundoff_analyzer.folder_lock import LOCK, FolderBusy, FolderLock
+
+    out = tmp_path / "sweep"
+    assert run_cli("sweep", *GRID, "--out", out).exit_code == 0
+    assert not (out / LOCK).exists() and not (out / LOCK).is_symlink()
+    first, second = FolderLock(tmp_path), FolderLock(tmp_path)
+    first.acquire()
+    with pytest.raises(FolderBusy, match=f"process {os.getpid()} on "):
+        second.acquire()
+    first.release()
+    assert not (tmp_path / LOCK).exists()
+    second.acquire()  # on a new lock file, which a third process sees as held
+    with pytest.raises(FolderBusy):
+        FolderLock(tmp_path).acquire()
+    second.release()
+
+
 # --- 6: --where is a filter language, not code -------------------------------------------------------------------
 
 

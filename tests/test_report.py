@@ -18,7 +18,8 @@ from roundoff_analyzer.dtypes import DTYPES
 from roundoff_analyzer.failures import FAILURE_CLASSES
 from roundoff_analyzer.report import draw_figures, read_sweep_folder
 from roundoff_analyzer.report.causes import explain
-from roundoff_analyzer.report.figures import FAILED_LABEL, adjoint_range_figure, error_figure
+from roundoff_analyzer.report.figures import FAILED_LABEL, RECOVERED_LABEL, adjoint_range_figure, error_figure
+from roundoff_analyzer.report.recovered import recovered_overflows, recovered_paragraph
 from roundoff_analyzer.report.findings import FailureGroup, overflow_progressions
 from roundoff_analyzer.report.formatting import markdown_table
 from roundoff_analyzer.report.recommendations import recommendations
@@ -269,6 +270,94 @@ def test_skipped_configurations_are_counted_with_their_reason(overflow_sweep):
         assert reason in text
 
 
+# --- the answer -----------------------------------------------------------------------------------------------------
+
+ANSWER = re.compile(
+    r"^- \*\*(?P<dtype>[\w ]+)\*\*: train with (?P<library>[\w.:/-]+), (?P<scaling>no scaling|`[\w-]+` [\w ]+ scaling), "
+    r"(?P<method>\w+), n_timesteps (?P<steps>\d+(?: – \d+)?|= \d+) under `(?P<mode>[\w-]+)` \((?P<label>[a-z ]+)"
+    r"(?:: the parameter-gradient roundoff is at most (?P<noise>\S+)× the gradient noise)?\)\.(?P<rest>.*)$",
+    re.M,
+)
+DO_NOT = re.compile(
+    r"^- \*\*(?P<dtype>[\w ]+)\*\*: (do not train in (?P=dtype)\. Its best setup here, .* is (?P<label>[a-z ]+): "
+    r"|no answer for training: the gradient noise was not measured)", re.M,
+)
+BEYOND = re.compile(r"More steps buy no accuracy in [\w ]+ beyond n = (?P<n>\d+): from there the roundoff of the (?P<what>[\w ]+?) exceeds")
+COST = re.compile(r"Cost on \w+: (?P<seconds>\S+(?: – \S+)?) s forward \+ backward")
+LABELS = (verdict.SAFE, verdict.TRAINING, verdict.BORDERLINE, verdict.UNSAFE)
+
+
+def check_answers(text: str, table: pd.DataFrame) -> int:
+    """Each dtype's answer against the Parquet and the verdict table; returns how many dtypes were checked."""
+    level, heading, section = sections(text)[1]
+    assert heading == "## The answer", "the answer is the report's first section"
+    setups = [row for h, _, rows in tables_of(text) if h == "## Verdict" for row in rows]
+    claims = list(ANSWER.finditer(section))
+    refusals = list(DO_NOT.finditer(section))
+    assert sorted(c["dtype"] for c in claims + refusals) == sorted(table.loc[table.status != "skipped", "dtype"].unique())
+    for c in claims:
+        scaling = "none" if c["scaling"] == "no scaling" else c["scaling"].split("`")[1]
+        setup = table[(table.dtype == c["dtype"]) & (table.library == c["library"]) & (table.scaling == scaling) & (table["mode"] == c["mode"])]
+        assert (setup.status == "ok").all() and c["label"] in (verdict.SAFE, verdict.TRAINING), c[0]
+        # No setup of the dtype has a better label, nor the same label with a smaller parameter-gradient error.
+        rows = [r for r in setups if r["dtype"] == c["dtype"]]
+        for r in rows:
+            assert LABELS.index(r["setup"]) >= LABELS.index(c["label"]), (r, c[0])
+            if r["setup"] == c["label"]:
+                assert float(r["param. gradient roundoff (max)"]) >= setup.grad_params_rel_err.max() * (1 - PRINTED), (r, c[0])
+        # The method whose largest total error (discretisation and roundoff) is smallest in that setup.
+        assert setup.groupby("method").total_grad_params_rel_err.max().idxmin() == c["method"]
+        runs = setup[setup.method == c["method"]]
+        low, _, high = c["steps"].removeprefix("= ").partition(" – ")
+        assert (int(low), int(high or low)) == (runs.n_timesteps.min(), runs.n_timesteps.max())
+        assert printed_as(c["noise"], setup.roundoff_to_noise.max()), c[0]
+        beyond = BEYOND.search(c["rest"])
+        if beyond:
+            column = "sol_roundoff_to_disc" if beyond["what"].startswith("solution") else "grad_params_roundoff_to_disc"
+            ratios = runs.set_index("n_timesteps")[column]
+            n = int(beyond["n"])
+            assert ratios[n] >= 1 and (ratios[ratios.index < n] < 1).all(), (c[0], ratios)
+        else:
+            assert not ((runs.sol_roundoff_to_disc >= 1) & (runs.disc_sol_rel_err >= 3 * runs.fine_ref_final_rel_err)).any(), c[0]
+        cost = COST.search(c["rest"])
+        assert cost and printed_range(cost["seconds"], runs.time_forward_s + runs.time_backward_s), c[0]
+        code = section[c.end() : section.find("```", section.find("```python", c.end()) + 3)]
+        assert ("from roundoff_analyzer.solvers import odeint" in code) == c["library"].startswith("native"), code
+        assert ("torch.amp.GradScaler" in code) == (scaling == "grad") and ("DynamicAdjointScaler()" in code) == (scaling == "dynamic")
+        assert f"dtype=torch.{c['dtype']})" in code and f'method="{c["method"]}"' in code
+    for r in refusals:
+        assert all(row["setup"] not in (verdict.SAFE, verdict.TRAINING) for row in setups if row["dtype"] == r["dtype"])
+    return len(claims) + len(refusals)
+
+
+def test_the_answer_comes_first_and_follows_from_the_parquet(overflow_sweep, tiny_sweep):
+    for folder in (overflow_sweep, tiny_sweep):
+        assert check_answers(report_text(folder), results(folder)) >= 1
+    # The overflow sweep's float16 fails without scaling: the answer names the scaling that made it safe, and its code.
+    text = report_text(overflow_sweep)
+    assert re.search(r"^- \*\*float16\*\*: train with [\w-]+, `(grad|dynamic)` ", text, re.M), text[:2000]
+
+
+def test_show_and_sweep_end_with_the_answer_and_a_filter_says_what_it_filters(overflow_sweep):
+    unfiltered = run_cli("show", overflow_sweep)
+    filtered = run_cli("show", overflow_sweep, "--where", "status != 'ok'")
+    assert unfiltered.exit_code == filtered.exit_code == 0, filtered.output
+    def judgement(output: str) -> str:
+        """The verdict and answer lines, unwrapped (they run from the first verdict to the failure messages)."""
+        lines = output.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
+        end = next((i for i, line in enumerate(lines) if i > start and line.startswith("failed ")), len(lines))
+        return " ".join(" ".join(lines[start:end]).split())
+
+    judged = judgement(unfiltered.stdout)
+    assert "answer: float16: train with" in judged
+    table = results(overflow_sweep)
+    scope = f"judge the whole sweep ({len(table)} configurations), not only the {(table.status != 'ok').sum()} that --where shows"
+    assert scope in " ".join(filtered.stdout.split()) and "the whole sweep" not in unfiltered.stdout
+    # Under the filter the verdict and the answer are the whole sweep's, word for word.
+    assert judgement(filtered.stdout) == judged
+
+
 # --- the report of a sweep without failures -----------------------------------------------------------------------
 
 
@@ -333,6 +422,54 @@ def test_adjoint_figure_shows_the_dtype_range_where_the_data_reaches_it(overflow
                 assert list(lines[label].get_ydata()) == [level] * 2 and low <= level <= high
             else:  # far from every value drawn: the title says so, and the axis is not stretched to it
                 assert f"{name} {level:.3g}" in ax.get_title() and "off the scale" in ax.get_title() and not low <= level <= high
+
+
+def test_many_coinciding_lines_leave_the_layout_alone(tiny_sweep, tmp_path):
+    """Every line of a panel on top of another (as a small user model gives): the note naming them used to squeeze the
+    panels to nothing, and matplotlib warned that constrained layout was not applied."""
+    import warnings
+
+    from roundoff_analyzer.report.figures import save
+
+    table = results(tiny_sweep)
+    for metric in RANGE_COLUMNS.values():
+        table[metric] = table.groupby(["method", "dtype", "n_timesteps"])[metric].transform("first")
+    renamed = table.assign(library=table.library + "-with-a-rather-long-name")
+    figure = error_figure(pd.concat([table, renamed]), "sol_rel_err")
+    notes = [t.get_text() for ax in figure.axes for t in ax.texts if t.get_text().startswith("coincide")]
+    assert notes and all(text.count("\n") >= 2 for text in notes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        save(figure, tmp_path, "coinciding")
+
+
+def test_an_ok_run_with_overflowed_casts_is_drawn_recovered_not_failed_and_named(tiny_sweep):
+    """Native float16 with `grad` ends ok although its loss-scaled adjoint, cast to float16, overflows at some backward
+    steps (otflow's `cat` promotes the increment to float32): the figure marks those steps as recovered, never as
+    failed, and the report lists them."""
+    folder = read_sweep_folder(tiny_sweep)
+    table, profile = folder.results, folder.profile
+    assert (table.status != "failed").all()
+    backward = profile[profile.phase == "backward"]
+    overflowed = backward[~backward.max_abs_low.map(math.isfinite)]
+    expected = {tuple(key): tuple(sorted(rows.step)) for key, rows in overflowed.groupby(SETUP + ["n_timesteps"])}
+    assert expected, "the tiny sweep's native float16 grad should overflow its float16 casts"
+    found = recovered_overflows(profile, table)
+    assert {(*r.setup[:4], r.n_timesteps): r.steps for r in found} == expected
+    n = int(profile.n_timesteps.max())
+    figure = adjoint_range_figure(profile, n, table)
+    marks = [line for ax in figure.axes for line in ax.get_lines()]
+    drawn = sum(len(line.get_xdata()) for line in marks if line.get_label() == "_recovered")
+    assert drawn == sum(len(steps) for key, steps in expected.items() if key[-1] == n) > 0
+    assert not [line for line in marks if line.get_label() == "_failed"]
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert RECOVERED_LABEL in legend and FAILED_LABEL not in legend
+    # Without the statuses nothing says the runs recovered: then they are marked as before, as failed.
+    assert any(line.get_label() == "_failed" for ax in adjoint_range_figure(profile, n).axes for line in ax.get_lines())
+    text = report_text(tiny_sweep)
+    assert "**Overflows the runs recovered from.**" in text and "They still count as `ok`" in text
+    for r in found:
+        assert f"{' '.join(r.setup[:4])} at n = {r.n_timesteps}: backward steps {r.steps[0]}–" in text
 
 
 def test_figures_open_as_images_and_are_linked_relatively(overflow_sweep, tmp_path):
@@ -460,6 +597,7 @@ def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_repo
         if name == "all_failed":
             assert (table.status == "failed").all()
             assert "**unsafe**" in text
+            assert "- **float16**: do not train in float16. Its best setup here, " in text and check_answers(text, table) == 1
             # Every n_timesteps where a run failed has its own adjoint figure, and the report links it.
             for n in sorted(table.n_timesteps.unique()):
                 assert (out / "figures" / f"adjoint_range_n{n}.svg").is_file()
@@ -468,6 +606,23 @@ def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_repo
             assert (table.status == "skipped").all() and "nothing to judge" in text
         if name == "single":
             assert len(table) == 1 and table.status.iloc[0] == "ok"
+
+
+def test_the_answer_costs_time_and_memory_against_float32(tmp_path):
+    out = tmp_path / "against-float32"
+    args = ["--library", "native", "--dtype", "float16,float32", "--scaling", "none", "--method", "euler", "--timesteps", "4", "--cpu-memory"]
+    result = _tiny_sweep(out, *args)
+    assert result.exit_code == 0, result.output
+    table = results(out).set_index("dtype")
+    text = report_text(out)
+    time_ratio = table.eval("time_forward_s + time_backward_s")
+    memory_ratio = table.peak_memory_bytes["float16"] / table.peak_memory_bytes["float32"]
+    cost = re.search(r"\*\*float16\*\*: .* Cost on cpu: (\S+)× float32's time, (\S+)× its peak memory; on a CPU", text)
+    assert cost, text[:3000]
+    # Ratios are printed with two decimals.
+    assert math.isclose(float(cost[1]), time_ratio["float16"] / time_ratio["float32"], abs_tol=0.005)
+    assert math.isclose(float(cost[2]), memory_ratio, abs_tol=0.005)
+    assert "answer: float16: train with native" in " ".join(result.stdout.split())  # the sweep ends with it too
 
 
 def test_regenerated_figures_are_byte_identical(tiny_sweep, tmp_path):

@@ -45,7 +45,7 @@ def draw_figures(sweep: SweepFolder) -> dict:
     ran = sweep.results[sweep.results["status"] != "skipped"]
     drawn = {name: figures.error_figure(ran, metric) for name, metric in figures.ERROR_FIGURES.items()} if not ran.empty else {}
     for n in figures.adjoint_timesteps(sweep.profile, sweep.results):
-        adjoint = figures.adjoint_range_figure(sweep.profile, n)
+        adjoint = figures.adjoint_range_figure(sweep.profile, n, sweep.results)
         if adjoint is not None:
             drawn[f"{figures.ADJOINT_FIGURE}_n{n}"] = adjoint
     if along is not None:

@@ -108,6 +108,12 @@ def cost_section(results: pd.DataFrame) -> list[str]:
         else "this sweep has no float32 run to compare with (add `--dtype float32` for the ratio)"
     )
     memory = "" if has_memory else " Peak memory was not recorded on this device."
+    if (ok["scaling"] == "grad").any():
+        memory += (
+            " `grad`'s times include the search for its loss scale: extra backward passes at other scales, to find the "
+            "largest whose gradients are finite (`scale_retries` backoffs from the initial scale), where training with a "
+            "GradScaler runs one backward pass per step."
+        )
     return [
         "## Cost",
         "",

@@ -27,6 +27,10 @@ ERROR_FIGURES = {"error_solution": "sol_rel_err", "error_grad_y0": "grad_y0_rel_
 ADJOINT_FIGURE = "adjoint_range"  # file names adjoint_range_n<n_timesteps>
 LINE_COLUMNS = ("library", "scaling", "mode")  # one line per value of these, in every panel
 FAILED_LABEL = "× failed (in the top band: no finite value)"
+# A step whose value overflowed the low dtype in a run that still ended ok (its backward used a wider adjoint).
+RECOVERED_LABEL = "○ overflowed in the low dtype, run ok (recovered)"
+# The columns that name one configuration in both the profile and the results.
+_RUN_KEYS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding")
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 _LINESTYLES = ("-", "--", "-.", ":")
 _FAILED_BAND = 0.15  # share of a panel's height, at its top, where failed runs without a finite value are marked
@@ -70,26 +74,43 @@ def adjoint_timesteps(profile: pd.DataFrame | None, results: pd.DataFrame) -> li
     return sorted(failed | {max(drawn)})
 
 
-def adjoint_range_figure(profile: pd.DataFrame, n: int | None = None) -> Figure | None:
+def adjoint_range_figure(profile: pd.DataFrame, n: int | None = None, results: pd.DataFrame | None = None) -> Figure | None:
     """Largest adjoint magnitude held in the low dtype per backward step, at `n` (default: the largest n_timesteps),
-    against the dtype's range."""
+    against the dtype's range. A non-finite step is marked failed only where `results` say its run failed (without
+    `results`, every run is taken as failed there); in a run that ended ok it is marked as an overflow it recovered from."""
     backward = profile[profile["phase"] == "backward"] if profile is not None else pd.DataFrame()
     if backward.empty:
         return None
     n = int(backward["n_timesteps"].max()) if n is None else n
-    at_n = backward[backward["n_timesteps"] == n]
+    at_n = with_run_status(backward[backward["n_timesteps"] == n], results)
     if at_n.empty:
         return None
     styles = _styles(at_n)
     with_mode = at_n["mode"].nunique() > 1
     fig, axes = _panel_grid(at_n)
-    any_failed = False
+    marked: set[str] = set()
     for (method, dtype), ax in axes.items():
-        any_failed |= _adjoint_panel(ax, at_n[(at_n["method"] == method) & (at_n["dtype"] == dtype)], dtype, styles, with_mode)
+        marked |= _adjoint_panel(ax, at_n[(at_n["method"] == method) & (at_n["dtype"] == dtype)], dtype, styles, with_mode)
         ax.set_title(f"{method}, {dtype}" + ax.get_title())
     fig.suptitle(f"largest |adjoint| per backward step, n_timesteps = {n}")
-    figure_legend(fig, any_failed)
+    figure_legend(fig, FAILED_LABEL in marked, recovered=RECOVERED_LABEL in marked)
     return fig
+
+
+def with_run_status(profile: pd.DataFrame, results: pd.DataFrame | None) -> pd.DataFrame:
+    """The profile with its run's `status` beside each row ("failed" where a run of it failed at any checkpoint)."""
+    if results is None:
+        return profile.assign(status="failed")
+    keys = [k for k in _RUN_KEYS if k in profile and k in results]
+    failed = results.assign(failed=results["status"] == "failed").groupby(keys)["failed"].any().reset_index()
+    merged = profile.merge(failed, on=keys, how="left")
+    return merged.assign(status=merged["failed"].map({True: "failed", False: "ok"}).fillna("failed")).drop(columns="failed")
+
+
+def non_finite_steps(profile: pd.DataFrame) -> pd.Series:
+    """Backward steps whose value is non-finite, or too large for the low dtype (a wider adjoint survives that)."""
+    held = profile["max_abs_low"].fillna(profile["max_abs"])
+    return ~profile["finite"].astype(bool) | ~held.map(math.isfinite)
 
 
 def save(fig: Figure, folder: Path, stem: str) -> Path:
@@ -156,10 +177,13 @@ def _coinciding(lines: dict[tuple, pd.Series]) -> list[tuple[tuple, tuple]]:
     return found
 
 
-def _mark_failed(ax, x, values: pd.Series, index: int, color: str) -> None:
-    """× at the value where the failed run has one, else in the band at the top of the panel (not at a data value)."""
+def _mark_failed(ax, x, values: pd.Series, index: int, color: str, recovered: bool = False) -> None:
+    """× (○ for an overflow the run recovered from) at the value where there is one, else in the band at the top of
+    the panel (not at a data value)."""
     finite = values.gt(0) & values.lt(float("inf"))
     style = {"linestyle": "none", "marker": "x", "markersize": 9, "markeredgewidth": 2, "color": color, "label": "_failed"}
+    if recovered:
+        style.update(marker="o", fillstyle="none", markersize=6, markeredgewidth=1.2, label="_recovered")
     if finite.any():
         ax.plot(x[finite], values[finite], **style)
     if (~finite).any():
@@ -200,25 +224,30 @@ def _error_panel(ax, panel: pd.DataFrame, metric: str, styles: dict, with_mode: 
 
 def _note_coinciding(ax, pairs: list[tuple[tuple, tuple]], with_mode: bool) -> None:
     if pairs:
-        text = "; ".join(f"{line_label(*a, with_mode)} = {line_label(*b, with_mode)}" for a, b in pairs)
-        ax.text(0.01, 0.01, f"coincide: {text}", transform=ax.transAxes, fontsize="x-small", va="bottom", color="0.3")
+        # One pair per line, inside the panel and outside the layout: a long note on one line made constrained
+        # layout shrink the panels to nothing (and warn) when many lines coincide.
+        text = "\n".join(f"{line_label(*a, with_mode)} = {line_label(*b, with_mode)}" for a, b in pairs)
+        note = ax.text(0.01, 0.01, f"coincide:\n{text}", transform=ax.transAxes, fontsize="x-small", va="bottom", color="0.3",
+                       bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"})  # fmt: skip
+        note.set_in_layout(False)
 
 
-def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode: bool) -> bool:
+def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode: bool) -> set[str]:
     held = panel["max_abs_low"].fillna(panel["max_abs"])
     spec = DTYPES.get(dtype) if dtype in DTYPES else None
     largest = spec.max if spec else None
     normal = spec.smallest_normal if spec else None
-    any_failed = False
-    for index, (key, runs) in enumerate(panel.assign(held=held).groupby(list(LINE_COLUMNS), sort=False)):
+    marked = set()
+    panel = panel.assign(held=held, broken=non_finite_steps(panel))
+    for index, (key, runs) in enumerate(panel.groupby(list(LINE_COLUMNS), sort=False)):
         runs = runs.sort_values("step")
         drawn = runs[runs["held"] > 0]
         ax.plot(drawn["step"], drawn["held"], label=line_label(*key, with_mode), **{**styles[key], "markersize": 3})
-        # Non-finite, or too large for the low dtype (a library that keeps the adjoint in float32 survives that).
-        broken = runs[~runs["finite"].astype(bool) | ~runs["held"].map(math.isfinite)]
-        if not broken.empty:
-            any_failed = True
-            _mark_failed(ax, broken["step"], broken["held"], index, styles[key]["color"])
+        for recovered, label in ((False, FAILED_LABEL), (True, RECOVERED_LABEL)):
+            broken = runs[runs["broken"] & ((runs["status"] != "failed") == recovered)]
+            if not broken.empty:
+                marked.add(label)
+                _mark_failed(ax, broken["step"], broken["held"], index, styles[key]["color"], recovered)
     for index, (library, runs) in enumerate(panel.groupby("library", sort=False)):
         reference = runs.drop_duplicates("step").sort_values("step")
         ax.plot(reference["step"], reference["reference_max_abs"], color=("0.35", "0.65")[index % 2], linewidth=1,
@@ -238,11 +267,11 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
         ax.set_title(f"\n({' and '.join(outside)}: off the scale)")
     ax.set_xlabel("backward step (0 = first step back from t = 1)")
     ax.set_ylabel("largest |adjoint| in the low dtype")
-    _note_coinciding(ax, _coinciding({k: r.set_index("step")["held"] for k, r in panel.assign(held=held).groupby(list(LINE_COLUMNS), sort=False)}), with_mode)
-    return any_failed
+    _note_coinciding(ax, _coinciding({k: r.set_index("step")["held"] for k, r in panel.groupby(list(LINE_COLUMNS), sort=False)}), with_mode)
+    return marked
 
 
-def figure_legend(fig: Figure, any_failed: bool) -> None:
+def figure_legend(fig: Figure, any_failed: bool, recovered: bool = False) -> None:
     """One legend for the figure: each label once, whichever panel drew it first."""
     handles: dict[str, object] = {}
     for ax in fig.axes:
@@ -250,4 +279,6 @@ def figure_legend(fig: Figure, any_failed: bool) -> None:
             handles.setdefault(label, handle)
     if any_failed:
         handles[FAILED_LABEL] = Line2D([], [], linestyle="none", marker="x", color="grey", markeredgewidth=2, label=FAILED_LABEL)
+    if recovered:
+        handles[RECOVERED_LABEL] = Line2D([], [], linestyle="none", marker="o", fillstyle="none", color="grey", label=RECOVERED_LABEL)
     fig.legend(list(handles.values()), list(handles), fontsize="small", loc="outside lower center", ncols=min(4, len(handles)))

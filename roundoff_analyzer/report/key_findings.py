@@ -6,13 +6,14 @@ import pandas as pd
 from . import formatting as fmt
 from . import tables
 from .causes import explain
+from .recovered import recovered_paragraph
 from .findings import FailureGroup, GrowthGroup, Rescue, failure_groups, growth_groups, largest_error, overflow_progressions, rescues, without_step
 
 RESCUE_HEADING = "Which scaling rescued which dtype"
 RESCUE_ANCHOR = "#which-scaling-rescued-which-dtype"
 
 
-def key_findings(results: pd.DataFrame, manifest: dict, with_mode: bool) -> list[str]:
+def key_findings(results: pd.DataFrame, manifest: dict, with_mode: bool, profile: pd.DataFrame | None = None) -> list[str]:
     groups = failure_groups(results)
     ran = results[results["status"] != "skipped"]
     if groups:
@@ -24,6 +25,8 @@ def key_findings(results: pd.DataFrame, manifest: dict, with_mode: bool) -> list
             f" ({fmt.plural(skipped, 'configuration')} skipped, see the overview)." if skipped else "."
         )
     lines = ["## Key findings", "", summary]
+    recovered = recovered_paragraph(profile, results, with_mode)
+    lines += [""] + recovered if recovered else []
     largest = largest_error(results)
     if largest is not None:
         mode = f" {largest['mode']}" if with_mode else ""

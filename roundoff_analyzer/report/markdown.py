@@ -10,6 +10,7 @@ from .figures import ADJOINT_FIGURE, ERROR_FIGURES, METRIC_NAMES
 from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
 from .key_findings import key_findings
 from .along_training import along_training_section, judged_rows, scope_note
+from .answer_section import answer_section
 from .context_section import context_section, cost_section
 from .overview import overview
 from .recommendations import recommendations
@@ -35,8 +36,9 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
         lines += [note, ""]
     # What a reader acts on comes first; the detail that backs it follows.
     sections = (
+        answer_section(results, sweep.manifest.get("device")),
         verdict_section(results),
-        key_findings(results, sweep.manifest, with_mode),
+        key_findings(results, sweep.manifest, with_mode, sweep.profile),
         along_training_section(every_checkpoint, sweep.manifest, figures, sweep.path),
         recommendations(results, with_mode),
         context_section(results),
@@ -125,8 +127,9 @@ def adjoint_range(figures: dict[str, tuple[str, str]]) -> list[str]:
         "The largest magnitude of the adjoint of the state as the low dtype holds it at each backward step (multiplied by "
         "the loss or adjoint scale in effect, then rounded to the low dtype), against the dtype's largest finite number and "
         "its smallest normal number (where they lie near the data); the grey lines are each library's float64 reference "
-        "(unscaled). A × marks a step with a non-finite value (in the grey band at the top when the value itself is not "
-        f"finite). Drawn at the largest n_timesteps and at every n_timesteps where a run failed: n = {fmt.listing(n for n, _ in drawn)}.",
+        "(unscaled). A × marks a step with a non-finite value in a run that failed, a ○ one in a run that still ended ok "
+        "(its backward used a wider adjoint, or its scaler redid the step; the key findings list them), each in the grey "
+        f"band at the top when the value itself is not finite. Drawn at the largest n_timesteps and at every n_timesteps where a run failed: n = {fmt.listing(n for n, _ in drawn)}.",
     ]
     for n, (png, svg) in drawn:
         lines += ["", f"![largest adjoint magnitude per backward step, n_timesteps = {n}]({png}) ([SVG]({svg}))"]

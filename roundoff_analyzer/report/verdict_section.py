@@ -10,13 +10,20 @@ from .training_findings import last_checkpoint
 VERDICT_ANCHOR = "the-verdict"
 
 
+def judged(results: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The rows a verdict or answer judges (a sweep over several checkpoints: its last in training), and the words
+    that say so."""
+    last = last_checkpoint(results)
+    return (results[results["checkpoint"] == last], f"at checkpoint {last}: ") if last else (results, "")
+
+
 def verdict_lines(results: pd.DataFrame) -> list[str]:
     """One sentence per dtype × library (× mode): the verdict and its numbers; the report's and `roundoff show`'s.
     A sweep over several checkpoints is judged at the last in training, and each sentence says so."""
-    last = last_checkpoint(results)
-    found = rules.verdicts(results[results["checkpoint"] == last] if last else results)
+    rows, at = judged(results)
+    found = rules.verdicts(rows)
     with_mode = len({v.mode for v in found}) > 1
-    return [f"{f'at checkpoint {last}: ' if last else ''}{sentence(v, with_mode)}" for v in found]
+    return [f"{at}{sentence(v, with_mode)}" for v in found]
 
 
 def verdict_section(results: pd.DataFrame) -> list[str]:
@@ -39,11 +46,11 @@ def sentence(v: rules.Verdict, with_mode: bool) -> str:
     head = f"**{v.dtype}** with {v.library}{mode}: {label(v.label)}."
     chosen, unscaled = v.decided_by, v.unscaled
     if v.label == rules.NEEDS_SCALING:
-        before = _describe(unscaled) if unscaled is not None else ""
+        before = describe(unscaled) if unscaled is not None else ""
         # A factor near 1 says nothing worth a word: the scaling rescued failures, not accuracy.
         cut = f" cuts the parameter-gradient error {fmt.in_u(v.reduction)}× and" if v.reduction and v.reduction >= 1.5 else ""
-        return f"{head} Without scaling {before}. `{chosen.scaling}`{cut} makes it {chosen.label}: {_describe(chosen)}."
-    text = f"{head} {'Without scaling' if chosen.scaling == 'none' else f'With `{chosen.scaling}`'}, {_describe(chosen)}."
+        return f"{head} Without scaling {before}. `{chosen.scaling}`{cut} makes it {chosen.label}: {describe(chosen)}."
+    text = f"{head} {'Without scaling' if chosen.scaling == 'none' else f'With `{chosen.scaling}`'}, {describe(chosen)}."
     better = [s for s in v.setups if s is not chosen and s.scaling != "none" and not s.failures]
     if chosen.scaling == "none" and better:
         factors = [(s, v.cut_by(s)) for s in better]
@@ -54,7 +61,7 @@ def sentence(v: rules.Verdict, with_mode: bool) -> str:
     return text
 
 
-def _describe(j: rules.SetupJudgement) -> str:
+def describe(j: rules.SetupJudgement) -> str:
     """What decided one setup's label, in numbers."""
     if j.failures:
         classes = fmt.listing(dict.fromkeys(c for _, _, c in j.failures))
@@ -69,10 +76,21 @@ def _describe(j: rules.SetupJudgement) -> str:
     elif not j.noise_known:
         parts.append("the gradient noise is unknown")
     if j.to_disc is not None:
-        parts.append(f"at most {_ratio(j.to_disc.value)} the discretisation error ({j.to_disc.quantity}, {_where(j.to_disc)})")
+        parts.append(f"at most {_ratio(j.to_disc.value)} the discretisation error ({j.to_disc.quantity}, {_where(j.to_disc)}){_consequence(j)}")
     if j.unresolved:
         parts.append(f"the discretisation error is too small to resolve at {fmt.listing(f'{m} n = {n}' for m, n in j.unresolved)}")
     return "; ".join(parts) if parts else "no error was measured"
+
+
+def _consequence(j: rules.SetupJudgement) -> str:
+    """What a roundoff above the discretisation error means: more steps stop paying from the first n where it is."""
+    first: dict[str, int] = {}
+    for method, _, n in j.roundoff_dominates:
+        first[method] = min(first.get(method, n), n)
+    if not first:
+        return ""
+    where = fmt.listing(f"n = {n} with {m}" for m, n in first.items())
+    return f", so more steps buy no accuracy in {j.dtype} beyond {where}"
 
 
 def _ratio(value: float) -> str:

@@ -1,0 +1,32 @@
+"""The verdict and the answer under a results table, as `roundoff sweep` and `roundoff show` print them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from roundoff_analyzer.text import printable
+
+
+def print_judgement(console: Console, results, folder: Path, shown: int | None = None) -> None:
+    """Verdict lines, then per dtype the answer and its code lines. `shown`: how many rows a filter left in the table
+    above, which the verdict and the answer do not judge (they judge the whole sweep, and say so)."""
+    from roundoff_analyzer.errors import InputError
+    from roundoff_analyzer.report.answer_section import answer_lines
+    from roundoff_analyzer.report.verdict_section import verdict_lines
+    from roundoff_analyzer.setups import read_setup
+
+    try:
+        device = (read_setup(folder) or {}).get("device")
+    except InputError:  # a manifest that cannot be read only costs the answer its device
+        device = None
+    if shown is not None:
+        console.print(
+            f"the verdict and the answer judge the whole sweep ({len(results)} configurations), not only the {shown} "
+            "that --where shows", highlight=False, markup=False,
+        )  # fmt: skip
+    for line in verdict_lines(results):
+        console.print(f"verdict: {printable(line.replace('**', ''))}", highlight=False, markup=False)
+    for line in answer_lines(results, device):
+        prefix = "" if line.startswith(" ") else "answer: "
+        console.print(f"{prefix}{printable(line)}", highlight=False, markup=False)

@@ -1,0 +1,112 @@
+"""The answer: per dtype, what to train with, or not to train in it and why. Pure functions of the results table.
+
+Per dtype (as the verdict labels it: `float16`, or `float16 emulated` in a sweep over the arithmetic axis), the
+setup with the best verdict is chosen (library, scaling, mode; ties go to the smaller parameter-gradient error):
+- if its label is `safe` or `safe for training`, the answer is to train with it, with the method whose total
+  error (discretisation and roundoff, against the fine reference; the roundoff alone where the fine reference
+  was not solved) is smallest over its runs, at the n_timesteps at which that method ran without failure;
+- otherwise the answer is not to train in that dtype, and the chosen setup's judgement says why.
+What it costs is its time (forward + backward) and peak memory against the float32 run of the same library,
+method, n_timesteps and mode without scaling, where the sweep ran one.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from . import verdict as rules
+
+TRAINABLE = (rules.SAFE, rules.TRAINING)
+TOTAL, ROUNDOFF = "total_grad_params_rel_err", "grad_params_rel_err"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The chosen runs against float32's: ratios min – max over the (n_timesteps) both ran, absolute times otherwise."""
+
+    seconds: tuple[float, float] | None  # forward + backward, min – max over the chosen runs
+    time_ratio: tuple[float, float] | None  # against float32
+    memory_ratio: tuple[float, float] | None  # peak memory against float32
+    memory_measured: bool
+
+
+@dataclass(frozen=True)
+class Answer:
+    dtype: str
+    train: bool
+    judgement: rules.SetupJudgement  # the setup chosen: its label, numbers and, for "do not", why
+    method: str | None
+    timesteps: tuple[int, ...]  # the chosen method's n_timesteps without failure, in order
+    roundoff_dominates: tuple[tuple[str, int], ...]  # the chosen method's (quantity, smallest n where roundoff >= discretisation)
+    cost: Cost | None
+    arithmetic: str  # "hardware", or "emulated" when the chosen runs computed in emulated arithmetic
+
+    @property
+    def library(self) -> str:
+        return self.judgement.library
+
+    @property
+    def scaling(self) -> str:
+        return self.judgement.scaling
+
+    @property
+    def mode(self) -> str:
+        return self.judgement.mode
+
+
+def answers(results: pd.DataFrame) -> list[Answer]:
+    """One answer per dtype that ran, in the order the sweep met them."""
+    found = rules.verdicts(results)
+    chosen: dict[str, rules.SetupJudgement] = {}
+    for v in found:
+        best = chosen.get(v.dtype)
+        if best is None or rules.rank(v.decided_by) < rules.rank(best):
+            chosen[v.dtype] = v.decided_by
+    return [_answer(results, judgement) for judgement in chosen.values()]
+
+
+def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement) -> Answer:
+    runs = rules.reduction_runs(results, judgement)
+    train = judgement.label in TRAINABLE and not runs.empty
+    method = _best_method(runs, judgement) if train else None
+    at = runs[runs["method"] == method].sort_values("n_timesteps") if method else runs.iloc[0:0]
+    arithmetic = "emulated" if "arithmetic" in at and (at["arithmetic"] == "emulated").any() else "hardware"
+    return Answer(
+        judgement.dtype, train, judgement, method, tuple(int(n) for n in at["n_timesteps"].unique()),
+        tuple((q, n) for m, q, n in judgement.roundoff_dominates if m == method), cost(results, at) if train else None, arithmetic,
+    )  # fmt: skip
+
+
+def _best_method(runs: pd.DataFrame, judgement: rules.SetupJudgement) -> str | None:
+    """The method that never failed in this setup with the smallest largest total error (else roundoff)."""
+    failed = {m for m, _, _ in judgement.failures}
+    candidates = runs[~runs["method"].isin(failed)]
+    if candidates.empty:
+        return None
+    metric = TOTAL if TOTAL in candidates and candidates[TOTAL].notna().any() else ROUNDOFF
+    worst = candidates.groupby("method", sort=False)[metric].max()
+    return str(worst.idxmin()) if worst.notna().any() else str(candidates["method"].iloc[0])
+
+
+def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
+    """Time and peak memory of `runs` against float32 (same library, method, n_timesteps, mode; scaling none)."""
+    if runs.empty or "time_forward_s" not in runs:
+        return None
+    seconds = (runs["time_forward_s"] + runs["time_backward_s"]).dropna()
+    float32 = results[(results["dtype"] == "float32") & (results["scaling"] == "none") & (results["status"] == "ok")]
+    keys = ["library", "method", "n_timesteps", "mode"]
+    paired = runs.merge(float32, on=keys, suffixes=("", "_float32")) if not float32.empty else None
+    time_ratio = memory_ratio = None
+    if paired is not None and not paired.empty and runs["dtype"].iloc[0] != "float32":
+        times = (paired["time_forward_s"] + paired["time_backward_s"]) / (paired["time_forward_s_float32"] + paired["time_backward_s_float32"])
+        time_ratio = _span(times)
+        memory_ratio = _span(paired["peak_memory_bytes"] / paired["peak_memory_bytes_float32"])
+    measured = "peak_memory_bytes" in runs and runs["peak_memory_bytes"].notna().any()
+    return Cost(_span(seconds), time_ratio, memory_ratio, bool(measured))
+
+
+def _span(values: pd.Series) -> tuple[float, float] | None:
+    values = values[values.map(lambda v: v is not None and math.isfinite(v))] if len(values) else values
+    return (float(values.min()), float(values.max())) if len(values) else None

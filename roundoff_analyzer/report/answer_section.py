@@ -1,0 +1,182 @@
+"""The answer, in words: per dtype one sentence (what to train with, or not to and why), the lines it changes in the
+user's code, and what it costs; at the top of the report, at the end of `roundoff sweep` and in `roundoff show`."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import answer as answering
+from . import formatting as fmt
+from .verdict_section import describe, judged
+
+SCALING_WORDS = {"none": "no scaling", "grad": "`grad` loss scaling", "dynamic": "`dynamic` adjoint scaling"}
+
+
+def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
+    """One sentence: dtype, library, scaling, mode, method and n_timesteps; or "do not" and why; and the cost."""
+    if not a.train and not a.judgement.noise_known and not a.judgement.failures:
+        # Only the accuracy was judged: nothing says whether training would feel the roundoff.
+        return (
+            f"**{a.dtype}**: no answer for training: the gradient noise was not measured (`--noise-batches 0`, or a model without a batch sampler), "
+            f"so nothing here says whether training feels the roundoff. For accuracy, its best setup is {_setup(a)}: "
+            f"{describe(a.judgement)}."
+        )
+    if not a.train:
+        return f"**{a.dtype}**: do not train in {a.dtype}. Its best setup here, {_setup(a)}, is {a.judgement.label}: {describe(a.judgement)}."
+    steps = f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps = {a.timesteps[0]}"
+    text = (
+        f"**{a.dtype}**: train with {a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, "
+        f"{steps} under `{a.mode}` ({a.judgement.label}"
+        + (f": the parameter-gradient roundoff is at most {fmt.in_u(a.judgement.to_noise.value)}× the gradient noise" if a.judgement.to_noise else "")
+        + ")."
+    )
+    if a.roundoff_dominates:
+        text += f" {beyond(a.dtype, a.roundoff_dominates)}"
+    if a.arithmetic == "emulated":
+        text += f" These runs emulated {a.dtype} in software: what it would do, not code to train with today."
+    return f"{text} {cost_sentence(a, device)}"
+
+
+def beyond(dtype: str, dominates) -> str:
+    """'More steps buy no accuracy in float16 beyond n = 32: from there the roundoff of the solution exceeds its
+    discretisation error (of the parameter gradient from n = 128).'"""
+    ordered = sorted(dominates, key=lambda pair: pair[1])
+    (quantity, first), rest = ordered[0], ordered[1:]
+    others = [f"of the {q} from n = {n}" for q, n in rest if n != first]
+    same = [q for q, n in rest if n == first]
+    of = fmt.either([quantity, *same]).replace(" or ", " and ")
+    tail = f" ({'; '.join(others)})" if others else ""
+    return (
+        f"More steps buy no accuracy in {dtype} beyond n = {first}: from there the roundoff of the {of} exceeds its "
+        f"discretisation error{tail}."
+    )
+
+
+def _setup(a: answering.Answer) -> str:
+    return f"{a.library} with {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')} under `{a.mode}`"
+
+
+def cost_sentence(a: answering.Answer, device: str | None) -> str:
+    c = a.cost
+    where = f"on {device}" if device else "on the sweep's device"
+    if c is None or c.seconds is None:
+        return f"Cost {where}: not measured."
+    ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
+    if c.time_ratio is not None:
+        text = f"Cost {where}: {ratio(c.time_ratio)} float32's time"
+        text += f", {ratio(c.memory_ratio)} its peak memory" if c.memory_ratio is not None and c.memory_measured else ", peak memory not recorded"
+    else:
+        text = (
+            f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward; no float32 run to compare "
+            "with (add `--dtype float32`)"
+        )
+    if device is not None and str(device).startswith("cpu"):
+        text += "; on a CPU low precision is emulated in software, so its speed says nothing of a GPU's"
+    if a.scaling == "grad":
+        text += "; `grad`'s time includes the backward passes of its search for a loss scale"
+    return text + "."
+
+
+def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
+    """The lines to write in a training script for this answer (nothing for "do not", nor for a format that was
+    emulated in software: no torch dtype computes in it)."""
+    if not a.train or a.arithmetic == "emulated":
+        return []
+    device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
+    dtype = f"torch.{a.dtype.split()[0]}"
+    lines = []
+    if a.library in ("native", "native-low"):
+        lines.append("from roundoff_analyzer.solvers import odeint  # in place of torchdiffeq's odeint")
+    elif a.library == "torchdiffeq-adjoint":
+        lines.append("from torchdiffeq import odeint_adjoint as odeint")
+    elif a.library != "torchdiffeq":
+        lines.append(f"# solve with {a.library}, as this sweep did")
+    if a.scaling == "dynamic":
+        lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
+    solve_args = [f'method="{a.method}"']
+    if a.scaling == "dynamic":
+        solve_args.append("scaler=DynamicAdjointScaler()")
+    if a.library == "native-low":
+        solve_args.append('trajectory_dtype="low"')
+    solve = f"odeint(func, y0, torch.linspace(0, 1, {a.timesteps[-1] + 1}), {', '.join(solve_args)})"
+    if a.mode == "pure":
+        lines += [f"func, y0 = func.to({dtype}), y0.to({dtype})", f"trajectory = {solve}"]
+    else:
+        cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
+        lines += [f'with torch.autocast("{device_type}", dtype={dtype}{cache}):', f"    trajectory = {solve}", "    loss = ..."]
+    if a.scaling == "grad":
+        lines += [
+            f'scaler = torch.amp.GradScaler("{device_type}")  # once, before the training loop',
+            "scaler.scale(loss).backward()", "scaler.step(optimizer)", "scaler.update()",
+        ]  # fmt: skip
+    else:
+        lines += ["loss.backward()", "optimizer.step()"]
+    return lines
+
+
+def answer_section(results: pd.DataFrame, device: str | None) -> list[str]:
+    rows, at = judged(results)
+    found = answering.answers(rows)
+    if not found:
+        return []
+    lines = ["## The answer", ""]
+    for a in found:
+        lines.append(f"- {at}{answer_sentence(a, device)}")
+        code = code_lines(a, device)
+        if code:
+            lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
+    return lines + ([] if lines[-1] == "" else [""]) + ["Words used in this report:", ""] + [f"- {line}" for line in glossary(results)]
+
+
+def glossary(results: pd.DataFrame) -> list[str]:
+    """One sentence for each word of the report a reader may not know, for the words this sweep uses."""
+    ran = results[results["status"] != "skipped"]
+    units = ", ".join(f"{fmt.error(u)} in {d}" for d, u in ran.drop_duplicates("dtype")[["dtype", "unit_roundoff"]].itertuples(index=False))
+    words = [
+        "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same time grid.",
+        f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error of 10 u "
+        "is what ten such roundings can add up to.",
+    ]
+    if ran["library"].isin(["native", "native-low"]).any():
+        words.append(
+            "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for torchdiffeq's "
+            "fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and sums the gradients in float32"
+            + (" (`native-low` returns the stored low-precision states as the trajectory)." if (ran["library"] == "native-low").any() else ".")
+        )
+    if (ran["scaling"] == "grad").any():
+        words.append(
+            "**grad**: loss scaling with `torch.amp.GradScaler`: the loss is multiplied by a large scale before the backward "
+            "pass, so that small gradients do not underflow, and the scale is backed off after a non-finite gradient."
+        )
+    if (ran["scaling"] == "dynamic").any():
+        words.append(
+            "**dynamic**: the native solver's adjoint scaling (`DynamicAdjointScaler`): each backward step multiplies the "
+            "adjoint by its own power-of-two scale, and halves it and redoes the step when the product overflows."
+        )
+    if ran["mode"].str.startswith("autocast").any():
+        words.append("**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype and keeps the weights in float32.")
+    words.append(
+        "**adjoint**: the gradient of the loss with respect to the state at one time step, which the backward pass carries "
+        "from t = 1 back to t = 0; it is where low precision overflows or underflows first."
+    )
+    if "disc_sol_rel_err" in ran and ran["disc_sol_rel_err"].notna().any():
+        words.append(
+            "**discretisation error**: how far the float64 solution on the sweep's time grid is from a fine reference: the "
+            "error of the method and its n_timesteps. Where the roundoff exceeds it, more steps no longer make the result "
+            "more accurate in that dtype."
+        )
+    if "grad_noise_rel" in ran and ran["grad_noise_rel"].notna().any():
+        words.append(
+            "**gradient noise**: how much the float64 parameter gradient changes from one batch of data to another; "
+            "training already lives with it, so a roundoff well under it does not change what training does."
+        )
+    return words
+
+
+def answer_lines(results: pd.DataFrame, device: str | None) -> list[str]:
+    """The terminal's form: per dtype its sentence, then its code lines indented."""
+    rows, at = judged(results)
+    lines = []
+    for a in answering.answers(rows):
+        lines.append(f"{at}{answer_sentence(a, device)}".replace("**", "").replace("`", ""))
+        lines += [f"    {line}" for line in code_lines(a, device)]
+    return lines
