@@ -132,7 +132,8 @@ class SweepConfig(BaseModel):
     loss_scale: PositiveFloat = Field(1.0, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
     executor: str | None = Field(None, description="where the configurations run: local, processes or slurm (default: local, "
                                  "or processes when workers > 1)")  # fmt: skip
-    workers: PositiveInt = Field(1, description="worker processes on this machine (executor processes)")
+    workers: PositiveInt | None = Field(None, description="worker processes on this machine (executor processes; default: one "
+                                        "per core for a grid of 2,000 or more right-hand-side evaluations on the CPU, else 1)")  # fmt: skip
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     rtol: PositiveFloat = Field(1e-3, description="adaptive methods: relative tolerance of the step control")
     atol: PositiveFloat = Field(1e-6, description="adaptive methods: absolute tolerance of the step control")
@@ -189,7 +190,7 @@ class SweepConfig(BaseModel):
     @property
     def executor_name(self) -> str:
         """The executor asked for; without one, worker processes when more than one worker is asked for."""
-        return self.executor or ("processes" if self.workers > 1 else "local")
+        return self.executor or ("processes" if (self.workers or 1) > 1 else "local")
 
 
 def checked_data(value: str | None) -> str | None:

@@ -21,9 +21,10 @@ from . import __version__
 from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
 from .config import SweepConfig
 from .data import parse_data
-from .devices import describe
+from .devices import describe, resolve_device
 from .environment import EnvironmentFailure
 from .executors import EXECUTORS, Execution, ExecutionReport, Executor, NoProgress
+from .executors.auto_workers import auto_workers
 from . import memory
 from .grid import Configuration, Grid, file_safe
 from .errors import InputError, one_line
@@ -55,6 +56,7 @@ class SweepPlan:
     threads: ThreadChoice | None = None  # torch threads for each process that measures (None: leave torch's setting)
     # Every checkpoint, in the grid's order, with a problem of its own (the first is `problem`); empty without --checkpoint.
     checkpoints: list[SweepCheckpoint] = field(default_factory=list)
+    workers_reason: str | None = None  # why config.workers processes: "--workers", or the automatic choice's reason
 
     def problem_for(self, checkpoint: str) -> Problem:
         """The problem of the configurations whose `checkpoint` is this name."""
@@ -102,6 +104,11 @@ def plan(config: SweepConfig, checked: bool = False) -> SweepPlan:
     options = parse_options(model, config.options)
     grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling, config.arithmetic, config.rounding)
     files = expand_checkpoints(config.checkpoint) if config.checkpoint else []
+    workers_reason = "--workers" if config.workers is not None else None
+    if config.workers is None:
+        workers, workers_reason = (1, f"executor {config.executor}") if config.executor not in (None, "processes") else \
+            auto_workers(grid.configurations(model.name), resolve_device(config.device))
+        config = config.model_copy(update={"workers": workers})
     executor = EXECUTORS.get(config.executor_name)
     device = executor.target_device(config)
     warm_up = getattr(executor, "warm_up", None)  # optional: what takes seconds to start starts while the problem is built
@@ -116,7 +123,8 @@ def plan(config: SweepConfig, checked: bool = False) -> SweepPlan:
     checkpoint = {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
     grid = replace(grid, checkpoints=tuple(c.name for c in checkpoints) or ("",))
     threads = choose_threads(problem.func, problem.y0, device, config.threads, config.workers) if executor.runs_here else None
-    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads, checkpoints)
+    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads, checkpoints,
+                     workers_reason)  # fmt: skip
 
 
 def build_problem(model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True) -> Problem:
@@ -242,7 +250,8 @@ def _manifest(plan: SweepPlan) -> dict:
         "seed": plan.options.seed,
         "device": str(plan.device),
         "device_description": describe(plan.device) if plan.executor.runs_here else f"{plan.device} on the {plan.executor.name} executor's nodes",
-        "execution": {**plan.executor.settings(config), **(plan.threads.as_dict() if plan.threads else {})},
+        "execution": {**plan.executor.settings(config), **({"workers_reason": plan.workers_reason} if plan.workers_reason else {}),
+                      **(plan.threads.as_dict() if plan.threads else {})},
         "repeats": config.repeats,
         "timeout_s": config.timeout,
         "cpu_memory": config.cpu_memory,
