@@ -58,7 +58,7 @@ def test_bsds300_sweep_records_its_data_source_in_the_manifest(tmp_path):
     path = write_bsds300(tmp_path / "BSDS300.hdf5")
     out = tmp_path / "sweep"
     result = run_cli("sweep", "--model", "otflow", "-o", "d=63", "-o", "hidden=8", "-o", "batch=8",
-                     "--data", f"bsds300:{path}?split=validation", *ONE_CONFIGURATION, "--out", out)  # fmt: skip
+                     "--data", f"bsds300:{path}?split=validation", *ONE_CONFIGURATION, "--dtype", "bfloat16", "--out", out)  # fmt: skip
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["data"] == f"bsds300:{path}?split=validation"

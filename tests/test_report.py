@@ -443,17 +443,30 @@ def test_many_coinciding_lines_leave_the_layout_alone(tiny_sweep, tmp_path):
         save(figure, tmp_path, "coinciding")
 
 
-def test_an_ok_run_with_overflowed_casts_is_drawn_recovered_not_failed_and_named(tiny_sweep):
-    """Native float16 with `grad` ends ok although its loss-scaled adjoint, cast to float16, overflows at some backward
-    steps (otflow's `cat` promotes the increment to float32): the figure marks those steps as recovered, never as
-    failed, and the report lists them."""
+PASSIVE_CHANNEL = str(Path(__file__).parent / "fixtures" / "passive_channel.py") + ":passive_channel"
+
+
+@pytest.fixture(scope="module")
+def recovered_sweep(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("recovered") / "sweep"
+    result = run_cli("sweep", "--model", PASSIVE_CHANNEL, "--timesteps", "4,8", "--method", "euler", "--dtype", "float16",
+                     "--scaling", "none", "--library", "native,torchdiffeq", "--noise-batches", "0", "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_an_ok_run_with_overflowed_casts_is_drawn_recovered_not_failed_and_named(recovered_sweep):
+    """A float16 run ends ok although the adjoint it records, cast to float16, overflows at its backward steps (a
+    passive float32 channel whose large adjoint no low-precision product sees): the figure marks those steps as
+    recovered, never as failed, and the report lists them."""
+    tiny_sweep = recovered_sweep
     folder = read_sweep_folder(tiny_sweep)
     table, profile = folder.results, folder.profile
     assert (table.status != "failed").all()
     backward = profile[profile.phase == "backward"]
     overflowed = backward[~backward.max_abs_low.map(math.isfinite)]
     expected = {tuple(key): tuple(sorted(rows.step)) for key, rows in overflowed.groupby(SETUP + ["n_timesteps"])}
-    assert expected, "the tiny sweep's native float16 grad should overflow its float16 casts"
+    assert expected, "the passive channel's adjoint should overflow its float16 casts"
     found = recovered_overflows(profile, table)
     assert {(*r.setup[:4], r.n_timesteps): r.steps for r in found} == expected
     n = int(profile.n_timesteps.max())
