@@ -141,7 +141,7 @@ def test_fp8_sweep_runs_emulated_by_default_with_the_format_u(tmp_path):
     report = (out / "report.md").read_text()
     assert "**8-bit float8_e4m3** (u = 6.25e-02, per-tensor fp8 scaling on)" in report and "**8-bit float8_e5m2**" in report
     show = run_cli("show", out, "--where", "dtype == 'float8_e4m3'")
-    assert show.exit_code == 0 and "1 of 3 configurations" in show.output
+    assert show.exit_code == 0 and "1 of 3 configurations" in " ".join(show.output.split())  # the table's title, wrapped to its width
 
 
 def test_hardware_fp8_on_a_cpu_is_a_failed_row_that_says_why(tmp_path):
@@ -155,6 +155,7 @@ def test_hardware_fp8_on_a_cpu_is_a_failed_row_that_says_why(tmp_path):
     assert row.status == "failed" and row.failure_class == "unsupported" and "autocast on cpu does not run" in row.failure_message
 
 
+@pytest.mark.slow  # many stochastic repeats: 10 s
 def test_stochastic_repeats_estimate_significant_digits_close_to_the_reference_error(tmp_path):
     out = tmp_path / "stochastic"
     result = run_cli(

@@ -388,6 +388,7 @@ def test_10_a_sweep_of_skipped_configurations_finishes(tmp_path):
 # --- 11: manifests that are not what a sweep writes ---------------------------------------------------------------
 
 
+@pytest.mark.slow  # three fresh processes per manifest, each importing torch: 10 s each
 @pytest.mark.parametrize("manifest, outcome", [("[]", 0), ('{"fingerprint": 5}', 2), ("\x00\xff not json", 0)])
 def test_11_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(tmp_path, uninterrupted, manifest, outcome):
     out = tmp_path / "sweep"
@@ -405,6 +406,7 @@ def test_11_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(
         assert read.returncode in (0, 2) and "Traceback" not in read.stderr, read.stderr
 
 
+@pytest.mark.slow  # three fresh processes, each importing torch: 15-25 s
 def test_11_a_non_numeric_duration_does_not_break_reading(tmp_path, uninterrupted):
     out = tmp_path / "sweep"
     shutil.copytree(uninterrupted, out)
@@ -418,6 +420,7 @@ def test_11_a_non_numeric_duration_does_not_break_reading(tmp_path, uninterrupte
 # --- misleading output --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # two fresh processes, each importing torch: 10 s
 def test_escape_codes_in_stored_text_never_reach_the_terminal(tmp_path, uninterrupted):
     out = tmp_path / "sweep"
     shutil.copytree(uninterrupted, out)

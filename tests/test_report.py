@@ -335,6 +335,7 @@ def test_adjoint_figure_shows_the_dtype_range_where_the_data_reaches_it(overflow
                 assert f"{name} {level:.3g}" in ax.get_title() and "off the scale" in ax.get_title() and not low <= level <= high
 
 
+@pytest.mark.slow  # every figure rendered and opened: 10 s
 def test_figures_open_as_images_and_are_linked_relatively(overflow_sweep, tmp_path):
     out = tmp_path / "elsewhere" / "report.md"
     result = run_cli("report", overflow_sweep, "--out", out)
@@ -443,6 +444,7 @@ def _tiny_sweep(out: Path, *args: str):
     return run_cli("sweep", "--model", "otflow", "-o", "d=3", "-o", "hidden=8", "-o", "batch=8", "--noise-batches", "4", *args, "--out", out)
 
 
+@pytest.mark.slow  # three sweeps and their reports: about 20 s
 def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_report(tmp_path):
     overflowing = ["-o", "alpha=1,2e7,8e6", "--dtype", "float16", "--scaling", "none", "--method", "rk4", "--timesteps", "4,8"]
     cases = {
@@ -470,6 +472,7 @@ def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_repo
             assert len(table) == 1 and table.status.iloc[0] == "ok"
 
 
+@pytest.mark.slow  # every figure rendered twice: 10 s
 def test_regenerated_figures_are_byte_identical(tiny_sweep, tmp_path):
     import shutil
 

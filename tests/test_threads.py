@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import torch
 
 from roundoff_analyzer import config, sweep
@@ -57,6 +58,7 @@ def test_on_a_small_problem_threads_change_nothing_and_are_not_in_the_fingerprin
     assert one_manifest["fingerprint"] == two_manifest["fingerprint"]
 
 
+@pytest.mark.slow  # a problem large enough for two threads: 15-30 s
 def test_on_a_large_problem_threads_move_only_the_float32_loss_reduction(tmp_path):
     """Above the threshold torch splits the work: the matmuls still give the same bits here, but the loss's
     float32 mean over the trajectory's 5 x 512 x 256 entries is summed in another order. Measured, its relative
