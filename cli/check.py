@@ -12,10 +12,10 @@ from roundoff_analyzer.check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
 from roundoff_analyzer.errors import InputError
 from roundoff_analyzer.text import printable
 
-if TYPE_CHECKING:
-    from roundoff_analyzer.check import Comparison
-
 from .common import reports_input_errors, wide_console
+
+if TYPE_CHECKING:  # pandas and torch: imported when the command runs
+    from roundoff_analyzer.check import Comparison
 
 EXIT_REGRESSION = 1
 VERDICT_STYLE = {"regression": "red", "improvement": "green", "new": "cyan", "missing": "yellow"}

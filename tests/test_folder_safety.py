@@ -225,6 +225,7 @@ def test_4_repeated_axis_values_run_once_and_check_accepts_the_folder(tmp_path):
 # --- 5: one owner per folder ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a sweep in a fresh process, killed for real: 5-7 s
 def test_5_a_second_sweep_on_a_busy_folder_is_refused_and_the_lock_dies_with_its_holder(tmp_path):
     out = tmp_path / "sweep"
     longer = ["sweep", *[a if a != "2,4" else "2,4,8,16,32,64" for a in GRID], "--out", out]  # 42 configurations
@@ -434,6 +435,7 @@ def test_escape_codes_in_stored_text_never_reach_the_terminal(tmp_path, uninterr
         assert not any(ch in text for ch in "\x1b\x07\x9b"), repr(text)
 
 
+@pytest.mark.slow  # a real SIGTERM to a sweep in a fresh process: 5-8 s
 def test_sigterm_stops_like_ctrl_c_and_rebuilds_the_results(tmp_path):
     out = tmp_path / "sweep"
     process = start("sweep", *GRID, "--out", out)

@@ -23,6 +23,7 @@ def roundoff(*args: str, cwd: Path = REPO, pythonpath: Path | None = None) -> su
     return subprocess.run([sys.executable, "-m", "roundoff_cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # three sweeps and a check: 10-12 s
 def test_a_library_named_by_its_file_is_listed_swept_and_checked_against_a_baseline(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     listed = run_cli("list", "--library", EXAMPLE, columns=WIDE_TABLES)
