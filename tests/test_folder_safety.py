@@ -492,6 +492,7 @@ def test_3_report_refuses_a_figures_link_out_of_the_folder(tmp_path, uninterrupt
 
 
 # The report reads the manifest's values (duration, repeats, time limit) as numbers: values of another kind are left out.
+@pytest.mark.slow  # a fresh process per manifest, each importing torch and matplotlib: 6-13 s each
 @pytest.mark.parametrize("manifest", ['{"duration_s": "a while"}', '{"repeats": "x", "timeout_s": "y"}'])
 def test_11_the_report_reads_a_manifest_with_values_of_the_wrong_kind(tmp_path, uninterrupted, manifest):
     out = tmp_path / "sweep"

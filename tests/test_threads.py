@@ -48,6 +48,7 @@ def sweep_with_threads(request: dict, threads: int, out) -> tuple[pd.DataFrame, 
     return table.drop(columns=cost), ResultStore(out).read_manifest()
 
 
+@pytest.mark.slow  # two sweeps, one with two torch threads: 3 s on quiet cores, 30 s with the other core busy
 def test_on_a_small_problem_threads_change_nothing_and_are_not_in_the_fingerprint(tmp_path):
     request = {"model": "otflow", "options": {"d": "3", "hidden": "8", "batch": "16"}, "timesteps": [4], "method": ["rk4"],
                "library": ["native"], "dtype": ["float16", "bfloat16"], "scaling": ["none", "dynamic"],
