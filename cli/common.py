@@ -58,6 +58,15 @@ def split_ints(value: str | None, what: str) -> list[int] | None:
         raise InputError(f"--{what} '{value}' must be comma-separated whole numbers, such as 8,16,32") from None
 
 
+def model_options(pairs: list[str]) -> dict[str, str] | None:
+    """`-o key=value` options as a dict (None without any); the models' parser loads torch, so only when options are given."""
+    if not pairs:
+        return None
+    from roundoff_analyzer.models import parse_option_pairs
+
+    return parse_option_pairs(pairs)
+
+
 def wide_console(piped_width: int = 100) -> Console:
     """A console for tables: the terminal's width; piped, $COLUMNS or `piped_width` (the results table fits in 100)."""
     console = Console(highlight=False)

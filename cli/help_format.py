@@ -1,26 +1,17 @@
-"""How --help reads: flags without a `<bool>` type, and each axis's values as its registry has them at that moment
-(filled in only when help is shown, so that running a command imports nothing more for its help)."""
+"""How --help reads: flags without a `<bool>` type, and each axis's values by name (filled in only when help is
+shown, from `roundoff_analyzer.axis_names`, so that help imports no registry and so no torch)."""
 from __future__ import annotations
-
-import importlib
 
 import typer.core
 
-# Placeholder in an option's help -> (module, registry) whose allowed names replace it.
-AXES = {
-    "{methods}": ("roundoff_analyzer.methods", "METHODS"),
-    "{dtypes}": ("roundoff_analyzer.dtypes", "DTYPES"),
-    "{scalings}": ("roundoff_analyzer.scalings", "SCALINGS"),
-    "{modes}": ("roundoff_analyzer.modes", "MODES"),
-    "{libraries}": ("roundoff_analyzer.libraries", "LIBRARIES"),
-    "{arithmetics}": ("roundoff_analyzer.arithmetics", "ARITHMETICS"),
-    "{roundings}": ("roundoff_analyzer.roundings", "ROUNDINGS"),
-}
+from roundoff_analyzer.axis_names import axis_names
+
+# Placeholder in an option's help -> the axis whose values replace it.
+AXES = {f"{{{axis}}}": axis for axis in ("methods", "dtypes", "scalings", "modes", "libraries", "arithmetics", "roundings")}
 
 
 def axis_values(placeholder: str) -> str:
-    module, name = AXES[placeholder]
-    return ", ".join(getattr(importlib.import_module(module), name).allowed())
+    return ", ".join(axis_names(AXES[placeholder]))
 
 
 def _prepare(command, ctx) -> None:

@@ -7,20 +7,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from roundoff_analyzer.arithmetics import ARITHMETICS
-from roundoff_analyzer.data import DATA_SOURCES
-from roundoff_analyzer.devices import resolve_device
-from roundoff_analyzer.dtypes import DTYPES
-from roundoff_analyzer.executors import EXECUTORS
-from roundoff_analyzer.libraries import ENTRY_POINT_GROUP, LIBRARIES, MISSING_LIBRARIES, resolve_library
-from roundoff_analyzer.libraries import FORMS as LIBRARY_FORMS
-from roundoff_analyzer.methods import METHODS
-from roundoff_analyzer.models import MODELS
-from roundoff_analyzer.models.factory import FORMS
-from roundoff_analyzer.modes import MODES
-from roundoff_analyzer.roundings import ROUNDINGS
-from roundoff_analyzer.scalings import SCALINGS
-
 from .common import reports_input_errors, wide_console
 
 
@@ -30,6 +16,21 @@ def list_axes(
     library: list[str] = typer.Option([], "--library", help="Also load your own library (package.module:object or path/to/file.py:object)."),
 ) -> None:
     """Show every value of every axis, and whether it can run on this machine."""
+    # Here, not at the top: the registries import torch, which `roundoff --help` and the other commands do without.
+    from roundoff_analyzer.arithmetics import ARITHMETICS
+    from roundoff_analyzer.data import DATA_SOURCES
+    from roundoff_analyzer.devices import resolve_device
+    from roundoff_analyzer.dtypes import DTYPES
+    from roundoff_analyzer.executors import EXECUTORS
+    from roundoff_analyzer.libraries import ENTRY_POINT_GROUP, LIBRARIES, MISSING_LIBRARIES, resolve_library
+    from roundoff_analyzer.libraries import FORMS as LIBRARY_FORMS
+    from roundoff_analyzer.methods import METHODS
+    from roundoff_analyzer.models import MODELS
+    from roundoff_analyzer.models.factory import FORMS
+    from roundoff_analyzer.modes import MODES
+    from roundoff_analyzer.roundings import ROUNDINGS
+    from roundoff_analyzer.scalings import SCALINGS
+
     for name in library:
         resolve_library(name)
     console = wide_console(piped_width=160)  # long descriptions and install lines read best unwrapped

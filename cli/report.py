@@ -7,13 +7,6 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from roundoff_analyzer.report import FIGURES, REPORT, write_report
-from roundoff_analyzer.results import RESULTS
-from roundoff_analyzer.safe_files import refuse_links
-from roundoff_analyzer.training.folder import REPORT as TRAINING_REPORT
-from roundoff_analyzer.training.folder import TRAIN_MANIFEST
-from roundoff_analyzer.training.report import write_training_report
-
 from .common import reports_input_errors
 
 
@@ -23,6 +16,14 @@ def report(
     out: Optional[Path] = typer.Option(None, "--out", help="Markdown file to write (default: FOLDER/report.md, or FOLDER/training_report.md)."),
 ) -> None:
     """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables, or of a training."""
+    # Here, not at the top: pandas, matplotlib and torch load only when a report is written.
+    from roundoff_analyzer.report import FIGURES, REPORT, write_report
+    from roundoff_analyzer.results import RESULTS
+    from roundoff_analyzer.safe_files import refuse_links
+    from roundoff_analyzer.training.folder import REPORT as TRAINING_REPORT
+    from roundoff_analyzer.training.folder import TRAIN_MANIFEST
+    from roundoff_analyzer.training.report import write_training_report
+
     if (folder / TRAIN_MANIFEST).is_file() and not (folder / RESULTS).is_file():
         refuse_links(folder, [FIGURES] + ([] if out else [TRAINING_REPORT]))
         written = write_training_report(folder, out)

@@ -8,18 +8,14 @@ from typing import Optional
 
 import typer
 
-from roundoff_analyzer import api
+# The schema and the scaler's settings import neither torch nor pandas: --help shows their defaults at once.
 from roundoff_analyzer import config as sweep_config
-from roundoff_analyzer import sweep as sweeping
-from roundoff_analyzer.models import parse_option_pairs
-from roundoff_analyzer.report import REPORT
-from roundoff_analyzer.scalings import ScalerSettings
+from roundoff_analyzer.scaler_settings import ScalerSettings
+from roundoff_analyzer.text import printable
 
-from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
+from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
 from .judgement import print_judgement
 from .interrupts import report_environment_failure, report_incomplete, report_interrupted, stop_after_current
-from .progress import RichProgress
-from .tables import results_table
 
 
 GRID, MODEL, SCALING, EXECUTION, OUTPUT = "Grid", "Model and data", "Scaling", "Execution", "Output"
@@ -98,7 +94,7 @@ def sweep(
     console = wide_console()
     overrides = {
         "model": model,
-        "options": parse_option_pairs(option) if option else None,
+        "options": model_options(option),
         "data": data,
         "checkpoint": checkpoint,
         "timesteps": split_ints(timesteps, "timesteps"),
@@ -127,6 +123,14 @@ def sweep(
         "atol": atol,
         "max_steps": max_steps,
     }
+    # Here, not at the top, and after the lists above are checked: torch, pandas and matplotlib load only when a sweep runs.
+    from roundoff_analyzer import api
+    from roundoff_analyzer import sweep as sweeping
+    from roundoff_analyzer.report import REPORT
+
+    from .progress import RichProgress
+    from .tables import results_table
+
     planned = api.plan_sweep(config=config, out=out, force=force, source="command line", **{k: v for k, v in overrides.items() if v is not None})
     plan, out_dir = planned.plan, planned.out
     console.print(

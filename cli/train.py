@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pandas as pd
 import typer
 from rich.table import Table
 
-from roundoff_analyzer import training
+# The training's schema imports neither torch nor pandas: --help shows its defaults at once.
 from roundoff_analyzer.errors import InputError
-from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.training.config import TrainConfig
-from roundoff_analyzer.training.folder import LOG, REPORT, SUMMARY
 
-from .common import reports_input_errors, split_ints, split_list, stderr, wide_console
+from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import EXIT_INTERRUPTED, stop_after_current
 from .train_progress import TrainRichProgress
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MODEL, TRAINING, PRECISION, OUTPUT = "Model and data", "Training", "Precision", "Output"
 _FIELDS = TrainConfig.model_fields
@@ -68,7 +68,7 @@ def train(
     Every setup starts from the same weights and sees the same batches. Checkpoints (iter_<iteration>.pt, a state dict loadable with --checkpoint) and their metadata go to DIR/checkpoints for the first setup and DIR/setups/<label>/checkpoints for the others; killed and started again with the same command, the training resumes from its last saved state.
     """
     console = wide_console()
-    options = parse_option_pairs(option) if option else {}
+    options = model_options(option) or {}
     if seed is not None:
         options["seed"] = str(seed)
     overrides = {
@@ -79,6 +79,10 @@ def train(
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
                    if v is not None} or None,
     }
+    # Here, not at the top, and after the lists above are checked: torch and pandas load only when a training runs.
+    from roundoff_analyzer import training
+    from roundoff_analyzer.training.folder import LOG, REPORT, SUMMARY
+
     plan = training.plan(model, config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
     console.print(
         f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {len(plan.setups)} setup(s) x {plan.config.iters} "
@@ -102,6 +106,8 @@ def train(
 
 
 def _summary_table(summary: pd.DataFrame) -> Table:
+    import pandas as pd
+
     table = Table(title="training: final losses against the first setup")
     table.add_column("setup", no_wrap=True)
     for column in ("iterations", "skipped", "final loss", "final val loss", "val vs first", "time / iter"):
@@ -116,4 +122,6 @@ def _summary_table(summary: pd.DataFrame) -> Table:
 
 
 def _number(value) -> str:
+    import pandas as pd
+
     return f"{value:.5g}" if pd.notna(value) else "—"

@@ -12,14 +12,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from .check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
 from .errors import InputError
 from .grid import CONFIG_COLUMNS, Configuration
 from .measure import ERROR_METRICS
 from .results import with_axis_defaults
-
-# Chosen so that the same sweep on two CPUs passes; README "Regression checks in CI" has the numbers.
-DEFAULT_FACTOR = 2.0
-DEFAULT_FLOOR_U = 0.25
 
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "unit_roundoff", *ERROR_METRICS)
 OPTIONAL_COLUMNS = ("failure_class",)

@@ -8,18 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
 
-from .arithmetics import ARITHMETICS
-from .data import parse_data
-from .dtypes import DTYPES
 from .errors import InputError
-from .executors import EXECUTORS
-from .gradient_noise import DEFAULT_BATCHES as DEFAULT_NOISE_BATCHES
-from .libraries import LIBRARIES, resolve_library
-from .methods import METHODS
-from .modes import MODES
 from .registry import Registry
-from .roundings import ROUNDINGS
-from .scalings import SCALINGS, ScalerSettings
+from .scaler_settings import ScalerSettings
 from .validation import location, phrase
 
 # Sized for a 2-core CPU: the bare `roundoff sweep --model otflow` finishes in well under 3 minutes.
@@ -31,9 +22,26 @@ MAX_TIMESTEPS = 2**63 - 1
 MIN_TIMEOUT_S = 1e-3
 
 
-# Each sweep axis given by name, and the registry its names must come from.
-AXIS_REGISTRIES: dict[str, Registry] = {"method": METHODS, "library": LIBRARIES, "dtype": DTYPES, "scaling": SCALINGS, "mode": MODES,
-                                         "arithmetic": ARITHMETICS, "rounding": ROUNDINGS}
+# Gradient-noise batches of a sweep, unless asked otherwise.
+DEFAULT_NOISE_BATCHES = 16
+
+# Each sweep axis given by name; axis_registry gives the registry its names must come from.
+AXES = ("method", "library", "dtype", "scaling", "mode", "arithmetic", "rounding")
+
+
+def axis_registry(axis: str) -> Registry:
+    """The registry of `axis`, imported when a value is checked: the registries import torch, and the schema (whose
+    defaults `roundoff sweep --help` shows) does not need them."""
+    from .arithmetics import ARITHMETICS
+    from .dtypes import DTYPES
+    from .libraries import LIBRARIES
+    from .methods import METHODS
+    from .modes import MODES
+    from .roundings import ROUNDINGS
+    from .scalings import SCALINGS
+
+    return {"method": METHODS, "library": LIBRARIES, "dtype": DTYPES, "scaling": SCALINGS, "mode": MODES, "arithmetic": ARITHMETICS,
+            "rounding": ROUNDINGS}[axis]
 
 
 def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
@@ -175,16 +183,18 @@ class SweepConfig(BaseModel):
     def _data(cls, value: str | None) -> str | None:
         return checked_data(value)
 
-    @field_validator(*AXIS_REGISTRIES)
+    @field_validator(*AXES)
     @classmethod
     def _axis_names(cls, value, info: ValidationInfo):
         if info.field_name == "library":
             load_libraries(value)
-        return names_in(AXIS_REGISTRIES[info.field_name], value)
+        return names_in(axis_registry(info.field_name), value)
 
     @field_validator("executor")
     @classmethod
     def _executor(cls, value: str | None) -> str | None:
+        from .executors import EXECUTORS
+
         return value if value is None else names_in(EXECUTORS, [value])[0]
 
     @property
@@ -195,6 +205,8 @@ class SweepConfig(BaseModel):
 
 def checked_data(value: str | None) -> str | None:
     """A `data` value after checking its source, file and options (a ValueError, which pydantic reports against the key)."""
+    from .data import parse_data
+
     if value is not None:
         try:
             parse_data(value)
@@ -205,6 +217,8 @@ def checked_data(value: str | None) -> str | None:
 
 def load_libraries(names: list[str] | None) -> None:
     """Libraries named by their location (a user's) are loaded and registered here; a missing package says how to install it."""
+    from .libraries import resolve_library
+
     for name in names or ():
         try:
             resolve_library(name)

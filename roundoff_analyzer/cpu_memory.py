@@ -9,6 +9,7 @@ well, so a block measured this way runs slower (about 2x on small ops): time it 
 from __future__ import annotations
 
 import itertools
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -26,6 +27,10 @@ class PeakMemory:
 def cpu_peak_memory() -> Iterator[PeakMemory]:
     """`.bytes`: the most the CPU allocator held at once inside the block, beyond what it held before."""
     result = PeakMemory()
+    # kineto, the profiler's backend, writes a line to stderr at every start and stop (`USDT:... profiler_start`), at its
+    # severity 5; a level of 6, read when the profiler is first used, keeps the user's terminal clean. A level set by the
+    # user is kept.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False, with_stack=False) as profiler:
         yield result
     sizes = [

@@ -23,7 +23,6 @@ from .errors import InputError
 from .modes import ProblemCopies
 from .solvers import odeint
 
-DEFAULT_BATCHES = 16
 NOISE_TIMESTEPS = 16
 
 

@@ -15,9 +15,17 @@ TINY_OTFLOW = ["-o", "d=3", "-o", "hidden=8", "-o", "batch=16"]
 OVERFLOWING_OTFLOW = [*TINY_OTFLOW, "-o", "alpha=1,2e5,8e4"]
 
 
-def run_cli(*args: str):
-    """Run `roundoff ARGS` in-process; returns click's Result (exit_code, stdout, stderr, output)."""
-    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+# A width for tests that read the cells of a table: no cell of the tables they read wraps at it, whatever the terminal's.
+WIDE_TABLES = 400
+
+
+def run_cli(*args: str, columns: int | None = None):
+    """Run `roundoff ARGS` in-process; returns click's Result (exit_code, stdout, stderr, output).
+
+    `columns`: the width its tables are drawn at ($COLUMNS); without it, the terminal's, or the piped default.
+    """
+    env = {"COLUMNS": str(columns)} if columns else None
+    return CliRunner().invoke(app, [str(a) for a in args], env=env, catch_exceptions=False)
 
 
 @pytest.fixture(scope="session")
@@ -31,10 +39,12 @@ def tiny_sweep(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def overflow_sweep(tmp_path_factory) -> Path:
-    """float16 with every scaling and both libraries on an otflow whose gradients overflow float16."""
+    """float16 with every scaling and both libraries on an otflow whose gradients overflow float16.
+
+    The libraries are named: the other installed ones would add rows that no test reads, and seconds."""
     out = tmp_path_factory.mktemp("overflow") / "sweep"
     result = run_cli(
-        "sweep", "--model", "otflow", *OVERFLOWING_OTFLOW, "--timesteps", "4,16", "--method", "euler",
+        "sweep", "--model", "otflow", *OVERFLOWING_OTFLOW, "--timesteps", "4,16", "--method", "euler", "--library", "torchdiffeq,native",
         "--dtype", "float16", "--scaling", "none,grad,dynamic", "--out", out,
     )  # fmt: skip
     assert result.exit_code == 0, result.output

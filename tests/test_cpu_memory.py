@@ -1,6 +1,11 @@
 """Peak memory on the CPU, from the allocator's profiler events: in a block, and in a sweep's rows."""
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+
 import torch
 
 from roundoff_analyzer.cpu_memory import cpu_peak_memory
@@ -29,3 +34,12 @@ def test_a_sweep_with_cpu_memory_fills_peak_memory(tmp_path):
     assert (table.peak_memory_bytes > 0).all(), table.peak_memory_bytes
     # More steps hold more stored states.
     assert table.loc[("float32", 16), "peak_memory_bytes"] > table.loc[("float32", 4), "peak_memory_bytes"]
+
+
+def test_the_profiler_says_nothing_on_stderr():
+    """kineto prints `USDT:... profiler_start` at every profile unless told otherwise: none of it reaches the terminal."""
+    script = "import torch\nfrom roundoff_analyzer.cpu_memory import cpu_peak_memory\nwith cpu_peak_memory() as peak:\n    torch.ones(1000)\nprint(peak.bytes)"
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert out.returncode == 0 and int(out.stdout) > 0, out.stderr
+    assert not re.search(r"\.cpp:\d+\]", out.stderr), out.stderr  # kineto's lines: `USDT:<time> <pid> <File>.cpp:<line>] ...`

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from roundoff_analyzer.failures import headline
 
 from .conftest import OVERFLOWING_OTFLOW, TINY_OTFLOW, results, run_cli
@@ -73,6 +75,7 @@ def test_dtype_mismatch_eager_and_out_of_torchscript(tmp_path):
     assert "TorchScript" not in scripted.loc["bfloat16", "failure_message"]  # the headline, not the interpreter's preamble
 
 
+@pytest.mark.slow  # waits out real time limits: 20 s
 def test_timeout_stops_only_that_configuration(tmp_path):
     table = _sweep(tmp_path / "timeout", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,512", "--method", "rk4",
                    "--library", "native", "--dtype", "float16", "--scaling", "none", "--timeout", "1.5")  # fmt: skip

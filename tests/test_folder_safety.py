@@ -225,6 +225,7 @@ def test_4_repeated_axis_values_run_once_and_check_accepts_the_folder(tmp_path):
 # --- 5: one owner per folder ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a sweep in a fresh process, killed for real: 5-7 s
 def test_5_a_second_sweep_on_a_busy_folder_is_refused_and_the_lock_dies_with_its_holder(tmp_path):
     out = tmp_path / "sweep"
     longer = ["sweep", *[a if a != "2,4" else "2,4,8,16,32,64" for a in GRID], "--out", out]  # 42 configurations
@@ -406,6 +407,7 @@ def test_10_a_sweep_of_skipped_configurations_finishes(tmp_path):
 # --- 11: manifests that are not what a sweep writes ---------------------------------------------------------------
 
 
+@pytest.mark.slow  # three fresh processes per manifest, each importing torch: 10 s each
 @pytest.mark.parametrize("manifest, outcome", [("[]", 0), ('{"fingerprint": 5}', 2), ("\x00\xff not json", 0)])
 def test_11_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(tmp_path, uninterrupted, manifest, outcome):
     out = tmp_path / "sweep"
@@ -423,6 +425,7 @@ def test_11_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(
         assert read.returncode in (0, 2) and "Traceback" not in read.stderr, read.stderr
 
 
+@pytest.mark.slow  # three fresh processes, each importing torch: 15-25 s
 def test_11_a_non_numeric_duration_does_not_break_reading(tmp_path, uninterrupted):
     out = tmp_path / "sweep"
     shutil.copytree(uninterrupted, out)
@@ -436,6 +439,7 @@ def test_11_a_non_numeric_duration_does_not_break_reading(tmp_path, uninterrupte
 # --- misleading output --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # two fresh processes, each importing torch: 10 s
 def test_escape_codes_in_stored_text_never_reach_the_terminal(tmp_path, uninterrupted):
     out = tmp_path / "sweep"
     shutil.copytree(uninterrupted, out)
@@ -449,6 +453,7 @@ def test_escape_codes_in_stored_text_never_reach_the_terminal(tmp_path, uninterr
         assert not any(ch in text for ch in "\x1b\x07\x9b"), repr(text)
 
 
+@pytest.mark.slow  # a real SIGTERM to a sweep in a fresh process: 5-8 s
 def test_sigterm_stops_like_ctrl_c_and_rebuilds_the_results(tmp_path):
     out = tmp_path / "sweep"
     process = start("sweep", *GRID, "--out", out)
@@ -505,6 +510,7 @@ def test_3_report_refuses_a_figures_link_out_of_the_folder(tmp_path, uninterrupt
 
 
 # The report reads the manifest's values (duration, repeats, time limit) as numbers: values of another kind are left out.
+@pytest.mark.slow  # a fresh process per manifest, each importing torch and matplotlib: 6-13 s each
 @pytest.mark.parametrize("manifest", ['{"duration_s": "a while"}', '{"repeats": "x", "timeout_s": "y"}'])
 def test_11_the_report_reads_a_manifest_with_values_of_the_wrong_kind(tmp_path, uninterrupted, manifest):
     out = tmp_path / "sweep"

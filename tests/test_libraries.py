@@ -11,7 +11,7 @@ from roundoff_analyzer.libraries import LIBRARIES, MISSING_LIBRARIES
 from roundoff_analyzer.measure import ERROR_METRICS
 from roundoff_analyzer.methods import METHODS
 
-from .conftest import TINY_OTFLOW, results, run_cli
+from .conftest import TINY_OTFLOW, WIDE_TABLES, results, run_cli
 
 INSTALLED = ",".join(name for name in LIBRARIES.names() if ":" not in name)
 FIXED = ",".join(m.name for m in METHODS if not m.adaptive)
@@ -106,9 +106,9 @@ def test_autocast_without_its_weight_cache_keeps_torchdiffeqs_parameter_gradient
 def test_list_names_each_missing_library_with_its_install_line():
     if not len(MISSING_LIBRARIES.names()):
         pytest.skip("every optional library is installed here")
-    result = run_cli("list")
+    result = run_cli("list", columns=WIDE_TABLES)
     assert result.exit_code == 0
-    # Cells wrap: compare without the table's borders and whitespace. Rich must not eat `[torchode]` as markup.
+    # Compare without the table's borders and whitespace. Rich must not eat `[torchode]` as markup.
     text = "".join(result.output.replace("│", "").split())
     for missing in MISSING_LIBRARIES:
         assert "".join(missing.reason.split()) in text, missing
@@ -126,6 +126,7 @@ def test_rampde_refuses_cpu_autocast_with_the_reason_and_runs_float32(tmp_path):
     assert (table[table.dtype == "float32"].grad_params_rel_err < 1e-5).all()
 
 
+@pytest.mark.slow  # a sweep with memory measured: 13 s
 def test_native_low_returns_the_native_states_rounded_and_a_sweep_measures_what_that_costs(tmp_path):
     import torch
 

@@ -8,22 +8,25 @@ import sys
 import textwrap
 from pathlib import Path
 
-from .conftest import TINY_OTFLOW, results, run_cli
+import pytest
+
+from .conftest import TINY_OTFLOW, WIDE_TABLES, results, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = "examples/unrolled_solver.py:library"
 
 
 def roundoff(*args: str, cwd: Path = REPO, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": str(WIDE_TABLES)}  # `list`'s table is read cell by cell
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return subprocess.run([sys.executable, "-m", "roundoff_cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # three sweeps and a check: 10-12 s
 def test_a_library_named_by_its_file_is_listed_swept_and_checked_against_a_baseline(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
-    listed = run_cli("list", "--library", EXAMPLE)
+    listed = run_cli("list", "--library", EXAMPLE, columns=WIDE_TABLES)
     assert listed.exit_code == 0 and "unrolled for autograd" in listed.output
     grid = ["--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--library", EXAMPLE, "--method", "euler,rk4,dopri5",
             "--dtype", "float16,bfloat16", "--scaling", "none", "--no-report"]  # fmt: skip
@@ -83,6 +86,7 @@ def _installed_package(site: Path) -> None:
     (dist_info / "entry_points.txt").write_text("[roundoff_analyzer.libraries]\ntiny-euler = tiny_solver_pkg:ForwardEuler\n")
 
 
+@pytest.mark.slow  # four fresh processes, each importing torch: 20-35 s
 def test_an_installed_package_appears_in_list_by_its_entry_point_and_sweeps(tmp_path):
     site = tmp_path / "site"
     _installed_package(site)
@@ -102,6 +106,7 @@ def test_an_installed_package_appears_in_list_by_its_entry_point_and_sweeps(tmp_
     assert "unknown library 'tiny-euler'" in roundoff("sweep", "--model", "otflow", "--library", "tiny-euler").stderr
 
 
+@pytest.mark.slow  # two fresh processes, each importing torch: 10-20 s
 def test_an_entry_point_that_fails_to_load_is_listed_with_its_reason_and_breaks_nothing(tmp_path):
     site = tmp_path / "site"
     dist_info = site / "broken_pkg-0.1.dist-info"

@@ -35,6 +35,7 @@ def tiny_otflow_request(**extra) -> config.SweepConfig:
     return config.validate({"model": "otflow", "options": options, "timesteps": [4, 16], "device": "cpu", **extra})
 
 
+@pytest.mark.slow  # a sequential and a two-worker sweep of the same grid: 20-40 s
 def test_two_workers_give_the_sequential_results_bit_for_bit(tiny_sweep, tmp_path):
     """tiny_sweep is the same grid run sequentially (one process, torch's default threads)."""
     outcome = sweep.run(sweep.plan(tiny_otflow_request(workers=2)), tmp_path / "parallel")
@@ -145,6 +146,7 @@ def worker_pids(parent: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # real Ctrl-C to a two-worker sweep, twice over: 1-3 minutes on 2 cores
 @pytest.mark.parametrize("presses", [1, 2], ids=["ctrl-c once", "ctrl-c twice"])
 def test_ctrl_c_with_workers_keeps_whole_shards_and_resumes(tmp_path, presses):
     out = tmp_path / "interrupted"
@@ -168,6 +170,7 @@ def test_ctrl_c_with_workers_keeps_whole_shards_and_resumes(tmp_path, presses):
     assert len(results(out)) == N_SLOW and not results(out).duplicated(list(CONFIG_COLUMNS)).any()
 
 
+@pytest.mark.slow  # a worker killed mid-sweep, then the sweep resumed: about a minute
 def test_a_worker_that_dies_costs_its_group_only_and_the_sweep_says_so(tmp_path):
     out = tmp_path / "died"
     process = start_slow_sweep(out)

@@ -485,6 +485,7 @@ def test_an_ok_run_with_overflowed_casts_is_drawn_recovered_not_failed_and_named
         assert f"{' '.join(r.setup[:4])} at n = {r.n_timesteps}: backward steps {r.steps[0]}–" in text
 
 
+@pytest.mark.slow  # every figure rendered and opened: 10 s
 def test_figures_open_as_images_and_are_linked_relatively(overflow_sweep, tmp_path):
     out = tmp_path / "elsewhere" / "report.md"
     result = run_cli("report", overflow_sweep, "--out", out)
@@ -593,6 +594,7 @@ def _tiny_sweep(out: Path, *args: str):
     return run_cli("sweep", "--model", "otflow", "-o", "d=3", "-o", "hidden=8", "-o", "batch=8", "--noise-batches", "4", *args, "--out", out)
 
 
+@pytest.mark.slow  # three sweeps and their reports: about 20 s
 def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_report(tmp_path):
     overflowing = ["-o", "alpha=1,2e7,8e6", "--dtype", "float16", "--scaling", "none", "--method", "rk4", "--timesteps", "4,8"]
     cases = {
@@ -638,6 +640,7 @@ def test_the_answer_costs_time_and_memory_against_float32(tmp_path):
     assert "answer: float16: train with native" in " ".join(result.stdout.split())  # the sweep ends with it too
 
 
+@pytest.mark.slow  # every figure rendered twice: 10 s
 def test_regenerated_figures_are_byte_identical(tiny_sweep, tmp_path):
     import shutil
 

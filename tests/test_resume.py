@@ -49,6 +49,7 @@ def by_configuration(table: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(list(CONFIG_COLUMNS)).reset_index(drop=True)
 
 
+@pytest.mark.slow  # a sweep killed for real, resumed and compared: 15-25 s
 def test_killed_sweep_resumes_and_matches_an_uninterrupted_one(tmp_path):
     out = tmp_path / "killed"
     process = start_sweep(out)
@@ -75,6 +76,7 @@ def test_killed_sweep_resumes_and_matches_an_uninterrupted_one(tmp_path):
     pd.testing.assert_frame_equal(table[ERROR_COLUMNS], reference[ERROR_COLUMNS], check_exact=True)
 
 
+@pytest.mark.slow  # a real Ctrl-C to a sweep in a fresh process, once and twice: 10 s each
 @pytest.mark.parametrize("presses", [1, 2], ids=["ctrl-c once", "ctrl-c twice"])
 def test_ctrl_c_keeps_what_finished_and_says_how_to_resume(tmp_path, presses):
     out = tmp_path / "interrupted"

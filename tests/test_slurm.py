@@ -92,6 +92,7 @@ def test_a_gpu_sweep_is_planned_on_a_login_node_without_gpus():
     assert plan.device == torch.device("cuda") and plan.problem.y0.device.type == "cpu" and len(plan.configurations) == 84
 
 
+@pytest.mark.slow  # a real single-node Slurm cluster, started for these tests
 def test_sweep_through_slurm_gives_the_sequential_results(cluster, sequential, tmp_path):
     out = tmp_path / "array"
     done = subprocess.run(roundoff(out), env=cluster.env(), capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -108,6 +109,7 @@ def test_sweep_through_slurm_gives_the_sequential_results(cluster, sequential, t
     assert manifest["execution"]["executor"] == "slurm" and manifest["device"] == "cpu"
 
 
+@pytest.mark.slow  # a real single-node Slurm cluster, started for these tests
 def test_the_same_command_while_the_array_runs_waits_for_it_and_submits_nothing_twice(cluster, sequential, tmp_path):
     out = tmp_path / "held"
     # Held tasks stay queued until released, so the array is certainly still on the cluster when the command runs again.
@@ -133,6 +135,7 @@ def test_the_same_command_while_the_array_runs_waits_for_it_and_submits_nothing_
     same_results(results(out), sequential)
 
 
+@pytest.mark.slow  # a real single-node Slurm cluster, started for these tests
 def test_a_cancelled_task_is_reported_and_only_its_configurations_run_again(cluster, sequential, tmp_path):
     out = tmp_path / "cancelled"
     first = subprocess.Popen(roundoff(out, "--slurm-option", "hold"), env=cluster.env(), text=True,
@@ -155,6 +158,7 @@ def test_a_cancelled_task_is_reported_and_only_its_configurations_run_again(clus
     same_results(results(out), sequential)
 
 
+@pytest.mark.slow  # a real single-node Slurm cluster, started for these tests
 def test_a_sweep_over_checkpoints_through_slurm_gives_the_local_rows(cluster, tmp_path):
     """One task per checkpoint's reference group; each prepares its own checkpoint's yardsticks."""
     from .test_checkpoint_axis import TINY_CNF_ARGS, write_train_folder

@@ -16,7 +16,7 @@ from roundoff_analyzer.failures import FAILURE_CLASSES
 from roundoff_analyzer.grid import CONFIG_COLUMNS, SEED000_PAIRS
 from roundoff_analyzer.measure import ERROR_METRICS
 
-from .conftest import TINY_OTFLOW, results, run_cli
+from .conftest import TINY_OTFLOW, WIDE_TABLES, results, run_cli
 
 NUMERIC_CLASSES = {"overflow", "underflow", "scaler_exhausted"}
 PUBLIC_COLUMNS = [
@@ -68,6 +68,7 @@ def test_one_reference_per_library_method_and_n_timesteps(tmp_path):
     assert len(outcome.results) == 28
 
 
+@pytest.mark.slow  # the default grid's n_timesteps: 15-30 s
 def test_native_dynamic_scaling_keeps_gradient_error_flat_across_the_default_grid(tmp_path):
     smallest, largest = min(DEFAULT_TIMESTEPS), max(DEFAULT_TIMESTEPS)
     out = tmp_path / "flat"
@@ -113,6 +114,7 @@ def test_repeats_record_determinism_and_spread(tmp_path):
     assert (table.grad_params_rel_err_spread == 0).all()
 
 
+@pytest.mark.slow  # two sweeps and a resume: about 10 s
 def test_sweep_resumes_only_what_is_missing(tmp_path):
     out = tmp_path / "resume"
     args = ["sweep", "--model", "linear", "--timesteps", "4,8", "--method", "euler", "--out", out]
@@ -146,7 +148,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 
 def test_list_shows_every_axis_value_and_whether_it_runs_here():
-    result = run_cli("list")
+    result = run_cli("list", columns=WIDE_TABLES)
     assert result.exit_code == 0
     for name in ("otflow", "linear", "torchdiffeq", "native", "euler", "rk4", "float16", "bfloat16", "float32",
                  "none", "grad", "dynamic", "autocast", "pure"):  # fmt: skip

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import torch
 
 from roundoff_analyzer import config, sweep
@@ -47,6 +48,7 @@ def sweep_with_threads(request: dict, threads: int, out) -> tuple[pd.DataFrame, 
     return table.drop(columns=cost), ResultStore(out).read_manifest()
 
 
+@pytest.mark.slow  # two sweeps, one with two torch threads: 3 s on quiet cores, 30 s with the other core busy
 def test_on_a_small_problem_threads_change_nothing_and_are_not_in_the_fingerprint(tmp_path):
     request = {"model": "otflow", "options": {"d": "3", "hidden": "8", "batch": "16"}, "timesteps": [4], "method": ["rk4"],
                "library": ["native"], "dtype": ["float16", "bfloat16"], "scaling": ["none", "dynamic"],
@@ -57,6 +59,7 @@ def test_on_a_small_problem_threads_change_nothing_and_are_not_in_the_fingerprin
     assert one_manifest["fingerprint"] == two_manifest["fingerprint"]
 
 
+@pytest.mark.slow  # a problem large enough for two threads: 15-30 s
 def test_on_a_large_problem_threads_move_only_the_float32_loss_reduction(tmp_path):
     """Above the threshold torch splits the work: the matmuls still give the same bits here, but the loss's
     float32 mean over the trajectory's 5 x 512 x 256 entries is summed in another order. Measured, its relative

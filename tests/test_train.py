@@ -142,6 +142,7 @@ def _train_apart(out: Path, stop_at: int | None = None) -> subprocess.CompletedP
     return subprocess.run(command, env=_ENV, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # a training stopped, resumed and trained again uninterrupted: 15 s
 def test_stopped_and_resumed_equals_uninterrupted(tmp_path):
     stopped = _train_apart(tmp_path / "stopped", stop_at=10)  # in the second setup, between iterations
     assert stopped.returncode == 3, stopped.stderr
@@ -157,6 +158,7 @@ def test_stopped_and_resumed_equals_uninterrupted(tmp_path):
     pd.testing.assert_frame_equal(*logs)
 
 
+@pytest.mark.slow  # a training killed for real and resumed: 15 s
 def test_killed_process_resumes_to_the_uninterrupted_weights(tmp_path):
     out = tmp_path / "killed"
     command = ["train", *TINY_CNF_ARGS, "--iters", "60", "--save-at", "5", "--resume-every", "5", "--dtype", "float32,bfloat16", "--out", str(out)]

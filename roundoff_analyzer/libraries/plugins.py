@@ -10,12 +10,13 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 
+from ..axis_names import LIBRARY_ENTRY_POINTS
 from ..errors import InputError, one_line
 from ..user_code import load_attribute
 from .base import LIBRARIES, MISSING_LIBRARIES, SolverLibrary, UnavailableLibrary
 from .optional import LazyLibrary
 
-ENTRY_POINT_GROUP = "roundoff_analyzer.libraries"
+ENTRY_POINT_GROUP = LIBRARY_ENTRY_POINTS  # named in axis_names, which --help reads without importing this
 FORMS = "package.module:object or path/to/file.py:object"
 _MEMBERS = ("name", "description", "supports_adjoint_scaling", "unsupported_method_reason", "solve")
 

@@ -5,19 +5,10 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
 from ..registry import Registry
+from ..scaler_settings import ScalerSettings
 from ..solvers import DynamicAdjointScaler
-
-
-class ScalerSettings(BaseModel):
-    """Knobs of the loss scaler (`grad`) and of the adjoint scaler (`dynamic`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    init_scale: float = Field(2.0**16, gt=0, description="grad: initial loss scale (GradScaler's default)")
-    backoff_factor: float = Field(0.5, gt=0, lt=1, description="grad: factor applied to the scale after a non-finite gradient")
-    max_retries: int = Field(30, ge=0, description="grad: backward retries; dynamic: halvings per step")
 
 
 @dataclass

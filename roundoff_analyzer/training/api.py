@@ -24,7 +24,7 @@ from . import folder as train_folder
 from .files import load_resume
 from .log import from_columns, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
-from .plan import TrainPlan, option_strings, plan_training
+from .planning import TrainPlan, option_strings, plan_training
 from .report import write_training_report
 from .summary import setup_summary, summary_table
 

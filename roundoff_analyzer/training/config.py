@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, conint, field_validator
 
-from ..config import AXIS_REGISTRIES, load_libraries, merged, names_in, checked_data, load_toml
+from ..config import axis_registry, load_libraries, merged, names_in, checked_data, load_toml
 from ..config import validate as validate_schema
 from ..errors import InputError
-from ..scalings import ScalerSettings
+from ..scaler_settings import ScalerSettings
 
 DEFAULT_ITERS = 2000
 DEFAULT_RESUME_EVERY = 100
@@ -29,7 +29,7 @@ class SetupEntry(BaseModel):
     def _name(cls, value: str, info: ValidationInfo) -> str:
         if info.field_name == "library":
             load_libraries([value])
-        return names_in(AXIS_REGISTRIES[info.field_name], [value])[0]
+        return names_in(axis_registry(info.field_name), [value])[0]
 
 
 class TrainConfig(BaseModel):
@@ -70,12 +70,12 @@ class TrainConfig(BaseModel):
     def _axis_names(cls, value, info: ValidationInfo):
         if info.field_name == "library":
             load_libraries(value)
-        return list(dict.fromkeys(names_in(AXIS_REGISTRIES[info.field_name], value)))
+        return list(dict.fromkeys(names_in(axis_registry(info.field_name), value)))
 
     @field_validator("method", "mode")
     @classmethod
     def _single_name(cls, value: str, info: ValidationInfo) -> str:
-        return names_in(AXIS_REGISTRIES[info.field_name], [value])[0]
+        return names_in(axis_registry(info.field_name), [value])[0]
 
 
 def validate(values: dict[str, Any], source: str = "command line") -> TrainConfig:

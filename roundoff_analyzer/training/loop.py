@@ -19,7 +19,7 @@ from ..devices import measured, synchronize
 from . import log
 from .files import load_resume, save_checkpoint, save_resume
 from .held_out import validation_loss
-from .plan import TrainPlan, option_strings
+from .planning import TrainPlan, option_strings
 from .setups import TrainSetup
 from .step import LossScale, SetupStep
 
