@@ -251,6 +251,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"config file '{path}' is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"config file '{path}' is not valid TOML: it is nested too deeply to be read") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"config file '{path}' cannot be read: {exc}") from None
 

@@ -19,9 +19,11 @@ import pyarrow.parquet as pq
 from .environment import os_error_line
 from .errors import InputError, one_line
 from .folder_lock import LOCK, FolderLock
+from .json_files import parse_json
 from .grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
 from .measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
 from .safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_links, remove_abandoned_temporaries
+from .table_schemas import TableSchema, read_table
 from .shard_integrity import SET_ASIDE, fingerprint_digest, set_aside, shard_problem, with_fingerprint
 from .yardstick_files import YARDSTICKS
 from .yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
@@ -69,6 +71,16 @@ SHARD_SCHEMA = RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.str
     pa.field("profile", pa.list_(pa.struct(PROFILE_FIELDS)))
 )
 
+# What every version of the tables held; columns added later may be missing from an older folder's.
+_KEYS = tuple(c for c in CONFIG_COLUMNS if c not in AXIS_DEFAULTS)
+# The first versions wrote every results column up to the peak memory (reports/baselines/otflow-ci holds such a table).
+_FIRST_RESULT_COLUMNS = tuple(c for c in RESULT_SCHEMA.names[: RESULT_SCHEMA.get_field_index("fp8_scaling")] if c not in AXIS_DEFAULTS)
+RESULTS_TABLE = TableSchema("a results table", RESULT_SCHEMA, _FIRST_RESULT_COLUMNS, (*_KEYS, "status"))
+PARAM_ERRORS_TABLE = TableSchema("a parameter errors table", pa.schema(_CONFIG_FIELDS + PARAM_FIELDS),
+                                 (*_KEYS, *(f.name for f in PARAM_FIELDS)), (*_KEYS, "parameter"))  # fmt: skip
+PROFILE_TABLE = TableSchema("a range profile table", pa.schema(_CONFIG_FIELDS + PROFILE_FIELDS),
+                            (*_KEYS, *(f.name for f in PROFILE_FIELDS)), (*_KEYS, "phase", "step"))  # fmt: skip
+
 
 # Everything a sweep writes or deletes in its folder: none of these may be a link out of it.
 WRITTEN_ENTRIES = (MANIFEST, RESULTS, PARAM_ERRORS, PROFILE, SHARDS, SET_ASIDE, LOCK, YARDSTICKS, "slurm", "figures", "report.md")
@@ -92,11 +104,12 @@ def refuse_file_path(root: Path) -> None:
 
 
 class ResultStore:
-    def __init__(self, root: Path, fingerprint: Any = None) -> None:
+    def __init__(self, root: Path, fingerprint: Any = None, settings: dict[str, Any] | None = None) -> None:
         self.root = Path(root)
         self.shards = self.root / SHARDS
         # The digest every shard written here carries, and every shard reused must carry (None: not checked).
         self.digest = None if fingerprint is None else fingerprint_digest(fingerprint)
+        self.settings = settings  # what else the rows depend on (sweep.row_settings); a shard written with others is set aside
         self.lock = FolderLock(self.root)
         self.set_aside: list[tuple[Path, str]] = []  # (where a shard went, why) since this store was made
         self._verified: dict[str, tuple[int, int]] = {}  # shard id -> (mtime_ns, size) when it was last read whole
@@ -141,6 +154,7 @@ class ResultStore:
 
     def _open_locked(self, manifest: dict[str, Any], force: bool) -> None:
         self.digest = fingerprint_digest(manifest["fingerprint"])
+        self.settings = manifest.get("settings")
         remove_abandoned_temporaries(self.root)
         remove_abandoned_temporaries(self.shards, min_age_s=ABANDONED_SHARD_TEMPORARY_S)
         existing = self.read_manifest()
@@ -173,7 +187,7 @@ class ResultStore:
         if not path.is_file():
             return None
         try:
-            manifest = json.loads(path.read_text())
+            manifest = parse_json(path.read_text())
         except (OSError, ValueError):  # unreadable, not JSON, not UTF-8: no manifest to go by (the shards say what they are)
             return None
         return manifest if isinstance(manifest, dict) else None
@@ -195,7 +209,7 @@ class ResultStore:
             if self._verified.get(config_id) == (stat.st_mtime_ns, stat.st_size):
                 done.add(config_id)
                 continue
-            problem = shard_problem(path, SHARD_SCHEMA, self.digest, config_id, lambda key: Configuration(**key).id)
+            problem = shard_problem(path, SHARD_SCHEMA, self.digest, config_id, lambda key: Configuration(**key).id, self.settings)
             if problem is None:
                 self._verified[config_id] = (stat.st_mtime_ns, stat.st_size)
                 done.add(config_id)
@@ -216,7 +230,7 @@ class ResultStore:
 
     def write(self, config: Configuration, measurement: Measurement) -> None:
         row = {**measurement.row, "parameter_errors": measurement.parameter_errors, "profile": measurement.profile}
-        table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest)
+        table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest, self.settings)
         atomic_write_parquet(table, self.shards / f"{config.id}.parquet")
 
     def read_row(self, config: Configuration) -> dict[str, Any]:
@@ -251,13 +265,9 @@ def load_results(path: str | Path) -> pd.DataFrame:
     return read_parquet(target)
 
 
-def read_parquet(path: Path) -> pd.DataFrame:
-    """A Parquet table; an unreadable file is bad input, said in one line."""
-    try:
-        table = pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is bad input here
-        raise InputError(f"cannot read '{path}' as Parquet: {one_line(exc)}") from None
-    return with_axis_defaults(table)
+def read_parquet(path: Path, spec: TableSchema = RESULTS_TABLE) -> pd.DataFrame:
+    """A table of a sweep folder, checked against its schema; an unreadable or foreign one is bad input, in one line."""
+    return with_axis_defaults(read_table(path, spec))
 
 
 def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:

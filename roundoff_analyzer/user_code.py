@@ -2,6 +2,7 @@
 library); every failure is one InputError line that says what was asked for and what went wrong."""
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -22,6 +23,17 @@ def load_attribute(what: str, spec: str, forms: str) -> tuple[ModuleType, str, A
         raise InputError(f"{what} is not of the form {forms}")
     module = _load_file(what, Path(target)) if target.endswith(".py") or "/" in target else _import(what, target, forms)
     return module, attribute, getattr(module, attribute, None)
+
+
+def source_sha256(spec: str) -> str | None:
+    """The sha256 of the file that `spec` (`package.module:object` or `path/to/file.py:object`) loads its object from;
+    None where there is no such file to read (a built-in, a namespace)."""
+    target = spec.rpartition(":")[0]
+    try:
+        path = Path(target) if target.endswith(".py") or "/" in target else Path(importlib.util.find_spec(target).origin or "")
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except (AttributeError, ImportError, OSError, ValueError):
+        return None
 
 
 def _import(what: str, module_name: str, forms: str) -> ModuleType:

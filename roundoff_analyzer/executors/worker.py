@@ -48,7 +48,7 @@ class Worker:
         self.plan = sweep.plan(here, checked=True)
         rebuilt = sweep.fingerprint(self.plan)
         # Shards written here carry the fingerprint of the sweep rebuilt here, which must be the folder's.
-        self.store = ResultStore(Path(setup.out_dir), rebuilt)
+        self.store = ResultStore(Path(setup.out_dir), rebuilt, sweep.row_settings(self.plan))
         expected = (self.store.read_manifest() or {}).get("fingerprint", {})
         if rebuilt != expected:
             expected = expected if isinstance(expected, dict) else {}

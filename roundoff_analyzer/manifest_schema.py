@@ -1,0 +1,76 @@
+"""What a sweep's `manifest.json` holds, as the readers of a finished folder (report, check) rely on it. Every key is
+optional (older versions wrote fewer) and keys it does not name pass through; a key of the wrong kind is refused in one
+line by json_files.validated."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from .json_files import read_json_model
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ManifestModel(_Open):
+    name: Optional[str] = None
+    description: Optional[str] = None
+    options: dict[str, Any] = {}
+
+
+class ManifestGrid(_Open):
+    timesteps: list[int] = []
+    methods: list[str] = []
+    modes: list[str] = []
+    library_dtype_scaling: list[list[str]] = []
+    description: Optional[str] = None
+    arithmetic: Optional[list[str] | str] = None
+    rounding: Optional[list[str]] = None
+
+
+class ManifestScaler(_Open):
+    init_scale: Optional[float] = None
+    backoff_factor: Optional[float] = None
+    max_retries: Optional[int] = None
+
+
+class ManifestCheckpoint(_Open):
+    name: Optional[str] = None
+    path: Optional[str] = None
+    sha256: Optional[str] = None
+    iteration: Optional[int] = None
+
+
+class SweepManifest(_Open):
+    tool: Optional[str] = None
+    created_at: Optional[str] = None
+    finished_at: Optional[str] = None
+    duration_s: Optional[float] = None
+    n_configurations: Optional[int] = None
+    repeats: Optional[int] = None
+    timeout_s: Optional[float] = None
+    seed: Optional[int] = None
+    model: Optional[ManifestModel] = None
+    data: Optional[str] = None
+    data_source: Optional[str] = None
+    checkpoint: Optional[ManifestCheckpoint] = None
+    checkpoints: list[ManifestCheckpoint] = []
+    device: Optional[str] = None
+    device_description: Optional[str] = None
+    execution: dict[str, Any] = {}
+    cpu_memory: Optional[bool] = None
+    fp8_scaling: Optional[bool] = None
+    scaler: Optional[ManifestScaler] = None
+    versions: dict[str, Optional[str]] = {}
+    grid: Optional[ManifestGrid] = None
+    fingerprint: dict[str, Any] = {}
+    settings: dict[str, Any] = {}
+
+
+def read_manifest(path: Path, advice: str) -> dict[str, Any]:
+    """The manifest at `path` as a plain dict of the keys it holds, every one of the kind the readers expect."""
+    return read_json_model(path, SweepManifest, "a sweep manifest", advice).model_dump(exclude_unset=True)
