@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
 
 from .arithmetics import ARITHMETICS
 from .data import parse_data
@@ -20,7 +20,7 @@ from .modes import MODES
 from .registry import Registry
 from .roundings import ROUNDINGS
 from .scalings import SCALINGS, ScalerSettings
-from .validation import location, phrase
+from .validation import bool_given_for_number, location, phrase
 
 # Sized for a 2-core CPU: the bare `roundoff sweep --model otflow` finishes in well under 3 minutes.
 DEFAULT_TIMESTEPS = (8, 32, 128)
@@ -129,13 +129,13 @@ class SweepConfig(BaseModel):
     noise_batches: int = Field(
         DEFAULT_NOISE_BATCHES, ge=0, description="batches of the model's data for the gradient noise (0: do not measure it)"
     )
-    loss_scale: PositiveFloat = Field(1.0, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
+    loss_scale: float = Field(1.0, gt=0, allow_inf_nan=False, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
     executor: str | None = Field(None, description="where the configurations run: local, processes or slurm (default: local, "
                                  "or processes when workers > 1)")  # fmt: skip
     workers: PositiveInt = Field(1, description="worker processes on this machine (executor processes)")
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
-    rtol: PositiveFloat = Field(1e-3, description="adaptive methods: relative tolerance of the step control")
-    atol: PositiveFloat = Field(1e-6, description="adaptive methods: absolute tolerance of the step control")
+    rtol: float = Field(1e-3, gt=0, allow_inf_nan=False, description="adaptive methods: relative tolerance of the step control")
+    atol: float = Field(1e-6, gt=0, allow_inf_nan=False, description="adaptive methods: absolute tolerance of the step control")
     max_steps: PositiveInt = Field(1000, description="adaptive methods: steps a solve may attempt, accepted and rejected together")
     arithmetic: list[str] | None = Field(None, description="hardware, emulated (default: each dtype's own; emulated for stochastic rounding)")
     rounding: list[str] | None = Field(None, description="nearest, stochastic (emulated arithmetic only; default nearest)")
@@ -214,6 +214,10 @@ def load_libraries(names: list[str] | None) -> None:
 def validate(values: dict[str, Any], source: str = "command line", schema: type[BaseModel] | None = None) -> SweepConfig:
     """`values` as a SweepConfig (or `schema`, such as training's config); a problem is one InputError line."""
     schema = schema or SweepConfig
+    given_bool = bool_given_for_number(values, schema)
+    if given_bool is not None:
+        raise InputError(f"{source}: '{given_bool[0]}' must be {'numbers' if isinstance(given_bool[1], list) else 'a number'}, "
+                         f"not true or false (got {given_bool[1]!r})")  # fmt: skip
     try:
         return schema(**values)
     except ValidationError as exc:

@@ -14,6 +14,11 @@ from typing import Any
 from .errors import InputError, one_line
 
 
+def quit_line(what: str, exc: SystemExit) -> str:
+    """The line for user code that tried to end the process: a failure, whatever the exit code it gave."""
+    return f"{what} called sys.exit({exc.code!r}); the code a sweep loads must return or raise, not end the process"
+
+
 def load_attribute(what: str, spec: str, forms: str) -> tuple[ModuleType, str, Any]:
     """The module `spec` points to, the attribute's name, and the attribute (None when the module has none).
 
@@ -44,6 +49,8 @@ def _import(what: str, module_name: str, forms: str) -> ModuleType:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise InputError(f"{what}: cannot import {module_name} ({exc}); give {forms}") from None
+    except SystemExit as exc:
+        raise InputError(quit_line(f"{what}: importing {module_name}", exc)) from None
     except Exception as exc:  # noqa: BLE001 - the module itself failed while importing
         raise InputError(f"{what}: importing {module_name} raised {one_line(exc)}") from None
 
@@ -60,6 +67,9 @@ def _load_file(what: str, path: Path) -> ModuleType:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exc:
+        del sys.modules[module_name]
+        raise InputError(quit_line(f"{what}: running {path}", exc)) from None
     except Exception as exc:  # noqa: BLE001 - the user's file failed; say so in one line
         del sys.modules[module_name]
         raise InputError(f"{what}: running {path} raised {one_line(exc)}") from None

@@ -11,7 +11,7 @@ import importlib.metadata
 import inspect
 
 from ..errors import InputError, one_line
-from ..user_code import load_attribute
+from ..user_code import load_attribute, quit_line
 from .base import LIBRARIES, MISSING_LIBRARIES, SolverLibrary, UnavailableLibrary
 from .optional import LazyLibrary
 
@@ -58,6 +58,8 @@ def _library(what: str, made) -> SolverLibrary:
     if inspect.isclass(made) or (callable(made) and not hasattr(made, "solve")):
         try:
             made = made()
+        except SystemExit as exc:
+            raise InputError(quit_line(f"{what}: making the library", exc)) from None
         except Exception as exc:  # noqa: BLE001 - the user's constructor failed; say so in one line
             raise InputError(f"{what}: making the library raised {one_line(exc)}") from None
     missing = [member for member in _MEMBERS if not hasattr(made, member)]
