@@ -63,7 +63,7 @@ def sweep(
     slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: time limit per task (minutes or HH:MM:SS).", show_default="the partition's", rich_help_panel=EXECUTION),
     slurm_gpus_per_task: Optional[int] = typer.Option(None, "--slurm-gpus-per-task", help="slurm: GPUs per task.", show_default="none", rich_help_panel=EXECUTION),
     slurm_option: list[str] = typer.Option([], "--slurm-option", help="slurm: another sbatch option key=value, or a bare flag (repeatable).", show_default=False, rich_help_panel=EXECUTION),
-    out: Optional[Path] = typer.Option(None, "--out", help="Results folder; the same folder again resumes the sweep.", show_default="results/<model>-<date>-<time>", rich_help_panel=OUTPUT),
+    out: Optional[str] = typer.Option(None, "--out", help="Results folder; the same folder again resumes the sweep.", show_default="results/<model>-<date>-<time>", rich_help_panel=OUTPUT),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace a different sweep found in --out.", show_default=False, rich_help_panel=OUTPUT),
     no_report: bool = typer.Option(False, "--no-report", metavar="", help="Do not write report.md and figures/ at the end.", show_default=False, rich_help_panel=OUTPUT),
     threads: Optional[int] = typer.Option(

@@ -60,7 +60,7 @@ def train(
     max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backoffs per step at most; dynamic: halvings per solver step at most.", show_default="30", rich_help_panel=PRECISION),
     device: Optional[str] = typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=TRAINING),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch threads.", show_default="chosen from the problem's size", rich_help_panel=TRAINING),
-    out: Optional[Path] = typer.Option(None, "--out", help="Training folder; the same command again resumes it.", show_default="results/train-<model>-<date>-<time>", rich_help_panel=OUTPUT),
+    out: Optional[str] = typer.Option(None, "--out", help="Training folder; the same command again resumes it.", show_default="results/train-<model>-<date>-<time>", rich_help_panel=OUTPUT),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace a different training found in --out.", show_default=False, rich_help_panel=OUTPUT),
 ) -> None:
     """Train a model with Adam on its own loss, a fresh batch every iteration, once per (library, dtype, scaling) setup.

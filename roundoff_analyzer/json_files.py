@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import InputError
 from .text import printable
+from .validation import location, phrase
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -35,16 +36,22 @@ def read_json_object(path: Path, what: str, advice: str) -> dict[str, Any]:
     return content
 
 
+class _Shown(str):
+    """A value already written out (shortened): shown as it is, not quoted again."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def validated(content: dict[str, Any], model: type[M], path: Path, what: str, advice: str) -> M:
     """`content` as `model`; the first key that does not fit is named in one line, with what it held."""
     try:
         return model.model_validate(content)
     except ValidationError as exc:
         error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"]) or "(the whole file)"
-        found = printable(json.dumps(error.get("input"), default=str))
-        found = found if len(found) <= 60 else found[:57] + "..."
-        raise InputError(f"'{path}' is not {what}: key {key} holds {found}, expected {error['msg'].lower()}; {advice}") from None
+        given = printable(repr(error.get("input")))
+        shown = error if len(given) <= 60 else {**error, "input": _Shown(given[:57] + "...")}
+        raise InputError(f"'{path}' is not {what}: key {location(error)} {phrase(shown)}; {advice}") from None
 
 
 def read_json_model(path: Path, model: type[M], what: str, advice: str) -> M:

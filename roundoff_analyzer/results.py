@@ -29,6 +29,7 @@ from .yardstick_files import YARDSTICKS
 from .yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
 
 MANIFEST = "manifest.json"
+TRAIN_MANIFEST = "train_manifest.json"  # a training's folder (training/folder.py): never a sweep's, even with --force
 RESULTS = "results.parquet"
 PARAM_ERRORS = "param_errors.parquet"
 PROFILE = "profile.parquet"
@@ -94,6 +95,13 @@ def atomic_write_parquet(table: pa.Table, path: Path) -> None:
     atomic_write(path, lambda file: pq.write_table(table, file))
 
 
+def refuse_other_kind(root: Path, kind: str, other_manifest: str, other_kind: str) -> None:
+    """Refuse a folder holding another kind's results, --force or not: --force replaces only a folder of its own kind."""
+    if (Path(root) / other_manifest).is_file():
+        raise InputError(f"output folder '{root}' holds {other_kind} ({other_manifest}), not {kind}; --force replaces only "
+                         f"{kind}: use another --out")  # fmt: skip
+
+
 def refuse_file_path(root: Path) -> None:
     """Refuse an output folder path that is a file, or lies under one."""
     if root.exists() and not root.is_dir():
@@ -118,6 +126,8 @@ class ResultStore:
         """Refuse a file where the folder should be, and a folder holding a different sweep unless `force`; writes
         nothing, so that bad input is found before anything is printed."""
         refuse_file_path(self.root)
+        refuse_other_kind(self.root, "a sweep", TRAIN_MANIFEST, "a training")
+        refuse_links(self.root, WRITTEN_ENTRIES)
         existing = self.read_manifest() if self.root.is_dir() else None
         found = existing.get("fingerprint") if existing is not None else None
         if existing is not None and found != fingerprint and not force:
@@ -139,6 +149,7 @@ class ResultStore:
         except OSError as exc:
             raise InputError(f"cannot create the output folder: {os_error_line(exc)}") from None
         refuse_links(self.root, WRITTEN_ENTRIES)
+        refuse_other_kind(self.root, "a sweep", TRAIN_MANIFEST, "a training")
         try:
             self.lock.acquire()
         except OSError as exc:
