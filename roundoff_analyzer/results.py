@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 import pyarrow as pa
@@ -119,6 +119,7 @@ class ResultStore:
         self.digest = None if fingerprint is None else fingerprint_digest(fingerprint)
         self.settings = settings  # what else the rows depend on (sweep.row_settings); a shard written with others is set aside
         self.lock = FolderLock(self.root)
+        self.before_write: Callable[[], None] = lambda: None  # a worker's: end the process if its sweep is gone
         self.set_aside: list[tuple[Path, str]] = []  # (where a shard went, why) since this store was made
         self._verified: dict[str, tuple[int, int]] = {}  # shard id -> (mtime_ns, size) when it was last read whole
 
@@ -240,6 +241,7 @@ class ResultStore:
                 "their configurations run again")  # fmt: skip
 
     def write(self, config: Configuration, measurement: Measurement) -> None:
+        self.before_write()
         row = {**measurement.row, "parameter_errors": measurement.parameter_errors, "profile": measurement.profile}
         table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest, self.settings)
         atomic_write_parquet(table, self.shards / f"{config.id}.parquet")
