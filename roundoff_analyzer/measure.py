@@ -204,6 +204,8 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         reference = context.references.get(library, method, config.n_timesteps)
     except SystemExit as exc:
         raise InputError(quit_line(f"{library.name} {method.name}: the reference solve", exc)) from None
+    except InputError:  # user code that quit (above, or in the reference's own run): the sweep stops
+        raise
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
         _record_failure(row, failures.classify_exception(exc))
         return Measurement(row, [], [])
