@@ -10,6 +10,7 @@ from rich.console import Console
 from roundoff_analyzer.report import FIGURES, REPORT, write_report
 from roundoff_analyzer.results import RESULTS
 from roundoff_analyzer.safe_files import refuse_links
+from roundoff_analyzer.text import printable
 from roundoff_analyzer.training.folder import REPORT as TRAINING_REPORT
 from roundoff_analyzer.training.folder import TRAIN_MANIFEST
 from roundoff_analyzer.training.report import write_training_report
@@ -26,8 +27,8 @@ def report(
     if (folder / TRAIN_MANIFEST).is_file() and not (folder / RESULTS).is_file():
         refuse_links(folder, [FIGURES] + ([] if out else [TRAINING_REPORT]))
         written = write_training_report(folder, out)
-        Console(highlight=False, soft_wrap=True).print(f"report: {written} (figures in {folder / FIGURES})", markup=False)
+        Console(highlight=False, soft_wrap=True).print(printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False)
         return
     refuse_links(folder, [FIGURES] + ([] if out else [REPORT]))  # written into the folder: never through a link out of it
     written = write_report(folder, out)
-    Console(highlight=False, soft_wrap=True).print(f"report: {written} (figures in {folder / FIGURES})", markup=False)
+    Console(highlight=False, soft_wrap=True).print(printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False)

@@ -130,7 +130,7 @@ def sweep(
     planned = api.plan_sweep(config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
     plan, out_dir = planned.plan, planned.out
     console.print(
-        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {out_dir}",
+        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {escape(printable(out_dir))}",
         highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
@@ -155,8 +155,8 @@ def sweep(
     counts = result.results["status"].value_counts().to_dict()
     console.print(
         f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}) in "
-        f"{outcome.wall_seconds:.1f} s; {outcome.reference_solves} reference solves; results: {out_dir / 'results.parquet'}",
+        f"{outcome.wall_seconds:.1f} s; {outcome.reference_solves} reference solves; results: {escape(printable(out_dir / 'results.parquet'))}",
         highlight=False,
     )
     if not no_report:
-        console.print(f"report: {out_dir / REPORT}", highlight=False)
+        console.print(f"report: {printable(out_dir / REPORT)}", highlight=False, markup=False)

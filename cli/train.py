@@ -7,10 +7,12 @@ from typing import Optional
 
 import pandas as pd
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from roundoff_analyzer import training
 from roundoff_analyzer.errors import InputError
+from roundoff_analyzer.text import printable
 from roundoff_analyzer.models import parse_option_pairs
 from roundoff_analyzer.training.config import TrainConfig
 from roundoff_analyzer.training.folder import LOG, REPORT, SUMMARY
@@ -82,7 +84,7 @@ def train(
     plan = training.plan(model, config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
     console.print(
         f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {len(plan.setups)} setup(s) x {plan.config.iters} "
-        f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {plan.out}", highlight=False,
+        f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {escape(printable(plan.out))}", highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}; setups: {', '.join(s.label for s in plan.setups)}", highlight=False, markup=False)
     for entry in plan.left_out:
@@ -94,7 +96,7 @@ def train(
         stderr.print(f"interrupted: {stopped}; run the same command again to resume", highlight=False, markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except KeyboardInterrupt:  # a second Ctrl-C: the last resume state written stays
-        stderr.print(f"interrupted: the last saved state of each setup is in {plan.out}; run the same command again to resume",
+        stderr.print(f"interrupted: the last saved state of each setup is in {printable(plan.out)}; run the same command again to resume",
                      highlight=False, markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     console.print(_summary_table(result.summary))

@@ -20,6 +20,7 @@ from .modes import MODES
 from .registry import Registry
 from .roundings import ROUNDINGS
 from .scalings import SCALINGS, ScalerSettings
+from .text import shortened
 from .validation import bool_given_for_number, location, phrase
 
 # Sized for a 2-core CPU: the bare `roundoff sweep --model otflow` finishes in well under 3 minutes.
@@ -43,7 +44,7 @@ def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
         raise ValueError(f"needs at least one {registry.axis}; allowed: {', '.join(registry.allowed())}")
     unknown = [v for v in values if v not in registry]
     if unknown:
-        raise ValueError(f"unknown {registry.axis} {', '.join(map(repr, unknown))}; allowed: {', '.join(registry.allowed())}")
+        raise ValueError(f"unknown {registry.axis} {', '.join(repr(shortened(v)) for v in unknown)}; allowed: {', '.join(registry.allowed())}")
     return values
 
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
 
+from .environment import with_path
 from .errors import InputError
 
 _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)$")
@@ -37,6 +38,9 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
         with os.fdopen(descriptor, "wb") as file:
             write(file)
         os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise with_path(exc, path) from exc
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

@@ -7,9 +7,10 @@ import importlib
 import importlib.util
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import InputError, one_line
 
@@ -41,12 +42,24 @@ def source_sha256(spec: str) -> str | None:
         return None
 
 
+@contextmanager
+def _own_argv(name: str) -> Iterator[None]:
+    """The user's module sees a command line of its own name only: one that parses sys.argv finds no roundoff options,
+    and a usage line it prints names it, not roundoff."""
+    saved, sys.argv = sys.argv, [name]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
 def _import(what: str, module_name: str, forms: str) -> ModuleType:
     # Like `python -m`, modules in the current folder are found without installing them.
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     try:
-        return importlib.import_module(module_name)
+        with _own_argv(module_name):
+            return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise InputError(f"{what}: cannot import {module_name} ({exc}); give {forms}") from None
     except SystemExit as exc:
@@ -66,7 +79,8 @@ def _load_file(what: str, path: Path) -> ModuleType:
     # Registered before running it, so that dataclasses and pickling inside the file find their module.
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        with _own_argv(str(path)):
+            spec.loader.exec_module(module)
     except SystemExit as exc:
         del sys.modules[module_name]
         raise InputError(quit_line(f"{what}: running {path}", exc)) from None

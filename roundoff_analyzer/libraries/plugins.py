@@ -11,6 +11,7 @@ import importlib.metadata
 import inspect
 
 from ..errors import InputError, one_line
+from ..text import shortened
 from ..user_code import load_attribute, quit_line
 from .base import LIBRARIES, MISSING_LIBRARIES, SolverLibrary, UnavailableLibrary
 from .optional import LazyLibrary
@@ -38,7 +39,7 @@ def resolve_library(name: str) -> SolverLibrary:
         install = f"; install it with: {missing.install}" if missing.install else ""
         raise InputError(f"library '{name}' cannot be used here: {missing.reason}{install}")
     known = LIBRARIES.names() + MISSING_LIBRARIES.names()
-    raise InputError(f"unknown library '{name}'; known: {', '.join(known)}, or your own as {FORMS}")
+    raise InputError(f"unknown library '{shortened(name)}'; known: {', '.join(known)}, or your own as {FORMS}")
 
 
 def load_entry_points() -> None:
