@@ -74,3 +74,49 @@ class SweepManifest(_Open):
 def read_manifest(path: Path, advice: str) -> dict[str, Any]:
     """The manifest at `path` as a plain dict of the keys it holds, every one of the kind the readers expect."""
     return read_json_model(path, SweepManifest, "a sweep manifest", advice).model_dump(exclude_unset=True)
+
+
+class TrainSetupRecord(_Open):
+    label: str
+    library: Optional[str] = None
+    method: Optional[str] = None
+    n_timesteps: Optional[int] = None
+    dtype: Optional[str] = None
+    scaling: Optional[str] = None
+    mode: Optional[str] = None
+    arithmetic: Optional[str] = None
+    folder: Optional[str] = None
+
+
+class TrainManifest(_Open):
+    """A training's `train_manifest.json`, as resume and `training_report.md` read it."""
+
+    kind: Optional[str] = None
+    tool: Optional[str] = None
+    version: Optional[str] = None
+    created_at: Optional[str] = None
+    updated_at: Optional[str] = None
+    finished_at: Optional[str] = None
+    model: Optional[str] = None
+    options: dict[str, Any] = {}
+    seed: Optional[int] = None
+    data: Optional[str] = None
+    data_source: Optional[str] = None
+    iters: Optional[int] = None
+    save_at: list[int] = []
+    resume_every: Optional[int] = None
+    lr: Optional[float] = None
+    optimizer: Optional[str] = None
+    val_batches: Optional[int] = None
+    val_every: Optional[int] = None
+    validation: Optional[str] = None
+    device: Optional[str] = None
+    threads: dict[str, Any] = {}
+    scaler: Optional[ManifestScaler] = None
+    setups: list[TrainSetupRecord] = []
+    left_out: list[str] = []
+    fingerprint: dict[str, Any] = {}
+
+
+def read_train_manifest(path: Path, advice: str) -> dict[str, Any]:
+    return read_json_model(path, TrainManifest, "a training manifest", advice).model_dump(exclude_unset=True)

@@ -194,6 +194,17 @@ def test_3_a_truncated_training_log_is_one_line(tmp_path):
     assert snapshot(tmp_path) == before
 
 
+def test_3_a_training_manifest_of_the_wrong_kind_is_one_line(tmp_path):
+    folder = tmp_path / "train"
+    shutil.copytree(REPOSITORY / "reports" / "cnf-train", folder)
+    manifest = json.loads((folder / "train_manifest.json").read_text())
+    (folder / "train_manifest.json").write_text(json.dumps({**manifest, "setups": "float32"}))  # before: AttributeError
+    before = snapshot(tmp_path)
+    refused = run_cli("report", folder)
+    assert refused.exit_code == 2 and "train_manifest.json' is not a training manifest: key setups must be a list" in one_error_line(refused)
+    assert snapshot(tmp_path) == before
+
+
 def test_3_nested_toml_and_checkpoint_side_files_are_one_line(tmp_path):
     bomb = tmp_path / "bomb.toml"
     bomb.write_text("x = " + "[" * 100_000 + "]" * 100_000)

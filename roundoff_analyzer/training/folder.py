@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..json_files import read_json_object
+from ..manifest_schema import read_train_manifest
 from ..folder_lock import LOCK
 from ..results import MANIFEST, TRAIN_MANIFEST, atomic_write_bytes, refuse_file_path, refuse_other_kind
 from ..safe_files import refuse_links
@@ -31,11 +31,11 @@ def setup_folder(index: int, label: str) -> str:
     return "." if index == 0 else f"{SETUPS}/{label}"
 
 
-def read_manifest(root: Path) -> dict | None:
+def read_manifest(root: Path, advice: str = "use another --out, or --force") -> dict | None:
     path = Path(root) / TRAIN_MANIFEST
     if not path.is_file():
         return None
-    return read_json_object(path, "a training manifest", "use another --out, or --force")
+    return read_train_manifest(path, advice)
 
 
 def check_folder(root: Path, fingerprint: dict[str, Any], force: bool) -> dict | None:

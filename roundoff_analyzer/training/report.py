@@ -25,7 +25,7 @@ COMPARABLE = 0.02
 def write_training_report(root: Path, out: Path | None = None) -> Path:
     """`training_report.md` (or `out`) and its figure under `root/figures/`, from the folder's tables and manifest."""
     root = Path(root)
-    manifest = train_folder.read_manifest(root) or {}
+    manifest = train_folder.read_manifest(root, "the training report cannot say what was trained") or {}
     missing = [name for name in (train_folder.LOG, train_folder.SUMMARY) if not (root / name).is_file()]
     if missing:
         raise InputError(f"training folder '{root}' has no {' and no '.join(missing)}: its training has not finished; "
