@@ -69,7 +69,7 @@ def conform(table: pa.Table, spec: TableSchema, path: Path | str) -> pa.Table:
             table = table.set_column(index, field.name, column)
         if field.name in spec.not_null and column.null_count:
             raise InputError(f"'{path}' is not {spec.what}: column {field.name} is empty in {column.null_count} of "
-                             f"{len(column)} rows, expected a {field.type} in every row")  # fmt: skip
+                             f"{len(column)} rows, expected {field.type} in every row")  # fmt: skip
     return table
 
 

@@ -107,6 +107,19 @@ def test_2_a_link_below_the_yardsticks_is_refused_before_anything_is_written(tmp
     assert snapshot(tmp_path) == before and not any(elsewhere.iterdir())
 
 
+def test_2_a_resumed_training_follows_no_link_below_its_setups(tmp_path):
+    out, elsewhere = tmp_path / "train", tmp_path / "elsewhere"
+    trained = run_cli("train", "--model", "linear", "--iters", "2", "--dtype", "float32,bfloat16", "--out", out)
+    assert trained.exit_code == 0, trained.output
+    setup = next((out / "setups").iterdir())
+    setup.rename(elsewhere)
+    setup.symlink_to(elsewhere)  # before the fix: the resume wrote its new checkpoint and resume/state.pt there
+    before = snapshot(tmp_path)
+    refused = run_cli("train", "--model", "linear", "--iters", "4", "--dtype", "float32,bfloat16", "--out", out)
+    assert refused.exit_code == 2 and "is a symbolic link" in one_error_line(refused) and refused.stdout == ""
+    assert snapshot(tmp_path) == before
+
+
 def test_2_a_training_with_force_leaves_a_sweep_folder_alone(tmp_path):
     out = tmp_path / "sweep"
     done = run_cli("sweep", "--model", "linear", *SMALL[:-1], "--out", out)  # with its report and figures
