@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .environment import os_error_line
-from .errors import InputError, one_line
+from .errors import InputError
 from .folder_lock import LOCK, FolderLock
 from .json_files import parse_json
 from .grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
