@@ -33,9 +33,10 @@ class ManifestGrid(_Open):
 
 
 class ManifestScaler(_Open):
-    init_scale: Optional[float] = None
-    backoff_factor: Optional[float] = None
-    max_retries: Optional[int] = None
+    # Every version wrote all three; the report states them together.
+    init_scale: float
+    backoff_factor: float
+    max_retries: int
 
 
 class ManifestCheckpoint(_Open):
@@ -54,7 +55,8 @@ class SweepManifest(_Open):
     repeats: Optional[int] = None
     timeout_s: Optional[float] = None
     seed: Optional[int] = None
-    model: Optional[ManifestModel] = None
+    # Tables that may be absent (an older version) but not null: the readers look inside them.
+    model: ManifestModel = ManifestModel()
     data: Optional[str] = None
     data_source: Optional[str] = None
     checkpoint: Optional[ManifestCheckpoint] = None
@@ -64,9 +66,9 @@ class SweepManifest(_Open):
     execution: dict[str, Any] = {}
     cpu_memory: Optional[bool] = None
     fp8_scaling: Optional[bool] = None
-    scaler: Optional[ManifestScaler] = None
+    scaler: ManifestScaler = ManifestScaler(init_scale=2.0**16, backoff_factor=0.5, max_retries=30)
     versions: dict[str, Optional[str]] = {}
-    grid: Optional[ManifestGrid] = None
+    grid: ManifestGrid = ManifestGrid()
     fingerprint: dict[str, Any] = {}
     settings: dict[str, Any] = {}
 
