@@ -10,7 +10,7 @@ from rich.console import Console
 
 from roundoff_analyzer.environment import os_error_line
 from roundoff_analyzer.errors import InputError
-from roundoff_analyzer.text import printable
+from roundoff_analyzer.text import shortened
 
 F = TypeVar("F", bound=Callable)
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -18,8 +18,12 @@ EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 1
 
 
+# An error line echoes what it was given; past this it says how much it left out (a 200,000-character name stays a line).
+MAX_LINE = 2000
+
+
 def fail(message: str) -> None:
-    stderr.print(f"error: {printable(message)}", markup=False)
+    stderr.print(f"error: {shortened(message, MAX_LINE)}", markup=False)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 

@@ -52,10 +52,10 @@ def stop_after_current(console: Console, current: str = "the configuration in pr
 
 def report_interrupted(console: Console, stopped: SweepInterrupted) -> None:
     console.print(
-        f"interrupted: {stopped.n_done} of {stopped.n_total} configurations are done and saved in {stopped.out_dir} "
+        f"interrupted: {stopped.n_done} of {stopped.n_total} configurations are done and saved in {printable(stopped.out_dir)} "
         f"(results.parquet holds them); run the same command again to run the other {stopped.n_total - stopped.n_done}",
-        highlight=False,
-    )
+        highlight=False, markup=False,
+    )  # fmt: skip
     if stopped.note:
         console.print(stopped.note, highlight=False, markup=False)
     raise typer.Exit(EXIT_INTERRUPTED)
@@ -66,7 +66,7 @@ def report_incomplete(console: Console, incomplete: SweepIncomplete) -> None:
     for problem in incomplete.problems:
         console.print(f"error: {printable(problem)}", highlight=False, markup=False)
     console.print(
-        f"{incomplete.n_done} of {incomplete.n_total} configurations are done and saved in {incomplete.out_dir}; "
+        f"{incomplete.n_done} of {incomplete.n_total} configurations are done and saved in {printable(incomplete.out_dir)}; "
         f"run the same command again to retry the other {incomplete.n_total - incomplete.n_done}",
         highlight=False, markup=False,
     )  # fmt: skip

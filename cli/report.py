@@ -7,6 +7,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from roundoff_analyzer.text import printable
+
 from .common import reports_input_errors
 
 
@@ -27,8 +29,8 @@ def report(
     if (folder / TRAIN_MANIFEST).is_file() and not (folder / RESULTS).is_file():
         refuse_links(folder, [FIGURES] + ([] if out else [TRAINING_REPORT]))
         written = write_training_report(folder, out)
-        Console(highlight=False, soft_wrap=True).print(f"report: {written} (figures in {folder / FIGURES})", markup=False)
+        Console(highlight=False, soft_wrap=True).print(printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False)
         return
     refuse_links(folder, [FIGURES] + ([] if out else [REPORT]))  # written into the folder: never through a link out of it
     written = write_report(folder, out)
-    Console(highlight=False, soft_wrap=True).print(f"report: {written} (figures in {folder / FIGURES})", markup=False)
+    Console(highlight=False, soft_wrap=True).print(printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 # The schema and the scaler's settings import neither torch nor pandas: --help shows their defaults at once.
 from roundoff_analyzer import config as sweep_config
@@ -58,7 +59,7 @@ def sweep(
     slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: time limit per task (minutes or HH:MM:SS).", show_default="the partition's", rich_help_panel=EXECUTION),
     slurm_gpus_per_task: Optional[int] = typer.Option(None, "--slurm-gpus-per-task", help="slurm: GPUs per task.", show_default="none", rich_help_panel=EXECUTION),
     slurm_option: list[str] = typer.Option([], "--slurm-option", help="slurm: another sbatch option key=value, or a bare flag (repeatable).", show_default=False, rich_help_panel=EXECUTION),
-    out: Optional[Path] = typer.Option(None, "--out", help="Results folder; the same folder again resumes the sweep.", show_default="results/<model>-<date>-<time>", rich_help_panel=OUTPUT),
+    out: Optional[str] = typer.Option(None, "--out", help="Results folder; the same folder again resumes the sweep.", show_default="results/<model>-<date>-<time>", rich_help_panel=OUTPUT),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace a different sweep found in --out.", show_default=False, rich_help_panel=OUTPUT),
     no_report: bool = typer.Option(False, "--no-report", metavar="", help="Do not write report.md and figures/ at the end.", show_default=False, rich_help_panel=OUTPUT),
     threads: Optional[int] = typer.Option(
@@ -134,7 +135,7 @@ def sweep(
     planned = api.plan_sweep(config=config, out=out, force=force, source="command line", **{k: v for k, v in overrides.items() if v is not None})
     plan, out_dir = planned.plan, planned.out
     console.print(
-        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {out_dir}",
+        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {escape(printable(out_dir))}",
         highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
@@ -159,8 +160,8 @@ def sweep(
     console.print(
         f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}); the command took "
         f"{time.monotonic() - started:.1f} s, {outcome.wall_seconds:.1f} s of it running configurations; "
-        f"{outcome.reference_solves} reference solves; results: {out_dir / 'results.parquet'}",
+        f"{outcome.reference_solves} reference solves; results: {escape(printable(out_dir / 'results.parquet'))}",
         highlight=False,
     )
     if not no_report:
-        console.print(f"report: {out_dir / REPORT}", highlight=False)
+        console.print(f"report: {printable(out_dir / REPORT)}", highlight=False, markup=False)

@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 # The training's schema imports neither torch nor pandas: --help shows its defaults at once.
 from roundoff_analyzer.errors import InputError
+from roundoff_analyzer.text import printable
 from roundoff_analyzer.training.config import TrainConfig
 
 from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
@@ -60,7 +62,7 @@ def train(
     max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backoffs per step at most; dynamic: halvings per solver step at most.", show_default="30", rich_help_panel=PRECISION),
     device: Optional[str] = typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=TRAINING),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch threads.", show_default="chosen from the problem's size", rich_help_panel=TRAINING),
-    out: Optional[Path] = typer.Option(None, "--out", help="Training folder; the same command again resumes it.", show_default="results/train-<model>-<date>-<time>", rich_help_panel=OUTPUT),
+    out: Optional[str] = typer.Option(None, "--out", help="Training folder; the same command again resumes it.", show_default="results/train-<model>-<date>-<time>", rich_help_panel=OUTPUT),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace a different training found in --out.", show_default=False, rich_help_panel=OUTPUT),
 ) -> None:
     """Train a model with Adam on its own loss, a fresh batch every iteration, once per (library, dtype, scaling) setup.
@@ -86,7 +88,7 @@ def train(
     plan = training.plan(model, config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
     console.print(
         f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {len(plan.setups)} setup(s) x {plan.config.iters} "
-        f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {plan.out}", highlight=False,
+        f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {escape(printable(plan.out))}", highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}; setups: {', '.join(s.label for s in plan.setups)}", highlight=False, markup=False)
     for entry in plan.left_out:
@@ -98,7 +100,7 @@ def train(
         stderr.print(f"interrupted: {stopped}; run the same command again to resume", highlight=False, markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except KeyboardInterrupt:  # a second Ctrl-C: the last resume state written stays
-        stderr.print(f"interrupted: the last saved state of each setup is in {plan.out}; run the same command again to resume",
+        stderr.print(f"interrupted: the last saved state of each setup is in {printable(plan.out)}; run the same command again to resume",
                      highlight=False, markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     console.print(_summary_table(result.summary))

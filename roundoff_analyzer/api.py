@@ -20,6 +20,7 @@ from . import sweep as sweeping
 from .report import SweepFolder, read_sweep_folder, write_report
 from .report import draw_figures as _draw_figures
 from .results import ResultStore
+from .safe_files import out_folder
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -66,7 +67,7 @@ def plan_sweep(model: str | None = None, *, config: str | Path | None = None, ou
     calls the settings (the command line passes "command line"; from Python the key alone says which)."""
     overrides = {key: _as_list(value) if key in _LIST_KEYS else value for key, value in {"model": model, **settings}.items()}
     plan = sweeping.plan(sweep_config.resolve(config, overrides, source))
-    folder = Path(out) if out is not None else sweeping.default_out_dir(plan)
+    folder = out_folder(out) or sweeping.default_out_dir(plan)
     ResultStore(folder).check(sweeping.fingerprint(plan), force=force)
     return PlannedSweep(plan, folder)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .json_files import parse_json
 from .grid import file_safe
 from .models import Problem, load_checkpoint
 
@@ -101,11 +102,12 @@ def sidecar_iteration(weights: Path) -> int | None:
     if not sidecar.is_file():
         return None
     try:
-        content = json.loads(sidecar.read_text())
+        content = parse_json(sidecar.read_text())
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"checkpoint sidecar '{sidecar}' cannot be read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"checkpoint sidecar '{sidecar}' is not valid JSON ({exc.msg}, line {exc.lineno}); "
+    except ValueError as exc:  # JSONDecodeError, or nested too deeply to read
+        where = f"{exc.msg}, line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise InputError(f"checkpoint sidecar '{sidecar}' is not valid JSON ({where}); "
                          'expected an object such as {"iteration": 100, ...}') from None  # fmt: skip
     iteration = content.get("iteration") if isinstance(content, dict) else None
     if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:

@@ -6,12 +6,13 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
 
 from .errors import InputError
 from .registry import Registry
 from .scaler_settings import ScalerSettings
-from .validation import location, phrase
+from .text import shortened
+from .validation import bool_given_for_number, location, phrase
 
 # Sized for a 2-core CPU: the bare `roundoff sweep --model otflow` finishes in well under 3 minutes.
 DEFAULT_TIMESTEPS = (8, 32, 128)
@@ -51,7 +52,7 @@ def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
         raise ValueError(f"needs at least one {registry.axis}; allowed: {', '.join(registry.allowed())}")
     unknown = [v for v in values if v not in registry]
     if unknown:
-        raise ValueError(f"unknown {registry.axis} {', '.join(map(repr, unknown))}; allowed: {', '.join(registry.allowed())}")
+        raise ValueError(f"unknown {registry.axis} {', '.join(repr(shortened(v)) for v in unknown)}; allowed: {', '.join(registry.allowed())}")
     return values
 
 
@@ -137,14 +138,14 @@ class SweepConfig(BaseModel):
     noise_batches: int = Field(
         DEFAULT_NOISE_BATCHES, ge=0, description="batches of the model's data for the gradient noise (0: do not measure it)"
     )
-    loss_scale: PositiveFloat = Field(1.0, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
+    loss_scale: float = Field(1.0, gt=0, allow_inf_nan=False, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
     executor: str | None = Field(None, description="where the configurations run: local, processes or slurm (default: local, "
                                  "or processes when workers > 1)")  # fmt: skip
     workers: PositiveInt | None = Field(None, description="worker processes on this machine (executor processes; default: one "
                                         "per core for a grid of 2,000 or more right-hand-side evaluations on the CPU, else 1)")  # fmt: skip
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
-    rtol: PositiveFloat = Field(1e-3, description="adaptive methods: relative tolerance of the step control")
-    atol: PositiveFloat = Field(1e-6, description="adaptive methods: absolute tolerance of the step control")
+    rtol: float = Field(1e-3, gt=0, allow_inf_nan=False, description="adaptive methods: relative tolerance of the step control")
+    atol: float = Field(1e-6, gt=0, allow_inf_nan=False, description="adaptive methods: absolute tolerance of the step control")
     max_steps: PositiveInt = Field(1000, description="adaptive methods: steps a solve may attempt, accepted and rejected together")
     arithmetic: list[str] | None = Field(None, description="hardware, emulated (default: each dtype's own; emulated for stochastic rounding)")
     rounding: list[str] | None = Field(None, description="nearest, stochastic (emulated arithmetic only; default nearest)")
@@ -229,6 +230,10 @@ def load_libraries(names: list[str] | None) -> None:
 def validate(values: dict[str, Any], source: str = "command line", schema: type[BaseModel] | None = None) -> SweepConfig:
     """`values` as a SweepConfig (or `schema`, such as training's config); a problem is one InputError line."""
     schema = schema or SweepConfig
+    given_bool = bool_given_for_number(values, schema)
+    if given_bool is not None:
+        raise InputError(f"{source}: '{given_bool[0]}' must be {'numbers' if isinstance(given_bool[1], list) else 'a number'}, "
+                         f"not true or false (got {given_bool[1]!r})")  # fmt: skip
     try:
         return schema(**values)
     except ValidationError as exc:
@@ -266,6 +271,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"config file '{path}' is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"config file '{path}' is not valid TOML: it is nested too deeply to be read") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"config file '{path}' cannot be read: {exc}") from None
 

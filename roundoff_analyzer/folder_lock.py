@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from .errors import InputError
+from .json_files import parse_json
 
 LOCK = ".roundoff-lock"
 
@@ -77,7 +78,7 @@ def _same_file(descriptor: int, path: Path) -> bool:
 
 def _describe(raw: bytes) -> str:
     try:
-        holder = json.loads(raw)
+        holder = parse_json(raw.decode(errors="replace"))
         return f"process {int(holder['pid'])} on {str(holder['host'])[:100]} since {str(holder['since'])[:40]}"
     except (ValueError, KeyError, TypeError):
         return "a process that has not said who it is yet"

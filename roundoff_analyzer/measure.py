@@ -16,6 +16,7 @@ from .arithmetics import ARITHMETICS, ArithmeticRequest, tensor_scaling
 from .cpu_memory import cpu_peak_memory
 from .devices import measured
 from .dtypes import DTYPES, DtypeSpec
+from .errors import InputError
 from .failures import Failure
 from .grid import Configuration
 from .memory import configuration_oom
@@ -28,6 +29,7 @@ from .scalings import SCALINGS, Scaling, ScalerSettings
 from .significance import quantities, significant_digits
 from .solvers import SolveReport
 from .torch_state import restored_torch_state
+from .user_code import quit_line
 from .yardsticks import CONTEXT_COLUMNS, Yardsticks, context_columns
 
 ERROR_METRICS = ("sol_rel_err", "final_rel_err", "loss_rel_err", "grad_y0_rel_err", "grad_params_rel_err")
@@ -97,6 +99,8 @@ def run_once(
         outcome.report.backward = sorted(outcome.report.backward[-(t.numel() - 1):], key=lambda r: r.backward_step)
         if not metrics.all_finite(outcome.grads):
             outcome.failure = _gradient_overflow(outcome)
+    except SystemExit as exc:  # the model's or a library's code tried to end the process: the sweep stops, in one line
+        raise InputError(quit_line(f"{library.name} {method.name}: the solve, the model or its loss", exc)) from None
     except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
         outcome.failure = failures.classify_exception(exc)
         if outcome.report.n_function_evals is None:  # the forward failed: what it had evaluated until then
@@ -203,6 +207,10 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         return Measurement(row, [], [])
     try:
         reference = context.references.get(library, method, config.n_timesteps)
+    except SystemExit as exc:
+        raise InputError(quit_line(f"{library.name} {method.name}: the reference solve", exc)) from None
+    except InputError:  # user code that quit (above, or in the reference's own run): the sweep stops
+        raise
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
         _record_failure(row, failures.classify_exception(exc))
         return Measurement(row, [], [])

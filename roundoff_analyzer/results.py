@@ -10,23 +10,26 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .environment import os_error_line
-from .errors import InputError, one_line
+from .errors import InputError
 from .folder_lock import LOCK, FolderLock
+from .json_files import parse_json
 from .grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
 from .measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
 from .safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_links, remove_abandoned_temporaries
+from .table_schemas import TableSchema, read_table
 from .shard_integrity import SET_ASIDE, fingerprint_digest, set_aside, shard_problem, with_fingerprint
 from .yardstick_files import YARDSTICKS
 from .yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
 
 MANIFEST = "manifest.json"
+TRAIN_MANIFEST = "train_manifest.json"  # a training's folder (training/folder.py): never a sweep's, even with --force
 RESULTS = "results.parquet"
 PARAM_ERRORS = "param_errors.parquet"
 PROFILE = "profile.parquet"
@@ -69,6 +72,16 @@ SHARD_SCHEMA = RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.str
     pa.field("profile", pa.list_(pa.struct(PROFILE_FIELDS)))
 )
 
+# What every version of the tables held; columns added later may be missing from an older folder's.
+_KEYS = tuple(c for c in CONFIG_COLUMNS if c not in AXIS_DEFAULTS)
+# The first versions wrote every results column up to the peak memory (reports/baselines/otflow-ci holds such a table).
+_FIRST_RESULT_COLUMNS = tuple(c for c in RESULT_SCHEMA.names[: RESULT_SCHEMA.get_field_index("fp8_scaling")] if c not in AXIS_DEFAULTS)
+RESULTS_TABLE = TableSchema("a results table", RESULT_SCHEMA, _FIRST_RESULT_COLUMNS, (*_KEYS, "status"))
+PARAM_ERRORS_TABLE = TableSchema("a parameter errors table", pa.schema(_CONFIG_FIELDS + PARAM_FIELDS),
+                                 (*_KEYS, *(f.name for f in PARAM_FIELDS)), (*_KEYS, "parameter"))  # fmt: skip
+PROFILE_TABLE = TableSchema("a range profile table", pa.schema(_CONFIG_FIELDS + PROFILE_FIELDS),
+                            (*_KEYS, *(f.name for f in PROFILE_FIELDS)), (*_KEYS, "phase", "step"))  # fmt: skip
+
 
 # Everything a sweep writes or deletes in its folder: none of these may be a link out of it.
 WRITTEN_ENTRIES = (MANIFEST, RESULTS, PARAM_ERRORS, PROFILE, SHARDS, SET_ASIDE, LOCK, YARDSTICKS, "slurm", "figures", "report.md")
@@ -82,6 +95,13 @@ def atomic_write_parquet(table: pa.Table, path: Path) -> None:
     atomic_write(path, lambda file: pq.write_table(table, file))
 
 
+def refuse_other_kind(root: Path, kind: str, other_manifest: str, other_kind: str) -> None:
+    """Refuse a folder holding another kind's results, --force or not: --force replaces only a folder of its own kind."""
+    if (Path(root) / other_manifest).is_file():
+        raise InputError(f"output folder '{root}' holds {other_kind} ({other_manifest}), not {kind}; --force replaces only "
+                         f"{kind}: use another --out")  # fmt: skip
+
+
 def refuse_file_path(root: Path) -> None:
     """Refuse an output folder path that is a file, or lies under one."""
     if root.exists() and not root.is_dir():
@@ -92,12 +112,14 @@ def refuse_file_path(root: Path) -> None:
 
 
 class ResultStore:
-    def __init__(self, root: Path, fingerprint: Any = None) -> None:
+    def __init__(self, root: Path, fingerprint: Any = None, settings: dict[str, Any] | None = None) -> None:
         self.root = Path(root)
         self.shards = self.root / SHARDS
         # The digest every shard written here carries, and every shard reused must carry (None: not checked).
         self.digest = None if fingerprint is None else fingerprint_digest(fingerprint)
+        self.settings = settings  # what else the rows depend on (sweep.row_settings); a shard written with others is set aside
         self.lock = FolderLock(self.root)
+        self.before_write: Callable[[], None] = lambda: None  # a worker's: end the process if its sweep is gone
         self.set_aside: list[tuple[Path, str]] = []  # (where a shard went, why) since this store was made
         self._verified: dict[str, tuple[int, int]] = {}  # shard id -> (mtime_ns, size) when it was last read whole
 
@@ -105,6 +127,8 @@ class ResultStore:
         """Refuse a file where the folder should be, and a folder holding a different sweep unless `force`; writes
         nothing, so that bad input is found before anything is printed."""
         refuse_file_path(self.root)
+        refuse_other_kind(self.root, "a sweep", TRAIN_MANIFEST, "a training")
+        refuse_links(self.root, WRITTEN_ENTRIES)
         existing = self.read_manifest() if self.root.is_dir() else None
         found = existing.get("fingerprint") if existing is not None else None
         if existing is not None and found != fingerprint and not force:
@@ -126,6 +150,7 @@ class ResultStore:
         except OSError as exc:
             raise InputError(f"cannot create the output folder: {os_error_line(exc)}") from None
         refuse_links(self.root, WRITTEN_ENTRIES)
+        refuse_other_kind(self.root, "a sweep", TRAIN_MANIFEST, "a training")
         try:
             self.lock.acquire()
         except OSError as exc:
@@ -141,6 +166,7 @@ class ResultStore:
 
     def _open_locked(self, manifest: dict[str, Any], force: bool) -> None:
         self.digest = fingerprint_digest(manifest["fingerprint"])
+        self.settings = manifest.get("settings")
         remove_abandoned_temporaries(self.root)
         remove_abandoned_temporaries(self.shards, min_age_s=ABANDONED_SHARD_TEMPORARY_S)
         existing = self.read_manifest()
@@ -173,7 +199,7 @@ class ResultStore:
         if not path.is_file():
             return None
         try:
-            manifest = json.loads(path.read_text())
+            manifest = parse_json(path.read_text())
         except (OSError, ValueError):  # unreadable, not JSON, not UTF-8: no manifest to go by (the shards say what they are)
             return None
         return manifest if isinstance(manifest, dict) else None
@@ -195,7 +221,7 @@ class ResultStore:
             if self._verified.get(config_id) == (stat.st_mtime_ns, stat.st_size):
                 done.add(config_id)
                 continue
-            problem = shard_problem(path, SHARD_SCHEMA, self.digest, config_id, lambda key: Configuration(**key).id)
+            problem = shard_problem(path, SHARD_SCHEMA, self.digest, config_id, lambda key: Configuration(**key).id, self.settings)
             if problem is None:
                 self._verified[config_id] = (stat.st_mtime_ns, stat.st_size)
                 done.add(config_id)
@@ -215,8 +241,9 @@ class ResultStore:
                 "their configurations run again")  # fmt: skip
 
     def write(self, config: Configuration, measurement: Measurement) -> None:
+        self.before_write()
         row = {**measurement.row, "parameter_errors": measurement.parameter_errors, "profile": measurement.profile}
-        table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest)
+        table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest, self.settings)
         atomic_write_parquet(table, self.shards / f"{config.id}.parquet")
 
     def read_row(self, config: Configuration) -> dict[str, Any]:
@@ -251,13 +278,9 @@ def load_results(path: str | Path) -> pd.DataFrame:
     return read_parquet(target)
 
 
-def read_parquet(path: Path) -> pd.DataFrame:
-    """A Parquet table; an unreadable file is bad input, said in one line."""
-    try:
-        table = pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is bad input here
-        raise InputError(f"cannot read '{path}' as Parquet: {one_line(exc)}") from None
-    return with_axis_defaults(table)
+def read_parquet(path: Path, spec: TableSchema = RESULTS_TABLE) -> pd.DataFrame:
+    """A table of a sweep folder, checked against its schema; an unreadable or foreign one is bad input, in one line."""
+    return with_axis_defaults(read_table(path, spec))
 
 
 def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:

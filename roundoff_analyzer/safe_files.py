@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
 
+from .environment import with_path
 from .errors import InputError
 
 _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)$")
@@ -37,20 +38,41 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
         with os.fdopen(descriptor, "wb") as file:
             write(file)
         os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise with_path(exc, path) from exc
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
 
 
 def refuse_links(folder: Path, names: Iterable[str]) -> None:
-    """Refuse a folder where any of `names` (what the tool writes or deletes there) is a symbolic link."""
+    """Refuse a folder where any of `names` (what the tool writes or deletes there), or anything at any depth below
+    one of them (`yardsticks/<checkpoint>`, `setups/<setup>/resume`), is a symbolic link."""
     for name in names:
         entry = Path(folder) / name
-        if entry.is_symlink():
-            raise InputError(
-                f"'{entry}' is a symbolic link (to '{os.readlink(entry)}'); roundoff writes only inside the results "
-                "folder and follows no links there: remove the link, or use another folder"
-            )
+        _refuse_link(entry)
+        if entry.is_dir():
+            for below, folders, files in os.walk(entry):  # os.walk lists a link to a folder but does not enter it
+                for inner in (*folders, *files):
+                    _refuse_link(Path(below) / inner)
+
+
+def _refuse_link(entry: Path) -> None:
+    if entry.is_symlink():
+        raise InputError(
+            f"'{entry}' is a symbolic link (to '{os.readlink(entry)}'); roundoff writes only inside the results "
+            "folder and follows no links there: remove the link, or use another folder"
+        )
+
+
+def out_folder(value: str | Path | None) -> Path | None:
+    """`--out` as a path; an empty one names no folder (it would write into the current one unasked)."""
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise InputError("--out is empty; give the path of a folder (. for the current one)")
+    return Path(value)
 
 
 def process_alive(pid: int) -> bool:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .json_files import read_json_object
+from .manifest_schema import read_manifest
 from .results import MANIFEST, RESULTS
 from .text import printable
 
@@ -27,7 +27,7 @@ def read_setup(path: Path) -> dict[str, Any] | None:
     manifest_path = manifest_of(path)
     if manifest_path is None:
         return None
-    manifest = read_json_object(manifest_path, "a sweep manifest", "the setups cannot be compared")
+    manifest = read_manifest(manifest_path, "the setups cannot be compared")
     model = _mapping(manifest.get("model"))
     fingerprint = _mapping(manifest.get("fingerprint"))
     return {

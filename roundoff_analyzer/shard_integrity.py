@@ -18,6 +18,9 @@ import pyarrow.parquet as pq
 from .grid import CONFIG_COLUMNS
 
 FINGERPRINT_KEY = b"roundoff.fingerprint"
+# The settings a row depends on beyond the sweep's fingerprint (a time limit, the user's code), as JSON: a shard written
+# with others is set aside, so that a resume never reuses a row the present command would compute differently.
+SETTINGS_KEY = b"roundoff.settings"
 SET_ASIDE = "set_aside"
 
 
@@ -25,12 +28,34 @@ def fingerprint_digest(fingerprint: Any) -> str:
     return hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def with_fingerprint(table: pa.Table, digest: str | None) -> pa.Table:
-    return table if digest is None else table.replace_schema_metadata({**(table.schema.metadata or {}), FINGERPRINT_KEY: digest.encode()})
+def settings_json(settings: dict[str, Any] | None) -> str | None:
+    return None if settings is None else json.dumps(settings, sort_keys=True, default=str)
 
 
-def shard_problem(path: Path, schema: pa.Schema, digest: str | None, expected_id: str, identify) -> str | None:
-    """Why the shard at `path` does not count (None when it does). `identify(row)` gives the configuration id of a row."""
+def with_fingerprint(table: pa.Table, digest: str | None, settings: dict[str, Any] | None = None) -> pa.Table:
+    metadata = {**(table.schema.metadata or {})}
+    if digest is not None:
+        metadata[FINGERPRINT_KEY] = digest.encode()
+    if settings is not None:
+        metadata[SETTINGS_KEY] = settings_json(settings).encode()
+    return table.replace_schema_metadata(metadata)
+
+
+def _changed_settings(stored: bytes, settings: dict[str, Any]) -> list[str]:
+    """The settings a shard was written with that differ from `settings` (every one, where the record is unreadable)."""
+    try:
+        found = json.loads(stored)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        return sorted(settings)
+    return sorted(key for key in {*found, *settings} if json.dumps(found.get(key), sort_keys=True) != json.dumps(settings.get(key), sort_keys=True, default=str))
+
+
+def shard_problem(path: Path, schema: pa.Schema, digest: str | None, expected_id: str, identify,
+                  settings: dict[str, Any] | None = None) -> str | None:
+    """Why the shard at `path` does not count (None when it does). `identify(row)` gives the configuration id of a row.
+    A shard from a version that did not record its settings counts (its fingerprint says it is this sweep's)."""
     if path.is_symlink() or not path.is_file():
         return "not a plain file"
     try:
@@ -40,6 +65,10 @@ def shard_problem(path: Path, schema: pa.Schema, digest: str | None, expected_id
         return "damaged (it does not read back whole)"
     if digest is not None and metadata.get(FINGERPRINT_KEY, b"").decode(errors="replace") != digest:
         return "written by another sweep (its fingerprint differs)"
+    if settings is not None and SETTINGS_KEY in metadata:
+        changed = _changed_settings(metadata[SETTINGS_KEY], settings)
+        if changed:
+            return f"written with other settings (changed: {', '.join(changed)})"
     if table.num_rows != 1:
         return f"holds {table.num_rows} rows, not one"
     try:

@@ -33,6 +33,7 @@ from .methods import METHODS
 from .models import MODELS, ModelOptions, ModelSpec, Problem, parse_options, resolve_model, scaled_loss
 from .results import ResultStore
 from .threads import ThreadChoice, choose_threads
+from .user_code import source_sha256
 
 
 class Progress(Protocol):
@@ -203,7 +204,7 @@ def _done_despite(store: ResultStore, exc: OSError) -> set[str]:
 
 def tables_after_interrupt(plan: SweepPlan, out_dir: Path) -> SweepInterrupted:
     """Rebuild the combined tables from the shards after an interrupt that cut `run` short, and say what is done."""
-    results = ResultStore(out_dir, fingerprint(plan)).combine(plan.configurations)
+    results = ResultStore(out_dir, fingerprint(plan), row_settings(plan)).combine(plan.configurations)
     return SweepInterrupted(out_dir, len(results), len(plan.configurations))
 
 
@@ -240,6 +241,7 @@ def _manifest(plan: SweepPlan) -> dict:
         "tool": "roundoff-analyzer",
         "created_at": _now(),
         "fingerprint": fingerprint,
+        "settings": row_settings(plan),
         "model": model,
         "data": config.data or plan.model.default_data,
         "data_source": plan.problem.data_source,
@@ -259,6 +261,16 @@ def _manifest(plan: SweepPlan) -> dict:
         "fp8_scaling": config.fp8_scaling,
         "versions": _versions(),
     }
+
+
+def row_settings(plan: SweepPlan) -> dict:
+    """What a row depends on beyond the fingerprint: the time limit and the CPU memory measurement (which decide
+    whether a row is a timeout or has a peak memory) and the content of the user's code the sweep loads (a factory
+    file edited between two runs builds another vector field). Kept out of the fingerprint, so that a change sets
+    the shards it concerns aside rather than refusing the folder; the data file and the weights are in the
+    fingerprint's problem hash, and a config file's values are these settings and the fingerprint's."""
+    user_code = {spec: source_sha256(spec) for spec in [plan.model.name, *(plan.config.library or [])] if ":" in spec}
+    return json.loads(json.dumps({"timeout_s": plan.config.timeout, "cpu_memory": plan.config.cpu_memory, "user_code": user_code}))
 
 
 def fingerprint(plan: SweepPlan) -> dict:

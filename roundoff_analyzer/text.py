@@ -11,3 +11,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def printable(text: object) -> str:
     """`text` with every control character replaced by a space (tabs and newlines included: one line stays one line)."""
     return _CONTROL.sub(" ", str(text))
+
+
+def shortened(text: object, limit: int = 80) -> str:
+    """`text` made printable and cut to about `limit` characters: a name echoed in an error line stays a short line."""
+    text = printable(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

@@ -2,15 +2,22 @@
 library); every failure is one InputError line that says what was asked for and what went wrong."""
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import InputError, one_line
+
+
+def quit_line(what: str, exc: SystemExit) -> str:
+    """The line for user code that tried to end the process: a failure, whatever the exit code it gave."""
+    return f"{what} called sys.exit({exc.code!r}); the code a sweep loads must return or raise, not end the process"
 
 
 def load_attribute(what: str, spec: str, forms: str) -> tuple[ModuleType, str, Any]:
@@ -24,14 +31,39 @@ def load_attribute(what: str, spec: str, forms: str) -> tuple[ModuleType, str, A
     return module, attribute, getattr(module, attribute, None)
 
 
+def source_sha256(spec: str) -> str | None:
+    """The sha256 of the file that `spec` (`package.module:object` or `path/to/file.py:object`) loads its object from;
+    None where there is no such file to read (a built-in, a namespace)."""
+    target = spec.rpartition(":")[0]
+    try:
+        path = Path(target) if target.endswith(".py") or "/" in target else Path(importlib.util.find_spec(target).origin or "")
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except (AttributeError, ImportError, OSError, ValueError):
+        return None
+
+
+@contextmanager
+def _own_argv(name: str) -> Iterator[None]:
+    """The user's module sees a command line of its own name only: one that parses sys.argv finds no roundoff options,
+    and a usage line it prints names it, not roundoff."""
+    saved, sys.argv = sys.argv, [name]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
 def _import(what: str, module_name: str, forms: str) -> ModuleType:
     # Like `python -m`, modules in the current folder are found without installing them.
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     try:
-        return importlib.import_module(module_name)
+        with _own_argv(module_name):
+            return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise InputError(f"{what}: cannot import {module_name} ({exc}); give {forms}") from None
+    except SystemExit as exc:
+        raise InputError(quit_line(f"{what}: importing {module_name}", exc)) from None
     except Exception as exc:  # noqa: BLE001 - the module itself failed while importing
         raise InputError(f"{what}: importing {module_name} raised {one_line(exc)}") from None
 
@@ -47,7 +79,11 @@ def _load_file(what: str, path: Path) -> ModuleType:
     # Registered before running it, so that dataclasses and pickling inside the file find their module.
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        with _own_argv(str(path)):
+            spec.loader.exec_module(module)
+    except SystemExit as exc:
+        del sys.modules[module_name]
+        raise InputError(quit_line(f"{what}: running {path}", exc)) from None
     except Exception as exc:  # noqa: BLE001 - the user's file failed; say so in one line
         del sys.modules[module_name]
         raise InputError(f"{what}: running {path} raised {one_line(exc)}") from None

@@ -1,7 +1,10 @@
 """pydantic's validation errors said in the tool's own words: one short phrase per problem, with the value given."""
 from __future__ import annotations
 
+import typing
 from typing import Any
+
+from pydantic import BaseModel
 
 # Error type -> what the value must be; `{name}` fields come from the error's context.
 _MUST = {
@@ -48,3 +51,30 @@ def phrase(error: dict[str, Any]) -> str:
     if kind not in ("missing", "extra_forbidden") and not isinstance(given, dict):
         text += f" (got {given!r})"
     return text
+
+
+def _accepts_bool(annotation: Any) -> bool:
+    if annotation is bool or annotation is Any:
+        return True
+    return any(_accepts_bool(argument) for argument in typing.get_args(annotation))
+
+
+def _holds_bool(value: Any) -> bool:
+    return isinstance(value, bool) or (isinstance(value, list) and any(isinstance(item, bool) for item in value))
+
+
+def bool_given_for_number(values: dict[str, Any], model: type[BaseModel]) -> tuple[str, Any] | None:
+    """The first key (`scaler.max_retries`) whose value is true/false where `model` takes no true/false, with the value.
+    pydantic would read true as 1 (`timesteps = [true]` would run n_timesteps 1); a file that says true meant something else."""
+    for key, value in values.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            continue
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
+            inner = bool_given_for_number(value, annotation)
+            if inner is not None:
+                return f"{key}.{inner[0]}", inner[1]
+        elif _holds_bool(value) and not _accepts_bool(annotation):
+            return key, value
+    return None

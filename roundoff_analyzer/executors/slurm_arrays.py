@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from ..grid import Configuration
+from ..json_files import parse_json
 from ..results import atomic_write_bytes
 
 SLURM_FOLDER = "slurm"
@@ -29,8 +30,8 @@ class ArrayLog:
 
     def _arrays(self) -> list[dict]:
         try:
-            return json.loads(self.path.read_text())
-        except (OSError, json.JSONDecodeError):  # none yet (or unreadable: then nothing is known to be queued)
+            return parse_json(self.path.read_text())
+        except (OSError, ValueError):  # none yet (or unreadable: then nothing is known to be queued)
             return []
 
     def tasks(self) -> dict[str, list[str]]:
@@ -56,8 +57,8 @@ class ArrayLog:
 
     def read_report(self, task: str) -> dict | None:
         try:
-            return json.loads(self.report_path(task).read_text())
-        except (OSError, json.JSONDecodeError):
+            return parse_json(self.report_path(task).read_text())
+        except (OSError, ValueError):
             return None
 
 

@@ -15,7 +15,9 @@ from multiprocessing.context import BaseContext
 from typing import Callable
 
 # What a worker imports before it measures anything; everything torch-heavy is beneath these.
-PRELOAD = ["torch", "torchdiffeq", "roundoff_analyzer.sweep", "roundoff_analyzer.executors.processes"]
+# The guard first (standard library only): the server ends with the process that started it, even while it imports torch.
+PRELOAD = ["roundoff_analyzer.fork_server_guard", "torch", "torchdiffeq", "roundoff_analyzer.sweep",
+           "roundoff_analyzer.executors.processes"]  # fmt: skip
 
 
 def worker_context() -> BaseContext:

@@ -11,6 +11,7 @@ import torch
 
 from ..grid import Configuration
 from ..results import ResultStore
+from .parent_death import exit_if_sweep_died
 from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ class Worker:
         self.plan = sweep.plan(here, checked=True)
         rebuilt = sweep.fingerprint(self.plan)
         # Shards written here carry the fingerprint of the sweep rebuilt here, which must be the folder's.
-        self.store = ResultStore(Path(setup.out_dir), rebuilt)
+        self.store = ResultStore(Path(setup.out_dir), rebuilt, sweep.row_settings(self.plan))
+        self.store.before_write = exit_if_sweep_died
         expected = (self.store.read_manifest() or {}).get("fingerprint", {})
         if rebuilt != expected:
             expected = expected if isinstance(expected, dict) else {}

@@ -12,7 +12,8 @@ import inspect
 
 from ..axis_names import LIBRARY_ENTRY_POINTS
 from ..errors import InputError, one_line
-from ..user_code import load_attribute
+from ..text import shortened
+from ..user_code import load_attribute, quit_line
 from .base import LIBRARIES, MISSING_LIBRARIES, SolverLibrary, UnavailableLibrary
 from .optional import LazyLibrary
 
@@ -39,7 +40,7 @@ def resolve_library(name: str) -> SolverLibrary:
         install = f"; install it with: {missing.install}" if missing.install else ""
         raise InputError(f"library '{name}' cannot be used here: {missing.reason}{install}")
     known = LIBRARIES.names() + MISSING_LIBRARIES.names()
-    raise InputError(f"unknown library '{name}'; known: {', '.join(known)}, or your own as {FORMS}")
+    raise InputError(f"unknown library '{shortened(name)}'; known: {', '.join(known)}, or your own as {FORMS}")
 
 
 def load_entry_points() -> None:
@@ -59,6 +60,8 @@ def _library(what: str, made) -> SolverLibrary:
     if inspect.isclass(made) or (callable(made) and not hasattr(made, "solve")):
         try:
             made = made()
+        except SystemExit as exc:
+            raise InputError(quit_line(f"{what}: making the library", exc)) from None
         except Exception as exc:  # noqa: BLE001 - the user's constructor failed; say so in one line
             raise InputError(f"{what}: making the library raised {one_line(exc)}") from None
     missing = [member for member in _MEMBERS if not hasattr(made, member)]

@@ -15,11 +15,11 @@ import sys
 from typing import Any, Callable
 
 import torch
-from pydantic import ConfigDict, Field, create_model
+from pydantic import ConfigDict, Field, TypeAdapter, create_model
 
 from ..data import DataRequest
 from ..errors import InputError, one_line
-from ..user_code import load_attribute
+from ..user_code import load_attribute, quit_line
 from .base import SEED_RANGE, ModelOptions, Problem
 
 FORMS = "package.module:factory or path/to/file.py:factory"
@@ -43,7 +43,7 @@ class FactoryModel:
         self.description = doc.splitlines()[0] if doc else f"your model, built by {name}"
         self.parameters = inspect.signature(factory, eval_str=True).parameters
         self.takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in self.parameters.values())
-        self.options_type = _options_type(self.parameters, self.takes_any)
+        self.options_type = _options_type(name, self.parameters, self.takes_any)
 
     def build(self, options: ModelOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
         if data is not None:
@@ -55,6 +55,8 @@ class FactoryModel:
                 made = self.factory(**arguments)
             except InputError:
                 raise
+            except SystemExit as exc:
+                raise InputError(quit_line(f"model {self.name}: the factory", exc)) from None
             except Exception as exc:  # noqa: BLE001 - the user's code failed; say where, in one line
                 raise InputError(f"model {self.name}: the factory raised {one_line(exc)}") from None
         func, y0, loss, sample_batch = _unpack(self.name, made)
@@ -111,14 +113,26 @@ def _check_is_a_factory(name: str, module, target: str, attribute: str, factory)
                          "options are given by keyword")  # fmt: skip
 
 
-def _options_type(parameters, takes_any: bool) -> type[ModelOptions]:
+def _option_annotation(name: str, option: str, annotation: Any) -> Any:
+    """`annotation` where pydantic can convert `-o` text to it; anything else (torch.Tensor, a class of the user's) is
+    refused in one line naming the option, not with pydantic's schema error."""
+    try:
+        TypeAdapter(annotation)
+    except Exception as exc:  # noqa: BLE001 - PydanticSchemaGenerationError and whatever else an odd annotation raises
+        shown = getattr(annotation, "__qualname__", None) or repr(annotation)
+        raise InputError(f"model '{name}': the factory's option '{option}' is annotated {shown}, which an -o value cannot be "
+                         f"converted to ({type(exc).__name__}); annotate it with int, float, str, bool or a list of them") from None
+    return annotation
+
+
+def _options_type(name: str, parameters, takes_any: bool) -> type[ModelOptions]:
     fields: dict[str, Any] = {}
     for parameter in parameters.values():
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             continue
         has_default = parameter.default is not inspect.Parameter.empty
         if parameter.annotation is not inspect.Parameter.empty:
-            annotation = parameter.annotation
+            annotation = _option_annotation(name, parameter.name, parameter.annotation)
         else:
             annotation = type(parameter.default) if has_default and parameter.default is not None else Any
         fields[parameter.name] = (annotation, parameter.default if has_default else ...)
@@ -150,6 +164,8 @@ def _check_contract(name: str, func: torch.nn.Module, y0: torch.Tensor, loss: Ca
         with torch.no_grad():
             derivative = func(torch.zeros((), device=y0.device), y0)
             value = loss(torch.stack([y0, y0]))
+    except SystemExit as exc:
+        raise InputError(quit_line(f"model {name}: evaluating f(0, y0) and the loss", exc)) from None
     except Exception as exc:  # noqa: BLE001 - the user's code failed on its own initial state
         raise InputError(f"model {name}: evaluating f(0, y0) and the loss raised {one_line(exc)}") from None
     if not isinstance(derivative, torch.Tensor) or derivative.shape != y0.shape:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..errors import InputError
+from ..text import shortened
 from .base import MODELS, ModelSpec
 from .factory import FORMS, load_factory
 
@@ -11,4 +12,4 @@ def resolve_model(name: str) -> ModelSpec:
         return load_factory(name)
     if name in MODELS:
         return MODELS.get(name)
-    raise InputError(f"unknown model '{name}'; built-in: {', '.join(MODELS.names())}, or your own as {FORMS}")
+    raise InputError(f"unknown model '{shortened(name)}'; built-in: {', '.join(MODELS.names())}, or your own as {FORMS}")

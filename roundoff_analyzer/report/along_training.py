@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
-from ..results import read_parquet
+from ..table_schemas import read_table
+from ..training.summary import SUMMARY_FINDINGS_TABLE
 from . import formatting as fmt
 from .sweep_folder import SweepFolder
 from .training_figure import TRAINING_FIGURE, trend_label, varying_columns
@@ -18,7 +19,6 @@ from .training_findings import ALONG_TRAINING, STATED_METRIC, TRAINING_METRICS, 
 
 SECTION = "Along training"
 TRAINING_SUMMARY = "training_summary.parquet"
-SUMMARY_COLUMNS = ("setup", "final_val_loss", "val_loss_rel_to_reference")
 
 
 def at_checkpoint(sweep: SweepFolder, checkpoint: str) -> SweepFolder:
@@ -102,10 +102,10 @@ def training_summary(manifest: dict) -> tuple[Path, pd.DataFrame] | None:
         for folder in (path.parent.parent, path.parent.parent.parent.parent):
             if (folder / TRAINING_SUMMARY).is_file():
                 try:
-                    summary = read_parquet(folder / TRAINING_SUMMARY)
+                    summary = read_table(folder / TRAINING_SUMMARY, SUMMARY_FINDINGS_TABLE)
                 except InputError:
                     return None
-                return (folder / TRAINING_SUMMARY, summary) if set(SUMMARY_COLUMNS) <= set(summary.columns) else None
+                return folder / TRAINING_SUMMARY, summary
     return None
 
 

@@ -255,6 +255,7 @@ def worst_parameters(param_errors: pd.DataFrame, results: pd.DataFrame, per_dtyp
     """Per dtype, the parameters whose gradient error is largest over the runs without failure, each with that run."""
     ok = results.loc[results["status"] == "ok", list(CONFIG_COLUMNS)]
     runs = param_errors[param_errors["parameter"] != "y0"].merge(ok, on=list(CONFIG_COLUMNS))  # y0 has its own column
+    runs = runs[runs["grad_rel_err"].notna()]  # a parameter without a measured error has no rank
     if runs.empty:
         return runs
     worst = runs.loc[runs.groupby(["dtype", "parameter"], sort=False)["grad_rel_err"].idxmax()]

@@ -1,7 +1,6 @@
 """A finished sweep folder read back for reporting: the results table, the manifest and the side tables."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,8 +8,9 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InputError
+from ..manifest_schema import read_manifest
 from ..grid import CONFIG_COLUMNS
-from ..results import MANIFEST, PARAM_ERRORS, PROFILE, RESULTS, load_results, read_parquet
+from ..results import MANIFEST, PARAM_ERRORS, PARAM_ERRORS_TABLE, PROFILE, PROFILE_TABLE, RESULTS, load_results, read_parquet
 from ..yardsticks import with_context_columns
 
 # What the report cannot do without; the other columns are used where present.
@@ -41,43 +41,18 @@ def read_sweep_folder(path: str | Path) -> SweepFolder:
         raise InputError(f"'{path / RESULTS}' holds no configurations; there is nothing to report")
     # A folder from before the discretisation error and the gradient noise were measured still reports, without them.
     results = with_context_columns(results)
-    return SweepFolder(path, results, _manifest(path), _side_table(path / PARAM_ERRORS), _side_table(path / PROFILE))
+    return SweepFolder(path, results, _manifest(path), _side_table(path / PARAM_ERRORS, PARAM_ERRORS_TABLE), _side_table(path / PROFILE, PROFILE_TABLE))
 
 
 def _manifest(folder: Path) -> dict[str, Any]:
     # The results alone still make a report; the overview then says less.
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    if not (folder / MANIFEST).is_file():
         return {}
-    return _of_expected_kinds(manifest) if isinstance(manifest, dict) else {}
+    return read_manifest(folder / MANIFEST, "the report cannot say how the sweep was run")
 
 
-_NUMBER = (int, float)
-# What the report reads from a manifest, and of which kind; a folder from a stranger may hold anything else.
-_MANIFEST_KINDS: dict[str, tuple[type, ...]] = {
-    "created_at": (str,), "finished_at": (str,), "duration_s": _NUMBER, "repeats": (int,), "timeout_s": _NUMBER,
-    "model": (dict,), "data": (str,), "data_source": (str,), "checkpoint": (dict, str), "checkpoints": (list,), "device": (str,),
-    "device_description": (str,), "versions": (dict,), "scaler": (dict,), "grid": (dict,), "fingerprint": (dict,),
-}  # fmt: skip
-
-
-def _of_expected_kinds(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The manifest without values of the wrong kind (a number written as text, a list for a table): the overview
-    then says less, instead of failing."""
-    kept = {}
-    for key, value in manifest.items():
-        kinds = _MANIFEST_KINDS.get(key)
-        if kinds is None or (isinstance(value, kinds) and not isinstance(value, bool)):
-            kept[key] = value
-    scaler = kept.get("scaler")
-    if isinstance(scaler, dict):
-        kept["scaler"] = {k: v for k, v in scaler.items() if isinstance(v, _NUMBER) and not isinstance(v, bool)}
-    return kept
-
-
-def _side_table(path: Path) -> pd.DataFrame | None:
+def _side_table(path: Path, spec) -> pd.DataFrame | None:
     if not path.is_file():
         return None
-    table = read_parquet(path)
+    table = read_parquet(path, spec)
     return table if not table.empty else None

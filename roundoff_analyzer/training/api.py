@@ -22,7 +22,7 @@ from ..safe_files import refuse_links
 from ..threads import torch_threads
 from . import folder as train_folder
 from .files import load_resume
-from .log import from_columns, write_log
+from .log import from_columns, read_log, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
 from .planning import TrainPlan, option_strings, plan_training
 from .report import write_training_report
@@ -75,7 +75,7 @@ def run(plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: 
                 folder = root / train_folder.setup_folder(index, setup.label)
                 runs[setup.label] = train_setup(plan, setup, folder, initial, validation, progress, stop_requested, saved(setup.label))
         _write_log(root, runs)
-        log = pd.read_parquet(root / train_folder.LOG)
+        log = read_log(root / train_folder.LOG)
         summary = setup_summary(log, manifest["setups"], {label: r.peak_memory_bytes for label, r in runs.items()})
         atomic_write_parquet(summary_table(summary), root / train_folder.SUMMARY)
         train_folder.write_manifest(root, {**manifest, "finished_at": train_folder.now()})

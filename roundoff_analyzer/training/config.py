@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, conint, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, conint, field_validator
 
 from ..config import axis_registry, load_libraries, merged, names_in, checked_data, load_toml
 from ..config import validate as validate_schema
@@ -41,7 +41,7 @@ class TrainConfig(BaseModel):
     iters: PositiveInt = Field(DEFAULT_ITERS, description="Adam steps per setup")
     save_at: list[conint(ge=0)] | None = Field(None, description="iterations whose weights are saved (default: 0; the last is always saved)")  # type: ignore[valid-type]
     resume_every: PositiveInt = Field(DEFAULT_RESUME_EVERY, description="iterations between resume states (besides every checkpoint)")
-    lr: PositiveFloat = Field(1e-3, description="Adam's learning rate")
+    lr: float = Field(1e-3, gt=0, allow_inf_nan=False, description="Adam's learning rate")
     val_batches: PositiveInt = Field(DEFAULT_VAL_BATCHES, description="held-out batches of the validation loss")
     val_every: PositiveInt | None = Field(None, description="iterations between validation losses besides the saved ones (default: saved ones only)")
     timesteps: conint(gt=0) = Field(32, description="n_timesteps of every setup's solves (one value)")  # type: ignore[valid-type]

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-LOSS_FIGURE = "loss_curves"
+from .folder import LOSS_FIGURE  # noqa: F401 - named where the folder's files are
+
 # The training loss of one batch is noisy; its running mean over this many iterations is drawn over it.
 SMOOTHING = 20
 

@@ -9,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..json_files import read_json_object
+from ..manifest_schema import read_train_manifest
 from ..folder_lock import LOCK
-from ..results import MANIFEST, atomic_write_bytes, refuse_file_path
+from ..results import MANIFEST, TRAIN_MANIFEST, atomic_write_bytes, refuse_file_path, refuse_other_kind
 from ..safe_files import refuse_links
 from .files import CHECKPOINTS, RESUME
 
-TRAIN_MANIFEST = "train_manifest.json"
 KIND = "roundoff-train"
 SETUPS = "setups"
 LOG = "training_log.parquet"
 SUMMARY = "training_summary.parquet"
 REPORT = "training_report.md"
 FIGURES = "figures"
+LOSS_FIGURE = "loss_curves"  # figures/loss_curves.png and .svg: the training's only files in a folder a report may share
 # Everything a training writes or deletes in its folder: none of these may be a link out of it.
 WRITTEN_ENTRIES = (TRAIN_MANIFEST, SETUPS, LOG, SUMMARY, REPORT, FIGURES, CHECKPOINTS, RESUME.parts[0], LOCK)
 
@@ -31,11 +31,11 @@ def setup_folder(index: int, label: str) -> str:
     return "." if index == 0 else f"{SETUPS}/{label}"
 
 
-def read_manifest(root: Path) -> dict | None:
+def read_manifest(root: Path, advice: str = "use another --out, or --force") -> dict | None:
     path = Path(root) / TRAIN_MANIFEST
     if not path.is_file():
         return None
-    return read_json_object(path, "a training manifest", "use another --out, or --force")
+    return read_train_manifest(path, advice)
 
 
 def check_folder(root: Path, fingerprint: dict[str, Any], force: bool) -> dict | None:
@@ -45,8 +45,8 @@ def check_folder(root: Path, fingerprint: dict[str, Any], force: bool) -> dict |
     refuse_file_path(root)
     if not root.is_dir():
         return None
-    if (root / MANIFEST).is_file() and not force:
-        raise InputError(f"output folder '{root}' holds a sweep, not a training; use another --out, or --force to train there")
+    refuse_other_kind(root, "a training", MANIFEST, "a sweep")
+    refuse_links(root, WRITTEN_ENTRIES)
     manifest = read_manifest(root) if not force else _readable_manifest(root)
     if manifest is None:
         return None
@@ -71,13 +71,16 @@ def _readable_manifest(root: Path) -> dict | None:
 
 
 def clear(root: Path) -> None:
-    """What a training wrote in `root` (with --force): its entries only, links refused, never followed."""
+    """What a training wrote in `root` (with --force): its entries only, links refused, never followed; in `figures/`,
+    which a sweep's report may share, only the training's own figure."""
     refuse_links(root, WRITTEN_ENTRIES)
     for name in WRITTEN_ENTRIES:
         entry = root / name
-        if name == LOCK or not entry.exists():
+        if name in (LOCK, FIGURES) or not entry.exists():
             continue
         shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    for kind in ("png", "svg"):
+        (root / FIGURES / f"{LOSS_FIGURE}.{kind}").unlink(missing_ok=True)
 
 
 def write_manifest(root: Path, manifest: dict) -> None:

@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..results import atomic_write_parquet
+from ..table_schemas import TableSchema, read_table
 
 LOG_SCHEMA = pa.schema([
     pa.field("setup", pa.string()), pa.field("iteration", pa.int64()), pa.field("loss", pa.float64()),
@@ -20,6 +21,7 @@ LOG_SCHEMA = pa.schema([
     pa.field("scale", pa.float64()), pa.field("iter_time_s", pa.float64()), pa.field("time_s", pa.float64()),
 ])  # fmt: skip
 COLUMNS = tuple(LOG_SCHEMA.names)
+LOG_TABLE = TableSchema("a training log", LOG_SCHEMA, COLUMNS, ("setup", "iteration", "skipped"))
 
 
 def row(setup: str, iteration: int, loss=None, val_loss=None, skipped=False, failure=None, scale=None, iter_time_s=None, time_s=0.0) -> dict:
@@ -32,7 +34,7 @@ def write_log(rows: list[dict], path: Path) -> None:
 
 
 def read_log(path: Path) -> pd.DataFrame:
-    return pd.read_parquet(path)
+    return read_table(path, LOG_TABLE)
 
 
 def as_columns(rows: list[dict]) -> dict[str, list]:

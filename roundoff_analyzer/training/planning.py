@@ -13,6 +13,7 @@ from ..data import parse_data
 from ..devices import resolve_device
 from ..dtypes import DTYPES
 from ..errors import InputError
+from ..safe_files import out_folder
 from ..grid import file_safe
 from ..models import ModelOptions, ModelSpec, Problem, parse_options, resolve_model
 from ..sweep import build_problem, problem_hash
@@ -83,7 +84,7 @@ def plan_training(config_file: str | Path | None, overrides: dict[str, Any], out
     problem = build_problem(model, options, device, parse_data(config.data) if config.data else None)
     stream = batch_stream(problem, model.name, config.val_batches, config.iters)
     threads = choose_threads(problem.func, problem.y0, device, config.threads)
-    folder = Path(out) if out is not None else Path("results") / f"train-{file_safe(model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    folder = out_folder(out) or Path("results") / f"train-{file_safe(model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     resumable = check_folder(folder, fingerprint(config, options, problem, choice.setups[0], device), force)
     if resumable is not None:
         _refuse_shorter(folder, choice.setups, config.iters)

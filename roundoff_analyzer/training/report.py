@@ -14,7 +14,9 @@ from ..report.figures import save
 from ..results import atomic_write_bytes
 from . import folder as train_folder
 from .figure import LOSS_FIGURE, loss_figure
-from .summary import relative_to
+from ..table_schemas import read_table
+from .log import read_log
+from .summary import SUMMARY_TABLE, relative_to
 
 # The issue's yardstick for "comparable accuracy": a final validation loss within 2% of the reference's.
 COMPARABLE = 0.02
@@ -23,13 +25,13 @@ COMPARABLE = 0.02
 def write_training_report(root: Path, out: Path | None = None) -> Path:
     """`training_report.md` (or `out`) and its figure under `root/figures/`, from the folder's tables and manifest."""
     root = Path(root)
-    manifest = train_folder.read_manifest(root) or {}
+    manifest = train_folder.read_manifest(root, "the training report cannot say what was trained") or {}
     missing = [name for name in (train_folder.LOG, train_folder.SUMMARY) if not (root / name).is_file()]
     if missing:
         raise InputError(f"training folder '{root}' has no {' and no '.join(missing)}: its training has not finished; "
                          "run the same `roundoff train` command again to finish it")  # fmt: skip
-    log = pd.read_parquet(root / train_folder.LOG)
-    summary = pd.read_parquet(root / train_folder.SUMMARY)
+    log = read_log(root / train_folder.LOG)
+    summary = read_table(root / train_folder.SUMMARY, SUMMARY_TABLE)
     figure = save(loss_figure(log, list(summary["setup"])), root / train_folder.FIGURES, LOSS_FIGURE)
     path = Path(out) if out is not None else root / train_folder.REPORT
     text = render(manifest, summary, log, Path(os.path.relpath(figure, path.resolve().parent if out is not None else root)).as_posix())

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
+from ..table_schemas import TableSchema
+
 SETUP_KEYS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode")
 
 
@@ -18,6 +20,10 @@ SUMMARY_SCHEMA = pa.schema(
     + [pa.field(name, pa.float64()) for name in ("val_loss_rel_to_reference", "loss_rel_to_reference", "time_rel_to_reference",
                                                  "memory_rel_to_reference")]
 )  # fmt: skip
+SUMMARY_TABLE = TableSchema("a training summary table", SUMMARY_SCHEMA, tuple(SUMMARY_SCHEMA.names), ("setup",))
+# What a sweep's report reads from the summary of the training its checkpoints came from.
+SUMMARY_FINDINGS_TABLE = TableSchema("a training summary table", SUMMARY_SCHEMA, ("setup", "final_val_loss", "val_loss_rel_to_reference"),
+                                     ("setup",))  # fmt: skip
 
 
 def summary_table(summary: pd.DataFrame) -> pa.Table:
