@@ -215,13 +215,15 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         _record_failure(row, failures.classify_exception(exc))
         return Measurement(row, [], [])
     t = time_grid(config.n_timesteps, torch.float32, context.device)
+    hint_key = (config.library, config.dtype, config.scaling, config.mode, config.arithmetic, config.rounding)
+    if hint_key not in context.scale_hints and getattr(scaling, "searches_scale", False) and config.n_timesteps > HINT_TIMESTEPS:
+        context.scale_hints[hint_key] = _scale_hint(config, context, library, method, scaling, mode, arithmetic, dtype)
     outcomes = []
     for repeat in range(context.repeats):
         # The try holds the whole limit: an alarm between arming and the run, or as it is disarmed, is a timeout too.
         try:
             with restored_torch_state(), _time_limit(context.timeout_s):
                 prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, repeat))
-                hint_key = (config.library, config.dtype, config.scaling, config.mode, config.arithmetic, config.rounding)
                 outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32,
                                    scale_hint=context.scale_hints.get(hint_key))  # fmt: skip
                 if outcome.retries is not None:
@@ -246,6 +248,24 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         errors = {name: row[name] for name in ERROR_METRICS}
         row.update(context_columns(outcomes[-1], reference, context.yardsticks.fine(), context.yardsticks.noise(), config.n_timesteps, errors))
     return measurement
+
+
+# A setup's first run with a searching loss scaler takes its starting point from the same setup at this
+# n_timesteps: the search there costs a fraction of one pass at a large n, and k rarely differs by more than one.
+HINT_TIMESTEPS = 8
+
+
+def _scale_hint(config, context, library, method, scaling, mode, arithmetic, dtype) -> int | None:
+    """The retries of the same setup at HINT_TIMESTEPS, or None where that run fails: where the loss scaler's search
+    of a larger run starts. Its numbers are not kept; the hint changes how long the search takes, never its result."""
+    try:
+        with restored_torch_state(), _time_limit(context.timeout_s):
+            prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, 0))
+            t = time_grid(HINT_TIMESTEPS, torch.float32, context.device)
+            outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
+    except failures.ConfigurationTimeout:
+        return None
+    return outcome.retries if outcome.failure is None else None
 
 
 def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:

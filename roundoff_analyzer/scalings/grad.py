@@ -44,6 +44,7 @@ def first_finite(finite_at, n: int) -> int:
 
 class GradScaling:
     name = "grad"
+    searches_scale = True  # its backward searches a loss scale; a hint of where to start saves passes
     description = "loss scaling with torch.amp.GradScaler: scale, backward, unscale; back off and retry on a non-finite gradient"
 
     def skip_reason(self, library):
