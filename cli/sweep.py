@@ -53,8 +53,8 @@ def sweep(
     device: Optional[str] = typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=EXECUTION),
     repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check).", show_default=_default("repeats"), rich_help_panel=EXECUTION),
     timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds.", show_default="none", rich_help_panel=EXECUTION),
-    executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: local, processes or slurm.", show_default="local; processes with --workers above 1", rich_help_panel=EXECUTION),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes on this machine (implies --executor processes).", show_default=_default("workers"), rich_help_panel=EXECUTION),
+    executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: local, processes or slurm.", show_default="processes with more than one worker, else local", rich_help_panel=EXECUTION),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes on this machine (implies --executor processes).", show_default="one per core for a CPU grid of 2,000 or more right-hand-side evaluations, else 1", rich_help_panel=EXECUTION),
     slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="slurm: partition of the array's tasks.", show_default="the cluster's default", rich_help_panel=EXECUTION),
     slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: time limit per task (minutes or HH:MM:SS).", show_default="the partition's", rich_help_panel=EXECUTION),
     slurm_gpus_per_task: Optional[int] = typer.Option(None, "--slurm-gpus-per-task", help="slurm: GPUs per task.", show_default="none", rich_help_panel=EXECUTION),
@@ -161,7 +161,7 @@ def sweep(
         f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}); the command took "
         f"{time.monotonic() - started:.1f} s, {outcome.wall_seconds:.1f} s of it running configurations; "
         f"{outcome.reference_solves} reference solves; results: {escape(printable(out_dir / 'results.parquet'))}",
-        highlight=False,
+        highlight=False, soft_wrap=True,  # one line, whatever the terminal's width: scripts and tests read it
     )
     if not no_report:
         console.print(f"report: {printable(out_dir / REPORT)}", highlight=False, markup=False)

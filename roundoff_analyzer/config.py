@@ -139,8 +139,8 @@ class SweepConfig(BaseModel):
         DEFAULT_NOISE_BATCHES, ge=0, description="batches of the model's data for the gradient noise (0: do not measure it)"
     )
     loss_scale: float = Field(1.0, gt=0, allow_inf_nan=False, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
-    executor: str | None = Field(None, description="where the configurations run: local, processes or slurm (default: local, "
-                                 "or processes when workers > 1)")  # fmt: skip
+    executor: str | None = Field(None, description="where the configurations run: local, processes or slurm (default: processes "
+                                 "when more than one worker runs, else local)")  # fmt: skip
     workers: PositiveInt | None = Field(None, description="worker processes on this machine (executor processes; default: one "
                                         "per core for a grid of 2,000 or more right-hand-side evaluations on the CPU, else 1)")  # fmt: skip
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)

@@ -48,14 +48,18 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
 
 def refuse_links(folder: Path, names: Iterable[str]) -> None:
     """Refuse a folder where any of `names` (what the tool writes or deletes there), or anything at any depth below
-    one of them (`yardsticks/<checkpoint>`, `setups/<setup>/resume`), is a symbolic link."""
+    one of them (`yardsticks/<checkpoint>`, `setups/<setup>/resume`), is a symbolic link that leads out of it."""
     for name in names:
         entry = Path(folder) / name
         _refuse_link(entry)
         if entry.is_dir():
+            inside = entry.resolve()
             for below, folders, files in os.walk(entry):  # os.walk lists a link to a folder but does not enter it
                 for inner in (*folders, *files):
-                    _refuse_link(Path(below) / inner)
+                    path = Path(below) / inner
+                    # A link that stays inside the entry leads nowhere else (submitit links its own files in slurm/).
+                    if not (path.is_symlink() and path.resolve().is_relative_to(inside)):
+                        _refuse_link(path)
 
 
 def _refuse_link(entry: Path) -> None:

@@ -333,3 +333,18 @@ def test_5_workers_and_fork_server_end_with_a_killed_sweep_that_is_not_reaped(tm
             for grandchild in _children(pid):
                 os.kill(grandchild, signal.SIGKILL)
         sweep.wait()
+
+
+def test_2_a_link_that_stays_inside_an_entry_is_allowed_one_that_leaves_is_not(tmp_path):
+    # submitit links its own files inside <out>/slurm/: harmless, as nothing through them leaves the folder.
+    from roundoff_analyzer.errors import InputError
+    from roundoff_analyzer.safe_files import refuse_links
+
+    slurm = tmp_path / "out" / "slurm"
+    slurm.mkdir(parents=True)
+    (slurm / "6_submission.sh").write_text("#!/bin/sh\n")
+    (slurm / ".submission_file_6.sh").symlink_to(slurm / "6_submission.sh")
+    refuse_links(tmp_path / "out", ["slurm"])
+    (slurm / "away").symlink_to(tmp_path)
+    with pytest.raises(InputError, match="is a symbolic link"):
+        refuse_links(tmp_path / "out", ["slurm"])

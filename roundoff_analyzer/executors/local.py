@@ -1,4 +1,4 @@
-"""`local`: one configuration after another in this process (the default)."""
+"""`local`: one configuration after another in this process (the default for a small grid, or with --workers 1)."""
 from __future__ import annotations
 
 import torch
@@ -12,7 +12,7 @@ from .in_process import ProcessProblems, by_checkpoint, measure_in_process
 
 class LocalExecutor:
     name = "local"
-    description = "one configuration after another in this process (the default)"
+    description = "one configuration after another in this process (the default for a small grid)"
     runs_here = True
 
     def unavailable_reason(self) -> str | None:
