@@ -41,7 +41,7 @@ def list_axes(
     for model in MODELS:
         fields = ", ".join(f"{k}={v.default}" for k, v in model.options_type.model_fields.items())
         table.add_row("model", model.name, "yes", escape(f"{model.description}; options: {fields}; default data: {model.default_data}"))
-    table.add_row("model", "your own", "yes", escape(f"--model {FORMS} (a function of the -o options returning func, y0 and loss; see README)"))
+    table.add_row("model", "your own", "yes", escape(f"--model {FORMS} (a function of the -o options returning func, y0 and loss; see docs/own-code.md)"))
     for source in DATA_SOURCES:
         fields = ", ".join(f"{k}={v.default}" for k, v in source.options_type.model_fields.items())
         usage = f"--data {source.name}" + (":PATH" if source.needs_path else "") + (f"?{fields}" if fields else "")
@@ -53,7 +53,7 @@ def list_axes(
         table.add_row("library", escape(missing.name), f"[red]no[/]: {escape(missing.reason)}", escape(install.removeprefix("; ")))
     table.add_row(
         "library", "your own", "yes",
-        escape(f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a SolverLibrary; see README)"),
+        escape(f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a SolverLibrary; see docs/own-code.md)"),
     )  # fmt: skip
     for method in METHODS:
         table.add_row("method", method.name, "yes", escape(method.description))

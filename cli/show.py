@@ -18,7 +18,7 @@ def show(
     folder: Path = typer.Argument(..., help="Sweep folder, or a results .parquet file."),
     where: Optional[str] = typer.Option(
         None, "--where", "-w",
-        help="""Filter, e.g. "dtype == 'float16' and status == 'failed'": columns, numbers, 'strings', == != < <= > >=, in [..], and, or, not (see README).""",
+        help="""Filter, e.g. "dtype == 'float16' and status == 'failed'": columns, numbers, 'strings', == != < <= > >=, in [..], and, or, not (see docs/report.md).""",
     ),  # fmt: skip
 ) -> None:
     """Show the results of a sweep as a table; failures in red, skipped in yellow."""

@@ -1,4 +1,4 @@
-"""The verdict: is a dtype safe for this model? Pure functions of the results table, documented in the README.
+"""The verdict: is a dtype safe for this model? Pure functions of the results table, documented in docs/verdict.md.
 
 Roundoff is judged against what the run's result is already off by:
 - the gradient noise (`roundoff_to_noise`: parameter-gradient roundoff over the spread of minibatch gradients),

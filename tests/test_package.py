@@ -37,6 +37,17 @@ def test_the_docs_are_linked_from_the_readme():
     assert {p.resolve() for p in (ROOT / "docs").glob("*.md")} <= linked
 
 
+def test_every_guide_page_is_in_the_site_navigation():
+    # mkdocs --strict (in .ci/run) refuses a page left out of the nav; this says so without mkdocs installed.
+    nav = set(re.findall(r":\s*([\w-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M))
+    assert {p.name for p in (ROOT / "docs").glob("*.md")} == nav
+
+
+def test_the_readme_is_short():
+    # The README is the three-minute read; everything else lives in the guide under docs/.
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 150
+
+
 def test_the_metadata_matches_the_code():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     minimum = tuple(int(part) for part in re.fullmatch(r">=(\d+)\.(\d+)", project["requires-python"]).groups())

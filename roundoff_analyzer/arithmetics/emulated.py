@@ -10,8 +10,8 @@ from .base import ARITHMETICS, tensor_scaling
 
 class Emulated:
     name = "emulated"
-    description = ("float32 arithmetic rounded to the format wherever the low dtype would hold a value (README: Emulated "
-                   "arithmetic); default for fp8 and eXmY formats")  # fmt: skip
+    description = ("float32 arithmetic rounded to the format wherever the low dtype would hold a value (docs/emulation.md)"
+                   "; default for fp8 and eXmY formats")  # fmt: skip
 
     def skip_reason(self, dtype, rounding):
         return None

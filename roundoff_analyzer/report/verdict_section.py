@@ -107,7 +107,7 @@ def _yardsticks(results: pd.DataFrame) -> str:
     noise_text = (
         f"the gradient noise is {fmt.in_u(noise.iloc[0])} (relative spread of the float64 parameter gradient over "
         f"{int(batches.iloc[0])} other batches of the data)"
-        if not noise.empty else "the gradient noise was not measured (see the README: a model needs a batch sampler)"
+        if not noise.empty else "the gradient noise was not measured (see docs/yardsticks.md: a model needs a batch sampler)"
     )
     return (
         f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; the "
@@ -115,7 +115,7 @@ def _yardsticks(results: pd.DataFrame) -> str:
         f"every roundoff is at most {rules.WELL_UNDER:g}× both; *safe for training*: at most {rules.WELL_UNDER:g}× the "
         f"noise but not that far under the discretisation error somewhere; *borderline*: above {rules.WELL_UNDER:g}× the "
         f"noise; *unsafe*: a failure, or at least {rules.AT_OR_ABOVE:g}× the noise; *needs scaling*: a scaling strategy "
-        "earns a better verdict than none. The README's section on the verdict has the rules."
+        "earns a better verdict than none. docs/verdict.md has the rules."
     )
 
 
