@@ -30,7 +30,7 @@ class RichProgress:
 
     def start(self, total: int, already_done: int) -> None:
         if already_done:
-            self.console.print(f"resuming: {already_done} of {total} configurations are already on disk and are skipped")
+            self.console.print(f"resuming: {already_done} of {total} configurations are already on disk and are skipped", soft_wrap=True)
         self._task = self._progress.add_task("", total=total, completed=already_done)
 
     def begin(self, config: Configuration) -> None:

@@ -18,7 +18,8 @@ GRID = {"timesteps": [2, 4], "method": "euler", "library": ["native", "torchdiff
 COST = ["time_forward_s", "time_backward_s", "peak_memory_bytes"]
 
 
-def test_a_sweep_from_python_gives_the_command_lines_table(tmp_path, capsys):
+def test_a_sweep_from_python_gives_the_command_lines_table(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")  # room for the bar's counts, whatever the terminal running the tests
     result = ra.sweep(model="otflow", options={"d": 3, "hidden": 8, "batch": 16}, device="cpu", out=tmp_path / "api", report=False, **GRID)
     shown = capsys.readouterr().out
     assert "sweep" in shown and "8/8" in shown  # the progress bar, as the command line draws it

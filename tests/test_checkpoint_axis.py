@@ -26,7 +26,7 @@ from roundoff_analyzer.models import MODELS, parse_options
 from roundoff_analyzer.report.along_training import scope_note
 from roundoff_analyzer.report.training_findings import ALONG_TRAINING, last_checkpoint, trends
 
-from .conftest import results, run_cli
+from .conftest import WIDE_TABLES, results, run_cli
 from .test_parallel import RESULT_COLUMNS_EXCEPT_COST
 from .test_resume import shards
 
@@ -207,11 +207,12 @@ def test_the_verdict_judges_the_last_checkpoint_and_says_so(along):
     worst = last.groupby("library")["grad_params_rel_err"].max()
     for library, value in worst.items():
         assert f"with {library}: " in verdict and f"{value:.2e}" in verdict
-    shown = run_cli("show", along)
+    shown = run_cli("show", along, columns=WIDE_TABLES)  # the table's iteration column in full
     assert shown.exit_code == 0
-    assert shown.stdout.count("verdict: at checkpoint cnf_train/iter_0000020: float16 with") == 2
+    flat = " ".join(shown.stdout.split())  # the lines unwrapped, whatever the terminal's width
+    assert flat.count("verdict: at checkpoint cnf_train/iter_0000020: float16 with") == 2
     # The iterations name the checkpoints of one train folder: the table shows them, not the names.
-    assert "iteration" in shown.stdout and "cnf_train/iter_0000010" not in shown.stdout.split("verdict:")[0]
+    assert "iteration" in flat and "cnf_train/iter_0000010" not in flat.split("verdict:")[0]
 
 
 def test_check_compares_rows_by_checkpoint(along, tmp_path):

@@ -338,6 +338,10 @@ def test_the_answer_comes_first_and_follows_from_the_parquet(overflow_sweep, tin
     assert re.search(r"^- \*\*float16\*\*: train with [\w-]+, `(grad|dynamic)` ", text, re.M), text[:2000]
 
 
+# A failure's own line: "failed LIBRARY METHOD n=N …" (a wrapped verdict line may also begin with "failed").
+FAILURE_LINE = re.compile(r"^failed \S+ \S+ n=\d+ ", re.M)
+
+
 def test_show_and_sweep_end_with_the_answer_and_a_filter_says_what_it_filters(overflow_sweep):
     unfiltered = run_cli("show", overflow_sweep)
     filtered = run_cli("show", overflow_sweep, "--where", "status != 'ok'")
@@ -346,7 +350,7 @@ def test_show_and_sweep_end_with_the_answer_and_a_filter_says_what_it_filters(ov
         """The verdict and answer lines, unwrapped (they run from the first verdict to the failure messages)."""
         lines = output.splitlines()
         start = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
-        end = next((i for i, line in enumerate(lines) if i > start and line.startswith("failed ")), len(lines))
+        end = next((i for i, line in enumerate(lines) if i > start and FAILURE_LINE.match(line)), len(lines))
         return " ".join(" ".join(lines[start:end]).split())
 
     judged = judgement(unfiltered.stdout)
@@ -583,7 +587,7 @@ def test_show_filters_and_colours_failures(overflow_sweep):
     result = run_cli("show", overflow_sweep, "--where", "status == 'failed'")
     assert result.exit_code == 0, result.output
     assert f"{(table.status == 'failed').sum()} of {len(table)} configurations" in result.stdout
-    assert result.stdout.count("\nfailed ") == (table.status == "failed").sum()
+    assert len(FAILURE_LINE.findall(result.stdout)) == (table.status == "failed").sum()
     assert "--where 'dtyp ==' is not a filter (invalid syntax)" in one_error_line(run_cli("show", overflow_sweep, "--where", "dtyp =="))
 
 
