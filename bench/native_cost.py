@@ -37,7 +37,7 @@ import torch
 import torchdiffeq
 from tabulate import tabulate
 
-from roundoff_analyzer.cpu_memory import cpu_peak_memory
+from roundoff_analyzer.measuring.cpu_memory import cpu_peak_memory
 from roundoff_analyzer.solvers import DynamicAdjointScaler, odeint
 
 STATE = 64

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from roundoff_analyzer.dtypes import DTYPES
+from roundoff_analyzer.axes.dtypes import DTYPES
 from roundoff_analyzer.emulation import round_by_cast, round_nearest
 
 

@@ -16,10 +16,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from roundoff_analyzer import config, sweep
-from roundoff_analyzer.models import parse_option_pairs
-from roundoff_analyzer.modes import ProblemCopies
-from roundoff_analyzer.yardsticks import Yardsticks
+from roundoff_analyzer.planning import config
+from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.axes.models import parse_option_pairs
+from roundoff_analyzer.axes.modes import ProblemCopies
+from roundoff_analyzer.measuring.yardsticks import Yardsticks
 
 
 def main() -> None:

@@ -8,14 +8,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from roundoff_analyzer.check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
-from roundoff_analyzer.errors import InputError
-from roundoff_analyzer.text import printable
+from roundoff_analyzer.judging.check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
+from roundoff_analyzer.core.errors import InputError
+from roundoff_analyzer.core.text import printable
 
 from .common import reports_input_errors, wide_console
 
 if TYPE_CHECKING:  # pandas and torch: imported when the command runs
-    from roundoff_analyzer.check import Comparison
+    from roundoff_analyzer.judging.check import Comparison
 
 EXIT_REGRESSION = 1
 VERDICT_STYLE = {"regression": "red", "improvement": "green", "new": "cyan", "missing": "yellow"}
@@ -46,10 +46,10 @@ def check(
     (sol, final, loss, grad_y0, grad_params) above FACTOR x baseline + FLOOR x u.
     """
     # Here, not at the top: `roundoff --help` and the other commands start without pandas and torch.
-    from roundoff_analyzer import baseline as baselines
-    from roundoff_analyzer.check import compare, parse_tolerances, share_nothing
-    from roundoff_analyzer.check_output import REPORTED, headline, junit_xml, markdown_summary, only_on_one_side
-    from roundoff_analyzer.results import load_results
+    from roundoff_analyzer.judging import baseline as baselines
+    from roundoff_analyzer.judging.check import compare, parse_tolerances, share_nothing
+    from roundoff_analyzer.judging.check_output import REPORTED, headline, junit_xml, markdown_summary, only_on_one_side
+    from roundoff_analyzer.storage.results import load_results
 
     tolerances = parse_tolerances(factor, floor_u)
     new_results, baseline_results = load_results(results), load_results(baseline)
@@ -86,7 +86,7 @@ def check(
 
 def _compare_setups(results: Path, baseline: Path, allow_different: bool) -> str | None:
     """Refuse two sweeps of different setups (unless allowed); returns a line to show, or None."""
-    from roundoff_analyzer import setups
+    from roundoff_analyzer.judging import setups
 
     new_setup, baseline_setup = setups.read_setup(results), setups.read_setup(baseline)
     if new_setup is None or baseline_setup is None:
@@ -102,7 +102,7 @@ def _compare_setups(results: Path, baseline: Path, allow_different: bool) -> str
 
 
 def changes_table(comparison: Comparison) -> Table:
-    from roundoff_analyzer.check_output import REPORTED, configuration_name
+    from roundoff_analyzer.judging.check_output import REPORTED, configuration_name
 
     table = Table(title="roundoff check: what changed against the baseline", header_style="bold")
     for column in ("verdict", "configuration", "baseline", "now", "what changed"):

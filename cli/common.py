@@ -8,9 +8,9 @@ from typing import Callable, TypeVar
 import typer
 from rich.console import Console
 
-from roundoff_analyzer.environment import os_error_line
-from roundoff_analyzer.errors import InputError
-from roundoff_analyzer.text import shortened
+from roundoff_analyzer.core.environment import os_error_line
+from roundoff_analyzer.core.errors import InputError
+from roundoff_analyzer.core.text import shortened
 
 F = TypeVar("F", bound=Callable)
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -66,7 +66,7 @@ def model_options(pairs: list[str]) -> dict[str, str] | None:
     """`-o key=value` options as a dict (None without any); the models' parser loads torch, so only when options are given."""
     if not pairs:
         return None
-    from roundoff_analyzer.models import parse_option_pairs
+    from roundoff_analyzer.axes.models import parse_option_pairs
 
     return parse_option_pairs(pairs)
 

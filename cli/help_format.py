@@ -1,13 +1,13 @@
 """How --help reads: flags without a `<bool>` type, and each axis's values by name (filled in only when help is
-shown, from `roundoff_analyzer.axis_names`, so that help imports no registry and so no torch)."""
+shown, from `roundoff_analyzer.axes.names`, so that help imports no registry and so no torch)."""
 from __future__ import annotations
 
 import typer.core
 
-from roundoff_analyzer.axis_names import axis_names
+from roundoff_analyzer.axes.names import axis_names
 
 # Placeholder in an option's help -> the axis whose values replace it.
-AXES = {f"{{{axis}}}": axis for axis in ("methods", "dtypes", "scalings", "modes", "libraries", "arithmetics", "roundings")}
+AXES = {f"{{{axis}}}": axis for axis in ("methods", "dtypes", "scalings", "modes", "libraries", "arithmetics", "roundings", "executors")}
 
 
 def axis_values(placeholder: str) -> str:

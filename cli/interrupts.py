@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import typer
 from rich.console import Console
 
-from roundoff_analyzer.environment import EnvironmentFailure
-from roundoff_analyzer.text import printable
+from roundoff_analyzer.core.environment import EnvironmentFailure
+from roundoff_analyzer.core.text import printable
 
 if TYPE_CHECKING:  # the sweep module imports torch; the commands import it when they run
-    from roundoff_analyzer.sweep import SweepIncomplete, SweepInterrupted
+    from roundoff_analyzer.execution.engine import SweepIncomplete, SweepInterrupted
 
 EXIT_INTERRUPTED = 130
 EXIT_INCOMPLETE = 1

@@ -5,16 +5,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from roundoff_analyzer.text import printable
+from roundoff_analyzer.core.text import printable
 
 
 def print_judgement(console: Console, results, folder: Path, shown: int | None = None) -> None:
     """Verdict lines, then per dtype the answer and its code lines. `shown`: how many rows a filter left in the table
     above, which the verdict and the answer do not judge (they judge the whole sweep, and say so)."""
-    from roundoff_analyzer.errors import InputError
+    from roundoff_analyzer.core.errors import InputError
     from roundoff_analyzer.report.answer_section import answer_lines
     from roundoff_analyzer.report.verdict_section import verdict_lines
-    from roundoff_analyzer.setups import read_setup
+    from roundoff_analyzer.judging.setups import read_setup
 
     try:
         device = (read_setup(folder) or {}).get("device")

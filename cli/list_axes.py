@@ -17,19 +17,19 @@ def list_axes(
 ) -> None:
     """Show every value of every axis, and whether it can run on this machine."""
     # Here, not at the top: the registries import torch, which `roundoff --help` and the other commands do without.
-    from roundoff_analyzer.arithmetics import ARITHMETICS
-    from roundoff_analyzer.data import DATA_SOURCES
-    from roundoff_analyzer.devices import resolve_device
-    from roundoff_analyzer.dtypes import DTYPES
-    from roundoff_analyzer.executors import EXECUTORS
-    from roundoff_analyzer.libraries import ENTRY_POINT_GROUP, LIBRARIES, MISSING_LIBRARIES, resolve_library
-    from roundoff_analyzer.libraries import FORMS as LIBRARY_FORMS
-    from roundoff_analyzer.methods import METHODS
-    from roundoff_analyzer.models import MODELS
-    from roundoff_analyzer.models.factory import FORMS
-    from roundoff_analyzer.modes import MODES
-    from roundoff_analyzer.roundings import ROUNDINGS
-    from roundoff_analyzer.scalings import SCALINGS
+    from roundoff_analyzer.axes.arithmetics import ARITHMETICS
+    from roundoff_analyzer.axes.data import DATA_SOURCES
+    from roundoff_analyzer.core.devices import resolve_device
+    from roundoff_analyzer.axes.dtypes import DTYPES
+    from roundoff_analyzer.execution.executors import EXECUTORS
+    from roundoff_analyzer.axes.libraries import ENTRY_POINT_GROUP, LIBRARIES, MISSING_LIBRARIES, resolve_library
+    from roundoff_analyzer.axes.libraries import FORMS as LIBRARY_FORMS
+    from roundoff_analyzer.axes.methods import METHODS
+    from roundoff_analyzer.axes.models import MODELS
+    from roundoff_analyzer.axes.models.factory import FORMS
+    from roundoff_analyzer.axes.modes import MODES
+    from roundoff_analyzer.axes.roundings import ROUNDINGS
+    from roundoff_analyzer.axes.scalings import SCALINGS
 
     for name in library:
         resolve_library(name)

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from roundoff_analyzer.text import printable
+from roundoff_analyzer.core.text import printable
 
 from .common import reports_input_errors
 
@@ -20,8 +20,8 @@ def report(
     """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables, or of a training."""
     # Here, not at the top: pandas, matplotlib and torch load only when a report is written.
     from roundoff_analyzer.report import FIGURES, REPORT, write_report
-    from roundoff_analyzer.results import RESULTS
-    from roundoff_analyzer.safe_files import refuse_links
+    from roundoff_analyzer.storage.results import RESULTS
+    from roundoff_analyzer.core.safe_files import refuse_links
     from roundoff_analyzer.training.folder import REPORT as TRAINING_REPORT
     from roundoff_analyzer.training.folder import TRAIN_MANIFEST
     from roundoff_analyzer.training.report import write_training_report

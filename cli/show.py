@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from roundoff_analyzer.text import printable
+from roundoff_analyzer.core.text import printable
 
 from .common import reports_input_errors, wide_console
 from .judgement import print_judgement
@@ -23,9 +23,9 @@ def show(
 ) -> None:
     """Show the results of a sweep as a table; failures in red, skipped in yellow."""
     # Here, not at the top: pandas and torch load only when a table is read.
-    from roundoff_analyzer.filters import select
-    from roundoff_analyzer.grid import CONFIG_COLUMNS, Configuration
-    from roundoff_analyzer.results import load_results
+    from roundoff_analyzer.storage.filters import select
+    from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, Configuration
+    from roundoff_analyzer.storage.results import load_results
 
     from .tables import results_table
 

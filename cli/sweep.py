@@ -10,9 +10,9 @@ import typer
 from rich.markup import escape
 
 # The schema and the scaler's settings import neither torch nor pandas: --help shows their defaults at once.
-from roundoff_analyzer import config as sweep_config
-from roundoff_analyzer.scaler_settings import ScalerSettings
-from roundoff_analyzer.text import printable
+from roundoff_analyzer.planning import config as sweep_config
+from roundoff_analyzer.axes.scaler_settings import ScalerSettings
+from roundoff_analyzer.core.text import printable
 
 from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
 from .judgement import print_judgement
@@ -53,7 +53,7 @@ def sweep(
     device: Optional[str] = typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=EXECUTION),
     repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check).", show_default=_default("repeats"), rich_help_panel=EXECUTION),
     timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds.", show_default="none", rich_help_panel=EXECUTION),
-    executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: local, processes or slurm.", show_default="processes with more than one worker, else local", rich_help_panel=EXECUTION),
+    executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: {executors}.", show_default="processes with more than one worker, else local", rich_help_panel=EXECUTION),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes on this machine (implies --executor processes).", show_default="one per core for a CPU grid of 2,000 or more right-hand-side evaluations, else 1", rich_help_panel=EXECUTION),
     slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="slurm: partition of the array's tasks.", show_default="the cluster's default", rich_help_panel=EXECUTION),
     slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: time limit per task (minutes or HH:MM:SS).", show_default="the partition's", rich_help_panel=EXECUTION),
@@ -126,7 +126,7 @@ def sweep(
     }
     # Here, not at the top, and after the lists above are checked: torch, pandas and matplotlib load only when a sweep runs.
     from roundoff_analyzer import api
-    from roundoff_analyzer import sweep as sweeping
+    from roundoff_analyzer.execution import engine as sweeping
     from roundoff_analyzer.report import REPORT
 
     from .progress import RichProgress

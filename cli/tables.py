@@ -10,7 +10,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from roundoff_analyzer.text import printable
+from roundoff_analyzer.core.text import printable
 
 from .progress import STATUS_STYLE
 

@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 # The training's schema imports neither torch nor pandas: --help shows its defaults at once.
-from roundoff_analyzer.errors import InputError
-from roundoff_analyzer.text import printable
+from roundoff_analyzer.core.errors import InputError
+from roundoff_analyzer.core.text import printable
 from roundoff_analyzer.training.config import TrainConfig
 
 from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console

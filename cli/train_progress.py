@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from roundoff_analyzer.text import printable
+from roundoff_analyzer.core.text import printable
 
 
 class TrainRichProgress:

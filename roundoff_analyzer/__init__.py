@@ -7,23 +7,21 @@
 
 Importing the package is cheap: torch and the rest load on first use of these names.
 """
+from .core.version import __version__
+from .old_paths import install as _install_old_paths
 
-__version__ = "0.1.0"
 __all__ = ["sweep", "load", "SweepResult", "train", "__version__"]
+
+_install_old_paths()
 
 
 def __getattr__(name: str):
-    # `sweep` is the module roundoff_analyzer/sweep.py, callable as the API's sweep (see its _SweepModule).
-    if name == "sweep":
-        import importlib
-
-        return importlib.import_module(".sweep", __name__)
-    if name == "train":
-        from .training import train
-
-        return train
-    if name in ("load", "SweepResult"):
+    if name in ("sweep", "load", "SweepResult"):
         from . import api
 
         return getattr(api, name)
+    if name == "train":
+        from .training.api import train
+
+        return train
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

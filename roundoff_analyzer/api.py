@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
-from . import config as sweep_config
-from . import sweep as sweeping
+from .core.safe_files import out_folder
+from .execution import engine as sweeping
+from .execution.base import Progress
+from .planning import config as sweep_config
+from .planning.manifest import fingerprint
+from .planning.sweep_plan import SweepPlan
 from .report import SweepFolder, read_sweep_folder, write_report
 from .report import draw_figures as _draw_figures
-from .results import ResultStore
-from .safe_files import out_folder
+from .storage.results import ResultStore
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -55,7 +58,7 @@ class SweepResult:
 class PlannedSweep:
     """A validated sweep and the folder it writes to: what the command line prints before running it."""
 
-    plan: sweeping.SweepPlan
+    plan: SweepPlan
     out: Path
 
 
@@ -68,7 +71,7 @@ def plan_sweep(model: str | None = None, *, config: str | Path | None = None, ou
     overrides = {key: _as_list(value) if key in _LIST_KEYS else value for key, value in {"model": model, **settings}.items()}
     plan = sweeping.plan(sweep_config.resolve(config, overrides, source))
     folder = out_folder(out) or sweeping.default_out_dir(plan)
-    ResultStore(folder).check(sweeping.fingerprint(plan), force=force)
+    ResultStore(folder).check(fingerprint(plan), force=force)
     return PlannedSweep(plan, folder)
 
 
@@ -77,7 +80,7 @@ def run_sweep(
     *,
     force: bool = False,
     report: bool = True,
-    progress: sweeping.Progress | None = None,
+    progress: Progress | None = None,
     stop_requested: Callable[[], bool] | None = None,
 ) -> SweepResult:
     """Run what the folder does not hold yet; write the report unless `report` is False. Raises
@@ -96,7 +99,7 @@ def sweep(
     out: str | Path | None = None,
     force: bool = False,
     report: bool = True,
-    progress: sweeping.Progress | bool | None = True,
+    progress: Progress | bool | None = True,
     **settings: Any,
 ) -> SweepResult:
     """Run a sweep, as `roundoff sweep` does, and return its tables.
@@ -105,13 +108,13 @@ def sweep(
     timesteps=[8, 32], dtype="float16", options={"hidden": 64})`); `config` a TOML file they override; `out`
     the results folder (default: a new folder under `results/`); an existing folder of the same sweep is
     resumed. `progress`: True (the default) shows the command line's progress bar, in a terminal or a notebook;
-    False or None shows nothing; or your own sweep.Progress. Bad input raises roundoff_analyzer.errors.InputError
+    False or None shows nothing; or your own Progress (roundoff_analyzer.execution.base). Bad input raises roundoff_analyzer.core.errors.InputError
     with one line saying what is allowed."""
     planned = plan_sweep(model, config=config, out=out, force=force, **settings)
     if progress is True:
         from rich.console import Console
 
-        from .progress_bar import RichProgress
+        from .execution.progress_bar import RichProgress
 
         with RichProgress(Console()) as bar:
             return run_sweep(planned, force=force, report=report, progress=bar)

@@ -8,7 +8,7 @@ import itertools
 from dataclasses import dataclass
 import torch
 
-from roundoff_analyzer.models import MODELS, parse_options
+from roundoff_analyzer.axes.models import MODELS, parse_options
 from roundoff_analyzer.solvers import DynamicAdjointScaler, SolveReport, odeint
 
 from . import native_oracle

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from roundoff_analyzer.methods import METHODS
+from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.solvers import DynamicAdjointScaler
 
 

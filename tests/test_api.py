@@ -10,7 +10,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import roundoff_analyzer as ra
-from roundoff_analyzer.errors import InputError
+from roundoff_analyzer.core.errors import InputError
 
 from .conftest import TINY_OTFLOW, run_cli
 
@@ -59,4 +59,4 @@ def test_importing_the_package_loads_neither_torch_nor_pandas():
     code = "import sys, roundoff_analyzer as ra; print(ra.__version__, 'torch' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == [ra.__version__, "False", "False"]
-    assert callable(ra.sweep) and ra.sweep.plan  # the function, and the module beneath it
+    assert callable(ra.sweep)

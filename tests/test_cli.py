@@ -39,15 +39,17 @@ def test_sweep_help_groups_the_options_and_shows_the_defaults(monkeypatch):
 
 
 def test_help_lists_each_axis_from_its_registry_and_flags_take_no_value(monkeypatch):
-    from roundoff_analyzer.dtypes import DTYPES
-    from roundoff_analyzer.libraries import LIBRARIES
-    from roundoff_analyzer.methods import METHODS
-    from roundoff_analyzer.modes import MODES
-    from roundoff_analyzer.scalings import SCALINGS
+    from roundoff_analyzer.axes.dtypes import DTYPES
+    from roundoff_analyzer.axes.libraries import LIBRARIES
+    from roundoff_analyzer.axes.methods import METHODS
+    from roundoff_analyzer.axes.modes import MODES
+    from roundoff_analyzer.axes.scalings import SCALINGS
+    from roundoff_analyzer.execution.executors import EXECUTORS
 
     monkeypatch.setenv("COLUMNS", "400")  # one line per option: nothing wraps
     text = run_cli("sweep", "--help").stdout
-    for option, registry in (("--method", METHODS), ("--dtype", DTYPES), ("--scaling", SCALINGS), ("--mode", MODES), ("--library", LIBRARIES)):
+    for option, registry in (("--method", METHODS), ("--dtype", DTYPES), ("--scaling", SCALINGS), ("--mode", MODES), ("--library", LIBRARIES),
+                             ("--executor", EXECUTORS)):
         line = next(line for line in text.splitlines() if line.lstrip("│ ").startswith(f"{option} "))
         assert all(name in line for name in registry.allowed()), line  # help names them without importing the registry
     assert "autocast-nocache" in text and "dopri5" in text

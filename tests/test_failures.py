@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from roundoff_analyzer.failures import headline
+from roundoff_analyzer.measuring.failures import headline
 
 from .conftest import OVERFLOWING_OTFLOW, TINY_OTFLOW, results, run_cli
 

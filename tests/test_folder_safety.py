@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from roundoff_analyzer.grid import CONFIG_COLUMNS
-from roundoff_analyzer.shard_integrity import FINGERPRINT_KEY, fingerprint_digest
-from roundoff_analyzer.torch_state import autocast_nesting
+from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
+from roundoff_analyzer.storage.shard_integrity import FINGERPRINT_KEY, fingerprint_digest
+from roundoff_analyzer.measuring.torch_state import autocast_nesting
 
 from .conftest import results, run_cli, snapshot
 
@@ -248,7 +248,7 @@ def test_5_a_second_sweep_on_a_busy_folder_is_refused_and_the_lock_dies_with_its
 
 
 def test_5_a_finished_sweep_leaves_no_lock_file_and_a_lock_is_taken_again_after_release(tmp_path):
-    from roundoff_analyzer.folder_lock import LOCK, FolderBusy, FolderLock
+    from roundoff_analyzer.storage.folder_lock import LOCK, FolderBusy, FolderLock
 
     out = tmp_path / "sweep"
     assert run_cli("sweep", *GRID, "--out", out).exit_code == 0

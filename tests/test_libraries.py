@@ -7,9 +7,9 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from roundoff_analyzer.libraries import LIBRARIES, MISSING_LIBRARIES
-from roundoff_analyzer.measure import ERROR_METRICS
-from roundoff_analyzer.methods import METHODS
+from roundoff_analyzer.axes.libraries import LIBRARIES, MISSING_LIBRARIES
+from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.axes.methods import METHODS
 
 from .conftest import TINY_OTFLOW, WIDE_TABLES, results, run_cli
 
@@ -130,7 +130,7 @@ def test_rampde_refuses_cpu_autocast_with_the_reason_and_runs_float32(tmp_path):
 def test_native_low_returns_the_native_states_rounded_and_a_sweep_measures_what_that_costs(tmp_path):
     import torch
 
-    from roundoff_analyzer.models import MODELS, parse_options
+    from roundoff_analyzer.axes.models import MODELS, parse_options
 
     model = MODELS.get("otflow")
     problem = model.build(parse_options(model, {"d": "3", "hidden": "8", "batch": "16"}), torch.device("cpu"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from roundoff_analyzer.methods import METHODS
+from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.solvers import odeint
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from roundoff_analyzer.methods import METHODS
-from roundoff_analyzer.models import MODELS, parse_options
+from roundoff_analyzer.axes.methods import METHODS
+from roundoff_analyzer.axes.models import MODELS, parse_options
 from roundoff_analyzer.solvers import DynamicAdjointScaler, SolveReport, increment, odeint
 
 
@@ -106,7 +106,7 @@ def test_dynamic_scaler_rescues_an_adjoint_that_underflows_float16():
 
 
 def test_dynamic_scaler_halves_on_overflow_and_gives_up_past_its_bound():
-    from roundoff_analyzer.errors import ScalerExhausted
+    from roundoff_analyzer.core.errors import ScalerExhausted
 
     scaler = DynamicAdjointScaler(max_retries=2)
     first = scaler.scale_for(torch.full((4, 3), 8.0), torch.float16)
@@ -171,7 +171,7 @@ class _TimeMLP(torch.nn.Module):
 def test_float16_with_the_low_trajectory_peaks_at_most_60_percent_of_float32():
     # The memory target, on a size small enough for a test. It fails when one step's gradient
     # parts stay alive into the next step's product (62.1% here before they were freed, 59.5% after).
-    from roundoff_analyzer.cpu_memory import cpu_peak_memory
+    from roundoff_analyzer.measuring.cpu_memory import cpu_peak_memory
 
     torch.manual_seed(0)
     func, y0, t = _TimeMLP(64), torch.randn(64, 64), torch.linspace(0, 1, 17)

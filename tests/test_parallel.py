@@ -13,12 +13,13 @@ import pandas as pd
 import pytest
 import torch
 
-from roundoff_analyzer import config, sweep
-from roundoff_analyzer.executors.groups import reference_groups, reference_key
-from roundoff_analyzer.executors.processes import worker_devices
-from roundoff_analyzer.executors.worker import SweepMismatch, Worker, WorkerSetup
-from roundoff_analyzer.grid import CONFIG_COLUMNS
-from roundoff_analyzer.results import ResultStore
+from roundoff_analyzer.planning import config
+from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.planning.groups import reference_groups, reference_key
+from roundoff_analyzer.execution.processes import worker_devices
+from roundoff_analyzer.execution.worker import SweepMismatch, Worker, WorkerSetup
+from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
+from roundoff_analyzer.storage.results import ResultStore
 
 from .conftest import results
 from .test_resume import shards, wait_for_first_shard

@@ -13,7 +13,7 @@ import itertools
 import pytest
 import torch
 
-from roundoff_analyzer.models import MODELS, parse_options
+from roundoff_analyzer.axes.models import MODELS, parse_options
 from roundoff_analyzer.solvers import odeint
 from tests import rampde_on_cpu
 from tests.native_cases import TanhMLP

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from roundoff_analyzer import verdict
-from roundoff_analyzer.dtypes import DTYPES
-from roundoff_analyzer.failures import FAILURE_CLASSES
+from roundoff_analyzer.judging import verdict
+from roundoff_analyzer.axes.dtypes import DTYPES
+from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.report import draw_figures, read_sweep_folder
 from roundoff_analyzer.report.causes import explain
 from roundoff_analyzer.report.figures import FAILED_LABEL, RECOVERED_LABEL, adjoint_range_figure, error_figure

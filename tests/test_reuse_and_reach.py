@@ -236,7 +236,7 @@ def test_3_nested_toml_and_checkpoint_side_files_are_one_line(tmp_path):
 
 def test_3_the_folders_this_project_wrote_still_read():
     from roundoff_analyzer.report import read_sweep_folder
-    from roundoff_analyzer.results import load_results
+    from roundoff_analyzer.storage.results import load_results
     from roundoff_analyzer.training.log import read_log
 
     for manifest in sorted((REPOSITORY / "reports").glob("**/manifest.json")):
@@ -264,7 +264,7 @@ def test_4_a_factory_that_quits_or_cannot_be_read_is_one_line(tmp_path, code, mo
 
 def test_4_a_library_that_quits_is_one_line(tmp_path):
     plugin = tmp_path / "quitting.py"
-    plugin.write_text("import sys\nfrom roundoff_analyzer.libraries.native import NativeLibrary\n\n\nclass Quitting(NativeLibrary):\n"
+    plugin.write_text("import sys\nfrom roundoff_analyzer.axes.libraries.native import NativeLibrary\n\n\nclass Quitting(NativeLibrary):\n"
                       "    name = 'quitting'\n\n    def solve(self, *args, **kwargs):\n        sys.exit(3)\n")  # fmt: skip
     for library, expected in (("sys:exit", "called sys.exit(None)"), (f"{plugin}:Quitting", "called sys.exit(3)")):
         out = tmp_path / "out"
@@ -337,8 +337,8 @@ def test_5_workers_and_fork_server_end_with_a_killed_sweep_that_is_not_reaped(tm
 
 def test_2_a_link_that_stays_inside_an_entry_is_allowed_one_that_leaves_is_not(tmp_path):
     # submitit links its own files inside <out>/slurm/: harmless, as nothing through them leaves the folder.
-    from roundoff_analyzer.errors import InputError
-    from roundoff_analyzer.safe_files import refuse_links
+    from roundoff_analyzer.core.errors import InputError
+    from roundoff_analyzer.core.safe_files import refuse_links
 
     slurm = tmp_path / "out" / "slurm"
     slurm.mkdir(parents=True)

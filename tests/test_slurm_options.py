@@ -1,7 +1,7 @@
 """sbatch options mean the same from the command line and from a config file (no cluster needed)."""
 from __future__ import annotations
 
-from roundoff_analyzer import config
+from roundoff_analyzer.planning import config
 
 
 def test_true_and_false_mean_a_bare_flag_and_no_flag_on_both_sides(tmp_path):

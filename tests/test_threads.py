@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from roundoff_analyzer import config, sweep
-from roundoff_analyzer.models import parse_options, resolve_model
-from roundoff_analyzer.results import ResultStore
-from roundoff_analyzer.threads import PARALLEL_MATMUL_MACS, available_cores, choose_threads, largest_matmul_macs
+from roundoff_analyzer.planning import config
+from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.axes.models import parse_options, resolve_model
+from roundoff_analyzer.storage.results import ResultStore
+from roundoff_analyzer.core.threads import PARALLEL_MATMUL_MACS, available_cores, choose_threads, largest_matmul_macs
 
 from .conftest import TINY_OTFLOW, results, run_cli
 
@@ -94,7 +95,7 @@ def test_threads_on_the_command_line_reach_the_manifest_and_leave_torch_as_it_wa
 def test_choosing_costs_no_torch_dynamo_import():
     """Counting matmuls with a dispatch mode would import torch._dynamo: seconds in every worker that starts (a worker
     plans with checked=True: the memory bound, built on the meta device, was computed by the sweep's own process)."""
-    code = ("import sys, torch; from roundoff_analyzer import config, sweep; "
+    code = ("import sys, torch; from roundoff_analyzer.planning import config; from roundoff_analyzer.execution import engine as sweep; "
             "sweep.plan(config.validate({'model': 'otflow', 'device': 'cpu'}), checked=True); print('torch._dynamo' in sys.modules)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"

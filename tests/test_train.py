@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from roundoff_analyzer import training
-from roundoff_analyzer.models import MODELS, load_checkpoint, parse_options
+from roundoff_analyzer.axes.models import MODELS, load_checkpoint, parse_options
 from roundoff_analyzer.training.config import resolve
 from roundoff_analyzer.training.files import load_resume
 from roundoff_analyzer.training.setups import choose_setups

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import InputError
-from ..results import atomic_write_bytes
+from ..core.errors import InputError
+from ..storage.results import atomic_write_bytes
 from . import figures
 from .along_training import judged_rows
 from .training_figure import TRAINING_FIGURE, along_training_figure

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import InputError
-from ..table_schemas import read_table
-from ..training.summary import SUMMARY_FINDINGS_TABLE
+from ..core.errors import InputError
+from ..storage.table_schemas import read_table
+from ..storage.training_summary import SUMMARY_FINDINGS_TABLE
 from . import formatting as fmt
 from .sweep_folder import SweepFolder
 from .training_figure import TRAINING_FIGURE, trend_label, varying_columns

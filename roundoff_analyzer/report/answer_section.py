@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import answer as answering
+from ..judging import answer as answering
 from . import formatting as fmt
 from .verdict_section import describe, judged
 

@@ -6,7 +6,7 @@ from typing import Callable
 
 import pandas as pd
 
-from ..dtypes import DTYPES
+from ..axes.dtypes import DTYPES
 from . import formatting as fmt
 from .findings import FailureGroup
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..dtypes import DTYPES
+from ..axes.dtypes import DTYPES
 from . import formatting as fmt
 from .findings import most_accurate
 

@@ -14,8 +14,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from ..dtypes import DTYPES
-from ..results import atomic_write_bytes
+from ..axes.dtypes import DTYPES
+from ..storage.results import atomic_write_bytes
 
 METRIC_NAMES = {
     "sol_rel_err": "solution",

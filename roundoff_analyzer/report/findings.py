@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..grid import CONFIG_COLUMNS
+from ..axes.grid import CONFIG_COLUMNS
 
 # A configuration without its n_timesteps: one line in a figure, one row in an accuracy table.
 SETUP_COLUMNS = ("library", "method", "dtype", "scaling", "mode")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import __version__
+from ..core.version import __version__
 from . import formatting as fmt
 from . import tables
 from .figures import ADJOINT_FIGURE, ERROR_FIGURES, METRIC_NAMES

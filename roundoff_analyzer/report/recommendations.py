@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import verdict as rules
+from ..judging import verdict as rules
 from . import formatting as fmt
 from .eight_bit import eight_bit_verdicts
 from .findings import GROWS, SETUP_COLUMNS, contrasts, growths, most_accurate, rescues

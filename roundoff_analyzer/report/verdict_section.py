@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import verdict as rules
+from ..judging import verdict as rules
 from . import formatting as fmt
 from .training_findings import last_checkpoint
 

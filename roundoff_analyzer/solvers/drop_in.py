@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..methods import ExplicitRK
+from ..axes.methods import ExplicitRK
 from . import native
 from .report import SolveReport
 from .scaler import DynamicAdjointScaler

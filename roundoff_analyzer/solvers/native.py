@@ -22,7 +22,7 @@ from contextlib import nullcontext
 import torch
 
 from ..emulation import active_emulation
-from ..methods import METHODS, ExplicitRK
+from ..axes.methods import METHODS, ExplicitRK
 from .report import SolveReport
 from .scaler import DynamicAdjointScaler
 from .unscale import unscale_and_check

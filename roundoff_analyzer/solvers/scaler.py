@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from ..errors import ScalerExhausted
+from ..core.errors import ScalerExhausted
 
 
 class DynamicAdjointScaler:

@@ -15,18 +15,19 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .. import __version__
-from ..folder_lock import FolderLock
-from ..results import atomic_write_parquet
-from ..safe_files import refuse_links
-from ..threads import torch_threads
+from ..core.version import __version__
+from ..storage.folder_lock import FolderLock
+from ..storage.results import atomic_write_parquet
+from ..core.safe_files import refuse_links
+from ..core.threads import torch_threads
 from . import folder as train_folder
 from .files import load_resume
 from .log import from_columns, read_log, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
 from .planning import TrainPlan, option_strings, plan_training
 from .report import write_training_report
-from .summary import setup_summary, summary_table
+from ..storage.training_summary import summary_table
+from .summary import setup_summary
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
 _LIST_KEYS = ("library", "dtype", "scaling", "save_at")

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from ..errors import InputError, one_line
-from ..results import atomic_write_bytes
+from ..core.errors import InputError, one_line
+from ..storage.results import atomic_write_bytes
 
 CHECKPOINTS = "checkpoints"
 RESUME = Path("resume") / "state.pt"

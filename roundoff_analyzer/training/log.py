@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from ..results import atomic_write_parquet
-from ..table_schemas import TableSchema, read_table
+from ..storage.results import atomic_write_parquet
+from ..storage.table_schemas import TableSchema, read_table
 
 LOG_SCHEMA = pa.schema([
     pa.field("setup", pa.string()), pa.field("iteration", pa.int64()), pa.field("loss", pa.float64()),

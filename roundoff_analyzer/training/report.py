@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import __version__
-from ..errors import InputError
+from ..core.version import __version__
+from ..core.errors import InputError
 from ..report import formatting as fmt
 from ..report.figures import save
-from ..results import atomic_write_bytes
+from ..storage.results import atomic_write_bytes
 from . import folder as train_folder
 from .figure import LOSS_FIGURE, loss_figure
-from ..table_schemas import read_table
+from ..storage.table_schemas import read_table
 from .log import read_log
-from .summary import SUMMARY_TABLE, relative_to
+from ..storage.training_summary import SUMMARY_TABLE
+from .summary import relative_to
 
 # The yardstick for "comparable accuracy": a final validation loss within 2% of the reference's.
 COMPARABLE = 0.02

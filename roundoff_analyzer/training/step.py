@@ -10,14 +10,14 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..arithmetics import ARITHMETICS, ArithmeticRequest
-from ..dtypes import DTYPES
-from ..libraries import LIBRARIES
-from ..measure import run_once, time_grid
-from ..methods import METHODS
-from ..models import Problem
-from ..modes import MODES, ProblemCopies
-from ..scalings import SCALINGS, ScalerSettings
+from ..axes.arithmetics import ARITHMETICS, ArithmeticRequest
+from ..axes.dtypes import DTYPES
+from ..axes.libraries import LIBRARIES
+from ..measuring.measure import run_once, time_grid
+from ..axes.methods import METHODS
+from ..axes.models import Problem
+from ..axes.modes import MODES, ProblemCopies
+from ..axes.scalings import SCALINGS, ScalerSettings
 from .setups import TrainSetup
 
 # GradScaler's defaults: after this many finite steps in a row the loss scale grows by this factor.

@@ -3,32 +3,8 @@ loss, against the first setup's, its time per iteration; peak memory comes from 
 from __future__ import annotations
 
 import pandas as pd
-import pyarrow as pa
 
-from ..table_schemas import TableSchema
-
-SETUP_KEYS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode")
-
-
-SUMMARY_SCHEMA = pa.schema(
-    [pa.field("setup", pa.string())]
-    + [pa.field(key, pa.int64() if key == "n_timesteps" else pa.string()) for key in SETUP_KEYS]
-    + [pa.field(name, pa.int64()) for name in ("iterations",)]
-    + [pa.field(name, pa.float64()) for name in ("final_loss", "final_val_loss")]
-    + [pa.field(name, pa.int64()) for name in ("val_loss_iteration", "skipped_steps")]
-    + [pa.field("time_per_iter_s", pa.float64()), pa.field("peak_memory_bytes", pa.int64())]
-    + [pa.field(name, pa.float64()) for name in ("val_loss_rel_to_reference", "loss_rel_to_reference", "time_rel_to_reference",
-                                                 "memory_rel_to_reference")]
-)  # fmt: skip
-SUMMARY_TABLE = TableSchema("a training summary table", SUMMARY_SCHEMA, tuple(SUMMARY_SCHEMA.names), ("setup",))
-# What a sweep's report reads from the summary of the training its checkpoints came from.
-SUMMARY_FINDINGS_TABLE = TableSchema("a training summary table", SUMMARY_SCHEMA, ("setup", "final_val_loss", "val_loss_rel_to_reference"),
-                                     ("setup",))  # fmt: skip
-
-
-def summary_table(summary: pd.DataFrame) -> pa.Table:
-    """The summary with the types the contract promises, whatever pandas inferred (a column of None stays float)."""
-    return pa.Table.from_pylist(summary.astype(object).where(summary.notna(), None).to_dict("records"), schema=SUMMARY_SCHEMA)
+from ..storage.training_summary import SETUP_KEYS
 
 
 def relative_to(value: float | None, reference: float | None) -> float | None:

@@ -1,0 +1,48 @@
+import copy
+from dataclasses import replace
+
+import torch
+
+from ...emulation import EmulationSettings, Saturations, emulate
+from ..modes import PreparedRun
+from .base import ARITHMETICS, tensor_scaling
+
+
+class Emulated:
+    name = "emulated"
+    description = ("float32 arithmetic rounded to the format wherever the low dtype would hold a value (docs/emulation.md)"
+                   "; default for fp8 and eXmY formats")  # fmt: skip
+
+    def skip_reason(self, dtype, rounding):
+        return None
+
+    def unsupported_reason(self, dtype, device):
+        return None
+
+    def prepare(self, mode, copies, dtype, request):
+        settings = EmulationSettings(
+            dtype.format, request.rounding, bool(tensor_scaling(dtype, self.name, request.fp8_scaling)), mode.name == "pure", request.repeat,
+            cache_weights=getattr(mode, "cache_enabled", True),
+        )
+        # The mode's own preparation in float32 gives the parameters and inputs; the emulation replaces its dtype.
+        prepared = mode.prepare(copies, torch.float32)
+        device_type = prepared.y0.device.type
+        saturations = Saturations()
+        if settings.pure:
+            prepared = _rounded_copy(prepared, emulate(settings, device_type, saturations))
+        return replace(prepared, context=lambda: emulate(settings, device_type, saturations), silent_overflow=saturations.first)
+
+
+def _rounded_copy(prepared: PreparedRun, emulation) -> PreparedRun:
+    """Pure mode: parameters and inputs hold values of the format (stored in float32)."""
+    func = copy.deepcopy(prepared.func)
+    with torch.no_grad():
+        for parameter in func.parameters():
+            parameter.copy_(emulation.store(parameter))
+            emulation.mark(parameter)
+        y0 = emulation.store(prepared.y0)
+    emulation.mark(y0)
+    return PreparedRun(func, y0.requires_grad_(True), prepared.context)
+
+
+ARITHMETICS.register(Emulated())

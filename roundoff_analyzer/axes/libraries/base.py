@@ -1,0 +1,52 @@
+"""The library axis: something that solves an ODE on the time grid and lets autograd reach y0 and the parameters."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from ..methods import Method
+from ...core.registry import Registry
+from ...solvers import DynamicAdjointScaler, SolveReport
+
+
+class SolverLibrary(Protocol):
+    name: str
+    description: str
+    # Whether the library can scale the adjoint inside its own backward (the `dynamic` strategy).
+    supports_adjoint_scaling: bool
+
+    def unsupported_method_reason(self, method: Method) -> str | None:
+        """None when the library runs `method`; otherwise why not (the configuration is then skipped with it)."""
+        ...
+
+    def solve(
+        self,
+        func: torch.nn.Module,
+        y0: torch.Tensor,
+        t: torch.Tensor,
+        method: Method,
+        scaler: DynamicAdjointScaler | None,
+        report: SolveReport,
+    ) -> torch.Tensor:
+        """The states at the N+1 points of `t`, differentiable with respect to y0 and func's parameters.
+
+        An adaptive `method` (`method.adaptive`) carries `rtol`, `atol` and `max_steps`; the library
+        records its accepted and rejected steps with `report.record_steps` and raises
+        `errors.StepBudgetExhausted` once it has attempted `max_steps` steps.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class UnavailableLibrary:
+    """A library that cannot be used here: its package is not installed, or its plug-in did not load."""
+
+    name: str
+    reason: str
+    install: str | None = None  # the command that installs it, where one does
+
+
+LIBRARIES: Registry[SolverLibrary] = Registry("library")
+MISSING_LIBRARIES: Registry[UnavailableLibrary] = Registry("library")

@@ -1,0 +1,35 @@
+import warnings
+
+import rampde
+import torch
+
+from ...core.errors import LibraryUnsupported
+
+# rampde reads torch.is_autocast_enabled() (CUDA's) and autocasts with device_type="cuda" only.
+CPU_AUTOCAST_REASON = (
+    "rampde switches to mixed precision only under CUDA autocast: on {device} it keeps its states and its backward in "
+    "float32, so its numbers would not be those of a {dtype} run"
+)
+
+
+class RampdeLibrary:
+    name = "rampde"
+    supports_adjoint_scaling = False
+
+    def unsupported_method_reason(self, method):
+        if method.name not in ("euler", "rk4"):
+            return f"rampde has fixed-grid euler and rk4 only, not '{method.name}'"
+        return None
+
+    def solve(self, func, y0, t, method, scaler, report):
+        device_type = y0.device.type
+        if device_type != "cuda" and torch.is_autocast_enabled(device_type):
+            dtype = str(torch.get_autocast_dtype(device_type)).removeprefix("torch.")
+            raise LibraryUnsupported(CPU_AUTOCAST_REASON.format(device=device_type, dtype=dtype))
+        with warnings.catch_warnings():
+            # Without CUDA, its autocast(device_type="cuda") regions warn on every step and do nothing.
+            warnings.filterwarnings("ignore", message="CUDA is not available")
+            return rampde.odeint(func, y0, t, method=method.name, loss_scaler=False)
+
+
+LIBRARY = RampdeLibrary()

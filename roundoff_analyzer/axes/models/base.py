@@ -1,0 +1,126 @@
+"""The model axis: a factory that turns validated options into one ODE problem (dynamics, y0, loss)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..data import Batch, DataRequest, parse_data
+from ...core.errors import InputError
+from ...core.registry import Registry
+from ...core.validation import location, phrase
+
+Loss = Callable[[torch.Tensor], torch.Tensor]
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch's generators accept
+
+
+class ModelOptions(BaseModel):
+    """Base of every model's options: unknown keys are refused, strings from `-o` are coerced."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    seed: int = Field(0, ge=SEED_RANGE[0], le=SEED_RANGE[1], description="seed of the weights and the batch")
+
+
+@dataclass
+class Problem:
+    """One fixed ODE problem: every configuration of a sweep solves this with the same weights and batch.
+
+    `func(t, y)` is the right-hand side (float32 parameters), `y0` the float32 initial state and
+    `loss(trajectory)` a scalar computed in the trajectory's dtype from all N+1 states.
+    """
+
+    func: torch.nn.Module
+    y0: torch.Tensor
+    loss: Loss
+    data_source: str
+    exact_solution: Callable[[torch.Tensor], torch.Tensor] | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+    # Batch k >= 1 of the model's data as an initial state like y0 (batch 0 is y0 itself); None where the model
+    # cannot draw another batch. Only the gradient-noise measurement uses it.
+    batch_sampler: Callable[[int], torch.Tensor] | None = None
+
+
+class ModelSpec(Protocol):
+    name: str
+    description: str
+    options_type: type[ModelOptions]
+    # The `--data` used when none is given; None for models that bring their own data (users' factories).
+    default_data: str | None
+
+    def build(self, options: ModelOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
+        """The problem, its points taken from `data` (default: `default_data`)."""
+        ...
+
+
+MODELS: Registry[ModelSpec] = Registry("model")
+
+
+def parse_options(model: ModelSpec, raw: Mapping[str, Any]) -> ModelOptions:
+    """Validate options (from `-o key=value` or a config file); one line per problem in the error."""
+    try:
+        return model.options_type(**dict(raw))
+    except ValidationError as exc:
+        allowed = ", ".join(model.options_type.model_fields)
+        problems = "; ".join(f"option '{location(err)}' {phrase(err)}" for err in exc.errors())
+        raise InputError(f"model {model.name}: {problems}; options are: {allowed}") from None
+
+
+def parse_option_pairs(pairs: list[str]) -> dict[str, str]:
+    """`["hidden=64", "alpha=1,2000,800"]` -> {"hidden": "64", "alpha": "1,2000,800"}."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"model option '{pair}' is not of the form key=value")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def scaled_loss(loss: Loss, factor: float) -> Loss:
+    """The loss times `factor`: a loss scaled far down is how underflow shows itself."""
+
+    def scaled(trajectory: torch.Tensor) -> torch.Tensor:
+        return factor * loss(trajectory)
+
+    return scaled
+
+
+def seeded_generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def load_batch(
+    model: ModelSpec,
+    data: DataRequest | None,
+    rows: int,
+    columns: int,
+    generator: torch.Generator,
+    dimension_option: str | None = None,
+    start: int = 0,
+) -> Batch:
+    """The model's fixed batch from `data`, or from the model's default source; a file is read from row `start`."""
+    request = data if data is not None else parse_data(model.default_data)
+    return request.load(rows, columns, generator, model.name, dimension_option, start)
+
+
+def batch_sampler(
+    model: ModelSpec,
+    data: DataRequest | None,
+    options: ModelOptions,
+    rows: int,
+    columns: int,
+    to_state: Callable[[torch.Tensor], torch.Tensor],
+    device: torch.device,
+    dimension_option: str | None = None,
+) -> Callable[[int], torch.Tensor]:
+    """Batch k of the model's data as an initial state: a generated source draws it with a seed of its own
+    (never the seed of the weights and batch 0), a file gives its rows k·rows … (k+1)·rows − 1."""
+
+    def sample(k: int) -> torch.Tensor:
+        generator = seeded_generator((options.seed * 1_000_003 + k) % 2**63)
+        points = load_batch(model, data, rows, columns, generator, dimension_option, start=k * rows).points
+        return to_state(points).to(device)
+
+    return sample

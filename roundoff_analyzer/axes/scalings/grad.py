@@ -1,0 +1,104 @@
+import torch
+
+from ...core.errors import ScalerExhausted
+from .base import SCALINGS, BackwardResult
+
+
+class _Leaves:
+    """What GradScaler.unscale_ reads of an optimizer: its parameter groups. (A real optimizer would
+    do as well, but constructing one imports torch._dynamo, over a second per process.)"""
+
+    def __init__(self, leaves):
+        self.param_groups = [{"params": list(leaves)}]
+
+
+def backoff_scales(init_scale: float, backoff_factor: float, max_retries: int, device: torch.device) -> list[float]:
+    """The scale GradScaler holds after k backoffs, k = 0 … max_retries, computed by the op its update()
+    runs after a non-finite step (so the float32 rounding is the same as a GradScaler's, on this device)."""
+    scale = torch.full((1,), init_scale, dtype=torch.float32, device=device)
+    growth_tracker = torch.zeros(1, dtype=torch.int32, device=device)
+    found_inf = torch.ones(1, dtype=torch.float32, device=device)
+    scales = []
+    for _ in range(max_retries + 1):
+        scales.append(scale.item())
+        torch._amp_update_scale_(scale, growth_tracker, found_inf, 2.0, backoff_factor, 2**31 - 1)
+    return scales
+
+
+def first_finite(finite_at, n: int) -> int:
+    """The smallest k in [0, n) with finite_at(k), or n when none: k = 0 first (the common case with no
+    retry), then bisection. It relies on finiteness being monotone in k (a smaller scale never
+    overflows where a larger did not) and checks it where it matters: the answer was seen finite and
+    k - 1 non-finite, or k = 0."""
+    if finite_at(0):
+        return 0
+    non_finite, finite = 0, n  # finite_at(non_finite) was False; n stands for "none within the retries"
+    while finite - non_finite > 1:
+        middle = (non_finite + finite) // 2
+        if finite_at(middle):
+            finite = middle
+        else:
+            non_finite = middle
+    return finite
+
+
+class GradScaling:
+    name = "grad"
+    searches_scale = True  # its backward searches a loss scale; a hint of where to start saves passes
+    description = "loss scaling with torch.amp.GradScaler: scale, backward, unscale; back off and retry on a non-finite gradient"
+
+    def skip_reason(self, library):
+        return None
+
+    def adjoint_scaler(self, settings):
+        return None
+
+    def backward(self, loss, leaves, adjoint_scaler, settings, hint=None):
+        # The result is GradScaler's after k backoffs, k the fewest that give finite gradients, and `retries`
+        # is k. k is found from `hint` (the k of a similar run: two backward passes when it is right) or by
+        # bisection (about log2(max_retries) passes instead of k + 1).
+        scales = backoff_scales(settings.init_scale, settings.backoff_factor, settings.max_retries, loss.device)
+        optimizer = _Leaves(leaves)
+        last: list[int] = []
+        passes = [0]
+
+        def finite_at(k: int) -> bool:
+            # The real GradScaler, so that its own checks (e.g. its refusal of float16 gradients) apply.
+            # Growth is switched off: one measurement is one step, never long enough to grow.
+            scaler = torch.amp.GradScaler(loss.device.type, init_scale=scales[k], growth_interval=2**31 - 1)
+            for leaf in leaves:
+                leaf.grad = None
+            scaler.scale(loss).backward(retain_graph=True)
+            scaler.unscale_(optimizer)
+            last[:] = [k]
+            passes[0] += 1
+            return all(leaf.grad is None or bool(torch.isfinite(leaf.grad).all()) for leaf in leaves)
+
+        k = first_finite(finite_at, len(scales)) if hint is None else first_finite_near(finite_at, len(scales), hint)
+        if k == len(scales):
+            raise ScalerExhausted(
+                f"loss scale still gives non-finite gradients after {settings.max_retries} retries (scale {scales[-1]:g})",
+                final_scale=scales[-1],
+                retries=settings.max_retries,
+            )
+        if last != [k]:  # the gradients and the solver's per-step record must be those of the pass that counted
+            finite_at(k)
+        return BackwardResult([leaf.grad for leaf in leaves], final_scale=scales[k], retries=k, passes=passes[0])
+
+
+def first_finite_near(finite_at, n: int, guess: int) -> int:
+    """first_finite's answer, looked for at `guess` first: k - 1 then k, two calls when the guess is right,
+    ending on k. Otherwise the search goes on where the answer must lie, as first_finite does there. It
+    relies on the same monotony as first_finite, and on nothing else: a wrong guess costs calls, never
+    the answer."""
+    guess = min(max(guess, 0), n)
+    if guess == 0:
+        return first_finite(finite_at, n)
+    if finite_at(guess - 1):
+        return first_finite(finite_at, guess - 1) if guess > 1 else 0  # guess - 1 stands for "finite" there
+    if guess == n or finite_at(guess):
+        return guess
+    return guess + 1 + first_finite(lambda j: finite_at(guess + 1 + j), n - guess - 1) if guess + 1 < n else n
+
+
+SCALINGS.register(GradScaling())

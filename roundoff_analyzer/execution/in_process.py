@@ -1,0 +1,89 @@
+"""Measuring configurations in the current process: the loop every executor ends up running somewhere."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..axes.grid import Configuration, file_safe
+from ..measuring.measure import ReferenceCache, SweepContext, measure_configuration
+from ..axes.modes import ProblemCopies
+from ..storage.results import ResultStore
+from ..measuring.yardstick_files import YARDSTICKS, YardstickFiles, yardstick_key
+from ..measuring.yardsticks import PIECES, Yardsticks
+from ..planning.sweep_plan import SweepPlan
+
+
+def process_yardsticks(plan: SweepPlan, copies: ProblemCopies, store: ResultStore, checkpoint: str = "") -> Yardsticks:
+    """The yardsticks of this process (of one checkpoint's problem), made once per process: their pieces are shared
+    through the folder, each checkpoint's in a folder of its own."""
+    timesteps, noise_batches = list(plan.grid.timesteps), plan.config.noise_batches
+    folder = store.root / YARDSTICKS / file_safe(checkpoint) if checkpoint else store.root / YARDSTICKS
+    files = YardstickFiles(folder, yardstick_key(store.digest, timesteps, noise_batches, checkpoint), plan.device)
+    return Yardsticks(copies, timesteps, noise_batches, plan.device, files)
+
+
+@dataclass
+class ProcessProblems:
+    """Made once per process, for each checkpoint of the sweep: its problem's cast copies and its yardsticks."""
+
+    copies: dict[str, ProblemCopies]
+    yardsticks: dict[str, Yardsticks]
+
+    @classmethod
+    def of(cls, plan: SweepPlan, store: ResultStore) -> "ProcessProblems":
+        copies = {name: ProblemCopies(plan.problem_for(name)) for name in plan.grid.checkpoints}
+        return cls(copies, {name: process_yardsticks(plan, c, store, name) for name, c in copies.items()})
+
+    def context(self, plan: SweepPlan, checkpoint: str) -> SweepContext:
+        return sweep_context(plan, self.copies[checkpoint], self.yardsticks[checkpoint], checkpoint)
+
+    def prepare(self, task: tuple[str, str]) -> None:
+        """Compute (or read) one piece of one checkpoint's yardsticks: a task of `yardstick_tasks`."""
+        checkpoint, piece = task
+        self.yardsticks[checkpoint].prepare(piece)
+
+
+def yardstick_tasks(plan: SweepPlan) -> list[tuple[str, str]]:
+    """(checkpoint, piece) for every piece of the sweep's yardsticks, for the processes to compute side by side."""
+    return [(name, piece) for name in plan.grid.checkpoints for piece in PIECES]
+
+
+def sweep_context(plan: SweepPlan, copies: ProblemCopies, yardsticks: Yardsticks, checkpoint: str = "") -> SweepContext:
+    """A fresh reference cache over the problem of one checkpoint of the plan, its cast copies and its yardsticks
+    (made once per process): references, fine reference and gradient noise are each checkpoint's own."""
+    config = plan.config
+    step_control = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
+    return SweepContext(
+        copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout,
+        step_control=step_control, yardsticks=yardsticks, fp8_scaling=config.fp8_scaling, cpu_memory=config.cpu_memory,
+        train_iteration=plan.train_iteration(checkpoint),
+    )
+
+
+def by_checkpoint(configurations: list[Configuration]) -> dict[str, list[Configuration]]:
+    """The configurations of each checkpoint, in the order given."""
+    groups: dict[str, list[Configuration]] = {}
+    for config in configurations:
+        groups.setdefault(config.checkpoint, []).append(config)
+    return groups
+
+
+def measure_in_process(
+    configurations: list[Configuration],
+    context: SweepContext,
+    store: ResultStore,
+    begin: Callable[[Configuration], None],
+    finish: Callable[[Configuration, dict], None],
+    stop_requested: Callable[[], bool],
+) -> bool:
+    """Measure each configuration and write its shard (atomically) before the next; False when
+    `stop_requested` (asked between configurations) stopped it early. A KeyboardInterrupt drops the
+    configuration in progress: its shard was never written, so a resume runs it."""
+    for config in configurations:
+        if stop_requested():
+            return False
+        begin(config)
+        measurement = measure_configuration(config, context)
+        store.write(config, measurement)
+        finish(config, measurement.row)
+    return True

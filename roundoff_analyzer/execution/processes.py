@@ -1,0 +1,226 @@
+"""`processes`: N worker processes on this machine (`--workers N`).
+
+This process is one of the N: it measures groups from the first second while the other N - 1 start,
+so that N processes are never slower than one. Work goes out by reference group (groups.py): each
+float64 reference is then solved by exactly one worker, and nothing is shared between the processes
+but the folder, a queue of tasks (the yardsticks' pieces first, then the groups) and a queue of events
+back. Each worker gets the sweep's thread choice (threads.py), made for a share of cores // N, so N
+workers do not oversubscribe the cores; on CUDA, worker i takes GPU i mod (visible GPUs). Workers come
+from multiprocessing's fork server (start_method.py), which imported torch once, and ignore SIGINT:
+Ctrl-C is the main process's to handle, as in a sequential sweep.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+from ..core.devices import resolve_device
+from ..core.environment import os_error_line
+from ..core.errors import one_line
+from ..core.threads import torch_threads
+from .base import EXECUTORS, Execution, ExecutionReport
+from ..planning.groups import reference_groups
+from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
+from .start_method import start_processes, warm_up, worker_context
+from .parent_death import die_with_parent
+from .worker import Worker, WorkerSetup
+
+POLL_S = 0.2
+JOIN_TIMEOUT_S = 30
+
+
+def worker_devices(device: torch.device, n_workers: int) -> list[str]:
+    """Worker i on GPU i mod (visible GPUs) when the sweep asks for plain `cuda`; otherwise all on the sweep's device."""
+    if device.type == "cuda" and device.index is None:
+        n_gpus = max(1, torch.cuda.device_count())
+        return [f"cuda:{i % n_gpus}" for i in range(n_workers)]
+    return [str(device)] * n_workers
+
+
+def worker_main(index: int, setup: WorkerSetup, tasks, events, stop, parent_pid: int) -> None:
+    """A worker process: take groups until the queue says None or a stop is requested; report every step."""
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        worker = Worker(setup)
+    except Exception as exc:  # noqa: BLE001 - reported to the main process, which names it
+        events.put(("failed", index, f"worker {index} could not start: {one_line(exc)}"))
+        events.put(("exit", index, None))
+        return
+    while not stop.is_set():
+        group = tasks.get()
+        if group is None:
+            break
+        if isinstance(group, tuple):  # a piece of the yardsticks, for every process of the sweep
+            worker.problems.prepare(group)
+            continue
+        try:
+            report = worker.run(
+                group,
+                begin=lambda config: events.put(("begin", index, config)),
+                finish=lambda config, row: events.put(("finish", index, (config, row))),
+                stop_requested=stop.is_set,
+            )
+            events.put(("group", index, report))
+        except Exception as exc:  # noqa: BLE001 - one broken group must not take the others with it
+            cause = os_error_line(exc) if isinstance(exc, OSError) else one_line(exc)  # a full disk says which file and why
+            events.put(("failed", index, f"worker {index}, {group[0].label()}: {cause}"))
+    events.put(("exit", index, None))
+
+
+@contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Processes started inside inherit SIGINT ignored, so a Ctrl-C cannot reach them before they set it up."""
+    if threading.current_thread() is threading.main_thread():  # signal handlers can be set there only
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    else:
+        yield
+
+
+def measure_here(execution: Execution, tasks, report: ExecutionReport) -> ExecutionReport:
+    """This process's share: groups from the same queue as the workers', until none is left or a stop is asked for.
+    Its reference solves go into a report of its own (the workers' are counted by another thread)."""
+    mine = ExecutionReport()
+    problems = ProcessProblems.of(execution.plan, execution.store)  # once per process, for each checkpoint
+    with torch_threads(execution.plan.threads):
+        while not execution.stop_requested():
+            try:
+                group = tasks.get(timeout=1.0)
+            except queue.Empty:
+                return mine
+            if group is None:  # a worker's signal to end: the groups are gone
+                tasks.put(None)
+                return mine
+            if isinstance(group, tuple):
+                problems.prepare(group)
+                continue
+            context = problems.context(execution.plan, group[0].checkpoint)  # a group shares one reference, so one checkpoint
+            progress = execution.progress
+            completed = measure_in_process(group, context, execution.store, progress.begin, progress.finish, execution.stop_requested)
+            mine.add_references(context.references.n_solves, context.references.seconds)
+            if not completed:
+                report.interrupted = True
+    return mine
+
+
+def _not_started(events, index: int, exc: BaseException) -> None:
+    events.put(("failed", index, f"worker {index} could not start: {one_line(exc)}"))
+    events.put(("exit", index, None))
+
+
+def _started(processes: list) -> list:
+    return [process for process in processes if process.pid is not None]
+
+
+def _join_starter(starter: threading.Thread | None) -> None:
+    """Wait until every worker has been started: one that is still starting can be neither stopped nor joined."""
+    while starter is not None and starter.is_alive():  # joined in steps, so that a Ctrl-C still reaches this thread
+        starter.join(POLL_S)
+
+
+class ProcessesExecutor:
+    name = "processes"
+    description = "N worker processes on this machine (--workers N), one reference group at a time each"
+    runs_here = True
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    def target_device(self, config) -> torch.device:
+        return resolve_device(config.device)
+
+    def settings(self, config) -> dict:
+        return {"executor": self.name, "workers": config.workers}
+
+    def warm_up(self, config) -> None:
+        if config.workers > 1:
+            with _children_ignore_sigint():
+                warm_up(worker_context())
+
+    def run(self, execution: Execution) -> ExecutionReport:
+        plan, report = execution.plan, ExecutionReport()
+        groups = reference_groups(execution.pending)
+        n_workers = min(plan.config.workers, len(groups))
+        if n_workers == 0:
+            return report
+        spawn = worker_context()
+        tasks, events, stop = spawn.Queue(), spawn.Queue(), spawn.Event()
+        # This process is one of the N: it measures from the start while the others start, so N are never slower than one.
+        # The yardsticks' pieces go first, so that the processes compute them side by side before measuring.
+        for group in [*(yardstick_tasks(plan) if n_workers > 1 else ()), *groups, *[None] * (n_workers - 1)]:
+            tasks.put(group)
+        threads = plan.threads.threads  # chosen for a share of the cores (threads.py)
+        out_dir = str(execution.store.root.resolve())
+        setups = [WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)[1:]]
+        processes = [
+            spawn.Process(target=worker_main, args=(i, setup, tasks, events, stop, os.getpid()), name=f"roundoff-worker-{i}", daemon=True)
+            for i, setup in enumerate(setups)
+        ]
+        execution.progress.note(f"this process and {n_workers - 1} worker process(es), {threads} torch thread(s) each, "
+                                f"{len(groups)} reference groups")  # fmt: skip
+        with _children_ignore_sigint():
+            starter = start_processes(spawn, processes, lambda i, exc: _not_started(events, i, exc))
+        collector = threading.Thread(target=self._collect, args=(execution, processes, events, stop, report), daemon=True)
+        try:
+            collector.start()
+            here = measure_here(execution, tasks, report)
+            while collector.is_alive():  # joined in steps, so that a second Ctrl-C still reaches this thread
+                collector.join(POLL_S)
+            report.add_references(here.reference_solves, here.reference_seconds)
+        except KeyboardInterrupt:
+            # A second Ctrl-C: stop now. The configurations in progress are dropped; their shards were never written.
+            report.interrupted = True
+            _join_starter(starter)
+            for process in _started(processes):
+                process.terminate()
+        finally:
+            _join_starter(starter)
+            for process in _started(processes):
+                process.join(JOIN_TIMEOUT_S)
+            tasks.cancel_join_thread()  # groups nobody took are dropped with the queue
+        return report
+
+    def _collect(self, execution: Execution, processes, events, stop, report: ExecutionReport) -> None:
+        """Pass the workers' events to the progress until every worker is gone; a stop request is forwarded once."""
+        exited: set[int] = set()
+        working_on: dict[int, str] = {}
+        while True:
+            if not stop.is_set() and execution.stop_requested():
+                stop.set()
+                report.interrupted = True
+            try:
+                kind, index, payload = events.get(timeout=POLL_S)
+            except queue.Empty:
+                # A worker's events are in the pipe before its exit code is set, so an empty queue then is final.
+                if all(p.exitcode is not None or i in exited for i, p in enumerate(processes)):
+                    break
+                continue
+            if kind == "begin":
+                working_on[index] = payload.label()
+                execution.progress.begin(payload)
+            elif kind == "finish":
+                working_on.pop(index, None)
+                execution.progress.finish(*payload)
+            elif kind == "group":
+                report.add_references(payload.reference_solves, payload.reference_seconds)
+            elif kind == "failed":
+                report.problems.append(payload)
+            elif kind == "exit":
+                exited.add(index)
+        for index, process in enumerate(processes):
+            if index not in exited:
+                during = f" while measuring {working_on[index]}" if index in working_on else ""
+                report.problems.append(f"worker {index} died{during} (exit code {process.exitcode})")
+
+
+EXECUTORS.register(ProcessesExecutor())

@@ -1,0 +1,48 @@
+"""Live progress of a sweep: a rich bar with the current configuration and an ETA, in a terminal or a notebook
+(rich draws it there too); `roundoff sweep` and `roundoff_analyzer.sweep(...)` both show it."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from ..axes.grid import Configuration
+from ..core.text import printable
+
+STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow"}
+
+
+class RichProgress:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._progress = Progress(
+            TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False,
+        )  # fmt: skip
+        self._task = None
+
+    def __enter__(self) -> "RichProgress":
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.__exit__(*exc)
+
+    def start(self, total: int, already_done: int) -> None:
+        if already_done:
+            self.console.print(f"resuming: {already_done} of {total} configurations are already on disk and are skipped", soft_wrap=True)
+        self._task = self._progress.add_task("", total=total, completed=already_done)
+
+    def begin(self, config: Configuration) -> None:
+        self._progress.update(self._task, description=config.label())
+
+    def finish(self, config: Configuration, row: dict) -> None:
+        self._progress.advance(self._task)
+        if row["status"] == "failed":
+            self._progress.console.print(
+                f"[red]failed[/] {escape(printable(config.label()))}: {escape(printable(row['failure_class']))}: "
+                f"{escape(printable(row['failure_message']))}", markup=True, highlight=False,
+            )
+
+    def note(self, text: str) -> None:
+        self._progress.console.print(printable(text), markup=False, highlight=False, soft_wrap=True)

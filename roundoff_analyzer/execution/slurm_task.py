@@ -1,0 +1,31 @@
+"""What one Slurm array task runs: one reference group of the sweep, measured on the task's node."""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from ..core.errors import one_line
+from ..axes.grid import Configuration
+from .slurm_arrays import ArrayLog, this_task
+from .worker import Worker, WorkerSetup
+
+
+def task_threads() -> int:
+    """The CPUs Slurm gave this task: --cpus-per-task when set, else Slurm's default of one."""
+    return int(os.environ.get("SLURM_CPUS_PER_TASK") or 1)
+
+
+def run_array_task(setup: WorkerSetup, group: list[Configuration]) -> dict:
+    """Measure the group into the sweep folder's shards, and leave a report for the process watching the array."""
+    log = ArrayLog(Path(setup.out_dir))
+    try:
+        worker = Worker(replace(setup, threads=task_threads()))
+        # Tasks that start together compute different pieces of the yardsticks, each starting at its own.
+        worker.prepare_yardsticks(first=int(os.environ.get("SLURM_ARRAY_TASK_ID") or 0), checkpoint=group[0].checkpoint)
+        report = asdict(worker.run(group, begin=lambda c: None, finish=lambda c, row: None, stop_requested=lambda: False))
+    except Exception as exc:  # noqa: BLE001 - recorded for the watcher, then raised for submitit's log
+        log.write_report(this_task(), {"error": one_line(exc)})
+        raise
+    log.write_report(this_task(), report)
+    return report

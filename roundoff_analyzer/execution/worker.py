@@ -1,0 +1,80 @@
+"""One worker (a process of `--workers N`, or a Slurm array task): rebuild the sweep's problem in this
+process from the validated config, make sure it is the sweep the folder holds (same fingerprint, the
+problem's weights and batch included), and measure groups of configurations into the folder's shards."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..axes.grid import Configuration
+from ..planning.config import SweepConfig
+from ..planning.manifest import fingerprint, row_settings
+from ..planning.sweep_plan import make_plan
+from ..storage.results import ResultStore
+from . import local  # noqa: F401  (registers the executor a worker plans with; a worker process may import nothing else)
+from .base import EXECUTORS
+from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
+from .parent_death import exit_if_sweep_died
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    # The validated config travels, not the plan: a plan's problem may hold closures (a user's loss) that do not pickle.
+    config: SweepConfig
+    out_dir: str  # absolute: a Slurm task may start in another folder
+    device: str  # where this worker runs: the sweep's device, or one of several GPUs
+    threads: int | None  # torch threads for this worker; None keeps torch's default
+
+
+@dataclass
+class GroupReport:
+    reference_solves: int
+    reference_seconds: float
+    completed: bool  # False when a stop request ended the group early
+
+
+class SweepMismatch(RuntimeError):
+    """The sweep rebuilt here is not the one the folder holds: its shards would mix two sweeps."""
+
+
+class Worker:
+    def __init__(self, setup: WorkerSetup) -> None:
+        if setup.threads:
+            torch.set_num_threads(setup.threads)
+        # Inside a worker the configurations run right here, one after another.
+        here = setup.config.model_copy(update={"executor": "local", "workers": 1, "device": setup.device})
+        self.plan = make_plan(here, EXECUTORS, checked=True)
+        rebuilt = fingerprint(self.plan)
+        # Shards written here carry the fingerprint of the sweep rebuilt here, which must be the folder's.
+        self.store = ResultStore(Path(setup.out_dir), rebuilt, row_settings(self.plan))
+        self.store.before_write = exit_if_sweep_died
+        expected = (self.store.read_manifest() or {}).get("fingerprint", {})
+        if rebuilt != expected:
+            expected = expected if isinstance(expected, dict) else {}
+            differs = sorted(key for key in rebuilt if expected.get(key) != rebuilt[key])
+            raise SweepMismatch(
+                f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now (in: {', '.join(differs)}): "
+                "another data file, checkpoint or model code here, or the folder was replaced with --force"
+            )
+        self.problems = ProcessProblems.of(self.plan, self.store)  # cast copies and yardsticks, once per process and checkpoint
+
+    def prepare_yardsticks(self, first: int, checkpoint: str = "") -> None:
+        """Every piece of one checkpoint's yardsticks, computed, awaited or read, from piece `first` (modulo their number) on."""
+        tasks = [task for task in yardstick_tasks(self.plan) if task[0] == checkpoint]
+        for i in range(len(tasks)):
+            self.problems.prepare(tasks[(first + i) % len(tasks)])
+
+    def run(
+        self,
+        group: list[Configuration],
+        begin: Callable[[Configuration], None],
+        finish: Callable[[Configuration, dict], None],
+        stop_requested: Callable[[], bool],
+    ) -> GroupReport:
+        # A group shares one reference (so one checkpoint): a cache per group solves it once and frees it afterwards.
+        context = self.problems.context(self.plan, group[0].checkpoint)
+        completed = measure_in_process(group, context, self.store, begin, finish, stop_requested)
+        return GroupReport(context.references.n_solves, context.references.seconds, completed)

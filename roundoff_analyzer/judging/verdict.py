@@ -1,0 +1,213 @@
+"""The verdict: is a dtype safe for this model? Pure functions of the results table, documented in docs/verdict.md.
+
+Roundoff is judged against what the run's result is already off by:
+- the gradient noise (`roundoff_to_noise`: parameter-gradient roundoff over the spread of minibatch gradients),
+  which decides whether training can feel it;
+- the discretisation error (`*_roundoff_to_disc`: roundoff over the float64 run's distance from the fine
+  reference, for the solution and the parameter gradient), which decides whether it costs accuracy.
+
+A setup (dtype, library, scaling, mode over every method and n_timesteps it ran) is
+- `safe`: nothing failed, and every roundoff is at most WELL_UNDER times both yardsticks;
+- `safe for training`: nothing failed and the gradient roundoff is at most WELL_UNDER times the noise, but
+  somewhere the roundoff is above WELL_UNDER times the discretisation error (it limits the accuracy there);
+- `borderline`: nothing failed, but the gradient roundoff is above WELL_UNDER times the noise (below it);
+- `unsafe`: a run failed, or the gradient roundoff is at or above the noise.
+Per dtype and library, the unscaled setup's label is the verdict, unless a scaled setup earns a better one:
+then the verdict is `needs scaling` (when that setup is safe or safe for training), naming it and how much
+it cut the parameter-gradient error.
+A discretisation error counts only where the fine reference resolves it (at least RESOLVED times the fine
+reference's own estimated error); elsewhere that yardstick is left out and the verdict says so.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..measuring.yardsticks import with_context_columns
+
+WELL_UNDER = 0.1
+AT_OR_ABOVE = 1.0
+RESOLVED = 3.0
+# A scaling strategy that cuts the largest parameter-gradient error by this factor is recommended, failures or not.
+CUTS = 10.0
+
+SAFE, TRAINING, BORDERLINE, UNSAFE, NEEDS_SCALING = "safe", "safe for training", "borderline", "unsafe", "needs scaling"
+RANK = {SAFE: 0, TRAINING: 1, BORDERLINE: 2, UNSAFE: 3}
+# (roundoff/disc ratio column, its discretisation error column, the fine reference's error column), judged together.
+DISC_RATIOS = (
+    ("sol_roundoff_to_disc", "disc_sol_rel_err", "fine_ref_final_rel_err", "solution"),
+    ("grad_params_roundoff_to_disc", "disc_grad_params_rel_err", "fine_ref_grad_params_rel_err", "parameter gradient"),
+)
+
+
+@dataclass(frozen=True)
+class Worst:
+    """The largest value of a ratio over a setup's runs, and where it was."""
+
+    value: float
+    method: str
+    n_timesteps: int
+    quantity: str = "parameter gradient"
+
+
+@dataclass(frozen=True)
+class SetupJudgement:
+    dtype: str
+    library: str
+    scaling: str
+    mode: str
+    label: str
+    n_ran: int
+    failures: tuple[tuple[str, int, str], ...]  # (method, n_timesteps, failure class)
+    to_noise: Worst | None
+    to_disc: Worst | None
+    unresolved: tuple[tuple[str, int], ...]  # (method, n_timesteps) where the discretisation error was not resolved
+    worst_grad: float | None  # the largest parameter-gradient roundoff of its runs without failure
+    worst_grad_over_u: float | None
+    noise_known: bool
+    # (method, quantity, the smallest n_timesteps at which the roundoff is at least the resolved discretisation error):
+    # from there on more steps buy no accuracy in this dtype.
+    roundoff_dominates: tuple[tuple[str, str, int], ...] = ()
+
+    @property
+    def setup(self) -> tuple[str, str, str, str]:
+        return (self.library, self.dtype, self.scaling, self.mode)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One dtype with one library (and mode): the label, the setup that earned it, and what scaling did."""
+
+    dtype: str
+    library: str
+    mode: str
+    label: str
+    decided_by: SetupJudgement
+    unscaled: SetupJudgement | None
+    reduction: float | None  # unscaled worst parameter-gradient error / decided_by's, where both ran without failure
+    setups: tuple[SetupJudgement, ...]
+    reductions: dict[str, float | None]  # the same factor for every scaling of this dtype and library
+
+    def cut_by(self, setup: SetupJudgement) -> float | None:
+        return self.reductions.get(setup.scaling)
+
+
+def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
+    ran = _with_format_labels(with_context_columns(results[results["status"] != "skipped"]))
+    judged = []
+    for (dtype, library, scaling, mode), runs in ran.groupby(["dtype", "library", "scaling", "mode"], sort=False):
+        judged.append(_judge(dtype, library, scaling, mode, runs))
+    return judged
+
+
+def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
+    """A sweep over the arithmetic or rounding axis judges each variant of a dtype on its own: 'float16 emulated'."""
+    labels = runs["dtype"].astype(str)
+    for axis in ("arithmetic", "rounding"):
+        if axis in runs and runs[axis].nunique() > 1:
+            labels = labels + " " + runs[axis].astype(str)
+    return runs.assign(dtype=labels)
+
+
+def reduction_runs(results: pd.DataFrame, judgement: "SetupJudgement") -> pd.DataFrame:
+    labelled = _with_format_labels(results)
+    return labelled[
+        (labelled["dtype"] == judgement.dtype) & (labelled["library"] == judgement.library)
+        & (labelled["scaling"] == judgement.scaling) & (labelled["mode"] == judgement.mode) & (labelled["status"] == "ok")
+    ]  # fmt: skip
+
+
+def _judge(dtype, library, scaling, mode, runs: pd.DataFrame) -> SetupJudgement:
+    failed = runs[runs["status"] == "failed"]
+    ok = runs[runs["status"] == "ok"]
+    failures = tuple((str(r.method), int(r.n_timesteps), str(r.failure_class)) for r in failed.itertuples())
+    to_noise = _worst(ok, "roundoff_to_noise", "parameter gradient")
+    noise_known = "grad_noise_rel" in ok and ok["grad_noise_rel"].notna().any()
+    to_disc, unresolved, dominates = None, [], []
+    for ratio, disc, fine, quantity in DISC_RATIOS:
+        if ratio not in ok:
+            continue
+        resolved = ok[disc].notna() & ok[fine].notna() & (ok[disc] >= RESOLVED * ok[fine])
+        unresolved += [(str(m), int(n)) for m, n in ok.loc[ok[disc].notna() & ~resolved, ["method", "n_timesteps"]].itertuples(index=False)]
+        worst = _worst(ok[resolved], ratio, quantity)
+        if worst is not None and (to_disc is None or worst.value > to_disc.value):
+            to_disc = worst
+        above = ok[resolved & (ok[ratio] >= AT_OR_ABOVE)]
+        dominates += [(str(m), quantity, int(runs["n_timesteps"].min())) for m, runs in above.groupby("method", sort=False)]
+    grads = ok["grad_params_rel_err"].dropna() if "grad_params_rel_err" in ok else pd.Series(dtype=float)
+    worst_grad = float(grads.max()) if not grads.empty else None
+    over_u = ok.loc[grads.idxmax(), "grad_params_rel_err_over_u"] if worst_grad is not None else None
+    label = _label(bool(failures), to_noise, to_disc, noise_known)
+    return SetupJudgement(
+        dtype, library, scaling, mode, label, len(runs), failures, to_noise, to_disc, tuple(dict.fromkeys(unresolved)),
+        worst_grad, None if over_u is None or pd.isna(over_u) else float(over_u), bool(noise_known), tuple(dominates),
+    )  # fmt: skip
+
+
+def _label(failed: bool, to_noise: Worst | None, to_disc: Worst | None, noise_known: bool) -> str:
+    if failed or (to_noise is not None and to_noise.value >= AT_OR_ABOVE):
+        return UNSAFE
+    if noise_known and to_noise is not None and to_noise.value > WELL_UNDER:
+        return BORDERLINE
+    if to_disc is not None and to_disc.value > WELL_UNDER:
+        # Without a measured noise, nothing says training is safe: only the accuracy was judged.
+        return TRAINING if noise_known else BORDERLINE
+    return SAFE
+
+
+def _worst(runs: pd.DataFrame, column: str, quantity: str) -> Worst | None:
+    values = runs[column].dropna() if column in runs else pd.Series(dtype=float)
+    values = values[values.map(math.isfinite)]
+    if values.empty:
+        return None
+    row = runs.loc[values.idxmax()]
+    return Worst(float(values.max()), str(row["method"]), int(row["n_timesteps"]), quantity)
+
+
+def rank(j: SetupJudgement) -> tuple[int, float]:
+    """Better setups sort first: by label, then by the smaller largest parameter-gradient error."""
+    return RANK[j.label], j.worst_grad if j.worst_grad is not None else math.inf
+
+
+def verdicts(results: pd.DataFrame) -> list[Verdict]:
+    """Per dtype × library × mode, in the order the sweep met them."""
+    judged = judge_setups(results)
+    found = []
+    for key in dict.fromkeys((j.dtype, j.library, j.mode) for j in judged):
+        setups = tuple(j for j in judged if (j.dtype, j.library, j.mode) == key)
+        unscaled = next((j for j in setups if j.scaling == "none"), None)
+        best = min(setups, key=rank)
+        if unscaled is None or RANK[best.label] >= RANK[unscaled.label]:
+            decided_by = unscaled or best
+            label = decided_by.label
+        else:
+            decided_by = best
+            label = NEEDS_SCALING if best.label in (SAFE, TRAINING) else best.label
+        reductions = {j.scaling: reduction(results, unscaled, j) for j in setups}
+        found.append(Verdict(*key, label, decided_by, unscaled, reductions.get(decided_by.scaling), setups, reductions))
+    return found
+
+
+def reduction(results: pd.DataFrame, unscaled: SetupJudgement | None, scaled: SetupJudgement) -> float | None:
+    """How many times smaller the scaled setup's largest parameter-gradient error is than the unscaled one's,
+    over the (method, n_timesteps) where both ran without failure."""
+    if unscaled is None or unscaled is scaled:
+        return None
+    both = [reduction_runs(results, j).set_index(["method", "n_timesteps"])["grad_params_rel_err"].dropna() for j in (unscaled, scaled)]
+    common = both[0].index.intersection(both[1].index)
+    if common.empty or not (both[1][common] > 0).all():
+        return None
+    return float(both[0][common].max() / both[1][common].max())
+
+
+def strong_cuts(results: pd.DataFrame) -> list[tuple[SetupJudgement, SetupJudgement, float]]:
+    """(unscaled, scaled, factor) where a scaling cut the largest parameter-gradient error by CUTS or more."""
+    found = []
+    for verdict in verdicts(results):
+        for setup in verdict.setups:
+            factor = verdict.cut_by(setup)
+            if verdict.unscaled is not None and not setup.failures and factor is not None and factor >= CUTS:
+                found.append((verdict.unscaled, setup, factor))
+    return found

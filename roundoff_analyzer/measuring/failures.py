@@ -1,0 +1,112 @@
+"""Failure classes (SPEC section 5): what failed and why, from the exception or from the numbers."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from ..core.errors import ScalerExhausted, StepBudgetExhausted
+
+OVERFLOW = "overflow"
+UNDERFLOW = "underflow"
+SCALER_EXHAUSTED = "scaler_exhausted"
+DTYPE_MISMATCH = "dtype_mismatch"
+TORCHSCRIPT_DTYPE_MISMATCH = "torchscript_dtype_mismatch"
+GRADSCALER_FP16_UNSCALE = "gradscaler_fp16_unscale"
+UNSUPPORTED = "unsupported"
+OOM = "oom"
+TIMEOUT = "timeout"
+ERROR = "error"
+STEP_BUDGET_EXHAUSTED = "step_budget_exhausted"
+
+FAILURE_CLASSES = (
+    OVERFLOW, UNDERFLOW, SCALER_EXHAUSTED, DTYPE_MISMATCH, TORCHSCRIPT_DTYPE_MISMATCH,
+    GRADSCALER_FP16_UNSCALE, UNSUPPORTED, OOM, TIMEOUT, ERROR, STEP_BUDGET_EXHAUSTED,
+)  # fmt: skip
+
+
+class ConfigurationTimeout(Exception):
+    """One configuration ran past its time limit."""
+
+
+class ReferenceFailed(RuntimeError):
+    """The float64 reference of a configuration failed; its configurations fail with the reference's class."""
+
+    def __init__(self, failure: "Failure") -> None:
+        super().__init__(f"the float64 reference failed ({failure.failure_class}): {failure.message}")
+        self.failure = failure
+
+
+@dataclass(frozen=True)
+class Failure:
+    failure_class: str
+    failure_type: str
+    message: str
+    step: int | None = None
+    phase: str | None = None  # "forward" or "backward", where a step is known
+    final_scale: float | None = None
+    retries: int | None = None
+
+
+_DTYPE_MISMATCH = re.compile(r"same dtype|expected scalar type|expected .* dtype .* but (got|found)|dtype mismatch", re.I)
+_TORCHSCRIPT = "TorchScript interpreter"
+_UNSUPPORTED = re.compile(r"not implemented for '(Half|BFloat16)'|not supported for (Half|BFloat16|float16|bfloat16)", re.I)
+
+
+def headline(exc: BaseException) -> str:
+    """The line of the message that says what went wrong (TorchScript puts it last, after a trace)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if _TORCHSCRIPT in lines[0]:
+        named = [line for line in lines if re.match(r"^\w*(Error|Exception):", line)]
+        return named[-1] if named else lines[-1]
+    return lines[0]
+
+
+def classify_exception(exc: BaseException) -> Failure:
+    message = headline(exc)
+    kind = type(exc).__name__
+    text = str(exc)
+    if isinstance(exc, ScalerExhausted):
+        return Failure(SCALER_EXHAUSTED, kind, message, final_scale=exc.final_scale, retries=exc.retries)
+    if isinstance(exc, ReferenceFailed):
+        return Failure(exc.failure.failure_class, exc.failure.failure_type, f"float64 reference: {exc.failure.message}")
+    if isinstance(exc, StepBudgetExhausted):
+        return Failure(STEP_BUDGET_EXHAUSTED, kind, message)
+    if isinstance(exc, ConfigurationTimeout):
+        return Failure(TIMEOUT, kind, message)
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or re.search(r"out of memory|can't allocate memory", text, re.I):
+        return Failure(OOM, kind, message)
+    if isinstance(exc, ValueError) and "unscale FP16 gradients" in text:
+        return Failure(GRADSCALER_FP16_UNSCALE, kind, message)
+    if isinstance(exc, RuntimeError) and _DTYPE_MISMATCH.search(text):
+        return Failure(TORCHSCRIPT_DTYPE_MISMATCH if _TORCHSCRIPT in text else DTYPE_MISMATCH, kind, message)
+    if isinstance(exc, NotImplementedError) or _UNSUPPORTED.search(text):
+        return Failure(UNSUPPORTED, kind, message)
+    return Failure(ERROR, kind, message)
+
+
+def overflow(quantity: str, phase: str, step: int | None) -> Failure:
+    where = f" at {phase} step {step}" if step is not None else ""
+    return Failure(OVERFLOW, "NonFinite", f"non-finite {quantity}{where}", step=step, phase=phase)
+
+
+def saturated(phase: str, count: int, limit: float) -> Failure:
+    """A format without infinity (E4M3) clips what overflows to its max: nothing non-finite is left to see."""
+    return Failure(
+        OVERFLOW, "Saturated", f"{count} values beyond ±{limit:g} saturated in the {phase} pass (the format has no infinity)", phase=phase
+    )
+
+
+def underflow(quantity: str, value_norm: float, reference_norm: float) -> Failure:
+    return Failure(
+        UNDERFLOW,
+        "Collapsed",
+        f"{quantity} collapsed: norm {value_norm:.3g} against {reference_norm:.3g} in the reference",
+    )
+
+
+def unsupported(reason: str) -> Failure:
+    return Failure(UNSUPPORTED, "Unsupported", reason)

@@ -1,0 +1,93 @@
+"""Gradient noise: how far one minibatch's parameter gradient lies from another's, the yardstick for gradient roundoff.
+
+A low-precision gradient error matters for training only if it is comparable with the noise that stochastic
+gradient descent lives with anyway. Once per sweep, the parameter gradient is computed in float64 (native
+solver, rk4, NOISE_TIMESTEPS steps or the sweep's largest n_timesteps if smaller: the spread
+between batches hardly depends on the grid) for `n_batches` independent batches of the model's data, none of them
+the sweep's own batch, and
+
+    grad_noise_rel = sqrt( Σ_b ‖g_b − ḡ‖² / (B − 1) ) / sqrt( Σ_b ‖g_b‖² / B ),
+
+the typical distance of one batch's gradient from the mean gradient, relative to the typical size of one
+batch's gradient: a relative error of the same kind as `grad_params_rel_err`, so the two can be divided.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from . import metrics
+from ..core.errors import InputError
+from ..axes.modes import ProblemCopies
+from ..solvers import odeint
+
+NOISE_TIMESTEPS = 16
+
+
+@dataclass(frozen=True)
+class GradientNoise:
+    rel: float | None  # None when unknown
+    n_batches: int
+    n_timesteps: int | None
+    reason: str | None = None  # why it is unknown
+    seconds: float = 0.0
+
+    def describe(self) -> dict:
+        return {
+            "grad_noise_rel": self.rel, "n_batches": self.n_batches, "n_timesteps": self.n_timesteps,
+            "method": "rk4 (native solver, float64)", "unknown_because": self.reason, "seconds": round(self.seconds, 3),
+        }  # fmt: skip
+
+
+def measure_gradient_noise(copies: ProblemCopies, n_timesteps: int, n_batches: int, device: torch.device) -> GradientNoise:
+    started = time.perf_counter()
+    gradients, stopped = batch_gradients(copies, n_timesteps, range(1, n_batches + 1), device)
+    return noise_from(gradients, stopped, n_batches, n_timesteps, time.perf_counter() - started)
+
+
+def batch_gradients(
+    copies: ProblemCopies, n_timesteps: int, batches: range, device: torch.device
+) -> tuple[list[torch.Tensor], str | None]:
+    """The flattened float64 parameter gradient of each batch in `batches` (of the model's batch sampler), and why
+    the batches ran out before the range did (None when they did not). A sweep computes the range in parts."""
+    sampler = copies.problem.batch_sampler
+    if sampler is None or not batches:
+        return [], None
+    func = copies.func_in(torch.float64)
+    params = [p for p in func.parameters() if p.requires_grad]
+    t = torch.linspace(0.0, 1.0, n_timesteps + 1, dtype=torch.float64, device=device)
+    gradients = []
+    for b in batches:
+        try:
+            y0 = sampler(b)
+        except InputError as exc:  # a data file without rows for another batch: the batches it has must do
+            return gradients, str(exc)
+        y0 = y0.detach().to(device=device, dtype=torch.float64)
+        with torch.enable_grad():
+            loss = copies.problem.loss(odeint(func, y0, t, method="rk4"))
+            found = torch.autograd.grad(loss, params, allow_unused=True)
+        # Kept on the sweep's device, where a piece read back from the folder lands too: a sweep whose pieces were
+        # computed partly here and partly by another process (or before a resume) stacks them together.
+        gradients.append(metrics.flatten([torch.zeros_like(p) if g is None else g for g, p in zip(found, params)], device))
+    return gradients, None
+
+
+def noise_from(gradients: list[torch.Tensor], stopped: str | None, n_batches: int, n_timesteps: int, seconds: float) -> GradientNoise:
+    """The noise of the batches' gradients (in batch order; `stopped`: why there are fewer than asked for)."""
+    if n_batches < 2:
+        return GradientNoise(None, n_batches, None, "not measured (--noise-batches below 2)")
+    if not gradients and stopped is None:
+        return GradientNoise(None, n_batches, None, "the model offers no batch sampler, so no second batch can be drawn")
+    if len(gradients) < 2:
+        return GradientNoise(None, n_batches, n_timesteps, stopped)
+    return GradientNoise(relative_spread(torch.stack(gradients)), len(gradients), n_timesteps, None, seconds)
+
+
+def relative_spread(gradients: torch.Tensor) -> float | None:
+    """sqrt(Σ‖g_b − ḡ‖² / (B − 1)) / sqrt(Σ‖g_b‖² / B) over the rows g_b of `gradients`."""
+    count = gradients.shape[0]
+    spread = float(((gradients - gradients.mean(dim=0)) ** 2).sum() / (count - 1)) ** 0.5
+    size = float((gradients**2).sum() / count) ** 0.5
+    return spread / size if size > 0 else None

@@ -1,0 +1,183 @@
+"""What roundoff is set against: the discretisation error (via the fine reference) and the gradient noise.
+
+Both are computed once per sweep, in pieces that the processes of a sweep share through the results folder
+(yardstick_files.py), and turned into row columns by `context_columns`, a pure function of a run, its
+float64 reference, the fine reference and the noise.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from . import metrics
+from .discretisation import FineReference, FineSolution, combine_fine, fine_steps, solve_on_fine_grid
+from .gradient_noise import NOISE_TIMESTEPS, GradientNoise, batch_gradients, noise_from
+from ..core.errors import one_line
+from ..axes.modes import ProblemCopies
+from .yardstick_files import YardstickFiles
+
+# (error column suffix, what is compared): the errors that get a discretisation twin and a roundoff/disc ratio.
+DISC_METRICS = ("sol_rel_err", "final_rel_err", "grad_y0_rel_err", "grad_params_rel_err")
+
+
+def disc_column(metric: str) -> str:
+    return f"disc_{metric}"
+
+
+def ratio_column(metric: str) -> str:
+    return f"{metric.removesuffix('_rel_err')}_roundoff_to_disc"
+
+
+def total_column(metric: str) -> str:
+    return f"total_{metric}"
+
+
+def fine_error_column(metric: str) -> str:
+    """The fine reference's own estimated error in the quantity of `metric` (the solution's is the final state's)."""
+    return f"fine_ref_{'final_rel_err' if metric == 'sol_rel_err' else metric}"
+
+
+# The fine reference's self-check estimates, by the metrics they bound.
+_FINE_ESTIMATES = {"final_rel_err": "final_state", "grad_y0_rel_err": "grad_y0", "grad_params_rel_err": "grad_params"}
+
+CONTEXT_COLUMNS = (
+    *(disc_column(m) for m in DISC_METRICS), *(ratio_column(m) for m in DISC_METRICS), *(total_column(m) for m in DISC_METRICS),
+    "fine_ref_steps", *(fine_error_column(m) for m in _FINE_ESTIMATES),
+    "grad_noise_rel", "grad_noise_batches", "roundoff_to_noise",
+)  # fmt: skip
+INTEGER_CONTEXT_COLUMNS = ("fine_ref_steps", "grad_noise_batches")
+
+
+def with_context_columns(results):
+    """`results` with every context column, NaN where missing: a folder from before they were measured still reads."""
+    return results.assign(**{c: float("nan") for c in CONTEXT_COLUMNS if c not in results.columns})
+
+
+# The gradient noise is computed in this many parts (batch ranges), so that processes can share it.
+NOISE_PIECES = 4
+# The pieces of the yardsticks, largest first: processes that share them take them in this order.
+PIECES = ("fine", "fine_half", *(f"noise_{i}" for i in range(NOISE_PIECES)))
+
+
+def noise_piece_batches(n_batches: int, index: int) -> range:
+    """The batches (numbered from 1; batch 0 is the sweep's own) whose gradients noise piece `index` computes."""
+    per = -(-n_batches // NOISE_PIECES)
+    return range(1 + index * per, 1 + min(n_batches, (index + 1) * per))
+
+
+class Yardsticks:
+    """A process's view of the fine reference and the gradient noise: each piece computed on first use, or read
+    from `files` where another process of the sweep (or an earlier run of it) saved it."""
+
+    def __init__(
+        self, copies: ProblemCopies, timesteps: list[int], noise_batches: int, device: torch.device, files: YardstickFiles | None = None
+    ) -> None:
+        self.copies, self.timesteps, self.noise_batches, self.device, self.files = copies, list(timesteps), noise_batches, device, files
+        self._pieces: dict[str, dict] = {}
+        self._fine: FineReference | None = None
+        self._noise: GradientNoise | None = None
+        self.fine_failure: str | None = None
+
+    def prepare(self, piece: str) -> None:
+        """Compute `piece` now (or read it), so that it is ready for this sweep's processes."""
+        self._piece(piece)
+
+    def fine(self) -> FineReference | None:
+        if self._fine is None and self.fine_failure is None:
+            fine, half = self._piece("fine"), self._piece("fine_half")
+            self.fine_failure = fine.get("failure") or half.get("failure")
+            if self.fine_failure is None:
+                seconds = fine["seconds"] + half["seconds"]
+                self._fine = combine_fine(fine_steps(self.timesteps), _solutions(fine), _solutions(half), seconds)
+        return self._fine
+
+    def noise(self) -> GradientNoise:
+        if self._noise is None:
+            gradients: list[torch.Tensor] = []
+            stopped, seconds = None, 0.0
+            for index in range(NOISE_PIECES):
+                piece = self._piece(f"noise_{index}")
+                seconds += piece["seconds"]
+                if "failure" in piece:
+                    self._noise = GradientNoise(None, self.noise_batches, self._noise_timesteps(), piece["failure"])
+                    return self._noise
+                if stopped is None:  # the batches ran out: later pieces found none either
+                    gradients += piece["gradients"]
+                    stopped = piece["stopped"]
+            self._noise = noise_from(gradients, stopped, self.noise_batches, self._noise_timesteps(), seconds)
+        return self._noise
+
+    def _piece(self, piece: str) -> dict:
+        if piece not in self._pieces:
+            kind, _, index = piece.rpartition("_")
+            if kind == "noise":
+                compute = lambda: self._noise_piece(int(index))  # noqa: E731
+            else:
+                compute = lambda: self._solve_fine(2 if piece == "fine_half" else 1)  # noqa: E731
+            self._pieces[piece] = compute() if self.files is None else self.files.obtain(piece, compute)
+        return self._pieces[piece]
+
+    def _solve_fine(self, coarsening: int) -> dict:
+        started = time.perf_counter()
+        try:
+            solved = solve_on_fine_grid(self.copies, self.timesteps, fine_steps(self.timesteps) // coarsening, self.device)
+        except Exception as exc:  # noqa: BLE001 - without it the rows lack the context columns, nothing more
+            return {"failure": f"{type(exc).__name__}: {exc}"}
+        solutions = {n: {"trajectory": s.trajectory, "loss": s.loss, "grads": list(s.grads)} for n, s in solved.items()}
+        return {"solutions": solutions, "seconds": time.perf_counter() - started}
+
+    def _noise_timesteps(self) -> int:
+        return min(NOISE_TIMESTEPS, max(self.timesteps))
+
+    def _noise_piece(self, index: int) -> dict:
+        started = time.perf_counter()
+        batches = noise_piece_batches(self.noise_batches, index)
+        try:
+            gradients, stopped = batch_gradients(self.copies, self._noise_timesteps(), batches, self.device)
+        except Exception as exc:  # noqa: BLE001 - a user's batch sampler that fails leaves the noise unknown, no more
+            return {"failure": f"drawing another batch raised {one_line(exc)}", "seconds": time.perf_counter() - started}
+        return {"gradients": gradients, "stopped": stopped, "seconds": time.perf_counter() - started}
+
+
+def _solutions(piece: dict) -> dict[int, FineSolution]:
+    return {int(n): FineSolution(s["trajectory"], s["loss"], list(s["grads"])) for n, s in piece["solutions"].items()}
+
+
+def _values(solution) -> dict[str, torch.Tensor | None]:
+    """The compared quantities of a run, its reference or the fine solution, by error column."""
+    trajectory, grads = solution.trajectory, solution.grads
+    finite_solution = trajectory is not None and metrics.all_finite([trajectory])
+    finite_grads = bool(grads) and metrics.all_finite(grads)
+    return {
+        "sol_rel_err": trajectory if finite_solution else None,
+        "final_rel_err": trajectory[-1] if finite_solution else None,
+        "grad_y0_rel_err": grads[0] if finite_grads else None,
+        "grad_params_rel_err": metrics.flatten(grads[1:]) if finite_grads else None,
+    }
+
+
+def context_columns(run, reference, fine: FineReference | None, noise: GradientNoise, n_timesteps: int, errors: dict) -> dict:
+    """Discretisation error of the float64 reference, total error of the run, their ratios to the roundoff
+    (`errors`: the run's error against its reference), and the gradient noise: each None where unknown."""
+    columns: dict[str, float | int | None] = dict.fromkeys(CONTEXT_COLUMNS)
+    solution: FineSolution | None = fine.at.get(n_timesteps) if fine is not None else None
+    if solution is not None:
+        columns["fine_ref_steps"] = fine.fine_steps
+        for metric, estimate in _FINE_ESTIMATES.items():
+            columns[fine_error_column(metric)] = fine.estimated_error.get(estimate)
+        exact, of_reference = _values(solution), _values(reference)
+        of_run = _values(run) if run is not None else dict.fromkeys(DISC_METRICS)
+        for metric in DISC_METRICS:
+            if of_reference[metric] is not None and exact[metric] is not None:
+                disc = metrics.rel_err(of_reference[metric], exact[metric])
+                columns[disc_column(metric)] = disc
+                if errors.get(metric) is not None and disc > 0:
+                    columns[ratio_column(metric)] = errors[metric] / disc
+            if of_run[metric] is not None and exact[metric] is not None:
+                columns[total_column(metric)] = metrics.rel_err(of_run[metric], exact[metric])
+    columns["grad_noise_batches"] = noise.n_batches if noise.rel is not None else None
+    columns["grad_noise_rel"] = noise.rel
+    if noise.rel and errors.get("grad_params_rel_err") is not None:
+        columns["roundoff_to_noise"] = errors["grad_params_rel_err"] / noise.rel
+    return columns

@@ -1,0 +1,117 @@
+"""The plan of a sweep: everything the request asks for, checked and built before anything touches the disk (the model
+and its options, the data, the checkpoints, the grid's configurations, the device, the threads, the executor)."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from ..axes.data import parse_data
+from ..axes.grid import Configuration, Grid, file_safe
+from ..axes.libraries import resolve_library
+from ..axes.models import MODELS, ModelOptions, ModelSpec, Problem, parse_options, resolve_model, scaled_loss
+from ..core.devices import resolve_device
+from ..core.errors import InputError, one_line
+from ..core.registry import Registry
+from ..core.threads import ThreadChoice, choose_threads
+from ..measuring import memory
+from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
+from .config import SweepConfig
+from .workers import auto_workers
+
+
+class PlannedExecutor(Protocol):
+    """What planning asks of an executor (execution/base.py's Executor, which also runs the plan)."""
+
+    name: str
+    # False when the configurations run elsewhere: the problem built here is then only fingerprinted, on the CPU.
+    runs_here: bool
+
+    def target_device(self, config: SweepConfig) -> torch.device:
+        """The device the configurations will run on; settings this executor cannot honour are an InputError."""
+        ...
+
+    def settings(self, config: SweepConfig) -> dict:
+        """How the sweep was run, for the manifest."""
+        ...
+
+    # Optional: `warm_up(config) -> None`, called while the plan is built, starts what takes seconds to be ready
+    # (the processes executor's fork server, which imports torch) so that it overlaps the building of the problem.
+
+
+@dataclass
+class SweepPlan:
+    config: SweepConfig
+    model: ModelSpec
+    options: ModelOptions
+    grid: Grid
+    configurations: list[Configuration]
+    device: torch.device
+    problem: Problem
+    checkpoint: dict[str, str] | None  # path and sha256 of the weights loaded into the problem
+    executor: PlannedExecutor
+    threads: ThreadChoice | None = None  # torch threads for each process that measures (None: leave torch's setting)
+    # Every checkpoint, in the grid's order, with a problem of its own (the first is `problem`); empty without --checkpoint.
+    checkpoints: list[SweepCheckpoint] = field(default_factory=list)
+    workers_reason: str | None = None  # why config.workers processes: "--workers", or the automatic choice's reason
+
+    def problem_for(self, checkpoint: str) -> Problem:
+        """The problem of the configurations whose `checkpoint` is this name."""
+        return next((c.problem for c in self.checkpoints if c.name == checkpoint), self.problem)
+
+    def train_iteration(self, checkpoint: str) -> int | None:
+        return next((c.iteration for c in self.checkpoints if c.name == checkpoint), None)
+
+
+def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked: bool = False) -> SweepPlan:
+    """Everything that can be wrong with the request is found here, before anything touches the disk:
+    the model, its options, the data file, the checkpoint (the problem is built and the weights loaded),
+    the executor and its settings. `executors`: where the executor's name is looked up (the registered executors,
+    which run plans and so live above this stage). `checked`: the process that started this one (a worker's) already bounded
+    the problem's memory, which costs an import of torch._dynamo (building on the meta device) not worth repeating."""
+    model = resolve_model(config.model)
+    for library in config.library or ():
+        resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
+    options = parse_options(model, config.options)
+    grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling, config.arithmetic, config.rounding)
+    files = expand_checkpoints(config.checkpoint) if config.checkpoint else []
+    workers_reason = "--workers" if config.workers is not None else None
+    if config.workers is None:
+        workers, workers_reason = (1, f"executor {config.executor}") if config.executor not in (None, "processes") else \
+            auto_workers(grid.configurations(model.name), resolve_device(config.device))
+        config = config.model_copy(update={"workers": workers})
+    executor = executors.get(config.executor_name)
+    device = executor.target_device(config)
+    warm_up = getattr(executor, "warm_up", None)  # optional: what takes seconds to start starts while the problem is built
+    if warm_up is not None:
+        warm_up(config)
+    # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
+    build_on, data = device if executor.runs_here else torch.device("cpu"), parse_data(config.data) if config.data else None
+    problem = build_problem(model, options, build_on, data, bound_memory=not checked)
+    if config.loss_scale != 1.0:
+        problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
+    checkpoints = load_checkpoints(problem, files, model.name)
+    checkpoint = {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
+    grid = replace(grid, checkpoints=tuple(c.name for c in checkpoints) or ("",))
+    threads = choose_threads(problem.func, problem.y0, device, config.threads, config.workers) if executor.runs_here else None
+    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads, checkpoints,
+                     workers_reason)  # fmt: skip
+
+
+def build_problem(model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True) -> Problem:
+    """The problem, after making sure a built-in model's options fit in memory at all (a user's factory runs once only)."""
+    if bound_memory and model.name in MODELS:
+        memory.check_problem_fits(model, options, data, device)
+    try:
+        return model.build(options, device, data)
+    except Exception as exc:  # noqa: BLE001 - only an allocation that failed is turned into a line here
+        if memory.allocation_failed(exc):
+            raise InputError(f"model {model.name} with these options does not fit in memory on {device} ({one_line(exc)})") from None
+        raise
+
+
+def default_out_dir(plan: SweepPlan) -> Path:
+    return Path("results") / f"{file_safe(plan.model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"

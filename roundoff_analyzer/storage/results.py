@@ -1,0 +1,300 @@
+"""Results on disk: a manifest, one Parquet shard per finished configuration, and the combined tables.
+
+A shard holds one configuration's row with its per-parameter errors and range profile nested in
+it, so that writing it (temporary file, then rename) is one atomic step. The combined tables are
+always rebuilt from the shards: `results.parquet` (one row per configuration),
+`param_errors.parquet` and `profile.parquet` (long tables keyed by the configuration columns).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..core.environment import os_error_line
+from ..core.errors import InputError
+from .folder_lock import LOCK, FolderLock
+from ..core.json_files import parse_json
+from ..axes.grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
+from ..measuring.measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
+from ..core.safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_links, remove_abandoned_temporaries
+from .table_schemas import TableSchema, read_table
+from .shard_integrity import SET_ASIDE, fingerprint_digest, set_aside, shard_problem, with_fingerprint
+from ..measuring.yardstick_files import YARDSTICKS
+from ..measuring.yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
+
+MANIFEST = "manifest.json"
+TRAIN_MANIFEST = "train_manifest.json"  # a training's folder (training/folder.py): never a sweep's, even with --force
+RESULTS = "results.parquet"
+PARAM_ERRORS = "param_errors.parquet"
+PROFILE = "profile.parquet"
+SHARDS = "shards"
+
+_CONFIG_FIELDS = [
+    pa.field("model", pa.string()), pa.field("library", pa.string()), pa.field("method", pa.string()),
+    pa.field("n_timesteps", pa.int64()), pa.field("dtype", pa.string()), pa.field("scaling", pa.string()),
+    pa.field("mode", pa.string()), pa.field("arithmetic", pa.string()), pa.field("rounding", pa.string()),
+    pa.field("checkpoint", pa.string()),
+]  # fmt: skip
+
+RESULT_SCHEMA = pa.schema(
+    _CONFIG_FIELDS
+    + [pa.field(name, pa.string()) for name in ("status", "failure_class", "failure_type", "failure_message", "skip_reason")]
+    + [pa.field(f"{name}{suffix}", pa.float64()) for name in ERROR_METRICS for suffix in ("", "_over_u", "_spread")]
+    + [
+        pa.field("unit_roundoff", pa.float64()), pa.field("dtype_max", pa.float64()),
+        pa.field("overflow_step", pa.int64()), pa.field("overflow_phase", pa.string()),
+        pa.field("max_abs_adjoint", pa.float64()), pa.field("reference_max_abs_adjoint", pa.float64()),
+        pa.field("adjoint_zero_share", pa.float64()), pa.field("reference_adjoint_zero_share", pa.float64()),
+        pa.field("final_scale", pa.float64()), pa.field("scale_retries", pa.int64()),
+        pa.field("deterministic", pa.bool_()), pa.field("n_repeats", pa.int64()),
+        pa.field("time_forward_s", pa.float64()), pa.field("time_backward_s", pa.float64()),
+        pa.field("peak_memory_bytes", pa.int64()),
+        pa.field("fp8_scaling", pa.bool_()), *(pa.field(name, pa.float64()) for name in SIG_DIGITS),
+    ]
+    + [pa.field(name, pa.int64() if name in INTEGER_CONTEXT_COLUMNS else pa.float64()) for name in CONTEXT_COLUMNS]
+    + [pa.field(name, pa.float64() if name in ("rtol", "atol") else pa.int64()) for name in STEP_COLUMNS]
+    + [pa.field("train_iteration", pa.int64())]  # of the row's checkpoint, from the file beside its weights (null: unknown)
+)  # fmt: skip
+
+PARAM_FIELDS = [pa.field("parameter", pa.string()), pa.field("grad_rel_err", pa.float64()), pa.field("grad_rel_err_over_u", pa.float64())]
+PROFILE_FIELDS = [
+    pa.field("phase", pa.string()), pa.field("step", pa.int64()), pa.field("max_abs", pa.float64()),
+    pa.field("reference_max_abs", pa.float64()), pa.field("max_abs_low", pa.float64()),
+    pa.field("zero_share", pa.float64()), pa.field("reference_zero_share", pa.float64()), pa.field("finite", pa.bool_()),
+]  # fmt: skip
+SHARD_SCHEMA = RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.struct(PARAM_FIELDS)))).append(
+    pa.field("profile", pa.list_(pa.struct(PROFILE_FIELDS)))
+)
+
+# What every version of the tables held; columns added later may be missing from an older folder's.
+_KEYS = tuple(c for c in CONFIG_COLUMNS if c not in AXIS_DEFAULTS)
+# The first versions wrote every results column up to the peak memory (reports/baselines/otflow-ci holds such a table).
+_FIRST_RESULT_COLUMNS = tuple(c for c in RESULT_SCHEMA.names[: RESULT_SCHEMA.get_field_index("fp8_scaling")] if c not in AXIS_DEFAULTS)
+RESULTS_TABLE = TableSchema("a results table", RESULT_SCHEMA, _FIRST_RESULT_COLUMNS, (*_KEYS, "status"))
+PARAM_ERRORS_TABLE = TableSchema("a parameter errors table", pa.schema(_CONFIG_FIELDS + PARAM_FIELDS),
+                                 (*_KEYS, *(f.name for f in PARAM_FIELDS)), (*_KEYS, "parameter"))  # fmt: skip
+PROFILE_TABLE = TableSchema("a range profile table", pa.schema(_CONFIG_FIELDS + PROFILE_FIELDS),
+                            (*_KEYS, *(f.name for f in PROFILE_FIELDS)), (*_KEYS, "phase", "step"))  # fmt: skip
+
+
+# Everything a sweep writes or deletes in its folder: none of these may be a link out of it.
+WRITTEN_ENTRIES = (MANIFEST, RESULTS, PARAM_ERRORS, PROFILE, SHARDS, SET_ASIDE, LOCK, YARDSTICKS, "slurm", "figures", "report.md")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda file: file.write(data))
+
+
+def atomic_write_parquet(table: pa.Table, path: Path) -> None:
+    atomic_write(path, lambda file: pq.write_table(table, file))
+
+
+def refuse_other_kind(root: Path, kind: str, other_manifest: str, other_kind: str) -> None:
+    """Refuse a folder holding another kind's results, --force or not: --force replaces only a folder of its own kind."""
+    if (Path(root) / other_manifest).is_file():
+        raise InputError(f"output folder '{root}' holds {other_kind} ({other_manifest}), not {kind}; --force replaces only "
+                         f"{kind}: use another --out")  # fmt: skip
+
+
+def refuse_file_path(root: Path) -> None:
+    """Refuse an output folder path that is a file, or lies under one."""
+    if root.exists() and not root.is_dir():
+        raise InputError(f"output folder '{root}' is a file; give --out a folder path")
+    blocking = next((p for p in root.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise InputError(f"cannot create the output folder '{root}': a part of the path is a file, not a folder ({blocking})")
+
+
+class ResultStore:
+    def __init__(self, root: Path, fingerprint: Any = None, settings: dict[str, Any] | None = None) -> None:
+        self.root = Path(root)
+        self.shards = self.root / SHARDS
+        # The digest every shard written here carries, and every shard reused must carry (None: not checked).
+        self.digest = None if fingerprint is None else fingerprint_digest(fingerprint)
+        self.settings = settings  # what else the rows depend on (planning/manifest.py's row_settings); a shard written with others is set aside
+        self.lock = FolderLock(self.root)
+        self.before_write: Callable[[], None] = lambda: None  # a worker's: end the process if its sweep is gone
+        self.set_aside: list[tuple[Path, str]] = []  # (where a shard went, why) since this store was made
+        self._verified: dict[str, tuple[int, int]] = {}  # shard id -> (mtime_ns, size) when it was last read whole
+
+    def check(self, fingerprint: dict[str, Any], force: bool = False) -> None:
+        """Refuse a file where the folder should be, and a folder holding a different sweep unless `force`; writes
+        nothing, so that bad input is found before anything is printed."""
+        refuse_file_path(self.root)
+        refuse_other_kind(self.root, "a sweep", TRAIN_MANIFEST, "a training")
+        refuse_links(self.root, WRITTEN_ENTRIES)
+        existing = self.read_manifest() if self.root.is_dir() else None
+        found = existing.get("fingerprint") if existing is not None else None
+        if existing is not None and found != fingerprint and not force:
+            found = found if isinstance(found, dict) else {}
+            differs = sorted(k for k in fingerprint if found.get(k) != fingerprint[k])
+            raise InputError(
+                f"output folder '{self.root}' holds a different sweep (differs in: {', '.join(differs) or 'everything'}); "
+                "use another --out, or --force to replace it"
+            )
+
+    def open(self, manifest: dict[str, Any], force: bool = False) -> None:
+        """Create the folder, or reopen it for the same sweep; a different sweep there is refused unless `force`.
+
+        The folder is locked until `close()` (or this process's end): a second sweep on it is refused."""
+        if self.root.exists() and not self.root.is_dir():
+            raise InputError(f"output folder '{self.root}' is a file; give --out a folder path")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the output folder: {os_error_line(exc)}") from None
+        refuse_links(self.root, WRITTEN_ENTRIES)
+        refuse_other_kind(self.root, "a sweep", TRAIN_MANIFEST, "a training")
+        try:
+            self.lock.acquire()
+        except OSError as exc:
+            raise InputError(f"cannot write in the output folder: {os_error_line(exc)}") from None
+        try:
+            self._open_locked(manifest, force)
+        except OSError as exc:
+            self.close()
+            raise InputError(f"cannot write in the output folder: {os_error_line(exc)}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_locked(self, manifest: dict[str, Any], force: bool) -> None:
+        self.digest = fingerprint_digest(manifest["fingerprint"])
+        self.settings = manifest.get("settings")
+        remove_abandoned_temporaries(self.root)
+        remove_abandoned_temporaries(self.shards, min_age_s=ABANDONED_SHARD_TEMPORARY_S)
+        existing = self.read_manifest()
+        found = existing.get("fingerprint") if existing is not None else None
+        if existing is not None and found != manifest["fingerprint"] and not force:
+            found = found if isinstance(found, dict) else {}
+            differs = sorted(k for k in manifest["fingerprint"] if found.get(k) != manifest["fingerprint"][k])
+            raise InputError(
+                f"output folder '{self.root}' holds a different sweep (differs in: {', '.join(differs) or 'everything'}); "
+                "use another --out, or --force to replace it"
+            )
+        if existing is not None and found != manifest["fingerprint"] and self.shards.is_dir():
+            for shard in [*self.shards.glob("*.parquet"), *(self.root / YARDSTICKS).glob("*.pt")]:
+                shard.unlink()  # unlink removes a link itself; `shards` and `yardsticks` are no links (refused above)
+        self.shards.mkdir(exist_ok=True)
+        if existing is not None and found == manifest["fingerprint"]:
+            manifest = {**manifest, "created_at": existing.get("created_at", manifest.get("created_at"))}
+        self.write_manifest(manifest)
+
+    def close(self) -> None:
+        self.lock.release()
+
+    def drop_yardsticks(self) -> None:
+        """Remove the yardsticks' saved pieces, once every configuration is measured: only a resume reads them, and
+        for a large model the noise's per-batch gradients alone are megabytes to gigabytes."""
+        shutil.rmtree(self.root / YARDSTICKS, ignore_errors=True)  # a link there was refused when the folder opened
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        path = self.root / MANIFEST
+        if not path.is_file():
+            return None
+        try:
+            manifest = parse_json(path.read_text())
+        except (OSError, ValueError):  # unreadable, not JSON, not UTF-8: no manifest to go by (the shards say what they are)
+            return None
+        return manifest if isinstance(manifest, dict) else None
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        atomic_write_bytes(self.root / MANIFEST, json.dumps(manifest, indent=2, default=str).encode())
+
+    def completed(self) -> set[str]:
+        """The configurations whose shard this sweep wrote and that reads back whole; any other shard is set aside."""
+        if not self.shards.is_dir() or self.shards.is_symlink():
+            return set()
+        done = set()
+        for path in sorted(self.shards.glob("*.parquet")):
+            config_id = path.name[: -len(".parquet")]
+            try:
+                stat = path.lstat()
+            except FileNotFoundError:
+                continue
+            if self._verified.get(config_id) == (stat.st_mtime_ns, stat.st_size):
+                done.add(config_id)
+                continue
+            problem = shard_problem(path, SHARD_SCHEMA, self.digest, config_id, lambda key: Configuration(**key).id, self.settings)
+            if problem is None:
+                self._verified[config_id] = (stat.st_mtime_ns, stat.st_size)
+                done.add(config_id)
+            else:
+                self.set_aside.append((set_aside(self.root, path), problem))
+        return done
+
+    def set_aside_note(self) -> str | None:
+        """One line on the shards set aside, or None."""
+        if not self.set_aside:
+            return None
+        reasons: dict[str, int] = {}
+        for _, reason in self.set_aside:
+            reasons[reason] = reasons.get(reason, 0) + 1
+        described = "; ".join(f"{n} {reason}" for reason, n in reasons.items())
+        return (f"set aside {len(self.set_aside)} shard(s) into {self.root / SET_ASIDE} ({described}); "
+                "their configurations run again")  # fmt: skip
+
+    def write(self, config: Configuration, measurement: Measurement) -> None:
+        self.before_write()
+        row = {**measurement.row, "parameter_errors": measurement.parameter_errors, "profile": measurement.profile}
+        table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest, self.settings)
+        atomic_write_parquet(table, self.shards / f"{config.id}.parquet")
+
+    def read_row(self, config: Configuration) -> dict[str, Any]:
+        """One finished configuration's row, as `measure` produced it (for progress shown from shards written elsewhere)."""
+        return pq.read_table(self.shards / f"{config.id}.parquet", columns=RESULT_SCHEMA.names).to_pylist()[0]
+
+    def combine(self, order: Iterable[Configuration]) -> pd.DataFrame:
+        """Rebuild the three combined tables from the shards, in grid order."""
+        done = self.completed()
+        tables = [pq.read_table(self.shards / f"{c.id}.parquet", schema=SHARD_SCHEMA) for c in order if c.id in done]
+        combined = pa.concat_tables(tables) if tables else SHARD_SCHEMA.empty_table()
+        atomic_write_parquet(combined.select(RESULT_SCHEMA.names), self.root / RESULTS)
+        for column, fields, name in (("parameter_errors", PARAM_FIELDS, PARAM_ERRORS), ("profile", PROFILE_FIELDS, PROFILE)):
+            atomic_write_parquet(_explode(combined, column, fields), self.root / name)
+        return combined.select(RESULT_SCHEMA.names).to_pandas()
+
+
+def _explode(table: pa.Table, column: str, fields: list[pa.Field]) -> pa.Table:
+    rows = []
+    keys = table.select(list(CONFIG_COLUMNS)).to_pylist()
+    for key, nested in zip(keys, table.column(column).to_pylist()):
+        rows.extend({**key, **item} for item in nested or [])
+    return pa.Table.from_pylist(rows, schema=pa.schema(_CONFIG_FIELDS + fields))
+
+
+def load_results(path: str | Path) -> pd.DataFrame:
+    """The results table of a sweep folder, or of a Parquet file given directly."""
+    path = Path(path)
+    target = path / RESULTS if path.is_dir() else path
+    if not target.is_file():
+        raise InputError(f"no results at '{path}': expected a sweep folder holding {RESULTS}, or a .parquet file")
+    return read_parquet(target)
+
+
+def read_parquet(path: Path, spec: TableSchema = RESULTS_TABLE) -> pd.DataFrame:
+    """A table of a sweep folder, checked against its schema; an unreadable or foreign one is bad input, in one line."""
+    return with_axis_defaults(read_table(path, spec))
+
+
+def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:
+    """Tables written before the arithmetic axis: every run was hardware arithmetic rounding to nearest; before the
+    checkpoint axis (or in shards from before it), every run had the sweep's single set of weights."""
+    missing = [c for c in AXIS_DEFAULTS if c not in table.columns]
+    if "dtype" not in table.columns:
+        return table
+    unset = [c for c in AXIS_DEFAULTS if c in table.columns and table[c].isna().any()]
+    if not missing and not unset:
+        return table
+    table = table.copy()
+    for column in unset:
+        table[column] = table[column].fillna(AXIS_DEFAULTS[column])
+    for offset, column in enumerate(missing, start=1):
+        table.insert(list(table.columns).index("mode") + offset if "mode" in table.columns else len(table.columns), column, AXIS_DEFAULTS[column])
+    return table

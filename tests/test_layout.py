@@ -1,0 +1,137 @@
+"""The package reads as the data flow: packages by stage, imports only down the stages and never in a circle (read from
+the source with ast, nothing executed), the API's names are plain functions, and the flat layout's import paths still
+lead to the same modules."""
+from __future__ import annotations
+
+import ast
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import roundoff_analyzer as ra
+
+PACKAGE = Path(ra.__file__).parent
+# The stages, lowest first: a module imports from its own stage or a lower one. The native solver shares the axes'
+# stage: it steps with the method axis's tableaux, and the `native` library and the `dynamic` scaling wrap it.
+STAGES = [("core",), ("emulation",), ("axes", "solvers"), ("measuring",), ("planning",), ("storage",), ("execution",), ("judging",),
+          ("report",), ("training",)]  # fmt: skip
+# The entry point composes the stages; nothing below imports it.
+TOP = ("api",)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def imports_of(name: str) -> set[str]:
+    """Every module of the package that `name` imports: at the top, inside functions, under TYPE_CHECKING alike."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:  # `from pkg import name`: the module, else the package that holds it
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def stage(name: str) -> int:
+    parts = name.split(".")
+    if len(parts) == 1 or parts[1] in TOP or parts[1] == "old_paths":
+        return len(STAGES)
+    return next(i for i, packages in enumerate(STAGES) if parts[1] in packages)
+
+
+def test_every_module_belongs_to_a_stage():
+    unplaced = []
+    for name in MODULES:
+        try:
+            stage(name)
+        except StopIteration:
+            unplaced.append(name)
+    assert not unplaced, f"modules outside every stage (add their package to STAGES): {unplaced}"
+
+
+def test_no_import_goes_up_a_stage():
+    upward = [f"{name} -> {target}" for name, targets in GRAPH.items() for target in targets if stage(target) > stage(name)]
+    assert not upward, "\n".join(upward)
+    assert not [name for name, targets in GRAPH.items() if ra.__name__ in targets], "the package's root is imported from below"
+
+
+def test_the_imports_have_no_circle():
+    cycle = find_cycle(GRAPH)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One circle of `graph` as the path around it, or None: a depth-first walk that meets a module still on its path."""
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        state[name], path[len(path):] = "open", [name]
+        for target in sorted(graph[name]):
+            if state.get(target) == "open":
+                return path[path.index(target):] + [target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        state[name] = "done"
+        path.pop()
+        return None
+
+    return next((cycle for name in sorted(graph) if name not in state and (cycle := visit(name))), None)
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_api_names_are_plain_functions_with_their_own_signatures():
+    from roundoff_analyzer.api import load, sweep
+    from roundoff_analyzer.training.api import train
+
+    assert ra.sweep is sweep and ra.load is load and ra.train is train
+    for function in (ra.sweep, ra.load, ra.train):
+        assert inspect.isfunction(function) and function.__doc__
+    assert list(inspect.signature(ra.sweep).parameters)[:4] == ["model", "config", "out", "force"]
+    assert ra.sweep.__doc__.startswith("Run a sweep")
+
+
+def test_the_flat_layouts_import_paths_lead_to_the_same_modules():
+    """A user's factory or plug-in written against the flat layout imports what it did, and nothing loads twice (a
+    module loaded again under its old name would register its axis values a second time)."""
+    code = (
+        "import roundoff_analyzer.models.otflow as old_otflow\n"
+        "from roundoff_analyzer.models import MODELS as old_models\n"
+        "from roundoff_analyzer.libraries import SolverLibrary, LIBRARIES as old_libraries\n"
+        "from roundoff_analyzer import errors, solvers\n"
+        "import roundoff_analyzer.axes.models.otflow as otflow\n"
+        "from roundoff_analyzer.axes.models import MODELS\n"
+        "from roundoff_analyzer.axes.libraries import LIBRARIES\n"
+        "from roundoff_analyzer.core.errors import InputError\n"
+        "print(old_otflow is otflow, old_models is MODELS, old_libraries is LIBRARIES, errors.InputError is InputError,\n"
+        "      callable(solvers.odeint), 'otflow' in MODELS.names(), SolverLibrary.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert out.stdout.split() == ["True"] * 6 + ["roundoff_analyzer.axes.libraries.base"], out.stderr
