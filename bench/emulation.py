@@ -13,10 +13,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from roundoff_analyzer.planning import config
-from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.axes.grid import SEED000_PAIRS
 from roundoff_analyzer.axes.models import parse_option_pairs
+from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.planning import config
 
 
 def main() -> None:

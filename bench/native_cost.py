@@ -8,7 +8,7 @@ backward of the mean square of the final state, for each size:
     forward, each storage once, parameters, y0 and t left out;
   - peak: the most memory allocated at once during forward + backward, beyond what was allocated
     before: torch.cuda.max_memory_allocated on a GPU; on the CPU, the CPU allocator's own events as
-    torch.profiler reports them (roundoff_analyzer/cpu_memory.py), in an extra, untimed run.
+    torch.profiler reports them (roundoff_analyzer/measuring/cpu_memory.py), in an extra, untimed run.
 Setups: torchdiffeq and native in float32, bfloat16 and float16 (autocast), native with and without
 the DynamicAdjointScaler, with the trajectory in the state's dtype or in the low dtype. Every setup's
 memory is measured; by default only the pair the time ratio needs (torchdiffeq and native, no scaler,

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from roundoff_analyzer.planning import config
-from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
-from roundoff_analyzer.measuring.measure import ERROR_METRICS
 from roundoff_analyzer.axes.models import parse_option_pairs
+from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.planning import config
 
 ERROR_COLUMNS = [f"{name}{suffix}" for name in ERROR_METRICS for suffix in ("", "_over_u", "_spread")]
 # name -> (request, target speedup on 2 cores), from issue #15.

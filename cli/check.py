@@ -8,9 +8,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from roundoff_analyzer.judging.check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.core.text import printable
+from roundoff_analyzer.judging.check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
 
 from .common import reports_input_errors, wide_console
 

@@ -17,7 +17,7 @@ from rich.console import Console
 from roundoff_analyzer.core.environment import EnvironmentFailure
 from roundoff_analyzer.core.text import printable
 
-if TYPE_CHECKING:  # the sweep module imports torch; the commands import it when they run
+if TYPE_CHECKING:  # the sweep engine imports torch; the commands import it when they run
     from roundoff_analyzer.execution.engine import SweepIncomplete, SweepInterrupted
 
 EXIT_INTERRUPTED = 130

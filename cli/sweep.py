@@ -10,13 +10,13 @@ import typer
 from rich.markup import escape
 
 # The schema and the scaler's settings import neither torch nor pandas: --help shows their defaults at once.
-from roundoff_analyzer.planning import config as sweep_config
 from roundoff_analyzer.axes.scaler_settings import ScalerSettings
 from roundoff_analyzer.core.text import printable
+from roundoff_analyzer.planning import config as sweep_config
 
 from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
-from .judgement import print_judgement
 from .interrupts import report_environment_failure, report_incomplete, report_interrupted, stop_after_current
+from .judgement import print_judgement
 
 
 GRID, MODEL, SCALING, EXECUTION, OUTPUT = "Grid", "Model and data", "Scaling", "Execution", "Output"

@@ -20,11 +20,11 @@ import torch
 from matplotlib.image import imread
 
 from roundoff_analyzer import api
-from roundoff_analyzer.planning import config
-from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.api import load
-from roundoff_analyzer.judging.check import compare
 from roundoff_analyzer.axes.models import MODELS, parse_options
+from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.judging.check import compare
+from roundoff_analyzer.planning import config
 from roundoff_analyzer.report.along_training import scope_note
 from roundoff_analyzer.report.training_findings import ALONG_TRAINING, last_checkpoint, trends
 

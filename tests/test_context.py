@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from roundoff_analyzer.judging import verdict
 from roundoff_analyzer.axes.models import parse_options, resolve_model
+from roundoff_analyzer.judging import verdict
 
 from .conftest import results, run_cli
 

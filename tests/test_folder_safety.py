@@ -22,8 +22,8 @@ import pytest
 import torch
 
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
-from roundoff_analyzer.storage.shard_integrity import FINGERPRINT_KEY, fingerprint_digest
 from roundoff_analyzer.measuring.torch_state import autocast_nesting
+from roundoff_analyzer.storage.shard_integrity import FINGERPRINT_KEY, fingerprint_digest
 
 from .conftest import results, run_cli, snapshot
 

@@ -8,14 +8,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from roundoff_analyzer.core.errors import ScalerExhausted
 from roundoff_analyzer.axes.libraries import LIBRARIES
-from roundoff_analyzer.measuring.measure import RunOutcome, run_once, time_grid
 from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.axes.models import parse_options, resolve_model
 from roundoff_analyzer.axes.modes import MODES, ProblemCopies
 from roundoff_analyzer.axes.scalings import SCALINGS, BackwardResult, ScalerSettings
 from roundoff_analyzer.axes.scalings.grad import _Leaves, first_finite, first_finite_near
+from roundoff_analyzer.core.errors import ScalerExhausted
+from roundoff_analyzer.measuring.measure import RunOutcome, run_once, time_grid
 
 
 class GradScalerLoop:

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from roundoff_analyzer.planning import config
-from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.axes.data import parse_data
 from roundoff_analyzer.axes.data.bsds300 import SPLITS
-from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.axes.models import load_checkpoint, parse_options, resolve_model
+from roundoff_analyzer.core.errors import InputError
+from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.planning import config
 
 from .conftest import results, run_cli, snapshot
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from roundoff_analyzer.axes.libraries import LIBRARIES, MISSING_LIBRARIES
-from roundoff_analyzer.measuring.measure import ERROR_METRICS
 from roundoff_analyzer.axes.methods import METHODS
+from roundoff_analyzer.measuring.measure import ERROR_METRICS
 
 from .conftest import TINY_OTFLOW, WIDE_TABLES, results, run_cli
 

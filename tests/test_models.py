@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.axes.models import MODELS, parse_option_pairs, parse_options
+from roundoff_analyzer.core.errors import InputError
 
 
 def _otflow(**options):

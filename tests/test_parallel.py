@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 import torch
 
-from roundoff_analyzer.planning import config
+from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
 from roundoff_analyzer.execution import engine as sweep
-from roundoff_analyzer.planning.groups import reference_groups, reference_key
 from roundoff_analyzer.execution.processes import worker_devices
 from roundoff_analyzer.execution.worker import SweepMismatch, Worker, WorkerSetup
-from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
+from roundoff_analyzer.planning import config
+from roundoff_analyzer.planning.groups import reference_groups, reference_key
 from roundoff_analyzer.storage.results import ResultStore
 
 from .conftest import results
@@ -50,7 +50,7 @@ def test_two_workers_give_the_sequential_results_bit_for_bit(tiny_sweep, tmp_pat
     assert outcome.reference_solves == len(ran[["library", "method", "n_timesteps"]].drop_duplicates()) == 8
     manifest = ResultStore(tmp_path / "parallel").read_manifest()
     assert manifest["execution"]["executor"] == "processes" and manifest["execution"]["workers"] == 2
-    assert manifest["execution"]["threads"] == 1  # a tiny problem: one thread per worker (threads.py)
+    assert manifest["execution"]["threads"] == 1  # a tiny problem: one thread per worker (core/threads.py)
 
 
 def test_groups_keep_each_reference_together_costliest_first():

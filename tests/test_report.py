@@ -13,16 +13,16 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from roundoff_analyzer.judging import verdict
 from roundoff_analyzer.axes.dtypes import DTYPES
+from roundoff_analyzer.judging import verdict
 from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.report import draw_figures, read_sweep_folder
 from roundoff_analyzer.report.causes import explain
 from roundoff_analyzer.report.figures import FAILED_LABEL, RECOVERED_LABEL, adjoint_range_figure, error_figure
-from roundoff_analyzer.report.recovered import recovered_overflows, recovered_paragraph
 from roundoff_analyzer.report.findings import FailureGroup, overflow_progressions
 from roundoff_analyzer.report.formatting import markdown_table
 from roundoff_analyzer.report.recommendations import recommendations
+from roundoff_analyzer.report.recovered import recovered_overflows, recovered_paragraph
 from roundoff_analyzer.report.tables import failure_group_table
 
 from .conftest import results, run_cli

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from roundoff_analyzer.planning import config
-from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
+from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.planning import config
 
 from .conftest import results, run_cli
 

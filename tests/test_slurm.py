@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 import torch
 
-from roundoff_analyzer.planning import config
 from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.execution.executors import EXECUTORS
+from roundoff_analyzer.planning import config
 
 from .conftest import results, run_cli
 from .slurm_cluster import ClusterUnavailable, SlurmCluster, missing_programs

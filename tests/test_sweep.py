@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from roundoff_analyzer.planning import config
-from roundoff_analyzer.execution import engine as sweep
-from roundoff_analyzer.planning.config import DEFAULT_TIMESTEPS
-from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, SEED000_PAIRS
+from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.planning import config
+from roundoff_analyzer.planning.config import DEFAULT_TIMESTEPS
 
 from .conftest import TINY_OTFLOW, WIDE_TABLES, results, run_cli
 

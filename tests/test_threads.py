@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from roundoff_analyzer.planning import config
-from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.axes.models import parse_options, resolve_model
-from roundoff_analyzer.storage.results import ResultStore
 from roundoff_analyzer.core.threads import PARALLEL_MATMUL_MACS, available_cores, choose_threads, largest_matmul_macs
+from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.planning import config
+from roundoff_analyzer.storage.results import ResultStore
 
 from .conftest import TINY_OTFLOW, results, run_cli
 

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 import torch
 
-from roundoff_analyzer.planning import config
+from roundoff_analyzer.axes.modes import ProblemCopies
 from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.measuring.gradient_noise import measure_gradient_noise
-from roundoff_analyzer.axes.modes import ProblemCopies
 from roundoff_analyzer.measuring.yardstick_files import YARDSTICKS, YardstickFiles
 from roundoff_analyzer.measuring.yardsticks import PIECES, Yardsticks
+from roundoff_analyzer.planning import config
 
 from .test_parallel import RESULT_COLUMNS_EXCEPT_COST
 

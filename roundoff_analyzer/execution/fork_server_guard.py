@@ -1,6 +1,6 @@
 """Imported by the fork server only (start_method.PRELOAD; nothing else imports it): the server ends when the process
 that started it ends, however that one ended, and its workers with it (each asked the kernel to end it with its parent,
-executors/parent_death.py). Without this, a server whose sweep was killed and not reaped went on handing out workers.
+parent_death.py). Without this, a server whose sweep was killed and not reaped went on handing out workers.
 
 The server must have no threads when it forks, so only the kernel's signal is used here (Linux); elsewhere the
 server ends when it reads the end of the pipe the sweep held, as multiprocessing arranges."""

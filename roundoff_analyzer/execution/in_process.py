@@ -5,12 +5,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..axes.grid import Configuration, file_safe
-from ..measuring.measure import ReferenceCache, SweepContext, measure_configuration
 from ..axes.modes import ProblemCopies
-from ..storage.results import ResultStore
+from ..measuring.measure import ReferenceCache, SweepContext, measure_configuration
 from ..measuring.yardstick_files import YARDSTICKS, YardstickFiles, yardstick_key
 from ..measuring.yardsticks import PIECES, Yardsticks
 from ..planning.sweep_plan import SweepPlan
+from ..storage.results import ResultStore
 
 
 def process_yardsticks(plan: SweepPlan, copies: ProblemCopies, store: ResultStore, checkpoint: str = "") -> Yardsticks:

@@ -5,8 +5,8 @@ import torch
 
 from ..core.devices import resolve_device
 from ..core.errors import InputError
-from .base import EXECUTORS, Execution, ExecutionReport
 from ..core.threads import torch_threads
+from .base import EXECUTORS, Execution, ExecutionReport
 from .in_process import ProcessProblems, by_checkpoint, measure_in_process
 
 

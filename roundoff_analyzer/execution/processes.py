@@ -1,10 +1,10 @@
 """`processes`: N worker processes on this machine (`--workers N`).
 
 This process is one of the N: it measures groups from the first second while the other N - 1 start,
-so that N processes are never slower than one. Work goes out by reference group (groups.py): each
+so that N processes are never slower than one. Work goes out by reference group (planning/groups.py): each
 float64 reference is then solved by exactly one worker, and nothing is shared between the processes
 but the folder, a queue of tasks (the yardsticks' pieces first, then the groups) and a queue of events
-back. Each worker gets the sweep's thread choice (threads.py), made for a share of cores // N, so N
+back. Each worker gets the sweep's thread choice (core/threads.py), made for a share of cores // N, so N
 workers do not oversubscribe the cores; on CUDA, worker i takes GPU i mod (visible GPUs). Workers come
 from multiprocessing's fork server (start_method.py), which imported torch once, and ignore SIGINT:
 Ctrl-C is the main process's to handle, as in a sequential sweep.
@@ -24,11 +24,11 @@ from ..core.devices import resolve_device
 from ..core.environment import os_error_line
 from ..core.errors import one_line
 from ..core.threads import torch_threads
-from .base import EXECUTORS, Execution, ExecutionReport
 from ..planning.groups import reference_groups
+from .base import EXECUTORS, Execution, ExecutionReport
 from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
-from .start_method import start_processes, warm_up, worker_context
 from .parent_death import die_with_parent
+from .start_method import start_processes, warm_up, worker_context
 from .worker import Worker, WorkerSetup
 
 POLL_S = 0.2
@@ -159,7 +159,7 @@ class ProcessesExecutor:
         # The yardsticks' pieces go first, so that the processes compute them side by side before measuring.
         for group in [*(yardstick_tasks(plan) if n_workers > 1 else ()), *groups, *[None] * (n_workers - 1)]:
             tasks.put(group)
-        threads = plan.threads.threads  # chosen for a share of the cores (threads.py)
+        threads = plan.threads.threads  # chosen for a share of the cores (core/threads.py)
         out_dir = str(execution.store.root.resolve())
         setups = [WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)[1:]]
         processes = [

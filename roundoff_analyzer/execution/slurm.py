@@ -14,11 +14,11 @@ import time
 
 import torch
 
+from ..axes.grid import Configuration, file_safe
 from ..core.devices import parse_device
 from ..core.errors import InputError, one_line
-from ..axes.grid import Configuration, file_safe
-from .base import EXECUTORS, Execution, ExecutionReport
 from ..planning.groups import reference_groups
+from .base import EXECUTORS, Execution, ExecutionReport
 from .slurm_arrays import ArrayLog, QueueUnreadable, queued_tasks
 from .slurm_task import run_array_task
 from .worker import WorkerSetup

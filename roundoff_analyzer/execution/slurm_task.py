@@ -5,8 +5,8 @@ import os
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ..core.errors import one_line
 from ..axes.grid import Configuration
+from ..core.errors import one_line
 from .slurm_arrays import ArrayLog, this_task
 from .worker import Worker, WorkerSetup
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
-from ..core.errors import InputError
 from ..axes.grid import CONFIG_COLUMNS, Configuration
+from ..core.errors import InputError
 from ..measuring.measure import ERROR_METRICS
 from ..storage.results import with_axis_defaults
+from .check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
 
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "unit_roundoff", *ERROR_METRICS)
 OPTIONAL_COLUMNS = ("failure_class",)

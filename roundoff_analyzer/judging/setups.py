@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..core.text import printable
 from ..storage.manifest_schema import read_manifest
 from ..storage.results import MANIFEST, RESULTS
-from ..core.text import printable
 
 
 def manifest_of(path: Path) -> Path | None:

@@ -21,9 +21,9 @@ from math import ceil
 
 import torch
 
-from . import metrics
 from ..axes.modes import ProblemCopies, cast_run
 from ..solvers import odeint
+from . import metrics
 
 FINE_FACTOR = 4
 # Even the smallest sweep gets a fine grid of at least this many steps on [0, 1].

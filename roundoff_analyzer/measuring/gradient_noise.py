@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
-from . import metrics
-from ..core.errors import InputError
 from ..axes.modes import ProblemCopies
+from ..core.errors import InputError
 from ..solvers import odeint
+from . import metrics
 
 NOISE_TIMESTEPS = 16
 

@@ -11,25 +11,25 @@ from typing import Iterator
 
 import torch
 
-from . import failures, metrics
 from ..axes.arithmetics import ARITHMETICS, ArithmeticRequest, tensor_scaling
-from .cpu_memory import cpu_peak_memory
-from ..core.devices import measured
 from ..axes.dtypes import DTYPES, DtypeSpec
-from ..core.errors import InputError
-from .failures import Failure
 from ..axes.grid import Configuration
-from .memory import configuration_oom
 from ..axes.libraries import LIBRARIES, SolverLibrary
 from ..axes.libraries.steps import CountedDynamics
 from ..axes.methods import METHODS, Method
 from ..axes.modes import MODES, PreparedRun, ProblemCopies, cast_run
 from ..axes.roundings import ROUNDINGS
 from ..axes.scalings import SCALINGS, Scaling, ScalerSettings
-from .significance import quantities, significant_digits
-from ..solvers import SolveReport
-from .torch_state import restored_torch_state
+from ..core.devices import measured
+from ..core.errors import InputError
 from ..core.user_code import quit_line
+from ..solvers import SolveReport
+from . import failures, metrics
+from .cpu_memory import cpu_peak_memory
+from .failures import Failure
+from .memory import configuration_oom
+from .significance import quantities, significant_digits
+from .torch_state import restored_torch_state
 from .yardsticks import CONTEXT_COLUMNS, Yardsticks, context_columns
 
 ERROR_METRICS = ("sol_rel_err", "final_rel_err", "loss_rel_err", "grad_y0_rel_err", "grad_params_rel_err")

@@ -10,11 +10,11 @@ import time
 
 import torch
 
+from ..axes.modes import ProblemCopies
+from ..core.errors import one_line
 from . import metrics
 from .discretisation import FineReference, FineSolution, combine_fine, fine_steps, solve_on_fine_grid
 from .gradient_noise import NOISE_TIMESTEPS, GradientNoise, batch_gradients, noise_from
-from ..core.errors import one_line
-from ..axes.modes import ProblemCopies
 from .yardstick_files import YardstickFiles
 
 # (error column suffix, what is compared): the errors that get a discretisation twin and a roundoff/disc ratio.

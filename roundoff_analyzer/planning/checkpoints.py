@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import InputError
-from ..core.json_files import parse_json
 from ..axes.grid import file_safe
 from ..axes.models import Problem, load_checkpoint
+from ..core.errors import InputError
+from ..core.json_files import parse_json
 
 CHECKPOINTS_FOLDER = "checkpoints"
 CHECKPOINT_GLOB = "iter_*.pt"

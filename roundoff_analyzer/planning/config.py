@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
 
 from ..axes.names import axis_names
+from ..axes.scaler_settings import ScalerSettings
 from ..core.errors import InputError
 from ..core.registry import Registry
-from ..axes.scaler_settings import ScalerSettings
 from ..core.text import shortened
 from ..core.validation import bool_given_for_number, location, phrase
 

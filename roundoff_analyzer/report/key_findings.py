@@ -6,8 +6,8 @@ import pandas as pd
 from . import formatting as fmt
 from . import tables
 from .causes import explain
-from .recovered import recovered_paragraph
 from .findings import FailureGroup, GrowthGroup, Rescue, failure_groups, growth_groups, largest_error, overflow_progressions, rescues, without_step
+from .recovered import recovered_paragraph
 
 RESCUE_HEADING = "Which scaling rescued which dtype"
 RESCUE_ANCHOR = "#which-scaling-rescued-which-dtype"

@@ -6,12 +6,12 @@ import pandas as pd
 from ..core.version import __version__
 from . import formatting as fmt
 from . import tables
-from .figures import ADJOINT_FIGURE, ERROR_FIGURES, METRIC_NAMES
-from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
-from .key_findings import key_findings
 from .along_training import along_training_section, judged_rows, scope_note
 from .answer_section import answer_section
 from .context_section import context_section, cost_section
+from .figures import ADJOINT_FIGURE, ERROR_FIGURES, METRIC_NAMES
+from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
+from .key_findings import key_findings
 from .overview import overview
 from .recommendations import recommendations
 from .sweep_folder import SweepFolder

@@ -7,11 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..core.errors import InputError
-from ..storage.manifest_schema import read_manifest
 from ..axes.grid import CONFIG_COLUMNS
-from ..storage.results import MANIFEST, PARAM_ERRORS, PARAM_ERRORS_TABLE, PROFILE, PROFILE_TABLE, RESULTS, load_results, read_parquet
+from ..core.errors import InputError
 from ..measuring.yardsticks import with_context_columns
+from ..storage.manifest_schema import read_manifest
+from ..storage.results import MANIFEST, PARAM_ERRORS, PARAM_ERRORS_TABLE, PROFILE, PROFILE_TABLE, RESULTS, load_results, read_parquet
 
 # What the report cannot do without; the other columns are used where present.
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "failure_class", "failure_type", "failure_message", "skip_reason")

@@ -21,8 +21,8 @@ from contextlib import nullcontext
 
 import torch
 
-from ..emulation import active_emulation
 from ..axes.methods import METHODS, ExplicitRK
+from ..emulation import active_emulation
 from .report import SolveReport
 from .scaler import DynamicAdjointScaler
 from .unscale import unscale_and_check

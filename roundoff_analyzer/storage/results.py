@@ -16,17 +16,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..axes.grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
 from ..core.environment import os_error_line
 from ..core.errors import InputError
-from .folder_lock import LOCK, FolderLock
 from ..core.json_files import parse_json
-from ..axes.grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
-from ..measuring.measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
 from ..core.safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_links, remove_abandoned_temporaries
-from .table_schemas import TableSchema, read_table
-from .shard_integrity import SET_ASIDE, fingerprint_digest, set_aside, shard_problem, with_fingerprint
+from ..measuring.measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
 from ..measuring.yardstick_files import YARDSTICKS
 from ..measuring.yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
+from .folder_lock import LOCK, FolderLock
+from .shard_integrity import SET_ASIDE, fingerprint_digest, set_aside, shard_problem, with_fingerprint
+from .table_schemas import TableSchema, read_table
 
 MANIFEST = "manifest.json"
 TRAIN_MANIFEST = "train_manifest.json"  # a training's folder (training/folder.py): never a sweep's, even with --force

@@ -15,18 +15,18 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from ..core.safe_files import refuse_links
+from ..core.threads import torch_threads
 from ..core.version import __version__
 from ..storage.folder_lock import FolderLock
 from ..storage.results import atomic_write_parquet
-from ..core.safe_files import refuse_links
-from ..core.threads import torch_threads
+from ..storage.training_summary import summary_table
 from . import folder as train_folder
 from .files import load_resume
 from .log import from_columns, read_log, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
 from .planning import TrainPlan, option_strings, plan_training
 from .report import write_training_report
-from ..storage.training_summary import summary_table
 from .summary import setup_summary
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.

@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, conint, field_validator
 
+from ..axes.scaler_settings import ScalerSettings
+from ..core.errors import InputError
 from ..planning.config import axis_registry, load_libraries, merged, names_in, checked_data, load_toml
 from ..planning.config import validate as validate_schema
-from ..core.errors import InputError
-from ..axes.scaler_settings import ScalerSettings
 
 DEFAULT_ITERS = 2000
 DEFAULT_RESUME_EVERY = 100

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import InputError
-from ..storage.manifest_schema import read_train_manifest
-from ..storage.folder_lock import LOCK
-from ..storage.results import MANIFEST, TRAIN_MANIFEST, atomic_write_bytes, refuse_file_path, refuse_other_kind
 from ..core.safe_files import refuse_links
+from ..storage.folder_lock import LOCK
+from ..storage.manifest_schema import read_train_manifest
+from ..storage.results import MANIFEST, TRAIN_MANIFEST, atomic_write_bytes, refuse_file_path, refuse_other_kind
 from .files import CHECKPOINTS, RESUME
 
 KIND = "roundoff-train"

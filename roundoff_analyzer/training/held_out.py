@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from ..measuring.measure import time_grid
 from ..axes.models import Problem
+from ..measuring.measure import time_grid
 from ..solvers import odeint
 
 VALIDATION_METHOD = "rk4"

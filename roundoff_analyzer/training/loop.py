@@ -14,8 +14,8 @@ from typing import Callable, Protocol
 
 import torch
 
-from ..measuring.cpu_memory import cpu_peak_memory
 from ..core.devices import measured, synchronize
+from ..measuring.cpu_memory import cpu_peak_memory
 from . import log
 from .files import load_resume, save_checkpoint, save_resume
 from .held_out import validation_loss

@@ -10,15 +10,15 @@ import torch
 
 from ..axes.arithmetics import ARITHMETICS
 from ..axes.data import parse_data
-from ..core.devices import resolve_device
 from ..axes.dtypes import DTYPES
-from ..core.errors import InputError
-from ..core.safe_files import out_folder
 from ..axes.grid import file_safe
 from ..axes.models import ModelOptions, ModelSpec, Problem, parse_options, resolve_model
+from ..core.devices import resolve_device
+from ..core.errors import InputError
+from ..core.safe_files import out_folder
+from ..core.threads import ThreadChoice, choose_threads
 from ..planning.manifest import problem_hash
 from ..planning.sweep_plan import build_problem
-from ..core.threads import ThreadChoice, choose_threads
 from .config import TrainConfig, resolve, save_points
 from .files import load_resume
 from .folder import check_folder, setup_folder

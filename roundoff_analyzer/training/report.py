@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..core.version import __version__
 from ..core.errors import InputError
+from ..core.version import __version__
 from ..report import formatting as fmt
 from ..report.figures import save
 from ..storage.results import atomic_write_bytes
+from ..storage.table_schemas import read_table
+from ..storage.training_summary import SUMMARY_TABLE
 from . import folder as train_folder
 from .figure import LOSS_FIGURE, loss_figure
-from ..storage.table_schemas import read_table
 from .log import read_log
-from ..storage.training_summary import SUMMARY_TABLE
 from .summary import relative_to
 
 # The yardstick for "comparable accuracy": a final validation loss within 2% of the reference's.

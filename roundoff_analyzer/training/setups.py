@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.errors import InputError
 from ..axes.dtypes import DTYPES
 from ..axes.grid import Configuration, file_safe
 from ..axes.libraries import LIBRARIES
 from ..axes.methods import METHODS
 from ..axes.scalings import SCALINGS
+from ..core.errors import InputError
 from .config import TrainConfig
 
 REFERENCE_DTYPE = "float32"

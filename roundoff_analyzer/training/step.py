@@ -13,11 +13,11 @@ import torch
 from ..axes.arithmetics import ARITHMETICS, ArithmeticRequest
 from ..axes.dtypes import DTYPES
 from ..axes.libraries import LIBRARIES
-from ..measuring.measure import run_once, time_grid
 from ..axes.methods import METHODS
 from ..axes.models import Problem
 from ..axes.modes import MODES, ProblemCopies
 from ..axes.scalings import SCALINGS, ScalerSettings
+from ..measuring.measure import run_once, time_grid
 from .setups import TrainSetup
 
 # GradScaler's defaults: after this many finite steps in a row the loss scale grows by this factor.

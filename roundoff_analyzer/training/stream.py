@@ -11,8 +11,8 @@ from typing import Callable
 
 import torch
 
-from ..core.errors import InputError, one_line
 from ..axes.models import Problem
+from ..core.errors import InputError, one_line
 
 NO_SAMPLER = (
     "offers no batch sampler, and training draws a fresh batch every iteration; a factory of your own "

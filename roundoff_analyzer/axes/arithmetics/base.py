@@ -6,9 +6,9 @@ from typing import Protocol
 
 import torch
 
+from ...core.registry import Registry
 from ..dtypes import DtypeSpec
 from ..modes import Mode, PreparedRun, ProblemCopies
-from ...core.registry import Registry
 
 # Formats this narrow get per-tensor power-of-two scaling of low-precision op inputs and outputs, unless switched off.
 FP8_BITS = 8

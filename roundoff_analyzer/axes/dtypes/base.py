@@ -8,9 +8,9 @@ from functools import lru_cache
 
 import torch
 
-from ...emulation import NumberFormat
 from ...core.errors import one_line
 from ...core.registry import Registry
+from ...emulation import NumberFormat
 
 
 def format_of(name: str, dtype: torch.dtype) -> NumberFormat:

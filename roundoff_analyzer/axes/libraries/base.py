@@ -6,9 +6,9 @@ from typing import Protocol
 
 import torch
 
-from ..methods import Method
 from ...core.registry import Registry
 from ...solvers import DynamicAdjointScaler, SolveReport
+from ..methods import Method
 
 
 class SolverLibrary(Protocol):

@@ -10,14 +10,14 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 
-from ..names import LIBRARY_ENTRY_POINTS
 from ...core.errors import InputError, one_line
 from ...core.text import shortened
 from ...core.user_code import load_attribute, quit_line
+from ..names import LIBRARY_ENTRY_POINTS
 from .base import LIBRARIES, MISSING_LIBRARIES, SolverLibrary, UnavailableLibrary
 from .optional import LazyLibrary
 
-ENTRY_POINT_GROUP = LIBRARY_ENTRY_POINTS  # named in axis_names, which --help reads without importing this
+ENTRY_POINT_GROUP = LIBRARY_ENTRY_POINTS  # named in axes/names.py, which --help reads without importing this
 FORMS = "package.module:object or path/to/file.py:object"
 _MEMBERS = ("name", "description", "supports_adjoint_scaling", "unsupported_method_reason", "solve")
 

@@ -7,10 +7,10 @@ from typing import Any, Callable, Mapping, Protocol
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..data import Batch, DataRequest, parse_data
 from ...core.errors import InputError
 from ...core.registry import Registry
 from ...core.validation import location, phrase
+from ..data import Batch, DataRequest, parse_data
 
 Loss = Callable[[torch.Tensor], torch.Tensor]
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch's generators accept

@@ -17,9 +17,9 @@ from typing import Any, Callable
 import torch
 from pydantic import ConfigDict, Field, TypeAdapter, create_model
 
-from ..data import DataRequest
 from ...core.errors import InputError, one_line
 from ...core.user_code import load_attribute, quit_line
+from ..data import DataRequest
 from .base import SEED_RANGE, ModelOptions, Problem
 
 FORMS = "package.module:factory or path/to/file.py:factory"

@@ -8,8 +8,8 @@ from typing import Callable, Protocol
 
 import torch
 
-from ..models import Problem
 from ...core.registry import Registry
+from ..models import Problem
 
 
 @dataclass

@@ -7,8 +7,8 @@ from typing import Protocol, Sequence
 import torch
 
 from ...core.registry import Registry
-from ..scaler_settings import ScalerSettings
 from ...solvers import DynamicAdjointScaler
+from ..scaler_settings import ScalerSettings
 
 
 @dataclass
