@@ -21,6 +21,11 @@ _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)$")
 ABANDONED_SHARD_TEMPORARY_S = 300.0
 
 
+def is_temporary_name(name: str) -> bool:
+    """A `.NAME.tmp-PID` file: what an atomic write leaves while it writes, or when its process was killed."""
+    return _TEMPORARY.match(name) is not None
+
+
 def temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 

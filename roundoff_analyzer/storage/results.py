@@ -24,6 +24,7 @@ from ..core.safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_
 from ..measuring.measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
 from ..measuring.yardstick_files import YARDSTICKS
 from ..measuring.yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
+from .folder_kind import refuse_foreign_folder, refuse_unwritable
 from .folder_lock import LOCK, FolderLock
 from .shard_integrity import SET_ASIDE, fingerprint_digest, set_aside, shard_problem, with_fingerprint
 from .table_schemas import TableSchema, read_table
@@ -111,6 +112,27 @@ def refuse_file_path(root: Path) -> None:
         raise InputError(f"cannot create the output folder '{root}': a part of the path is a file, not a folder ({blocking})")
 
 
+# What a sweep may have written before its manifest (a lock, an empty shards folder), or beside a manifest that no
+# longer reads (the shards say what they are): a folder holding only these is taken as one the sweep created.
+_BEFORE_MANIFEST = (LOCK, SHARDS, SET_ASIDE, YARDSTICKS, "slurm")
+
+
+def _manifest_json(root: Path) -> object:
+    try:
+        return parse_json((Path(root) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def refuse_foreign_sweep_folder(root: Path) -> None:
+    """Refuse a non-empty folder that is no sweep's (see storage/folder_kind.py); a `manifest.json` of another tool
+    counts as the user's file."""
+    manifest = _manifest_json(root)
+    ours = isinstance(manifest, dict) and manifest.get("tool") == "roundoff-analyzer"
+    foreign_manifest = isinstance(manifest, dict) and not ours
+    refuse_foreign_folder(root, "a sweep", lambda _: ours, _BEFORE_MANIFEST if foreign_manifest else (*_BEFORE_MANIFEST, MANIFEST))
+
+
 class ResultStore:
     def __init__(self, root: Path, fingerprint: Any = None, settings: dict[str, Any] | None = None) -> None:
         self.root = Path(root)
@@ -127,7 +149,9 @@ class ResultStore:
         """Refuse a file where the folder should be, and a folder holding a different sweep unless `force`; writes
         nothing, so that bad input is found before anything is printed."""
         refuse_file_path(self.root)
+        refuse_unwritable(self.root)
         refuse_other_kind(self.root, "a sweep", TRAIN_MANIFEST, "a training")
+        refuse_foreign_sweep_folder(self.root)
         refuse_links(self.root, WRITTEN_ENTRIES)
         existing = self.read_manifest() if self.root.is_dir() else None
         found = existing.get("fingerprint") if existing is not None else None
@@ -151,6 +175,7 @@ class ResultStore:
             raise InputError(f"cannot create the output folder: {os_error_line(exc)}") from None
         refuse_links(self.root, WRITTEN_ENTRIES)
         refuse_other_kind(self.root, "a sweep", TRAIN_MANIFEST, "a training")
+        refuse_foreign_sweep_folder(self.root)
         try:
             self.lock.acquire()
         except OSError as exc:

@@ -10,6 +10,8 @@ from typing import Any
 
 from ..core.errors import InputError
 from ..core.safe_files import refuse_links
+from ..core.json_files import parse_json
+from ..storage.folder_kind import refuse_foreign_folder, refuse_unwritable
 from ..storage.folder_lock import LOCK
 from ..storage.manifest_schema import read_train_manifest
 from ..storage.results import MANIFEST, TRAIN_MANIFEST, atomic_write_bytes, refuse_file_path, refuse_other_kind
@@ -43,9 +45,12 @@ def check_folder(root: Path, fingerprint: dict[str, Any], force: bool) -> dict |
     the manifest of the same training found there (to resume it), else None. Writes nothing."""
     root = Path(root)
     refuse_file_path(root)
+    refuse_unwritable(root)
     if not root.is_dir():
         return None
     refuse_other_kind(root, "a training", MANIFEST, "a sweep")
+    # Before its manifest a training has written at most its lock; a manifest that no longer reads is its own to judge.
+    refuse_foreign_folder(root, "a training", _holds_training, (LOCK, TRAIN_MANIFEST))
     refuse_links(root, WRITTEN_ENTRIES)
     manifest = read_manifest(root) if not force else _readable_manifest(root)
     if manifest is None:
@@ -61,6 +66,14 @@ def check_folder(root: Path, fingerprint: dict[str, Any], force: bool) -> dict |
         f"output folder '{root}' holds a different training (differs in: {', '.join(differs) or 'everything'}); "
         "use another --out, or --force to replace it"
     )
+
+
+def _holds_training(root: Path) -> bool:
+    try:
+        manifest = parse_json((root / TRAIN_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("kind") == KIND
 
 
 def _readable_manifest(root: Path) -> dict | None:
