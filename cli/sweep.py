@@ -15,7 +15,7 @@ from roundoff_analyzer.core.text import printable
 from roundoff_analyzer.planning import config as sweep_config
 
 from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
-from .interrupts import report_environment_failure, report_incomplete, report_interrupted, stop_after_current
+from .interrupts import StopRequests, report_environment_failure, report_incomplete, report_interrupted, stop_after_current
 from .judgement import print_judgement
 
 
@@ -82,6 +82,10 @@ def sweep(
         None, "--fp8-scaling/--no-fp8-scaling", metavar="", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on).",
         rich_help_panel=SCALING,
     ),
+    allow_oom: Optional[bool] = typer.Option(
+        None, "--allow-oom", metavar="", help="Run a grid whose estimated memory is far beyond the device's, recording what cannot fit as oom rows.",
+        rich_help_panel=EXECUTION,
+    ),
     cpu_memory: Optional[bool] = typer.Option(
         None, "--cpu-memory", metavar="", help="On the CPU, measure peak memory too (one extra, untimed run per configuration).",
         rich_help_panel=EXECUTION,
@@ -111,6 +115,7 @@ def sweep(
         "repeats": repeats,
         "timeout": timeout,
         "cpu_memory": cpu_memory,
+        "allow_oom": allow_oom,
         "loss_scale": loss_scale,
         "noise_batches": noise_batches,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
@@ -141,18 +146,19 @@ def sweep(
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
     if plan.threads:
         console.print(f"torch threads: {plan.threads.threads} per process ({plan.threads.reason})", highlight=False, markup=False)
+    stop = StopRequests()
     try:
-        with RichProgress(console) as progress, stop_after_current(console) as stop_requested:
-            result = api.run_sweep(planned, force=force, report=not no_report, progress=progress, stop_requested=stop_requested)
+        with RichProgress(console) as progress, stop_after_current(console, stop=stop):
+            result = api.run_sweep(planned, force=force, report=not no_report, progress=progress, stop_requested=stop)
     except sweeping.SweepInterrupted as stopped:
-        report_interrupted(stderr, stopped)
+        report_interrupted(stderr, stopped, stop.exit_code)
     except sweeping.SweepIncomplete as incomplete:
         report_incomplete(stderr, incomplete)
     except sweeping.EnvironmentFailure as failure:
         report_environment_failure(stderr, failure)
     except KeyboardInterrupt:
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
-        report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir))
+        report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir), stop.exit_code)
     outcome = result.run
     console.print(results_table(result.results, title=f"{plan.model.name}: error against the float64 reference"))
     print_judgement(console, result.results, out_dir)

@@ -10,12 +10,13 @@ from rich.markup import escape
 from rich.table import Table
 
 # The training's schema imports neither torch nor pandas: --help shows its defaults at once.
+from roundoff_analyzer.core.breakpoints import inert_breakpoints
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.core.text import printable
 from roundoff_analyzer.training.config import TrainConfig
 
 from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
-from .interrupts import EXIT_INTERRUPTED, stop_after_current
+from .interrupts import StopRequests, stop_after_current
 from .train_progress import TrainRichProgress
 
 if TYPE_CHECKING:
@@ -93,16 +94,17 @@ def train(
     console.print(f"data: {plan.problem.data_source}; setups: {', '.join(s.label for s in plan.setups)}", highlight=False, markup=False)
     for entry in plan.left_out:
         console.print(f"left out: {entry}", highlight=False, markup=False)
+    stop = StopRequests()
     try:
-        with TrainRichProgress(console) as progress, stop_after_current(console, "the iteration in progress") as stop_requested:
-            result = training.run(plan, progress=progress, stop_requested=stop_requested)
+        with TrainRichProgress(console) as progress, stop_after_current(console, "the iteration in progress", stop), inert_breakpoints():
+            result = training.run(plan, progress=progress, stop_requested=stop)
     except training.TrainingInterrupted as stopped:
         stderr.print(f"interrupted: {stopped}; run the same command again to resume", highlight=False, markup=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(stop.exit_code) from None
     except KeyboardInterrupt:  # a second Ctrl-C: the last resume state written stays
         stderr.print(f"interrupted: the last saved state of each setup is in {printable(plan.out)}; run the same command again to resume",
                      highlight=False, markup=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(stop.exit_code) from None
     console.print(_summary_table(result.summary))
     console.print(f"log: {result.folder / LOG}; summary: {result.folder / SUMMARY}; report: {result.folder / REPORT}", highlight=False)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
+from .core.breakpoints import inert_breakpoints
 from .core.safe_files import out_folder
 from .execution import engine as sweeping
 from .execution.base import Progress
@@ -85,7 +86,8 @@ def run_sweep(
 ) -> SweepResult:
     """Run what the folder does not hold yet; write the report unless `report` is False. Raises
     sweep.SweepInterrupted / SweepIncomplete when configurations are left without a result."""
-    outcome = sweeping.run(planned.plan, planned.out, progress=progress, force=force, stop_requested=stop_requested)
+    with inert_breakpoints():  # a breakpoint() left in the user's model must not hold a batch sweep at a pdb prompt
+        outcome = sweeping.run(planned.plan, planned.out, progress=progress, force=force, stop_requested=stop_requested)
     if report:
         write_report(planned.out)
     loaded = load(planned.out)

@@ -20,6 +20,7 @@ from typing import Iterator
 
 import torch
 
+from ..core.breakpoints import make_breakpoints_inert
 from ..core.devices import resolve_device
 from ..core.environment import os_error_line
 from ..core.errors import one_line
@@ -46,6 +47,7 @@ def worker_devices(device: torch.device, n_workers: int) -> list[str]:
 def worker_main(index: int, setup: WorkerSetup, tasks, events, stop, parent_pid: int) -> None:
     """A worker process: take groups until the queue says None or a stop is requested; report every step."""
     die_with_parent(parent_pid)
+    make_breakpoints_inert()  # a fork server's process started before the sweep set the variable
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         worker = Worker(setup)

@@ -6,6 +6,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..axes.grid import Configuration
+from ..core.breakpoints import make_breakpoints_inert
 from ..core.errors import one_line
 from .slurm_arrays import ArrayLog, this_task
 from .worker import Worker, WorkerSetup
@@ -18,6 +19,7 @@ def task_threads() -> int:
 
 def run_array_task(setup: WorkerSetup, group: list[Configuration]) -> dict:
     """Measure the group into the sweep folder's shards, and leave a report for the process watching the array."""
+    make_breakpoints_inert()  # nobody sits at a Slurm task's debugger prompt
     log = ArrayLog(Path(setup.out_dir))
     try:
         worker = Worker(replace(setup, threads=task_threads()))

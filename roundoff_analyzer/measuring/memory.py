@@ -1,10 +1,14 @@
 """Memory that can never fit, found before anything is allocated.
 
-Two lower bounds, each against everything the device has (not what is free now, which changes):
+Lower bounds, each against everything the device has (not what is free now, which changes):
 the problem itself (its float32 weights and batch plus the float64 copy the reference needs), found
-by building it on PyTorch's `meta` device, where nothing is allocated; and one configuration's float64
-reference trajectory, (n_timesteps + 1) states of y0's size. A problem over the bound is bad input (exit
-2); a configuration over it is an `oom` row that never ran.
+by building it on PyTorch's `meta` device, where nothing is allocated; one configuration's float64
+reference trajectory and its own float32 one, (n_timesteps + 1) states of y0's size each; and the
+yardsticks' fine reference (discretisation.py): its grid of exact fractions while it is built, its float64
+trajectory, the cotangent of the same size and the tape of RK4's four stages per step. A problem over the
+bound is bad input (exit 2); a configuration over it is an `oom` row that never ran, a fine reference over
+it leaves the context columns empty; a grid whose largest need is more than FAR_BEYOND times the device is
+refused before anything runs, unless asked for (`allow_oom`).
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import os
 import torch
 
 from ..core.errors import InputError
+from .discretisation import fine_steps
 from .failures import OOM, Failure
 
 FLOAT32_AND_FLOAT64 = 4 + 8  # bytes per element: the problem and its reference copy
@@ -60,11 +65,57 @@ def allocation_failed(exc: BaseException) -> bool:
     return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in text or "out of memory" in text
 
 
+# Bytes per state value a configuration holds at least: its float64 reference trajectory and its own float32 one.
+CONFIGURATION_BYTES_PER_VALUE = 8 + 4
+# Per state value of the fine reference: its float64 trajectory, the cotangent as large, and RK4's four stages on the tape.
+FINE_BYTES_PER_VALUE = 8 * (1 + 1 + 4)
+# Per point of the fine grid while it is built (fine_grid): a Fraction with its two integers, in a list and a dict.
+FINE_BYTES_PER_POINT = 200
+# A grid needing more than this many times the device's memory is refused unless asked for (allow_oom).
+FAR_BEYOND = 2
+
+
+def configuration_bytes(n_timesteps: int, n_values: int) -> int:
+    """A lower bound of what one configuration holds at once: its reference's and its own trajectory."""
+    return (n_timesteps + 1) * n_values * CONFIGURATION_BYTES_PER_VALUE
+
+
+def fine_reference_bytes(timesteps: list[int], n_values: int) -> int:
+    """A lower bound of what the yardsticks' fine reference holds at once (its larger solve, of fine_steps steps)."""
+    points = fine_steps(timesteps) + 1
+    return points * (n_values * FINE_BYTES_PER_VALUE + FINE_BYTES_PER_POINT)
+
+
 def configuration_oom(n_timesteps: int, y0: torch.Tensor, device: torch.device) -> Failure | None:
-    """An `oom` failure when the configuration's float64 reference trajectory alone exceeds the device."""
+    """An `oom` failure when the configuration's trajectories alone exceed the device."""
     capacity = capacity_bytes(device)
-    needed = (n_timesteps + 1) * y0.numel() * 8
+    needed = configuration_bytes(n_timesteps, y0.numel())
     if capacity is None or needed <= capacity:
         return None
-    return Failure(OOM, "MemoryEstimate", f"the float64 reference trajectory alone needs {gigabytes(needed)} "
-                   f"({n_timesteps + 1} states of {y0.numel()} values); {device} has {gigabytes(capacity)}; not run")  # fmt: skip
+    return Failure(OOM, "MemoryEstimate", f"the float64 reference trajectory and the run's own alone need {gigabytes(needed)} "
+                   f"({n_timesteps + 1} states of {y0.numel()} values each); {device} has {gigabytes(capacity)}; not run")  # fmt: skip
+
+
+def fine_reference_oom(timesteps: list[int], y0: torch.Tensor, device: torch.device) -> str | None:
+    """Why the fine reference is not computed (its estimate exceeds the device), or None."""
+    capacity, needed = capacity_bytes(device), fine_reference_bytes(timesteps, y0.numel())
+    if capacity is None or needed <= capacity:
+        return None
+    return (f"oom: the fine reference ({fine_steps(timesteps)} RK4 steps of {y0.numel()} values) needs at least {gigabytes(needed)}; "
+            f"{device} has {gigabytes(capacity)}; not computed")  # fmt: skip
+
+
+def check_grid_fits(timesteps: list[int], y0: torch.Tensor, device: torch.device) -> None:
+    """Refuse a grid whose largest need (a configuration's, or the fine reference's) is far beyond the device: a
+    typing slip (--timesteps 100000000) is told in a second rather than found after minutes of oom rows."""
+    capacity = capacity_bytes(device)
+    if capacity is None:
+        return
+    largest = max(timesteps)
+    needs = {f"n_timesteps {largest}": configuration_bytes(largest, y0.numel()), f"the fine reference ({fine_steps(timesteps)} RK4 steps)": fine_reference_bytes(timesteps, y0.numel())}
+    what, needed = max(needs.items(), key=lambda item: item[1])
+    if needed > FAR_BEYOND * capacity:
+        raise InputError(
+            f"{what} needs at least {gigabytes(needed)} ({y0.numel()} state values), more than {FAR_BEYOND} times all the "
+            f"memory of {device} ({gigabytes(capacity)}); use smaller --timesteps, or --allow-oom to record what cannot fit as oom rows"
+        )

@@ -15,6 +15,7 @@ from ..core.errors import one_line
 from . import metrics
 from .discretisation import FineReference, FineSolution, combine_fine, fine_steps, solve_on_fine_grid
 from .gradient_noise import NOISE_TIMESTEPS, GradientNoise, batch_gradients, noise_from
+from .memory import fine_reference_oom
 from .yardstick_files import YardstickFiles
 
 # (error column suffix, what is compared): the errors that get a discretisation twin and a roundoff/disc ratio.
@@ -119,6 +120,9 @@ class Yardsticks:
         return self._pieces[piece]
 
     def _solve_fine(self, coarsening: int) -> dict:
+        too_large = fine_reference_oom(self.timesteps, self.copies.problem.y0, self.device)
+        if too_large:  # before the grid is built: its points alone may exceed the machine
+            return {"failure": too_large}
         started = time.perf_counter()
         try:
             solved = solve_on_fine_grid(self.copies, self.timesteps, fine_steps(self.timesteps) // coarsening, self.device)

@@ -152,6 +152,8 @@ class SweepConfig(BaseModel):
     rounding: list[str] | None = Field(None, description="nearest, stochastic (emulated arithmetic only; default nearest)")
     cpu_memory: bool = Field(False, description="on the CPU, fill peak_memory_bytes from the allocator's profiler events, "
                              "in one extra untimed run per configuration")  # fmt: skip
+    allow_oom: bool = Field(False, description="run a grid whose estimated memory is far beyond the device's, recording what "
+                            "cannot fit as oom rows (without it such a grid is refused)")  # fmt: skip
     fp8_scaling: bool = Field(True, description="emulated formats of 8 bits or fewer: per-tensor power-of-two scaling of low-precision op inputs and outputs")
 
     @field_validator("rounding", mode="after")

@@ -91,6 +91,8 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
     build_on, data = device if executor.runs_here else torch.device("cpu"), parse_data(config.data) if config.data else None
     problem = build_problem(model, options, build_on, data, bound_memory=not checked)
+    if not checked and not config.allow_oom and executor.runs_here:
+        memory.check_grid_fits(list(grid.timesteps), problem.y0, device)
     if config.loss_scale != 1.0:
         problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
     checkpoints = load_checkpoints(problem, files, model.name)
