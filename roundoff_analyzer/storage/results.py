@@ -26,7 +26,9 @@ from ..measuring.yardstick_files import YARDSTICKS
 from ..measuring.yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
 from .folder_kind import refuse_foreign_folder, refuse_unwritable
 from .folder_lock import LOCK, FolderLock
-from .shard_integrity import SET_ASIDE, fingerprint_digest, set_aside, shard_problem, with_fingerprint
+from .shard_integrity import (
+    HASH_SUFFIX, SET_ASIDE, content_hash, fingerprint_digest, hash_path, hash_problem, set_aside, shard_problem, with_fingerprint,
+)
 from .table_schemas import TableSchema, read_table
 
 MANIFEST = "manifest.json"
@@ -35,6 +37,7 @@ RESULTS = "results.parquet"
 PARAM_ERRORS = "param_errors.parquet"
 PROFILE = "profile.parquet"
 SHARDS = "shards"
+SHARD_HASHES = "shard_hashes"  # in the manifest: every shard's content hash is recorded beside it
 
 _CONFIG_FIELDS = [
     pa.field("model", pa.string()), pa.field("library", pa.string()), pa.field("method", pa.string()),
@@ -204,12 +207,20 @@ class ResultStore:
                 "use another --out, or --force to replace it"
             )
         if existing is not None and found != manifest["fingerprint"] and self.shards.is_dir():
-            for shard in [*self.shards.glob("*.parquet"), *(self.root / YARDSTICKS).glob("*.pt")]:
+            for shard in [*self.shards.glob("*.parquet"), *self.shards.glob(f"*{HASH_SUFFIX}"), *(self.root / YARDSTICKS).glob("*.pt")]:
                 shard.unlink()  # unlink removes a link itself; `shards` and `yardsticks` are no links (refused above)
         self.shards.mkdir(exist_ok=True)
         if existing is not None and found == manifest["fingerprint"]:
             manifest = {**manifest, "created_at": existing.get("created_at", manifest.get("created_at"))}
-        self.write_manifest(manifest)
+            if not existing.get(SHARD_HASHES):
+                self._hash_unhashed_shards()
+        self.write_manifest({**manifest, SHARD_HASHES: True})
+
+    def _hash_unhashed_shards(self) -> None:
+        """A folder from before content hashes: its shards are hashed as they are, once; from then on they must match."""
+        for shard in self.shards.glob("*.parquet"):
+            if shard.is_file() and not shard.is_symlink() and not hash_path(shard).exists():
+                atomic_write_bytes(hash_path(shard), content_hash(shard.read_bytes()).encode())
 
     def close(self) -> None:
         self.lock.release()
@@ -247,6 +258,7 @@ class ResultStore:
                 done.add(config_id)
                 continue
             problem = shard_problem(path, SHARD_SCHEMA, self.digest, config_id, lambda key: Configuration(**key).id, self.settings)
+            problem = problem or hash_problem(path)
             if problem is None:
                 self._verified[config_id] = (stat.st_mtime_ns, stat.st_size)
                 done.add(config_id)
@@ -269,7 +281,13 @@ class ResultStore:
         self.before_write()
         row = {**measurement.row, "parameter_errors": measurement.parameter_errors, "profile": measurement.profile}
         table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest, self.settings)
-        atomic_write_parquet(table, self.shards / f"{config.id}.parquet")
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        data = sink.getvalue().to_pybytes()
+        path = self.shards / f"{config.id}.parquet"
+        # The hash first: a shard never stands without it, and a hash left without its shard (a crash between) is overwritten.
+        atomic_write_bytes(hash_path(path), content_hash(data).encode())
+        atomic_write_bytes(path, data)
 
     def read_row(self, config: Configuration) -> dict[str, Any]:
         """One finished configuration's row, as `measure` produced it (for progress shown from shards written elsewhere)."""

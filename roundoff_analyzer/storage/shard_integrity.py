@@ -4,6 +4,11 @@ Every shard carries the digest of the sweep's fingerprint in its Parquet metadat
 with another one, that does not read back, or that holds another configuration than its name says
 was not written by this sweep (a foreign sweep, a crash, a full disk): it is moved to `set_aside/`,
 never deleted, and its configuration runs again.
+
+The digest in the metadata is no secret, so a shard edited by hand with its metadata kept would still
+pass: each shard's content hash (SHA-256 of its bytes) is therefore recorded beside it when it is written
+(`shards/<id>.sha256`), and a shard whose bytes do not match it is set aside as well. Shards of a folder
+written before hashes were recorded are hashed once, as they are, when the folder is next opened.
 """
 from __future__ import annotations
 
@@ -80,6 +85,32 @@ def shard_problem(path: Path, schema: pa.Schema, digest: str | None, expected_id
     return None
 
 
+HASH_SUFFIX = ".sha256"
+
+
+def hash_path(shard: Path) -> Path:
+    return shard.with_suffix(HASH_SUFFIX)
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def hash_problem(shard: Path) -> str | None:
+    """Why the shard's bytes are not those written (None when they are)."""
+    try:
+        recorded = hash_path(shard).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return "without the content hash recorded when it was written"
+    try:
+        data = shard.read_bytes()
+    except OSError:
+        return "damaged (it does not read back whole)"
+    if content_hash(data) != recorded:
+        return "changed since it was written (its content hash differs)"
+    return None
+
+
 def set_aside(root: Path, path: Path) -> Path:
     """Move `path` into `root/set_aside/` under a name not taken yet; returns where it went."""
     folder = root / SET_ASIDE
@@ -90,4 +121,7 @@ def set_aside(root: Path, path: Path) -> Path:
         target = folder / f"{path.name}.{n}"
         n += 1
     path.rename(target)  # rename moves a link itself, never its target
+    recorded = hash_path(path)
+    if recorded.is_file() and not recorded.is_symlink():
+        recorded.rename(target.with_name(target.name + HASH_SUFFIX))
     return target
