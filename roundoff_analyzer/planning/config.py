@@ -241,11 +241,26 @@ def validate(values: dict[str, Any], source: str = "command line", schema: type[
     try:
         return schema(**values)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        message = phrase(err)
-        if err["type"] == "extra_forbidden":
-            message = f"unknown key; allowed: {', '.join(_keys_at(err['loc'], schema))}"
-        raise InputError(f"{f'{source}: ' if source else ''}'{location(err)}' {message}") from None
+        errors = exc.errors()
+        unknown = [err for err in errors if err["type"] == "extra_forbidden"]
+        prefix = f"{source}: " if source else ""
+        if unknown:  # every unknown key at once: a file with three typos is not fixed in three attempts
+            raise InputError(f"{prefix}{_unknown_keys(unknown, schema)}") from None
+        err = errors[0]
+        raise InputError(f"{prefix}'{location(err)}' {phrase(err)}") from None
+
+
+def _unknown_keys(errors: list[dict], schema: type[BaseModel]) -> str:
+    """`'a', 'b': unknown keys; allowed: ...`, for each table that holds some (the top level, [slurm], ...)."""
+    tables: dict[tuple, list[dict]] = {}
+    for err in errors:
+        tables.setdefault(tuple(err["loc"][:-1]), []).append(err)
+    parts = []
+    for table, found in tables.items():
+        where = f" in [{location({'loc': table})}]" if table else ""
+        names = ", ".join(repr(location(err)) for err in found)
+        parts.append(f"{names}: unknown key{'s' if len(found) > 1 else ''}; allowed{where}: {', '.join(_keys_at(found[0]['loc'], schema))}")
+    return "; ".join(parts)
 
 
 def _keys_at(loc: tuple, model: type[BaseModel]) -> list[str]:
