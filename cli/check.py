@@ -48,6 +48,7 @@ def check(
     # Here, not at the top: `roundoff --help` and the other commands start without pandas and torch.
     from roundoff_analyzer.judging import baseline as baselines
     from roundoff_analyzer.judging.check import compare, parse_tolerances, share_nothing
+    from roundoff_analyzer.judging.environments import environment_differences
     from roundoff_analyzer.judging.check_output import REPORTED, headline, junit_xml, markdown_summary, only_on_one_side
     from roundoff_analyzer.storage.results import load_results
 
@@ -66,6 +67,10 @@ def check(
         console.print(printable(line), highlight=False, markup=False, soft_wrap=True)
     if any(not comparison.with_verdict(verdict).empty for verdict, _ in REPORTED):
         console.print(changes_table(comparison))
+        differs = environment_differences(baseline_results, new_results)
+        if differs:  # a change measured elsewhere may be the machine's, not the code's
+            console.print(f"the environment differs from the baseline's: {printable('; '.join(differs))}", highlight=False, markup=False,
+                          soft_wrap=True)
     style = "red" if comparison.regressed else "green"
     console.print(f"[bold {style}]{headline(comparison)}[/]. {comparison.summary()}. Tolerance: {comparison.tolerances.describe()}.", highlight=False)
     if markdown:
@@ -102,6 +107,7 @@ def _compare_setups(results: Path, baseline: Path, allow_different: bool) -> str
 
 
 def changes_table(comparison: Comparison) -> Table:
+    from roundoff_analyzer.judging.environments import environment_differences
     from roundoff_analyzer.judging.check_output import REPORTED, configuration_name
 
     table = Table(title="roundoff check: what changed against the baseline", header_style="bold")

@@ -12,6 +12,7 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     """Verdict lines, then per dtype the answer and its code lines. `shown`: how many rows a filter left in the table
     above, which the verdict and the answer do not judge (they judge the whole sweep, and say so)."""
     from roundoff_analyzer.core.errors import InputError
+    from roundoff_analyzer.judging.environments import mixed_environments
     from roundoff_analyzer.report.answer_section import answer_lines
     from roundoff_analyzer.report.verdict_section import verdict_lines
     from roundoff_analyzer.judging.setups import read_setup
@@ -25,6 +26,9 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
             f"the verdict and the answer judge the whole sweep ({len(results)} configurations), not only the {shown} "
             "that --where shows", highlight=False, markup=False,
         )  # fmt: skip
+    mixed = mixed_environments(results)
+    if mixed:
+        console.print(f"environments: {printable(mixed)}", highlight=False, markup=False)
     for line in verdict_lines(results):
         console.print(f"verdict: {printable(line.replace('**', ''))}", highlight=False, markup=False)
     for line in answer_lines(results, device):

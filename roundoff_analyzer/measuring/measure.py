@@ -26,6 +26,7 @@ from ..core.user_code import quit_line
 from ..solvers import SolveReport
 from . import failures, metrics
 from .cpu_memory import cpu_peak_memory
+from .environment_columns import environment_columns
 from .failures import Failure
 from .memory import configuration_oom
 from .significance import quantities, significant_digits
@@ -190,6 +191,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     arithmetic = ARITHMETICS.get(config.arithmetic)
     row = _empty_row(config, dtype)
     row["train_iteration"] = context.train_iteration
+    row.update(environment_columns(context.device))
     row["fp8_scaling"] = tensor_scaling(dtype, config.arithmetic, context.fp8_scaling)
 
     skip = scaling.skip_reason(library) or library.unsupported_method_reason(method) or arithmetic.skip_reason(dtype, config.rounding)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..core.version import __version__
+from ..judging.environments import mixed_environments
 from . import formatting as fmt
 from . import tables
 from .along_training import along_training_section, judged_rows, scope_note
@@ -34,6 +35,9 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
     ]
     if note:
         lines += [note, ""]
+    mixed = mixed_environments(every_checkpoint)
+    if mixed:
+        lines += [f"**Mixed environments:** {mixed[:1].upper()}{mixed[1:]}.", ""]
     # What a reader acts on comes first; the detail that backs it follows.
     sections = (
         answer_section(results, sweep.manifest.get("device")),

@@ -21,6 +21,7 @@ from ..core.environment import os_error_line
 from ..core.errors import InputError
 from ..core.json_files import parse_json
 from ..core.safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_links, remove_abandoned_temporaries
+from ..measuring.environment_columns import ENVIRONMENT_COLUMNS
 from ..measuring.measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
 from ..measuring.yardstick_files import YARDSTICKS
 from ..measuring.yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
@@ -64,6 +65,7 @@ RESULT_SCHEMA = pa.schema(
     + [pa.field(name, pa.int64() if name in INTEGER_CONTEXT_COLUMNS else pa.float64()) for name in CONTEXT_COLUMNS]
     + [pa.field(name, pa.float64() if name in ("rtol", "atol") else pa.int64()) for name in STEP_COLUMNS]
     + [pa.field("train_iteration", pa.int64())]  # of the row's checkpoint, from the file beside its weights (null: unknown)
+    + [pa.field(name, pa.string()) for name in ENVIRONMENT_COLUMNS]  # where the row was measured (null: before they were recorded)
 )  # fmt: skip
 
 PARAM_FIELDS = [pa.field("parameter", pa.string()), pa.field("grad_rel_err", pa.float64()), pa.field("grad_rel_err_over_u", pa.float64())]

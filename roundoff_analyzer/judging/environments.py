@@ -1,0 +1,39 @@
+"""Which environments a results table was measured in (measuring/environment_columns.py), as pure functions over it:
+whether a folder mixes them, and what differs between a baseline's and a new sweep's."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..measuring.environment_columns import ENVIRONMENT_COLUMNS
+
+_IN_WORDS = {"torch_version": "torch", "device_name": "device", "compute_capability": "compute capability"}
+
+
+def environments(results: pd.DataFrame) -> dict[str, list[str]]:
+    """Each environment column's distinct values, in order of first appearance; rows written before the columns
+    existed (null) count as unknown and are left out."""
+    found = {}
+    for column in ENVIRONMENT_COLUMNS:
+        if column in results.columns:
+            values = [str(v) for v in results[column].dropna().unique()]
+            if values:
+                found[column] = values
+    return found
+
+
+def mixed_environments(results: pd.DataFrame) -> str | None:
+    """One line when the rows were measured in more than one environment (None when they were not)."""
+    mixed = {column: values for column, values in environments(results).items() if len(values) > 1}
+    if not mixed:
+        return None
+    described = "; ".join(f"{_IN_WORDS[column]} {' / '.join(values)}" for column, values in mixed.items())
+    return (f"these rows were measured in more than one environment ({described}): bits may differ between them, "
+            "so compare rows of one environment (the columns torch_version, device_name, compute_capability say which)")  # fmt: skip
+
+
+def environment_differences(baseline: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """What differs between the baseline's environment and the new rows' (empty where either is unknown)."""
+    before, after = environments(baseline), environments(new)
+    return [f"{_IN_WORDS[column]}: {' / '.join(before[column])} in the baseline, {' / '.join(after[column])} now"
+            for column in ENVIRONMENT_COLUMNS
+            if column in before and column in after and before[column] != after[column]]  # fmt: skip
