@@ -11,6 +11,7 @@ from rich.markup import escape
 
 # The schema and the scaler's settings import neither torch nor pandas: --help shows their defaults at once.
 from roundoff_analyzer.axes.scaler_settings import ScalerSettings
+from roundoff_analyzer.core.breakpoints import inert_breakpoints
 from roundoff_analyzer.core.text import printable
 from roundoff_analyzer.planning import config as sweep_config
 
@@ -31,6 +32,7 @@ def _default(field: str, fields=_FIELDS) -> str:
 
 
 @reports_input_errors
+@inert_breakpoints()  # from the model's first evaluation (the plan checks it) to the last row: nobody sits at a pdb prompt
 def sweep(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to sweep (see `roundoff list`); required unless the config file names it.", rich_help_panel=MODEL),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the sweep; options given here override it.", rich_help_panel=MODEL),

@@ -40,6 +40,7 @@ def _single_int(value: Optional[str], what: str) -> Optional[int]:
 
 
 @reports_input_errors
+@inert_breakpoints()  # from the model's first evaluation (the plan checks it) to the last iteration
 def train(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to train (see `roundoff list`); required unless the config file names it.", rich_help_panel=MODEL),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the training; options given here override it.", rich_help_panel=MODEL),
@@ -96,7 +97,7 @@ def train(
         console.print(f"left out: {entry}", highlight=False, markup=False)
     stop = StopRequests()
     try:
-        with TrainRichProgress(console) as progress, stop_after_current(console, "the iteration in progress", stop), inert_breakpoints():
+        with TrainRichProgress(console) as progress, stop_after_current(console, "the iteration in progress", stop):
             result = training.run(plan, progress=progress, stop_requested=stop)
     except training.TrainingInterrupted as stopped:
         stderr.print(f"interrupted: {stopped}; run the same command again to resume", highlight=False, markup=False)

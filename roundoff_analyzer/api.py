@@ -63,6 +63,7 @@ class PlannedSweep:
     out: Path
 
 
+@inert_breakpoints()  # the plan evaluates the model once: a breakpoint() there must not stop a script either
 def plan_sweep(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None,
                force: bool = False, source: str = "", **settings: Any) -> PlannedSweep:  # fmt: skip
     """Validate a sweep without running it. `settings` are the keys of a config file (`timesteps`, `dtype`,

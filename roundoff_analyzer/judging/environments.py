@@ -26,7 +26,8 @@ def mixed_environments(results: pd.DataFrame) -> str | None:
     mixed = {column: values for column, values in environments(results).items() if len(values) > 1}
     if not mixed:
         return None
-    described = "; ".join(f"{_IN_WORDS[column]} {' / '.join(values)}" for column, values in mixed.items())
+    counts = {column: results[column].astype(str).value_counts() for column in mixed}
+    described = "; ".join(f"{_IN_WORDS[column]} {' / '.join(f'{v} ({counts[column][v]} rows)' for v in values)}" for column, values in mixed.items())
     return (f"these rows were measured in more than one environment ({described}): bits may differ between them, "
             "so compare rows of one environment (the columns torch_version, device_name, compute_capability say which)")  # fmt: skip
 

@@ -216,7 +216,7 @@ class ResultStore:
             manifest = {**manifest, "created_at": existing.get("created_at", manifest.get("created_at"))}
             if not existing.get(SHARD_HASHES):
                 self._hash_unhashed_shards()
-        self.write_manifest({**manifest, SHARD_HASHES: True})
+        self.write_manifest(manifest)
 
     def _hash_unhashed_shards(self) -> None:
         """A folder from before content hashes: its shards are hashed as they are, once; from then on they must match."""
@@ -243,7 +243,8 @@ class ResultStore:
         return manifest if isinstance(manifest, dict) else None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        atomic_write_bytes(self.root / MANIFEST, json.dumps(manifest, indent=2, default=str).encode())
+        """Every manifest written from now on says that each shard's content hash is recorded beside it."""
+        atomic_write_bytes(self.root / MANIFEST, json.dumps({**manifest, SHARD_HASHES: True}, indent=2, default=str).encode())
 
     def completed(self) -> set[str]:
         """The configurations whose shard this sweep wrote and that reads back whole; any other shard is set aside."""
