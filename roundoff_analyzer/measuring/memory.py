@@ -5,7 +5,7 @@ the problem itself (its float32 weights and batch plus the float64 copy the refe
 by building it on PyTorch's `meta` device, where nothing is allocated; one configuration's float64
 reference trajectory and its own float32 one, (n_timesteps + 1) states of y0's size each; and the
 yardsticks' fine reference (discretisation.py): its grid of exact fractions while it is built, its float64
-trajectory, the cotangent of the same size and the tape of RK4's four stages per step. A problem over the
+trajectory, the cotangent of the same size and at least two more states per step on the tape. A problem over the
 bound is bad input (exit 2); a configuration over it is an `oom` row that never ran, a fine reference over
 it leaves the context columns empty; a grid whose largest need is more than FAR_BEYOND times the device is
 refused before anything runs, unless asked for (`allow_oom`).
@@ -67,8 +67,9 @@ def allocation_failed(exc: BaseException) -> bool:
 
 # Bytes per state value a configuration holds at least: its float64 reference trajectory and its own float32 one.
 CONFIGURATION_BYTES_PER_VALUE = 8 + 4
-# Per state value of the fine reference: its float64 trajectory, the cotangent as large, and RK4's four stages on the tape.
-FINE_BYTES_PER_VALUE = 8 * (1 + 1 + 4)
+# Per state value of the fine reference: its float64 trajectory, the cotangent as large, and at least two more states per
+# step on the tape (bench/memory_estimate.py measured 4.6 states per step in all on otflow: the bound stays below it).
+FINE_BYTES_PER_VALUE = 8 * (1 + 1 + 2)
 # Per point of the fine grid while it is built (fine_grid): a Fraction with its two integers, in a list and a dict.
 FINE_BYTES_PER_POINT = 200
 # A grid needing more than this many times the device's memory is refused unless asked for (allow_oom).
