@@ -25,7 +25,7 @@ import pytest
 from roundoff_analyzer.measuring.environment_columns import ENVIRONMENT_COLUMNS
 from roundoff_analyzer.measuring.memory import capacity_bytes, fine_reference_oom
 
-from .conftest import results, snapshot
+from .conftest import WIDE_TABLES, results, run_cli, snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "linear", "--timesteps", "2,4", "--method", "euler", "--device", "cpu", "--no-report"]
@@ -40,6 +40,12 @@ def _limited() -> None:
 def cli(*args, limit_memory: bool = False, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "roundoff_cli", *map(str, args)], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, preexec_fn=_limited if limit_memory else None, **kwargs)  # fmt: skip
+
+
+def here(*args, columns: int | None = WIDE_TABLES) -> subprocess.CompletedProcess:
+    """`roundoff ARGS` in this process (no torch import to wait for), as a CompletedProcess."""
+    result = run_cli(*args, columns=columns)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def one_error_line(run: subprocess.CompletedProcess) -> str:
@@ -63,7 +69,7 @@ def users_folder(root: Path) -> Path:
 def test_a_sweep_never_writes_into_a_users_folder(tmp_path, force):
     paper = users_folder(tmp_path)
     before = snapshot(tmp_path)
-    line = one_error_line(cli("sweep", *SMALL, "--out", paper, *(["--force"] if force else [])))
+    line = one_error_line(here("sweep", *SMALL, "--out", paper, *(["--force"] if force else [])))
     assert "holds files roundoff did not write (figures/, report.md)" in line and "--force included" in line
     assert snapshot(tmp_path) == before
 
@@ -71,7 +77,7 @@ def test_a_sweep_never_writes_into_a_users_folder(tmp_path, force):
 def test_a_training_never_writes_into_a_users_folder(tmp_path):
     paper = users_folder(tmp_path)
     before = snapshot(tmp_path)
-    line = one_error_line(cli("train", "--model", "linear", "--iters", "2", "--out", paper, "--force"))
+    line = one_error_line(here("train", "--model", "linear", "--iters", "2", "--out", paper, "--force"))
     assert "holds files roundoff did not write" in line and "a training writes only into an empty folder" in line
     assert snapshot(tmp_path) == before
 
@@ -81,15 +87,15 @@ def test_a_manifest_of_another_tool_is_the_users_file(tmp_path):
     out.mkdir()
     (out / "manifest.json").write_text(json.dumps({"name": "my web app", "icons": []}))
     before = snapshot(tmp_path)
-    assert "(manifest.json)" in one_error_line(cli("sweep", *SMALL, "--out", out, "--force"))
+    assert "(manifest.json)" in one_error_line(here("sweep", *SMALL, "--out", out, "--force"))
     assert snapshot(tmp_path) == before
 
 
 def test_an_empty_folder_and_the_sweeps_own_are_written(tmp_path):
     out = tmp_path / "empty"
     out.mkdir()
-    assert cli("sweep", *SMALL, "--out", out).returncode == 0
-    again = cli("sweep", *SMALL, "--out", out)  # the sweep's own folder: resumed, nothing to run
+    assert here("sweep", *SMALL, "--out", out).returncode == 0
+    again = here("sweep", *SMALL, "--out", out)  # the sweep's own folder: resumed, nothing to run
     assert again.returncode == 0 and len(results(out)) == 14
 
 
@@ -104,7 +110,8 @@ def test_a_runaway_grid_is_refused_in_one_line_before_anything_is_allocated(tmp_
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])  # with 2, the yardsticks' pieces are computed first, before any configuration
+# With 2 workers the yardsticks' pieces are computed first, before any configuration (that start takes seconds: slow).
+@pytest.mark.parametrize("workers", ["1", pytest.param("2", marks=pytest.mark.slow)])
 def test_allow_oom_records_oom_rows_and_never_computes_what_cannot_fit(tmp_path, workers):
     out = tmp_path / "out"
     run = cli("sweep", "--model", "linear", "--timesteps", f"4,{RUNAWAY}", "--method", "euler", "--allow-oom", "--workers", workers,
@@ -190,7 +197,7 @@ def test_sigterm_stops_within_seconds_keeping_what_is_finished(tmp_path, workers
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("finished") / "sweep"
-    assert cli("sweep", *SMALL, "--out", out).returncode == 0
+    assert here("sweep", *SMALL, "--out", out).returncode == 0
     return out
 
 
@@ -206,7 +213,7 @@ def test_a_shard_edited_by_hand_is_set_aside_and_run_again(tmp_path, finished):
     shutil.copytree(finished, out)
     shard = _shards(out)[0]
     _edit_values_keeping_metadata(shard)
-    run = cli("sweep", *SMALL, "--out", out)
+    run = here("sweep", *SMALL, "--out", out)
     assert run.returncode == 0
     assert "set aside 1 shard(s)" in run.stdout and "changed since it was written (its content hash differs)" in run.stdout
     assert (out / "set_aside" / shard.name).is_file()
@@ -221,12 +228,12 @@ def test_a_folder_from_before_content_hashes_resumes_whole(tmp_path, finished):
     manifest = json.loads((out / "manifest.json").read_text())
     del manifest["shard_hashes"]
     (out / "manifest.json").write_text(json.dumps(manifest))
-    run = cli("sweep", *SMALL, "--out", out)
+    run = here("sweep", *SMALL, "--out", out)
     assert run.returncode == 0 and "set aside" not in run.stdout
     assert len(list((out / "shards").glob("*.sha256"))) == 14 and not (out / "set_aside").exists()
     # From then on the hashes count: an edit now is found.
     _edit_values_keeping_metadata(_shards(out)[0])
-    assert "set aside 1 shard(s)" in cli("sweep", *SMALL, "--out", out).stdout
+    assert "set aside 1 shard(s)" in here("sweep", *SMALL, "--out", out).stdout
 
 
 # --- environments -----------------------------------------------------------------------------------------------------
@@ -250,15 +257,15 @@ def test_rows_record_their_environment(finished):
 def test_show_and_the_report_say_when_a_folder_mixes_environments(tmp_path, finished):
     out = tmp_path / "sweep"
     shutil.copytree(finished, out)
-    assert "environments:" not in cli("show", out).stdout
+    assert "environments:" not in here("show", out).stdout
     _as_if_measured_elsewhere(out, slice(0, 3))
-    shown = cli("show", out, env={**os.environ, "COLUMNS": "400"})
+    shown = here("show", out)
     assert shown.returncode == 0
     import torch
 
     expected = f"(torch 2.0.0+elsewhere (3 rows) / {torch.__version__} (11 rows); device Another CPU (3 rows) / "
     assert f"environments: these rows were measured in more than one environment {expected}" in shown.stdout
-    assert cli("report", out).returncode == 0
+    assert here("report", out).returncode == 0
     assert "**Mixed environments:** These rows were measured in more than one environment" in (out / "report.md").read_text()
 
 
@@ -269,14 +276,14 @@ def test_check_names_what_differs_from_the_baselines_environment(tmp_path, finis
     table = pd.read_parquet(baseline / "results.parquet")
     table["sol_rel_err"] = table["sol_rel_err"] / 1000  # so that the new rows are a regression
     table.to_parquet(baseline / "results.parquet")
-    run = cli("check", finished, "--baseline", baseline, env={**os.environ, "COLUMNS": "400"})
+    run = here("check", finished, "--baseline", baseline)
     assert run.returncode == 1
     assert "the environment differs from the baseline's: torch: 2.0.0+elsewhere in the baseline," in run.stdout
     assert "device: Another CPU in the baseline," in run.stdout
 
 
 def test_a_baseline_from_before_the_environment_columns_still_checks(finished):
-    run = cli("check", REPO / "reports" / "baselines" / "otflow-ci", "--baseline", REPO / "reports" / "baselines" / "otflow-ci")
+    run = here("check", REPO / "reports" / "baselines" / "otflow-ci", "--baseline", REPO / "reports" / "baselines" / "otflow-ci")
     assert run.returncode == 0 and "environment" not in run.stdout
 
 
@@ -286,15 +293,15 @@ def test_a_baseline_from_before_the_environment_columns_still_checks(finished):
 def test_an_output_folder_on_proc_is_refused_with_its_real_cause():
     if not Path("/proc/self").is_dir():
         pytest.skip("no /proc on this system")
-    line = one_error_line(cli("sweep", *SMALL, "--out", "/proc/x"))
+    line = one_error_line(here("sweep", *SMALL, "--out", "/proc/x"))
     assert "'/proc' is on the proc filesystem" in line and "no such file" not in line
 
 
 def test_every_unknown_key_of_a_config_in_one_message(tmp_path):
     config = tmp_path / "sweep.toml"
     config.write_text('model = "linear"\ntimestep = [2]\nmethods = ["euler"]\ndtypes = ["float16"]\n')
-    line = one_error_line(cli("sweep", "--config", config, "--out", tmp_path / "out"))
-    assert "'timestep', 'methods', 'dtypes': unknown keys; allowed: model," in line
+    line = one_error_line(here("sweep", "--config", config, "--out", tmp_path / "out"))
+    assert "'timestep', 'methods', 'dtypes' unknown keys; allowed: model," in line
 
 
 def test_a_breakpoint_in_a_users_model_does_nothing_in_a_sweep(tmp_path):

@@ -251,15 +251,14 @@ def validate(values: dict[str, Any], source: str = "command line", schema: type[
 
 
 def _unknown_keys(errors: list[dict], schema: type[BaseModel]) -> str:
-    """`'a', 'b': unknown keys; allowed: ...`, for each table that holds some (the top level, [slurm], ...)."""
+    """`'a', 'b' unknown keys; allowed: ...`, for each table that holds some (the top level, [slurm], ...)."""
     tables: dict[tuple, list[dict]] = {}
     for err in errors:
         tables.setdefault(tuple(err["loc"][:-1]), []).append(err)
     parts = []
     for table, found in tables.items():
-        where = f" in [{location({'loc': table})}]" if table else ""
         names = ", ".join(repr(location(err)) for err in found)
-        parts.append(f"{names}: unknown key{'s' if len(found) > 1 else ''}; allowed{where}: {', '.join(_keys_at(found[0]['loc'], schema))}")
+        parts.append(f"{names} unknown key{'s' if len(found) > 1 else ''}; allowed: {', '.join(_keys_at(found[0]['loc'], schema))}")
     return "; ".join(parts)
 
 

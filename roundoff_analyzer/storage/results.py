@@ -118,8 +118,9 @@ def refuse_file_path(root: Path) -> None:
 
 
 # What a sweep may have written before its manifest (a lock, an empty shards folder), or beside a manifest that no
-# longer reads (the shards say what they are): a folder holding only these is taken as one the sweep created.
-_BEFORE_MANIFEST = (LOCK, SHARDS, SET_ASIDE, YARDSTICKS, "slurm")
+# longer reads (the shards and the tables say what they are): a folder holding only these is taken as one the sweep
+# created. Not the report and figures/: those names are also a user's own.
+_BEFORE_MANIFEST = (LOCK, SHARDS, SET_ASIDE, YARDSTICKS, "slurm", RESULTS, PARAM_ERRORS, PROFILE)
 
 
 def _manifest_json(root: Path) -> object:

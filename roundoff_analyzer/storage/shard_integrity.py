@@ -121,7 +121,5 @@ def set_aside(root: Path, path: Path) -> Path:
         target = folder / f"{path.name}.{n}"
         n += 1
     path.rename(target)  # rename moves a link itself, never its target
-    recorded = hash_path(path)
-    if recorded.is_file() and not recorded.is_symlink():
-        recorded.rename(target.with_name(target.name + HASH_SUFFIX))
+    hash_path(path).unlink(missing_ok=True)  # the tool's own record of a shard no longer in use (a link: the link itself)
     return target
