@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
-_LIST_KEYS = ("timesteps", "method", "library", "dtype", "scaling", "mode")
+_LIST_KEYS = ("timesteps", "method", "library", "dtype", "scaling", "mode", "loss_in")
 
 
 @dataclass(frozen=True)
