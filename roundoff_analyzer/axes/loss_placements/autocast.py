@@ -8,7 +8,6 @@ class InsideAutocast:
         "it (in pure mode: from the low-precision output)"
     )
     where = "inside autocast"
-    inside_context = True
 
     def form(self, loss, trajectory, context, loss_dtype):
         # Autocast decides each op's dtype here: a matrix product in the loss runs in the low dtype whatever the

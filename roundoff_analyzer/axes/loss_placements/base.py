@@ -14,8 +14,6 @@ class LossPlacement(Protocol):
     description: str
     # Words for a failure: "the loss (formed ...)".
     where: str
-    # Whether a training script forms the loss inside the `with torch.autocast(...)` block (the answer's code).
-    inside_context: bool
 
     def form(
         self,

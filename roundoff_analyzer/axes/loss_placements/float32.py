@@ -5,7 +5,6 @@ class Float32:
     name = "float32"
     description = "the loss formed after the solve, outside autocast, from the solver's output cast to float32"
     where = "outside autocast, in float32"
-    inside_context = False
 
     def form(self, loss, trajectory, context, loss_dtype):
         return loss(trajectory.to(loss_dtype))
