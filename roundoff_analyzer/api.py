@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pandas as pd
 
 from .axes.models.factory import FORMS as MODEL_FORMS
+from .core.errors import InputError
 from .core.safe_files import out_folder
 from .core.user_code import function_spec
 from .execution import engine as sweeping
@@ -92,6 +93,11 @@ def plan_sweep(model: str | Callable[..., Any] | None = None, *, config: str | P
         model = function_spec("model", model, MODEL_FORMS)
     overrides = {key: _as_list(value) if key in _LIST_KEYS else value for key, value in {"model": model, **settings}.items()}
     plan = sweeping.plan(sweep_config.resolve(config, overrides, source))
+    if plan.model.name.startswith("__main__:") and plan.config.executor_name != "local":
+        # Worker processes and cluster jobs start from the package, not from this notebook or script.
+        raise InputError(f"model {plan.model.name} is defined in __main__ (this notebook or script), which the "
+                         f"{plan.config.executor_name} executor's workers cannot import; define the factory in a module, "
+                         "or run with executor='local'")  # fmt: skip
     folder = out_folder(out) or sweeping.default_out_dir(plan)
     ResultStore(folder).check(fingerprint(plan), force=force)
     return PlannedSweep(plan, folder)
