@@ -102,7 +102,6 @@ def _code_against_rows(code: list[str], a: answering.Answer, results: pd.DataFra
         assert "GradScaler" not in text
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "setup",
     [
@@ -123,7 +122,6 @@ def test_the_answers_code_is_what_its_rows_ran(tmp_path, setup):
     assert result.answers["float16"]["code"] == "\n".join(code) and result.answers["float16"]["loss_in"] == setup["loss_in"]
 
 
-@pytest.mark.slow
 def test_both_placements_measured_the_answer_says_which_and_why(tmp_path):
     result = quiet_sweep(tmp_path, "which", options=LOUD_LOSS, timesteps=[2, 4], library="native-low", dtype="float16",
                          scaling="none", loss_in=["autocast", "float32"], noise_batches=2)  # fmt: skip
