@@ -84,9 +84,9 @@ def _code_against_rows(code: list[str], a: answering.Answer, results: pd.DataFra
     loss = next(i for i, line in enumerate(code) if line.lstrip().startswith("loss = "))
     indent = lambda line: len(line) - len(line.lstrip())  # noqa: E731
     if a.mode == "pure":
-        assert "func = func.to(torch.float16)" in text and "torch.autocast" not in text and "optimizer.step" not in text
+        assert f"func = func.to(torch.{a.dtype})" in text and "torch.autocast" not in text and "optimizer.step" not in text
     else:
-        assert 'with torch.autocast("cpu", dtype=torch.float16' in text
+        assert f'with torch.autocast("cpu", dtype=torch.{a.dtype}' in text
         assert ("cache_enabled=False" in text) == (a.mode == "autocast-nocache")
         # Inside the autocast block (as indented as the solve) or after it.
         assert (indent(code[loss]) == indent(code[solve])) == (a.loss_in == "autocast")
