@@ -28,7 +28,7 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
         )  # fmt: skip
     mixed = mixed_environments(results)
     if mixed:
-        console.print(f"environments: {printable(mixed)}", highlight=False, markup=False)
+        console.print(f"environments: {printable(mixed)}", highlight=False, markup=False, soft_wrap=True)
     for line in verdict_lines(results):
         console.print(f"verdict: {printable(line.replace('**', ''))}", highlight=False, markup=False)
     for line in answer_lines(results, device):
