@@ -55,7 +55,7 @@ def test_float64_tuple_state_and_t_gradients_equal_autograd_through_the_same_dis
         grads = torch.autograd.grad(_loss(trajectory), [*y0, t, *params])
         return trajectory, grads
 
-    native, native_grads = solve(lambda y0, t: odeint(func, y0, t, method))
+    native, native_grads = solve(lambda y0, t: odeint(func, y0, t, method=method))
     unrolled, reference_grads = solve(lambda y0, t: _autograd_through_steps(func, y0, t, METHODS.get(method)))
 
     assert isinstance(native, tuple) and [p.shape for p in native] == [(6, 5, 2), (6, 5)]
@@ -70,11 +70,11 @@ def test_t_gets_no_gradient_unless_it_asks_for_one():
     func = _Coupled().double()
     y0 = (torch.randn(3, 2, dtype=torch.float64, requires_grad=True), torch.rand(3, dtype=torch.float64))
     t = torch.linspace(0, 1, 5, dtype=torch.float64)
-    _loss(odeint(func, y0, t, "rk4")).backward()
+    _loss(odeint(func, y0, t, method="rk4_classical")).backward()
     assert t.grad is None and y0[0].grad is not None
 
 
 def test_a_tuple_of_two_dtypes_is_refused():
     func = _Coupled()
     with pytest.raises(TypeError, match="share one dtype"):
-        odeint(func, (torch.zeros(2, 2), torch.zeros(2, dtype=torch.float64)), torch.linspace(0, 1, 3))
+        odeint(func, (torch.zeros(2, 2), torch.zeros(2, dtype=torch.float64)), torch.linspace(0, 1, 3), method="euler")

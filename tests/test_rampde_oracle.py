@@ -80,7 +80,7 @@ def _error_in_u(problem, solve, dtype, n_timesteps, method) -> float:
 
 def _ratios(rampde, problem, dtypes, methods, grid):
     def native(func, y0, t, method):
-        return odeint(func, y0, t, method)
+        return odeint(func, y0, t, method=method)
 
     def paper(func, y0, t, method):
         return rampde.odeint(func, y0, t, method=method, loss_scaler=False)

@@ -16,7 +16,7 @@ from ..axes.dtypes import DTYPES, DtypeSpec
 from ..axes.grid import Configuration
 from ..axes.libraries import LIBRARIES, SolverLibrary
 from ..axes.libraries.steps import CountedDynamics
-from ..axes.methods import METHODS, Method
+from ..axes.methods import METHODS, Method, tableau_of
 from ..axes.modes import MODES, PreparedRun, ProblemCopies, cast_run
 from ..axes.roundings import ROUNDINGS
 from ..axes.scalings import SCALINGS, Scaling, ScalerSettings
@@ -196,6 +196,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     if skip:
         row.update(status="skipped", skip_reason=skip)
         return Measurement(row, [], [])
+    row["tableau"] = tableau_of(library, method)
     reason = arithmetic.unsupported_reason(dtype, context.device)
     if reason:
         _record_failure(row, failures.unsupported(reason))
@@ -283,6 +284,7 @@ def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:
     )  # fmt: skip
     row.update(dict.fromkeys(CONTEXT_COLUMNS))
     row.update(dict.fromkeys(STEP_COLUMNS))
+    row["tableau"] = None
     return row
 
 
