@@ -243,6 +243,9 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
             prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, 0))
             run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32, scale_hint=outcomes[-1].retries)
         outcomes[-1].peak_memory_bytes = peak.bytes
+    last = outcomes[-1].failure
+    if last is not None and last.failure_class == failures.STEP_SIZE_UNDERFLOW and method.adaptive:
+        outcomes[-1].failure = failures.step_size_underflow(last, method.rtol, dtype.name, dtype.unit_roundoff)
     row.update(_step_columns(method, outcomes[-1], reference))
     measurement = _summarise(row, config, dtype, outcomes, reference, context.copies)
     if context.yardsticks is not None:
