@@ -216,3 +216,14 @@ def test_the_fourth_positional_argument_is_rtol_as_in_torchdiffeq():
     with pytest.raises(TypeError, match="pass the method by name: method='euler'"):
         odeint(func, y0, t, "euler")
     assert torch.equal(odeint(func, y0, t, 1e-3, 1e-5, "euler"), odeint(func, y0, t, method="euler"))
+
+
+def test_rows_written_before_the_tableau_column_read_with_the_rule_their_library_ran():
+    from pathlib import Path
+
+    from roundoff_analyzer.storage.results import load_results
+
+    table = load_results(Path(__file__).parent.parent / "reports" / "baselines" / "otflow-ci")
+    rules = dict(table.groupby(["library", "method"])["tableau"].first())
+    assert rules[("torchdiffeq", "rk4")] == "rk4_38" and rules[("native", "rk4")] == "rk4_classical"
+    assert rules[("native", "euler")] == "euler"

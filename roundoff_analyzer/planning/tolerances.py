@@ -20,6 +20,6 @@ def tolerance_warnings(methods, dtypes, modes, rtol: float) -> list[str]:
         if rtol < u:
             lines.append(
                 f"warning: rtol {rtol:g} is below {name}'s unit roundoff {u:.2g}: {', '.join(adaptive)} in pure {name} can "
-                f"fail with step_size_underflow; set --rtol of at least {u:.2g}"
+                f"fail with step_size_underflow; set --rtol well above {u:.2g}"
             )
     return lines

@@ -148,9 +148,12 @@ def _step_size_underflow(group: FailureGroup, manifest: dict) -> Explanation:
     asked = f"rtol {control['rtol']:g}, atol {control['atol']:g}" if control.get("rtol") is not None else "the tolerances"
     cause = (
         f"The adaptive solver shrank its step until t + dt == t in {_dtypes(group.rows)}: {asked} against a unit roundoff "
-        f"of {resolves or 'the dtype'}; a tolerance below it cannot be met by a state held in that dtype."
+        f"of {resolves or 'the dtype'}; a tolerance near or below it cannot be met by a state held in that dtype."
     )
-    remedy = "Set --rtol and --atol at or above the dtype's unit roundoff (1e-2 runs in float16), keep the state in float32 (an autocast mode), or use a fixed-grid method."
+    remedy = (
+        "Set --rtol well above the dtype's unit roundoff (the error estimate is itself computed in the dtype and carries "
+        "its roundoff), keep the state in float32 (an autocast mode), or use a fixed-grid method."
+    )
     return Explanation(cause, remedy)
 
 

@@ -18,7 +18,7 @@ def solver_name(method) -> str:
 
 def unsupported_reason(library: str, method) -> str | None:
     if method.name == "rk4_classical":
-        return f"{library}'s rk4 is the 3/8 rule (rk4_38); it has no classical rk4"
+        return f"{library} has no fixed-grid method 'rk4_classical' (its rk4 is the 3/8 rule, rk4_38)"
     if solver_name(method) not in (_ADAPTIVE if method.adaptive else _FIXED_GRID):
         return f"{library} has no {'adaptive' if method.adaptive else 'fixed-grid'} method '{method.name}'"
     return None
