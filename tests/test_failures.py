@@ -137,3 +137,13 @@ def test_no_warning_where_the_tolerance_is_above_the_unit_roundoff_or_the_state_
     ]
     assert not tolerance_warnings(["dopri5"], ["float16"], ["autocast"], 1e-7)  # the state stays float32
     assert not tolerance_warnings(["rk4"], ["float16"], ["pure"], 1e-7)  # no step control on a fixed grid
+
+
+def test_the_answer_never_picks_an_adaptive_run_whose_rtol_is_below_its_dtype_s_unit_roundoff():
+    import pandas as pd
+
+    from roundoff_analyzer.judging.answer import below_unit_roundoff
+
+    runs = pd.DataFrame({"method": ["dopri5", "dopri5", "rk4"], "rtol": [1e-7, 1e-2, None], "unit_roundoff": [2.0**-11] * 3})
+    assert below_unit_roundoff(runs).tolist() == [True, False, False]
+    assert not below_unit_roundoff(runs.drop(columns="rtol")).any()  # tables from before adaptive methods
