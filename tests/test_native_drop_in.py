@@ -100,7 +100,7 @@ class _Field(torch.nn.Module):
         return self.net(y) - 0.5 * y + (t > 0.25).to(y.dtype)
 
     def callback_step(self, t0, y0, dt):
-        self.steps.append((float(t0), float(dt)))
+        self.steps.append((float(t0.detach()), float(dt.detach())))
 
 
 def _both(call, **kwargs):
@@ -227,3 +227,16 @@ def test_rows_written_before_the_tableau_column_read_with_the_rule_their_library
     rules = dict(table.groupby(["library", "method"])["tableau"].first())
     assert rules[("torchdiffeq", "rk4")] == "rk4_38" and rules[("native", "rk4")] == "rk4_classical"
     assert rules[("native", "euler")] == "euler"
+
+
+@pytest.mark.parametrize("options", [None, dict(step_size=0.07), dict(step_size=0.07, interp="cubic")], ids=["grid", "step_size", "cubic"])
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reversed"])
+def test_gradients_reach_t_as_torchdiffeq_s_do(options, reverse):
+    grads = []
+    for solver, method in ((torchdiffeq.odeint, "rk4"), (odeint, "rk4_38")):
+        t = GRID.flip(0) if reverse else GRID
+        t = t.clone().requires_grad_(True)
+        trajectory = solver(_Field(), torch.tensor([[1.0, -0.5]], dtype=torch.float64), t, method=method, options=options)
+        grads.append(torch.autograd.grad(trajectory.square().sum(), t)[0])
+    assert float(grads[0].abs().max()) > 0.1
+    assert float((grads[1] - grads[0]).abs().max()) <= 1e-12 * float(grads[0].abs().max())
