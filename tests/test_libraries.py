@@ -34,6 +34,7 @@ def _assert_float32_close(table: pd.DataFrame) -> None:
     assert table[table.status == "skipped"].skip_reason.str.contains("method|adaptive|fixed-grid").all()
 
 
+@pytest.mark.slow  # seven fixed-grid methods (the two rk4 rules, midpoint, heun2, heun3 among them) × every library: ~45 s at load 12
 def test_float32_every_installed_library_and_fixed_grid_method_is_within_1e5_of_float64(tmp_path):
     table = sweep(tmp_path / "s", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--library", INSTALLED,
                   "--method", FIXED, "--dtype", "float32")  # fmt: skip
