@@ -251,3 +251,12 @@ def test_killed_low_weight_training_resumes_bit_for_bit(tmp_path):
     columns = ["iteration", "loss", "val_loss", "lost_update_fraction", "grad_norm"]
     logs = [pd.read_parquet(folder / "training_log.parquet")[columns] for folder in (out, tmp_path / "straight")]
     pd.testing.assert_frame_equal(*logs)
+
+
+def test_clipping_sees_the_unscaled_gradient_with_gradscaler(tmp_path):
+    result = training.train("cnf", out=tmp_path / "out", options=TINY_CNF, timesteps=4, iters=2, dtype=["float32", "float16"],
+                            scaling="grad", clip_grad_norm=1e-3)  # fmt: skip
+    first = result.log[result.log["iteration"] == 1].set_index("setup")
+    assert first.loc["float16-native-grad", "scale"] >= 2**10  # the loss was scaled, the norm is not
+    ratio = first.loc["float16-native-grad", "grad_norm"] / first.loc["float32-native-none", "grad_norm"]
+    assert 0.1 < ratio < 10 and first["clipped"].all()
