@@ -127,8 +127,8 @@ def _statements(summary: pd.DataFrame, log: pd.DataFrame) -> list[str]:
 def _verdict_line(verdict: SetupVerdict, row, reference: pd.Series) -> str:
     if verdict.holds is None:
         return f"- `{row.setup}`: no validation loss to compare with `{reference['setup']}`'s."
-    departs = (f"departs beyond {COMPARABLE:.0%} at iteration {verdict.departs_at}" if verdict.departs_at is not None
-               else f"never beyond {COMPARABLE:.0%} where validated")
+    departs = (f"first beyond {COMPARABLE:.0%} of it at iteration {verdict.departs_at}" if verdict.departs_at is not None
+               else f"never beyond {COMPARABLE:.0%} of it where validated")
     parts = [f"- `{row.setup}`: **{'holds' if verdict.holds else 'does not hold'}**, final validation loss {_loss(row.final_val_loss)} "
              f"against {_loss(reference['final_val_loss'])} ({_percent(verdict.val_loss_rel)}, {'within' if verdict.holds else 'not within'} "
              f"{COMPARABLE:.0%}); {departs}"]  # fmt: skip
