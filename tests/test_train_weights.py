@@ -260,3 +260,13 @@ def test_clipping_sees_the_unscaled_gradient_with_gradscaler(tmp_path):
     assert first.loc["float16-native-grad", "scale"] >= 2**10  # the loss was scaled, the norm is not
     ratio = first.loc["float16-native-grad", "grad_norm"] / first.loc["float32-native-none", "grad_norm"]
     assert 0.1 < ratio < 10 and first["clipped"].all()
+
+
+def test_the_committed_weights_report_is_the_shipped_config():
+    config = resolve(REPOSITORY / "configs" / "cnf_2spirals_weights.toml", {})
+    manifest = json.loads((REPOSITORY / "reports" / "cnf-weights" / "train_manifest.json").read_text())
+    assert [s.label for s in choose_setups(config).setups] == [s["label"] for s in manifest["setups"]]
+    assert (config.iters, config.lr, config.timesteps, config.options) == (manifest["iters"], manifest["lr"], 16, {"hidden": 32, "width": 64,
+                                                                                                               "batch": 256, "seed": 0})
+    summary = pd.read_parquet(REPOSITORY / "reports" / "cnf-weights" / "training_summary.parquet")
+    assert (summary["iterations"] == config.iters).all() and config.iters >= 300
