@@ -88,7 +88,8 @@ def run(plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: 
 
 def train(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None, force: bool = False,
           progress: TrainProgress | None = None, **settings: Any) -> TrainResult:  # fmt: skip
-    """Train as `roundoff train` does; `settings` are the keys of a training config file (iters, save_at, lr, dtype, ...)."""
+    """Train as `roundoff train` does; `settings` are the keys of a training config file (iters, save_at, lr, dtype, weights,
+    update, optimizer_state, optimizer, clip_grad_norm, ...), e.g. `weights=["float32", "bfloat16"], update="kahan"`."""
     return run(plan(model, config=config, out=out, force=force, **settings), progress)
 
 

@@ -48,10 +48,6 @@ class TrainSetup(Configuration):
             parts += [f"weights_{self.weights}", self.update] + ([f"state_{self.weights}"] if self.optimizer_state == "weights" else [])
         return "-".join(file_safe(part) for part in parts)
 
-    @property
-    def is_reference(self) -> bool:
-        return self.dtype == REFERENCE_DTYPE and self.weights == MASTER_WEIGHTS
-
     def as_dict(self) -> dict:
         return {"label": self.label, **{name: getattr(self, name) for name in SETUP_FIELDS}}
 

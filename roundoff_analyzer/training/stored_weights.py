@@ -29,7 +29,6 @@ from ..emulation.rounding import round_nearest
 from .updates import UPDATES
 
 MASTER = "float32"
-STATE_IN = ("float32", "weights")  # where the optimizer's state lives
 
 
 def weight_format(weights: str) -> NumberFormat | None:
