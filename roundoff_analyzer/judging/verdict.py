@@ -111,6 +111,9 @@ def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(dtype=labels)
 
 
+with_format_labels = _with_format_labels  # the public name, for the modules that judge formats
+
+
 def reduction_runs(results: pd.DataFrame, judgement: "SetupJudgement") -> pd.DataFrame:
     labelled = _with_format_labels(results)
     return labelled[
@@ -122,7 +125,8 @@ def reduction_runs(results: pd.DataFrame, judgement: "SetupJudgement") -> pd.Dat
 def _judge(dtype, library, scaling, mode, runs: pd.DataFrame) -> SetupJudgement:
     failed = runs[runs["status"] == "failed"]
     ok = runs[runs["status"] == "ok"]
-    failures = tuple((str(r.method), int(r.n_timesteps), str(r.failure_class)) for r in failed.itertuples())
+    # (only the columns read: itertuples over a results table's ~90 columns costs seconds on a large sweep)
+    failures = tuple((str(m), int(n), str(c)) for m, n, c in failed[["method", "n_timesteps", "failure_class"]].itertuples(index=False))
     to_noise = _worst(ok, "roundoff_to_noise", "parameter gradient")
     noise_known = "grad_noise_rel" in ok and ok["grad_noise_rel"].notna().any()
     to_disc, unresolved, dominates = None, [], []
@@ -162,8 +166,8 @@ def _worst(runs: pd.DataFrame, column: str, quantity: str) -> Worst | None:
     values = values[values.map(math.isfinite)]
     if values.empty:
         return None
-    row = runs.loc[values.idxmax()]
-    return Worst(float(values.max()), str(row["method"]), int(row["n_timesteps"]), quantity)
+    at = values.idxmax()
+    return Worst(float(values.max()), str(runs.at[at, "method"]), int(runs.at[at, "n_timesteps"]), quantity)
 
 
 def rank(j: SetupJudgement) -> tuple[int, float]:
