@@ -282,3 +282,35 @@ def figure_legend(fig: Figure, any_failed: bool, recovered: bool = False) -> Non
     if recovered:
         handles[RECOVERED_LABEL] = Line2D([], [], linestyle="none", marker="o", fillstyle="none", color="grey", label=RECOVERED_LABEL)
     fig.legend(list(handles.values()), list(handles), fontsize="small", loc="outside lower center", ncols=min(4, len(handles)))
+
+
+def format_search_figure(found: list, threshold: float, unsafe: float) -> Figure:
+    """The best setup's parameter-gradient roundoff over the gradient noise against mantissa bits, one line per
+    exponent width, with the safe-for-training threshold; a format whose runs failed gets a × in the top band.
+    `found`: the format search's FormatResults (one panel, whatever their number)."""
+    fig = Figure(figsize=(8.0, 4.8), layout="constrained")
+    ax = fig.subplots()
+    widths = sorted({f.exponent_bits for f in found})
+    values = pd.Series([f.to_noise for f in found], dtype=float)
+    any_failed = False
+    for index, bits in enumerate(widths):
+        formats = sorted((f for f in found if f.exponent_bits == bits), key=lambda f: f.mantissa_bits)
+        x = pd.Series([f.mantissa_bits for f in formats])
+        y = pd.Series([f.to_noise if f.to_noise is not None and not f.judgement.failures else math.nan for f in formats], dtype=float)
+        style = {"color": f"C{index % 10}", "marker": _MARKERS[index % len(_MARKERS)], "linestyle": _LINESTYLES[index % len(_LINESTYLES)]}
+        ax.plot(x, y, label=f"{bits} exponent bits", **style)
+        failed = pd.Series([bool(f.judgement.failures) for f in formats])
+        if failed.any():
+            any_failed = True
+            _mark_failed(ax, x[failed].reset_index(drop=True), y[failed].reset_index(drop=True), index, style["color"])
+    ax.axhline(threshold, color="green", linewidth=1, linestyle="--", label=f"safe for training up to {threshold:g}× the noise")
+    ax.axhline(unsafe, color="red", linewidth=1, linestyle=":", label=f"unsafe from {unsafe:g}×")
+    ax.set_yscale("log")
+    ax.set_ylim(*_limits(values.dropna(), threshold, unsafe))
+    mantissas = sorted({f.mantissa_bits for f in found})
+    ax.set_xticks(mantissas, labels=[str(m) for m in mantissas])
+    ax.set_xlabel("mantissa bits")
+    ax.set_ylabel("parameter-gradient roundoff / gradient noise")
+    fig.suptitle("format search: the best setup of each format")
+    figure_legend(fig, any_failed)
+    return fig

@@ -9,6 +9,7 @@ from tabulate import tabulate
 from .findings import SETUP_COLUMNS
 
 MISSING = "—"
+SCALING_WORDS = {"none": "no scaling", "grad": "`grad` loss scaling", "dynamic": "`dynamic` adjoint scaling"}
 RANGE_DASH = " – "
 
 

@@ -36,7 +36,7 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
         lines += [note, ""]
     # What a reader acts on comes first; the detail that backs it follows.
     sections = (
-        answer_section(results, sweep.manifest.get("device")),
+        answer_section(results, sweep.manifest.get("device"), sweep.manifest, figures),
         verdict_section(results),
         key_findings(results, sweep.manifest, with_mode, sweep.profile),
         along_training_section(every_checkpoint, sweep.manifest, figures, sweep.path),
