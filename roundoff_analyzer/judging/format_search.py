@@ -77,12 +77,13 @@ def bit_layout(dtype: str) -> tuple[int, int] | None:
 def format_results(results: pd.DataFrame, judged: list[Answer] | None = None) -> list[FormatResult]:
     """Every format of the sweep whose bit layout is known, narrowest first (`judged`: the answers, if known)."""
     ran = rules.with_format_labels(results[results["status"] != "skipped"])
+    by_dtype = dict(tuple(ran.groupby("dtype", sort=False)))
     found = []
     for a in answers(results) if judged is None else judged:
         layout = bit_layout(a.dtype)
-        if layout is None:
+        if layout is None or a.dtype not in by_dtype:
             continue
-        runs = ran[ran["dtype"] == a.dtype]
+        runs = by_dtype[a.dtype]
         overflows = int(((runs["status"] == "failed") & (runs["failure_class"] == OVERFLOW)).sum())
         found.append(FormatResult(a.dtype, *layout, a.judgement, _arithmetic(runs, a.judgement), len(runs), overflows))
     return sorted(found, key=lambda f: f.width)

@@ -21,6 +21,7 @@ reference's own estimated error); elsewhere that yardstick is left out and the v
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import pandas as pd
@@ -104,10 +105,12 @@ def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
 
 def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
     """A sweep over the arithmetic or rounding axis judges each variant of a dtype on its own: 'float16 emulated'."""
+    varied = [axis for axis in ("arithmetic", "rounding") if axis in runs and runs[axis].nunique() > 1]
+    if not varied:
+        return runs  # (no copy: a large sweep's table is relabelled once per setup judged)
     labels = runs["dtype"].astype(str)
-    for axis in ("arithmetic", "rounding"):
-        if axis in runs and runs[axis].nunique() > 1:
-            labels = labels + " " + runs[axis].astype(str)
+    for axis in varied:
+        labels = labels + " " + runs[axis].astype(str)
     return runs.assign(dtype=labels)
 
 
@@ -175,8 +178,22 @@ def rank(j: SetupJudgement) -> tuple[int, float]:
     return RANK[j.label], j.worst_grad if j.worst_grad is not None else math.inf
 
 
+# The verdicts of the last table judged: a report asks for them in several sections, and judging a large sweep takes
+# seconds. Keyed by the table object itself (a weak reference), which the report never changes in place.
+_last: tuple[weakref.ref, list[Verdict]] | None = None
+
+
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
     """Per dtype × library × mode, in the order the sweep met them."""
+    global _last
+    if _last is not None and _last[0]() is results:
+        return list(_last[1])
+    found = _verdicts(results)
+    _last = (weakref.ref(results), found)
+    return list(found)
+
+
+def _verdicts(results: pd.DataFrame) -> list[Verdict]:
     judged = judge_setups(results)
     found = []
     for key in dict.fromkeys((j.dtype, j.library, j.mode) for j in judged):

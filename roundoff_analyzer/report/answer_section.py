@@ -205,7 +205,7 @@ def judged_on(manifest: dict, rows: pd.DataFrame) -> str:
 def glossary(results: pd.DataFrame) -> list[str]:
     """One sentence for each word of the report a reader may not know, for the words this sweep uses."""
     ran = results[results["status"] != "skipped"]
-    units = ", ".join(f"{fmt.error(u)} in {d}" for d, u in ran.drop_duplicates("dtype")[["dtype", "unit_roundoff"]].itertuples(index=False))
+    units = fmt.unit_roundoffs(ran, "in")
     words = [
         "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same time grid.",
         f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error of 10 u "

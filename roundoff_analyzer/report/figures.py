@@ -10,11 +10,14 @@ from pathlib import Path
 
 import matplotlib
 import pandas as pd
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from ..axes.dtypes import DTYPES
+from ..judging.format_search import bit_layout
 from ..storage.results import atomic_write_bytes
 
 METRIC_NAMES = {
@@ -32,6 +35,7 @@ RECOVERED_LABEL = "○ overflowed in the low dtype, run ok (recovered)"
 # The columns that name one configuration in both the profile and the results.
 _RUN_KEYS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding")
 _MARKERS = ("o", "s", "^", "D", "v", "P")
+_MANTISSA_COLOURS = matplotlib.colormaps["viridis"]
 _LINESTYLES = ("-", "--", "-.", ":")
 _FAILED_BAND = 0.15  # share of a panel's height, at its top, where failed runs without a finite value are marked
 # A dtype's range limit is drawn only within this factor of the data, so that bfloat16's 1e-38…3e38 does not flatten
@@ -55,12 +59,19 @@ def error_figure(results: pd.DataFrame, metric: str) -> Figure:
     styles = _styles(ran)
     with_mode = ran["mode"].nunique() > 1
     fig, axes = _panel_grid(ran)
+    groups = dtype_groups(list(ran["dtype"].unique()))
     any_failed = False
-    for (method, dtype), ax in axes.items():
-        panel = ran[(ran["method"] == method) & (ran["dtype"] == dtype)]
-        any_failed |= _error_panel(ax, panel, metric, styles, with_mode)
-        ax.set_title(f"{method}, {dtype}")
+    for (method, group), ax in axes.items():
+        panel = ran[(ran["method"] == method) & ran["dtype"].isin(groups[group])]
+        if len(groups[group]) == 1:
+            any_failed |= _error_panel(ax, panel, metric, styles, with_mode)
+        else:
+            any_failed |= _grouped_panel(ax, panel, "n_timesteps", metric, styles, with_mode)
+            _log_axes(ax, panel[metric].dropna(), "n_timesteps", sorted(panel["n_timesteps"].unique()))
+            ax.set_ylabel("relative error")
+        ax.set_title(f"{method}, {group}")
     fig.suptitle(f"{METRIC_NAMES.get(metric, metric)} error against the float64 reference")
+    _mantissa_colorbar(fig, ran, groups)
     figure_legend(fig, any_failed)
     return fig
 
@@ -88,11 +99,23 @@ def adjoint_range_figure(profile: pd.DataFrame, n: int | None = None, results: p
     styles = _styles(at_n)
     with_mode = at_n["mode"].nunique() > 1
     fig, axes = _panel_grid(at_n)
+    groups = dtype_groups(list(at_n["dtype"].unique()))
     marked: set[str] = set()
-    for (method, dtype), ax in axes.items():
-        marked |= _adjoint_panel(ax, at_n[(at_n["method"] == method) & (at_n["dtype"] == dtype)], dtype, styles, with_mode)
-        ax.set_title(f"{method}, {dtype}" + ax.get_title())
+    for (method, group), ax in axes.items():
+        panel = at_n[(at_n["method"] == method) & at_n["dtype"].isin(groups[group])]
+        if len(groups[group]) == 1:
+            marked |= _adjoint_panel(ax, panel, group, styles, with_mode)
+        else:
+            held = panel.assign(held=panel["max_abs_low"].fillna(panel["max_abs"]), broken=non_finite_steps(panel))
+            if _grouped_panel(ax, held, "step", "held", styles, with_mode, broken="broken"):
+                marked.add(FAILED_LABEL)
+            ax.set_yscale("log")
+            ax.set_ylim(*_limits(held["held"].dropna()))
+            ax.set_xlabel("backward step (0 = first step back from t = 1)")
+            ax.set_ylabel("largest |adjoint| in the low dtype")
+        ax.set_title(f"{method}, {group}" + ax.get_title())
     fig.suptitle(f"largest |adjoint| per backward step, n_timesteps = {n}")
+    _mantissa_colorbar(fig, at_n, groups)
     figure_legend(fig, FAILED_LABEL in marked, recovered=RECOVERED_LABEL in marked)
     return fig
 
@@ -140,8 +163,72 @@ def _styles(runs: pd.DataFrame) -> dict[tuple, dict]:
     }
 
 
+# Up to this many dtypes get a column of panels each; more are grouped by exponent width, one column per width, so
+# that a figure does not grow with the number of formats swept.
+PANEL_DTYPES = 4
+
+
+def dtype_groups(dtypes: list[str]) -> dict[str, list[str]]:
+    """Panel column name -> its dtypes: each dtype its own, or for many, one column per exponent width."""
+    if len(dtypes) <= PANEL_DTYPES:
+        return {d: [d] for d in dtypes}
+    groups: dict[str, list[str]] = {}
+    for d in sorted(dtypes, key=lambda d: bit_layout(d) or (99, 99)):
+        layout = bit_layout(d)
+        groups.setdefault(f"{layout[0]} exponent bits" if layout else "other formats", []).append(d)
+    return groups
+
+
+def _mantissa(dtype: str) -> int:
+    layout = bit_layout(dtype)
+    return layout[1] if layout else 0
+
+
+def _mantissa_colorbar(fig: Figure, runs: pd.DataFrame, groups: dict[str, list[str]]) -> bool:
+    """One colour bar for the mantissa bits of grouped panels; False when no panel is grouped."""
+    if all(len(g) == 1 for g in groups.values()):
+        return False
+    mantissas = [_mantissa(d) for d in runs["dtype"].unique()]
+    mappable = ScalarMappable(Normalize(min(mantissas), max(max(mantissas), min(mantissas) + 1)), _MANTISSA_COLOURS)
+    fig.colorbar(mappable, ax=fig.axes, label="mantissa bits", shrink=0.8)
+    return True
+
+
+def _grouped_panel(ax, panel: pd.DataFrame, x: str, y: str, styles: dict, with_mode: bool, broken: str | None = None) -> bool:
+    """One line per dtype × library × scaling × mode, coloured by the dtype's mantissa bits, styled by its setup;
+    a × where a run failed (`broken`: the column that marks a failed point, else the run's status)."""
+    mantissas = [_mantissa(d) for d in panel["dtype"].unique()]
+    low, high = min(mantissas), max(max(mantissas), min(mantissas) + 1)
+    any_failed = False
+    for index, ((dtype, *key), runs) in enumerate(panel.groupby(["dtype", *LINE_COLUMNS], sort=False)):
+        runs = runs.sort_values(x)
+        colour = _MANTISSA_COLOURS((_mantissa(dtype) - low) / (high - low))
+        style = {**styles[tuple(key)], "color": colour, "markersize": 3, "linewidth": 1}
+        drawn = runs[runs[y] > 0]
+        ax.plot(drawn[x], drawn[y], label="_grouped", **style)
+        failed = runs[runs[broken].astype(bool)] if broken else runs[runs["status"] == "failed"]
+        if broken:
+            failed = failed[failed["status"] == "failed"]
+        if not failed.empty:
+            any_failed = True
+            _mark_failed(ax, failed[x], failed[y], index, colour)
+    for key in panel[list(LINE_COLUMNS)].drop_duplicates().itertuples(index=False):
+        # The legend's entry for the setup: its line style in grey (the colour is the mantissa bits, on the colour bar).
+        ax.plot([], [], **{**styles[tuple(key)], "color": "0.4"}, label=line_label(*key, with_mode))
+    return any_failed
+
+
+def _log_axes(ax, values: pd.Series, x: str, ticks: list[int]) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_ylim(*_limits(values))
+    ax.set_xticks(ticks, labels=[str(n) for n in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(x)
+
+
 def _panel_grid(runs: pd.DataFrame):
-    methods, dtypes = list(runs["method"].unique()), list(runs["dtype"].unique())
+    methods, dtypes = list(runs["method"].unique()), list(dtype_groups(list(runs["dtype"].unique())))
     # One legend below the panels, so that it never covers a panel or the title.
     fig = Figure(figsize=(max(6.8 * len(dtypes), 9.0), 3.6 * len(methods) + 1.2), layout="constrained")
     grid = fig.subplots(len(methods), len(dtypes), squeeze=False)

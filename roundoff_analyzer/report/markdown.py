@@ -63,9 +63,6 @@ def accuracy(
     results: pd.DataFrame, param_errors: pd.DataFrame | None, with_mode: bool, figures: dict[str, tuple[str, str]]
 ) -> list[str]:
     timesteps = fmt.listing(sweep_timesteps(results))
-    units = ", ".join(
-        f"{fmt.error(u)} for {d}" for d, u in results.drop_duplicates("dtype")[["dtype", "unit_roundoff"]].itertuples(index=False)
-    )
     lines = [
         "## Accuracy",
         "",
@@ -77,7 +74,9 @@ def accuracy(
         "",
         tables.accuracy_table(results, in_units_of_u=False, with_mode=with_mode),
         "",
-        f"### In units of the unit roundoff u ({units})",
+        "### In units of the unit roundoff u",
+        "",
+        f"The unit roundoff u of each dtype: {fmt.unit_roundoffs(results)}.",
         "",
         tables.accuracy_table(results, in_units_of_u=True, with_mode=with_mode),
     ]
@@ -162,5 +161,5 @@ def worked_and_failed(results: pd.DataFrame, with_mode: bool) -> list[str]:
         ("Skipped", skipped),
     ):
         if items:
-            lines += ["", f"### {title}", ""] + [f"- {item}" for item in items]
+            lines += ["", f"### {title}", ""] + [f"- {item}" for item in fmt.bounded_items(items, "more setups")]
     return lines

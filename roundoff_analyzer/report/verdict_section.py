@@ -32,7 +32,7 @@ def verdict_section(results: pd.DataFrame) -> list[str]:
         return ["## Verdict", "", "Nothing ran (every configuration was skipped), so there is nothing to judge; see the overview."]
     with_mode = len({v.mode for v in found}) > 1
     lines = ["## Verdict", ""]
-    lines += [f"- {sentence(v, with_mode)}" for v in found]
+    lines += [f"- {item}" for item in fmt.bounded_items([sentence(v, with_mode) for v in found], "more verdicts")]
     lines += ["", _yardsticks(results), "", _table(found, with_mode)]
     return lines
 
@@ -134,4 +134,4 @@ def _table(found: list[rules.Verdict], with_mode: bool) -> str:
         "scaling", "setup", "ok", "param. gradient roundoff (max)", "in u", "roundoff / noise (max)",
         "roundoff / discretisation (max)",
     ]  # fmt: skip
-    return fmt.markdown_table(rows, headers)
+    return fmt.bounded_table(rows, headers)
