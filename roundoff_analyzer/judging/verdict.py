@@ -104,13 +104,15 @@ def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
 
 
 def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
-    """A sweep over the arithmetic or rounding axis judges each variant of a dtype on its own: 'float16 emulated'."""
+    """A sweep over the arithmetic or rounding axis judges each variant of a dtype on its own: 'float16 emulated'.
+    A dtype that ran with one arithmetic (an eXmY format: emulated only) keeps its plain name."""
     varied = [axis for axis in ("arithmetic", "rounding") if axis in runs and runs[axis].nunique() > 1]
     if not varied:
         return runs  # (no copy: a large sweep's table is relabelled once per setup judged)
     labels = runs["dtype"].astype(str)
     for axis in varied:
-        labels = labels + " " + runs[axis].astype(str)
+        several = runs.groupby("dtype")[axis].transform("nunique") > 1
+        labels = labels.where(~several, labels + " " + runs[axis].astype(str))
     return runs.assign(dtype=labels)
 
 
