@@ -230,7 +230,8 @@ def _log_axes(ax, values: pd.Series, x: str, ticks: list[int]) -> None:
 def _panel_grid(runs: pd.DataFrame):
     methods, dtypes = list(runs["method"].unique()), list(dtype_groups(list(runs["dtype"].unique())))
     # One legend below the panels, so that it never covers a panel or the title.
-    fig = Figure(figsize=(max(6.8 * len(dtypes), 9.0), 3.6 * len(methods) + 1.2), layout="constrained")
+    width = 6.8 if len(dtypes) <= PANEL_DTYPES else 4.8  # grouped by exponent width: up to seven narrower columns
+    fig = Figure(figsize=(max(width * len(dtypes), 9.0), 3.6 * len(methods) + 1.2), layout="constrained")
     grid = fig.subplots(len(methods), len(dtypes), squeeze=False)
     return fig, {(m, d): grid[i][j] for i, m in enumerate(methods) for j, d in enumerate(dtypes)}
 
@@ -375,7 +376,7 @@ def format_search_figure(found: list, threshold: float, unsafe: float) -> Figure
     """The best setup's parameter-gradient roundoff over the gradient noise against mantissa bits, one line per
     exponent width, with the safe-for-training threshold; a format whose runs failed gets a × in the top band.
     `found`: the format search's FormatResults (one panel, whatever their number)."""
-    fig = Figure(figsize=(8.0, 4.8), layout="constrained")
+    fig = Figure(figsize=(10.0, 5.2), layout="constrained")
     ax = fig.subplots()
     widths = sorted({f.exponent_bits for f in found})
     values = pd.Series([f.to_noise for f in found], dtype=float)

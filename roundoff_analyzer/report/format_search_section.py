@@ -47,10 +47,11 @@ def narrowest_safe_line(found: list[search.FormatResult]) -> str:
     ruled_out = search.narrower_unsafe(found, best)
     narrower = ""
     if ruled_out:
-        nearest = max(ruled_out, key=lambda f: (f.bits, f.to_noise or 0.0))
+        # The nearest miss: of the widest formats ruled out, the one with the smallest roundoff against the noise.
+        nearest = max(ruled_out, key=lambda f: (f.bits, -(f.to_noise if f.to_noise is not None and not f.judgement.failures else float("inf"))))
         narrower = (
-            f" Every narrower format swept ({fmt.plural(len(ruled_out), 'format')}) is not: the widest of them, "
-            f"{nearest.dtype}, is {_to_noise(nearest)}."
+            f" Every narrower format swept ({fmt.plural(len(ruled_out), 'format')}) is not: the nearest miss, "
+            f"{nearest.dtype} ({layout(nearest)}), is {_to_noise(nearest)} at best."
         )
     elif not any(f.bits < best.bits for f in found):
         narrower = " No narrower format was swept."
