@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass, field
 
 from .dtypes import DTYPES
 
-CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint")
-# What results written before the arithmetic axis (and the checkpoint axis: "" is a sweep's single set of weights) existed ran with.
-AXIS_DEFAULTS = {"arithmetic": "hardware", "rounding": "nearest", "checkpoint": ""}
+CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint", "loss_in")
+# What results written before the arithmetic axis (and the checkpoint axis: "" is a sweep's single set of weights; the
+# loss_in axis: the loss formed outside autocast, in float32) existed ran with.
+AXIS_DEFAULTS = {"arithmetic": "hardware", "rounding": "nearest", "checkpoint": "", "loss_in": "float32"}
 
 # SPEC section 4, after seed 000: bfloat16 runs without scaling only; float16 runs with
 # torchdiffeq x {none, grad} and native x {none, grad, dynamic}. 7 per (n_timesteps, method).
@@ -40,6 +41,7 @@ class Configuration:
     arithmetic: str = "hardware"
     rounding: str = "nearest"
     checkpoint: str = ""  # the checkpoint's name when a sweep has several; "" for its single set of weights
+    loss_in: str = "float32"  # where the loss is formed: outside autocast in float32, or inside autocast
 
     @property
     def key(self) -> tuple:
@@ -48,7 +50,7 @@ class Configuration:
     @property
     def id(self) -> str:
         """A file-name-safe identity, stable across runs."""
-        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}{'-ckpt-' + file_safe(self.checkpoint) if self.checkpoint else ''}"
+        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}{'-ckpt-' + file_safe(self.checkpoint) if self.checkpoint else ''}{self._loss('-loss-')}"
 
     def _precision(self, sep: str) -> str:
         # Hardware arithmetic with nearest rounding adds nothing, so ids and labels from before the axis stay the same.
@@ -56,11 +58,16 @@ class Configuration:
         parts += [self.rounding] if self.rounding != "nearest" else []
         return "".join(sep + p for p in parts)
 
+    def _loss(self, prefix: str) -> str:
+        # The default placement adds nothing, so that ids and labels from before the axis stay the same (a shard
+        # written before it reads back without the column: None).
+        return f"{prefix}{self.loss_in}" if self.loss_in not in (None, AXIS_DEFAULTS["loss_in"]) else ""
+
     def as_dict(self) -> dict:
         return asdict(self)
 
     def label(self) -> str:
-        return f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} {self.mode}{self._precision(' ')}{' @ ' + self.checkpoint if self.checkpoint else ''}"
+        return f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} {self.mode}{self._precision(' ')}{self._loss(' loss in ')}{' @ ' + self.checkpoint if self.checkpoint else ''}"
 
 
 @dataclass(frozen=True)
@@ -77,13 +84,16 @@ class Grid:
     repeated: tuple[str, ...] = field(default=(), compare=False)
     # Checkpoint names, the grid run once per name; ("",): the sweep's single set of weights.
     checkpoints: tuple[str, ...] = ("",)
+    # Where the loss is formed (the loss_in axis), each placement over the whole grid.
+    loss_ins: tuple[str, ...] = (AXIS_DEFAULTS["loss_in"],)
 
     @classmethod
-    def build(cls, timesteps, methods, modes, libraries=None, dtypes=None, scalings=None, arithmetics=None, roundings=None) -> "Grid":
+    def build(cls, timesteps, methods, modes, libraries=None, dtypes=None, scalings=None, arithmetics=None, roundings=None,
+              loss_ins=None) -> "Grid":  # fmt: skip
         axes = {"n_timesteps": timesteps, "method": methods, "mode": modes, "library": libraries, "dtype": dtypes, "scaling": scalings,
-                "arithmetic": arithmetics, "rounding": roundings}  # fmt: skip
+                "arithmetic": arithmetics, "rounding": roundings, "loss_in": loss_ins}  # fmt: skip
         repeated = tuple(f"{axis} {value}" for axis, values in axes.items() for value in _repeated(values or ()))
-        timesteps, methods, modes, libraries, dtypes, scalings, arithmetics, roundings = (_unique(values) for values in axes.values())
+        timesteps, methods, modes, libraries, dtypes, scalings, arithmetics, roundings, loss_ins = (_unique(values) for values in axes.values())
         if libraries is None and dtypes is None and scalings is None:
             triples = SEED000_PAIRS
         else:
@@ -96,6 +106,7 @@ class Grid:
         return cls(
             tuple(timesteps), tuple(methods), tuple(modes), triples,
             tuple(arithmetics) if arithmetics else None, tuple(roundings) if roundings else ("nearest",), repeated,
+            loss_ins=tuple(loss_ins) if loss_ins else (AXIS_DEFAULTS["loss_in"],),
         )  # fmt: skip
 
     def precisions(self, dtype: str) -> list[tuple[str, str]]:
@@ -117,14 +128,20 @@ class Grid:
         # One checkpoint's grid after the other; inside, grouped by (method, n_timesteps) so one reference per
         # library serves consecutive runs.
         return [
-            Configuration(model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint)
+            Configuration(model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint, loss_in)
             for checkpoint in self.checkpoints
             for method in self.methods
             for n in self.timesteps
             for mode in self.modes
             for library, dtype, scaling in self.triples
             for arithmetic, rounding in self.precisions(dtype)
+            for loss_in in self.loss_ins
         ]
+
+    @property
+    def default_loss_in(self) -> bool:
+        """Every configuration forms its loss as every run did before the loss_in axis."""
+        return self.loss_ins == (AXIS_DEFAULTS["loss_in"],)
 
     def describe(self, repeats: bool = True) -> str:
         """How the grid multiplies out; with `repeats`, also which values were given twice and run once."""
@@ -132,8 +149,11 @@ class Grid:
         triples = f"{len(self.triples)} (library, dtype, scaling)"
         if per_cell != len(self.triples):
             triples = f"{per_cell} (library, dtype, scaling, arithmetic, rounding)"
-        per_checkpoint = len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell
-        described = f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x {triples} = {per_checkpoint} configurations"
+        per_checkpoint = len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell * len(self.loss_ins)
+        # A grid of the default placement keeps the description (part of its fingerprint) it had before the axis.
+        placements = "" if self.default_loss_in else f" x {len(self.loss_ins)} loss placements ({', '.join(self.loss_ins)})"
+        described = (f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x {triples}{placements} "
+                     f"= {per_checkpoint} configurations")  # fmt: skip
         if len(self.checkpoints) > 1:
             # Sweeps of a single checkpoint keep the description (part of their fingerprint) they always had.
             described += f", x {len(self.checkpoints)} checkpoints = {per_checkpoint * len(self.checkpoints)} in all"

@@ -18,6 +18,7 @@ BUILT_IN: dict[str, tuple[str, ...]] = {
     "libraries": ("native", "native-low", "torchdiffeq", "torchdiffeq-adjoint", "torchode", "torchdyn", "rampde"),
     "arithmetics": ("emulated", "hardware"),
     "roundings": ("nearest", "stochastic"),
+    "loss_placements": ("float32", "autocast"),
     "executors": ("local", "processes", "slurm"),
 }  # fmt: skip
 LIBRARY_ENTRY_POINTS = "roundoff_analyzer.libraries"

@@ -6,6 +6,9 @@ setup with the best verdict is chosen (library, scaling, mode; ties go to the sm
   error (discretisation and roundoff, against the fine reference; the roundoff alone where the fine reference
   was not solved) is smallest over its runs, at the n_timesteps at which that method ran without failure;
 - otherwise the answer is not to train in that dtype, and the chosen setup's judgement says why.
+Setups are told apart by where their loss was formed (`loss_in`) too: the answer's code forms it where its
+rows did, and where the other placement of the same setup earned another label, `other_placement` holds that
+setup's judgement, so that the answer can say which to use and why.
 What it costs is its time (forward + backward) and peak memory against the float32 run of the same library,
 method, n_timesteps and mode without scaling, where the sweep ran one.
 """
@@ -42,6 +45,20 @@ class Answer:
     roundoff_dominates: tuple[tuple[str, int], ...]  # the chosen method's (quantity, smallest n where roundoff >= discretisation)
     cost: Cost | None
     arithmetic: str  # "hardware", or "emulated" when the chosen runs computed in emulated arithmetic
+    # The same setup with its loss formed elsewhere, where that earned another label (None: not measured, or the same label).
+    other_placement: rules.SetupJudgement | None = None
+
+    @property
+    def loss_in(self) -> str:
+        return self.judgement.loss_in
+
+    @property
+    def n_timesteps(self) -> int | None:
+        """The n_timesteps to train with: the first at which more steps stop buying accuracy, else the largest that ran."""
+        if not self.timesteps:
+            return None
+        beyond = [n for _, n in self.roundoff_dominates if n in self.timesteps]
+        return min(beyond) if beyond else self.timesteps[-1]
 
     @property
     def library(self) -> str:
@@ -64,10 +81,17 @@ def answers(results: pd.DataFrame) -> list[Answer]:
         best = chosen.get(v.dtype)
         if best is None or rules.rank(v.decided_by) < rules.rank(best):
             chosen[v.dtype] = v.decided_by
-    return [_answer(results, judgement) for judgement in chosen.values()]
+    every_setup = [j for v in found for j in v.setups]
+    return [_answer(results, judgement, _other_placement(judgement, every_setup)) for judgement in chosen.values()]
 
 
-def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement) -> Answer:
+def _other_placement(chosen: rules.SetupJudgement, setups: list[rules.SetupJudgement]) -> rules.SetupJudgement | None:
+    """The same setup (dtype, library, scaling, mode) with its loss formed elsewhere, where it earned another label."""
+    others = [j for j in setups if j.setup == chosen.setup and j.loss_in != chosen.loss_in and j.label != chosen.label]
+    return min(others, key=rules.rank) if others else None
+
+
+def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement, other_placement: rules.SetupJudgement | None = None) -> Answer:
     runs = rules.reduction_runs(results, judgement)
     train = judgement.label in TRAINABLE and not runs.empty
     method = _best_method(runs, judgement) if train else None
@@ -76,6 +100,7 @@ def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement) -> Answer:
     return Answer(
         judgement.dtype, train, judgement, method, tuple(int(n) for n in at["n_timesteps"].unique()),
         tuple((q, n) for m, q, n in judgement.roundoff_dominates if m == method), cost(results, at) if train else None, arithmetic,
+        other_placement,
     )  # fmt: skip
 
 
@@ -95,8 +120,9 @@ def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
     if runs.empty or "time_forward_s" not in runs:
         return None
     seconds = (runs["time_forward_s"] + runs["time_backward_s"]).dropna()
+    results, runs = rules.with_loss_in(results), rules.with_loss_in(runs)
     float32 = results[(results["dtype"] == "float32") & (results["scaling"] == "none") & (results["status"] == "ok")]
-    keys = ["library", "method", "n_timesteps", "mode"]
+    keys = ["library", "method", "n_timesteps", "mode", "loss_in"]
     paired = runs.merge(float32, on=keys, suffixes=("", "_float32")) if not float32.empty else None
     time_ratio = memory_ratio = None
     if paired is not None and not paired.empty and runs["dtype"].iloc[0] != "float32":

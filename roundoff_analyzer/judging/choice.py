@@ -26,7 +26,7 @@ class Choice:
     bits: int | None
     runner_up: Answer | None  # the next best dtype safe for training, for the comparison
     float32_grad: float | None  # float32's smallest largest parameter-gradient roundoff, where float32 ran
-    loss_in: str | None  # the loss placement of the chosen runs, where the sweep measured more than one
+    loss_in: str | None  # where the chosen setup formed its loss, where the sweep measured more than one placement
 
 
 def choose(results: pd.DataFrame, found: list[Answer] | None = None) -> Choice | None:
@@ -59,9 +59,4 @@ def _float32_grad(found: list[Answer]) -> float | None:
 def _loss_in(results: pd.DataFrame, chosen: Answer) -> str | None:
     if LOSS_PLACEMENT not in results or results[LOSS_PLACEMENT].nunique() < 2:
         return None
-    runs = rules.reduction_runs(results, chosen.judgement)
-    runs = runs[runs["method"] == chosen.method] if chosen.method else runs
-    if runs.empty:
-        return None
-    best = runs.loc[runs["grad_params_rel_err"].fillna(math.inf).idxmin()]
-    return str(best[LOSS_PLACEMENT])
+    return chosen.loss_in

@@ -76,7 +76,8 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
     for library in config.library or ():
         resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
     options = parse_options(model, config.options)
-    grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling, config.arithmetic, config.rounding)
+    grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling, config.arithmetic, config.rounding,
+                      config.loss_in)
     files = expand_checkpoints(config.checkpoint) if config.checkpoint else []
     workers_reason = "--workers" if config.workers is not None else None
     if config.workers is None:

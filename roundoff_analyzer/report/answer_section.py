@@ -14,6 +14,16 @@ from .overview import is_synthetic
 from .verdict_section import describe, judged
 
 SCALING_WORDS = fmt.SCALING_WORDS
+LOSS_WORDS = {"float32": "in float32, outside autocast", "autocast": "inside autocast"}
+
+
+def placement_line(a: answering.Answer) -> str | None:
+    """Where both loss placements of the chosen setup ran and earned different labels: which to use, and why."""
+    other = a.other_placement
+    if other is None:
+        return None
+    here, there = (LOSS_WORDS.get(p, f"in `{p}`") for p in (a.loss_in, other.loss_in))
+    return f"Form the loss {here}: formed {there}, the same setup is {other.label}: {describe(other)}."
 
 
 def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
@@ -82,12 +92,55 @@ def cost_sentence(a: answering.Answer, device: str | None) -> str:
 
 
 def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
-    """The lines to write in a training script for this answer (nothing for "do not", nor for a format that was
-    emulated in software: no torch dtype computes in it)."""
+    """The lines to write in a training script for this answer, as its rows ran: the solve, the loss formed where
+    they formed it, the scaling they measured (GradScaler's loop with the clip after `unscale_`, or the native
+    solver's adjoint scaler) and nothing they did not (no update of low-precision weights after a `pure` run).
+    Nothing for "do not", nor for a format emulated in software: no torch dtype computes in it."""
     if not a.train or a.arithmetic == "emulated":
         return []
     device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
     dtype = f"torch.{a.dtype.split()[0]}"
+    solve_args = [f'method="{a.method}"']
+    if a.scaling == "dynamic":
+        solve_args.append("scaler=DynamicAdjointScaler()")
+    if a.library == "native-low":
+        solve_args.append('trajectory_dtype="low"')
+    y0 = f"y0.to({dtype})" if a.mode == "pure" else "y0"
+    solve = f"trajectory = odeint(func, {y0}, torch.linspace(0, 1, {a.n_timesteps + 1}), {', '.join(solve_args)})"
+    inside = a.loss_in == "autocast"
+    if not inside:
+        loss = "loss = loss_fn(trajectory.float())  # formed in float32" + (", outside autocast" if a.mode != "pure" else "") + ", as measured"
+    else:
+        loss = "loss = loss_fn(trajectory)  # formed " + (f"from the {a.dtype} output" if a.mode == "pure" else "inside autocast") + ", as measured"
+    lines = _imports(a)
+    if a.mode == "pure":
+        lines.append(f"func = func.to({dtype})")
+    if a.scaling == "grad":
+        lines.append(f'scaler = torch.amp.GradScaler("{device_type}")  # once, before the training loop')
+    lines.append("for y0 in batches:")
+    if a.mode == "pure":
+        lines += [f"    {solve}", f"    {loss}"]
+    else:
+        cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
+        lines += ["    optimizer.zero_grad()", f'    with torch.autocast("{device_type}", dtype={dtype}{cache}):', f"        {solve}"]
+        lines.append(f"        {loss}" if inside else f"    {loss}")
+    backward = "    scaler.scale(loss).backward()" if a.scaling == "grad" else "    loss.backward()"
+    if a.scaling == "dynamic":
+        backward += "  # the adjoint scaler leaves the gradients unscaled"
+    lines.append(backward)
+    if a.mode == "pure":
+        # The sweep measured the gradient, not what an optimizer does with low-precision weights.
+        if a.scaling == "grad":
+            lines.append("    # the gradients are scaler.get_scale() times the true ones: divide them by it before use")
+        return lines + [f"    # this sweep measured these gradients; an update of {a.dtype} weights is a training's question (`roundoff train --mode pure`)"]
+    clip = "    torch.nn.utils.clip_grad_norm_(func.parameters(), max_norm)  # if you clip"
+    if a.scaling == "grad":
+        return lines + ["    scaler.unscale_(optimizer)  # the true gradients, before any clip", f"{clip}: after unscale_",
+                        "    scaler.step(optimizer)", "    scaler.update()"]  # fmt: skip
+    return lines + [clip, "    optimizer.step()"]
+
+
+def _imports(a: answering.Answer) -> list[str]:
     lines = []
     if a.library in ("native", "native-low"):
         lines.append("from roundoff_analyzer.solvers import odeint  # in place of torchdiffeq's odeint")
@@ -97,24 +150,6 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
         lines.append(f"# solve with {a.library}, as this sweep did")
     if a.scaling == "dynamic":
         lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
-    solve_args = [f'method="{a.method}"']
-    if a.scaling == "dynamic":
-        solve_args.append("scaler=DynamicAdjointScaler()")
-    if a.library == "native-low":
-        solve_args.append('trajectory_dtype="low"')
-    solve = f"odeint(func, y0, torch.linspace(0, 1, {a.timesteps[-1] + 1}), {', '.join(solve_args)})"
-    if a.mode == "pure":
-        lines += [f"func, y0 = func.to({dtype}), y0.to({dtype})", f"trajectory = {solve}"]
-    else:
-        cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
-        lines += [f'with torch.autocast("{device_type}", dtype={dtype}{cache}):', f"    trajectory = {solve}", "    loss = ..."]
-    if a.scaling == "grad":
-        lines += [
-            f'scaler = torch.amp.GradScaler("{device_type}")  # once, before the training loop',
-            "scaler.scale(loss).backward()", "scaler.step(optimizer)", "scaler.update()",
-        ]  # fmt: skip
-    else:
-        lines += ["loss.backward()", "optimizer.step()"]
     return lines
 
 
@@ -129,7 +164,8 @@ def answer_section(
     formats = search.format_results(rows, found)
     lines = ["## The answer", "", at + headline(rows, found, manifest or {}, device), ""]
     for a in per_dtype(found, formats):
-        lines.append(f"- {at}{answer_sentence(a, device)}")
+        placement = placement_line(a)
+        lines.append(f"- {at}{answer_sentence(a, device)}" + (f" {placement}" if placement else ""))
         code = code_lines(a, device)
         if code:
             lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
@@ -157,7 +193,7 @@ def headline(rows: pd.DataFrame, found: list[answering.Answer], manifest: dict, 
         )
     a = chosen.answer
     steps = f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps {a.timesteps[0]}"
-    loss = f", loss in {chosen.loss_in}" if chosen.loss_in else ""
+    loss = f", the loss formed {LOSS_WORDS.get(chosen.loss_in, f'in `{chosen.loss_in}`')}" if chosen.loss_in else ""
     what = f"{a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, {steps} under `{a.mode}`{loss}"
     emulated = " (emulated in software here: what it would do, not code to train with today)" if a.arithmetic == "emulated" else ""
     return f"**Train with {a.dtype}**: {what}{emulated}. {_reason(chosen, device)} {on}"
@@ -257,6 +293,7 @@ def answer_lines(results: pd.DataFrame, device: str | None) -> list[str]:
     plain = lambda text: text.replace("**", "").replace("`", "")  # noqa: E731
     lines = [plain(at + headline(rows, found, {}, device).split(" Judged on ")[0])]
     for a in per_dtype(found, formats):
-        lines.append(plain(f"{at}{answer_sentence(a, device)}"))
+        placement = placement_line(a)
+        lines.append(plain(f"{at}{answer_sentence(a, device)}{' ' + placement if placement else ''}"))
         lines += [f"    {line}" for line in code_lines(a, device)]
     return lines + [plain(line) for line in format_search_terminal(rows, formats)]

@@ -13,6 +13,7 @@ from .figures import ADJOINT_FIGURE, ERROR_FIGURES, METRIC_NAMES
 from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
 from .key_findings import key_findings
 from .overview import overview
+from .placements import placements_as_modes
 from .recommendations import recommendations
 from .sweep_folder import SweepFolder
 from .verdict_section import verdict_section
@@ -22,7 +23,9 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
     """The whole report; `figures` maps a figure's name to its PNG and SVG paths relative to the report."""
     every_checkpoint, note = sweep.results, scope_note(sweep.results)
     sweep, _ = judged_rows(sweep)
-    results = sweep.results
+    judged = sweep.results
+    # The answer and the verdict judge each loss placement from its column; the detail reads it as a mode.
+    results = placements_as_modes(judged)
     with_mode = results["mode"].nunique() > 1
     model = (sweep.manifest.get("model") or {}).get("name") or fmt.listing(results["model"].unique())
     lines = [
@@ -36,8 +39,8 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
         lines += [note, ""]
     # What a reader acts on comes first; the detail that backs it follows.
     sections = (
-        answer_section(results, sweep.manifest.get("device"), sweep.manifest, figures),
-        verdict_section(results),
+        answer_section(judged, sweep.manifest.get("device"), sweep.manifest, figures),
+        verdict_section(judged),
         key_findings(results, sweep.manifest, with_mode, sweep.profile),
         along_training_section(every_checkpoint, sweep.manifest, figures, sweep.path),
         recommendations(results, with_mode),

@@ -39,7 +39,7 @@ _CONFIG_FIELDS = [
     pa.field("model", pa.string()), pa.field("library", pa.string()), pa.field("method", pa.string()),
     pa.field("n_timesteps", pa.int64()), pa.field("dtype", pa.string()), pa.field("scaling", pa.string()),
     pa.field("mode", pa.string()), pa.field("arithmetic", pa.string()), pa.field("rounding", pa.string()),
-    pa.field("checkpoint", pa.string()),
+    pa.field("checkpoint", pa.string()), pa.field("loss_in", pa.string()),
 ]  # fmt: skip
 
 RESULT_SCHEMA = pa.schema(
