@@ -283,15 +283,17 @@ def glossary(results: pd.DataFrame) -> list[str]:
     return words
 
 
-def answer_lines(results: pd.DataFrame, device: str | None) -> list[str]:
-    """The terminal's form: per dtype its sentence, then its code lines indented."""
+def answer_lines(results: pd.DataFrame, device: str | None, manifest: dict | None = None) -> list[str]:
+    """The terminal's form: the chosen setup (with what it was judged on, where the manifest says), per dtype its
+    sentence, then its code lines indented."""
     rows, at = judged(results)
     found = answering.answers(rows)
     if not found:
         return []
     formats = search.format_results(rows, found)
     plain = lambda text: text.replace("**", "").replace("`", "")  # noqa: E731
-    lines = [plain(at + headline(rows, found, {}, device).split(" Judged on ")[0])]
+    first = headline(rows, found, manifest or {}, device)
+    lines = [plain(at + (first if manifest else first.split(" Judged on ")[0]))]
     for a in per_dtype(found, formats):
         placement = placement_line(a)
         lines.append(plain(f"{at}{answer_sentence(a, device)}{' ' + placement if placement else ''}"))
