@@ -23,12 +23,12 @@ reference's own estimated error); elsewhere that yardstick is left out and the v
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass
 
 import pandas as pd
 
 from ..measuring.yardsticks import with_context_columns
+from .per_table import per_table
 
 WELL_UNDER = 0.1
 AT_OR_ABOVE = 1.0
@@ -211,20 +211,10 @@ def rank(j: SetupJudgement) -> tuple[int, float]:
     return RANK[j.label], j.worst_grad if j.worst_grad is not None else math.inf
 
 
-# The verdicts of the last few tables judged: a report asks for them in several sections, and judging a large sweep
-# takes seconds. Keyed by the table object itself (a weak reference), which the report never changes in place.
-_REMEMBERED = 4
-_last: list[tuple[weakref.ref, list[Verdict]]] = []
-
-
+@per_table
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
     """Per dtype × library × mode (× loss placement), in the order the sweep met them."""
-    for table, found in _last:
-        if table() is results:
-            return list(found)
-    found = _verdicts(results)
-    _last[:] = [(weakref.ref(results), found), *_last[: _REMEMBERED - 1]]
-    return list(found)
+    return _verdicts(results)
 
 
 def _verdicts(results: pd.DataFrame) -> list[Verdict]:

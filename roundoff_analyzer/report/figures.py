@@ -11,6 +11,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 from matplotlib.cm import ScalarMappable
+from matplotlib.collections import LineCollection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -196,22 +197,31 @@ def _mantissa_colorbar(fig: Figure, runs: pd.DataFrame, groups: dict[str, list[s
 
 def _grouped_panel(ax, panel: pd.DataFrame, x: str, y: str, styles: dict, with_mode: bool, broken: str | None = None) -> bool:
     """One line per dtype × library × scaling × mode, coloured by the dtype's mantissa bits, styled by its setup;
-    a × where a run failed (`broken`: the column that marks a failed point, else the run's status)."""
+    a × where a run failed (`broken`: the column that marks a failed point, else the run's status). Per setup, its
+    lines are one collection and its points one scatter: a panel of many formats draws and saves in a few artists."""
     mantissas = [_mantissa(d) for d in panel["dtype"].unique()]
     low, high = min(mantissas), max(max(mantissas), min(mantissas) + 1)
     any_failed = False
-    for index, ((dtype, *key), runs) in enumerate(panel.groupby(["dtype", *LINE_COLUMNS], sort=False)):
-        runs = runs.sort_values(x)
-        colour = _MANTISSA_COLOURS((_mantissa(dtype) - low) / (high - low))
-        style = {**styles[tuple(key)], "color": colour, "markersize": 3, "linewidth": 1}
-        drawn = runs[runs[y] > 0]
-        ax.plot(drawn[x], drawn[y], label="_grouped", **style)
-        failed = runs[runs[broken].astype(bool)] if broken else runs[runs["status"] == "failed"]
-        if broken:
-            failed = failed[failed["status"] == "failed"]
-        if not failed.empty:
-            any_failed = True
-            _mark_failed(ax, failed[x], failed[y], index, colour)
+    for index, (key, setup_runs) in enumerate(panel.groupby(list(LINE_COLUMNS), sort=False)):
+        segments, colours, points, point_colours = [], [], [], []
+        for dtype, runs in setup_runs.groupby("dtype", sort=False):
+            runs = runs.sort_values(x)
+            colour = _MANTISSA_COLOURS((_mantissa(dtype) - low) / (high - low))
+            drawn = runs[runs[y] > 0]
+            segments.append(list(zip(drawn[x].astype(float), drawn[y].astype(float))))
+            colours.append(colour)
+            points += segments[-1]
+            point_colours += [colour] * len(drawn)
+            failed = runs[runs[broken].astype(bool)] if broken else runs[runs["status"] == "failed"]
+            if broken:
+                failed = failed[failed["status"] == "failed"]
+            if not failed.empty:
+                any_failed = True
+                _mark_failed(ax, failed[x], failed[y], index, colour)
+        style = styles[tuple(key)]
+        ax.add_collection(LineCollection(segments, colors=colours, linestyles=style["linestyle"], linewidths=1), autolim=True)
+        if points:
+            ax.scatter([p[0] for p in points], [p[1] for p in points], c=point_colours, marker=style["marker"], s=9, zorder=3)
     for key in panel[list(LINE_COLUMNS)].drop_duplicates().itertuples(index=False):
         # The legend's entry for the setup: its line style in grey (the colour is the mantissa bits, on the colour bar).
         ax.plot([], [], **{**styles[tuple(key)], "color": "0.4"}, label=line_label(*key, with_mode))
