@@ -208,10 +208,11 @@ def _grouped_panel(ax, panel: pd.DataFrame, x: str, y: str, styles: dict, with_m
             runs = runs.sort_values(x)
             colour = _MANTISSA_COLOURS((_mantissa(dtype) - low) / (high - low))
             drawn = runs[runs[y] > 0]
-            segments.append(list(zip(drawn[x].astype(float), drawn[y].astype(float))))
-            colours.append(colour)
-            points += segments[-1]
-            point_colours += [colour] * len(drawn)
+            if not drawn.empty:  # (a format with no finite value is only marked failed)
+                segments.append(list(zip(drawn[x].astype(float), drawn[y].astype(float))))
+                colours.append(colour)
+                points += segments[-1]
+                point_colours += [colour] * len(drawn)
             failed = runs[runs[broken].astype(bool)] if broken else runs[runs["status"] == "failed"]
             if broken:
                 failed = failed[failed["status"] == "failed"]
@@ -219,7 +220,8 @@ def _grouped_panel(ax, panel: pd.DataFrame, x: str, y: str, styles: dict, with_m
                 any_failed = True
                 _mark_failed(ax, failed[x], failed[y], index, colour)
         style = styles[tuple(key)]
-        ax.add_collection(LineCollection(segments, colors=colours, linestyles=style["linestyle"], linewidths=1), autolim=True)
+        if segments:
+            ax.add_collection(LineCollection(segments, colors=colours, linestyles=style["linestyle"], linewidths=1), autolim=True)
         if points:
             ax.scatter([p[0] for p in points], [p[1] for p in points], c=point_colours, marker=style["marker"], s=9, zorder=3)
     for key in panel[list(LINE_COLUMNS)].drop_duplicates().itertuples(index=False):
