@@ -144,6 +144,8 @@ def sweep(
         highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
+    for line in plan.warnings():
+        stderr.print(line, highlight=False, markup=False)
     if plan.threads:
         console.print(f"torch threads: {plan.threads.threads} per process ({plan.threads.reason})", highlight=False, markup=False)
     try:

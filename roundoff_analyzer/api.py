@@ -11,6 +11,8 @@ figures as Python objects. The `roundoff` command is a thin layer over these fun
 """
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -140,6 +142,8 @@ def sweep(
     False or None shows nothing; or your own Progress (roundoff_analyzer.execution.base). Bad input raises roundoff_analyzer.core.errors.InputError
     with one line saying what is allowed."""
     planned = plan_sweep(model, config=config, out=out, force=force, **settings)
+    for line in planned.plan.warnings():
+        warnings.warn(line.removeprefix("warning: "), stacklevel=2)
     if progress is True:
         from rich.console import Console
 

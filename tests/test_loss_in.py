@@ -15,7 +15,7 @@ from roundoff_analyzer.axes.grid import Grid
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.judging import answer as answering
 from roundoff_analyzer.judging import verdict as rules
-from roundoff_analyzer.report.answer_section import code_lines
+from roundoff_analyzer.report.answer_section import code_lines, code_method
 from roundoff_analyzer.report.verdict_section import describe
 from roundoff_analyzer.storage.results import read_parquet
 
@@ -78,7 +78,7 @@ def _code_against_rows(code: list[str], a: answering.Answer, results: pd.DataFra
                   & (results["status"] == "ok")]  # fmt: skip
     steps = int(re.search(r"torch\.linspace\(0, 1, (\d+)\)", text).group(1)) - 1
     assert steps in set(ran["n_timesteps"]), "the code solves on a grid its rows ran"
-    assert f'method="{a.method}"' in text
+    assert f'method="{code_method(a.library, a.method)}"' in text
     assert ("from roundoff_analyzer.solvers import odeint" in text) == (a.library in ("native", "native-low"))
     solve = next(i for i, line in enumerate(code) if "odeint(func" in line)
     loss = next(i for i, line in enumerate(code) if line.lstrip().startswith("loss = "))

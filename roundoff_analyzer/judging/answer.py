@@ -107,14 +107,22 @@ def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement, other_placem
 
 
 def _best_method(runs: pd.DataFrame, judgement: rules.SetupJudgement) -> str | None:
-    """The method that never failed in this setup with the smallest largest total error (else roundoff)."""
+    """The method that never failed in this setup with the smallest largest total error (else roundoff); never an
+    adaptive method run at an rtol below the dtype's unit roundoff (one that ran anyway ran on luck)."""
     failed = {m for m, _, _ in judgement.failures}
-    candidates = runs[~runs["method"].isin(failed)]
+    candidates = runs[~runs["method"].isin(failed) & ~below_unit_roundoff(runs)]
     if candidates.empty:
         return None
     metric = TOTAL if TOTAL in candidates and candidates[TOTAL].notna().any() else ROUNDOFF
     worst = candidates.groupby("method", sort=False)[metric].max()
     return str(worst.idxmin()) if worst.notna().any() else str(candidates["method"].iloc[0])
+
+
+def below_unit_roundoff(runs: pd.DataFrame) -> pd.Series:
+    """The rows of an adaptive method whose rtol is below their dtype's unit roundoff."""
+    if "rtol" not in runs or "unit_roundoff" not in runs:
+        return pd.Series(False, index=runs.index)
+    return (runs["rtol"] < runs["unit_roundoff"]).fillna(False).astype(bool)
 
 
 def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:

@@ -17,7 +17,7 @@ from ..axes.grid import Configuration
 from ..axes.libraries import LIBRARIES, SolverLibrary
 from ..axes.libraries.steps import CountedDynamics
 from ..axes.loss_placements import DEFAULT_LOSS_IN, LOSS_PLACEMENTS, LossPlacement
-from ..axes.methods import METHODS, Method
+from ..axes.methods import METHODS, Method, tableau_of
 from ..axes.modes import MODES, PreparedRun, ProblemCopies, cast_run
 from ..axes.roundings import ROUNDINGS
 from ..axes.scalings import SCALINGS, Scaling, ScalerSettings
@@ -201,6 +201,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     if skip:
         row.update(status="skipped", skip_reason=skip)
         return Measurement(row, [], [])
+    row["tableau"] = tableau_of(library, method)
     reason = arithmetic.unsupported_reason(dtype, context.device)
     if reason:
         _record_failure(row, failures.unsupported(reason))
@@ -248,6 +249,9 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
             run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32, scale_hint=outcomes[-1].retries,
                      loss_in=loss_in)  # fmt: skip
         outcomes[-1].peak_memory_bytes = peak.bytes
+    last = outcomes[-1].failure
+    if last is not None and last.failure_class == failures.STEP_SIZE_UNDERFLOW and method.adaptive:
+        outcomes[-1].failure = failures.step_size_underflow(last, method.rtol, dtype.name, dtype.unit_roundoff)
     row.update(_step_columns(method, outcomes[-1], reference))
     measurement = _summarise(row, config, dtype, outcomes, reference, context.copies)
     if context.yardsticks is not None:
@@ -289,6 +293,7 @@ def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:
     )  # fmt: skip
     row.update(dict.fromkeys(CONTEXT_COLUMNS))
     row.update(dict.fromkeys(STEP_COLUMNS))
+    row["tableau"] = None
     return row
 
 

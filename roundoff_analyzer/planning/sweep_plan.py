@@ -20,6 +20,7 @@ from ..core.threads import ThreadChoice, choose_threads
 from ..measuring import memory
 from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
 from .config import SweepConfig
+from .tolerances import tolerance_warnings
 from .workers import auto_workers
 
 
@@ -64,6 +65,11 @@ class SweepPlan:
 
     def train_iteration(self, checkpoint: str) -> int | None:
         return next((c.iteration for c in self.checkpoints if c.name == checkpoint), None)
+
+    def warnings(self) -> list[str]:
+        """What to say before running: an adaptive method's rtol below a dtype's unit roundoff."""
+        dtypes = [dtype for _, dtype, _ in self.grid.triples]
+        return tolerance_warnings(self.grid.methods, dtypes, self.grid.modes, self.config.rtol)
 
 
 def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked: bool = False) -> SweepPlan:

@@ -91,6 +91,12 @@ def cost_sentence(a: answering.Answer, device: str | None) -> str:
     return text + "."
 
 
+def code_method(library: str, method: str) -> str:
+    """The method name to write for the answer's solver: the drop-in's `rk4` is the classical rule, as the native rows
+    ran it, but warns that torchdiffeq's is the 3/8 rule; `rk4_classical` names the measured rule without the warning."""
+    return "rk4_classical" if library in ("native", "native-low") and method == "rk4" else method
+
+
 def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
     """The lines to write in a training script for this answer, as its rows ran: the solve, the loss formed where
     they formed it, the scaling they measured (GradScaler's loop with the clip after `unscale_`, or the native
@@ -100,7 +106,7 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
         return []
     device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
     dtype = f"torch.{a.dtype.split()[0]}"
-    solve_args = [f'method="{a.method}"']
+    solve_args = [f'method="{code_method(a.library, a.method)}"']
     if a.scaling == "dynamic":
         solve_args.append("scaler=DynamicAdjointScaler()")
     if a.library == "native-low":

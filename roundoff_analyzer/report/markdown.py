@@ -16,6 +16,7 @@ from .overview import overview
 from .placements import placements_as_modes
 from .recommendations import recommendations
 from .sweep_folder import SweepFolder
+from .tableaux import tableau_notes
 from .verdict_section import verdict_section
 
 
@@ -73,6 +74,7 @@ def accuracy(
         "included (an overflow in the backward pass still leaves the solution error measured); `ok` counts the runs "
         f"without failure. {fmt.MISSING} means no run of that setup produced the value.",
         "",
+        *(line for note in tableau_notes(results) for line in (note, "")),
         "### Relative error",
         "",
         tables.accuracy_table(results, in_units_of_u=False, with_mode=with_mode),
