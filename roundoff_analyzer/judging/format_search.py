@@ -1,7 +1,8 @@
 """The format search: over a sweep of several formats, the narrowest that is safe for training and the narrowest
 exponent width that never overflows. Pure functions of the results table.
 
-Each format (a dtype as the verdict labels it) is judged by its best setup, as the answer chooses it. Formats are
+Each format (a dtype as the verdict labels it) is judged by its best setup: the answer's where it trains, else the
+best-ranked of all its setups. Formats are
 ordered narrowest first: fewest total bits (sign + exponent + mantissa), then fewest exponent bits. A format is safe
 for training when its best setup's label is `safe` or `safe for training` (nothing failed, the parameter-gradient
 roundoff at most WELL_UNDER times the gradient noise). An exponent width never overflows when no run of any format
@@ -78,14 +79,21 @@ def format_results(results: pd.DataFrame, judged: list[Answer] | None = None) ->
     """Every format of the sweep whose bit layout is known, narrowest first (`judged`: the answers, if known)."""
     ran = rules.with_format_labels(results[results["status"] != "skipped"])
     by_dtype = dict(tuple(ran.groupby("dtype", sort=False)))
+    setups: dict[str, list[rules.SetupJudgement]] = {}
+    for v in rules.verdicts(results):
+        for j in v.setups:
+            setups.setdefault(j.dtype, []).append(j)
     found = []
     for a in answers(results) if judged is None else judged:
         layout = bit_layout(a.dtype)
         if layout is None or a.dtype not in by_dtype:
             continue
         runs = by_dtype[a.dtype]
+        # The answer's setup where it trains; otherwise the best of every setup (a scaled one that ran, say, rather
+        # than the unscaled one that overflowed and decided the verdict).
+        best = a.judgement if a.train else min(setups.get(a.dtype, [a.judgement]), key=rules.rank)
         overflows = int(((runs["status"] == "failed") & (runs["failure_class"] == OVERFLOW)).sum())
-        found.append(FormatResult(a.dtype, *layout, a.judgement, _arithmetic(runs, a.judgement), len(runs), overflows))
+        found.append(FormatResult(a.dtype, *layout, best, _arithmetic(runs, best), len(runs), overflows))
     return sorted(found, key=lambda f: f.width)
 
 
