@@ -15,12 +15,15 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     from roundoff_analyzer.judging.environments import mixed_environments
     from roundoff_analyzer.report.answer_section import answer_lines
     from roundoff_analyzer.report.verdict_section import verdict_lines
-    from roundoff_analyzer.judging.setups import read_setup
+    from roundoff_analyzer.judging.setups import manifest_of, read_setup
+    from roundoff_analyzer.storage.manifest_schema import read_manifest
 
     try:
         device = (read_setup(folder) or {}).get("device")
-    except InputError:  # a manifest that cannot be read only costs the answer its device
-        device = None
+        manifest_path = manifest_of(folder)
+        manifest = read_manifest(manifest_path, "the answer cannot say what it judged") if manifest_path else None
+    except InputError:  # a manifest that cannot be read only costs the answer its device and what it judged
+        device = manifest = None
     if shown is not None:
         console.print(
             f"the verdict and the answer judge the whole sweep ({len(results)} configurations), not only the {shown} "
@@ -31,6 +34,6 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
         console.print(f"environments: {printable(mixed)}", highlight=False, markup=False, soft_wrap=True)
     for line in verdict_lines(results):
         console.print(f"verdict: {printable(line.replace('**', ''))}", highlight=False, markup=False)
-    for line in answer_lines(results, device):
+    for line in answer_lines(results, device, manifest):
         prefix = "" if line.startswith(" ") else "answer: "
         console.print(f"{prefix}{printable(line)}", highlight=False, markup=False)

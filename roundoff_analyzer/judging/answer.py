@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from . import verdict as rules
+from .per_table import per_table
 
 TRAINABLE = (rules.SAFE, rules.TRAINING)
 TOTAL, ROUNDOFF = "total_grad_params_rel_err", "grad_params_rel_err"
@@ -73,6 +74,7 @@ class Answer:
         return self.judgement.mode
 
 
+@per_table
 def answers(results: pd.DataFrame) -> list[Answer]:
     """One answer per dtype that ran, in the order the sweep met them."""
     found = rules.verdicts(results)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..measuring.yardsticks import with_context_columns
+from .per_table import per_table
 
 WELL_UNDER = 0.1
 AT_OR_ABOVE = 1.0
@@ -121,12 +122,19 @@ def with_loss_in(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
-    """A sweep over the arithmetic or rounding axis judges each variant of a dtype on its own: 'float16 emulated'."""
+    """A sweep over the arithmetic or rounding axis judges each variant of a dtype on its own: 'float16 emulated'.
+    A dtype that ran with one arithmetic (an eXmY format: emulated only) keeps its plain name."""
+    varied = [axis for axis in ("arithmetic", "rounding") if axis in runs and runs[axis].nunique() > 1]
+    if not varied:
+        return runs  # (no copy: a large sweep's table is relabelled once per setup judged)
     labels = runs["dtype"].astype(str)
-    for axis in ("arithmetic", "rounding"):
-        if axis in runs and runs[axis].nunique() > 1:
-            labels = labels + " " + runs[axis].astype(str)
+    for axis in varied:
+        several = runs.groupby("dtype")[axis].transform("nunique") > 1
+        labels = labels.where(~several, labels + " " + runs[axis].astype(str))
     return runs.assign(dtype=labels)
+
+
+with_format_labels = _with_format_labels  # the public name, for the modules that judge formats
 
 
 def reduction_runs(results: pd.DataFrame, judgement: "SetupJudgement") -> pd.DataFrame:
@@ -150,7 +158,8 @@ def _mostly_error(ok: pd.DataFrame) -> Worst | None:
 def _judge(dtype, library, scaling, mode, runs: pd.DataFrame, loss_in: str = DEFAULT_LOSS_IN) -> SetupJudgement:
     failed = runs[runs["status"] == "failed"]
     ok = runs[runs["status"] == "ok"]
-    failures = tuple((str(r.method), int(r.n_timesteps), str(r.failure_class)) for r in failed.itertuples())
+    # (only the columns read: itertuples over a results table's ~90 columns costs seconds on a large sweep)
+    failures = tuple((str(m), int(n), str(c)) for m, n, c in failed[["method", "n_timesteps", "failure_class"]].itertuples(index=False))
     to_noise = _worst(ok, "roundoff_to_noise", "parameter gradient")
     noise_known = "grad_noise_rel" in ok and ok["grad_noise_rel"].notna().any()
     to_disc, unresolved, dominates = None, [], []
@@ -193,8 +202,8 @@ def _worst(runs: pd.DataFrame, column: str, quantity: str) -> Worst | None:
     values = values[values.map(math.isfinite)]
     if values.empty:
         return None
-    row = runs.loc[values.idxmax()]
-    return Worst(float(values.max()), str(row["method"]), int(row["n_timesteps"]), quantity)
+    at = values.idxmax()
+    return Worst(float(values.max()), str(runs.at[at, "method"]), int(runs.at[at, "n_timesteps"]), quantity)
 
 
 def rank(j: SetupJudgement) -> tuple[int, float]:
@@ -202,8 +211,13 @@ def rank(j: SetupJudgement) -> tuple[int, float]:
     return RANK[j.label], j.worst_grad if j.worst_grad is not None else math.inf
 
 
+@per_table
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
     """Per dtype × library × mode (× loss placement), in the order the sweep met them."""
+    return _verdicts(results)
+
+
+def _verdicts(results: pd.DataFrame) -> list[Verdict]:
     judged = judge_setups(results)
     found = []
     for key in dict.fromkeys((j.dtype, j.library, j.mode, j.loss_in) for j in judged):

@@ -5,9 +5,12 @@ import os
 from pathlib import Path
 
 from ..core.errors import InputError
+from ..judging import format_search as search
+from ..judging import verdict as rules
 from ..storage.results import atomic_write_bytes
 from . import figures
 from .along_training import judged_rows
+from .format_search_section import FEW_FORMATS, FORMAT_FIGURE
 from .training_figure import TRAINING_FIGURE, along_training_figure
 from .markdown import render
 from .placements import placements_as_modes
@@ -52,6 +55,9 @@ def draw_figures(sweep: SweepFolder) -> dict:
             drawn[f"{figures.ADJOINT_FIGURE}_n{n}"] = adjoint
     if along is not None:
         drawn[TRAINING_FIGURE] = along
+    searched = search.emulated(search.format_results(sweep.results))
+    if len(searched) > FEW_FORMATS:
+        drawn[FORMAT_FIGURE] = figures.format_search_figure(searched, rules.WELL_UNDER, rules.AT_OR_ABOVE)
     return drawn
 
 

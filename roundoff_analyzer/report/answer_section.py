@@ -5,10 +5,15 @@ from __future__ import annotations
 import pandas as pd
 
 from ..judging import answer as answering
+from ..judging import choice as choosing
+from ..judging import format_search as search
+from ..judging import verdict as rules
 from . import formatting as fmt
+from .format_search_section import format_search_lines, format_search_terminal, summarised
+from .overview import is_synthetic
 from .verdict_section import describe, judged
 
-SCALING_WORDS = {"none": "no scaling", "grad": "`grad` loss scaling", "dynamic": "`dynamic` adjoint scaling"}
+SCALING_WORDS = fmt.SCALING_WORDS
 LOSS_WORDS = {"float32": "in float32, outside autocast", "autocast": "inside autocast"}
 
 
@@ -154,25 +159,95 @@ def _imports(a: answering.Answer) -> list[str]:
     return lines
 
 
-def answer_section(results: pd.DataFrame, device: str | None) -> list[str]:
+def answer_section(
+    results: pd.DataFrame, device: str | None, manifest: dict | None = None, figures: dict[str, tuple[str, str]] | None = None
+) -> list[str]:
+    """The chosen setup first, then per dtype its sentence (the emulated formats of a format search summarised)."""
     rows, at = judged(results)
     found = answering.answers(rows)
     if not found:
         return []
-    lines = ["## The answer", ""]
-    for a in found:
+    formats = search.format_results(rows, found)
+    lines = ["## The answer", "", at + headline(rows, found, manifest or {}, device), ""]
+    for a in per_dtype(found, formats):
         placement = placement_line(a)
         lines.append(f"- {at}{answer_sentence(a, device)}" + (f" {placement}" if placement else ""))
         code = code_lines(a, device)
         if code:
             lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
+    searched = format_search_lines(rows, formats, figures or {})
+    if searched:
+        lines += ([] if lines[-1] == "" else [""]) + searched
     return lines + ([] if lines[-1] == "" else [""]) + ["Words used in this report:", ""] + [f"- {line}" for line in glossary(results)]
+
+
+def per_dtype(found: list[answering.Answer], formats: list) -> list[answering.Answer]:
+    """The answers that get a sentence each: all but the emulated formats that the format search summarises."""
+    hidden = summarised(formats)
+    return [a for a in found if a.dtype not in hidden]
+
+
+def headline(rows: pd.DataFrame, found: list[answering.Answer], manifest: dict, device: str | None) -> str:
+    """The one setup to train with, the reason in numbers, and the weights and data it was judged on."""
+    chosen = choosing.choose(rows, found)
+    on = judged_on(manifest, rows)
+    if chosen is None:
+        best = min(found, key=lambda a: rules.rank(a.judgement))
+        return (
+            f"**No dtype swept is safe for training here.** The best, {best.dtype} with {_setup(best)}, is "
+            f"{best.judgement.label}: {describe(best.judgement)}. {on}"
+        )
+    a = chosen.answer
+    steps = f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps {a.timesteps[0]}"
+    loss = f", the loss formed {LOSS_WORDS.get(chosen.loss_in, f'in `{chosen.loss_in}`')}" if chosen.loss_in else ""
+    what = f"{a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, {steps} under `{a.mode}`{loss}"
+    emulated = " (emulated in software here: what it would do, not code to train with today)" if a.arithmetic == "emulated" else ""
+    return f"**Train with {a.dtype}**: {what}{emulated}. {_reason(chosen, device)} {on}"
+
+
+def _reason(chosen: choosing.Choice, device: str | None) -> str:
+    j = chosen.answer.judgement
+    parts = []
+    if j.to_noise is not None:
+        parts.append(f"its parameter-gradient roundoff is at most {fmt.in_u(j.to_noise.value)}× the gradient noise (safe for training up to {rules.WELL_UNDER:g}×)")
+    else:
+        parts.append(f"its parameter-gradient roundoff is at most {fmt.error(j.worst_grad)} ({j.label}; the gradient noise was not measured)")
+    if chosen.float32_grad and j.worst_grad is not None and chosen.answer.dtype.split()[0] != "float32":
+        parts.append(f"{fmt.in_u(j.worst_grad / chosen.float32_grad)}× float32's ({fmt.error(j.worst_grad)} against {fmt.error(chosen.float32_grad)})")
+    c = chosen.answer.cost
+    if device is not None and str(device).startswith("cuda") and c is not None and c.time_ratio is not None:
+        parts.append(f"at {fmt.value_range(c.time_ratio, lambda v: f'{v:.2f}×')} float32's time")
+    r = chosen.runner_up
+    if r is not None:
+        noise = f"{fmt.in_u(r.judgement.to_noise.value)}× the noise" if r.judgement.to_noise else fmt.error(r.judgement.worst_grad)
+        parts.append(f"next best {r.dtype} ({r.judgement.label}, {noise})")
+    return f"Why: {'; '.join(parts)}."
+
+
+def judged_on(manifest: dict, rows: pd.DataFrame) -> str:
+    """'Judged on the initial weights (seed 0, untrained) and synthetic data.'"""
+    seed = ((manifest.get("model") or {}).get("options") or {}).get("seed", manifest.get("seed"))
+    checkpoint = manifest.get("checkpoint")
+    several = [c for c in manifest.get("checkpoints") or [] if isinstance(c, dict)]
+    iterations = rows["train_iteration"].dropna().unique() if "train_iteration" in rows else []
+    if several or isinstance(checkpoint, dict):
+        name = rows["checkpoint"].iloc[0] if "checkpoint" in rows and rows["checkpoint"].notna().any() else None
+        name = name or (checkpoint.get("path") if isinstance(checkpoint, dict) else None)
+        at = f", iteration {int(iterations[0])}" if len(iterations) == 1 else ""
+        weights = f"the trained weights of checkpoint `{name}`{at}"
+    elif "checkpoint" in manifest:
+        weights = "the initial weights" + (f" (seed {seed}, untrained)" if seed is not None else " (untrained)")
+    else:
+        weights = "weights the manifest does not name"
+    source = manifest.get("data_source")
+    data = "synthetic data" if is_synthetic(source) else f"the data {source}" if source else "data the manifest does not name"
+    return f"Judged on {weights} and {data}."
 
 
 def glossary(results: pd.DataFrame) -> list[str]:
     """One sentence for each word of the report a reader may not know, for the words this sweep uses."""
     ran = results[results["status"] != "skipped"]
-    units = ", ".join(f"{fmt.error(u)} in {d}" for d, u in ran.drop_duplicates("dtype")[["dtype", "unit_roundoff"]].itertuples(index=False))
+    units = fmt.unit_roundoffs(ran, "in")
     words = [
         "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same time grid.",
         f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error of 10 u "
@@ -214,12 +289,19 @@ def glossary(results: pd.DataFrame) -> list[str]:
     return words
 
 
-def answer_lines(results: pd.DataFrame, device: str | None) -> list[str]:
-    """The terminal's form: per dtype its sentence, then its code lines indented."""
+def answer_lines(results: pd.DataFrame, device: str | None, manifest: dict | None = None) -> list[str]:
+    """The terminal's form: the chosen setup (with what it was judged on, where the manifest says), per dtype its
+    sentence, then its code lines indented."""
     rows, at = judged(results)
-    lines = []
-    for a in answering.answers(rows):
+    found = answering.answers(rows)
+    if not found:
+        return []
+    formats = search.format_results(rows, found)
+    plain = lambda text: text.replace("**", "").replace("`", "")  # noqa: E731
+    first = headline(rows, found, manifest or {}, device)
+    lines = [plain(at + (first if manifest else first.split(" Judged on ")[0]))]
+    for a in per_dtype(found, formats):
         placement = placement_line(a)
-        lines.append(f"{at}{answer_sentence(a, device)}{' ' + placement if placement else ''}".replace("**", "").replace("`", ""))
+        lines.append(plain(f"{at}{answer_sentence(a, device)}{' ' + placement if placement else ''}"))
         lines += [f"    {line}" for line in code_lines(a, device)]
-    return lines
+    return lines + [plain(line) for line in format_search_terminal(rows, formats)]

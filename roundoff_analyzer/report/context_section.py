@@ -9,6 +9,8 @@ from .findings import sweep_timesteps
 # (header, roundoff column, discretisation column) of the quantities set side by side.
 QUANTITIES = (("solution", "sol_rel_err", "disc_sol_rel_err"), ("param. gradient", "grad_params_rel_err", "disc_grad_params_rel_err"))
 GRID_COLUMNS = ["library", "method", "n_timesteps"]
+# Up to this many dtypes get their own roundoff columns; beyond, one pair of columns spans them all.
+FEW_DTYPE_COLUMNS = 4
 
 
 def context_section(results: pd.DataFrame) -> list[str]:
@@ -16,6 +18,7 @@ def context_section(results: pd.DataFrame) -> list[str]:
         return []
     ok = results[results["status"] == "ok"]
     dtypes = list(ok["dtype"].unique())
+    dtypes = dtypes if len(dtypes) <= FEW_DTYPE_COLUMNS else []  # many: one pair of columns over them all
     fine = results.dropna(subset=["fine_ref_steps"]).iloc[0]
     lines = [
         "## Roundoff against discretisation error and gradient noise",
@@ -42,6 +45,9 @@ def context_section(results: pd.DataFrame) -> list[str]:
         f"{d}: parameter-gradient roundoff {fmt.value_range(runs['grad_params_rel_err'], fmt.error)}, "
         f"{fmt.value_range(runs['roundoff_to_noise'], fmt.in_u)}× the noise"
         for d, runs in ok.groupby("dtype", sort=False)
+    ) if ok["dtype"].nunique() <= fmt.FEW else (
+        f"over the {ok['dtype'].nunique()} dtypes, parameter-gradient roundoff {fmt.value_range(ok['grad_params_rel_err'], fmt.error)}, "
+        f"{fmt.value_range(ok['roundoff_to_noise'], fmt.in_u)}× the noise (per format in the answer's table)"
     )
     lines.append(
         f"**Gradient noise** {fmt.in_u(noise.iloc[0])}: the relative spread of the float64 parameter gradient over "
@@ -61,13 +67,14 @@ def _grid_table(results: pd.DataFrame, ok: pd.DataFrame, dtypes: list[str]) -> s
         runs = ok[(ok["library"] == grid["library"]) & (ok["method"] == grid["method"]) & (ok["n_timesteps"] == grid["n_timesteps"])]
         cells = [grid["library"], grid["method"], str(int(grid["n_timesteps"]))]
         cells += [_disc(grid, disc) for _, _, disc in QUANTITIES]
-        for dtype in dtypes:
-            at = runs[runs["dtype"] == dtype]
+        for dtype in dtypes or [None]:
+            at = runs[runs["dtype"] == dtype] if dtype is not None else runs
             cells += [fmt.value_range(at[roundoff], fmt.error) for _, roundoff, _ in QUANTITIES]
         rows.append(cells)
     headers = ["library", "method", "n_timesteps"] + [f"discretisation: {h}" for h, _, _ in QUANTITIES]
-    headers += [f"{d} roundoff: {h}" for d in dtypes for h, _, _ in QUANTITIES]
-    return fmt.markdown_table(rows, headers)
+    every = f"roundoff over the {ok['dtype'].nunique()} dtypes"
+    headers += [f"{d} roundoff: {h}" for d in dtypes for h, _, _ in QUANTITIES] or [f"{every}: {h}" for h, _, _ in QUANTITIES]
+    return fmt.bounded_table(rows, headers)
 
 
 def _disc(grid: pd.Series, column: str) -> str:
@@ -121,5 +128,5 @@ def cost_section(results: pd.DataFrame) -> list[str]:
         f"methods; {note}.{memory} Low precision on a CPU is emulated in software and is often slower than float32: "
         "judge speed on the device you will train on.",
         "",
-        fmt.markdown_table(rows, headers),
+        fmt.bounded_table(rows, headers),
     ]

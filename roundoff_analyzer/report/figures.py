@@ -10,11 +10,15 @@ from pathlib import Path
 
 import matplotlib
 import pandas as pd
+from matplotlib.cm import ScalarMappable
+from matplotlib.collections import LineCollection
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from ..axes.dtypes import DTYPES
+from ..judging.format_search import bit_layout
 from ..storage.results import atomic_write_bytes
 
 METRIC_NAMES = {
@@ -32,6 +36,7 @@ RECOVERED_LABEL = "○ overflowed in the low dtype, run ok (recovered)"
 # The columns that name one configuration in both the profile and the results.
 _RUN_KEYS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding")
 _MARKERS = ("o", "s", "^", "D", "v", "P")
+_MANTISSA_COLOURS = matplotlib.colormaps["viridis"]
 _LINESTYLES = ("-", "--", "-.", ":")
 _FAILED_BAND = 0.15  # share of a panel's height, at its top, where failed runs without a finite value are marked
 # A dtype's range limit is drawn only within this factor of the data, so that bfloat16's 1e-38…3e38 does not flatten
@@ -55,12 +60,19 @@ def error_figure(results: pd.DataFrame, metric: str) -> Figure:
     styles = _styles(ran)
     with_mode = ran["mode"].nunique() > 1
     fig, axes = _panel_grid(ran)
+    groups = dtype_groups(list(ran["dtype"].unique()))
     any_failed = False
-    for (method, dtype), ax in axes.items():
-        panel = ran[(ran["method"] == method) & (ran["dtype"] == dtype)]
-        any_failed |= _error_panel(ax, panel, metric, styles, with_mode)
-        ax.set_title(f"{method}, {dtype}")
+    for (method, group), ax in axes.items():
+        panel = ran[(ran["method"] == method) & ran["dtype"].isin(groups[group])]
+        if len(groups[group]) == 1:
+            any_failed |= _error_panel(ax, panel, metric, styles, with_mode)
+        else:
+            any_failed |= _grouped_panel(ax, panel, "n_timesteps", metric, styles, with_mode)
+            _log_axes(ax, panel[metric].dropna(), "n_timesteps", sorted(panel["n_timesteps"].unique()))
+            ax.set_ylabel("relative error")
+        ax.set_title(f"{method}, {group}")
     fig.suptitle(f"{METRIC_NAMES.get(metric, metric)} error against the float64 reference")
+    _mantissa_colorbar(fig, ran, groups)
     figure_legend(fig, any_failed)
     return fig
 
@@ -88,11 +100,23 @@ def adjoint_range_figure(profile: pd.DataFrame, n: int | None = None, results: p
     styles = _styles(at_n)
     with_mode = at_n["mode"].nunique() > 1
     fig, axes = _panel_grid(at_n)
+    groups = dtype_groups(list(at_n["dtype"].unique()))
     marked: set[str] = set()
-    for (method, dtype), ax in axes.items():
-        marked |= _adjoint_panel(ax, at_n[(at_n["method"] == method) & (at_n["dtype"] == dtype)], dtype, styles, with_mode)
-        ax.set_title(f"{method}, {dtype}" + ax.get_title())
+    for (method, group), ax in axes.items():
+        panel = at_n[(at_n["method"] == method) & at_n["dtype"].isin(groups[group])]
+        if len(groups[group]) == 1:
+            marked |= _adjoint_panel(ax, panel, group, styles, with_mode)
+        else:
+            held = panel.assign(held=panel["max_abs_low"].fillna(panel["max_abs"]), broken=non_finite_steps(panel))
+            if _grouped_panel(ax, held, "step", "held", styles, with_mode, broken="broken"):
+                marked.add(FAILED_LABEL)
+            ax.set_yscale("log")
+            ax.set_ylim(*_limits(held["held"].dropna()))
+            ax.set_xlabel("backward step (0 = first step back from t = 1)")
+            ax.set_ylabel("largest |adjoint| in the low dtype")
+        ax.set_title(f"{method}, {group}" + ax.get_title())
     fig.suptitle(f"largest |adjoint| per backward step, n_timesteps = {n}")
+    _mantissa_colorbar(fig, at_n, groups)
     figure_legend(fig, FAILED_LABEL in marked, recovered=RECOVERED_LABEL in marked)
     return fig
 
@@ -140,10 +164,86 @@ def _styles(runs: pd.DataFrame) -> dict[tuple, dict]:
     }
 
 
+# Up to this many dtypes get a column of panels each; more are grouped by exponent width, one column per width, so
+# that a figure does not grow with the number of formats swept.
+PANEL_DTYPES = 4
+
+
+def dtype_groups(dtypes: list[str]) -> dict[str, list[str]]:
+    """Panel column name -> its dtypes: each dtype its own, or for many, one column per exponent width."""
+    if len(dtypes) <= PANEL_DTYPES:
+        return {d: [d] for d in dtypes}
+    groups: dict[str, list[str]] = {}
+    for d in sorted(dtypes, key=lambda d: bit_layout(d) or (99, 99)):
+        layout = bit_layout(d)
+        groups.setdefault(f"{layout[0]} exponent bits" if layout else "other formats", []).append(d)
+    return groups
+
+
+def _mantissa(dtype: str) -> int:
+    layout = bit_layout(dtype)
+    return layout[1] if layout else 0
+
+
+def _mantissa_colorbar(fig: Figure, runs: pd.DataFrame, groups: dict[str, list[str]]) -> bool:
+    """One colour bar for the mantissa bits of grouped panels; False when no panel is grouped."""
+    if all(len(g) == 1 for g in groups.values()):
+        return False
+    mantissas = [_mantissa(d) for d in runs["dtype"].unique()]
+    mappable = ScalarMappable(Normalize(min(mantissas), max(max(mantissas), min(mantissas) + 1)), _MANTISSA_COLOURS)
+    fig.colorbar(mappable, ax=fig.axes, label="mantissa bits", shrink=0.8)
+    return True
+
+
+def _grouped_panel(ax, panel: pd.DataFrame, x: str, y: str, styles: dict, with_mode: bool, broken: str | None = None) -> bool:
+    """One line per dtype × library × scaling × mode, coloured by the dtype's mantissa bits, styled by its setup;
+    a × where a run failed (`broken`: the column that marks a failed point, else the run's status). Per setup, its
+    lines are one collection and its points one scatter: a panel of many formats draws and saves in a few artists."""
+    mantissas = [_mantissa(d) for d in panel["dtype"].unique()]
+    low, high = min(mantissas), max(max(mantissas), min(mantissas) + 1)
+    any_failed = False
+    for index, (key, setup_runs) in enumerate(panel.groupby(list(LINE_COLUMNS), sort=False)):
+        segments, colours, points, point_colours = [], [], [], []
+        for dtype, runs in setup_runs.groupby("dtype", sort=False):
+            runs = runs.sort_values(x)
+            colour = _MANTISSA_COLOURS((_mantissa(dtype) - low) / (high - low))
+            drawn = runs[runs[y] > 0]
+            if not drawn.empty:  # (a format with no finite value is only marked failed)
+                segments.append(list(zip(drawn[x].astype(float), drawn[y].astype(float))))
+                colours.append(colour)
+                points += segments[-1]
+                point_colours += [colour] * len(drawn)
+            failed = runs[runs[broken].astype(bool)] if broken else runs[runs["status"] == "failed"]
+            if broken:
+                failed = failed[failed["status"] == "failed"]
+            if not failed.empty:
+                any_failed = True
+                _mark_failed(ax, failed[x], failed[y], index, colour)
+        style = styles[tuple(key)]
+        if segments:
+            ax.add_collection(LineCollection(segments, colors=colours, linestyles=style["linestyle"], linewidths=1), autolim=True)
+        if points:
+            ax.scatter([p[0] for p in points], [p[1] for p in points], c=point_colours, marker=style["marker"], s=9, zorder=3)
+    for key in panel[list(LINE_COLUMNS)].drop_duplicates().itertuples(index=False):
+        # The legend's entry for the setup: its line style in grey (the colour is the mantissa bits, on the colour bar).
+        ax.plot([], [], **{**styles[tuple(key)], "color": "0.4"}, label=line_label(*key, with_mode))
+    return any_failed
+
+
+def _log_axes(ax, values: pd.Series, x: str, ticks: list[int]) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_ylim(*_limits(values))
+    ax.set_xticks(ticks, labels=[str(n) for n in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(x)
+
+
 def _panel_grid(runs: pd.DataFrame):
-    methods, dtypes = list(runs["method"].unique()), list(runs["dtype"].unique())
+    methods, dtypes = list(runs["method"].unique()), list(dtype_groups(list(runs["dtype"].unique())))
     # One legend below the panels, so that it never covers a panel or the title.
-    fig = Figure(figsize=(max(6.8 * len(dtypes), 9.0), 3.6 * len(methods) + 1.2), layout="constrained")
+    width = 6.8 if len(dtypes) <= PANEL_DTYPES else 4.8  # grouped by exponent width: up to seven narrower columns
+    fig = Figure(figsize=(max(width * len(dtypes), 9.0), 3.6 * len(methods) + 1.2), layout="constrained")
     grid = fig.subplots(len(methods), len(dtypes), squeeze=False)
     return fig, {(m, d): grid[i][j] for i, m in enumerate(methods) for j, d in enumerate(dtypes)}
 
@@ -282,3 +382,35 @@ def figure_legend(fig: Figure, any_failed: bool, recovered: bool = False) -> Non
     if recovered:
         handles[RECOVERED_LABEL] = Line2D([], [], linestyle="none", marker="o", fillstyle="none", color="grey", label=RECOVERED_LABEL)
     fig.legend(list(handles.values()), list(handles), fontsize="small", loc="outside lower center", ncols=min(4, len(handles)))
+
+
+def format_search_figure(found: list, threshold: float, unsafe: float) -> Figure:
+    """The best setup's parameter-gradient roundoff over the gradient noise against mantissa bits, one line per
+    exponent width, with the safe-for-training threshold; a format whose runs failed gets a × in the top band.
+    `found`: the format search's FormatResults (one panel, whatever their number)."""
+    fig = Figure(figsize=(10.0, 5.2), layout="constrained")
+    ax = fig.subplots()
+    widths = sorted({f.exponent_bits for f in found})
+    values = pd.Series([f.to_noise for f in found], dtype=float)
+    any_failed = False
+    for index, bits in enumerate(widths):
+        formats = sorted((f for f in found if f.exponent_bits == bits), key=lambda f: f.mantissa_bits)
+        x = pd.Series([f.mantissa_bits for f in formats])
+        y = pd.Series([f.to_noise if f.to_noise is not None and not f.judgement.failures else math.nan for f in formats], dtype=float)
+        style = {"color": f"C{index % 10}", "marker": _MARKERS[index % len(_MARKERS)], "linestyle": _LINESTYLES[index % len(_LINESTYLES)]}
+        ax.plot(x, y, label=f"{bits} exponent bits", **style)
+        failed = pd.Series([bool(f.judgement.failures) for f in formats])
+        if failed.any():
+            any_failed = True
+            _mark_failed(ax, x[failed].reset_index(drop=True), y[failed].reset_index(drop=True), index, style["color"])
+    ax.axhline(threshold, color="green", linewidth=1, linestyle="--", label=f"safe for training up to {threshold:g}× the noise")
+    ax.axhline(unsafe, color="red", linewidth=1, linestyle=":", label=f"unsafe from {unsafe:g}×")
+    ax.set_yscale("log")
+    ax.set_ylim(*_limits(values.dropna(), threshold, unsafe))
+    mantissas = sorted({f.mantissa_bits for f in found})
+    ax.set_xticks(mantissas, labels=[str(m) for m in mantissas])
+    ax.set_xlabel("mantissa bits")
+    ax.set_ylabel("parameter-gradient roundoff / gradient noise")
+    fig.suptitle("format search: the best setup of each format")
+    figure_legend(fig, any_failed)
+    return fig

@@ -4,11 +4,13 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
+import pandas as pd
 from tabulate import tabulate
 
 from .findings import SETUP_COLUMNS
 
 MISSING = "—"
+SCALING_WORDS = {"none": "no scaling", "grad": "`grad` loss scaling", "dynamic": "`dynamic` adjoint scaling"}
 RANGE_DASH = " – "
 
 
@@ -83,3 +85,44 @@ def markdown_table(rows: Sequence[Sequence], headers: Sequence[str]) -> str:
     cells = [[escape_cell(c) for c in row] for row in rows]
     # Cells are already formatted: tabulate must not re-parse "3.06e-04" into a float and reformat it.
     return tabulate(cells, headers=[escape_cell(h) for h in headers], tablefmt="github", disable_numparse=True)
+
+
+# A section shows this many rows, items or names in full; beyond it, it summarises (every row stays in the Parquet,
+# which `roundoff show` prints), so that a report stays short however large the grid.
+FEW = 12
+IN_THE_PARQUET = "every one is in results.parquet (`roundoff show`)"
+
+
+def bounded_items(items: Sequence[str], noun: str = "more", limit: int = FEW) -> list[str]:
+    """The first `limit` items, then one item saying how many more there are."""
+    items = list(items)
+    if len(items) <= limit:
+        return items
+    return items[:limit] + [f"… and {len(items) - limit} {noun} ({IN_THE_PARQUET})."]
+
+
+def bounded_listing(items: Iterable, limit: int = FEW) -> str:
+    """'a, b, c' for a few; 'a, b, …, z (80 in all)' for many."""
+    items = [str(i) for i in items]
+    if len(items) <= limit:
+        return listing(items)
+    return f"{listing(items[: limit - 1])}, …, {items[-1]} ({len(items)} in all)"
+
+
+def bounded_table(rows: Sequence[Sequence], headers: Sequence[str], limit: int = FEW) -> str:
+    """A markdown table of at most `limit` rows; a line under it says how many were left out."""
+    if len(rows) <= limit:
+        return markdown_table(rows, headers)
+    return f"{markdown_table(rows[:limit], headers)}\n\nThe first {limit} of {len(rows)} rows; {IN_THE_PARQUET}."
+
+
+def unit_roundoffs(results: pd.DataFrame, word: str = "for") -> str:
+    """'6.10e-05 for float16, 3.91e-03 for bfloat16', or for many dtypes the range of u and where it lies."""
+    units = results.drop_duplicates("dtype")[["dtype", "unit_roundoff"]]
+    if len(units) <= FEW:
+        return ", ".join(f"{error(u)} {word} {d}" for d, u in units.itertuples(index=False))
+    low, high = units.loc[units["unit_roundoff"].idxmin()], units.loc[units["unit_roundoff"].idxmax()]
+    return (
+        f"from {error(low['unit_roundoff'])} {word} {low['dtype']} to {error(high['unit_roundoff'])} {word} "
+        f"{high['dtype']} over the {len(units)} dtypes (u = 2^-(mantissa bits + 1))"
+    )

@@ -136,10 +136,10 @@ def dtype_comparison(results: pd.DataFrame) -> list[str]:
     if ok["dtype"].nunique() < 2:
         return []
     spans = {d: runs for d, runs in ok.groupby("dtype", sort=False)}
-    described = "; ".join(
+    described = "; ".join(fmt.bounded_items([
         f"{d} {fmt.value_range(r['grad_params_rel_err'], fmt.error)} ({fmt.value_range(r['grad_params_rel_err_over_u'], fmt.in_u)} u)"
         for d, r in spans.items()
-    )
+    ], "more dtypes")).rstrip(".")
     text = f"**Which dtype**: parameter-gradient errors of the runs without failure: {described}."
     ranked = sorted(spans, key=lambda d: spans[d]["grad_params_rel_err"].max())
     first, second = ranked[0], ranked[1]

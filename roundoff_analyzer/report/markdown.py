@@ -44,7 +44,7 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
         lines += [f"**Mixed environments:** {mixed[:1].upper()}{mixed[1:]}.", ""]
     # What a reader acts on comes first; the detail that backs it follows.
     sections = (
-        answer_section(judged, sweep.manifest.get("device")),
+        answer_section(judged, sweep.manifest.get("device"), sweep.manifest, figures),
         verdict_section(judged),
         key_findings(results, sweep.manifest, with_mode, sweep.profile),
         along_training_section(every_checkpoint, sweep.manifest, figures, sweep.path),
@@ -71,9 +71,6 @@ def accuracy(
     results: pd.DataFrame, param_errors: pd.DataFrame | None, with_mode: bool, figures: dict[str, tuple[str, str]]
 ) -> list[str]:
     timesteps = fmt.listing(sweep_timesteps(results))
-    units = ", ".join(
-        f"{fmt.error(u)} for {d}" for d, u in results.drop_duplicates("dtype")[["dtype", "unit_roundoff"]].itertuples(index=False)
-    )
     lines = [
         "## Accuracy",
         "",
@@ -86,7 +83,9 @@ def accuracy(
         "",
         tables.accuracy_table(results, in_units_of_u=False, with_mode=with_mode),
         "",
-        f"### In units of the unit roundoff u ({units})",
+        "### In units of the unit roundoff u",
+        "",
+        f"The unit roundoff u of each dtype: {fmt.unit_roundoffs(results)}.",
         "",
         tables.accuracy_table(results, in_units_of_u=True, with_mode=with_mode),
     ]
@@ -171,5 +170,5 @@ def worked_and_failed(results: pd.DataFrame, with_mode: bool) -> list[str]:
         ("Skipped", skipped),
     ):
         if items:
-            lines += ["", f"### {title}", ""] + [f"- {item}" for item in items]
+            lines += ["", f"### {title}", ""] + [f"- {item}" for item in fmt.bounded_items(items, "more setups")]
     return lines

@@ -129,7 +129,7 @@ def _grid(manifest: dict, results: pd.DataFrame) -> str:
     )
     if cells != len(triples) or "arithmetic" in grid:
         pairs = results[["dtype", "arithmetic", "rounding"]].drop_duplicates().itertuples(index=False)
-        text += f", in {cells} runs per (n_timesteps, method, mode) by dtype arithmetic rounding: " + ", ".join(" ".join(p) for p in pairs)
+        text += f", in {cells} runs per (n_timesteps, method, mode) by dtype arithmetic rounding: " + fmt.bounded_listing(" ".join(p) for p in pairs)
     if len(results) != planned:
         text += f". results.parquet holds {len(results)} of them: the sweep did not finish"
     several = [c for c in manifest.get("checkpoints") or [] if isinstance(c, dict)]
@@ -144,7 +144,7 @@ def _triples(triples: list) -> str:
     for library, dtype, scaling in triples:
         by_library.setdefault(library, {}).setdefault(dtype, []).append(scaling)
     return "; ".join(
-        f"{library} " + ", ".join(f"{dtype} {{{', '.join(scalings)}}}" for dtype, scalings in dtypes.items())
+        f"{library} " + fmt.bounded_listing(f"{dtype} {{{', '.join(scalings)}}}" for dtype, scalings in dtypes.items())
         for library, dtypes in by_library.items()
     )
 

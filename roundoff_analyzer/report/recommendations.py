@@ -26,7 +26,7 @@ def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
     items += eight_bit_verdicts(results, with_mode)
     if not items:
         return []
-    return ["## Recommendations", ""] + [f"- {item}" for item in items]
+    return ["## Recommendations", ""] + [f"- {item}" for item in fmt.bounded_items(items, "more recommendations")]
 
 
 def _has_total(results: pd.DataFrame) -> bool:

@@ -28,7 +28,7 @@ def accuracy_table(results: pd.DataFrame, in_units_of_u: bool, with_mode: bool) 
         runs = groups[setup]
         ok = f"{int((runs['status'] == 'ok').sum())} of {len(runs)}"
         rows.append(_setup_cells(setup, with_mode) + [ok] + [fmt.value_range(runs[c + suffix], number) for _, c in ERRORS])
-    return fmt.markdown_table(rows, setup_headers(with_mode) + ["ok"] + [h for h, _ in ERRORS])
+    return fmt.bounded_table(rows, setup_headers(with_mode) + ["ok"] + [h for h, _ in ERRORS])
 
 
 def growth_table(results: pd.DataFrame, found: list[Growth], with_mode: bool) -> str:
@@ -39,7 +39,7 @@ def growth_table(results: pd.DataFrame, found: list[Growth], with_mode: bool) ->
         + [f"{g.timesteps[0]} → {g.timesteps[-1]}", fmt.error(g.values[0]), fmt.error(g.values[-1]), fmt.in_u(g.factor)]
         for g in sorted(found, key=lambda g: order.index(g.setup))
     ]
-    return fmt.markdown_table(rows, setup_headers(with_mode) + ["n_timesteps", "error at smallest n", "error at largest n", "ratio"])
+    return fmt.bounded_table(rows, setup_headers(with_mode) + ["n_timesteps", "error at smallest n", "error at largest n", "ratio"])
 
 
 # Columns a failure group's table adds, per failure class: (header, column, format).
@@ -76,4 +76,4 @@ def worst_parameters_table(worst: pd.DataFrame, with_mode: bool) -> str:
         for _, r in worst.iterrows()
     ]  # fmt: skip
     headers = ["dtype", "parameter", "largest error", "in u", "library", "method", "n_timesteps", "scaling"]
-    return fmt.markdown_table(rows, headers + (["mode"] if with_mode else []))
+    return fmt.bounded_table(rows, headers + (["mode"] if with_mode else []))

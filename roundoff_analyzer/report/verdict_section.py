@@ -33,7 +33,7 @@ def verdict_section(results: pd.DataFrame) -> list[str]:
     with_mode = len({v.mode for v in found}) > 1
     with_loss_in = _with_loss_in(found)
     lines = ["## Verdict", ""]
-    lines += [f"- {sentence(v, with_mode, with_loss_in)}" for v in found]
+    lines += [f"- {item}" for item in fmt.bounded_items([sentence(v, with_mode, with_loss_in) for v in found], "more verdicts")]
     lines += ["", _yardsticks(results), "", _table(found, with_mode, with_loss_in)]
     return lines
 
@@ -148,4 +148,4 @@ def _table(found: list[rules.Verdict], with_mode: bool, with_loss_in: bool) -> s
         "scaling", "setup", "ok", "param. gradient roundoff (max)", "in u", "roundoff / noise (max)",
         "roundoff / discretisation (max)",
     ]  # fmt: skip
-    return fmt.markdown_table(rows, headers)
+    return fmt.bounded_table(rows, headers)

@@ -1,0 +1,130 @@
+"""The format search in words: the narrowest format safe for training, the narrowest exponent width that never
+overflows, each with its numbers, and one compact table of every emulated format (exponent bits × mantissa bits)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..judging import format_search as search
+from ..judging import verdict as rules
+from . import formatting as fmt
+
+FORMAT_FIGURE = "format_search"
+# Up to this many emulated formats keep a sentence each in the answer; more are summarised by the search.
+FEW_FORMATS = 3
+
+
+def summarised(found: list[search.FormatResult]) -> set[str]:
+    """The dtypes the format search summarises: the emulated formats, when there are more than a few."""
+    formats = search.emulated(found)
+    return {f.dtype for f in formats} if len(formats) > FEW_FORMATS else set()
+
+
+def layout(f: search.FormatResult) -> str:
+    return f"{f.bits} bits: {f.exponent_bits} exponent, {f.mantissa_bits} mantissa"
+
+
+def _setup(j: rules.SetupJudgement) -> str:
+    return f"{j.library}, {fmt.SCALING_WORDS.get(j.scaling, f'`{j.scaling}` scaling')}, `{j.mode}`"
+
+
+def _to_noise(f: search.FormatResult) -> str:
+    if f.judgement.failures:
+        classes = fmt.listing(dict.fromkeys(c for _, _, c in f.judgement.failures))
+        return f"{f.judgement.label}: {fmt.plural(len(f.judgement.failures), 'run')} failed ({classes})"
+    if f.to_noise is None:
+        return f"{f.judgement.label}: gradient noise not measured"
+    return f"{f.judgement.label}: {fmt.in_u(f.to_noise)}× the gradient noise"
+
+
+def narrowest_safe_line(found: list[search.FormatResult]) -> str:
+    best = search.narrowest_safe(found)
+    if best is None:
+        closest = min(found, key=lambda f: (rules.RANK[f.judgement.label], f.to_noise if f.to_noise is not None else float("inf")))
+        return (
+            f"**No format swept is safe for training.** The closest, {closest.dtype} ({layout(closest)}), is "
+            f"{_to_noise(closest)} at best ({_setup(closest.judgement)})."
+        )
+    ruled_out = search.narrower_unsafe(found, best)
+    narrower = ""
+    if ruled_out:
+        # The nearest miss: of the widest formats ruled out, the one with the smallest roundoff against the noise.
+        nearest = max(ruled_out, key=lambda f: (f.bits, -(f.to_noise if f.to_noise is not None and not f.judgement.failures else float("inf"))))
+        narrower = (
+            f" Every narrower format swept ({fmt.plural(len(ruled_out), 'format')}) is not: the nearest miss, "
+            f"{nearest.dtype} ({layout(nearest)}), is {_to_noise(nearest)} at best."
+        )
+    elif not any(f.bits < best.bits for f in found):
+        narrower = " No narrower format was swept."
+    return (
+        f"**Narrowest format safe for training: {best.dtype}** ({layout(best)}), with {_setup(best.judgement)}: its "
+        f"parameter-gradient roundoff is at most {fmt.in_u(best.to_noise)}× the gradient noise (safe for training up to "
+        f"{rules.WELL_UNDER:g}×), {fmt.error(best.judgement.worst_grad)} relative ({fmt.in_u(best.judgement.worst_grad_over_u)} u).{narrower}"
+    )
+
+
+def exponent_line(widths: list[search.ExponentWidth]) -> str:
+    clear = search.narrowest_without_overflow(widths)
+    overflowing = [w for w in widths if w.overflows]
+    counts = "; ".join(f"{w.exponent_bits} bits: {w.n_overflows} of {w.n_runs} runs" for w in overflowing)
+    if clear is None:
+        return f"**Every exponent width swept overflowed somewhere** ({counts})."
+    headroom = f"; its largest finite adjoint stays {fmt.in_u(clear.headroom)}× below the format's largest number" if clear.headroom else ""
+    text = (
+        f"**Narrowest exponent width that never overflows: {clear.exponent_bits} bits** (none of the "
+        f"{clear.n_runs} runs of its {fmt.plural(len(clear.formats), 'format')} overflowed{headroom})."
+    )
+    return text + (f" Narrower widths overflowed ({counts})." if overflowing else " No narrower width was swept.")
+
+
+def format_table(found: list[search.FormatResult]) -> str:
+    """Rows: exponent bits; columns: mantissa bits; each cell the best setup's roundoff over the noise."""
+    formats = search.emulated(found)
+    best = search.narrowest_safe(formats)
+    mantissas = sorted({f.mantissa_bits for f in formats})
+    by_layout = {(f.exponent_bits, f.mantissa_bits): f for f in formats}
+    rows = []
+    for e in sorted({f.exponent_bits for f in formats}):
+        cells = [_cell(by_layout.get((e, m)), best) for m in mantissas]
+        rows.append([f"e{e}"] + cells)
+    return fmt.markdown_table(rows, ["exponent \\ mantissa"] + [f"m{m}" for m in mantissas])
+
+
+def _cell(f: search.FormatResult | None, best: search.FormatResult | None) -> str:
+    if f is None:
+        return ""
+    if f.judgement.failures:
+        return f"✗ {f.judgement.failures[0][2]}"
+    text = fmt.in_u(f.to_noise) if f.to_noise is not None else fmt.MISSING
+    if not f.trainable:
+        return f"✗ {text}"
+    return f"**{text}**" if f is best else text
+
+
+def format_search_lines(results: pd.DataFrame, found: list[search.FormatResult], figures: dict[str, tuple[str, str]]) -> list[str]:
+    formats = search.emulated(found)
+    if len(formats) <= FEW_FORMATS:
+        return []
+    lines = [
+        f"### Formats emulated: {fmt.plural(len(formats), 'format')}",
+        "",
+        f"- {narrowest_safe_line(found)}",
+        f"- {exponent_line(search.exponent_widths(results))}",
+        "",
+        "Each format is judged by its best setup (library, scaling, mode). A cell is that setup's largest "
+        "parameter-gradient roundoff over the gradient noise; ✗ marks a format not safe for training (above "
+        f"{rules.WELL_UNDER:g}×, or a run failed: its failure class), bold the narrowest safe one. Every run is in "
+        "the Parquet (`roundoff show`).",
+        "",
+        format_table(found),
+    ]
+    if FORMAT_FIGURE in figures:
+        png, svg = figures[FORMAT_FIGURE]
+        lines += ["", f"![parameter-gradient roundoff over the gradient noise against mantissa bits]({png}) ([SVG]({svg}))"]
+    return lines
+
+
+def format_search_terminal(results: pd.DataFrame, found: list[search.FormatResult]) -> list[str]:
+    """The terminal's form: the two lines of the search, without the table."""
+    if len(search.emulated(found)) <= FEW_FORMATS:
+        return []
+    return [narrowest_safe_line(found), exponent_line(search.exponent_widths(results))]
