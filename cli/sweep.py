@@ -82,6 +82,15 @@ def sweep(
         None, "--fp8-scaling/--no-fp8-scaling", metavar="", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on).",
         rich_help_panel=SCALING,
     ),
+    keep_float32: Optional[str] = typer.Option(
+        None, "--keep-float32", help="Modules of the vector field run in float32 out of autocast, as a grid axis: none, or module "
+        "names or glob patterns joined with + (e.g. potential.layers.0, '*norm*'); several values separated by commas.",
+        show_default="none", rich_help_panel=GRID,
+    ),
+    per_module: Optional[bool] = typer.Option(
+        None, "--per-module", metavar="", help="Measure each module of the vector field per time step, forward and backward: range "
+        "and local roundoff (modules.parquet; one extra, untimed run per configuration).", rich_help_panel=OUTPUT,
+    ),
     cpu_memory: Optional[bool] = typer.Option(
         None, "--cpu-memory", metavar="", help="On the CPU, measure peak memory too (one extra, untimed run per configuration).",
         rich_help_panel=EXECUTION,
@@ -111,6 +120,8 @@ def sweep(
         "repeats": repeats,
         "timeout": timeout,
         "cpu_memory": cpu_memory,
+        "keep_float32": split_list(keep_float32, "keep-float32"),
+        "per_module": per_module,
         "loss_scale": loss_scale,
         "noise_batches": noise_batches,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
