@@ -1,14 +1,17 @@
 """The keep_float32 axis: chosen modules of the vector field run in float32, out of autocast, while the rest runs in the
 low dtype. A value is `none`, or module names or glob patterns (matched against `named_modules()`'s qualified names)
-joined with `+`: `potential.layers.0`, `*norm*`, `head+encoder.*`.
+joined with `+`: `potential.layers.0`, `*norm*`, `head+encoder.*`; a pattern that names no module may name a method,
+`potential.gradient_and_trace`, for a model that computes outside its submodules' forward.
 
 `keep_float32` is also the one change a user makes in their own model once a sweep showed that it helps:
 
     import roundoff_analyzer as ra
     self.head = ra.keep_float32(nn.Linear(64, 8))     # a module: its forward runs in float32 from now on
 
-    @ra.keep_float32                                   # a function or a forward method
-    def forward(self, x): ...
+    @ra.keep_float32                                   # a function or a method
+    def gradient_and_trace(self, s): ...
+
+    ra.keep_float32(func, "potential.layers.0+head")   # by name, as the sweep's --keep-float32 value
 
 Inside, low-precision floating inputs (float16, bfloat16, 8-bit) are cast to float32 and autocast is off, so that the
 module's own arithmetic and the gradient flowing back through it are float32; float32 and float64 inputs pass
@@ -30,7 +33,7 @@ NONE = "none"
 SEPARATOR = "+"
 # Device types autocast may be on for; autocast is switched off inside a kept module for each one where it is on.
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
-_KEPT = "_roundoff_keep_float32"  # set on a module whose forward keep_float32 wrapped
+_KEPT = "_roundoff_keep_float32"  # on a module: the names of its methods that run in float32
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -64,16 +67,31 @@ def keep_skip_reason(value: str, mode: str, arithmetic: str, dtype) -> str | Non
     return None
 
 
-def matching(root: nn.Module, value: str) -> list[tuple[str, nn.Module]]:
-    """The modules of `root` whose qualified name matches one of the value's patterns, in `named_modules()` order."""
-    found = patterns(value)
-    return [(name, module) for name, module in root.named_modules() if any(fnmatch.fnmatchcase(name, p) for p in found)]
+def matching(root: nn.Module, value: str) -> list[tuple[str, nn.Module, str]]:
+    """What the value's patterns name in `root`, as (name, module, method): a module (its `forward`) whose qualified
+    name matches; or, for a pattern that matches no module, `module.method` (`method` alone: the root's), a method of
+    the modules the part before the last dot matches (a model that computes outside its submodules' forward, such as
+    a closed-form gradient, keeps that method)."""
+    named = list(root.named_modules())
+    found: dict[tuple[int, str], tuple[str, nn.Module, str]] = {}
+    for pattern in patterns(value):
+        hits = [(name, module, "forward") for name, module in named if fnmatch.fnmatchcase(name, pattern)]
+        if not hits:
+            owner, _, method = pattern.rpartition(".")
+            hits = [(f"{name}.{method}" if name else method, module, method) for name, module in named
+                    if fnmatch.fnmatchcase(name, owner) and _is_method(module, method)]  # fmt: skip
+        for hit in hits:
+            found.setdefault((id(hit[1]), hit[2]), hit)
+    return list(found.values())
+
+
+def _is_method(module: nn.Module, name: str) -> bool:
+    return not name.startswith("_") and callable(getattr(type(module), name, None)) and name not in nn.Module.__dict__
 
 
 def unmatched(root: nn.Module, value: str) -> list[str]:
-    """The value's patterns that match no module of `root`."""
-    names = [name for name, _ in root.named_modules()]
-    return [p for p in patterns(value) if not any(fnmatch.fnmatchcase(name, p) for name in names)]
+    """The value's patterns that name neither a module nor a method of `root`."""
+    return [p for p in patterns(value) if not matching(root, p)]
 
 
 def _up(value: Any) -> Any:
@@ -104,20 +122,32 @@ def float32_call(fn: F) -> F:
     return in_float32  # type: ignore[return-value]
 
 
-def _wrap(module: nn.Module) -> bool:
-    """Make `module`'s forward run in float32; False where it already does. Bound with MethodType, so that a deep copy
+def _wrap(module: nn.Module, method: str = "forward") -> bool:
+    """Make `module`'s `method` run in float32; False where it already does. Bound with MethodType, so that a deep copy
     of the module (an EMA copy, a cast copy) is bound to the copy, not to the original."""
-    if getattr(module, _KEPT, False):
+    kept = module.__dict__.get(_KEPT, frozenset())
+    if method in kept:
         return False
-    own = module.__dict__.get("forward")
-    function = own.__func__ if isinstance(own, types.MethodType) and own.__self__ is module else type(module).forward
-    module.forward = types.MethodType(float32_call(function), module)
-    setattr(module, _KEPT, True)
+    own = module.__dict__.get(method)
+    function = own.__func__ if isinstance(own, types.MethodType) and own.__self__ is module else getattr(type(module), method)
+    setattr(module, method, types.MethodType(float32_call(function), module))
+    module.__dict__[_KEPT] = kept | {method}
     return True
 
 
-def keep_float32(target):
-    """Run a module (its forward, from now on; the module is returned) or a function in float32 under autocast."""
+def keep_float32(target, names: str | None = None):
+    """Run a module (its forward, from now on; the module is returned) or a function in float32 under autocast. With
+    `names` (a keep_float32 value such as "potential.layers.0+head"), what they name inside the module `target` runs
+    in float32 from now on, as in a sweep with `--keep-float32` that value; a name that matches nothing is a ValueError."""
+    if names is not None:
+        if not isinstance(target, nn.Module):
+            raise TypeError(f"keep_float32 with names looks them up in a torch.nn.Module, not in {type(target).__name__}")
+        missing = unmatched(target, check_value(names))
+        if missing:
+            raise ValueError(f"keep_float32: {missing[0]!r} names no module or method of {type(target).__name__}")
+        for _, module, method in matching(target, names):
+            _wrap(module, method)
+        return target
     if isinstance(target, nn.Module):
         _wrap(target)
         return target
@@ -128,22 +158,26 @@ def keep_float32(target):
 
 @contextmanager
 def kept_in_float32(root: nn.Module, value: str) -> Iterator[list[str]]:
-    """The modules of `root` that `value` names run in float32 inside the block (their forward is restored after it);
-    yields their names."""
+    """What `value` names in `root` runs in float32 inside the block (the methods are restored after it); yields the
+    names kept."""
     kept = matching(root, value)
-    saved = [(module, module.__dict__.get("forward")) for _, module in kept if not getattr(module, _KEPT, False)]
-    for module, _ in saved:
-        _wrap(module)
+    saved = [(module, method, module.__dict__.get(method), module.__dict__.get(_KEPT)) for _, module, method in kept
+             if method not in module.__dict__.get(_KEPT, frozenset())]  # fmt: skip
+    for module, method, _, _ in saved:
+        _wrap(module, method)
     try:
-        yield [name for name, _ in kept]
+        yield [name for name, _, _ in kept]
     finally:
-        for module, forward in saved:
-            del module.forward
-            delattr(module, _KEPT)
-            if forward is not None:
-                module.forward = forward
+        for module, method, own, marks in reversed(saved):
+            del module.__dict__[method]
+            if own is not None:
+                module.__dict__[method] = own
+            if marks is None:
+                module.__dict__.pop(_KEPT, None)
+            else:
+                module.__dict__[_KEPT] = marks
 
 
 def is_kept(module: nn.Module) -> bool:
-    """Whether `module`'s forward runs in float32 (keep_float32 or kept_in_float32 wrapped it)."""
-    return bool(getattr(module, _KEPT, False))
+    """Whether `module`'s forward, or one of its methods, runs in float32 (keep_float32 or kept_in_float32 wrapped it)."""
+    return bool(module.__dict__.get(_KEPT))

@@ -12,7 +12,7 @@ method, n_timesteps and mode without scaling, where the sweep ran one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -33,6 +33,21 @@ class Cost:
 
 
 @dataclass(frozen=True)
+class Kept:
+    """Modules kept in float32 (a keep_float32 value) against the same dtype without them."""
+
+    value: str  # the keep_float32 value: module names or patterns joined with "+"
+    without: rules.SetupJudgement | None  # the best setup of the dtype keeping nothing, where the sweep ran one
+    time_ratio: tuple[float, float] | None  # forward + backward against the same runs keeping nothing
+    memory_ratio: tuple[float, float] | None  # peak memory against the same runs keeping nothing, where measured
+
+    @property
+    def turns_safe(self) -> bool:
+        """Keeping the modules made a dtype that is not trainable without them trainable."""
+        return self.without is not None and self.without.label not in TRAINABLE
+
+
+@dataclass(frozen=True)
 class Answer:
     dtype: str
     train: bool
@@ -42,6 +57,7 @@ class Answer:
     roundoff_dominates: tuple[tuple[str, int], ...]  # the chosen method's (quantity, smallest n where roundoff >= discretisation)
     cost: Cost | None
     arithmetic: str  # "hardware", or "emulated" when the chosen runs computed in emulated arithmetic
+    kept: "Kept | None" = None  # where the chosen runs kept modules in float32: what that bought and cost
 
     @property
     def library(self) -> str:
@@ -64,7 +80,32 @@ def answers(results: pd.DataFrame) -> list[Answer]:
         best = chosen.get(v.dtype)
         if best is None or rules.rank(v.decided_by) < rules.rank(best):
             chosen[v.dtype] = v.decided_by
-    return [_answer(results, judgement) for judgement in chosen.values()]
+    found = [_answer(results, judgement) for judgement in chosen.values()]
+    return [_with_kept(results, a, chosen) for a in found]
+
+
+# The columns that make two runs the same run but for the modules they keep in float32.
+_SAME_RUN = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint")
+
+
+def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJudgement]) -> Answer:
+    if "keep_float32" not in results:
+        return a
+    labelled = rules.labelled(results)
+    rows = results[labelled["dtype"] == a.dtype]
+    value = str(rows["keep_float32"].iloc[0]) if not rows.empty else "none"
+    if value == "none":
+        return a
+    without_label = rules.labelled(rows.assign(keep_float32="none"))["dtype"].iloc[0]
+    keys = [c for c in _SAME_RUN if c in results]
+    mine = rows[(rows["library"] == a.library) & (rows["scaling"] == a.scaling) & (rows["mode"] == a.mode)]
+    plain = results[results["keep_float32"] == "none"]
+    paired = mine.merge(plain, on=keys, suffixes=("", "_plain"))
+    time_ratio = memory_ratio = None
+    if not paired.empty:
+        time_ratio = _span((paired["time_forward_s"] + paired["time_backward_s"]) / (paired["time_forward_s_plain"] + paired["time_backward_s_plain"]))
+        memory_ratio = _span(paired["peak_memory_bytes"] / paired["peak_memory_bytes_plain"])
+    return replace(a, kept=Kept(value, chosen.get(without_label), time_ratio, memory_ratio))
 
 
 def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement) -> Answer:
@@ -108,5 +149,5 @@ def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
 
 
 def _span(values: pd.Series) -> tuple[float, float] | None:
-    values = values[values.map(lambda v: v is not None and math.isfinite(v))] if len(values) else values
+    values = values[values.map(lambda v: v is not None and v == v and math.isfinite(v))] if len(values) else values
     return (float(values.min()), float(values.max())) if len(values) else None

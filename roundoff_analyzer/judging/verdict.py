@@ -102,12 +102,22 @@ def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
     return judged
 
 
+def labelled(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with `dtype` the label a verdict judges them under ('float16 emulated', 'float16 keeping head in float32')."""
+    return _with_format_labels(runs)
+
+
 def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
-    """A sweep over the arithmetic or rounding axis judges each variant of a dtype on its own: 'float16 emulated'."""
+    """A sweep over the arithmetic or rounding axis judges each variant of a dtype on its own: 'float16 emulated'; so
+    does one over the keep_float32 axis."""
     labels = runs["dtype"].astype(str)
     for axis in ("arithmetic", "rounding"):
         if axis in runs and runs[axis].nunique() > 1:
             labels = labels + " " + runs[axis].astype(str)
+    if "keep_float32" in runs:
+        # Runs keeping modules in float32 are another setup of the dtype: 'float16 keeping head in float32'.
+        kept = runs["keep_float32"].fillna("none").astype(str)
+        labels = labels.where(kept == "none", labels + " keeping " + kept + " in float32")
     return runs.assign(dtype=labels)
 
 

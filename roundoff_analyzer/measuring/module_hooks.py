@@ -39,6 +39,7 @@ class ModuleStats:
     first_nonfinite_step: int | None = None
     first_nonfinite_call: int | None = None  # the run's count of watched calls then: orders modules within one step
     n_calls: int = 0
+    produced_nonfinite: bool = False  # a non-finite value began here, from finite ones (see `produced`)
 
     def add(self, value: torch.Tensor, step: int, smallest_normal: float, call: int) -> bool:
         """Fold one output (or gradient) in; False where it held a non-finite value."""
@@ -58,6 +59,14 @@ class ModuleStats:
                 self.nonzero += nonzero.numel()
                 self.below_normal += int((nonzero < smallest_normal).sum())
         return True
+
+    def produced(self, step: int, call: int) -> None:
+        """Its own computation turned finite values non-finite (forward: its output from finite inputs; backward: the
+        gradient it passed on, to its inputs and parameters, from a finite gradient at its output)."""
+        if not self.produced_nonfinite:
+            self.produced_nonfinite = True
+            if self.first_nonfinite_step is None or self.first_nonfinite_call > call:
+                self.first_nonfinite_step, self.first_nonfinite_call = step, call
 
     def add_error(self, error: float) -> None:
         if math.isfinite(error):
@@ -142,22 +151,28 @@ class ModuleObserver:
             # A library that solves the forward without autograd evaluates the field again in the backward, with it:
             # those calls are not the forward's, but the gradient reaching their outputs is the backward's.
             self.calls += self.phase == "forward"
-            if self.phase == "forward" and self.stats[(name, "forward")].add(out, step, self.smallest_normal, self.calls):
+            forward = self.stats[(name, "forward")]
+            if self.phase == "forward" and not forward.add(out, step, self.smallest_normal, self.calls):
+                if metrics.all_finite([a for a in _tensors(args) if a.is_floating_point()]):
+                    forward.produced(step, self.calls)
+            elif self.phase == "forward":
                 self._busy = True
                 try:
                     with torch.no_grad(), _plain_precision():
                         reference = _first_float(self.float64[name](*_to64(args)))
                     if reference is not None and reference.shape == out.shape:
-                        self.stats[(name, "forward")].add_error(metrics.rel_err(out, reference))
+                        forward.add_error(metrics.rel_err(out, reference))
                 finally:
                     self._busy = False
             if out.requires_grad:
                 saved = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
-                out.register_hook(self._gradient_hook(name, step, saved))
+                # Called where the precision was off (inside a kept method), it is recomputed without it too.
+                low = active_emulation() is not None or any(torch.is_autocast_enabled(d) for d in _autocast_devices())
+                out.register_hook(self._gradient_hook(name, step, saved, low))
 
         return hook
 
-    def _gradient_hook(self, name: str, step: int, args: tuple):
+    def _gradient_hook(self, name: str, step: int, args: tuple, low: bool):
         backward_step = self.n_steps - 1 - step
 
         def hook(grad: torch.Tensor) -> None:
@@ -174,34 +189,44 @@ class ModuleObserver:
             if stats.add(grad, backward_step, self.smallest_normal, self.calls):
                 self._busy = True
                 try:
-                    error = self._backward_error(name, args, grad)
+                    error, produced = self._backward_error(name, args, grad, low)
                 finally:
                     self._busy = False
                 if error is not None:
                     stats.add_error(error)
+                if produced:
+                    stats.produced(backward_step, self.calls)
 
         return hook
 
-    def _backward_error(self, name: str, args: tuple, grad: torch.Tensor) -> float | None:
-        """The vector-Jacobian product with `grad` at the call's input, in the run's precision against float64."""
+    def _backward_error(self, name: str, args: tuple, grad: torch.Tensor, low_precision: bool) -> tuple[float | None, bool]:
+        """The vector-Jacobian product with `grad` at the call's input, with respect to the inputs and the module's
+        parameters, recomputed in the run's precision against float64; and whether the recomputed one was non-finite."""
         inputs = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
-        if not inputs:
-            return None
+        module, module64 = self.modules[name], self.float64[name]
+        params = [n for n, p in module.named_parameters() if p.requires_grad]
+        if not inputs and not params:
+            return None, False
         low = [a.clone().requires_grad_(True) if i in inputs else a for i, a in enumerate(args)]
         high = [_to64(a).requires_grad_(True) if i in inputs else a for i, a in enumerate(args)]
+        own_low, own_high = dict(module.named_parameters()), dict(module64.named_parameters())
         with torch.enable_grad():
-            with self.context():
-                out_low = _first_float(self.modules[name](*low))
+            with self.context() if low_precision else _plain_precision():
+                out_low = _first_float(module(*low))
             with _plain_precision():
-                out_high = _first_float(self.float64[name](*high))
+                out_high = _first_float(module64(*high))
             if out_low is None or out_high is None or not out_low.requires_grad:
-                return None
-            grads_low = torch.autograd.grad(out_low, [low[i] for i in inputs], grad.to(out_low.dtype), allow_unused=True)
-            grads_high = torch.autograd.grad(out_high, [high[i] for i in inputs], grad.double(), allow_unused=True)
+                return None, False
+            wrt_low = [low[i] for i in inputs] + [own_low[n] for n in params]
+            wrt_high = [high[i] for i in inputs] + [own_high[n] for n in params]
+            grads_low = torch.autograd.grad(out_low, wrt_low, grad.to(out_low.dtype), allow_unused=True)
+            grads_high = torch.autograd.grad(out_high, wrt_high, grad.double(), allow_unused=True)
         pairs = [(g, h) for g, h in zip(grads_low, grads_high) if g is not None and h is not None]
-        if not pairs or not metrics.all_finite([g for g, _ in pairs]):
-            return None
-        return metrics.rel_err(metrics.flatten([g for g, _ in pairs]), metrics.flatten([h for _, h in pairs]))
+        if not pairs:
+            return None, False
+        if not metrics.all_finite([g for g, _ in pairs]):
+            return None, True
+        return metrics.rel_err(metrics.flatten([g for g, _ in pairs]), metrics.flatten([h for _, h in pairs])), False
 
     def rows(self) -> list[dict]:
         """One row per module and phase, in the order the modules are declared (the vector field's first)."""
@@ -217,7 +242,7 @@ class ModuleObserver:
                 "min_abs": stats.min_abs if math.isfinite(stats.min_abs) else None,
                 "below_normal_share": stats.below_normal / stats.nonzero if stats.nonzero else None,
                 "local_rel_err": stats.local_rel_err, "first_nonfinite_step": stats.first_nonfinite_step,
-                "first_nonfinite_call": stats.first_nonfinite_call,
+                "first_nonfinite_call": stats.first_nonfinite_call, "produced_nonfinite": stats.produced_nonfinite,
             })  # fmt: skip
         return rows
 
@@ -236,9 +261,12 @@ def _float64_copy(module: nn.Module) -> nn.Module:
 def _plain_precision() -> Iterator[None]:
     """No autocast and no emulation (a TorchFunctionMode): a float64 re-run is plain float64 arithmetic."""
     with ExitStack() as stack:
-        for device in ("cpu", "cuda"):
-            if device == "cpu" or torch.cuda.is_available():
-                stack.enter_context(torch.autocast(device, enabled=False))
+        for device in _autocast_devices():
+            stack.enter_context(torch.autocast(device, enabled=False))
         if active_emulation() is not None:
             stack.enter_context(torch._C.DisableTorchFunction())
         yield
+
+
+def _autocast_devices() -> tuple[str, ...]:
+    return ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)

@@ -33,7 +33,26 @@ def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
         text += f" {beyond(a.dtype, a.roundoff_dominates)}"
     if a.arithmetic == "emulated":
         text += f" These runs emulated {a.dtype} in software: what it would do, not code to train with today."
+    if a.kept is not None:
+        text += f" {kept_sentence(a.kept, a.dtype.split()[0])}"
     return f"{text} {cost_sentence(a, device)}"
+
+
+def kept_sentence(kept: answering.Kept, dtype: str) -> str:
+    """What keeping the modules in float32 bought, the one change it takes and what it costs against keeping nothing."""
+    names = fmt.listing(f"`{p}`" for p in kept.value.split("+"))
+    if kept.turns_safe:
+        text = f"Keeping {names} in float32 is what makes {dtype} trainable here: without it, {dtype} is {kept.without.label}."
+    elif kept.without is not None:
+        text = f"Without keeping {names} in float32, {dtype} is {kept.without.label} too."
+    else:
+        text = f"These runs keep {names} in float32."
+    text += f' The one change: `roundoff_analyzer.keep_float32(func, "{kept.value}")` once the model is built.'
+    ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
+    if kept.time_ratio is not None:
+        text += f" It takes {ratio(kept.time_ratio)} the time of the same runs keeping nothing"
+        text += f" and {ratio(kept.memory_ratio)} their peak memory." if kept.memory_ratio is not None else " (peak memory not recorded)."
+    return text
 
 
 def beyond(dtype: str, dominates) -> str:
@@ -84,6 +103,8 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
     device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
     dtype = f"torch.{a.dtype.split()[0]}"
     lines = []
+    if a.kept is not None:
+        lines += ["import roundoff_analyzer", f'roundoff_analyzer.keep_float32(func, "{a.kept.value}")  # once, after building the model']
     if a.library in ("native", "native-low"):
         lines.append("from roundoff_analyzer.solvers import odeint  # in place of torchdiffeq's odeint")
     elif a.library == "torchdiffeq-adjoint":

@@ -12,6 +12,7 @@ from .context_section import context_section, cost_section
 from .figures import ADJOINT_FIGURE, ERROR_FIGURES, METRIC_NAMES
 from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
 from .key_findings import key_findings
+from .modules_section import modules_section
 from .overview import overview
 from .recommendations import recommendations
 from .sweep_folder import SweepFolder
@@ -39,6 +40,7 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
         answer_section(results, sweep.manifest.get("device")),
         verdict_section(results),
         key_findings(results, sweep.manifest, with_mode, sweep.profile),
+        modules_section(results, sweep.modules),
         along_training_section(every_checkpoint, sweep.manifest, figures, sweep.path),
         recommendations(results, with_mode),
         context_section(results),

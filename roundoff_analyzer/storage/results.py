@@ -75,6 +75,7 @@ MODULE_FIELDS = [
     pa.field("kept_float32", pa.bool_()), pa.field("max_abs", pa.float64()), pa.field("max_abs_over_dtype_max", pa.float64()),
     pa.field("min_abs", pa.float64()), pa.field("below_normal_share", pa.float64()), pa.field("local_rel_err", pa.float64()),
     pa.field("first_nonfinite_step", pa.int64()), pa.field("first_nonfinite_call", pa.int64()),
+    pa.field("produced_nonfinite", pa.bool_()),
 ]  # fmt: skip
 SHARD_SCHEMA = (
     RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.struct(PARAM_FIELDS))))
