@@ -38,6 +38,8 @@ COLUMNS = (
     ("scale", "final_scale", compact), ("step", "overflow_step", lambda v: str(int(v))),
     ("arithmetic", "arithmetic", str),
 )  # fmt: skip
+# Shown only for a sweep that kept modules in float32, so that other tables stay as they were.
+KEPT_COLUMNS = (("kept in float32", "keep_float32", str),)
 
 
 # What a column's numbers mean, in the caption where the column is shown.
@@ -71,7 +73,8 @@ def _checkpoint_columns(results: pd.DataFrame) -> tuple:
 
 
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
-    columns = COLUMNS + _checkpoint_columns(results)
+    kept = "keep_float32" in results and results["keep_float32"].fillna("none").ne("none").any()
+    columns = COLUMNS + (KEPT_COLUMNS if kept else ()) + _checkpoint_columns(results)
     texts = {column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
              for _, column, fmt in columns}  # a folder from before a column existed shows it empty
     shown, same, empty = [], [], []

@@ -44,7 +44,7 @@ def kept_sentence(kept: answering.Kept, dtype: str) -> str:
     if kept.turns_safe:
         text = f"Keeping {names} in float32 is what makes {dtype} trainable here: without it, {dtype} is {kept.without.label}."
     elif kept.without is not None:
-        text = f"Without keeping {names} in float32, {dtype} is {kept.without.label} too."
+        text = f"Without keeping {names} in float32, {dtype} is {kept.without.label}."
     else:
         text = f"These runs keep {names} in float32."
     text += f' The one change: `roundoff_analyzer.keep_float32(func, "{kept.value}")` once the model is built.'
