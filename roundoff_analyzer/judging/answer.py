@@ -38,6 +38,7 @@ class Kept:
 
     value: str  # the keep_float32 value: module names or patterns joined with "+"
     without: rules.SetupJudgement | None  # the best setup of the dtype keeping nothing, where the sweep ran one
+    same_without: rules.SetupJudgement | None  # the same library, scaling and mode keeping nothing, where it ran
     time_ratio: tuple[float, float] | None  # forward + backward against the same runs keeping nothing
     memory_ratio: tuple[float, float] | None  # peak memory against the same runs keeping nothing, where measured
 
@@ -45,6 +46,11 @@ class Kept:
     def turns_safe(self) -> bool:
         """Keeping the modules made a dtype that is not trainable without them trainable."""
         return self.without is not None and self.without.label not in TRAINABLE
+
+    @property
+    def turns_setup_safe(self) -> bool:
+        """Keeping the modules made the setup chosen trainable, which it is not without them (the dtype may be, another way)."""
+        return self.same_without is not None and self.same_without.label not in TRAINABLE
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,8 @@ def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJu
     if not paired.empty:
         time_ratio = _span((paired["time_forward_s"] + paired["time_backward_s"]) / (paired["time_forward_s_plain"] + paired["time_backward_s_plain"]))
         memory_ratio = _span(paired["peak_memory_bytes"] / paired["peak_memory_bytes_plain"])
-    return replace(a, kept=Kept(value, chosen.get(without_label), time_ratio, memory_ratio))
+    same = next((j for j in rules.judge_setups(results) if (j.dtype, j.library, j.scaling, j.mode) == (without_label, a.library, a.scaling, a.mode)), None)
+    return replace(a, kept=Kept(value, chosen.get(without_label), same, time_ratio, memory_ratio))
 
 
 def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement) -> Answer:

@@ -43,8 +43,14 @@ def kept_sentence(kept: answering.Kept, dtype: str) -> str:
     names = fmt.listing(f"`{p}`" for p in kept.value.split("+"))
     if kept.turns_safe:
         text = f"Keeping {names} in float32 is what makes {dtype} trainable here: without it, {dtype} is {kept.without.label}."
+    elif kept.turns_setup_safe:
+        same = kept.same_without
+        text = f"Keeping {names} in float32 is what makes this setup trainable: without it, {same.library} with {_scaling(same.scaling)} is {same.label}"
+        if kept.without is not None:
+            text += f" ({dtype}'s best setup without it, {kept.without.library} with {_scaling(kept.without.scaling)}, is {kept.without.label})"
+        text += "."
     elif kept.without is not None:
-        text = f"Without keeping {names} in float32, {dtype} is {kept.without.label}."
+        text = f"Without keeping {names} in float32, {dtype}'s best setup, {kept.without.library} with {_scaling(kept.without.scaling)}, is {kept.without.label}."
     else:
         text = f"These runs keep {names} in float32."
     text += f' The one change: `roundoff_analyzer.keep_float32(func, "{kept.value}")` once the model is built.'
@@ -71,7 +77,11 @@ def beyond(dtype: str, dominates) -> str:
 
 
 def _setup(a: answering.Answer) -> str:
-    return f"{a.library} with {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')} under `{a.mode}`"
+    return f"{a.library} with {_scaling(a.scaling)} under `{a.mode}`"
+
+
+def _scaling(scaling: str) -> str:
+    return SCALING_WORDS.get(scaling, f"`{scaling}` scaling")
 
 
 def cost_sentence(a: answering.Answer, device: str | None) -> str:
@@ -104,7 +114,7 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
     dtype = f"torch.{a.dtype.split()[0]}"
     lines = []
     if a.kept is not None:
-        lines += ["import roundoff_analyzer", f'roundoff_analyzer.keep_float32(func, "{a.kept.value}")  # once, after building the model']
+        lines.append("import roundoff_analyzer")
     if a.library in ("native", "native-low"):
         lines.append("from roundoff_analyzer.solvers import odeint  # in place of torchdiffeq's odeint")
     elif a.library == "torchdiffeq-adjoint":
@@ -113,6 +123,8 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
         lines.append(f"# solve with {a.library}, as this sweep did")
     if a.scaling == "dynamic":
         lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
+    if a.kept is not None:
+        lines.append(f'roundoff_analyzer.keep_float32(func, "{a.kept.value}")  # once, after building the model')
     solve_args = [f'method="{a.method}"']
     if a.scaling == "dynamic":
         solve_args.append("scaler=DynamicAdjointScaler()")

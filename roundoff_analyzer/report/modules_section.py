@@ -99,9 +99,13 @@ def _run_label(run: pd.Series) -> str:
     return f"{run['library']} {run['method']} n = {int(run['n_timesteps'])} {run['scaling']} {run['mode']}{kept}"
 
 
-def origin_sentence(found: Origin | None) -> str:
+def origin_sentence(found: Origin | None, run: pd.Series | None = None) -> str:
     if found is None:
-        return "No module produced a non-finite value."
+        failed = run is not None and run["status"] == "failed" and fmt.present(run.get("failure_message"))
+        # What sums over the calls (a weight's gradient over the steps, on autocast's one low-precision copy) is no
+        # module's output: the run's own failure says where it was found.
+        return ("No module's output, nor a gradient reaching or leaving a module in one call, was non-finite"
+                + (f"; the run's failure: {run['failure_message']}." if failed else "."))
     where = "the vector field's own code, outside its leaf modules," if found.module == VECTOR_FIELD else f"`{found.module}`"
     what = {
         ("forward", True): "its output turned non-finite from finite inputs",
@@ -148,7 +152,7 @@ def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None) -> list
     ]  # fmt: skip
     for dtype, run in worst_runs(results, modules).items():
         rows = rows_of(modules, run)
-        lines += [f"**{dtype}**, {_run_label(run)}. {origin_sentence(origin(rows))}", ""]
+        lines += [f"**{dtype}**, {_run_label(run)}. {origin_sentence(origin(rows), run)}", ""]
         shown = ranked(rows, float(run["unit_roundoff"]))
         if not shown.empty:
             lines += [_table(shown, float(run["unit_roundoff"])), ""]
