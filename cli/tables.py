@@ -94,9 +94,10 @@ def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
     table = Table(title=title, caption=escape(caption) or None, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for header, column, fmt in shown:
         # As wide as its longest value or header word, no wider: headers wrap between words, and rich has no reason
-        # to squeeze (and cut) a column. Only a failure class and a checkpoint's name may fold, being long words.
+        # to squeeze (and cut) a column. Only a failure class, a checkpoint's name and the modules kept in float32 may
+        # fold, being long words.
         width = max([len(text) for text in texts[column]] + [len(word) for word in header.split()])
-        flexible = column in ("failure_class", "checkpoint")
+        flexible = column in ("failure_class", "checkpoint", "keep_float32")
         table.add_column(header, justify="left" if fmt is str else "right", width=None if flexible else width,
                          min_width=min(width, 8) if flexible else None, overflow="fold" if flexible else "ellipsis")  # fmt: skip
     for i, status in enumerate(results["status"]):
