@@ -128,3 +128,19 @@ def test_keep_float32_by_name_wraps_modules_and_methods():
         assert field.head(y).dtype == torch.float32 and field.closed_form(y).dtype == torch.float32
     with pytest.raises(ValueError, match="'tail' names no module or method"):
         ra.keep_float32(field, "tail")
+
+
+def test_shards_written_before_the_axis_are_resumed(tmp_path):
+    import pyarrow.parquet as pq
+
+    settings = dict(timesteps=[4], method="euler", library="torchdiffeq", dtype="float16", scaling="none", noise_batches=0,
+                    out=tmp_path / "s", progress=False, report=False)  # fmt: skip
+    ra.sweep(AMPLIFIED_MLP, **settings)
+    for shard in (tmp_path / "s" / "shards").glob("*.parquet"):
+        table = pq.read_table(shard)
+        old = table.drop_columns(["keep_float32", "modules"])  # as a version before the axis wrote it
+        pq.write_table(old.replace_schema_metadata(table.schema.metadata), shard)
+    again = ra.sweep(AMPLIFIED_MLP, **settings)
+    assert again.run.reference_solves == 0
+    assert not (tmp_path / "s" / "set_aside").exists()
+    assert (again.results["keep_float32"] == "none").all()

@@ -56,7 +56,7 @@ class Configuration:
     def _kept(self, prefix: str, for_id: bool = False) -> str:
         # Nothing kept adds nothing, so that ids and labels from before the axis stay the same. Patterns that differ
         # only in characters a file name cannot hold (`*`, `?`) get ids of their own from a short hash.
-        if self.keep_float32 == "none":
+        if self.keep_float32 in (None, "none"):  # None: a shard written before the axis reads back without the column
             return ""
         if for_id:
             safe = file_safe(self.keep_float32)
