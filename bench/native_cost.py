@@ -91,7 +91,7 @@ def forward(setup: Setup, func, y0, t, method):
         if setup.library == "torchdiffeq":
             return torchdiffeq.odeint(func, y0, t, method=method)
         scaler = DynamicAdjointScaler() if setup.scaler else None
-        return odeint(func, y0, t, method, scaler=scaler, trajectory_dtype=setup.trajectory)
+        return odeint(func, y0, t, method=method, scaler=scaler, trajectory_dtype=setup.trajectory)
 
 
 def forward_backward(setup: Setup, func, y0, t, method) -> None:

@@ -7,7 +7,7 @@ import typer.core
 from roundoff_analyzer.axes.names import axis_names
 
 # Placeholder in an option's help -> the axis whose values replace it.
-AXES = {f"{{{axis}}}": axis for axis in ("methods", "dtypes", "scalings", "modes", "libraries", "arithmetics", "roundings", "executors")}
+AXES = {f"{{{axis}}}": axis for axis in ("methods", "dtypes", "scalings", "modes", "libraries", "arithmetics", "roundings", "loss_placements", "executors")}
 
 
 def axis_values(placeholder: str) -> str:

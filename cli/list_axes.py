@@ -24,6 +24,7 @@ def list_axes(
     from roundoff_analyzer.execution.executors import EXECUTORS
     from roundoff_analyzer.axes.libraries import ENTRY_POINT_GROUP, LIBRARIES, MISSING_LIBRARIES, resolve_library
     from roundoff_analyzer.axes.libraries import FORMS as LIBRARY_FORMS
+    from roundoff_analyzer.axes.loss_placements import LOSS_PLACEMENTS
     from roundoff_analyzer.axes.methods import METHODS
     from roundoff_analyzer.axes.models import MODELS
     from roundoff_analyzer.axes.models.factory import FORMS
@@ -71,6 +72,8 @@ def list_axes(
         table.add_row("scaling", scaling.name, "yes", escape(scaling.description))
     for mode in MODES:
         table.add_row("mode", mode.name, "yes", escape(mode.description))
+    for placement in LOSS_PLACEMENTS:
+        table.add_row("loss_in", placement.name, "yes", escape(placement.description))
     for executor in EXECUTORS:
         reason = executor.unavailable_reason()
         table.add_row("executor", executor.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {escape(reason)}", escape(executor.description))

@@ -40,6 +40,10 @@ def sweep(
     dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes: {dtypes}.", show_default="the default grid", rich_help_panel=GRID),
     scaling: Optional[str] = typer.Option(None, help="Scaling strategies: {scalings}.", show_default="the default grid", rich_help_panel=GRID),
     mode: Optional[str] = typer.Option(None, help="Modes: {modes}.", show_default=_default("mode"), rich_help_panel=GRID),
+    loss_in: Optional[str] = typer.Option(
+        None, "--loss-in", help="Where the loss is formed: {loss_placements} (float32: after the solve, outside autocast; autocast: inside it, as most training scripts write it).",
+        show_default=_default("loss_in"), rich_help_panel=GRID,
+    ),
     option: list[str] = typer.Option([], "--option", "-o", help="Model option key=value (repeatable; `roundoff list` shows each model's).", show_default=False, rich_help_panel=MODEL),
     data: Optional[str] = typer.Option(
         None, "--data", help="Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, test).",
@@ -113,6 +117,7 @@ def sweep(
         "dtype": split_list(dtype, "dtype"),
         "scaling": split_list(scaling, "scaling"),
         "mode": split_list(mode, "mode"),
+        "loss_in": split_list(loss_in, "loss_in"),
         "arithmetic": split_list(arithmetic, "arithmetic"),
         "rounding": split_list(rounding, "rounding"),
         "fp8_scaling": fp8_scaling,
@@ -150,6 +155,8 @@ def sweep(
         highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
+    for line in plan.warnings():
+        stderr.print(line, highlight=False, markup=False)
     if plan.threads:
         console.print(f"torch threads: {plan.threads.threads} per process ({plan.threads.reason})", highlight=False, markup=False)
     try:

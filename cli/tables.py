@@ -72,9 +72,20 @@ def _checkpoint_columns(results: pd.DataFrame) -> tuple:
     return CHECKPOINT_COLUMNS
 
 
+# Shown beside the mode only where a row formed its loss elsewhere than in float32, so that other tables stay as they were.
+LOSS_IN_COLUMN = ("loss in", "loss_in", str)
+
+
+def _with_loss_in(columns: tuple, results: pd.DataFrame) -> tuple:
+    if "loss_in" not in results or (results["loss_in"].fillna("float32") == "float32").all():
+        return columns
+    at = [column for _, column, _ in columns].index("mode") + 1
+    return (*columns[:at], LOSS_IN_COLUMN, *columns[at:])
+
+
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
     kept = "keep_float32" in results and results["keep_float32"].fillna("none").ne("none").any()
-    columns = COLUMNS + (KEPT_COLUMNS if kept else ()) + _checkpoint_columns(results)
+    columns = _with_loss_in(COLUMNS, results) + (KEPT_COLUMNS if kept else ()) + _checkpoint_columns(results)
     texts = {column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
              for _, column, fmt in columns}  # a folder from before a column existed shows it empty
     shown, same, empty = [], [], []

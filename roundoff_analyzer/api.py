@@ -4,18 +4,26 @@ figures as Python objects. The `roundoff` command is a thin layer over these fun
     import roundoff_analyzer as ra
     result = ra.sweep(model="otflow", timesteps=[8, 32], dtype="float16", scaling=["none", "grad"])
     result.results                 # one row per configuration (results.parquet)
+    result.answers["float16"]      # the answer as data: the setup to train with, the numbers behind it, the code
+    result.verdicts                # per dtype × library (× mode, × loss placement): the label and its numbers
     result.figures()["error_grad_params"]
     ra.load("results/otflow-20260101-120000")
 """
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
+from .axes.models.factory import FORMS as MODEL_FORMS
+from .core.errors import InputError
 from .core.safe_files import out_folder
+from .core.user_code import function_spec
 from .execution import engine as sweeping
 from .execution.base import Progress
 from .planning import config as sweep_config
@@ -23,13 +31,14 @@ from .planning.manifest import fingerprint
 from .planning.sweep_plan import SweepPlan
 from .report import SweepFolder, read_sweep_folder, write_report
 from .report import draw_figures as _draw_figures
+from .report.answer_data import answer_records, verdict_records
 from .storage.results import ResultStore
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
-_LIST_KEYS = ("timesteps", "method", "library", "dtype", "scaling", "mode", "keep_float32")
+_LIST_KEYS = ("timesteps", "method", "library", "dtype", "scaling", "mode", "loss_in", "keep_float32")
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,19 @@ class SweepResult:
         in a notebook by leaving it last in a cell."""
         return _draw_figures(SweepFolder(self.folder, self.results, self.manifest, self.param_errors, self.profile, self.modules))
 
+    @cached_property
+    def answers(self) -> dict[str, dict[str, Any]]:
+        """The report's answer as data, by dtype label: `train`, the recommended setup (`library`, `scaling`, `mode`,
+        `loss_in`, `method`, `n_timesteps`), its `label` and the numbers behind it, `reason` in words, and `code`, the
+        lines to write (empty for "do not"). Computed from `results`, as the report's."""
+        return answer_records(self.results, self.manifest.get("device"))
+
+    @cached_property
+    def verdicts(self) -> list[dict[str, Any]]:
+        """The report's verdicts as data: per dtype × library × mode × loss placement, the label, the setup that earned
+        it and its numbers (`worst_grad_params_rel_err`, `roundoff_to_noise`, `roundoff_to_disc`, `failures`, ...)."""
+        return verdict_records(self.results)
+
     def write_report(self, out: str | Path | None = None) -> Path:
         """Write `report.md` (or `out`) and the figures under the folder's `figures/`; returns the report's path."""
         return write_report(self.folder, out)
@@ -63,14 +85,22 @@ class PlannedSweep:
     out: Path
 
 
-def plan_sweep(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None,
+def plan_sweep(model: str | Callable[..., Any] | None = None, *, config: str | Path | None = None, out: str | Path | None = None,
                force: bool = False, source: str = "", **settings: Any) -> PlannedSweep:  # fmt: skip
     """Validate a sweep without running it. `settings` are the keys of a config file (`timesteps`, `dtype`,
     `options`, `scaler`, `workers`, `threads`, ...); they override `config`'s. Everything wrong with the request,
     the output folder included, raises InputError here, before anything is written; `source` is what its message
-    calls the settings (the command line passes "command line"; from Python the key alone says which)."""
+    calls the settings (the command line passes "command line"; from Python the key alone says which). `model` may be
+    the factory function itself: it is recorded and loaded by its module and name, as `package.module:factory` is."""
+    if callable(model):
+        model = function_spec("model", model, MODEL_FORMS)
     overrides = {key: _as_list(value) if key in _LIST_KEYS else value for key, value in {"model": model, **settings}.items()}
     plan = sweeping.plan(sweep_config.resolve(config, overrides, source))
+    if plan.model.name.startswith("__main__:") and plan.config.executor_name != "local":
+        # Worker processes and cluster jobs start from the package, not from this notebook or script.
+        raise InputError(f"model {plan.model.name} is defined in __main__ (this notebook or script), which the "
+                         f"{plan.config.executor_name} executor's workers cannot import; define the factory in a module, "
+                         "or run with executor='local'")  # fmt: skip
     folder = out_folder(out) or sweeping.default_out_dir(plan)
     ResultStore(folder).check(fingerprint(plan), force=force)
     return PlannedSweep(plan, folder)
@@ -94,7 +124,7 @@ def run_sweep(
 
 
 def sweep(
-    model: str | None = None,
+    model: str | Callable[..., Any] | None = None,
     *,
     config: str | Path | None = None,
     out: str | Path | None = None,
@@ -106,12 +136,15 @@ def sweep(
     """Run a sweep, as `roundoff sweep` does, and return its tables.
 
     `model` and `settings` are what a config file holds (`roundoff_analyzer.sweep(model="otflow",
-    timesteps=[8, 32], dtype="float16", options={"hidden": 64})`); `config` a TOML file they override; `out`
+    timesteps=[8, 32], dtype="float16", options={"hidden": 64})`; `model` a built-in's name, `package.module:factory`,
+    `path/to/file.py:factory`, or the factory function itself); `config` a TOML file they override; `out`
     the results folder (default: a new folder under `results/`); an existing folder of the same sweep is
     resumed. `progress`: True (the default) shows the command line's progress bar, in a terminal or a notebook;
     False or None shows nothing; or your own Progress (roundoff_analyzer.execution.base). Bad input raises roundoff_analyzer.core.errors.InputError
     with one line saying what is allowed."""
     planned = plan_sweep(model, config=config, out=out, force=force, **settings)
+    for line in planned.plan.warnings():
+        warnings.warn(line.removeprefix("warning: "), stacklevel=2)
     if progress is True:
         from rich.console import Console
 

@@ -118,7 +118,7 @@ def _run(case: Case, oracle: bool) -> dict[str, torch.Tensor]:
         if oracle:
             trajectory = native_oracle.odeint(func, y0, t, case.method, scaler=scaler)
         else:
-            trajectory = odeint(func, y0, t, case.method, scaler=scaler, report=SolveReport() if case.report else None)
+            trajectory = odeint(func, y0, t, method=case.method, scaler=scaler, report=SolveReport() if case.report else None)
     loss = loss_fn(trajectory.float())
     grads = torch.autograd.grad(loss, [y0, *params], allow_unused=True)
     result = {"trajectory": trajectory.detach(), "loss": loss.detach()}

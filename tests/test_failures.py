@@ -111,3 +111,39 @@ def test_headline_takes_the_error_line_out_of_a_torchscript_trace():
     )
     assert headline(trace) == "RuntimeError: addmv input tensors must have the same dtype"
     assert headline(ValueError("")) == "ValueError"
+
+
+def test_an_adaptive_step_that_underflows_is_its_own_class_naming_cause_and_remedy(tmp_path):
+    # torchdiffeq's dopri5 at its own default rtol (1e-7) with the state in float16 (unit roundoff 4.9e-4).
+    result = run_cli("sweep", "--model", "linear", "--timesteps", "4", "--library", "torchdiffeq", "--method", "dopri5",
+                     "--dtype", "float16", "--mode", "pure", "--scaling", "none", "--rtol", "1e-7", "--atol", "1e-9",
+                     "--out", tmp_path / "s", "--no-report")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    warning = "warning: rtol 1e-07 is below float16's unit roundoff 0.00049: dopri5 in pure float16 can fail with step_size_underflow"
+    assert warning in " ".join(result.output.split())
+    row = results(tmp_path / "s").iloc[0]
+    assert row.failure_class == "step_size_underflow", row.failure_message
+    assert "underflow in dt" in row.failure_message
+    assert "rtol 1e-07 below float16's unit roundoff 0.00049" in row.failure_message and "remedy:" in row.failure_message
+
+
+def test_no_warning_where_the_tolerance_is_above_the_unit_roundoff_or_the_state_is_float32():
+    from roundoff_analyzer.planning.tolerances import tolerance_warnings
+
+    assert tolerance_warnings(["dopri5"], ["float16"], ["pure"], 1e-7)
+    assert tolerance_warnings(["dopri5"], ["bfloat16", "float16"], ["pure"], 1e-3) == [
+        "warning: rtol 0.001 is below bfloat16's unit roundoff 0.0039: dopri5 in pure bfloat16 can fail with "
+        "step_size_underflow; set --rtol well above 0.0039"
+    ]
+    assert not tolerance_warnings(["dopri5"], ["float16"], ["autocast"], 1e-7)  # the state stays float32
+    assert not tolerance_warnings(["rk4"], ["float16"], ["pure"], 1e-7)  # no step control on a fixed grid
+
+
+def test_the_answer_never_picks_an_adaptive_run_whose_rtol_is_below_its_dtype_s_unit_roundoff():
+    import pandas as pd
+
+    from roundoff_analyzer.judging.answer import below_unit_roundoff
+
+    runs = pd.DataFrame({"method": ["dopri5", "dopri5", "rk4"], "rtol": [1e-7, 1e-2, None], "unit_roundoff": [2.0**-11] * 3})
+    assert below_unit_roundoff(runs).tolist() == [True, False, False]
+    assert not below_unit_roundoff(runs.drop(columns="rtol")).any()  # tables from before adaptive methods

@@ -34,6 +34,7 @@ def _assert_float32_close(table: pd.DataFrame) -> None:
     assert table[table.status == "skipped"].skip_reason.str.contains("method|adaptive|fixed-grid").all()
 
 
+@pytest.mark.slow  # seven fixed-grid methods (the two rk4 rules, midpoint, heun2, heun3 among them) × every library: ~45 s at load 12
 def test_float32_every_installed_library_and_fixed_grid_method_is_within_1e5_of_float64(tmp_path):
     table = sweep(tmp_path / "s", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--library", INSTALLED,
                   "--method", FIXED, "--dtype", "float32")  # fmt: skip
@@ -151,3 +152,19 @@ def test_native_low_returns_the_native_states_rounded_and_a_sweep_measures_what_
     # In float16 the returned states carry float16's rounding, which the float32 trajectory does not.
     for n in (4, 16):
         assert errors.loc[("native-low", "float16", n), "sol_rel_err"] > errors.loc[("native", "float16", n), "sol_rel_err"]
+
+
+def test_each_row_records_its_tableau_and_the_report_says_where_libraries_ran_different_ones(tmp_path):
+    out = tmp_path / "s"
+    result = run_cli("sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--library", "native,torchdiffeq",
+                     "--method", "rk4,rk4_38,rk4_classical", "--dtype", "float32", "--scaling", "none", "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    table = results(out).set_index(["library", "method"])
+    assert table.loc[("native", "rk4"), "tableau"] == "rk4_classical"
+    assert table.loc[("torchdiffeq", "rk4"), "tableau"] == "rk4_38"
+    assert table.loc[("native", "rk4_38"), "tableau"] == table.loc[("torchdiffeq", "rk4_38"), "tableau"] == "rk4_38"
+    assert table.loc[("torchdiffeq", "rk4_classical"), "status"] == "skipped"
+    assert "3/8 rule" in table.loc[("torchdiffeq", "rk4_classical"), "skip_reason"]
+    report = " ".join((out / "report.md").read_text().split())
+    assert "At method `rk4` the libraries ran different tableaux: native ran `rk4_classical`; torchdiffeq ran `rk4_38`." in report
+    assert "At method `rk4_38`" not in report  # one rule for both there

@@ -32,7 +32,7 @@ def test_float64_gradients_equal_autograd_through_the_same_discretisation(model,
     t = torch.linspace(0, 1, 7, dtype=torch.float64)
 
     y0 = problem.y0.double().requires_grad_(True)
-    native = odeint(problem.func, y0, t, method)
+    native = odeint(problem.func, y0, t, method=method)
     native_grads = torch.autograd.grad(problem.loss(native), [y0, *params], allow_unused=True)
 
     y0_ref = problem.y0.double().requires_grad_(True)
@@ -52,7 +52,7 @@ def test_converges_to_the_closed_form_solution_at_the_method_order(method, order
     for n in (16, 32):
         t = torch.linspace(0, 1, n + 1, dtype=torch.float64)
         with torch.no_grad():
-            trajectory = odeint(problem.func, problem.y0.double(), t, method)
+            trajectory = odeint(problem.func, problem.y0.double(), t, method=method)
         errors.append(float((trajectory[-1] - problem.exact_solution(t)[-1]).norm()))
     observed_order = torch.log2(torch.tensor(errors[0] / errors[1])).item()
     assert abs(observed_order - order) < 0.3, errors
@@ -64,7 +64,7 @@ def test_stored_states_are_low_precision_and_state_update_stays_float32():
     t = torch.linspace(0, 1, 5)
     y0 = problem.y0.float().requires_grad_(True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        trajectory = odeint(problem.func, y0, t, "euler")
+        trajectory = odeint(problem.func, y0, t, method="euler")
     assert trajectory.dtype == torch.float32
     stored = trajectory.grad_fn.saved_tensors[1]
     assert stored.dtype == torch.bfloat16 and stored.shape == (5, *y0.shape)
@@ -84,12 +84,12 @@ def test_dynamic_scaler_rescues_an_adjoint_that_underflows_float16():
         y0 = problem.y0.float().requires_grad_(True)
         report = SolveReport()
         with torch.autocast("cpu", dtype=torch.float16):
-            trajectory = odeint(problem.func, y0, t, "rk4", scaler=scaler, report=report)
+            trajectory = odeint(problem.func, y0, t, method="rk4_classical", scaler=scaler, report=report)
         final_state_loss(trajectory.float()).backward()
         return problem.func.linear.weight.grad.clone(), report
 
     problem_64 = _problem("linear", d=4, batch=8)
-    final_state_loss(odeint(problem_64.func, problem_64.y0.double(), t.double(), "rk4")).backward()
+    final_state_loss(odeint(problem_64.func, problem_64.y0.double(), t.double(), method="rk4_classical")).backward()
     reference = problem_64.func.linear.weight.grad
 
     unscaled, unscaled_report = weight_grad(None)
@@ -125,7 +125,7 @@ def test_low_trajectory_returns_the_stored_states_and_gradients_flow_through_the
     for choice in ("state", "low"):
         y0 = problem.y0.float().requires_grad_(True)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            trajectory = odeint(problem.func, y0, t, "rk4", trajectory_dtype=choice)
+            trajectory = odeint(problem.func, y0, t, method="rk4_classical", trajectory_dtype=choice)
         shares_storage = trajectory.grad_fn.saved_tensors[1].data_ptr() == trajectory.data_ptr()
         assert shares_storage == (choice == "low")  # "low" keeps no second copy
         (grad_y0,) = torch.autograd.grad(trajectory.float().pow(2).sum(), [y0])
@@ -137,7 +137,7 @@ def test_low_trajectory_returns_the_stored_states_and_gradients_flow_through_the
     # The loss differs only by the rounding of the states, and so does the gradient.
     assert torch.allclose(outputs["low"][1], outputs["state"][1], rtol=2**-6, atol=2**-6)
     with pytest.raises(ValueError, match="trajectory_dtype"):
-        odeint(problem.func, problem.y0.float(), t, "rk4", trajectory_dtype="float8")
+        odeint(problem.func, problem.y0.float(), t, method="rk4_classical", trajectory_dtype="float8")
 
 
 def test_unscale_and_check_divides_exactly_and_finds_non_finite_entries():
@@ -180,7 +180,7 @@ def test_float16_with_the_low_trajectory_peaks_at_most_60_percent_of_float32():
         with cpu_peak_memory() as peak:
             y = y0.clone().requires_grad_(True)
             with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
-                trajectory = odeint(func, y, t, "rk4", trajectory_dtype=trajectory_dtype)
+                trajectory = odeint(func, y, t, method="rk4_classical", trajectory_dtype=trajectory_dtype)
             trajectory[-1].float().pow(2).mean().backward()
         func.zero_grad(set_to_none=True)
         del trajectory, y

@@ -80,7 +80,7 @@ def _error_in_u(problem, solve, dtype, n_timesteps, method) -> float:
 
 def _ratios(rampde, problem, dtypes, methods, grid):
     def native(func, y0, t, method):
-        return odeint(func, y0, t, method)
+        return odeint(func, y0, t, method=method)
 
     def paper(func, y0, t, method):
         return rampde.odeint(func, y0, t, method=method, loss_scaler=False)
@@ -113,3 +113,18 @@ def test_mlp_gradient_error_is_rampdes_in_float16_and_bfloat16(rampde):
 def test_default_otflow_gradient_error_is_rampdes(rampde):
     ratios = _ratios(rampde, _otflow, [torch.float16, torch.bfloat16], ["euler", "rk4"], [8, 32, 128])
     assert all(1 / AGREE <= r <= AGREE for r in ratios.values()), ratios
+
+
+@pytest.mark.filterwarnings("ignore:In CPU autocast, but the target dtype is not supported")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_step_product_low_is_rampdes_forward_bit_for_bit(rampde, dtype):
+    """rampde forms h * S in the low dtype (a float32 0-dim h times a low-precision S stays low); step_product="low"
+    does too. On 10 steps h is not a power of two, so the product rounds, and the default (h * S in float32) differs."""
+    func, y0, _ = _mlp()
+    t = torch.linspace(0, 1, 11)
+    with torch.autocast("cpu", dtype=dtype):
+        paper = rampde.odeint(func, y0, t, method="euler", loss_scaler=False)
+        like_paper = odeint(func, y0, t, method="euler", step_product="low", trajectory_dtype="low")
+        own = odeint(func, y0, t, method="euler", trajectory_dtype="low")
+    assert torch.equal(like_paper, paper)
+    assert not torch.equal(own, paper)

@@ -17,6 +17,7 @@ from roundoff_analyzer.axes.dtypes import DTYPES
 from roundoff_analyzer.judging import verdict
 from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.report import draw_figures, read_sweep_folder
+from roundoff_analyzer.report.answer_section import code_method
 from roundoff_analyzer.report.causes import explain
 from roundoff_analyzer.report.figures import FAILED_LABEL, RECOVERED_LABEL, adjoint_range_figure, error_figure
 from roundoff_analyzer.report.findings import FailureGroup, overflow_progressions
@@ -324,7 +325,7 @@ def check_answers(text: str, table: pd.DataFrame) -> int:
         code = section[c.end() : section.find("```", section.find("```python", c.end()) + 3)]
         assert ("from roundoff_analyzer.solvers import odeint" in code) == c["library"].startswith("native"), code
         assert ("torch.amp.GradScaler" in code) == (scaling == "grad") and ("DynamicAdjointScaler()" in code) == (scaling == "dynamic")
-        assert f"dtype=torch.{c['dtype']})" in code and f'method="{c["method"]}"' in code
+        assert f"dtype=torch.{c['dtype']})" in code and f'method="{code_method(c["library"], c["method"])}"' in code
     for r in refusals:
         assert all(row["setup"] not in (verdict.SAFE, verdict.TRAINING) for row in setups if row["dtype"] == r["dtype"])
     return len(claims) + len(refusals)

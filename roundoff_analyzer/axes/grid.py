@@ -7,10 +7,12 @@ from dataclasses import asdict, dataclass, field
 
 from .dtypes import DTYPES
 
-CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint", "keep_float32")
-# What results written before the arithmetic axis (and the checkpoint axis: "" is a sweep's single set of weights) existed ran with.
-# Before the keep_float32 axis, no module was kept out of autocast.
-AXIS_DEFAULTS = {"arithmetic": "hardware", "rounding": "nearest", "checkpoint": "", "keep_float32": "none"}
+CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint", "loss_in",
+                  "keep_float32")  # fmt: skip
+# What results written before the arithmetic axis (and the checkpoint axis: "" is a sweep's single set of weights; the
+# loss_in axis: the loss formed outside autocast, in float32) existed ran with. Before the keep_float32 axis, no module
+# was kept out of autocast.
+AXIS_DEFAULTS = {"arithmetic": "hardware", "rounding": "nearest", "checkpoint": "", "loss_in": "float32", "keep_float32": "none"}
 
 # SPEC section 4, after seed 000: bfloat16 runs without scaling only; float16 runs with
 # torchdiffeq x {none, grad} and native x {none, grad, dynamic}. 7 per (n_timesteps, method).
@@ -42,6 +44,7 @@ class Configuration:
     arithmetic: str = "hardware"
     rounding: str = "nearest"
     checkpoint: str = ""  # the checkpoint's name when a sweep has several; "" for its single set of weights
+    loss_in: str = "float32"  # where the loss is formed: outside autocast in float32, or inside autocast
     keep_float32: str = "none"  # modules run in float32 out of autocast: names or glob patterns joined with "+"
 
     @property
@@ -51,7 +54,7 @@ class Configuration:
     @property
     def id(self) -> str:
         """A file-name-safe identity, stable across runs."""
-        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}{'-ckpt-' + file_safe(self.checkpoint) if self.checkpoint else ''}{self._kept('-keep-', for_id=True)}"
+        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}{'-ckpt-' + file_safe(self.checkpoint) if self.checkpoint else ''}{self._loss('-loss-')}{self._kept('-keep-', for_id=True)}"
 
     def _kept(self, prefix: str, for_id: bool = False) -> str:
         # Nothing kept adds nothing, so that ids and labels from before the axis stay the same. Patterns that differ
@@ -70,11 +73,16 @@ class Configuration:
         parts += [self.rounding] if self.rounding != "nearest" else []
         return "".join(sep + p for p in parts)
 
+    def _loss(self, prefix: str) -> str:
+        # The default placement adds nothing, so that ids and labels from before the axis stay the same (a shard
+        # written before it reads back without the column: None).
+        return f"{prefix}{self.loss_in}" if self.loss_in not in (None, AXIS_DEFAULTS["loss_in"]) else ""
+
     def as_dict(self) -> dict:
         return asdict(self)
 
     def label(self) -> str:
-        return f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} {self.mode}{self._precision(' ')}{' @ ' + self.checkpoint if self.checkpoint else ''}{self._kept(' keep_float32=')}"
+        return f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} {self.mode}{self._precision(' ')}{self._loss(' loss in ')}{' @ ' + self.checkpoint if self.checkpoint else ''}{self._kept(' keep_float32=')}"
 
 
 @dataclass(frozen=True)
@@ -91,17 +99,19 @@ class Grid:
     repeated: tuple[str, ...] = field(default=(), compare=False)
     # Checkpoint names, the grid run once per name; ("",): the sweep's single set of weights.
     checkpoints: tuple[str, ...] = ("",)
+    # Where the loss is formed (the loss_in axis), each placement over the whole grid.
+    loss_ins: tuple[str, ...] = (AXIS_DEFAULTS["loss_in"],)
     # keep_float32 values, each a run of the grid's configurations; ("none",): every module in the low dtype.
     kept: tuple[str, ...] = ("none",)
 
     @classmethod
     def build(cls, timesteps, methods, modes, libraries=None, dtypes=None, scalings=None, arithmetics=None, roundings=None,
-              keep_float32=None) -> "Grid":  # fmt: skip
+              loss_ins=None, keep_float32=None) -> "Grid":  # fmt: skip
         axes = {"n_timesteps": timesteps, "method": methods, "mode": modes, "library": libraries, "dtype": dtypes, "scaling": scalings,
-                "arithmetic": arithmetics, "rounding": roundings}  # fmt: skip
+                "arithmetic": arithmetics, "rounding": roundings, "loss_in": loss_ins}  # fmt: skip
         repeated = tuple(f"{axis} {value}" for axis, values in axes.items() for value in _repeated(values or ()))
         repeated += tuple(f"keep_float32 {value}" for value in _repeated(keep_float32 or ()))
-        timesteps, methods, modes, libraries, dtypes, scalings, arithmetics, roundings = (_unique(values) for values in axes.values())
+        timesteps, methods, modes, libraries, dtypes, scalings, arithmetics, roundings, loss_ins = (_unique(values) for values in axes.values())
         if libraries is None and dtypes is None and scalings is None:
             triples = SEED000_PAIRS
         else:
@@ -114,6 +124,7 @@ class Grid:
         return cls(
             tuple(timesteps), tuple(methods), tuple(modes), triples,
             tuple(arithmetics) if arithmetics else None, tuple(roundings) if roundings else ("nearest",), repeated,
+            loss_ins=tuple(loss_ins) if loss_ins else (AXIS_DEFAULTS["loss_in"],),
             kept=tuple(_unique(keep_float32)) if keep_float32 else ("none",),
         )  # fmt: skip
 
@@ -136,15 +147,21 @@ class Grid:
         # One checkpoint's grid after the other; inside, grouped by (method, n_timesteps) so one reference per
         # library serves consecutive runs.
         return [
-            Configuration(model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint, kept)
+            Configuration(model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint, loss_in, kept)
             for checkpoint in self.checkpoints
             for method in self.methods
             for n in self.timesteps
             for mode in self.modes
             for library, dtype, scaling in self.triples
             for arithmetic, rounding in self.precisions(dtype)
+            for loss_in in self.loss_ins
             for kept in self.kept
         ]
+
+    @property
+    def default_loss_in(self) -> bool:
+        """Every configuration forms its loss as every run did before the loss_in axis."""
+        return self.loss_ins == (AXIS_DEFAULTS["loss_in"],)
 
     def describe(self, repeats: bool = True) -> str:
         """How the grid multiplies out; with `repeats`, also which values were given twice and run once."""
@@ -152,10 +169,13 @@ class Grid:
         triples = f"{len(self.triples)} (library, dtype, scaling)"
         if per_cell != len(self.triples):
             triples = f"{per_cell} (library, dtype, scaling, arithmetic, rounding)"
-        per_checkpoint = len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell * len(self.kept)
-        # Sweeps keeping nothing in float32 keep the description (part of their fingerprint) they always had.
+        per_checkpoint = len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell * len(self.loss_ins) * len(self.kept)
+        # A grid of the default placement keeps the description (part of its fingerprint) it had before the axis; so
+        # does one keeping nothing in float32.
+        placements = "" if self.default_loss_in else f" x {len(self.loss_ins)} loss placements ({', '.join(self.loss_ins)})"
         kept = f" x {len(self.kept)} keep_float32" if self.kept != ("none",) else ""
-        described = f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x {triples}{kept} = {per_checkpoint} configurations"
+        described = (f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x {triples}{placements}{kept} "
+                     f"= {per_checkpoint} configurations")  # fmt: skip
         if len(self.checkpoints) > 1:
             # Sweeps of a single checkpoint keep the description (part of their fingerprint) they always had.
             described += f", x {len(self.checkpoints)} checkpoints = {per_checkpoint * len(self.checkpoints)} in all"

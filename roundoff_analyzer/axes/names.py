@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 
 BUILT_IN: dict[str, tuple[str, ...]] = {
-    "methods": ("euler", "rk4", "dopri5", "tsit5"),
+    "methods": ("euler", "midpoint", "heun2", "heun3", "rk4", "rk4_classical", "rk4_38", "dopri5", "tsit5"),
     "dtypes": ("bfloat16", "float16", "float32", "float8_e4m3", "float8_e5m2",
                "eXmY (X exponent bits 2-8, Y mantissa bits 1-23), e.g. e4m3, e5m7"),
     "scalings": ("dynamic", "grad", "none"),
@@ -18,6 +18,7 @@ BUILT_IN: dict[str, tuple[str, ...]] = {
     "libraries": ("native", "native-low", "torchdiffeq", "torchdiffeq-adjoint", "torchode", "torchdyn", "rampde"),
     "arithmetics": ("emulated", "hardware"),
     "roundings": ("nearest", "stochastic"),
+    "loss_placements": ("float32", "autocast"),
     "executors": ("local", "processes", "slurm"),
 }  # fmt: skip
 LIBRARY_ENTRY_POINTS = "roundoff_analyzer.libraries"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import importlib.util
 import os
 import sys
@@ -13,6 +14,10 @@ from types import ModuleType
 from typing import Any, Iterator
 
 from .errors import InputError, one_line
+
+
+# The module name under which a user's file is loaded.
+_FILE_MODULE_PREFIX = "roundoff_user_"
 
 
 def quit_line(what: str, exc: SystemExit) -> str:
@@ -34,12 +39,41 @@ def load_attribute(what: str, spec: str, forms: str) -> tuple[ModuleType, str, A
 def source_sha256(spec: str) -> str | None:
     """The sha256 of the file that `spec` (`package.module:object` or `path/to/file.py:object`) loads its object from;
     None where there is no such file to read (a built-in, a namespace)."""
-    target = spec.rpartition(":")[0]
+    target, _, attribute = spec.rpartition(":")
     try:
         path = Path(target) if target.endswith(".py") or "/" in target else Path(importlib.util.find_spec(target).origin or "")
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except (AttributeError, ImportError, OSError, ValueError):
+        return _loaded_source_sha256(target, attribute)
+
+
+def _loaded_source_sha256(module_name: str, attribute: str) -> str | None:
+    """For a module that is loaded but cannot be found again (a script's or a notebook's `__main__`): its file's sha256,
+    else that of the object's source."""
+    module = sys.modules.get(module_name)
+    if module is None:
         return None
+    try:
+        file = getattr(module, "__file__", None)
+        source = Path(file).read_bytes() if file else inspect.getsource(getattr(module, attribute)).encode()
+    except (AttributeError, OSError, TypeError):
+        return None
+    return hashlib.sha256(source).hexdigest()
+
+
+def function_spec(what: str, function: Any, forms: str) -> str:
+    """`package.module:name` (or `path/to/file.py:name` for a file the tool loaded) for a function given itself: the
+    name a sweep records and loads it by, as if it had been given as text. It must be defined at the top level of its
+    module, so that the name finds it again."""
+    module_name, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+    module = sys.modules.get(module_name or "")
+    if module is None or getattr(module, name, None) is not function:
+        raise InputError(f"{what} {name or function!r} is not defined at the top level of a module (a lambda or a function defined "
+                         f"inside another cannot be loaded again by name); define it at the top level, or give {forms}")  # fmt: skip
+    file = getattr(module, "__file__", None)
+    # A file the tool loaded itself has a module name of its own making: the file's path finds it again.
+    target = file if module_name.startswith(_FILE_MODULE_PREFIX) and file else module_name
+    return f"{target}:{name}"
 
 
 @contextmanager
@@ -71,7 +105,7 @@ def _import(what: str, module_name: str, forms: str) -> ModuleType:
 def _load_file(what: str, path: Path) -> ModuleType:
     if not path.is_file():
         raise InputError(f"{what}: file '{path}' does not exist")
-    module_name = f"roundoff_user_{path.stem}"
+    module_name = f"{_FILE_MODULE_PREFIX}{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise InputError(f"{what}: '{path}' cannot be loaded as a Python module")

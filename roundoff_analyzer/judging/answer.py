@@ -6,6 +6,9 @@ setup with the best verdict is chosen (library, scaling, mode; ties go to the sm
   error (discretisation and roundoff, against the fine reference; the roundoff alone where the fine reference
   was not solved) is smallest over its runs, at the n_timesteps at which that method ran without failure;
 - otherwise the answer is not to train in that dtype, and the chosen setup's judgement says why.
+Setups are told apart by where their loss was formed (`loss_in`) too: the answer's code forms it where its
+rows did, and where the other placement of the same setup earned another label, `other_placement` holds that
+setup's judgement, so that the answer can say which to use and why.
 What it costs is its time (forward + backward) and peak memory against the float32 run of the same library,
 method, n_timesteps and mode without scaling, where the sweep ran one.
 """
@@ -63,7 +66,21 @@ class Answer:
     roundoff_dominates: tuple[tuple[str, int], ...]  # the chosen method's (quantity, smallest n where roundoff >= discretisation)
     cost: Cost | None
     arithmetic: str  # "hardware", or "emulated" when the chosen runs computed in emulated arithmetic
+    # The same setup with its loss formed elsewhere, where that earned another label (None: not measured, or the same label).
+    other_placement: rules.SetupJudgement | None = None
     kept: "Kept | None" = None  # where the chosen runs kept modules in float32: what that bought and cost
+
+    @property
+    def loss_in(self) -> str:
+        return self.judgement.loss_in
+
+    @property
+    def n_timesteps(self) -> int | None:
+        """The n_timesteps to train with: the first at which more steps stop buying accuracy, else the largest that ran."""
+        if not self.timesteps:
+            return None
+        beyond = [n for _, n in self.roundoff_dominates if n in self.timesteps]
+        return min(beyond) if beyond else self.timesteps[-1]
 
     @property
     def library(self) -> str:
@@ -86,12 +103,13 @@ def answers(results: pd.DataFrame) -> list[Answer]:
         best = chosen.get(v.dtype)
         if best is None or rules.rank(v.decided_by) < rules.rank(best):
             chosen[v.dtype] = v.decided_by
-    found = [_answer(results, judgement) for judgement in chosen.values()]
-    return [_with_kept(results, a, chosen) for a in found]
+    every_setup = [j for v in found for j in v.setups]
+    given = [_answer(results, judgement, _other_placement(judgement, every_setup)) for judgement in chosen.values()]
+    return [_with_kept(results, a, chosen) for a in given]
 
 
 # The columns that make two runs the same run but for the modules they keep in float32.
-_SAME_RUN = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint")
+_SAME_RUN = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint", "loss_in")
 
 
 def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJudgement]) -> Answer:
@@ -105,17 +123,26 @@ def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJu
     without_label = rules.labelled(rows.assign(keep_float32="none"))["dtype"].iloc[0]
     keys = [c for c in _SAME_RUN if c in results]
     mine = rows[(rows["library"] == a.library) & (rows["scaling"] == a.scaling) & (rows["mode"] == a.mode)]
+    if "loss_in" in rows:
+        mine = mine[mine["loss_in"].fillna(rules.DEFAULT_LOSS_IN) == a.loss_in]
     plain = results[results["keep_float32"] == "none"]
     paired = mine.merge(plain, on=keys, suffixes=("", "_plain"))
     time_ratio = memory_ratio = None
     if not paired.empty:
         time_ratio = _span((paired["time_forward_s"] + paired["time_backward_s"]) / (paired["time_forward_s_plain"] + paired["time_backward_s_plain"]))
         memory_ratio = _span(paired["peak_memory_bytes"] / paired["peak_memory_bytes_plain"])
-    same = next((j for j in rules.judge_setups(results) if (j.dtype, j.library, j.scaling, j.mode) == (without_label, a.library, a.scaling, a.mode)), None)
+    setup = (without_label, a.library, a.scaling, a.mode, a.loss_in)
+    same = next((j for j in rules.judge_setups(results) if (j.dtype, j.library, j.scaling, j.mode, j.loss_in) == setup), None)
     return replace(a, kept=Kept(value, chosen.get(without_label), same, time_ratio, memory_ratio))
 
 
-def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement) -> Answer:
+def _other_placement(chosen: rules.SetupJudgement, setups: list[rules.SetupJudgement]) -> rules.SetupJudgement | None:
+    """The same setup (dtype, library, scaling, mode) with its loss formed elsewhere, where it earned another label."""
+    others = [j for j in setups if j.setup == chosen.setup and j.loss_in != chosen.loss_in and j.label != chosen.label]
+    return min(others, key=rules.rank) if others else None
+
+
+def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement, other_placement: rules.SetupJudgement | None = None) -> Answer:
     runs = rules.reduction_runs(results, judgement)
     train = judgement.label in TRAINABLE and not runs.empty
     method = _best_method(runs, judgement) if train else None
@@ -124,13 +151,15 @@ def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement) -> Answer:
     return Answer(
         judgement.dtype, train, judgement, method, tuple(int(n) for n in at["n_timesteps"].unique()),
         tuple((q, n) for m, q, n in judgement.roundoff_dominates if m == method), cost(results, at) if train else None, arithmetic,
+        other_placement,
     )  # fmt: skip
 
 
 def _best_method(runs: pd.DataFrame, judgement: rules.SetupJudgement) -> str | None:
-    """The method that never failed in this setup with the smallest largest total error (else roundoff)."""
+    """The method that never failed in this setup with the smallest largest total error (else roundoff); never an
+    adaptive method run at an rtol below the dtype's unit roundoff (one that ran anyway ran on luck)."""
     failed = {m for m, _, _ in judgement.failures}
-    candidates = runs[~runs["method"].isin(failed)]
+    candidates = runs[~runs["method"].isin(failed) & ~below_unit_roundoff(runs)]
     if candidates.empty:
         return None
     metric = TOTAL if TOTAL in candidates and candidates[TOTAL].notna().any() else ROUNDOFF
@@ -138,13 +167,21 @@ def _best_method(runs: pd.DataFrame, judgement: rules.SetupJudgement) -> str | N
     return str(worst.idxmin()) if worst.notna().any() else str(candidates["method"].iloc[0])
 
 
+def below_unit_roundoff(runs: pd.DataFrame) -> pd.Series:
+    """The rows of an adaptive method whose rtol is below their dtype's unit roundoff."""
+    if "rtol" not in runs or "unit_roundoff" not in runs:
+        return pd.Series(False, index=runs.index)
+    return (runs["rtol"] < runs["unit_roundoff"]).fillna(False).astype(bool)
+
+
 def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
     """Time and peak memory of `runs` against float32 (same library, method, n_timesteps, mode; scaling none)."""
     if runs.empty or "time_forward_s" not in runs:
         return None
     seconds = (runs["time_forward_s"] + runs["time_backward_s"]).dropna()
+    results, runs = rules.with_loss_in(results), rules.with_loss_in(runs)
     float32 = results[(results["dtype"] == "float32") & (results["scaling"] == "none") & (results["status"] == "ok")]
-    keys = ["library", "method", "n_timesteps", "mode"]
+    keys = ["library", "method", "n_timesteps", "mode", "loss_in"]
     paired = runs.merge(float32, on=keys, suffixes=("", "_float32")) if not float32.empty else None
     time_ratio = memory_ratio = None
     if paired is not None and not paired.empty and runs["dtype"].iloc[0] != "float32":

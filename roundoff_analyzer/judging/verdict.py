@@ -11,10 +11,12 @@ A setup (dtype, library, scaling, mode over every method and n_timesteps it ran)
 - `safe for training`: nothing failed and the gradient roundoff is at most WELL_UNDER times the noise, but
   somewhere the roundoff is above WELL_UNDER times the discretisation error (it limits the accuracy there);
 - `borderline`: nothing failed, but the gradient roundoff is above WELL_UNDER times the noise (below it);
-- `unsafe`: a run failed, or the gradient roundoff is at or above the noise.
+- `unsafe`: a run failed, or the gradient roundoff is at or above the noise, or a relative error is above
+  MOSTLY_ERROR (the quantity is mostly error), whichever yardstick is missing.
 Per dtype and library, the unscaled setup's label is the verdict, unless a scaled setup earns a better one:
 then the verdict is `needs scaling` (when that setup is safe or safe for training), naming it and how much
 it cut the parameter-gradient error.
+A setup is also told apart by where its loss was formed (`loss_in`): each placement is judged on its own.
 A discretisation error counts only where the fine reference resolves it (at least RESOLVED times the fine
 reference's own estimated error); elsewhere that yardstick is left out and the verdict says so.
 """
@@ -30,6 +32,11 @@ from ..measuring.yardsticks import with_context_columns
 WELL_UNDER = 0.1
 AT_OR_ABOVE = 1.0
 RESOLVED = 3.0
+# A relative error above this is larger than the quantity itself: no yardstick is needed to call it unsafe.
+MOSTLY_ERROR = 1.0
+# The quantities whose relative error is checked against MOSTLY_ERROR, largest first when several are.
+ERROR_QUANTITIES = (("grad_params_rel_err", "parameter gradient"), ("grad_y0_rel_err", "gradient w.r.t. y0"), ("sol_rel_err", "solution"))
+DEFAULT_LOSS_IN = "float32"  # rows written before the loss_in axis formed their loss outside autocast, in float32
 # A scaling strategy that cuts the largest parameter-gradient error by this factor is recommended, failures or not.
 CUTS = 10.0
 
@@ -70,6 +77,9 @@ class SetupJudgement:
     # (method, quantity, the smallest n_timesteps at which the roundoff is at least the resolved discretisation error):
     # from there on more steps buy no accuracy in this dtype.
     roundoff_dominates: tuple[tuple[str, str, int], ...] = ()
+    # The largest relative error above MOSTLY_ERROR (its quantity named), which alone makes the setup unsafe.
+    mostly_error: Worst | None = None
+    loss_in: str = DEFAULT_LOSS_IN  # where its loss was formed
 
     @property
     def setup(self) -> tuple[str, str, str, str]:
@@ -89,22 +99,30 @@ class Verdict:
     reduction: float | None  # unscaled worst parameter-gradient error / decided_by's, where both ran without failure
     setups: tuple[SetupJudgement, ...]
     reductions: dict[str, float | None]  # the same factor for every scaling of this dtype and library
+    loss_in: str = DEFAULT_LOSS_IN
 
     def cut_by(self, setup: SetupJudgement) -> float | None:
         return self.reductions.get(setup.scaling)
 
 
 def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
-    ran = _with_format_labels(with_context_columns(results[results["status"] != "skipped"]))
+    ran = _with_format_labels(with_context_columns(with_loss_in(results[results["status"] != "skipped"])))
     judged = []
-    for (dtype, library, scaling, mode), runs in ran.groupby(["dtype", "library", "scaling", "mode"], sort=False):
-        judged.append(_judge(dtype, library, scaling, mode, runs))
+    for (dtype, library, scaling, mode, loss_in), runs in ran.groupby(["dtype", "library", "scaling", "mode", "loss_in"], sort=False):
+        judged.append(_judge(dtype, library, scaling, mode, runs, loss_in))
     return judged
 
 
 def labelled(runs: pd.DataFrame) -> pd.DataFrame:
     """`runs` with `dtype` the label a verdict judges them under ('float16 emulated', 'float16 keeping head in float32')."""
     return _with_format_labels(runs)
+
+
+def with_loss_in(results: pd.DataFrame) -> pd.DataFrame:
+    """`results` with the loss_in column (a table built without it formed every loss outside autocast, in float32)."""
+    if "loss_in" in results and results["loss_in"].notna().all():
+        return results
+    return results.assign(loss_in=results["loss_in"].fillna(DEFAULT_LOSS_IN) if "loss_in" in results else DEFAULT_LOSS_IN)
 
 
 def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
@@ -122,14 +140,24 @@ def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def reduction_runs(results: pd.DataFrame, judgement: "SetupJudgement") -> pd.DataFrame:
-    labelled = _with_format_labels(results)
+    labelled = _with_format_labels(with_loss_in(results))
     return labelled[
         (labelled["dtype"] == judgement.dtype) & (labelled["library"] == judgement.library)
         & (labelled["scaling"] == judgement.scaling) & (labelled["mode"] == judgement.mode) & (labelled["status"] == "ok")
+        & (labelled["loss_in"] == judgement.loss_in)
     ]  # fmt: skip
 
 
-def _judge(dtype, library, scaling, mode, runs: pd.DataFrame) -> SetupJudgement:
+def _mostly_error(ok: pd.DataFrame) -> Worst | None:
+    """The largest relative error above MOSTLY_ERROR over the runs, of the first quantity (in ERROR_QUANTITIES' order) that has one."""
+    for column, quantity in ERROR_QUANTITIES:
+        worst = _worst(ok, column, quantity)
+        if worst is not None and worst.value > MOSTLY_ERROR:
+            return worst
+    return None
+
+
+def _judge(dtype, library, scaling, mode, runs: pd.DataFrame, loss_in: str = DEFAULT_LOSS_IN) -> SetupJudgement:
     failed = runs[runs["status"] == "failed"]
     ok = runs[runs["status"] == "ok"]
     failures = tuple((str(r.method), int(r.n_timesteps), str(r.failure_class)) for r in failed.itertuples())
@@ -149,15 +177,18 @@ def _judge(dtype, library, scaling, mode, runs: pd.DataFrame) -> SetupJudgement:
     grads = ok["grad_params_rel_err"].dropna() if "grad_params_rel_err" in ok else pd.Series(dtype=float)
     worst_grad = float(grads.max()) if not grads.empty else None
     over_u = ok.loc[grads.idxmax(), "grad_params_rel_err_over_u"] if worst_grad is not None else None
-    label = _label(bool(failures), to_noise, to_disc, noise_known)
+    mostly_error = _mostly_error(ok)
+    label = _label(bool(failures) or mostly_error is not None, to_noise, to_disc, noise_known)
     return SetupJudgement(
         dtype, library, scaling, mode, label, len(runs), failures, to_noise, to_disc, tuple(dict.fromkeys(unresolved)),
         worst_grad, None if over_u is None or pd.isna(over_u) else float(over_u), bool(noise_known), tuple(dominates),
+        mostly_error, loss_in,
     )  # fmt: skip
 
 
-def _label(failed: bool, to_noise: Worst | None, to_disc: Worst | None, noise_known: bool) -> str:
-    if failed or (to_noise is not None and to_noise.value >= AT_OR_ABOVE):
+def _label(unsafe: bool, to_noise: Worst | None, to_disc: Worst | None, noise_known: bool) -> str:
+    """`unsafe`: a run failed or an error is larger than its quantity; the yardsticks decide the rest."""
+    if unsafe or (to_noise is not None and to_noise.value >= AT_OR_ABOVE):
         return UNSAFE
     if noise_known and to_noise is not None and to_noise.value > WELL_UNDER:
         return BORDERLINE
@@ -182,11 +213,11 @@ def rank(j: SetupJudgement) -> tuple[int, float]:
 
 
 def verdicts(results: pd.DataFrame) -> list[Verdict]:
-    """Per dtype × library × mode, in the order the sweep met them."""
+    """Per dtype × library × mode (× loss placement), in the order the sweep met them."""
     judged = judge_setups(results)
     found = []
-    for key in dict.fromkeys((j.dtype, j.library, j.mode) for j in judged):
-        setups = tuple(j for j in judged if (j.dtype, j.library, j.mode) == key)
+    for key in dict.fromkeys((j.dtype, j.library, j.mode, j.loss_in) for j in judged):
+        setups = tuple(j for j in judged if (j.dtype, j.library, j.mode, j.loss_in) == key)
         unscaled = next((j for j in setups if j.scaling == "none"), None)
         best = min(setups, key=rank)
         if unscaled is None or RANK[best.label] >= RANK[unscaled.label]:
@@ -196,7 +227,8 @@ def verdicts(results: pd.DataFrame) -> list[Verdict]:
             decided_by = best
             label = NEEDS_SCALING if best.label in (SAFE, TRAINING) else best.label
         reductions = {j.scaling: reduction(results, unscaled, j) for j in setups}
-        found.append(Verdict(*key, label, decided_by, unscaled, reductions.get(decided_by.scaling), setups, reductions))
+        dtype, library, mode, loss_in = key
+        found.append(Verdict(dtype, library, mode, label, decided_by, unscaled, reductions.get(decided_by.scaling), setups, reductions, loss_in))
     return found
 
 

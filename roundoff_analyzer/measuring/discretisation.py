@@ -91,7 +91,7 @@ def solve_on_fine_grid(copies: ProblemCopies, timesteps: list[int], steps: int, 
     prepared = cast_run(copies, torch.float64)
     t, index = fine_grid(timesteps, steps)
     t = t.to(device)
-    trajectory = odeint(prepared.func, prepared.y0, t, method="rk4")
+    trajectory = odeint(prepared.func, prepared.y0, t, method="rk4_classical")
     leaves = prepared.leaves
     solutions: dict[int, FineSolution] = {}
     done: list[tuple[torch.Tensor, list[torch.Tensor]]] = []  # (cotangent on the fine grid, gradients)

@@ -19,10 +19,11 @@ OOM = "oom"
 TIMEOUT = "timeout"
 ERROR = "error"
 STEP_BUDGET_EXHAUSTED = "step_budget_exhausted"
+STEP_SIZE_UNDERFLOW = "step_size_underflow"
 
 FAILURE_CLASSES = (
     OVERFLOW, UNDERFLOW, SCALER_EXHAUSTED, DTYPE_MISMATCH, TORCHSCRIPT_DTYPE_MISMATCH,
-    GRADSCALER_FP16_UNSCALE, UNSUPPORTED, OOM, TIMEOUT, ERROR, STEP_BUDGET_EXHAUSTED,
+    GRADSCALER_FP16_UNSCALE, UNSUPPORTED, OOM, TIMEOUT, ERROR, STEP_BUDGET_EXHAUSTED, STEP_SIZE_UNDERFLOW,
 )  # fmt: skip
 
 
@@ -51,6 +52,9 @@ class Failure:
 
 _DTYPE_MISMATCH = re.compile(r"same dtype|expected scalar type|expected .* dtype .* but (got|found)|dtype mismatch", re.I)
 _TORCHSCRIPT = "TorchScript interpreter"
+# An adaptive solver whose step size shrank until t + dt == t: torchdiffeq asserts "underflow in dt", torchode stops
+# with REACHED_DT_MIN.
+_STEP_SIZE_UNDERFLOW = re.compile(r"underflow in dt|REACHED_DT_MIN", re.I)
 _UNSUPPORTED = re.compile(r"not implemented for '(Half|BFloat16)'|not supported for (Half|BFloat16|float16|bfloat16)", re.I)
 
 
@@ -77,6 +81,8 @@ def classify_exception(exc: BaseException) -> Failure:
         return Failure(STEP_BUDGET_EXHAUSTED, kind, message)
     if isinstance(exc, ConfigurationTimeout):
         return Failure(TIMEOUT, kind, message)
+    if _STEP_SIZE_UNDERFLOW.search(text):
+        return Failure(STEP_SIZE_UNDERFLOW, kind, f"the adaptive step size underflowed ({message})")
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or re.search(r"out of memory|can't allocate memory", text, re.I):
         return Failure(OOM, kind, message)
     if isinstance(exc, ValueError) and "unscale FP16 gradients" in text:
@@ -110,3 +116,17 @@ def underflow(quantity: str, value_norm: float, reference_norm: float) -> Failur
 
 def unsupported(reason: str) -> Failure:
     return Failure(UNSUPPORTED, "Unsupported", reason)
+
+
+def step_size_underflow(failure: Failure, rtol: float, dtype: str, unit_roundoff: float) -> Failure:
+    """The underflow's message with its cause and remedy, where the run's rtol and dtype are known."""
+    cause = (
+        f"rtol {rtol:.2g} below {dtype}'s unit roundoff {unit_roundoff:.2g}: no step of the state in {dtype} can be "
+        "that accurate, so the controller shrank the step until t + dt == t"
+        if rtol < unit_roundoff else f"the error estimate in {dtype} did not fall below rtol {rtol:.2g} at any representable step"
+    )
+    remedy = (
+        f"an rtol well above {unit_roundoff:.2g} (the error estimate is itself computed in {dtype} and carries its roundoff), "
+        "a state in float32 (an autocast mode), or a fixed grid"
+    )
+    return Failure(STEP_SIZE_UNDERFLOW, failure.failure_type, f"{failure.message}: {cause}; remedy: {remedy}")

@@ -66,7 +66,7 @@ def batch_gradients(
             return gradients, str(exc)
         y0 = y0.detach().to(device=device, dtype=torch.float64)
         with torch.enable_grad():
-            loss = copies.problem.loss(odeint(func, y0, t, method="rk4"))
+            loss = copies.problem.loss(odeint(func, y0, t, method="rk4_classical"))
             found = torch.autograd.grad(loss, params, allow_unused=True)
         # Kept on the sweep's device, where a piece read back from the folder lands too: a sweep whose pieces were
         # computed partly here and partly by another process (or before a resume) stacks them together.

@@ -17,7 +17,8 @@ from ..axes.grid import Configuration
 from ..axes.keep_float32 import keep_skip_reason, kept_in_float32
 from ..axes.libraries import LIBRARIES, SolverLibrary
 from ..axes.libraries.steps import CountedDynamics
-from ..axes.methods import METHODS, Method
+from ..axes.loss_placements import DEFAULT_LOSS_IN, LOSS_PLACEMENTS, LossPlacement
+from ..axes.methods import METHODS, Method, tableau_of
 from ..axes.modes import MODES, PreparedRun, ProblemCopies, cast_run
 from ..axes.roundings import ROUNDINGS
 from ..axes.scalings import SCALINGS, Scaling, ScalerSettings
@@ -68,12 +69,15 @@ def run_once(
     t: torch.Tensor,
     loss_dtype: torch.dtype,
     scale_hint: int | None = None,
+    loss_in: LossPlacement | None = None,
     observer: ModuleObserver | None = None,
 ) -> RunOutcome:
     """Forward, loss and backward of one run; any exception or non-finite value becomes `failure`.
-    `scale_hint`: where a searching loss scaler starts (the retries of a similar run); `observer`: told where the
-    backward begins (per-module measurement)."""
+    `scale_hint`: where a searching loss scaler starts (the retries of a similar run); `loss_in`: where the loss is
+    formed (default: outside the run's context, in `loss_dtype`); `observer`: told where the backward begins
+    (per-module measurement)."""
     outcome = RunOutcome()
+    loss_in = loss_in or LOSS_PLACEMENTS.get(DEFAULT_LOSS_IN)
     device = prepared.y0.device
     adjoint_scaler = scaling.adjoint_scaler(settings)
     leaves = prepared.leaves
@@ -83,15 +87,15 @@ def run_once(
             with prepared.context():
                 trajectory = library.solve(counted, prepared.y0, t, method, adjoint_scaler, outcome.report)
             outcome.report.n_function_evals = counted.calls
-            # The loss is formed outside autocast, from the solver's output in (at least) float32.
-            loss = copies.problem.loss(trajectory.to(loss_dtype))
+            loss = loss_in.form(copies.problem.loss, trajectory, prepared.context, loss_dtype)
         outcome.trajectory, outcome.loss, outcome.forward_s = trajectory.detach(), loss.detach(), forward.seconds
         outcome.report.record_forward(trajectory)
         if not metrics.all_finite([trajectory]):
             outcome.failure = failures.overflow("solution", "forward", outcome.report.forward_overflow_step)
             return outcome
         if not metrics.all_finite([loss]):
-            outcome.failure = failures.overflow("loss", "forward", None)
+            # Named with where it was formed: a loss that overflows only inside autocast is the placement's doing.
+            outcome.failure = failures.overflow(f"loss (formed {loss_in.where})", "forward", None)
             return outcome
         if observer is not None:
             observer.begin_backward()
@@ -196,6 +200,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     scaling = SCALINGS.get(config.scaling)
     mode = MODES.get(config.mode)
     arithmetic = ARITHMETICS.get(config.arithmetic)
+    loss_in = LOSS_PLACEMENTS.get(config.loss_in)
     row = _empty_row(config, dtype)
     row["train_iteration"] = context.train_iteration
     row["fp8_scaling"] = tensor_scaling(dtype, config.arithmetic, context.fp8_scaling)
@@ -205,6 +210,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     if skip:
         row.update(status="skipped", skip_reason=skip)
         return Measurement(row, [], [])
+    row["tableau"] = tableau_of(library, method)
     reason = arithmetic.unsupported_reason(dtype, context.device)
     if reason:
         _record_failure(row, failures.unsupported(reason))
@@ -225,14 +231,14 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         return Measurement(row, [], [])
     # Autocast modes run the problem's own float32 vector field: the kept modules' forwards are swapped for the runs only.
     with kept_in_float32(context.copies.problem.func, config.keep_float32):
-        return _measure_runs(config, context, library, method, dtype, scaling, mode, arithmetic, row, reference)
+        return _measure_runs(config, context, library, method, dtype, scaling, mode, arithmetic, loss_in, row, reference)
 
 
-def _measure_runs(config, context, library, method, dtype, scaling, mode, arithmetic, row, reference) -> Measurement:
+def _measure_runs(config, context, library, method, dtype, scaling, mode, arithmetic, loss_in, row, reference) -> Measurement:
     t = time_grid(config.n_timesteps, torch.float32, context.device)
-    hint_key = (config.library, config.dtype, config.scaling, config.mode, config.arithmetic, config.rounding, config.keep_float32)
+    hint_key = (config.library, config.dtype, config.scaling, config.mode, config.arithmetic, config.rounding, config.loss_in, config.keep_float32)
     if hint_key not in context.scale_hints and getattr(scaling, "searches_scale", False) and config.n_timesteps > HINT_TIMESTEPS:
-        context.scale_hints[hint_key] = _scale_hint(config, context, library, method, scaling, mode, arithmetic, dtype)
+        context.scale_hints[hint_key] = _scale_hint(config, context, library, method, scaling, mode, arithmetic, dtype, loss_in)
     outcomes = []
     for repeat in range(context.repeats):
         # The try holds the whole limit: an alarm between arming and the run, or as it is disarmed, is a timeout too.
@@ -240,7 +246,7 @@ def _measure_runs(config, context, library, method, dtype, scaling, mode, arithm
             with restored_torch_state(), _time_limit(context.timeout_s):
                 prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, repeat))
                 outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32,
-                                   scale_hint=context.scale_hints.get(hint_key))  # fmt: skip
+                                   scale_hint=context.scale_hints.get(hint_key), loss_in=loss_in)  # fmt: skip
                 if outcome.retries is not None:
                     context.scale_hints[hint_key] = outcome.retries
                 silent = prepared.silent_overflow() if outcome.failure is None and prepared.silent_overflow else None
@@ -255,19 +261,23 @@ def _measure_runs(config, context, library, method, dtype, scaling, mode, arithm
         # The profiler slows every op, so the peak comes from a run of its own, not from the timed ones.
         with cpu_peak_memory() as peak:
             prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, 0))
-            run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32, scale_hint=outcomes[-1].retries)
+            run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32, scale_hint=outcomes[-1].retries,
+                     loss_in=loss_in)  # fmt: skip
         outcomes[-1].peak_memory_bytes = peak.bytes
+    last = outcomes[-1].failure
+    if last is not None and last.failure_class == failures.STEP_SIZE_UNDERFLOW and method.adaptive:
+        outcomes[-1].failure = failures.step_size_underflow(last, method.rtol, dtype.name, dtype.unit_roundoff)
     row.update(_step_columns(method, outcomes[-1], reference))
     measurement = _summarise(row, config, dtype, outcomes, reference, context.copies)
     if context.per_module:
-        measurement.modules = _module_rows(config, context, library, method, dtype, scaling, mode, arithmetic, t, outcomes[-1].retries)
+        measurement.modules = _module_rows(config, context, library, method, dtype, scaling, mode, arithmetic, loss_in, t, outcomes[-1].retries)
     if context.yardsticks is not None:
         errors = {name: row[name] for name in ERROR_METRICS}
         row.update(context_columns(outcomes[-1], reference, context.yardsticks.fine(), context.yardsticks.noise(), config.n_timesteps, errors))
     return measurement
 
 
-def _module_rows(config, context, library, method, dtype, scaling, mode, arithmetic, t, scale_hint) -> list[dict]:
+def _module_rows(config, context, library, method, dtype, scaling, mode, arithmetic, loss_in, t, scale_hint) -> list[dict]:
     """Every module watched over one more run, untimed (the hooks and the float64 re-runs slow it down)."""
     observer = None
     try:
@@ -275,7 +285,8 @@ def _module_rows(config, context, library, method, dtype, scaling, mode, arithme
             prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, 0))
             observer = ModuleObserver(prepared.func, t, dtype.max, dtype.smallest_normal, prepared.context)
             with observer.attached():
-                run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32, scale_hint, observer)
+                run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32, scale_hint=scale_hint,
+                         loss_in=loss_in, observer=observer)  # fmt: skip
     except failures.ConfigurationTimeout:
         pass  # what was seen until the limit still says where the values went
     return observer.rows() if observer is not None else []
@@ -286,14 +297,14 @@ def _module_rows(config, context, library, method, dtype, scaling, mode, arithme
 HINT_TIMESTEPS = 8
 
 
-def _scale_hint(config, context, library, method, scaling, mode, arithmetic, dtype) -> int | None:
+def _scale_hint(config, context, library, method, scaling, mode, arithmetic, dtype, loss_in) -> int | None:
     """The retries of the same setup at HINT_TIMESTEPS, or None where that run fails: where the loss scaler's search
     of a larger run starts. Its numbers are not kept; the hint changes how long the search takes, never its result."""
     try:
         with restored_torch_state(), _time_limit(context.timeout_s):
             prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, 0))
             t = time_grid(HINT_TIMESTEPS, torch.float32, context.device)
-            outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32)
+            outcome = run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32, loss_in=loss_in)
     except failures.ConfigurationTimeout:
         return None
     return outcome.retries if outcome.failure is None else None
@@ -314,6 +325,7 @@ def _empty_row(config: Configuration, dtype: DtypeSpec) -> dict:
     )  # fmt: skip
     row.update(dict.fromkeys(CONTEXT_COLUMNS))
     row.update(dict.fromkeys(STEP_COLUMNS))
+    row["tableau"] = None
     return row
 
 

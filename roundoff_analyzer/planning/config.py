@@ -28,7 +28,7 @@ MIN_TIMEOUT_S = 1e-3
 DEFAULT_NOISE_BATCHES = 16
 
 # Each sweep axis given by name; axis_registry gives the registry its names must come from.
-AXES = ("method", "library", "dtype", "scaling", "mode", "arithmetic", "rounding")
+AXES = ("method", "library", "dtype", "scaling", "mode", "arithmetic", "rounding", "loss_in")
 
 
 def axis_registry(axis: str) -> Registry:
@@ -37,13 +37,14 @@ def axis_registry(axis: str) -> Registry:
     from ..axes.arithmetics import ARITHMETICS
     from ..axes.dtypes import DTYPES
     from ..axes.libraries import LIBRARIES
+    from ..axes.loss_placements import LOSS_PLACEMENTS
     from ..axes.methods import METHODS
     from ..axes.modes import MODES
     from ..axes.roundings import ROUNDINGS
     from ..axes.scalings import SCALINGS
 
     return {"method": METHODS, "library": LIBRARIES, "dtype": DTYPES, "scaling": SCALINGS, "mode": MODES, "arithmetic": ARITHMETICS,
-            "rounding": ROUNDINGS}[axis]
+            "rounding": ROUNDINGS, "loss_in": LOSS_PLACEMENTS}[axis]
 
 
 def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
@@ -132,6 +133,10 @@ class SweepConfig(BaseModel):
     dtype: list[str] | None = None
     scaling: list[str] | None = None
     mode: list[str] = Field(default_factory=lambda: ["autocast"])
+    loss_in: list[str] = Field(
+        default_factory=lambda: ["float32"], description="where the loss is formed: float32 (after the solve, outside autocast, "
+        "from the output cast to float32: what the answer's code shows by default) or autocast (inside the autocast block)"
+    )
     device: str = "auto"
     repeats: PositiveInt = 1
     timeout: float | None = Field(None, ge=MIN_TIMEOUT_S, allow_inf_nan=False, description="seconds per configuration")

@@ -46,6 +46,9 @@ def manifest(plan: SweepPlan) -> dict:
     if len(plan.checkpoints) > 1:
         # Only for several checkpoints, so that folders of a single one still resume; the path does not decide the numbers.
         fingerprint["checkpoints"] = [{k: c.record[k] for k in ("name", "sha256", "iteration")} for c in plan.checkpoints]
+    if not plan.grid.default_loss_in:
+        # Only where another placement is asked for, so that folders from before the loss_in axis still resume.
+        grid["loss_in"] = fingerprint["loss_in"] = list(plan.grid.loss_ins)
     if any(METHODS.get(name).adaptive for name in plan.grid.methods):
         fingerprint["step_control"] = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
     if not plan.grid.default_precision:

@@ -22,6 +22,7 @@ from ..core.threads import ThreadChoice, choose_threads
 from ..measuring import memory
 from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
 from .config import SweepConfig
+from .tolerances import tolerance_warnings
 from .workers import auto_workers
 
 
@@ -67,6 +68,11 @@ class SweepPlan:
     def train_iteration(self, checkpoint: str) -> int | None:
         return next((c.iteration for c in self.checkpoints if c.name == checkpoint), None)
 
+    def warnings(self) -> list[str]:
+        """What to say before running: an adaptive method's rtol below a dtype's unit roundoff."""
+        dtypes = [dtype for _, dtype, _ in self.grid.triples]
+        return tolerance_warnings(self.grid.methods, dtypes, self.grid.modes, self.config.rtol)
+
 
 def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked: bool = False) -> SweepPlan:
     """Everything that can be wrong with the request is found here, before anything touches the disk:
@@ -79,7 +85,7 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
     options = parse_options(model, config.options)
     grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling, config.arithmetic, config.rounding,
-                      config.keep_float32)  # fmt: skip
+                      config.loss_in, config.keep_float32)  # fmt: skip
     files = expand_checkpoints(config.checkpoint) if config.checkpoint else []
     workers_reason = "--workers" if config.workers is not None else None
     if config.workers is None:

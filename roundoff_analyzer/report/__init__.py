@@ -10,6 +10,7 @@ from . import figures
 from .along_training import judged_rows
 from .training_figure import TRAINING_FIGURE, along_training_figure
 from .markdown import render
+from .placements import placements_as_modes
 from .sweep_folder import SweepFolder, read_sweep_folder
 
 REPORT = "report.md"
@@ -42,10 +43,11 @@ def draw_figures(sweep: SweepFolder) -> dict:
     along training."""
     along = along_training_figure(sweep.results)
     sweep, _ = judged_rows(sweep)
-    ran = sweep.results[sweep.results["status"] != "skipped"]
+    results, profile = placements_as_modes(sweep.results), placements_as_modes(sweep.profile)
+    ran = results[results["status"] != "skipped"]
     drawn = {name: figures.error_figure(ran, metric) for name, metric in figures.ERROR_FIGURES.items()} if not ran.empty else {}
-    for n in figures.adjoint_timesteps(sweep.profile, sweep.results):
-        adjoint = figures.adjoint_range_figure(sweep.profile, n, sweep.results)
+    for n in figures.adjoint_timesteps(profile, results):
+        adjoint = figures.adjoint_range_figure(profile, n, results)
         if adjoint is not None:
             drawn[f"{figures.ADJOINT_FIGURE}_n{n}"] = adjoint
     if along is not None:

@@ -9,6 +9,16 @@ from . import formatting as fmt
 from .verdict_section import describe, judged
 
 SCALING_WORDS = {"none": "no scaling", "grad": "`grad` loss scaling", "dynamic": "`dynamic` adjoint scaling"}
+LOSS_WORDS = {"float32": "in float32, outside autocast", "autocast": "inside autocast"}
+
+
+def placement_line(a: answering.Answer) -> str | None:
+    """Where both loss placements of the chosen setup ran and earned different labels: which to use, and why."""
+    other = a.other_placement
+    if other is None:
+        return None
+    here, there = (LOSS_WORDS.get(p, f"in `{p}`") for p in (a.loss_in, other.loss_in))
+    return f"Form the loss {here}: formed {there}, the same setup is {other.label}: {describe(other)}."
 
 
 def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
@@ -105,13 +115,64 @@ def cost_sentence(a: answering.Answer, device: str | None) -> str:
     return text + "."
 
 
+def code_method(library: str, method: str) -> str:
+    """The method name to write for the answer's solver: the drop-in's `rk4` is the classical rule, as the native rows
+    ran it, but warns that torchdiffeq's is the 3/8 rule; `rk4_classical` names the measured rule without the warning."""
+    return "rk4_classical" if library in ("native", "native-low") and method == "rk4" else method
+
+
 def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
-    """The lines to write in a training script for this answer (nothing for "do not", nor for a format that was
-    emulated in software: no torch dtype computes in it)."""
+    """The lines to write in a training script for this answer, as its rows ran: the solve, the loss formed where
+    they formed it, the scaling they measured (GradScaler's loop with the clip after `unscale_`, or the native
+    solver's adjoint scaler) and nothing they did not (no update of low-precision weights after a `pure` run).
+    Nothing for "do not", nor for a format emulated in software: no torch dtype computes in it."""
     if not a.train or a.arithmetic == "emulated":
         return []
     device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
     dtype = f"torch.{a.dtype.split()[0]}"
+    solve_args = [f'method="{code_method(a.library, a.method)}"']
+    if a.scaling == "dynamic":
+        solve_args.append("scaler=DynamicAdjointScaler()")
+    if a.library == "native-low":
+        solve_args.append('trajectory_dtype="low"')
+    y0 = f"y0.to({dtype})" if a.mode == "pure" else "y0"
+    solve = f"trajectory = odeint(func, {y0}, torch.linspace(0, 1, {a.n_timesteps + 1}), {', '.join(solve_args)})"
+    inside = a.loss_in == "autocast"
+    if not inside:
+        loss = "loss = loss_fn(trajectory.float())  # formed in float32" + (", outside autocast" if a.mode != "pure" else "") + ", as measured"
+    else:
+        loss = "loss = loss_fn(trajectory)  # formed " + (f"from the {a.dtype} output" if a.mode == "pure" else "inside autocast") + ", as measured"
+    lines = _imports(a)
+    if a.kept is not None:
+        lines.append(f'roundoff_analyzer.keep_float32(func, "{a.kept.value}")  # once, after building the model')
+    if a.mode == "pure":
+        lines.append(f"func = func.to({dtype})")
+    if a.scaling == "grad":
+        lines.append(f'scaler = torch.amp.GradScaler("{device_type}")  # once, before the training loop')
+    lines.append("for y0 in batches:")
+    if a.mode == "pure":
+        lines += [f"    {solve}", f"    {loss}"]
+    else:
+        cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
+        lines += ["    optimizer.zero_grad()", f'    with torch.autocast("{device_type}", dtype={dtype}{cache}):', f"        {solve}"]
+        lines.append(f"        {loss}" if inside else f"    {loss}")
+    backward = "    scaler.scale(loss).backward()" if a.scaling == "grad" else "    loss.backward()"
+    if a.scaling == "dynamic":
+        backward += "  # the adjoint scaler leaves the gradients unscaled"
+    lines.append(backward)
+    if a.mode == "pure":
+        # The sweep measured the gradient, not what an optimizer does with low-precision weights.
+        if a.scaling == "grad":
+            lines.append("    # the gradients are scaler.get_scale() times the true ones: divide them by it before use")
+        return lines + [f"    # this sweep measured these gradients; an update of {a.dtype} weights is a training's question (`roundoff train --mode pure`)"]
+    clip = "    torch.nn.utils.clip_grad_norm_(func.parameters(), max_norm)  # if you clip"
+    if a.scaling == "grad":
+        return lines + ["    scaler.unscale_(optimizer)  # the true gradients, before any clip", f"{clip}: after unscale_",
+                        "    scaler.step(optimizer)", "    scaler.update()"]  # fmt: skip
+    return lines + [clip, "    optimizer.step()"]
+
+
+def _imports(a: answering.Answer) -> list[str]:
     lines = []
     if a.kept is not None:
         lines.append("import roundoff_analyzer")
@@ -123,26 +184,6 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
         lines.append(f"# solve with {a.library}, as this sweep did")
     if a.scaling == "dynamic":
         lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
-    if a.kept is not None:
-        lines.append(f'roundoff_analyzer.keep_float32(func, "{a.kept.value}")  # once, after building the model')
-    solve_args = [f'method="{a.method}"']
-    if a.scaling == "dynamic":
-        solve_args.append("scaler=DynamicAdjointScaler()")
-    if a.library == "native-low":
-        solve_args.append('trajectory_dtype="low"')
-    solve = f"odeint(func, y0, torch.linspace(0, 1, {a.timesteps[-1] + 1}), {', '.join(solve_args)})"
-    if a.mode == "pure":
-        lines += [f"func, y0 = func.to({dtype}), y0.to({dtype})", f"trajectory = {solve}"]
-    else:
-        cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
-        lines += [f'with torch.autocast("{device_type}", dtype={dtype}{cache}):', f"    trajectory = {solve}", "    loss = ..."]
-    if a.scaling == "grad":
-        lines += [
-            f'scaler = torch.amp.GradScaler("{device_type}")  # once, before the training loop',
-            "scaler.scale(loss).backward()", "scaler.step(optimizer)", "scaler.update()",
-        ]  # fmt: skip
-    else:
-        lines += ["loss.backward()", "optimizer.step()"]
     return lines
 
 
@@ -153,7 +194,8 @@ def answer_section(results: pd.DataFrame, device: str | None) -> list[str]:
         return []
     lines = ["## The answer", ""]
     for a in found:
-        lines.append(f"- {at}{answer_sentence(a, device)}")
+        placement = placement_line(a)
+        lines.append(f"- {at}{answer_sentence(a, device)}" + (f" {placement}" if placement else ""))
         code = code_lines(a, device)
         if code:
             lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
@@ -210,6 +252,7 @@ def answer_lines(results: pd.DataFrame, device: str | None) -> list[str]:
     rows, at = judged(results)
     lines = []
     for a in answering.answers(rows):
-        lines.append(f"{at}{answer_sentence(a, device)}".replace("**", "").replace("`", ""))
+        placement = placement_line(a)
+        lines.append(f"{at}{answer_sentence(a, device)}{' ' + placement if placement else ''}".replace("**", "").replace("`", ""))
         lines += [f"    {line}" for line in code_lines(a, device)]
     return lines

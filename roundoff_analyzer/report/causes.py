@@ -141,6 +141,22 @@ def _step_budget_exhausted(group: FailureGroup, manifest: dict) -> Explanation:
     return Explanation(cause, remedy)
 
 
+def _step_size_underflow(group: FailureGroup, manifest: dict) -> Explanation:
+    control = (manifest.get("fingerprint") or {}).get("step_control") or {}
+    units = group.rows.drop_duplicates("dtype")
+    resolves = ", ".join(f"{d}'s {u:.2g}" for d, u in zip(units["dtype"], units["unit_roundoff"])) if "unit_roundoff" in units else ""
+    asked = f"rtol {control['rtol']:g}, atol {control['atol']:g}" if control.get("rtol") is not None else "the tolerances"
+    cause = (
+        f"The adaptive solver shrank its step until t + dt == t in {_dtypes(group.rows)}: {asked} against a unit roundoff "
+        f"of {resolves or 'the dtype'}; a tolerance near or below it cannot be met by a state held in that dtype."
+    )
+    remedy = (
+        "Set --rtol well above the dtype's unit roundoff (the error estimate is itself computed in the dtype and carries "
+        "its roundoff), keep the state in float32 (an autocast mode), or use a fixed-grid method."
+    )
+    return Explanation(cause, remedy)
+
+
 def _oom(group: FailureGroup, manifest: dict) -> Explanation:
     device = manifest.get("device_description") or manifest.get("device") or "the device"
     cause = f"The run needed more memory than {device} had."
@@ -176,5 +192,6 @@ _EXPLAINERS: dict[str, Callable[[FailureGroup, dict], Explanation]] = {
     "oom": _oom,
     "timeout": _timeout,
     "step_budget_exhausted": _step_budget_exhausted,
+    "step_size_underflow": _step_size_underflow,
     "error": _error,
 }

@@ -14,8 +14,10 @@ from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
 from .key_findings import key_findings
 from .modules_section import modules_section
 from .overview import overview
+from .placements import placements_as_modes
 from .recommendations import recommendations
 from .sweep_folder import SweepFolder
+from .tableaux import tableau_notes
 from .verdict_section import verdict_section
 
 
@@ -23,7 +25,9 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
     """The whole report; `figures` maps a figure's name to its PNG and SVG paths relative to the report."""
     every_checkpoint, note = sweep.results, scope_note(sweep.results)
     sweep, _ = judged_rows(sweep)
-    results = sweep.results
+    judged = sweep.results
+    # The answer and the verdict judge each loss placement from its column; the detail reads it as a mode.
+    results = placements_as_modes(judged)
     with_mode = results["mode"].nunique() > 1
     model = (sweep.manifest.get("model") or {}).get("name") or fmt.listing(results["model"].unique())
     lines = [
@@ -37,8 +41,8 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
         lines += [note, ""]
     # What a reader acts on comes first; the detail that backs it follows.
     sections = (
-        answer_section(results, sweep.manifest.get("device")),
-        verdict_section(results),
+        answer_section(judged, sweep.manifest.get("device")),
+        verdict_section(judged),
         key_findings(results, sweep.manifest, with_mode, sweep.profile),
         modules_section(results, sweep.modules),
         along_training_section(every_checkpoint, sweep.manifest, figures, sweep.path),
@@ -75,6 +79,7 @@ def accuracy(
         "included (an overflow in the backward pass still leaves the solution error measured); `ok` counts the runs "
         f"without failure. {fmt.MISSING} means no run of that setup produced the value.",
         "",
+        *(line for note in tableau_notes(results) for line in (note, "")),
         "### Relative error",
         "",
         tables.accuracy_table(results, in_units_of_u=False, with_mode=with_mode),

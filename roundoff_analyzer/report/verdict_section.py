@@ -23,7 +23,7 @@ def verdict_lines(results: pd.DataFrame) -> list[str]:
     rows, at = judged(results)
     found = rules.verdicts(rows)
     with_mode = len({v.mode for v in found}) > 1
-    return [f"{at}{sentence(v, with_mode)}" for v in found]
+    return [f"{at}{sentence(v, with_mode, _with_loss_in(found))}" for v in found]
 
 
 def verdict_section(results: pd.DataFrame) -> list[str]:
@@ -31,18 +31,28 @@ def verdict_section(results: pd.DataFrame) -> list[str]:
     if not found:
         return ["## Verdict", "", "Nothing ran (every configuration was skipped), so there is nothing to judge; see the overview."]
     with_mode = len({v.mode for v in found}) > 1
+    with_loss_in = _with_loss_in(found)
     lines = ["## Verdict", ""]
-    lines += [f"- {sentence(v, with_mode)}" for v in found]
-    lines += ["", _yardsticks(results), "", _table(found, with_mode)]
+    lines += [f"- {sentence(v, with_mode, with_loss_in)}" for v in found]
+    lines += ["", _yardsticks(results), "", _table(found, with_mode, with_loss_in)]
     return lines
+
+
+def _with_loss_in(found: list[rules.Verdict]) -> bool:
+    """Whether the sweep formed its loss in more than one place (then each verdict names its placement)."""
+    return len({v.loss_in for v in found}) > 1
+
+
+def loss_words(loss_in: str) -> str:
+    return f"loss in {loss_in}"
 
 
 def label(verdict_label: str) -> str:
     return f"**{verdict_label}**"
 
 
-def sentence(v: rules.Verdict, with_mode: bool) -> str:
-    mode = f", {v.mode}" if with_mode else ""
+def sentence(v: rules.Verdict, with_mode: bool, with_loss_in: bool = False) -> str:
+    mode = (f", {v.mode}" if with_mode else "") + (f", {loss_words(v.loss_in)}" if with_loss_in else "")
     head = f"**{v.dtype}** with {v.library}{mode}: {label(v.label)}."
     chosen, unscaled = v.decided_by, v.unscaled
     if v.label == rules.NEEDS_SCALING:
@@ -68,6 +78,10 @@ def describe(j: rules.SetupJudgement) -> str:
         where = fmt.listing(f"{m} n = {n}" for m, n, _ in j.failures[:4]) + (" …" if len(j.failures) > 4 else "")
         return f"{fmt.plural(len(j.failures), 'run')} of {j.n_ran} failed ({classes}: {where})"
     parts = []
+    if j.mostly_error is not None:
+        e = j.mostly_error
+        parts.append(f"the {e.quantity} error reaches {e.value:.0%} ({_where(e)}): more error than {e.quantity}, unsafe whatever "
+                     "the yardsticks say")  # fmt: skip
     if j.worst_grad is not None:
         in_u = f" ({fmt.in_u(j.worst_grad_over_u)} u)" if j.worst_grad_over_u is not None else ""
         parts.append(f"the parameter-gradient roundoff reaches {fmt.error(j.worst_grad)}{in_u}")
@@ -119,18 +133,18 @@ def _yardsticks(results: pd.DataFrame) -> str:
     )
 
 
-def _table(found: list[rules.Verdict], with_mode: bool) -> str:
+def _table(found: list[rules.Verdict], with_mode: bool, with_loss_in: bool) -> str:
     rows = []
     for v in found:
         for j in v.setups:
             rows.append(
-                [j.dtype, j.library] + ([j.mode] if with_mode else []) + [
+                [j.dtype, j.library] + ([j.mode] if with_mode else []) + ([j.loss_in] if with_loss_in else []) + [
                     j.scaling, j.label, f"{j.n_ran - len(j.failures)} of {j.n_ran}", fmt.error(j.worst_grad),
                     fmt.in_u(j.worst_grad_over_u), fmt.in_u(j.to_noise.value) if j.to_noise else fmt.MISSING,
                     fmt.in_u(j.to_disc.value) if j.to_disc else fmt.MISSING,
                 ]
             )  # fmt: skip
-    headers = ["dtype", "library"] + (["mode"] if with_mode else []) + [
+    headers = ["dtype", "library"] + (["mode"] if with_mode else []) + (["loss in"] if with_loss_in else []) + [
         "scaling", "setup", "ok", "param. gradient roundoff (max)", "in u", "roundoff / noise (max)",
         "roundoff / discretisation (max)",
     ]  # fmt: skip

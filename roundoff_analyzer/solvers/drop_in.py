@@ -1,66 +1,209 @@
-"""The native solver with torchdiffeq's calling conventions: the state may be a tuple of tensors, as with
-torchdiffeq and rampde. The tuple travels through the solver as one flat tensor per time point, so the
+"""The native solver behind torchdiffeq's `odeint` call for fixed grids: the same positional order (func, y0, t,
+rtol, atol, method, options, event_fn), tuple states, torchdiffeq's fixed-grid options, one-point grids, its
+step callback and terminal events. The tuple travels through the solver as one flat tensor per time point, so the
 solver itself (forward, stored states, backward, scaling) sees exactly what it sees for a single tensor."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import warnings
+from typing import Any, Callable, Sequence
 
 import torch
 
-from ..axes.methods import ExplicitRK
+from ..axes.methods import METHODS, ExplicitRK
 from . import native
+from .events import solve_until_event
+from .grid_output import INTERPOLATIONS, checked_grid, read_off, step_size_grid
 from .report import SolveReport
 from .scaler import DynamicAdjointScaler
 
 State = torch.Tensor | tuple[torch.Tensor, ...]
+
+# torchdiffeq's methods this solver's arithmetic cannot run, and why (its fixed-grid Runge-Kutta set runs here).
+_MULTISTEP = ("explicit_adams", "implicit_adams", "fixed_adams")
+_OPTIONS = ("step_size", "grid_constructor", "perturb", "interp")
+_IGNORED_OPTIONS = ("norm",)  # accepted and unused on fixed grids, as torchdiffeq does
+_ADAPTIVE_CALLBACKS = ("callback_accept_step", "callback_reject_step")
+
+
+class TableauWarning(UserWarning):
+    """`method="rk4"` runs the classical rule here; torchdiffeq's rk4 is the 3/8 rule."""
+
+
+RK4_WARNING = (
+    "method='rk4' here is the classical Runge-Kutta rule (the paper's, rampde's, and the one this project's sweeps run "
+    "as rk4); torchdiffeq's 'rk4' is Kutta's 3/8 rule, so the solutions differ by the two rules' discretisation errors. "
+    "Pass method='rk4_38' for torchdiffeq's rule, or method='rk4_classical' for this one without this warning."
+)
 
 
 def odeint(
     func: Callable[[torch.Tensor, State], State],
     y0: State,
     t: torch.Tensor,
-    method: str | ExplicitRK = "rk4",
+    rtol: float | torch.Tensor = 1e-7,
+    atol: float | torch.Tensor = 1e-9,
+    method: str | ExplicitRK | None = None,
+    options: dict[str, Any] | None = None,
+    event_fn: Callable[[torch.Tensor, State], torch.Tensor] | None = None,
+    *,
     scaler: DynamicAdjointScaler | None = None,
     report: SolveReport | None = None,
     params: Sequence[torch.Tensor] | None = None,
     trajectory_dtype: native.TrajectoryDtype = "state",
-) -> State:
-    """Solve dy/dt = func(t, y) on the fixed grid `t`; the states at every point of `t`, as `y0` is: a tensor of shape
-    (len(t), *y0.shape), or a tuple of such tensors, one per part of the state.
+    step_product: native.StepProduct = "state",
+):
+    """Solve dy/dt = func(t, y) on a fixed grid, called as torchdiffeq's `odeint`; the states at every point of `t`,
+    as `y0` is: a tensor of shape (len(t), *y0.shape), or a tuple of such tensors, one per part of the state.
 
-    Gradients reach `y0` (each part), `params` (default: the trainable parameters of `func` when it is an
-    `nn.Module`) and `t` when it requires them. `trajectory_dtype`: "state" (y0's dtype) or "low" (the
-    stored low-precision states themselves).
+    `method` (no default: torchdiffeq's default, dopri5, is adaptive, and this solver steps on fixed grids only):
+    "euler", "midpoint", "heun2", "heun3", "rk4_38" (Kutta's 3/8 rule: torchdiffeq's "rk4"), "rk4_classical" (the
+    classical rule, the paper's and rampde's) and "rk4", which here is the classical rule and warns
+    (`TableauWarning`) that torchdiffeq's "rk4" is the 3/8 rule; or an `ExplicitRK` tableau. Adaptive methods and
+    torchdiffeq's Adams methods raise an error naming them.
+
+    As in torchdiffeq: `rtol` and `atol` are accepted and unused (`atol` is the tolerance of an event's time);
+    `options` may hold `step_size` or `grid_constructor(func, y0, t)` (the grid stepped on; the states at `t` are
+    then read off it by `interp`, "linear" or "cubic"), and `perturb` (the first stage of each step sees the time
+    just after the step's start, a last stage at the step's end the time just before it); `t` may decrease, or hold
+    one point (y0 comes back); `func.callback_step(t0, y0, dt)` is called before each step (y0 without a graph);
+    with `event_fn(t, y)` (and `step_size`) the solve ends where it changes sign and `(event_t, states at t[0] and
+    at event_t)` comes back, gradients reaching y0 and the parameters, not event_t.
+
+    This solver's own arguments: gradients reach `y0` (each part), `params` (default: the trainable parameters of
+    `func` when it is an `nn.Module`) and `t` when it requires them; `scaler` scales the adjoint; `report` records
+    each step's magnitudes; `trajectory_dtype`: "state" (y0's dtype) or "low" (the stored low-precision states
+    themselves); `step_product`: "state" (h * S in y0's dtype, this solver's) or "low" (h * S in the low dtype, as
+    rampde forms it, for a comparison with rampde).
     """
-    if isinstance(y0, torch.Tensor):
-        return native.odeint(func, y0, t, method, scaler=scaler, report=report, params=params, trajectory_dtype=trajectory_dtype)
-    parts = tuple(y0)
-    if not parts or not all(isinstance(p, torch.Tensor) for p in parts):
-        raise TypeError("y0 must be a tensor or a non-empty tuple of tensors")
-    if len({p.dtype for p in parts}) > 1:
-        raise TypeError(f"the parts of y0 must share one dtype, got {', '.join(sorted({str(p.dtype) for p in parts}))}")
+    if isinstance(rtol, str) or isinstance(atol, str):
+        raise TypeError(
+            "the fourth and fifth positional arguments are rtol and atol, as in torchdiffeq's odeint; pass the method "
+            f"by name: method={rtol if isinstance(rtol, str) else atol!r}"
+        )
+    tableau = _tableau(method)
+    chosen = dict(options or {})
+    unknown = [name for name in chosen if name not in _OPTIONS + _IGNORED_OPTIONS]
+    if unknown:
+        raise TypeError(f"option(s) {', '.join(map(repr, unknown))} are not fixed-grid options; allowed: {', '.join(_OPTIONS)}")
+    step_size, constructor = chosen.get("step_size"), chosen.get("grid_constructor")
+    interp, perturb = chosen.get("interp", "linear"), bool(chosen.get("perturb", False))
+    if step_size is not None and constructor is not None:
+        raise ValueError("options step_size and grid_constructor exclude each other")
+    if interp not in INTERPOLATIONS:
+        raise ValueError(f"option interp must be one of {', '.join(INTERPOLATIONS)}, not {interp!r}")
+    _check_time(t, event_fn is not None)
+
+    state = _State.of(y0)
+    flat_func = state.dynamics(func)
     if params is None:
         params = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
-    flat = _FlatDynamics(func, [p.shape for p in parts])
-    solution = native.odeint(
-        flat, torch.cat([p.reshape(-1) for p in parts]), t, method, scaler=scaler, report=report, params=params,
-        trajectory_dtype=trajectory_dtype,
-    )  # fmt: skip
-    return flat.split(solution, leading=(t.numel(),))
+    stepping = native.Stepping(perturb, step_product, _step_callback(func, state, tableau, t))
+
+    def solve(y, grid):
+        return native.odeint(flat_func, y, grid, tableau, scaler=scaler, report=report, params=params, trajectory_dtype=trajectory_dtype, stepping=stepping)
+
+    def slope(time, y):
+        return flat_func(time, y)
+
+    if event_fn is not None:
+        if step_size is None:
+            raise ValueError("event_fn on a fixed grid needs options=dict(step_size=...), as in torchdiffeq")
+        event = state.event(event_fn)
+        event_t, states = solve_until_event(solve, slope, event, state.flat, t, step_size, interp, float(atol))
+        return event_t.to(t.dtype), state.split(states, 2)
+    if t.numel() == 1:
+        return state.split(state.flat[None].clone(), 1)
+    if step_size is None and constructor is None:
+        return state.split(solve(state.flat, t), t.numel())
+    grid = step_size_grid(t, step_size) if step_size is not None else checked_grid(constructor(func, y0, t), t)
+    return state.split(read_off(solve(state.flat, grid), grid, t, interp, slope), t.numel())
+
+
+def _tableau(method) -> ExplicitRK:
+    if isinstance(method, ExplicitRK):
+        return method
+    fixed = [m.name for m in METHODS if not m.adaptive]
+    if method is None:
+        raise ValueError(
+            "method=None is dopri5 in torchdiffeq, an adaptive method; this solver steps on a fixed grid: name one of "
+            + ", ".join(fixed)
+        )
+    if method in _MULTISTEP:
+        raise ValueError(f"method {method!r} is a multistep (Adams) method; this solver runs one-step Runge-Kutta rules: {', '.join(fixed)}")
+    if method in METHODS and METHODS.get(method).adaptive or method in ("dopri8", "bosh3", "fehlberg2", "adaptive_heun", "scipy_solver"):
+        raise ValueError(f"method {method!r} is adaptive; this solver steps on a fixed grid: name one of {', '.join(fixed)}")
+    if method not in fixed:
+        raise ValueError(f"unknown method {method!r}; allowed: {', '.join(fixed)}")
+    if method == "rk4":
+        warnings.warn(RK4_WARNING, TableauWarning, stacklevel=3)
+    return METHODS.get(method)
+
+
+def _check_time(t, with_event: bool) -> None:
+    if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.numel() < 1 or not t.is_floating_point():
+        raise ValueError("t must be a 1-D floating-point tensor of times")
+    if with_event and t.numel() != 2:
+        raise ValueError(f"with event_fn, t must hold two points (the start and a time that sets the direction), not {t.numel()}")
+    if t.numel() > 1:
+        increasing = t[1:] > t[:-1]
+        if not (bool(increasing.all()) or bool((t[1:] < t[:-1]).all())):
+            raise ValueError("t must be strictly increasing or strictly decreasing")
+
+
+def _step_callback(func, state: "_State", tableau: ExplicitRK, t: torch.Tensor):
+    adaptive_only = [name for name in _ADAPTIVE_CALLBACKS if callable(getattr(func, name, None))]
+    if adaptive_only:
+        warnings.warn(f"Solver '{tableau.name}' does not support callbacks {set(adaptive_only)}", stacklevel=4)
+    callback = getattr(func, "callback_step", None)
+    if not callable(callback):
+        return None
+    # torchdiffeq passes a decreasing grid's steps as positive dt (it solves in negated time).
+    sign = -1.0 if t.numel() > 1 and bool(t[1] < t[0]) else 1.0
+    return lambda t0, y, dt: callback(t0, state.unflat(y), sign * dt)
+
+
+class _State:
+    """y0 as the solver holds it (one flat tensor), and how to give the user's functions and results their shape."""
+
+    def __init__(self, flat: torch.Tensor, shapes: list[torch.Size] | None) -> None:
+        self.flat, self.shapes = flat, shapes
+        self.sizes = [shape.numel() for shape in shapes] if shapes is not None else None
+
+    @classmethod
+    def of(cls, y0: State) -> "_State":
+        if isinstance(y0, torch.Tensor):
+            return cls(y0, None)
+        parts = tuple(y0)
+        if not parts or not all(isinstance(p, torch.Tensor) for p in parts):
+            raise TypeError("y0 must be a tensor or a non-empty tuple of tensors")
+        if len({p.dtype for p in parts}) > 1:
+            raise TypeError(f"the parts of y0 must share one dtype, got {', '.join(sorted({str(p.dtype) for p in parts}))}")
+        return cls(torch.cat([p.reshape(-1) for p in parts]), [p.shape for p in parts])
+
+    def unflat(self, flat: torch.Tensor) -> State:
+        return self.split(flat, None)
+
+    def split(self, flat: torch.Tensor, leading: int | None) -> State:
+        if self.shapes is None:
+            return flat
+        lead = () if leading is None else (leading,)
+        pieces = flat.split(self.sizes, dim=-1)
+        return tuple(piece.reshape((*lead, *shape)) for piece, shape in zip(pieces, self.shapes))
+
+    def dynamics(self, func):
+        return func if self.shapes is None else _FlatDynamics(func, self)
+
+    def event(self, event_fn):
+        return event_fn if self.shapes is None else (lambda time, y: event_fn(time, self.unflat(y)))
 
 
 class _FlatDynamics(torch.nn.Module):
     """f on one flat tensor: split it into the tuple's parts, call f, flatten what it returns."""
 
-    def __init__(self, func, shapes: list[torch.Size]) -> None:
+    def __init__(self, func, state: _State) -> None:
         super().__init__()
-        self.func, self.shapes = func, shapes
-        self.sizes = [shape.numel() for shape in shapes]
-
-    def split(self, flat: torch.Tensor, leading: tuple[int, ...] = ()) -> tuple[torch.Tensor, ...]:
-        pieces = flat.split(self.sizes, dim=-1)
-        return tuple(piece.reshape(*leading, *shape) for piece, shape in zip(pieces, self.shapes))
+        self.func, self.state = func, state
 
     def forward(self, t, y):
-        derivative = self.func(t, self.split(y))
+        derivative = self.func(t, self.state.unflat(y))
         return torch.cat([d.reshape(-1) for d in derivative])

@@ -8,16 +8,19 @@ step's weighted slopes from its stored state, take their vector-Jacobian product
 by autograd (optionally under a dynamic adjoint scale), and only then multiply by h, in float32:
 the adjoint that enters the low-precision product is not shrunk by the step size, so a small
 adjoint does not sink into the low dtype's subnormals as n_timesteps grows. This is the paper's
-ordering (rampde's); torchdiffeq and torchode multiply by h inside the low-precision graph.
+ordering (rampde's, in the backward); torchdiffeq and torchode multiply by h inside the low-precision graph.
+In the forward rampde forms h * S in the low dtype (a float32 0-dim h times a low-precision S stays low) and
+adds that to its float32 state; `step_product="low"` does the same, for a comparison with it.
 Adjoint and parameter gradients accumulate in (at least) float32. One step's graph is freed before
 the next is built, and the whole backward is one autocast region, so that each weight is cast to the
 low dtype once per backward rather than once per step.
 """
 from __future__ import annotations
 
-from typing import Callable, Literal, Sequence
-
+import math
 from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Callable, Literal, Sequence
 
 import torch
 
@@ -34,6 +37,22 @@ TrajectoryDtype = Literal["state", "low"]
 # memory for float16 states, but the loss then sees states rounded to the low dtype, and its
 # gradient arrives in the low dtype).
 TRAJECTORY_DTYPES: tuple[str, ...] = ("state", "low")
+StepProduct = Literal["state", "low"]
+# "state": h * S in y0's dtype (float32 under autocast), the low-precision S cast up first (this solver's);
+# "low": h * S in S's (the low) dtype, then added to the state, as rampde forms its update.
+STEP_PRODUCTS: tuple[str, ...] = ("state", "low")
+StepCallback = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
+
+
+@dataclass(frozen=True)
+class Stepping:
+    """How each step is taken beyond its tableau: torchdiffeq's `perturb` (the first stage just after the step's start,
+    a last stage at its end just before it), where h * S is formed, and a hook called before each step as
+    `step_callback(t0, y0, dt)` (torchdiffeq's `callback_step`; y0 without a graph)."""
+
+    perturb: bool = False
+    step_product: StepProduct = "state"
+    step_callback: StepCallback | None = None
 
 
 def odeint(
@@ -45,21 +64,24 @@ def odeint(
     report: SolveReport | None = None,
     params: Sequence[torch.Tensor] | None = None,
     trajectory_dtype: TrajectoryDtype = "state",
+    stepping: Stepping = Stepping(),
 ) -> torch.Tensor:
     """Solve dy/dt = func(t, y) on the fixed grid `t`; returns the states at every point of `t`.
 
     `params` defaults to the trainable parameters of `func` when it is an `nn.Module`; gradients
     reach exactly those tensors and `y0`. `trajectory_dtype` is "state" (y0's dtype) or "low" (the
-    stored low-precision states, without a second copy).
+    stored low-precision states, without a second copy). `stepping`: see `Stepping`.
     """
     tableau = METHODS.get(method) if isinstance(method, str) else method
     if t.dim() != 1 or t.numel() < 2:
         raise ValueError("t must be a 1-D grid of at least two points")
     if trajectory_dtype not in TRAJECTORY_DTYPES:
         raise ValueError(f"trajectory_dtype must be one of {', '.join(TRAJECTORY_DTYPES)}, not {trajectory_dtype!r}")
+    if stepping.step_product not in STEP_PRODUCTS:
+        raise ValueError(f"step_product must be one of {', '.join(STEP_PRODUCTS)}, not {stepping.step_product!r}")
     if params is None:
         params = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
-    return _NativeSolve.apply(func, tableau, scaler, report, trajectory_dtype, y0, t, *params)
+    return _NativeSolve.apply(func, tableau, scaler, report, trajectory_dtype, stepping, y0, t, *params)
 
 
 def increment(func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -68,8 +90,11 @@ def increment(func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tens
     return h * weighted_slopes(func, tableau, t, y, h).to(y.dtype)
 
 
-def weighted_slopes(func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tensor, h: torch.Tensor, h_value: float | None = None) -> torch.Tensor:
-    """sum_i b_i k_i of one explicit Runge-Kutta step from (t, y): the part of the step that runs in the low dtype."""
+def weighted_slopes(
+    func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tensor, h: torch.Tensor, h_value: float | None = None, perturb: bool = False
+) -> torch.Tensor:
+    """sum_i b_i k_i of one explicit Runge-Kutta step from (t, y): the part of the step that runs in the low dtype.
+    `perturb`: the first stage sees the time just after t, a last stage at the step's end the time just before it."""
     # Stage times from the plain float when there is one (exact: c is 0, 1/2 or 1 and h a float32 or
     # float64 number); without it, from the tensor, so that gradients with respect to t reach them.
     # Inside the stages h scales a low-precision slope as a 0-dim tensor, so the product is in the
@@ -83,8 +108,18 @@ def weighted_slopes(func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torc
                 if a_ij not in scaled:
                     scaled[a_ij] = h * a_ij
                 stage_y = stage_y + scaled[a_ij] * k_j
-        stages.append(func(t + c * (h if h_value is None else h_value), stage_y))
+        time = t + c * (h if h_value is None else h_value)
+        if perturb and (not stages or (c == 1.0 and len(stages) == len(tableau.c) - 1)):
+            toward = math.copysign(1.0, h_value if h_value is not None else float(h.detach()))
+            time = _next_float(time, toward if not stages else -toward)
+        stages.append(func(time, stage_y))
     return sum(b * k for b, k in zip(tableau.b, stages) if b)
+
+
+def _next_float(time: torch.Tensor, toward: float) -> torch.Tensor:
+    """The float next to `time` in the direction of `toward`; a gradient passes through as if unchanged."""
+    nudged = torch.nextafter(time.detach(), time.detach() + toward)
+    return time + (nudged - time).detach() if time.requires_grad else nudged
 
 
 def _autocast_state(device_type: str) -> tuple[bool, torch.dtype]:
@@ -93,7 +128,7 @@ def _autocast_state(device_type: str) -> tuple[bool, torch.dtype]:
 
 class _NativeSolve(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, func, tableau, scaler, report, trajectory_dtype, y0, t, *params):
+    def forward(ctx, func, tableau, scaler, report, trajectory_dtype, stepping, y0, t, *params):
         device_type = y0.device.type
         autocast_on, autocast_dtype = _autocast_state(device_type)
         low_dtype = autocast_dtype if autocast_on else y0.dtype
@@ -110,12 +145,16 @@ class _NativeSolve(torch.autograd.Function):
         stored[0] = store(y)
         if separate:
             trajectory[0] = y
+        perturb, low_product, callback = stepping.perturb, stepping.step_product == "low", stepping.step_callback
         for k, (h, h_value) in enumerate(steps):
-            y = y + h * weighted_slopes(func, tableau, t[k], y, h, h_value).to(y.dtype)
+            if callback is not None:
+                callback(t[k], y, h)
+            slopes = weighted_slopes(func, tableau, t[k], y, h, h_value, perturb)
+            y = y + ((h * slopes).to(y.dtype) if low_product else h * slopes.to(y.dtype))
             stored[k + 1] = store(y)
             if separate:
                 trajectory[k + 1] = y
-        ctx.func, ctx.tableau, ctx.scaler, ctx.report, ctx.steps = func, tableau, scaler, report, steps
+        ctx.func, ctx.tableau, ctx.scaler, ctx.report, ctx.steps, ctx.perturb = func, tableau, scaler, report, steps, perturb
         ctx.autocast = (autocast_on, autocast_dtype)
         ctx.low_dtype, ctx.state_dtype, ctx.emulation = low_dtype, y0.dtype, emulation
         ctx.save_for_backward(t, stored, *params)
@@ -132,13 +171,13 @@ class _NativeSolve(torch.autograd.Function):
         accumulate = torch.promote_types(ctx.state_dtype, torch.float32)
         device_type = stored.device.type
         n_steps = len(steps)
-        step = _BackwardStep(ctx.func, ctx.tableau, ctx.scaler, params, ctx.state_dtype, ctx.low_dtype, accumulate, report is not None, ctx.emulation)
+        step = _BackwardStep(ctx.func, ctx.tableau, ctx.scaler, params, ctx.state_dtype, ctx.low_dtype, accumulate, report is not None, ctx.emulation, ctx.perturb)
 
         # A copy: the adjoint is updated in place, and grad_trajectory is not ours to change.
         adjoint = grad_trajectory[n_steps].to(accumulate, copy=True)
         param_grads = [torch.zeros(p.shape, dtype=accumulate, device=p.device) for p in params]
         # Gradients with respect to the grid: each step's ends enter its increment as two more inputs.
-        grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[6] else None
+        grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[7] else None
         with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
             for k in reversed(range(n_steps)):
                 ends = (t[k].detach().requires_grad_(), t[k + 1].detach().requires_grad_()) if grad_t is not None else None
@@ -158,15 +197,16 @@ class _NativeSolve(torch.autograd.Function):
                 del vjp_y, vjp_params, held
         grad_params = [g.to(p.dtype) for g, p in zip(param_grads, params)]
         grad_t = grad_t.to(t.dtype) if grad_t is not None else None
-        return (None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
+        return (None, None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
 
 
 class _BackwardStep:
     """One step back: rebuild the step's increment from its stored state and take its vector-Jacobian
     product with the adjoint; with a scaler, redo it at half the scale while it is non-finite."""
 
-    def __init__(self, func, tableau, scaler, params, state_dtype, low_dtype, accumulate, recording, emulation=None):
+    def __init__(self, func, tableau, scaler, params, state_dtype, low_dtype, accumulate, recording, emulation=None, perturb=False):
         self.func, self.tableau, self.scaler, self.params, self.emulation = func, tableau, scaler, params, emulation
+        self.perturb = perturb
         self.state_dtype, self.low_dtype, self.accumulate, self.recording = state_dtype, low_dtype, accumulate, recording
         # Without a scaler and without a report nobody reads `finite`: no check at all.
         self.checking = scaler is not None or recording
@@ -200,9 +240,9 @@ class _BackwardStep:
         with emulation.reenter() if emulation is not None else nullcontext():
             y = y_stored.to(self.state_dtype).requires_grad_(True)
             if ends is None:
-                slopes = weighted_slopes(self.func, self.tableau, t_k, y, *step)
+                slopes = weighted_slopes(self.func, self.tableau, t_k, y, *step, self.perturb)
             else:  # the step size from the ends, inside the graph
-                slopes = weighted_slopes(self.func, self.tableau, ends[0], y, ends[1] - ends[0], None)
+                slopes = weighted_slopes(self.func, self.tableau, ends[0], y, ends[1] - ends[0], None, self.perturb)
         entering = (adjoint if scale is None else adjoint * scale).to(slopes.dtype)
         entering = emulation.store(entering, "backward") if emulation is not None else entering
         inputs = (y, *self.params, *(ends or ()))

@@ -40,7 +40,7 @@ _CONFIG_FIELDS = [
     pa.field("model", pa.string()), pa.field("library", pa.string()), pa.field("method", pa.string()),
     pa.field("n_timesteps", pa.int64()), pa.field("dtype", pa.string()), pa.field("scaling", pa.string()),
     pa.field("mode", pa.string()), pa.field("arithmetic", pa.string()), pa.field("rounding", pa.string()),
-    pa.field("checkpoint", pa.string()), pa.field("keep_float32", pa.string()),
+    pa.field("checkpoint", pa.string()), pa.field("loss_in", pa.string()), pa.field("keep_float32", pa.string()),
 ]  # fmt: skip
 
 RESULT_SCHEMA = pa.schema(
@@ -61,6 +61,7 @@ RESULT_SCHEMA = pa.schema(
     + [pa.field(name, pa.int64() if name in INTEGER_CONTEXT_COLUMNS else pa.float64()) for name in CONTEXT_COLUMNS]
     + [pa.field(name, pa.float64() if name in ("rtol", "atol") else pa.int64()) for name in STEP_COLUMNS]
     + [pa.field("train_iteration", pa.int64())]  # of the row's checkpoint, from the file beside its weights (null: unknown)
+    + [pa.field("tableau", pa.string())]  # the rule the library ran for the row's method (rk4: rk4_classical or rk4_38)
 )  # fmt: skip
 
 PARAM_FIELDS = [pa.field("parameter", pa.string()), pa.field("grad_rel_err", pa.float64()), pa.field("grad_rel_err_over_u", pa.float64())]
@@ -277,7 +278,7 @@ class ResultStore:
             atomic_write_parquet(modules, self.root / MODULES)
         elif (self.root / MODULES).is_file():
             (self.root / MODULES).unlink()
-        return combined.select(RESULT_SCHEMA.names).to_pandas()
+        return with_tableau(combined.select(RESULT_SCHEMA.names).to_pandas())
 
 
 def _explode(table: pa.Table, column: str, fields: list[pa.Field]) -> pa.Table:
@@ -299,7 +300,30 @@ def load_results(path: str | Path) -> pd.DataFrame:
 
 def read_parquet(path: Path, spec: TableSchema = RESULTS_TABLE) -> pd.DataFrame:
     """A table of a sweep folder, checked against its schema; an unreadable or foreign one is bad input, in one line."""
-    return with_axis_defaults(read_table(path, spec))
+    table = with_axis_defaults(read_table(path, spec))
+    return with_tableau(table) if spec is RESULTS_TABLE else table
+
+
+# Before rows recorded their tableau each library ran its own rule under a method name; only rk4 differed.
+_RK4_BEFORE_RECORDED = {"torchdiffeq": "rk4_38", "torchdiffeq-adjoint": "rk4_38"}
+
+
+def with_tableau(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before the `tableau` column (or shards from before it): the rule their library ran, as it ran it
+    then (torchdiffeq's rk4 the 3/8 rule, every other library's the classical one). Skipped rows keep none."""
+    if "method" not in table.columns or "library" not in table.columns:
+        return table
+    if "tableau" in table.columns and not table["tableau"].isna().any():
+        return table
+    table = table.copy()
+    recorded = table["tableau"] if "tableau" in table.columns else pd.Series(None, index=table.index, dtype=object)
+    ran = table["status"] != "skipped" if "status" in table.columns else pd.Series(True, index=table.index)
+    then = [
+        (_RK4_BEFORE_RECORDED.get(library, "rk4_classical") if method == "rk4" else method) if r else None
+        for library, method, r in zip(table["library"], table["method"], ran)
+    ]
+    table["tableau"] = recorded.where(recorded.notna(), pd.Series(then, index=table.index, dtype=object))
+    return table
 
 
 def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:

@@ -5,7 +5,7 @@ from .plugins import ENTRY_POINT_GROUP, FORMS, load_entry_points, resolve_librar
 
 register_optional(
     "torchode", "torchode_lib", ("torchode",), 'pip install "roundoff-analyzer[torchode]"',
-    "fixed steps (its Euler; rk4 as the classical tableau through its generic explicit Runge-Kutta), dopri5 and tsit5 "
+    "fixed steps (its Euler; the other fixed-grid tableaux, rk4 the classical one, through its generic explicit Runge-Kutta), dopri5 and tsit5 "
     "adaptive with its integral controller; the whole batch is one problem",
 )  # fmt: skip
 # torchdyn's declared requirements (torchvision, pytorch-lightning, ...) would replace the installed torch with another
@@ -13,11 +13,11 @@ register_optional(
 register_optional(
     "torchdyn", "torchdyn_lib", ("torchdyn", "torchcde", "torchsde", "attr"),
     "pip install torchcde torchsde attrs && pip install --no-deps torchdyn",
-    "odeint on the fixed grid (euler, midpoint, classical rk4), autograd through every stage",
+    "odeint on the fixed grid (euler, midpoint, rk4 = rk4_classical), autograd through every stage",
 )  # fmt: skip
 register_optional(
     "rampde", "rampde_lib", ("rampde",), "pip install git+https://github.com/EmoryMLIP/rampde",
-    "the paper's mixed-precision fixed-grid solver (euler, classical rk4), without its internal loss scaler; "
+    "the paper's mixed-precision fixed-grid solver (euler, rk4 = rk4_classical), without its internal loss scaler; "
     "mixed precision under CUDA autocast only",
 )  # fmt: skip
 load_entry_points()

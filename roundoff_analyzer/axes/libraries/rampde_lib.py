@@ -17,8 +17,8 @@ class RampdeLibrary:
     supports_adjoint_scaling = False
 
     def unsupported_method_reason(self, method):
-        if method.name not in ("euler", "rk4"):
-            return f"rampde has fixed-grid euler and rk4 only, not '{method.name}'"
+        if method.name not in ("euler", "rk4", "rk4_classical"):
+            return f"rampde has fixed-grid euler and rk4 (classical) only, not '{method.name}'"
         return None
 
     def solve(self, func, y0, t, method, scaler, report):
@@ -29,7 +29,7 @@ class RampdeLibrary:
         with warnings.catch_warnings():
             # Without CUDA, its autocast(device_type="cuda") regions warn on every step and do nothing.
             warnings.filterwarnings("ignore", message="CUDA is not available")
-            return rampde.odeint(func, y0, t, method=method.name, loss_scaler=False)
+            return rampde.odeint(func, y0, t, method=method.name.removesuffix("_classical"), loss_scaler=False)
 
 
 LIBRARY = RampdeLibrary()

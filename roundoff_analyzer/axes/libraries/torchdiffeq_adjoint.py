@@ -1,7 +1,7 @@
 import torchdiffeq
 
 from .base import LIBRARIES
-from .torchdiffeq_lib import adaptive_solve, unsupported_reason
+from .torchdiffeq_lib import adaptive_solve, solver_name, tableau_name, unsupported_reason
 
 
 class TorchdiffeqAdjointLibrary:
@@ -15,11 +15,14 @@ class TorchdiffeqAdjointLibrary:
     def unsupported_method_reason(self, method):
         return unsupported_reason(self.name, method)
 
+    def tableau_name(self, method):
+        return tableau_name(method)
+
     def solve(self, func, y0, t, method, scaler, report):
         params = tuple(p for p in func.parameters() if p.requires_grad)
         if method.adaptive:
             return adaptive_solve(torchdiffeq.odeint_adjoint, self.name, func, y0, t, method, report, adjoint_params=params)
-        return torchdiffeq.odeint_adjoint(func, y0, t, method=method.name, adjoint_params=params)
+        return torchdiffeq.odeint_adjoint(func, y0, t, method=solver_name(method), adjoint_params=params)
 
 
 LIBRARIES.register(TorchdiffeqAdjointLibrary())

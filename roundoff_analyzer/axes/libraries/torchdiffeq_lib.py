@@ -4,21 +4,34 @@ import torchdiffeq
 from .base import LIBRARIES
 from .steps import StepCountingDynamics
 
-# torchdiffeq names its solvers as we name methods; its `rk4` is the 3/8 rule.
+# torchdiffeq names its solvers as we name methods, except that its `rk4` is the 3/8 rule (`rk4_38` here); it has no
+# classical rk4.
 _FIXED_GRID = ("euler", "midpoint", "rk4", "heun2", "heun3", "explicit_adams", "implicit_adams")
 _ADAPTIVE = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
+_SOLVER_NAMES = {"rk4_38": "rk4"}
+
+
+def solver_name(method) -> str:
+    """torchdiffeq's name for `method`."""
+    return _SOLVER_NAMES.get(method.name, method.name)
 
 
 def unsupported_reason(library: str, method) -> str | None:
-    if method.name not in (_ADAPTIVE if method.adaptive else _FIXED_GRID):
+    if method.name == "rk4_classical":
+        return f"{library} has no fixed-grid method 'rk4_classical' (its rk4 is the 3/8 rule, rk4_38)"
+    if solver_name(method) not in (_ADAPTIVE if method.adaptive else _FIXED_GRID):
         return f"{library} has no {'adaptive' if method.adaptive else 'fixed-grid'} method '{method.name}'"
     return None
+
+
+def tableau_name(method) -> str:
+    return "rk4_38" if solver_name(method) == "rk4" else getattr(method, "tableau", method.name)
 
 
 def adaptive_solve(odeint, library: str, func, y0, t, method, report, **kwargs):
     """`odeint` (torchdiffeq's, or its adjoint) with the method's tolerances, counting the forward's steps."""
     counted = StepCountingDynamics(func, library, method.max_steps)
-    solution = odeint(counted, y0, t, method=method.name, rtol=method.rtol, atol=method.atol, **kwargs)
+    solution = odeint(counted, y0, t, method=solver_name(method), rtol=method.rtol, atol=method.atol, **kwargs)
     report.record_steps(counted.accepted, counted.rejected)
     return solution
 
@@ -57,18 +70,21 @@ class _ProbedDynamics(torch.nn.Module):
 
 class TorchdiffeqLibrary:
     name = "torchdiffeq"
-    description = f"torchdiffeq {torchdiffeq.__version__}, autograd through every stage (rk4 = 3/8 rule; dopri5 adaptive)"
+    description = f"torchdiffeq {torchdiffeq.__version__}, autograd through every stage (its rk4 is the 3/8 rule, rk4_38; dopri5 adaptive)"
     supports_adjoint_scaling = False
 
     def unsupported_method_reason(self, method):
         return unsupported_reason(self.name, method)
+
+    def tableau_name(self, method):
+        return tableau_name(method)
 
     def solve(self, func, y0, t, method, scaler, report):
         if method.adaptive:
             # The per-step probe assumes a fixed number of steps; adaptive runs record steps instead.
             return adaptive_solve(torchdiffeq.odeint, self.name, func, y0, t, method, report)
         probed = _ProbedDynamics(func, method.n_stages, t.numel() - 1, report)
-        return torchdiffeq.odeint(probed, y0, t, method=method.name)
+        return torchdiffeq.odeint(probed, y0, t, method=solver_name(method))
 
 
 LIBRARIES.register(TorchdiffeqLibrary())

@@ -1,5 +1,5 @@
-from .base import METHODS, AdaptiveRK, ExplicitRK, Method
-from . import euler, rk4  # noqa: F401  (registrations: fixed grid first)
+from .base import METHODS, AdaptiveRK, ExplicitRK, Method, tableau_of
+from . import euler, midpoint, heun, rk4  # noqa: F401  (registrations: fixed grid first)
 from . import dopri5, tsit5  # noqa: F401  (registrations: adaptive)
 
-__all__ = ["METHODS", "AdaptiveRK", "ExplicitRK", "Method"]
+__all__ = ["METHODS", "AdaptiveRK", "ExplicitRK", "Method", "tableau_of"]

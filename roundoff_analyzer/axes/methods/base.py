@@ -15,8 +15,15 @@ class ExplicitRK:
     b: tuple[float, ...]
     c: tuple[float, ...]
     description: str = ""
+    # The name of the rule itself: two method names for one rule (rk4, rk4_classical) share it, and a library
+    # that runs a method name by another rule says so (see `tableau_of`).
+    tableau: str = ""
 
     adaptive = False
+
+    def __post_init__(self) -> None:
+        if not self.tableau:
+            object.__setattr__(self, "tableau", self.name)
 
     @property
     def n_stages(self) -> int:
@@ -48,5 +55,11 @@ class AdaptiveRK:
 
 
 Method = ExplicitRK | AdaptiveRK
+
+
+def tableau_of(library, method: Method) -> str:
+    """The rule `library` runs for `method`: its own `tableau_name(method)` where it has one, else the method's."""
+    named = getattr(library, "tableau_name", None)
+    return named(method) if callable(named) else getattr(method, "tableau", method.name)
 
 METHODS: Registry[Method] = Registry("method")

@@ -1,0 +1,5 @@
+from .base import DEFAULT_LOSS_IN, LOSS_PLACEMENTS, LossPlacement
+from . import float32  # noqa: F401, I001  (registrations: today's placement first)
+from . import autocast  # noqa: F401
+
+__all__ = ["DEFAULT_LOSS_IN", "LOSS_PLACEMENTS", "LossPlacement"]
