@@ -89,7 +89,8 @@ def test_both_setups_start_from_the_same_weights(trained):
 
 def test_log_has_every_iteration_of_every_setup(trained):
     log = pd.read_parquet(trained.folder / "training_log.parquet")
-    assert list(log.columns) == ["setup", "iteration", "loss", "val_loss", "skipped", "failure", "scale", "iter_time_s", "time_s"]
+    assert list(log.columns) == ["setup", "iteration", "loss", "val_loss", "skipped", "failure", "scale", "iter_time_s", "time_s",
+                                 "weights", "update", "lost_update_fraction", "grad_norm", "clipped"]  # fmt: skip
     for label in ("float32-native-none", "float16-native-dynamic"):
         own = log[log["setup"] == label]
         assert list(own["iteration"]) == list(range(9))

@@ -19,11 +19,26 @@ SUMMARY_SCHEMA = pa.schema(
     + [pa.field("time_per_iter_s", pa.float64()), pa.field("peak_memory_bytes", pa.int64())]
     + [pa.field(name, pa.float64()) for name in ("val_loss_rel_to_reference", "loss_rel_to_reference", "time_rel_to_reference",
                                                  "memory_rel_to_reference")]
+    # Added with the weights axis: a summary written before reads them as float32 master weights updated to nearest, measured nothing.
+    + [pa.field(name, pa.string()) for name in ("weights", "update", "optimizer_state")]
+    + [pa.field("lost_update_fraction", pa.float64())]
+    + [pa.field(name, pa.int64()) for name in ("weight_bytes", "optimizer_state_bytes", "clipped_steps")]
 )  # fmt: skip
-SUMMARY_TABLE = TableSchema("a training summary table", SUMMARY_SCHEMA, tuple(SUMMARY_SCHEMA.names), ("setup",))
+LATER_COLUMNS = {"weights": "float32", "update": "nearest", "optimizer_state": "float32", "lost_update_fraction": None,
+                 "weight_bytes": None, "optimizer_state_bytes": None, "clipped_steps": 0}  # fmt: skip
+SUMMARY_TABLE = TableSchema("a training summary table", SUMMARY_SCHEMA, tuple(n for n in SUMMARY_SCHEMA.names if n not in LATER_COLUMNS),
+                            ("setup",))  # fmt: skip
 # What a sweep's report reads from the summary of the training its checkpoints came from.
 SUMMARY_FINDINGS_TABLE = TableSchema("a training summary table", SUMMARY_SCHEMA, ("setup", "final_val_loss", "val_loss_rel_to_reference"),
                                      ("setup",))  # fmt: skip
+
+
+def with_later_columns(summary: pd.DataFrame) -> pd.DataFrame:
+    """A summary read from a folder, with the columns added since it was written at their defaults."""
+    for column, default in LATER_COLUMNS.items():
+        if column not in summary.columns:
+            summary[column] = default
+    return summary
 
 
 def summary_table(summary: pd.DataFrame) -> pa.Table:

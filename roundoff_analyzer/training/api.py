@@ -23,14 +23,14 @@ from ..storage.results import atomic_write_parquet
 from ..storage.training_summary import summary_table
 from . import folder as train_folder
 from .files import load_resume
-from .log import from_columns, read_log, write_log
+from .log import read_log, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
 from .planning import TrainPlan, option_strings, plan_training
 from .report import write_training_report
 from .summary import setup_summary
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
-_LIST_KEYS = ("library", "dtype", "scaling", "save_at")
+_LIST_KEYS = ("library", "dtype", "scaling", "save_at", "weights", "update")
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def run(plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: 
                 runs[setup.label] = train_setup(plan, setup, folder, initial, validation, progress, stop_requested, saved(setup.label))
         _write_log(root, runs)
         log = read_log(root / train_folder.LOG)
-        summary = setup_summary(log, manifest["setups"], {label: r.peak_memory_bytes for label, r in runs.items()})
+        summary = setup_summary(log, manifest["setups"], runs)
         atomic_write_parquet(summary_table(summary), root / train_folder.SUMMARY)
         train_folder.write_manifest(root, {**manifest, "finished_at": train_folder.now()})
         write_training_report(root)
@@ -88,7 +88,8 @@ def run(plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: 
 
 def train(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None, force: bool = False,
           progress: TrainProgress | None = None, **settings: Any) -> TrainResult:  # fmt: skip
-    """Train as `roundoff train` does; `settings` are the keys of a training config file (iters, save_at, lr, dtype, ...)."""
+    """Train as `roundoff train` does; `settings` are the keys of a training config file (iters, save_at, lr, dtype, weights,
+    update, optimizer_state, optimizer, clip_grad_norm, ...), e.g. `weights=["float32", "bfloat16"], update="kahan"`."""
     return run(plan(model, config=config, out=out, force=force, **settings), progress)
 
 
@@ -104,7 +105,7 @@ def _earlier_runs(plan: TrainPlan, manifest: dict) -> dict[str, SetupRun]:
         if entry["label"] not in asked:
             state = load_resume(plan.out / entry["folder"])
             if state is not None:
-                runs[entry["label"]] = SetupRun(from_columns(state["log"]), state["peak_memory_bytes"])
+                runs[entry["label"]] = SetupRun.from_state(state)
     return runs
 
 
@@ -119,8 +120,14 @@ def _manifest(plan: TrainPlan) -> dict:
         "created_at": earlier.get("created_at", train_folder.now()), "updated_at": train_folder.now(),
         "model": plan.model.name, "options": option_strings(plan.options), "seed": plan.options.seed,
         "data": config.data, "data_source": plan.problem.data_source, "iters": config.iters, "save_at": plan.save_at,
-        "resume_every": config.resume_every, "lr": config.lr, "optimizer": "Adam", "val_batches": config.val_batches, "val_every": config.val_every,
+        "resume_every": config.resume_every, "lr": config.lr, **_optimizer_record(plan), "clip_grad_norm": config.clip_grad_norm, "val_batches": config.val_batches, "val_every": config.val_every,
         "validation": plan.fingerprint["validation"] + " at each setup's n_timesteps, mean over the held-out batches 1 … val_batches",
         "device": str(plan.device), "threads": plan.threads.as_dict(), "scaler": config.scaler.model_dump(mode="json"),
         "setups": setups, "left_out": plan.left_out, "fingerprint": plan.fingerprint,
     }  # fmt: skip
+
+
+def _optimizer_record(plan: TrainPlan) -> dict:
+    record = plan.optimizer.record()
+    return {"optimizer": record["name"], "optimizer_description": plan.optimizer.description,
+            **({"optimizer_source_sha256": record["source_sha256"]} if "source_sha256" in record else {})}  # fmt: skip

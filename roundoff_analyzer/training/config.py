@@ -16,20 +16,51 @@ DEFAULT_RESUME_EVERY = 100
 DEFAULT_VAL_BATCHES = 4
 
 
+MASTER_WEIGHTS = "float32"
+STATE_IN = ("float32", "weights")  # where the optimizer's state lives: float32, or the weights' own format
+
+
+def _training_registry(axis: str):
+    """The registries of the training's own axes, imported when a value is checked (they import torch)."""
+    if axis == "weights":
+        from ..axes.dtypes import DTYPES
+
+        return DTYPES
+    if axis == "update":
+        from .updates import UPDATES
+
+        return UPDATES
+    return axis_registry(axis)
+
+
+def _state_in(value: str | None) -> str | None:
+    if value is not None and value not in STATE_IN:
+        raise ValueError(f"'{value}' is not a place for the optimizer's state; allowed: {', '.join(STATE_IN)}")
+    return value
+
+
 class SetupEntry(BaseModel):
-    """One `[[setups]]` table: a (library, dtype, scaling) to train, where the product of the lists is not wanted."""
+    """One `[[setups]]` table: a (library, dtype, scaling, weights, update) to train, where the product of the lists is not wanted."""
 
     model_config = ConfigDict(extra="forbid")
     dtype: str
     library: str = "native"
     scaling: str = "none"
+    weights: str = MASTER_WEIGHTS
+    update: str = "nearest"
+    optimizer_state: str | None = None  # the config's `optimizer_state` where not given
 
-    @field_validator("dtype", "library", "scaling")
+    @field_validator("dtype", "library", "scaling", "weights", "update")
     @classmethod
     def _name(cls, value: str, info: ValidationInfo) -> str:
         if info.field_name == "library":
             load_libraries([value])
-        return names_in(axis_registry(info.field_name), [value])[0]
+        return names_in(_training_registry(info.field_name), [value])[0]
+
+    @field_validator("optimizer_state")
+    @classmethod
+    def _state(cls, value: str | None) -> str | None:
+        return _state_in(value)
 
 
 class TrainConfig(BaseModel):
@@ -38,10 +69,10 @@ class TrainConfig(BaseModel):
     model: str = Field(description="built-in model (see `roundoff list`), package.module:factory or path/to/file.py:factory")
     options: dict[str, Any] = Field(default_factory=dict, description="model options, as `-o key=value`")
     data: str | None = Field(None, description="NAME[:PATH][?key=value&...] (e.g. 2spirals)")
-    iters: PositiveInt = Field(DEFAULT_ITERS, description="Adam steps per setup")
+    iters: PositiveInt = Field(DEFAULT_ITERS, description="optimizer steps per setup")
     save_at: list[conint(ge=0)] | None = Field(None, description="iterations whose weights are saved (default: 0; the last is always saved)")  # type: ignore[valid-type]
     resume_every: PositiveInt = Field(DEFAULT_RESUME_EVERY, description="iterations between resume states (besides every checkpoint)")
-    lr: float = Field(1e-3, gt=0, allow_inf_nan=False, description="Adam's learning rate")
+    lr: float = Field(1e-3, gt=0, allow_inf_nan=False, description="the optimizer's learning rate")
     val_batches: PositiveInt = Field(DEFAULT_VAL_BATCHES, description="held-out batches of the validation loss")
     val_every: PositiveInt | None = Field(None, description="iterations between validation losses besides the saved ones (default: saved ones only)")
     timesteps: conint(gt=0) = Field(32, description="n_timesteps of every setup's solves (one value)")  # type: ignore[valid-type]
@@ -49,7 +80,14 @@ class TrainConfig(BaseModel):
     library: list[str] = Field(default_factory=lambda: ["native"])
     dtype: list[str] = Field(default_factory=lambda: ["float32"])
     scaling: list[str] = Field(default_factory=lambda: ["none"])
-    setups: list[SetupEntry] | None = Field(None, description="exact (library, dtype, scaling) setups instead of the product of the lists")
+    weights: list[str] = Field(default_factory=lambda: [MASTER_WEIGHTS],
+                               description="where the weights live: float32 master weights, or stored in bfloat16, float16, eXmY")
+    update: list[str] = Field(default_factory=lambda: ["nearest"],
+                              description="how a step is rounded into low-precision weights: nearest, stochastic, kahan, stochastic-kahan")
+    optimizer_state: str = Field("float32", description="where the optimizer's state (Adam's moments) lives: float32, or weights (their format)")
+    optimizer: str = Field("adam", description="adam, adamw, sgd (momentum 0.9), or package.module:factory / path/to/file.py:factory")
+    clip_grad_norm: float | None = Field(None, gt=0, allow_inf_nan=False, description="clip the unscaled gradient's norm to this")
+    setups: list[SetupEntry] | None = Field(None, description="exact (library, dtype, scaling, weights, update) setups instead of the product of the lists")
     mode: str = Field("autocast", description="one mode for every setup")
     device: str = "auto"
     threads: PositiveInt | None = Field(None, description="torch threads (default: chosen from the problem's size, as the sweep does)")
@@ -71,6 +109,16 @@ class TrainConfig(BaseModel):
         if info.field_name == "library":
             load_libraries(value)
         return list(dict.fromkeys(names_in(axis_registry(info.field_name), value)))
+
+    @field_validator("weights", "update")
+    @classmethod
+    def _training_axis_names(cls, value, info: ValidationInfo):
+        return list(dict.fromkeys(names_in(_training_registry(info.field_name), value)))
+
+    @field_validator("optimizer_state")
+    @classmethod
+    def _state(cls, value: str) -> str:
+        return _state_in(value)
 
     @field_validator("method", "mode")
     @classmethod
@@ -97,7 +145,7 @@ def resolve(file: str | Path | None, overrides: dict[str, Any]) -> TrainConfig:
     if file:
         # Checked on its own first, so that a mistake in the file is reported against the file.
         validate({"model": overrides.get("model") or "unset", **values}, f"config file '{file}'")
-    if any(overrides.get(axis) is not None for axis in ("library", "dtype", "scaling")):
+    if any(overrides.get(axis) is not None for axis in ("library", "dtype", "scaling", "weights", "update")):
         values.pop("setups", None)  # lists named on the command line replace the file's own setups
     for key, value in overrides.items():
         if value is not None:

@@ -3,7 +3,8 @@
 A setup's folder is the training's folder for the first setup and `setups/<label>` for the others; each has
 `checkpoints/iter_<iteration:07d>.pt` (the ODE function's state dict, float32, loadable with
 `torch.load(..., weights_only=True)` and `--checkpoint`) with `iter_<iteration:07d>.json` beside it, and
-`resume/state.pt` (weights, Adam's state, the loss scale, the log so far), never under `checkpoints/`.
+`resume/state.pt` (weights, the optimizer's state, the loss scale, the compensation buffers and stochastic-rounding
+stream of low-precision weights, the log so far), never under `checkpoints/`.
 Every file is written through a temporary and renamed into place, so a killed run leaves whole files only.
 """
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""One setup's training: Adam on the float32 master weights, a fresh batch per iteration, checkpoints and resume states.
+"""One setup's training: the optimizer on the setup's stored weights (float32 master weights, or weights in a low format
+that each step is rounded into), a fresh batch per iteration, checkpoints and resume states.
 
-A step whose gradient is not finite (after the scaling's own retries) is skipped: no update, Adam's state
-untouched, as GradScaler skips it; the log counts it. The resume state is saved at every checkpoint and every
-`resume_every` iterations, so a run killed at any moment and started again with the same command continues
-from the last one and ends with the weights of an uninterrupted run, bit for bit.
+A step whose gradient is not finite (after the scaling's own retries) is skipped: no update, the optimizer's state
+untouched, as GradScaler skips it; the log counts it. A finite gradient is clipped (where asked) before the step.
+The resume state is saved at every checkpoint and every `resume_every` iterations, with the optimizer's state, the
+compensation buffers and the stochastic-rounding stream, so a run killed at any moment and started again with the
+same command continues from the last one and ends with the weights of an uninterrupted run, bit for bit.
 """
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ import torch
 from ..core.devices import measured, synchronize
 from ..measuring.cpu_memory import cpu_peak_memory
 from . import log
+from .clipping import clip_gradients
 from .files import load_resume, save_checkpoint, save_resume
 from .held_out import validation_loss
 from .planning import TrainPlan, option_strings
 from .setups import TrainSetup
 from .step import LossScale, SetupStep
+from .stored_weights import StoredWeights
 
 
 class TrainProgress(Protocol):
@@ -46,17 +50,25 @@ class TrainingInterrupted(Exception):
 
 @dataclass
 class SetupRun:
-    """What a setup's training left: its log rows and its peak memory (None until it finished)."""
+    """What a setup's training left: its log rows, its peak memory (None until it finished) and the bytes of its
+    weights and of its optimizer's state (with the compensation buffers)."""
 
     rows: list[dict] = field(default_factory=list)
     peak_memory_bytes: int | None = None
+    weight_bytes: int | None = None
+    optimizer_state_bytes: int | None = None
+
+    @classmethod
+    def from_state(cls, state: dict) -> SetupRun:
+        return cls(log.from_columns(state["log"]), state["peak_memory_bytes"], state.get("weight_bytes"), state.get("optimizer_state_bytes"))
 
 
-def _state(iteration, func, optimizer, loss_scale: LossScale, run: SetupRun) -> dict:
+def _state(iteration, func, optimizer, loss_scale: LossScale, stored: StoredWeights, run: SetupRun) -> dict:
     return {
         "iteration": iteration, "func": func.state_dict(), "optimizer": optimizer.state_dict(),
-        "loss_scale": {"scale": loss_scale.scale, "good_steps": loss_scale.good_steps},
+        "loss_scale": {"scale": loss_scale.scale, "good_steps": loss_scale.good_steps}, "stored_weights": stored.state_dict(),
         "log": log.as_columns(run.rows), "peak_memory_bytes": run.peak_memory_bytes,
+        "weight_bytes": run.weight_bytes, "optimizer_state_bytes": run.optimizer_state_bytes,
     }  # fmt: skip
 
 
@@ -70,7 +82,8 @@ def train_setup(
     func = problem.func
     func.load_state_dict(initial)
     params = [p for p in func.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(params, lr=config.lr)
+    stored = StoredWeights(params, setup.weights, setup.update, setup.optimizer_state, plan.options.seed)  # rounds the initial weights
+    optimizer = plan.optimizer.build(params, config.lr)
     step = SetupStep(setup, problem, config.scaler)
     run, start = SetupRun(), 0
     state = load_resume(folder)
@@ -78,7 +91,8 @@ def train_setup(
         func.load_state_dict(state["func"])
         optimizer.load_state_dict(state["optimizer"])
         step.loss_scale = LossScale(**state["loss_scale"])
-        run = SetupRun(log.from_columns(state["log"]), state["peak_memory_bytes"])
+        stored.load_state_dict(state.get("stored_weights") or {})
+        run = SetupRun.from_state(state)
         start = state["iteration"]
     label, iters = setup.label, config.iters
     if start >= iters:
@@ -93,12 +107,12 @@ def train_setup(
         return val
 
     def save(iteration: int) -> None:
-        save_resume(folder, _state(iteration, func, optimizer, step.loss_scale, run))
+        save_resume(folder, _state(iteration, func, optimizer, step.loss_scale, stored, run))
         saved(run)
 
     if start == 0 and not run.rows:  # the initial weights' validation loss, saved or not
         initial_val = checkpoint(0, None) if 0 in plan.save_at else validation_loss(problem, validation, setup.n_timesteps)
-        run.rows.append(log.row(label, 0, val_loss=initial_val))
+        run.rows.append(log.row(label, 0, val_loss=initial_val, weights=setup.weights, update=setup.update))
         save(0)
     progress.start(label, iters, start)
     elapsed = run.rows[-1]["time_s"] if run.rows else 0.0
@@ -106,10 +120,14 @@ def train_setup(
         batch = plan.stream.train_batch(iteration)
         began = time.perf_counter()
         result = step(batch)
+        grad_norm, clipped, lost = None, False, None
         if result.gradients is not None:
             for p, g in zip(params, result.gradients):
                 p.grad = g
+            grad_norm, clipped = clip_gradients(params, config.clip_grad_norm)
+            before = stored.before_step()
             optimizer.step()
+            lost = stored.after_step(before, optimizer)
             optimizer.zero_grad(set_to_none=True)
         synchronize(plan.device)
         seconds = time.perf_counter() - began
@@ -118,9 +136,11 @@ def train_setup(
         val = checkpoint(iteration, result.loss) if iteration in plan.save_at else None
         if val is None and (last or (config.val_every and iteration % config.val_every == 0)):
             val = validation_loss(problem, validation, setup.n_timesteps)
-        run.rows.append(log.row(label, iteration, result.loss, val, result.gradients is None, result.failure, result.scale, seconds, elapsed))
+        run.rows.append(log.row(label, iteration, result.loss, val, result.gradients is None, result.failure, result.scale, seconds, elapsed,
+                                weights=setup.weights, update=setup.update, lost_update_fraction=lost, grad_norm=grad_norm, clipped=clipped))
         if last:
             run.peak_memory_bytes = _peak_memory(step, batch, plan.device)
+            run.weight_bytes, run.optimizer_state_bytes = stored.weight_bytes(), stored.optimizer_state_bytes(optimizer)
         if last or iteration in plan.save_at or iteration % config.resume_every == 0:
             save(iteration)
         progress.step(iteration, result.loss)

@@ -23,6 +23,7 @@ from .config import TrainConfig, resolve, save_points
 from .files import load_resume
 from .folder import check_folder, setup_folder
 from .held_out import VALIDATION_METHOD
+from .optimizers import OptimizerSpec, resolve_optimizer
 from .setups import TrainSetup, choose_setups
 from .stream import BatchStream, batch_stream
 
@@ -42,15 +43,20 @@ class TrainPlan:
     out: Path
     force: bool
     resumable: dict | None  # the manifest of the same training found in `out`
+    optimizer: OptimizerSpec
 
     @property
     def fingerprint(self) -> dict:
-        return fingerprint(self.config, self.options, self.problem, self.setups[0], self.device)
+        return fingerprint(self.config, self.options, self.problem, self.setups[0], self.device, self.optimizer)
 
 
-def fingerprint(config: TrainConfig, options: ModelOptions, problem: Problem, reference: TrainSetup, device: torch.device) -> dict:
-    """What decides the weights of every setup; `iters`, `save_at` and further setups may change and the training resumes."""
-    return {
+def fingerprint(config: TrainConfig, options: ModelOptions, problem: Problem, reference: TrainSetup, device: torch.device,
+                optimizer: OptimizerSpec) -> dict:  # fmt: skip
+    """What decides the weights of every setup; `iters`, `save_at` and further setups may change and the training resumes.
+    Adam without clipping, which every training before those settings existed used, adds nothing (such folders resume)."""
+    later = {**({"optimizer": optimizer.record()} if optimizer.name != "adam" else {}),
+             **({"clip_grad_norm": config.clip_grad_norm} if config.clip_grad_norm is not None else {})}
+    return {**later,
         "model": config.model, "options": options.model_dump(mode="json"), "data": config.data, "problem_sha256": problem_hash(problem),
         "lr": config.lr, "method": config.method, "n_timesteps": config.timesteps, "mode": config.mode, "val_batches": config.val_batches,
         "scaler": config.scaler.model_dump(mode="json"), "reference_setup": reference.label, "device": device.type,
@@ -76,6 +82,7 @@ def plan_training(config_file: str | Path | None, overrides: dict[str, Any], out
     model = resolve_model(config.model)
     options = parse_options(model, config.options)
     choice = choose_setups(config)
+    optimizer = resolve_optimizer(config.optimizer)
     device = resolve_device(config.device)
     for setup in choice.setups:
         dtype = DTYPES.get(setup.dtype)
@@ -86,11 +93,11 @@ def plan_training(config_file: str | Path | None, overrides: dict[str, Any], out
     stream = batch_stream(problem, model.name, config.val_batches, config.iters)
     threads = choose_threads(problem.func, problem.y0, device, config.threads)
     folder = out_folder(out) or Path("results") / f"train-{file_safe(model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    resumable = check_folder(folder, fingerprint(config, options, problem, choice.setups[0], device), force)
+    resumable = check_folder(folder, fingerprint(config, options, problem, choice.setups[0], device, optimizer), force)
     if resumable is not None:
         _refuse_shorter(folder, choice.setups, config.iters)
     return TrainPlan(config, model, options, problem, choice.setups, choice.left_out, save_points(config), stream, device, threads,
-                     folder, force, resumable)  # fmt: skip
+                     folder, force, resumable, optimizer)  # fmt: skip
 
 
 def _refuse_shorter(folder: Path, setups: list[TrainSetup], iters: int) -> None:

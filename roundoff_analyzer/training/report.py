@@ -1,5 +1,7 @@
-"""`training_report.md`: the loss curves side by side and each setup's final losses, time and memory against the
-first setup's. Written from the folder's tables and manifest only (reading a folder never runs code from it)."""
+"""`training_report.md`: answer first (per setup: within 2% of the first setup's validation loss or not, where it departs,
+its lost updates and the memory its weights and optimizer state save; then the code of the rounding that held), then
+the loss curves side by side and each setup's final losses, time and memory against the first setup's. Written from
+the folder's tables and manifest only (reading a folder never runs code from it)."""
 from __future__ import annotations
 
 import os
@@ -13,14 +15,12 @@ from ..report import formatting as fmt
 from ..report.figures import save
 from ..storage.results import atomic_write_bytes
 from ..storage.table_schemas import read_table
-from ..storage.training_summary import SUMMARY_TABLE
+from ..storage.training_summary import SUMMARY_TABLE, with_later_columns
 from . import folder as train_folder
 from .figure import LOSS_FIGURE, loss_figure
 from .log import read_log
 from .summary import relative_to
-
-# The issue's yardstick for "comparable accuracy": a final validation loss within 2% of the reference's.
-COMPARABLE = 0.02
+from .verdict import COMPARABLE, SetupVerdict, best_low_weights, setup_verdicts, stored_bytes
 
 
 def write_training_report(root: Path, out: Path | None = None) -> Path:
@@ -32,7 +32,7 @@ def write_training_report(root: Path, out: Path | None = None) -> Path:
         raise InputError(f"training folder '{root}' has no {' and no '.join(missing)}: its training has not finished; "
                          "run the same `roundoff train` command again to finish it")  # fmt: skip
     log = read_log(root / train_folder.LOG)
-    summary = read_table(root / train_folder.SUMMARY, SUMMARY_TABLE)
+    summary = with_later_columns(read_table(root / train_folder.SUMMARY, SUMMARY_TABLE))
     figure = save(loss_figure(log, list(summary["setup"])), root / train_folder.FIGURES, LOSS_FIGURE)
     path = Path(out) if out is not None else root / train_folder.REPORT
     text = render(manifest, summary, log, Path(os.path.relpath(figure, path.resolve().parent if out is not None else root)).as_posix())
@@ -54,6 +54,19 @@ def _mib(value) -> str:
     return f"{value / 2**20:.3g} MiB" if value >= 2**20 else f"{value / 2**10:.3g} KiB"
 
 
+def _fraction(value) -> str:
+    return f"{100 * value:.3g}%" if fmt.present(value) else fmt.MISSING
+
+
+def _size(value) -> str:
+    return _mib(value) if not fmt.present(value) or value >= 2**10 else f"{int(value)} B"
+
+
+def _optimizer(manifest: dict) -> str:
+    name = manifest.get("optimizer", "Adam")
+    return {"Adam": "Adam", "adam": "Adam", "adamw": "AdamW", "sgd": "SGD with momentum"}.get(name, f"the optimizer `{name}`")
+
+
 def _loss(value) -> str:
     return f"{value:.5g}" if fmt.present(value) else fmt.MISSING
 
@@ -64,19 +77,22 @@ def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str
         f"# Training report: {manifest.get('model', '?')}",
         "",
         f"Written by roundoff-analyzer {__version__} from `{train_folder.LOG}` and `{train_folder.SUMMARY}`; every number is read "
-        "from those tables. Each setup trained the same initial weights on the same batches with Adam on float32 master "
-        "weights; relative differences are against the first setup"
-        + (f", `{reference['setup']}`." if reference is not None else "."),
+        f"from those tables. Each setup trained the same initial weights on the same batches with {_optimizer(manifest)} on its "
+        "weights (float32 master weights, or weights stored in a low format that each step is rounded into); relative "
+        "differences are against the first setup" + (f", `{reference['setup']}`." if reference is not None else "."),
         "",
         "## Outcome",
         "",
     ]
-    lines += _statements(summary) + ["", "## Setups", "", _table(summary), ""]
+    lines += _statements(summary, log) + _answer_code(manifest, summary, log) + ["", "## Setups", "", _table(summary), ""]
     lines += [
         "Final loss: the training loss of the last iteration's batch (the same batch for every setup). Validation loss: "
         f"{manifest.get('validation', 'the held-out batches')}, computed the same way for every setup. Time: the step alone "
-        "(forward, backward, Adam), mean over the iterations. Peak memory: one more step's forward and backward, "
-        "measured apart (CUDA allocator's peak, or on the CPU the allocator's events from torch.profiler).",
+        "(forward, backward, the optimizer's update and its rounding into the weights), mean over the iterations. Peak memory: "
+        "one more step's forward and backward, measured apart (CUDA allocator's peak, or on the CPU the allocator's events "
+        "from torch.profiler). Lost updates: per step, the fraction of weight entries whose update was nonzero but left the "
+        "stored weight unchanged, mean over the steps (float32 master weights: not measured). Weights + state: the bytes "
+        "of the weights in their format and of the optimizer's per-weight state (and compensation buffers) in theirs.",
         "",
     ]
     if not summary.empty:
@@ -93,39 +109,94 @@ def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _statements(summary: pd.DataFrame) -> list[str]:
+def _statements(summary: pd.DataFrame, log: pd.DataFrame) -> list[str]:
     if summary.empty:
         return ["No setup has finished an iteration."]
     reference = summary.iloc[0]
-    lines = []
-    for row in summary.iloc[1:].itertuples(index=False):
-        rel = row.val_loss_rel_to_reference
-        if not fmt.present(rel):
-            lines.append(f"- `{row.setup}`: no validation loss to compare with `{reference['setup']}`'s.")
-            continue
-        verdict = "within" if abs(rel) <= COMPARABLE else "not within"
-        lines.append(
-            f"- `{row.setup}` ends at a validation loss of {_loss(row.final_val_loss)} against {_loss(reference['final_val_loss'])}: "
-            f"{_percent(rel)}, {verdict} {COMPARABLE:.0%} of `{reference['setup']}`'s; time per iteration {_ratio(row.time_rel_to_reference)}"
-            + (f", peak memory {_ratio(row.memory_rel_to_reference)}" if fmt.present(row.memory_rel_to_reference) else "")
-            + (f"; {fmt.plural(int(row.skipped_steps), 'step')} skipped (non-finite gradient)" if row.skipped_steps else "")
-            + "."
-        )
+    rows = {row.setup: row for row in summary.itertuples(index=False)}
+    lines = [_verdict_line(verdict, rows[verdict.setup], reference) for verdict in setup_verdicts(summary, log)]
     if len(summary) == 1:
         lines.append(f"- One setup, `{reference['setup']}`: final validation loss {_loss(reference['final_val_loss'])}.")
     if reference["skipped_steps"]:
         lines.append(f"- `{reference['setup']}`, the setup the others are compared with: "
                      f"{fmt.plural(int(reference['skipped_steps']), 'step')} of {int(reference['iterations'])} skipped (non-finite gradient).")
+    lines += _clipping(summary)
+    return lines
+
+
+def _verdict_line(verdict: SetupVerdict, row, reference: pd.Series) -> str:
+    if verdict.holds is None:
+        return f"- `{row.setup}`: no validation loss to compare with `{reference['setup']}`'s."
+    departs = (f"first beyond {COMPARABLE:.0%} of it at iteration {verdict.departs_at}" if verdict.departs_at is not None
+               else f"never beyond {COMPARABLE:.0%} of it where validated")
+    parts = [f"- `{row.setup}`: **{'holds' if verdict.holds else 'does not hold'}**, final validation loss {_loss(row.final_val_loss)} "
+             f"against {_loss(reference['final_val_loss'])} ({_percent(verdict.val_loss_rel)}, {'within' if verdict.holds else 'not within'} "
+             f"{COMPARABLE:.0%}); {departs}"]  # fmt: skip
+    if verdict.lost_update_fraction is not None:
+        parts.append(f"lost updates {_fraction(verdict.lost_update_fraction)} of weight entries per step")
+    if verdict.stored_bytes_rel is not None:
+        parts.append(f"weights + optimizer state {_size(verdict.stored_bytes)}, {_ratio(verdict.stored_bytes_rel)} of the first's")
+    parts.append(f"time per iteration {_ratio(row.time_rel_to_reference)}"
+                 + (f", peak memory {_ratio(row.memory_rel_to_reference)}" if fmt.present(row.memory_rel_to_reference) else ""))
+    line = "; ".join(parts)
+    if row.skipped_steps:
+        line += f"; {fmt.plural(int(row.skipped_steps), 'step')} skipped (non-finite gradient)"
+    return line + "."
+
+
+def _clipping(summary: pd.DataFrame) -> list[str]:
+    if not summary["clipped_steps"].fillna(0).astype(int).any():
+        return []
+    counts = ", ".join(f"`{r.setup}` {int(r.clipped_steps)} of {int(r.iterations)}" for r in summary.itertuples(index=False))
+    return [f"- Clipped (gradient norm above clip_grad_norm): {counts} steps."]
+
+
+def _answer_code(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame) -> list[str]:
+    """The code of the setup with weights in a low format that held, as the training ran it."""
+    if summary.empty or (summary["weights"] == "float32").all():
+        return []
+    best = best_low_weights(summary, setup_verdicts(summary, log))
+    if best is None:
+        return ["", f"No setup with weights in a low format held within {COMPARABLE:.0%}: keep float32 master weights "
+                    f"(`{summary.iloc[0]['setup']}`)."]  # fmt: skip
+    optimizer = (manifest.get("optimizer_description") or "torch.optim.Adam(params, lr)").replace("lr)", f"lr={manifest.get('lr')})")
+    clip = manifest.get("clip_grad_norm")
+    lines = [
+        "",
+        f"The rounding that held with the fewest bytes, `{best['setup']}`: weights in {best['weights']}, update `{best['update']}`, "
+        f"the optimizer's state in {best['weights'] if best['optimizer_state'] == 'weights' else 'float32'}, as this training ran it "
+        f"(forward and backward in {best['dtype']}, mode {best['mode']}, scaling {best['scaling']}):",
+        "",
+        "```python",
+        "from roundoff_analyzer.training.stored_weights import StoredWeights",
+        "",
+        "params = [p for p in func.parameters() if p.requires_grad]",
+        f"stored = StoredWeights(params, \"{best['weights']}\", \"{best['update']}\", optimizer_state=\"{best['optimizer_state']}\", seed=0)"
+        f"  # rounds the weights into {best['weights']}",
+        f"optimizer = {optimizer}",
+        "for batch in batches:",
+        "    loss = ...  # forward and backward as the setup computed them",
+        "    loss.backward()",
+    ]
+    if fmt.present(clip):
+        lines.append(f"    torch.nn.utils.clip_grad_norm_(params, {clip:g})  # on the unscaled gradient (after scaler.unscale_)")
+    lines += [
+        "    before = stored.before_step()",
+        "    optimizer.step()",
+        f"    stored.after_step(before, optimizer)  # the step rounded into {best['weights']} ({best['update']})",
+        "    optimizer.zero_grad()",
+        "```",
+    ]
     return lines
 
 
 def _table(summary: pd.DataFrame) -> str:
-    headers = ["setup", "iterations", "skipped", "final loss", "vs first", "final val loss", "vs first", "time / iter",
-               "vs first", "peak memory", "vs first"]  # fmt: skip
+    headers = ["setup", "iterations", "skipped", "final loss", "vs first", "final val loss", "vs first", "lost updates",
+               "weights + state", "time / iter", "vs first", "peak memory", "vs first"]  # fmt: skip
     rows = [
         [r.setup, fmt.integer(r.iterations), fmt.integer(r.skipped_steps), _loss(r.final_loss), _percent(r.loss_rel_to_reference),
-         _loss(r.final_val_loss), _percent(r.val_loss_rel_to_reference), f"{r.time_per_iter_s:.3g} s", _ratio(r.time_rel_to_reference),
-         _mib(r.peak_memory_bytes), _ratio(r.memory_rel_to_reference)]  # fmt: skip
+         _loss(r.final_val_loss), _percent(r.val_loss_rel_to_reference), _fraction(r.lost_update_fraction), _size(stored_bytes(r)),
+         f"{r.time_per_iter_s:.3g} s", _ratio(r.time_rel_to_reference), _mib(r.peak_memory_bytes), _ratio(r.memory_rel_to_reference)]  # fmt: skip
         for r in summary.itertuples(index=False)
     ]
     return fmt.markdown_table(rows, headers)
@@ -152,7 +223,9 @@ def _overview(manifest: dict) -> list[str]:
     first = setups[0] if setups else {}
     items = [
         f"- Model `{manifest.get('model')}` ({options}); data: {manifest.get('data_source')}.",
-        f"- {manifest.get('iters')} iterations of Adam (lr {manifest.get('lr')}), a fresh batch each; checkpoints at "
+        f"- {manifest.get('iters')} iterations of {_optimizer(manifest)} (lr {manifest.get('lr')}"
+        + (f", gradient norm clipped to {manifest['clip_grad_norm']:g}" if fmt.present(manifest.get("clip_grad_norm")) else "")
+        + "), a fresh batch each; checkpoints at "
         f"{fmt.listing(manifest.get('save_at') or [])}; {manifest.get('val_batches')} held-out batches.",
         f"- Solves: {first.get('method')} on n_timesteps {first.get('n_timesteps')}, mode {first.get('mode')}; device "
         f"{manifest.get('device')}, {(manifest.get('threads') or {}).get('threads')} torch thread(s).",

@@ -1,7 +1,11 @@
-"""The training setups: one per (library, dtype, scaling) of the asked lists, all with the same method, grid and mode.
+"""The training setups: one per (library, dtype, scaling, weights, update) of the asked lists, all with the same method,
+grid and mode. `dtype` is the precision the forward and backward compute in; `weights` where the weights live
+(float32 master weights, or stored in a low format) and `update` how each step is rounded into them.
 
-The first setup is the reference every other is compared with: the float32 one where float32 is asked for,
-else the first asked. Combinations a library cannot run (the `dynamic` scaling outside the native solver)
+The first setup is the reference every other is compared with: the float32 one with float32 master weights where
+it is asked for, else the first asked. Float32 master weights keep the optimizer's step as float32 computes it,
+so they take the update `nearest` whatever the update list says (an explicit `[[setups]]` entry asking otherwise
+is refused). Combinations a library cannot run (the `dynamic` scaling outside the native solver)
 are left out, and `left_out` says why. float32 trains without scaling whatever the scaling list says: a scale
 changes nothing in a dtype whose range the gradients never leave, and the reference must be plain float32.
 """
@@ -15,23 +19,34 @@ from ..axes.libraries import LIBRARIES
 from ..axes.methods import METHODS
 from ..axes.scalings import SCALINGS
 from ..core.errors import InputError
-from .config import TrainConfig
+from .config import MASTER_WEIGHTS, TrainConfig
 
 REFERENCE_DTYPE = "float32"
 
 
 # What a setup's manifest entry and checkpoint metadata say about it, besides its label.
-SETUP_FIELDS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic")
+SETUP_FIELDS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "weights", "update", "optimizer_state")
+# What a setup's manifest entry from before the weights axis lacks: it trained these.
+SETUP_DEFAULTS = {"weights": MASTER_WEIGHTS, "update": "nearest", "optimizer_state": "float32"}
 
 
 @dataclass(frozen=True)
 class TrainSetup(Configuration):
-    """One training setup: the sweep's configuration it computes each step's loss and gradient as (the dtype's own arithmetic)."""
+    """One training setup: the sweep's configuration it computes each step's loss and gradient as (the dtype's own
+    arithmetic), and where its weights live."""
+
+    weights: str = MASTER_WEIGHTS
+    update: str = "nearest"
+    optimizer_state: str = "float32"
 
     @property
     def label(self) -> str:
-        """A file-name-safe name: the folder `setups/<label>` and the `setup` column."""
-        return "-".join(file_safe(part) for part in (self.dtype, self.library, self.scaling))
+        """A file-name-safe name: the folder `setups/<label>` and the `setup` column (float32 master weights add nothing,
+        so labels from before the weights axis stay the same)."""
+        parts = [self.dtype, self.library, self.scaling]
+        if self.weights != MASTER_WEIGHTS:
+            parts += [f"weights_{self.weights}", self.update] + ([f"state_{self.weights}"] if self.optimizer_state == "weights" else [])
+        return "-".join(file_safe(part) for part in parts)
 
     def as_dict(self) -> dict:
         return {"label": self.label, **{name: getattr(self, name) for name in SETUP_FIELDS}}
@@ -43,22 +58,37 @@ class SetupChoice:
     left_out: list[str]  # "<label>: why"
 
 
-def _asked(config: TrainConfig) -> list[tuple[str, str, str]]:
-    """(library, dtype, scaling): the config's `setups` as listed, or the product of its lists; float32 first."""
+Asked = tuple[str, str, str, str, str, str]  # library, dtype, scaling, weights, update, optimizer_state
+
+
+def _asked(config: TrainConfig) -> list[Asked]:
+    """The config's `setups` as listed, or the product of its lists; the float32 reference first."""
     if config.setups is not None:
-        triples = [(entry.library, entry.dtype, entry.scaling) for entry in config.setups]
+        for entry in config.setups:
+            if entry.weights == MASTER_WEIGHTS and entry.update != "nearest":
+                raise InputError(f"a [[setups]] entry asks for update '{entry.update}' with float32 master weights, which keep the "
+                                 "optimizer's step as float32 computes it; give weights = a low format (bfloat16, float16, eXmY)")
+        asked = [(entry.library, entry.dtype, entry.scaling, entry.weights, entry.update, entry.optimizer_state or config.optimizer_state)
+                 for entry in config.setups]  # fmt: skip
     else:
-        triples = [(library, dtype, scaling) for dtype in config.dtype for library in config.library for scaling in config.scaling]
-    triples = [(library, dtype, "none" if dtype == REFERENCE_DTYPE else scaling) for library, dtype, scaling in triples]
-    return sorted(dict.fromkeys(triples), key=lambda triple: triple[1] != REFERENCE_DTYPE)  # stable: float32 first
+        asked = [(library, dtype, scaling, weights, update, config.optimizer_state) for weights in config.weights for update in config.update
+                 for dtype in config.dtype for library in config.library for scaling in config.scaling]  # fmt: skip
+    asked = [(library, dtype, "none" if dtype == REFERENCE_DTYPE else scaling, weights, *_master(weights, update, state))
+             for library, dtype, scaling, weights, update, state in asked]  # fmt: skip
+    return sorted(dict.fromkeys(asked), key=lambda a: not (a[1] == REFERENCE_DTYPE and a[3] == MASTER_WEIGHTS))  # stable
+
+
+def _master(weights: str, update: str, state: str) -> tuple[str, str]:
+    # Float32 master weights: the optimizer's own step, its state in float32.
+    return ("nearest", "float32") if weights == MASTER_WEIGHTS else (update, state)
 
 
 def choose_setups(config: TrainConfig) -> SetupChoice:
     method = METHODS.get(config.method)
     setups, left_out = [], []
-    for library, dtype, scaling in _asked(config):
+    for library, dtype, scaling, weights, update, state in _asked(config):
         setup = TrainSetup(config.model, library, config.method, config.timesteps, dtype, scaling, config.mode,
-                           DTYPES.get(dtype).default_arithmetic)  # fmt: skip
+                           DTYPES.get(dtype).default_arithmetic, weights=weights, update=update, optimizer_state=state)  # fmt: skip
         implementation = LIBRARIES.get(library)
         reason = SCALINGS.get(scaling).skip_reason(implementation) or implementation.unsupported_method_reason(method)
         (left_out.append(f"{setup.label}: {reason}") if reason else setups.append(setup))

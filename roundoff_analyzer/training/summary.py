@@ -1,10 +1,12 @@
 """One row per setup, from the training log alone (pure functions of the tables): its final training and validation
-loss, against the first setup's, its time per iteration; peak memory comes from the setups' own measurement."""
+loss, against the first setup's, its time per iteration, its mean lost-update fraction and how often it clipped;
+peak memory and the bytes of weights and optimizer state come from the setups' own runs."""
 from __future__ import annotations
 
 import pandas as pd
 
 from ..storage.training_summary import SETUP_KEYS
+from .setups import SETUP_DEFAULTS
 
 
 def relative_to(value: float | None, reference: float | None) -> float | None:
@@ -14,8 +16,14 @@ def relative_to(value: float | None, reference: float | None) -> float | None:
     return (value - reference) / abs(reference)
 
 
-def setup_summary(log: pd.DataFrame, setups: list[dict], peak_memory: dict[str, int | None]) -> pd.DataFrame:
-    """`setups`: the manifest's setup objects, the reference first; a setup without log rows is left out."""
+def _mean(values: pd.Series) -> float | None:
+    present = values.dropna()
+    return float(present.mean()) if not present.empty else None
+
+
+def setup_summary(log: pd.DataFrame, setups: list[dict], runs: dict) -> pd.DataFrame:
+    """`setups`: the manifest's setup objects, the reference first; a setup without log rows is left out. `runs`: label ->
+    what its run measured (`peak_memory_bytes`, `weight_bytes`, `optimizer_state_bytes`)."""
     rows = []
     for setup in setups:
         own = log[log["setup"] == setup["label"]].sort_values("iteration")
@@ -26,13 +34,18 @@ def setup_summary(log: pd.DataFrame, setups: list[dict], peak_memory: dict[str, 
         validated = own[own["val_loss"].notna()]
         rows.append({
             "setup": setup["label"], **{key: setup[key] for key in SETUP_KEYS},
+            **{key: setup.get(key, default) for key, default in SETUP_DEFAULTS.items()},
             "iterations": int(last["iteration"]),
             "final_loss": float(last["loss"]) if pd.notna(last["loss"]) else None,
             "final_val_loss": float(validated.iloc[-1]["val_loss"]) if not validated.empty else None,
             "val_loss_iteration": int(validated.iloc[-1]["iteration"]) if not validated.empty else None,
             "skipped_steps": int(steps["skipped"].sum()),
             "time_per_iter_s": float(steps["iter_time_s"].mean()),
-            "peak_memory_bytes": peak_memory.get(setup["label"]),
+            "peak_memory_bytes": _measured(runs, setup["label"], "peak_memory_bytes"),
+            "lost_update_fraction": _mean(steps["lost_update_fraction"]),
+            "weight_bytes": _measured(runs, setup["label"], "weight_bytes"),
+            "optimizer_state_bytes": _measured(runs, setup["label"], "optimizer_state_bytes"),
+            "clipped_steps": int(steps["clipped"].fillna(False).astype(bool).sum()),
         })  # fmt: skip
     table = pd.DataFrame(rows)
     if table.empty:
@@ -45,5 +58,11 @@ def setup_summary(log: pd.DataFrame, setups: list[dict], peak_memory: dict[str, 
         m / reference["peak_memory_bytes"] if pd.notna(m) and pd.notna(reference["peak_memory_bytes"]) and reference["peak_memory_bytes"] else None
         for m in table["peak_memory_bytes"]
     ]  # fmt: skip
-    table["peak_memory_bytes"] = table["peak_memory_bytes"].astype("Int64")
+    for column in ("peak_memory_bytes", "weight_bytes", "optimizer_state_bytes"):
+        table[column] = table[column].astype("Int64")
     return table
+
+
+def _measured(runs: dict, label: str, what: str) -> int | None:
+    run = runs.get(label)
+    return getattr(run, what, None) if run is not None else None
