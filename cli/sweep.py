@@ -92,6 +92,15 @@ def sweep(
         None, "--allow-oom", metavar="", help="Run a grid whose estimated memory is far beyond the device's, recording what cannot fit as oom rows.",
         rich_help_panel=EXECUTION,
     ),
+    keep_float32: Optional[str] = typer.Option(
+        None, "--keep-float32", help="Modules of the vector field run in float32 out of autocast, as a grid axis: none, or module "
+        "names or glob patterns joined with + (e.g. potential.layers.0, '*norm*'); several values separated by commas.",
+        show_default="none", rich_help_panel=GRID,
+    ),
+    per_module: Optional[bool] = typer.Option(
+        None, "--per-module", metavar="", help="Measure each module of the vector field per time step, forward and backward: range "
+        "and local roundoff (modules.parquet; one extra, untimed run per configuration).", rich_help_panel=OUTPUT,
+    ),
     cpu_memory: Optional[bool] = typer.Option(
         None, "--cpu-memory", metavar="", help="On the CPU, measure peak memory too (one extra, untimed run per configuration).",
         rich_help_panel=EXECUTION,
@@ -123,6 +132,8 @@ def sweep(
         "timeout": timeout,
         "cpu_memory": cpu_memory,
         "allow_oom": allow_oom,
+        "keep_float32": split_list(keep_float32, "keep-float32"),
+        "per_module": per_module,
         "loss_scale": loss_scale,
         "noise_batches": noise_batches,
         "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()

@@ -38,6 +38,8 @@ COLUMNS = (
     ("scale", "final_scale", compact), ("step", "overflow_step", lambda v: str(int(v))),
     ("arithmetic", "arithmetic", str),
 )  # fmt: skip
+# Shown only for a sweep that kept modules in float32, so that other tables stay as they were.
+KEPT_COLUMNS = (("kept in float32", "keep_float32", str),)
 
 
 # What a column's numbers mean, in the caption where the column is shown.
@@ -82,7 +84,8 @@ def _with_loss_in(columns: tuple, results: pd.DataFrame) -> tuple:
 
 
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
-    columns = _with_loss_in(COLUMNS, results) + _checkpoint_columns(results)
+    kept = "keep_float32" in results and results["keep_float32"].fillna("none").ne("none").any()
+    columns = _with_loss_in(COLUMNS, results) + (KEPT_COLUMNS if kept else ()) + _checkpoint_columns(results)
     texts = {column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
              for _, column, fmt in columns}  # a folder from before a column existed shows it empty
     shown, same, empty = [], [], []
@@ -102,9 +105,10 @@ def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
     table = Table(title=title, caption=escape(caption) or None, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for header, column, fmt in shown:
         # As wide as its longest value or header word, no wider: headers wrap between words, and rich has no reason
-        # to squeeze (and cut) a column. Only a failure class and a checkpoint's name may fold, being long words.
+        # to squeeze (and cut) a column. Only a failure class, a checkpoint's name and the modules kept in float32 may
+        # fold, being long words.
         width = max([len(text) for text in texts[column]] + [len(word) for word in header.split()])
-        flexible = column in ("failure_class", "checkpoint")
+        flexible = column in ("failure_class", "checkpoint", "keep_float32")
         table.add_column(header, justify="left" if fmt is str else "right", width=None if flexible else width,
                          min_width=min(width, 8) if flexible else None, overflow="fold" if flexible else "ellipsis")  # fmt: skip
     for i, status in enumerate(results["status"]):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
-_LIST_KEYS = ("timesteps", "method", "library", "dtype", "scaling", "mode", "loss_in")
+_LIST_KEYS = ("timesteps", "method", "library", "dtype", "scaling", "mode", "loss_in", "keep_float32")
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,14 @@ class SweepResult:
     manifest: dict[str, Any]  # manifest.json: the grid, the model, the device, the versions, how it was run
     param_errors: pd.DataFrame | None  # param_errors.parquet: each parameter's gradient error (None when there is none)
     profile: pd.DataFrame | None  # profile.parquet: largest state and adjoint per time step (None when there is none)
-    run: sweeping.SweepOutcome | None = None  # how the run went (reference solves, wall time); None for a folder loaded
+    modules: pd.DataFrame | None = None  # modules.parquet: each module's range and local roundoff (per_module=True; else None)
+    run: sweeping.SweepOutcome | None = field(default=None, kw_only=True)  # how the run went (reference solves, wall time); None for a folder loaded
 
     def figures(self) -> dict[str, "Figure"]:
         """The report's figures as matplotlib Figures, by name (`error_solution`, `error_grad_y0`, `error_grad_params`,
         `adjoint_range` when the profile has a backward pass, `along_training` for a sweep over several checkpoints). Show one
         in a notebook by leaving it last in a cell."""
-        return _draw_figures(SweepFolder(self.folder, self.results, self.manifest, self.param_errors, self.profile))
+        return _draw_figures(SweepFolder(self.folder, self.results, self.manifest, self.param_errors, self.profile, self.modules))
 
     @cached_property
     def answers(self) -> dict[str, dict[str, Any]]:
@@ -122,7 +123,7 @@ def run_sweep(
     if report:
         write_report(planned.out)
     loaded = load(planned.out)
-    return SweepResult(loaded.folder, loaded.results, loaded.manifest, loaded.param_errors, loaded.profile, outcome)
+    return replace(loaded, run=outcome)
 
 
 def sweep(
@@ -160,7 +161,7 @@ def sweep(
 def load(folder: str | Path) -> SweepResult:
     """A finished sweep folder (what `roundoff sweep --out` wrote), read from its Parquet tables and manifest only."""
     read = read_sweep_folder(folder)
-    return SweepResult(read.path, read.results, read.manifest, read.param_errors, read.profile)
+    return SweepResult(read.path, read.results, read.manifest, read.param_errors, read.profile, read.modules)
 
 
 def _as_list(value: Any) -> Any:

@@ -1,15 +1,18 @@
 """The sweep grid: which configurations to run, in which order, and which are skipped and why."""
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import asdict, dataclass, field
 
 from .dtypes import DTYPES
 
-CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint", "loss_in")
+CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint", "loss_in",
+                  "keep_float32")  # fmt: skip
 # What results written before the arithmetic axis (and the checkpoint axis: "" is a sweep's single set of weights; the
-# loss_in axis: the loss formed outside autocast, in float32) existed ran with.
-AXIS_DEFAULTS = {"arithmetic": "hardware", "rounding": "nearest", "checkpoint": "", "loss_in": "float32"}
+# loss_in axis: the loss formed outside autocast, in float32) existed ran with. Before the keep_float32 axis, no module
+# was kept out of autocast.
+AXIS_DEFAULTS = {"arithmetic": "hardware", "rounding": "nearest", "checkpoint": "", "loss_in": "float32", "keep_float32": "none"}
 
 # SPEC section 4, after seed 000: bfloat16 runs without scaling only; float16 runs with
 # torchdiffeq x {none, grad} and native x {none, grad, dynamic}. 7 per (n_timesteps, method).
@@ -42,6 +45,7 @@ class Configuration:
     rounding: str = "nearest"
     checkpoint: str = ""  # the checkpoint's name when a sweep has several; "" for its single set of weights
     loss_in: str = "float32"  # where the loss is formed: outside autocast in float32, or inside autocast
+    keep_float32: str = "none"  # modules run in float32 out of autocast: names or glob patterns joined with "+"
 
     @property
     def key(self) -> tuple:
@@ -50,7 +54,18 @@ class Configuration:
     @property
     def id(self) -> str:
         """A file-name-safe identity, stable across runs."""
-        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}{'-ckpt-' + file_safe(self.checkpoint) if self.checkpoint else ''}{self._loss('-loss-')}"
+        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}{'-ckpt-' + file_safe(self.checkpoint) if self.checkpoint else ''}{self._loss('-loss-')}{self._kept('-keep-', for_id=True)}"
+
+    def _kept(self, prefix: str, for_id: bool = False) -> str:
+        # Nothing kept adds nothing, so that ids and labels from before the axis stay the same. Patterns that differ
+        # only in characters a file name cannot hold (`*`, `?`) get ids of their own from a short hash.
+        if self.keep_float32 in (None, "none"):  # None: a shard written before the axis reads back without the column
+            return ""
+        if for_id:
+            safe = file_safe(self.keep_float32)
+            digest = hashlib.sha256(self.keep_float32.encode()).hexdigest()[:8]
+            return f"{prefix}{safe}" if safe == self.keep_float32 else f"{prefix}{safe}-{digest}"
+        return f"{prefix}{self.keep_float32}"
 
     def _precision(self, sep: str) -> str:
         # Hardware arithmetic with nearest rounding adds nothing, so ids and labels from before the axis stay the same.
@@ -67,7 +82,7 @@ class Configuration:
         return asdict(self)
 
     def label(self) -> str:
-        return f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} {self.mode}{self._precision(' ')}{self._loss(' loss in ')}{' @ ' + self.checkpoint if self.checkpoint else ''}"
+        return f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} {self.mode}{self._precision(' ')}{self._loss(' loss in ')}{' @ ' + self.checkpoint if self.checkpoint else ''}{self._kept(' keep_float32=')}"
 
 
 @dataclass(frozen=True)
@@ -86,13 +101,16 @@ class Grid:
     checkpoints: tuple[str, ...] = ("",)
     # Where the loss is formed (the loss_in axis), each placement over the whole grid.
     loss_ins: tuple[str, ...] = (AXIS_DEFAULTS["loss_in"],)
+    # keep_float32 values, each a run of the grid's configurations; ("none",): every module in the low dtype.
+    kept: tuple[str, ...] = ("none",)
 
     @classmethod
     def build(cls, timesteps, methods, modes, libraries=None, dtypes=None, scalings=None, arithmetics=None, roundings=None,
-              loss_ins=None) -> "Grid":  # fmt: skip
+              loss_ins=None, keep_float32=None) -> "Grid":  # fmt: skip
         axes = {"n_timesteps": timesteps, "method": methods, "mode": modes, "library": libraries, "dtype": dtypes, "scaling": scalings,
                 "arithmetic": arithmetics, "rounding": roundings, "loss_in": loss_ins}  # fmt: skip
         repeated = tuple(f"{axis} {value}" for axis, values in axes.items() for value in _repeated(values or ()))
+        repeated += tuple(f"keep_float32 {value}" for value in _repeated(keep_float32 or ()))
         timesteps, methods, modes, libraries, dtypes, scalings, arithmetics, roundings, loss_ins = (_unique(values) for values in axes.values())
         if libraries is None and dtypes is None and scalings is None:
             triples = SEED000_PAIRS
@@ -107,6 +125,7 @@ class Grid:
             tuple(timesteps), tuple(methods), tuple(modes), triples,
             tuple(arithmetics) if arithmetics else None, tuple(roundings) if roundings else ("nearest",), repeated,
             loss_ins=tuple(loss_ins) if loss_ins else (AXIS_DEFAULTS["loss_in"],),
+            kept=tuple(_unique(keep_float32)) if keep_float32 else ("none",),
         )  # fmt: skip
 
     def precisions(self, dtype: str) -> list[tuple[str, str]]:
@@ -128,7 +147,7 @@ class Grid:
         # One checkpoint's grid after the other; inside, grouped by (method, n_timesteps) so one reference per
         # library serves consecutive runs.
         return [
-            Configuration(model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint, loss_in)
+            Configuration(model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint, loss_in, kept)
             for checkpoint in self.checkpoints
             for method in self.methods
             for n in self.timesteps
@@ -136,6 +155,7 @@ class Grid:
             for library, dtype, scaling in self.triples
             for arithmetic, rounding in self.precisions(dtype)
             for loss_in in self.loss_ins
+            for kept in self.kept
         ]
 
     @property
@@ -149,10 +169,12 @@ class Grid:
         triples = f"{len(self.triples)} (library, dtype, scaling)"
         if per_cell != len(self.triples):
             triples = f"{per_cell} (library, dtype, scaling, arithmetic, rounding)"
-        per_checkpoint = len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell * len(self.loss_ins)
-        # A grid of the default placement keeps the description (part of its fingerprint) it had before the axis.
+        per_checkpoint = len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell * len(self.loss_ins) * len(self.kept)
+        # A grid of the default placement keeps the description (part of its fingerprint) it had before the axis; so
+        # does one keeping nothing in float32.
         placements = "" if self.default_loss_in else f" x {len(self.loss_ins)} loss placements ({', '.join(self.loss_ins)})"
-        described = (f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x {triples}{placements} "
+        kept = f" x {len(self.kept)} keep_float32" if self.kept != ("none",) else ""
+        described = (f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x {triples}{placements}{kept} "
                      f"= {per_checkpoint} configurations")  # fmt: skip
         if len(self.checkpoints) > 1:
             # Sweeps of a single checkpoint keep the description (part of their fingerprint) they always had.

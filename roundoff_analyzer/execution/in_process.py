@@ -56,7 +56,7 @@ def sweep_context(plan: SweepPlan, copies: ProblemCopies, yardsticks: Yardsticks
     return SweepContext(
         copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout,
         step_control=step_control, yardsticks=yardsticks, fp8_scaling=config.fp8_scaling, cpu_memory=config.cpu_memory,
-        train_iteration=plan.train_iteration(checkpoint),
+        train_iteration=plan.train_iteration(checkpoint), per_module=config.per_module,
     )
 
 

@@ -15,7 +15,7 @@ method, n_timesteps and mode without scaling, where the sweep ran one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -37,6 +37,27 @@ class Cost:
 
 
 @dataclass(frozen=True)
+class Kept:
+    """Modules kept in float32 (a keep_float32 value) against the same dtype without them."""
+
+    value: str  # the keep_float32 value: module names or patterns joined with "+"
+    without: rules.SetupJudgement | None  # the best setup of the dtype keeping nothing, where the sweep ran one
+    same_without: rules.SetupJudgement | None  # the same library, scaling and mode keeping nothing, where it ran
+    time_ratio: tuple[float, float] | None  # forward + backward against the same runs keeping nothing
+    memory_ratio: tuple[float, float] | None  # peak memory against the same runs keeping nothing, where measured
+
+    @property
+    def turns_safe(self) -> bool:
+        """Keeping the modules made a dtype that is not trainable without them trainable."""
+        return self.without is not None and self.without.label not in TRAINABLE
+
+    @property
+    def turns_setup_safe(self) -> bool:
+        """Keeping the modules made the setup chosen trainable, which it is not without them (the dtype may be, another way)."""
+        return self.same_without is not None and self.same_without.label not in TRAINABLE
+
+
+@dataclass(frozen=True)
 class Answer:
     dtype: str
     train: bool
@@ -48,6 +69,7 @@ class Answer:
     arithmetic: str  # "hardware", or "emulated" when the chosen runs computed in emulated arithmetic
     # The same setup with its loss formed elsewhere, where that earned another label (None: not measured, or the same label).
     other_placement: rules.SetupJudgement | None = None
+    kept: "Kept | None" = None  # where the chosen runs kept modules in float32: what that bought and cost
 
     @property
     def loss_in(self) -> str:
@@ -84,7 +106,36 @@ def answers(results: pd.DataFrame) -> list[Answer]:
         if best is None or rules.rank(v.decided_by) < rules.rank(best):
             chosen[v.dtype] = v.decided_by
     every_setup = [j for v in found for j in v.setups]
-    return [_answer(results, judgement, _other_placement(judgement, every_setup)) for judgement in chosen.values()]
+    given = [_answer(results, judgement, _other_placement(judgement, every_setup)) for judgement in chosen.values()]
+    return [_with_kept(results, a, chosen) for a in given]
+
+
+# The columns that make two runs the same run but for the modules they keep in float32.
+_SAME_RUN = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint", "loss_in")
+
+
+def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJudgement]) -> Answer:
+    if "keep_float32" not in results:
+        return a
+    labelled = rules.labelled(results)
+    rows = results[labelled["dtype"] == a.dtype]
+    value = str(rows["keep_float32"].iloc[0]) if not rows.empty else "none"
+    if value == "none":
+        return a
+    without_label = rules.labelled(rows.assign(keep_float32="none"))["dtype"].iloc[0]
+    keys = [c for c in _SAME_RUN if c in results]
+    mine = rows[(rows["library"] == a.library) & (rows["scaling"] == a.scaling) & (rows["mode"] == a.mode)]
+    if "loss_in" in rows:
+        mine = mine[mine["loss_in"].fillna(rules.DEFAULT_LOSS_IN) == a.loss_in]
+    plain = results[results["keep_float32"] == "none"]
+    paired = mine.merge(plain, on=keys, suffixes=("", "_plain"))
+    time_ratio = memory_ratio = None
+    if not paired.empty:
+        time_ratio = _span((paired["time_forward_s"] + paired["time_backward_s"]) / (paired["time_forward_s_plain"] + paired["time_backward_s_plain"]))
+        memory_ratio = _span(paired["peak_memory_bytes"] / paired["peak_memory_bytes_plain"])
+    setup = (without_label, a.library, a.scaling, a.mode, a.loss_in)
+    same = next((j for j in rules.judge_setups(results) if (j.dtype, j.library, j.scaling, j.mode, j.loss_in) == setup), None)
+    return replace(a, kept=Kept(value, chosen.get(without_label), same, time_ratio, memory_ratio))
 
 
 def _other_placement(chosen: rules.SetupJudgement, setups: list[rules.SetupJudgement]) -> rules.SetupJudgement | None:
@@ -144,5 +195,5 @@ def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
 
 
 def _span(values: pd.Series) -> tuple[float, float] | None:
-    values = values[values.map(lambda v: v is not None and math.isfinite(v))] if len(values) else values
+    values = values[values.map(lambda v: v is not None and v == v and math.isfinite(v))] if len(values) else values
     return (float(values.min()), float(values.max())) if len(values) else None

@@ -114,6 +114,11 @@ def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
     return judged
 
 
+def labelled(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with `dtype` the label a verdict judges them under ('float16 emulated', 'float16 keeping head in float32')."""
+    return _with_format_labels(runs)
+
+
 def with_loss_in(results: pd.DataFrame) -> pd.DataFrame:
     """`results` with the loss_in column (a table built without it formed every loss outside autocast, in float32)."""
     if "loss_in" in results and results["loss_in"].notna().all():
@@ -123,14 +128,18 @@ def with_loss_in(results: pd.DataFrame) -> pd.DataFrame:
 
 def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
     """A sweep over the arithmetic or rounding axis judges each variant of a dtype on its own: 'float16 emulated'.
-    A dtype that ran with one arithmetic (an eXmY format: emulated only) keeps its plain name."""
+    A dtype that ran with one arithmetic (an eXmY format: emulated only) keeps its plain name. Runs keeping modules
+    in float32 are another setup of the dtype: 'float16 keeping head in float32'."""
     varied = [axis for axis in ("arithmetic", "rounding") if axis in runs and runs[axis].nunique() > 1]
-    if not varied:
+    kept = runs["keep_float32"].fillna("none").astype(str) if "keep_float32" in runs else None
+    if not varied and (kept is None or (kept == "none").all()):
         return runs  # (no copy: a large sweep's table is relabelled once per setup judged)
     labels = runs["dtype"].astype(str)
     for axis in varied:
         several = runs.groupby("dtype")[axis].transform("nunique") > 1
         labels = labels.where(~several, labels + " " + runs[axis].astype(str))
+    if kept is not None:
+        labels = labels.where(kept == "none", labels + " keeping " + kept + " in float32")
     return runs.assign(dtype=labels)
 
 

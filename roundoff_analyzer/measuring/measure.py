@@ -14,6 +14,7 @@ import torch
 from ..axes.arithmetics import ARITHMETICS, ArithmeticRequest, tensor_scaling
 from ..axes.dtypes import DTYPES, DtypeSpec
 from ..axes.grid import Configuration
+from ..axes.keep_float32 import keep_skip_reason, kept_in_float32
 from ..axes.libraries import LIBRARIES, SolverLibrary
 from ..axes.libraries.steps import CountedDynamics
 from ..axes.loss_placements import DEFAULT_LOSS_IN, LOSS_PLACEMENTS, LossPlacement
@@ -29,6 +30,7 @@ from . import failures, metrics
 from .cpu_memory import cpu_peak_memory
 from .environment_columns import environment_columns
 from .failures import Failure
+from .module_hooks import ModuleObserver
 from .memory import configuration_oom
 from .significance import quantities, significant_digits
 from .torch_state import restored_torch_state
@@ -69,10 +71,12 @@ def run_once(
     loss_dtype: torch.dtype,
     scale_hint: int | None = None,
     loss_in: LossPlacement | None = None,
+    observer: ModuleObserver | None = None,
 ) -> RunOutcome:
     """Forward, loss and backward of one run; any exception or non-finite value becomes `failure`.
     `scale_hint`: where a searching loss scaler starts (the retries of a similar run); `loss_in`: where the loss is
-    formed (default: outside the run's context, in `loss_dtype`)."""
+    formed (default: outside the run's context, in `loss_dtype`); `observer`: told where the backward begins
+    (per-module measurement)."""
     outcome = RunOutcome()
     loss_in = loss_in or LOSS_PLACEMENTS.get(DEFAULT_LOSS_IN)
     device = prepared.y0.device
@@ -94,6 +98,8 @@ def run_once(
             # Named with where it was formed: a loss that overflows only inside autocast is the placement's doing.
             outcome.failure = failures.overflow(f"loss (formed {loss_in.where})", "forward", None)
             return outcome
+        if observer is not None:
+            observer.begin_backward()
         with measured(device) as backward:
             result = scaling.backward(loss, leaves, adjoint_scaler, settings, hint=scale_hint)
         outcome.backward_s, outcome.peak_memory_bytes = backward.seconds, backward.peak_memory_bytes or forward.peak_memory_bytes
@@ -173,6 +179,7 @@ class SweepContext:
     fp8_scaling: bool = True
     cpu_memory: bool = False  # on the CPU, one extra untimed run per configuration measures its peak memory
     train_iteration: int | None = None  # the training iteration of the checkpoint whose weights `copies` hold, where known
+    per_module: bool = False  # one extra untimed run per configuration with every module watched (module_hooks.py)
     # The retries of the last run of each setup here: a searching loss scaler starts there (same result, fewer passes).
     scale_hints: dict = field(default_factory=dict)
 
@@ -182,6 +189,7 @@ class Measurement:
     row: dict
     parameter_errors: list[dict]
     profile: list[dict]
+    modules: list[dict] = field(default_factory=list)  # per module and phase, where asked for (module_hooks.py)
 
 
 def measure_configuration(config: Configuration, context: SweepContext) -> Measurement:
@@ -199,7 +207,8 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     row.update(environment_columns(context.device))
     row["fp8_scaling"] = tensor_scaling(dtype, config.arithmetic, context.fp8_scaling)
 
-    skip = scaling.skip_reason(library) or library.unsupported_method_reason(method) or arithmetic.skip_reason(dtype, config.rounding)
+    skip = (scaling.skip_reason(library) or library.unsupported_method_reason(method) or arithmetic.skip_reason(dtype, config.rounding)
+            or keep_skip_reason(config.keep_float32, config.mode, config.arithmetic, dtype))  # fmt: skip
     if skip:
         row.update(status="skipped", skip_reason=skip)
         return Measurement(row, [], [])
@@ -222,8 +231,14 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
         _record_failure(row, failures.classify_exception(exc))
         return Measurement(row, [], [])
+    # Autocast modes run the problem's own float32 vector field: the kept modules' forwards are swapped for the runs only.
+    with kept_in_float32(context.copies.problem.func, config.keep_float32):
+        return _measure_runs(config, context, library, method, dtype, scaling, mode, arithmetic, loss_in, row, reference)
+
+
+def _measure_runs(config, context, library, method, dtype, scaling, mode, arithmetic, loss_in, row, reference) -> Measurement:
     t = time_grid(config.n_timesteps, torch.float32, context.device)
-    hint_key = (config.library, config.dtype, config.scaling, config.mode, config.arithmetic, config.rounding, config.loss_in)
+    hint_key = (config.library, config.dtype, config.scaling, config.mode, config.arithmetic, config.rounding, config.loss_in, config.keep_float32)
     if hint_key not in context.scale_hints and getattr(scaling, "searches_scale", False) and config.n_timesteps > HINT_TIMESTEPS:
         context.scale_hints[hint_key] = _scale_hint(config, context, library, method, scaling, mode, arithmetic, dtype, loss_in)
     outcomes = []
@@ -256,10 +271,27 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         outcomes[-1].failure = failures.step_size_underflow(last, method.rtol, dtype.name, dtype.unit_roundoff)
     row.update(_step_columns(method, outcomes[-1], reference))
     measurement = _summarise(row, config, dtype, outcomes, reference, context.copies)
+    if context.per_module:
+        measurement.modules = _module_rows(config, context, library, method, dtype, scaling, mode, arithmetic, loss_in, t, outcomes[-1].retries)
     if context.yardsticks is not None:
         errors = {name: row[name] for name in ERROR_METRICS}
         row.update(context_columns(outcomes[-1], reference, context.yardsticks.fine(), context.yardsticks.noise(), config.n_timesteps, errors))
     return measurement
+
+
+def _module_rows(config, context, library, method, dtype, scaling, mode, arithmetic, loss_in, t, scale_hint) -> list[dict]:
+    """Every module watched over one more run, untimed (the hooks and the float64 re-runs slow it down)."""
+    observer = None
+    try:
+        with restored_torch_state(), _time_limit(context.timeout_s):
+            prepared = arithmetic.prepare(mode, context.copies, dtype, ArithmeticRequest(config.rounding, context.fp8_scaling, 0))
+            observer = ModuleObserver(prepared.func, t, dtype.max, dtype.smallest_normal, prepared.context)
+            with observer.attached():
+                run_once(prepared, context.copies, library, method, scaling, context.settings, t, torch.float32, scale_hint=scale_hint,
+                         loss_in=loss_in, observer=observer)  # fmt: skip
+    except failures.ConfigurationTimeout:
+        pass  # what was seen until the limit still says where the values went
+    return observer.rows() if observer is not None else []
 
 
 # A setup's first run with a searching loss scaler takes its starting point from the same setup at this

@@ -168,6 +168,21 @@ class SweepConfig(BaseModel):
             raise ValueError("other than nearest needs --arithmetic emulated (hardware rounds to nearest)")
         return value
     threads: PositiveInt | None = Field(None, description="torch threads per process (default: chosen from the problem's size)")
+    keep_float32: list[str] | None = Field(
+        None, description="modules of the vector field run in float32 out of autocast: none, or module names or glob patterns "
+        "joined with + (e.g. potential.layers.0, *norm*); each value a run of the grid (default: none)"
+    )
+    per_module: bool = Field(False, description="measure each module of the vector field per time step, forward and backward, "
+                             "in one extra untimed run per configuration (modules.parquet)")  # fmt: skip
+
+    @field_validator("keep_float32")
+    @classmethod
+    def _keep_float32(cls, value: list[str] | None) -> list[str] | None:
+        from ..axes.keep_float32 import check_value
+
+        if value is not None and not value:
+            raise ValueError("needs at least one value: none, or module names or glob patterns joined with +")
+        return None if value is None else [check_value(v) for v in value]
 
     @field_validator("timesteps")
     @classmethod

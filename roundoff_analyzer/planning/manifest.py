@@ -31,6 +31,9 @@ def manifest(plan: SweepPlan) -> dict:
         "timesteps": list(plan.grid.timesteps), "methods": list(plan.grid.methods), "modes": list(plan.grid.modes),
         "library_dtype_scaling": [list(t) for t in plan.grid.triples], "description": plan.grid.describe(),
     }  # fmt: skip
+    if plan.grid.kept != ("none",):
+        # Only where modules are kept in float32, so that folders from before the axis still resume.
+        grid["keep_float32"] = list(plan.grid.kept)
     model = {"name": plan.model.name, "description": plan.model.description, "options": plan.options.model_dump(mode="json")}
     # What decides the numbers; a folder holding another fingerprint is a different sweep. The problem's
     # hash covers what the options do not: the data file's rows and a checkpoint's weights.
@@ -75,6 +78,7 @@ def manifest(plan: SweepPlan) -> dict:
         "cpu_memory": config.cpu_memory,
         "scaler": config.scaler.model_dump(mode="json"),
         "fp8_scaling": config.fp8_scaling,
+        "per_module": config.per_module,
         "versions": _versions(),
     }
 
@@ -86,7 +90,12 @@ def row_settings(plan: SweepPlan) -> dict:
     the shards it concerns aside rather than refusing the folder; the data file and the weights are in the
     fingerprint's problem hash, and a config file's values are these settings and the fingerprint's."""
     user_code = {spec: source_sha256(spec) for spec in [plan.model.name, *(plan.config.library or [])] if ":" in spec}
-    return json.loads(json.dumps({"timeout_s": plan.config.timeout, "cpu_memory": plan.config.cpu_memory, "user_code": user_code}))
+    settings = {"timeout_s": plan.config.timeout, "cpu_memory": plan.config.cpu_memory, "user_code": user_code}
+    if plan.config.per_module:
+        # Only when on, so that shards from before the option still count: a shard without the module rows is set aside
+        # and measured again once they are asked for (and one with them, once they are not).
+        settings["per_module"] = True
+    return json.loads(json.dumps(settings))
 
 
 def fingerprint(plan: SweepPlan) -> dict:

@@ -11,11 +11,13 @@ import torch
 
 from ..axes.data import parse_data
 from ..axes.grid import Configuration, Grid, file_safe
+from ..axes.keep_float32 import unmatched
 from ..axes.libraries import resolve_library
 from ..axes.models import MODELS, ModelOptions, ModelSpec, Problem, parse_options, resolve_model, scaled_loss
 from ..core.devices import resolve_device
 from ..core.errors import InputError, one_line
 from ..core.registry import Registry
+from ..core.text import shortened
 from ..core.threads import ThreadChoice, choose_threads
 from ..measuring import memory
 from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
@@ -83,7 +85,7 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
     options = parse_options(model, config.options)
     grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling, config.arithmetic, config.rounding,
-                      config.loss_in)
+                      config.loss_in, config.keep_float32)  # fmt: skip
     files = expand_checkpoints(config.checkpoint) if config.checkpoint else []
     workers_reason = "--workers" if config.workers is not None else None
     if config.workers is None:
@@ -102,12 +104,23 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         memory.check_grid_fits(list(grid.timesteps), problem.y0, device)
     if config.loss_scale != 1.0:
         problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
+    refuse_unmatched_modules(problem.func, grid.kept)
     checkpoints = load_checkpoints(problem, files, model.name)
     checkpoint = {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
     grid = replace(grid, checkpoints=tuple(c.name for c in checkpoints) or ("",))
     threads = choose_threads(problem.func, problem.y0, device, config.threads, config.workers) if executor.runs_here else None
     return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads, checkpoints,
                      workers_reason)  # fmt: skip
+
+
+def refuse_unmatched_modules(func: torch.nn.Module, kept: tuple[str, ...]) -> None:
+    """A keep_float32 pattern that names no module of the vector field is a typo, found before anything runs."""
+    for value in kept:
+        missing = unmatched(func, value)
+        if missing:
+            names = [name for name, _ in func.named_modules() if name]
+            listed = ", ".join(names[:12]) + (f" ... ({len(names)} in all)" if len(names) > 12 else "")
+            raise InputError(f"keep_float32 {shortened(missing[0])!r} matches no module of the vector field; its modules: {listed or 'none'}")
 
 
 def build_problem(model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True) -> Problem:

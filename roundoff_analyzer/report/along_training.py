@@ -30,7 +30,7 @@ def at_checkpoint(sweep: SweepFolder, checkpoint: str) -> SweepFolder:
         kept = table[table["checkpoint"] == checkpoint].reset_index(drop=True)
         return kept if not kept.empty else None
 
-    return replace(sweep, results=cut(sweep.results), param_errors=cut(sweep.param_errors), profile=cut(sweep.profile))
+    return replace(sweep, results=cut(sweep.results), param_errors=cut(sweep.param_errors), profile=cut(sweep.profile), modules=cut(sweep.modules))
 
 
 def judged_rows(sweep: SweepFolder) -> tuple[SweepFolder, str | None]:

@@ -22,7 +22,7 @@ def answer_records(results: pd.DataFrame, device: str | None = None) -> dict[str
             "dtype": a.dtype, "train": a.train, "label": j.label,
             "library": a.library, "scaling": a.scaling, "mode": a.mode, "loss_in": a.loss_in,
             "method": a.method, "n_timesteps": a.n_timesteps if a.train else None, "timesteps": list(a.timesteps),
-            "arithmetic": a.arithmetic, **_numbers(j),
+            "arithmetic": a.arithmetic, "keep_float32": a.kept.value if a.kept is not None else "none", **_numbers(j),
             "reason": describe(j), "sentence": _plain(answer_sentence(a, device)),
             "placement": _plain(placement_line(a) or "") or None,
             "code": "\n".join(code_lines(a, device)),

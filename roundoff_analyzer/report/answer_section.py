@@ -48,7 +48,32 @@ def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
         text += f" {beyond(a.dtype, a.roundoff_dominates)}"
     if a.arithmetic == "emulated":
         text += f" These runs emulated {a.dtype} in software: what it would do, not code to train with today."
+    if a.kept is not None:
+        text += f" {kept_sentence(a.kept, a.dtype.split()[0])}"
     return f"{text} {cost_sentence(a, device)}"
+
+
+def kept_sentence(kept: answering.Kept, dtype: str) -> str:
+    """What keeping the modules in float32 bought, the one change it takes and what it costs against keeping nothing."""
+    names = fmt.listing(f"`{p}`" for p in kept.value.split("+"))
+    if kept.turns_safe:
+        text = f"Keeping {names} in float32 is what makes {dtype} trainable here: without it, {dtype} is {kept.without.label}."
+    elif kept.turns_setup_safe:
+        same = kept.same_without
+        text = f"Keeping {names} in float32 is what makes this setup trainable: without it, {same.library} with {_scaling(same.scaling)} is {same.label}"
+        if kept.without is not None:
+            text += f" ({dtype}'s best setup without it, {kept.without.library} with {_scaling(kept.without.scaling)}, is {kept.without.label})"
+        text += "."
+    elif kept.without is not None:
+        text = f"Without keeping {names} in float32, {dtype}'s best setup, {kept.without.library} with {_scaling(kept.without.scaling)}, is {kept.without.label}."
+    else:
+        text = f"These runs keep {names} in float32."
+    text += f' The one change: `roundoff_analyzer.keep_float32(func, "{kept.value}")` once the model is built.'
+    ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
+    if kept.time_ratio is not None:
+        text += f" It takes {ratio(kept.time_ratio)} the time of the same runs keeping nothing"
+        text += f" and {ratio(kept.memory_ratio)} their peak memory." if kept.memory_ratio is not None else " (peak memory not recorded)."
+    return text
 
 
 def beyond(dtype: str, dominates) -> str:
@@ -67,7 +92,11 @@ def beyond(dtype: str, dominates) -> str:
 
 
 def _setup(a: answering.Answer) -> str:
-    return f"{a.library} with {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')} under `{a.mode}`"
+    return f"{a.library} with {_scaling(a.scaling)} under `{a.mode}`"
+
+
+def _scaling(scaling: str) -> str:
+    return SCALING_WORDS.get(scaling, f"`{scaling}` scaling")
 
 
 def cost_sentence(a: answering.Answer, device: str | None) -> str:
@@ -119,6 +148,8 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
     else:
         loss = "loss = loss_fn(trajectory)  # formed " + (f"from the {a.dtype} output" if a.mode == "pure" else "inside autocast") + ", as measured"
     lines = _imports(a)
+    if a.kept is not None:
+        lines.append(f'roundoff_analyzer.keep_float32(func, "{a.kept.value}")  # once, after building the model')
     if a.mode == "pure":
         lines.append(f"func = func.to({dtype})")
     if a.scaling == "grad":
@@ -148,6 +179,8 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
 
 def _imports(a: answering.Answer) -> list[str]:
     lines = []
+    if a.kept is not None:
+        lines.append("import roundoff_analyzer")
     if a.library in ("native", "native-low"):
         lines.append("from roundoff_analyzer.solvers import odeint  # in place of torchdiffeq's odeint")
     elif a.library == "torchdiffeq-adjoint":

@@ -34,7 +34,7 @@ FAILED_LABEL = "× failed (in the top band: no finite value)"
 # A step whose value overflowed the low dtype in a run that still ended ok (its backward used a wider adjoint).
 RECOVERED_LABEL = "○ overflowed in the low dtype, run ok (recovered)"
 # The columns that name one configuration in both the profile and the results.
-_RUN_KEYS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding")
+_RUN_KEYS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "keep_float32")
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 _MANTISSA_COLOURS = matplotlib.colormaps["viridis"]
 _LINESTYLES = ("-", "--", "-.", ":")

@@ -13,6 +13,7 @@ from .context_section import context_section, cost_section
 from .figures import ADJOINT_FIGURE, ERROR_FIGURES, METRIC_NAMES
 from .findings import growths, setup_outcomes, sweep_timesteps, worst_parameters
 from .key_findings import key_findings
+from .modules_section import modules_section
 from .overview import overview
 from .placements import placements_as_modes
 from .recommendations import recommendations
@@ -47,6 +48,7 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
         answer_section(judged, sweep.manifest.get("device"), sweep.manifest, figures),
         verdict_section(judged),
         key_findings(results, sweep.manifest, with_mode, sweep.profile),
+        modules_section(results, sweep.modules),
         along_training_section(every_checkpoint, sweep.manifest, figures, sweep.path),
         recommendations(results, with_mode),
         context_section(results),

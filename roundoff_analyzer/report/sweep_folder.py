@@ -11,7 +11,8 @@ from ..axes.grid import CONFIG_COLUMNS
 from ..core.errors import InputError
 from ..measuring.yardsticks import with_context_columns
 from ..storage.manifest_schema import read_manifest
-from ..storage.results import MANIFEST, PARAM_ERRORS, PARAM_ERRORS_TABLE, PROFILE, PROFILE_TABLE, RESULTS, load_results, read_parquet
+from ..storage.results import (MANIFEST, MODULES, MODULES_TABLE, PARAM_ERRORS, PARAM_ERRORS_TABLE, PROFILE, PROFILE_TABLE, RESULTS,
+                               load_results, read_parquet)  # fmt: skip
 
 # What the report cannot do without; the other columns are used where present.
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "failure_class", "failure_type", "failure_message", "skip_reason")
@@ -24,6 +25,7 @@ class SweepFolder:
     manifest: dict[str, Any] = field(default_factory=dict)
     param_errors: pd.DataFrame | None = None
     profile: pd.DataFrame | None = None
+    modules: pd.DataFrame | None = None  # modules.parquet, where the sweep measured each module (--per-module)
 
 
 def read_sweep_folder(path: str | Path) -> SweepFolder:
@@ -41,7 +43,8 @@ def read_sweep_folder(path: str | Path) -> SweepFolder:
         raise InputError(f"'{path / RESULTS}' holds no configurations; there is nothing to report")
     # A folder from before the discretisation error and the gradient noise were measured still reports, without them.
     results = with_context_columns(results)
-    return SweepFolder(path, results, _manifest(path), _side_table(path / PARAM_ERRORS, PARAM_ERRORS_TABLE), _side_table(path / PROFILE, PROFILE_TABLE))
+    return SweepFolder(path, results, _manifest(path), _side_table(path / PARAM_ERRORS, PARAM_ERRORS_TABLE), _side_table(path / PROFILE, PROFILE_TABLE),
+                       _side_table(path / MODULES, MODULES_TABLE))  # fmt: skip
 
 
 def _manifest(folder: Path) -> dict[str, Any]:

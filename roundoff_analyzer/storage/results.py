@@ -37,6 +37,7 @@ TRAIN_MANIFEST = "train_manifest.json"  # a training's folder (training/folder.p
 RESULTS = "results.parquet"
 PARAM_ERRORS = "param_errors.parquet"
 PROFILE = "profile.parquet"
+MODULES = "modules.parquet"
 SHARDS = "shards"
 SHARD_HASHES = "shard_hashes"  # in the manifest: every shard's content hash is recorded beside it
 
@@ -44,7 +45,7 @@ _CONFIG_FIELDS = [
     pa.field("model", pa.string()), pa.field("library", pa.string()), pa.field("method", pa.string()),
     pa.field("n_timesteps", pa.int64()), pa.field("dtype", pa.string()), pa.field("scaling", pa.string()),
     pa.field("mode", pa.string()), pa.field("arithmetic", pa.string()), pa.field("rounding", pa.string()),
-    pa.field("checkpoint", pa.string()), pa.field("loss_in", pa.string()),
+    pa.field("checkpoint", pa.string()), pa.field("loss_in", pa.string()), pa.field("keep_float32", pa.string()),
 ]  # fmt: skip
 
 RESULT_SCHEMA = pa.schema(
@@ -75,8 +76,18 @@ PROFILE_FIELDS = [
     pa.field("reference_max_abs", pa.float64()), pa.field("max_abs_low", pa.float64()),
     pa.field("zero_share", pa.float64()), pa.field("reference_zero_share", pa.float64()), pa.field("finite", pa.bool_()),
 ]  # fmt: skip
-SHARD_SCHEMA = RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.struct(PARAM_FIELDS)))).append(
-    pa.field("profile", pa.list_(pa.struct(PROFILE_FIELDS)))
+# Per module of the vector field and phase (measuring/module_hooks.py), where the sweep was asked for them.
+MODULE_FIELDS = [
+    pa.field("module", pa.string()), pa.field("phase", pa.string()), pa.field("n_calls", pa.int64()),
+    pa.field("kept_float32", pa.bool_()), pa.field("max_abs", pa.float64()), pa.field("max_abs_over_dtype_max", pa.float64()),
+    pa.field("min_abs", pa.float64()), pa.field("below_normal_share", pa.float64()), pa.field("local_rel_err", pa.float64()),
+    pa.field("first_nonfinite_step", pa.int64()), pa.field("first_nonfinite_call", pa.int64()),
+    pa.field("produced_nonfinite", pa.bool_()),
+]  # fmt: skip
+SHARD_SCHEMA = (
+    RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.struct(PARAM_FIELDS))))
+    .append(pa.field("profile", pa.list_(pa.struct(PROFILE_FIELDS))))
+    .append(pa.field("modules", pa.list_(pa.struct(MODULE_FIELDS))))
 )
 
 # What every version of the tables held; columns added later may be missing from an older folder's.
@@ -88,10 +99,12 @@ PARAM_ERRORS_TABLE = TableSchema("a parameter errors table", pa.schema(_CONFIG_F
                                  (*_KEYS, *(f.name for f in PARAM_FIELDS)), (*_KEYS, "parameter"))  # fmt: skip
 PROFILE_TABLE = TableSchema("a range profile table", pa.schema(_CONFIG_FIELDS + PROFILE_FIELDS),
                             (*_KEYS, *(f.name for f in PROFILE_FIELDS)), (*_KEYS, "phase", "step"))  # fmt: skip
+MODULES_TABLE = TableSchema("a per-module table", pa.schema(_CONFIG_FIELDS + MODULE_FIELDS),
+                            (*_KEYS, "module", "phase", "max_abs", "local_rel_err", "first_nonfinite_step"), (*_KEYS, "module", "phase"))  # fmt: skip
 
 
 # Everything a sweep writes or deletes in its folder: none of these may be a link out of it.
-WRITTEN_ENTRIES = (MANIFEST, RESULTS, PARAM_ERRORS, PROFILE, SHARDS, SET_ASIDE, LOCK, YARDSTICKS, "slurm", "figures", "report.md")
+WRITTEN_ENTRIES = (MANIFEST, RESULTS, PARAM_ERRORS, PROFILE, MODULES, SHARDS, SET_ASIDE, LOCK, YARDSTICKS, "slurm", "figures", "report.md")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -284,7 +297,8 @@ class ResultStore:
 
     def write(self, config: Configuration, measurement: Measurement) -> None:
         self.before_write()
-        row = {**measurement.row, "parameter_errors": measurement.parameter_errors, "profile": measurement.profile}
+        row = {**measurement.row, "parameter_errors": measurement.parameter_errors, "profile": measurement.profile,
+               "modules": measurement.modules}  # fmt: skip
         table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest, self.settings)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
@@ -306,6 +320,11 @@ class ResultStore:
         atomic_write_parquet(combined.select(RESULT_SCHEMA.names), self.root / RESULTS)
         for column, fields, name in (("parameter_errors", PARAM_FIELDS, PARAM_ERRORS), ("profile", PROFILE_FIELDS, PROFILE)):
             atomic_write_parquet(_explode(combined, column, fields), self.root / name)
+        modules = _explode(combined, "modules", MODULE_FIELDS)
+        if modules.num_rows:  # only a sweep asked for them has them: without, no file (and a stale one goes)
+            atomic_write_parquet(modules, self.root / MODULES)
+        elif (self.root / MODULES).is_file():
+            (self.root / MODULES).unlink()
         return with_tableau(combined.select(RESULT_SCHEMA.names).to_pandas())
 
 
