@@ -1,6 +1,7 @@
 """Shared fixtures: real (small) sweeps run once per test session through the real CLI."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,16 @@ OVERFLOWING_OTFLOW = [*TINY_OTFLOW, "-o", "alpha=1,2e5,8e4"]
 
 # A width for tests that read the cells of a table: no cell of the tables they read wraps at it, whatever the terminal's.
 WIDE_TABLES = 400
+
+
+def as_written_before_content_hashes(folder: Path) -> None:
+    """Make a sweep folder look as a version before content hashes left it: no hash beside its shards, none announced
+    in its manifest (so that a test rewriting its shards as an older version wrote them sees them reused)."""
+    for recorded in (folder / "shards").glob("*.sha256"):
+        recorded.unlink()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    del manifest["shard_hashes"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
 def run_cli(*args: str, columns: int | None = None):

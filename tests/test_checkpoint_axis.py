@@ -28,7 +28,7 @@ from roundoff_analyzer.planning import config
 from roundoff_analyzer.report.along_training import scope_note
 from roundoff_analyzer.report.training_findings import ALONG_TRAINING, last_checkpoint, trends
 
-from .conftest import WIDE_TABLES, results, run_cli
+from .conftest import WIDE_TABLES, as_written_before_content_hashes, results, run_cli
 from .test_parallel import RESULT_COLUMNS_EXCEPT_COST
 from .test_resume import shards
 
@@ -319,6 +319,7 @@ def test_folders_from_before_the_axis_resume_and_read_with_one_set_of_weights(tm
     sweep.run(plan, out)
     for path in shards(out):  # shards as they were written before the checkpoint axis
         pq.write_table(pq.read_table(path).drop_columns(["checkpoint", "train_iteration"]), path)
+    as_written_before_content_hashes(out)
     resumed = sweep.run(sweep.plan(plan.config), out)
     assert (resumed.n_reused, resumed.n_run) == (7, 0)
     loaded = load(out).results

@@ -14,6 +14,8 @@ import roundoff_analyzer as ra
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.report.modules_section import SECTION, origin, rows_of
 
+from .conftest import as_written_before_content_hashes
+
 AMPLIFIED_MLP = str(Path(__file__).parent / "fixtures" / "amplified_mlp.py") + ":amplified_mlp"
 BASELINE = Path(__file__).parent.parent / "reports" / "baselines" / "otflow-ci"
 
@@ -140,6 +142,7 @@ def test_shards_written_before_the_axis_are_resumed(tmp_path):
         table = pq.read_table(shard)
         old = table.drop_columns(["keep_float32", "modules"])  # as a version before the axis wrote it
         pq.write_table(old.replace_schema_metadata(table.schema.metadata), shard)
+    as_written_before_content_hashes(tmp_path / "s")
     again = ra.sweep(AMPLIFIED_MLP, **settings)
     assert again.run.reference_solves == 0
     assert not (tmp_path / "s" / "set_aside").exists()

@@ -25,7 +25,7 @@ import pytest
 from roundoff_analyzer.measuring.environment_columns import ENVIRONMENT_COLUMNS
 from roundoff_analyzer.measuring.memory import capacity_bytes, fine_reference_oom
 
-from .conftest import WIDE_TABLES, results, run_cli, snapshot
+from .conftest import WIDE_TABLES, as_written_before_content_hashes, results, run_cli, snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "linear", "--timesteps", "2,4", "--method", "euler", "--device", "cpu", "--no-report"]
@@ -223,11 +223,7 @@ def test_a_shard_edited_by_hand_is_set_aside_and_run_again(tmp_path, finished):
 def test_a_folder_from_before_content_hashes_resumes_whole(tmp_path, finished):
     out = tmp_path / "sweep"
     shutil.copytree(finished, out)
-    for recorded in (out / "shards").glob("*.sha256"):
-        recorded.unlink()
-    manifest = json.loads((out / "manifest.json").read_text())
-    del manifest["shard_hashes"]
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    as_written_before_content_hashes(out)
     run = here("sweep", *SMALL, "--out", out)
     assert run.returncode == 0 and "set aside" not in run.stdout
     assert len(list((out / "shards").glob("*.sha256"))) == 14 and not (out / "set_aside").exists()
