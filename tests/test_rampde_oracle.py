@@ -26,7 +26,7 @@ UNIT_ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 def rampde(tmp_path_factory):
     module = rampde_on_cpu.load(tmp_path_factory.mktemp("rampde"))
     if module is None:
-        pytest.skip("rampde is not installed (pip install ../shared/wheels/rampde-*.whl)")
+        pytest.skip("rampde, the paper's library, is not installed (not on PyPI: pip install a wheel of its public release)")
     return module
 
 
