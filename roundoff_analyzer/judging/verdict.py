@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..axes.grid import AXIS_DEFAULTS
 from ..measuring.yardsticks import with_context_columns
 from .per_table import per_table
 
@@ -37,7 +38,7 @@ RESOLVED = 3.0
 MOSTLY_ERROR = 1.0
 # The quantities whose relative error is checked against MOSTLY_ERROR, largest first when several are.
 ERROR_QUANTITIES = (("grad_params_rel_err", "parameter gradient"), ("grad_y0_rel_err", "gradient w.r.t. y0"), ("sol_rel_err", "solution"))
-DEFAULT_LOSS_IN = "float32"  # rows written before the loss_in axis formed their loss outside autocast, in float32
+DEFAULT_LOSS_IN = AXIS_DEFAULTS["loss_in"]  # rows written before the loss_in axis formed their loss outside autocast
 # A scaling strategy that cuts the largest parameter-gradient error by this factor is recommended, failures or not.
 CUTS = 10.0
 
@@ -131,15 +132,15 @@ def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
     A dtype that ran with one arithmetic (an eXmY format: emulated only) keeps its plain name. Runs keeping modules
     in float32 are another setup of the dtype: 'float16 keeping head in float32'."""
     varied = [axis for axis in ("arithmetic", "rounding") if axis in runs and runs[axis].nunique() > 1]
-    kept = runs["keep_float32"].fillna("none").astype(str) if "keep_float32" in runs else None
-    if not varied and (kept is None or (kept == "none").all()):
+    kept = runs["keep_float32"].fillna(AXIS_DEFAULTS["keep_float32"]).astype(str) if "keep_float32" in runs else None
+    if not varied and (kept is None or (kept == AXIS_DEFAULTS["keep_float32"]).all()):
         return runs  # (no copy: a large sweep's table is relabelled once per setup judged)
     labels = runs["dtype"].astype(str)
     for axis in varied:
         several = runs.groupby("dtype")[axis].transform("nunique") > 1
         labels = labels.where(~several, labels + " " + runs[axis].astype(str))
     if kept is not None:
-        labels = labels.where(kept == "none", labels + " keeping " + kept + " in float32")
+        labels = labels.where(kept == AXIS_DEFAULTS["keep_float32"], labels + " keeping " + kept + " in float32")
     return runs.assign(dtype=labels)
 
 

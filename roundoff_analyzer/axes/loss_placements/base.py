@@ -7,6 +7,7 @@ from typing import Callable, Protocol
 import torch
 
 from ...core.registry import Registry
+from ..grid import AXIS_DEFAULTS
 
 
 class LossPlacement(Protocol):
@@ -29,4 +30,4 @@ class LossPlacement(Protocol):
 
 LOSS_PLACEMENTS: Registry[LossPlacement] = Registry("loss placement")
 # What every run measured before the axis existed, and what the float64 reference always does.
-DEFAULT_LOSS_IN = "float32"
+DEFAULT_LOSS_IN = AXIS_DEFAULTS["loss_in"]
