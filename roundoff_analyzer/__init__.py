@@ -6,27 +6,62 @@
     trained = ra.train(model="cnf", iters=500, dtype=["float32", "float16"], scaling="dynamic")   # a TrainResult
     ra.keep_float32(func, "potential.layers.0")            # run a module of your model in float32 under autocast
 
+The public surface is three modules: this one (what a user calls, the results and the errors to catch),
+`roundoff_analyzer.solvers` (the native mixed-precision solver, a drop-in for torchdiffeq's `odeint`) and
+`roundoff_analyzer.plugins` (what an author of a model, solver library or other axis value implements and registers).
+Every other module is internal and may move.
+
 Importing the package is cheap: torch and the rest load on first use of these names.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .core.errors import InputError
 from .core.version import __version__
-from .old_paths import install as _install_old_paths
 
-__all__ = ["sweep", "load", "SweepResult", "train", "keep_float32", "__version__"]
+if TYPE_CHECKING:
+    from .api import SweepResult, load, sweep
+    from .axes.keep_float32 import keep_float32
+    from .execution.engine import SweepIncomplete, SweepInterrupted
+    from .training.api import TrainResult, train
+    from .training.loop import TrainingInterrupted
 
-_install_old_paths()
+__all__ = [
+    "InputError",
+    "SweepIncomplete",
+    "SweepInterrupted",
+    "SweepResult",
+    "TrainResult",
+    "TrainingInterrupted",
+    "__version__",
+    "keep_float32",
+    "load",
+    "sweep",
+    "train",
+]
+
+# Each lazy name and the module that defines it, imported on first use (they import torch).
+_LAZY = {
+    "sweep": ".api",
+    "load": ".api",
+    "SweepResult": ".api",
+    "SweepInterrupted": ".execution.engine",
+    "SweepIncomplete": ".execution.engine",
+    "train": ".training.api",
+    "TrainResult": ".training.api",
+    "TrainingInterrupted": ".training.loop",
+    "keep_float32": ".axes.keep_float32",
+}
 
 
-def __getattr__(name: str):
-    if name in ("sweep", "load", "SweepResult"):
-        from . import api
-
-        return getattr(api, name)
-    if name == "keep_float32":
-        from .axes.keep_float32 import keep_float32
-
-        return keep_float32
-    if name == "train":
-        from .training.api import train
-
-        return train
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

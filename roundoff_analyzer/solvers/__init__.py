@@ -1,3 +1,15 @@
+"""The native mixed-precision solver, public: `odeint`, a drop-in for torchdiffeq's fixed-grid `odeint` whose backward
+runs the discrete adjoint in the low precision of the forward, and `DynamicAdjointScaler`, the scale that keeps that
+adjoint in range.
+
+    from roundoff_analyzer.solvers import DynamicAdjointScaler, odeint
+    with torch.autocast("cuda", dtype=torch.float16):
+        states = odeint(func, y0, t, method="rk4_classical", scaler=DynamicAdjointScaler())
+
+`SolveReport` records each step's magnitudes (`report=`), `increment` is one explicit Runge-Kutta step as the solver
+forms it, and `TableauWarning` is what `method="rk4"` warns (torchdiffeq's "rk4" is the 3/8 rule).
+"""
+
 from .drop_in import TableauWarning, odeint
 from .native import increment
 from .report import SolveReport, StepRecord

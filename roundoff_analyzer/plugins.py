@@ -1,0 +1,110 @@
+"""What an author of a new axis value implements, and where it registers: one import for every plug-in.
+
+Each axis of a sweep or a training is a registry of small implementations behind one protocol. A new value is
+an object that follows the axis's protocol, registered under its `name` with the axis's `register_*` function;
+from then on the sweep, `roundoff list` and the error messages in this process know it. The built-in values are
+registered the same way (`roundoff_analyzer/axes/methods/heun.py` is two lines).
+
+| axis (sweep key) | implement | register with |
+| --- | --- | --- |
+| model (`model`) | `ModelSpec`: `options_type` (a `ModelOptions`), `build(options, device, data)` returning a `Problem` | `register_model` |
+| data (`data`) | `DataSource`: `load(...)` returning a `Batch` | `register_data_source` |
+| solver library (`library`) | `SolverLibrary`: `unsupported_method_reason(method)`, `solve(func, y0, t, method, scaler, report)` | `register_library` |
+| method (`method`) | an `ExplicitRK` tableau (fixed grid) or an `AdaptiveRK` pair | `register_method` |
+| dtype (`dtype`) | a `DtypeSpec` | `register_dtype` |
+| loss scaling (`scaling`) | `Scaling`: `skip_reason`, `adjoint_scaler`, `backward` returning a `BackwardResult` | `register_scaling` |
+| mode (`mode`) | `Mode`: `prepare(copies, dtype)` returning a `PreparedRun` | `register_mode` |
+| arithmetic (`arithmetic`) | `Arithmetic`: `prepare(mode, copies, dtype, request)` | `register_arithmetic` |
+| rounding (`rounding`) | `Rounding` | `register_rounding` |
+| loss placement (`loss_in`) | `LossPlacement`: `form(loss, trajectory, context, loss_dtype)` | `register_loss_placement` |
+| weight update (`update`, training) | `UpdateRule`: `apply(w, delta, compensation, fmt, generator)` | `register_update` |
+| optimizer (`optimizer`, training) | an `OptimizerSpec` around `build(params, lr)` | `register_optimizer` |
+
+A value registered here exists in the process that registered it: use it from Python (`roundoff_analyzer.sweep`
+with `executor="local"`). The command line and worker processes find a user's code by where it lives instead:
+a model factory or a solver library as `package.module:name` or `path/to/file.py:name`, an optimizer factory
+the same way, and an installed solver library by an entry point in the group `LIBRARY_ENTRY_POINT_GROUP`
+(docs: "Models, data and your own code"). Executors are not registered at run time: the config's check knows them
+by name before any of them is imported.
+
+Registering a name twice raises ValueError. Failures a library or a scaling names: `StepBudgetExhausted` (an
+adaptive solve ran out of `max_steps`), `LibraryUnsupported` (the configuration cannot run as asked),
+`ScalerExhausted` (a scaler halved its scale as often as it may).
+"""
+
+from __future__ import annotations
+
+from .axes.arithmetics import ARITHMETICS, Arithmetic, ArithmeticRequest
+from .axes.data import DATA_SOURCES, Batch, DataOptions, DataSource
+from .axes.dtypes import DTYPES, DtypeSpec
+from .axes.libraries import ENTRY_POINT_GROUP as LIBRARY_ENTRY_POINT_GROUP
+from .axes.libraries import LIBRARIES, SolverLibrary
+from .axes.loss_placements import LOSS_PLACEMENTS, LossPlacement
+from .axes.methods import METHODS, AdaptiveRK, ExplicitRK, Method
+from .axes.models import MODELS, ModelOptions, ModelSpec, Problem
+from .axes.modes import MODES, Mode, PreparedRun, ProblemCopies
+from .axes.roundings import ROUNDINGS, Rounding
+from .axes.scalings import SCALINGS, BackwardResult, Scaling, ScalerSettings
+from .core.errors import LibraryUnsupported, ScalerExhausted, StepBudgetExhausted
+from .solvers import DynamicAdjointScaler, SolveReport
+from .training.optimizers import OPTIMIZERS, OptimizerSpec
+from .training.updates import UPDATES, UpdateRule
+
+__all__ = [
+    "LIBRARY_ENTRY_POINT_GROUP",
+    "AdaptiveRK",
+    "Arithmetic",
+    "ArithmeticRequest",
+    "BackwardResult",
+    "Batch",
+    "DataOptions",
+    "DataSource",
+    "DtypeSpec",
+    "DynamicAdjointScaler",
+    "ExplicitRK",
+    "LibraryUnsupported",
+    "LossPlacement",
+    "Method",
+    "Mode",
+    "ModelOptions",
+    "ModelSpec",
+    "OptimizerSpec",
+    "PreparedRun",
+    "Problem",
+    "ProblemCopies",
+    "Rounding",
+    "ScalerExhausted",
+    "ScalerSettings",
+    "Scaling",
+    "SolveReport",
+    "SolverLibrary",
+    "StepBudgetExhausted",
+    "UpdateRule",
+    "register_arithmetic",
+    "register_data_source",
+    "register_dtype",
+    "register_library",
+    "register_loss_placement",
+    "register_method",
+    "register_mode",
+    "register_model",
+    "register_optimizer",
+    "register_rounding",
+    "register_scaling",
+    "register_update",
+]
+
+# Each axis's registration: `register_x(value)` registers `value` under `value.name` and returns it. These are the
+# registries' own `register` methods, the ones the built-in values call.
+register_arithmetic = ARITHMETICS.register
+register_data_source = DATA_SOURCES.register
+register_dtype = DTYPES.register
+register_library = LIBRARIES.register
+register_loss_placement = LOSS_PLACEMENTS.register
+register_method = METHODS.register
+register_mode = MODES.register
+register_model = MODELS.register
+register_optimizer = OPTIMIZERS.register
+register_rounding = ROUNDINGS.register
+register_scaling = SCALINGS.register
+register_update = UPDATES.register
