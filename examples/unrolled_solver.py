@@ -3,7 +3,7 @@ every stage, each state kept in float32 whatever the stages were evaluated in.
 
     roundoff sweep --model otflow --library examples/unrolled_solver.py:library --dtype float16,bfloat16 --scaling none,grad
 
-`library` follows roundoff_analyzer.axes.libraries.SolverLibrary: a name, a description, whether it scales the adjoint
+`library` follows roundoff_analyzer.plugins.SolverLibrary: a name, a description, whether it scales the adjoint
 in a backward of its own (the `dynamic` scaling), which methods it cannot run, and `solve`.
 """
 import torch

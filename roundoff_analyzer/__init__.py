@@ -6,7 +6,8 @@
     trained = ra.train(model="cnf", iters=500, dtype=["float32", "float16"], scaling="dynamic")   # a TrainResult
     ra.keep_float32(func, "potential.layers.0")            # run a module of your model in float32 under autocast
 
-The public surface is three modules: this one (what a user calls, the results and the errors to catch),
+The public surface is three modules: this one (what a user calls, the results, the errors to catch, the progress
+protocols and `StoredWeights`, the low-precision weights the training steps with),
 `roundoff_analyzer.solvers` (the native mixed-precision solver, a drop-in for torchdiffeq's `odeint`) and
 `roundoff_analyzer.plugins` (what an author of a model, solver library or other axis value implements and registers).
 Every other module is internal and may move.
@@ -25,15 +26,20 @@ from .core.version import __version__
 if TYPE_CHECKING:
     from .api import SweepResult, load, sweep
     from .axes.keep_float32 import keep_float32
+    from .execution.base import Progress
     from .execution.engine import SweepIncomplete, SweepInterrupted
     from .training.api import TrainResult, train
-    from .training.loop import TrainingInterrupted
+    from .training.loop import TrainingInterrupted, TrainProgress
+    from .training.stored_weights import StoredWeights
 
 __all__ = [
     "InputError",
+    "Progress",
+    "StoredWeights",
     "SweepIncomplete",
     "SweepInterrupted",
     "SweepResult",
+    "TrainProgress",
     "TrainResult",
     "TrainingInterrupted",
     "__version__",
@@ -54,6 +60,9 @@ _LAZY = {
     "TrainResult": ".training.api",
     "TrainingInterrupted": ".training.loop",
     "keep_float32": ".axes.keep_float32",
+    "StoredWeights": ".training.stored_weights",
+    "Progress": ".execution.base",
+    "TrainProgress": ".training.loop",
 }
 
 

@@ -44,37 +44,95 @@ _LIST_KEYS = ("timesteps", "method", "library", "dtype", "scaling", "mode", "los
 
 @dataclass(frozen=True)
 class SweepResult:
-    """A finished sweep: its folder and what the folder holds, read back from the Parquet tables."""
+    """A finished sweep: its folder and what the folder holds, read back from the Parquet tables.
+
+    Returned by `sweep` and `load`; the report's answer, verdicts and figures are computed from these tables.
+
+    Attributes:
+        folder: The results folder.
+        results: `results.parquet`, one row per configuration (the columns: docs "Results on disk").
+        manifest: `manifest.json`: the grid, the model, the device, the versions, how it was run.
+        param_errors: `param_errors.parquet`, each parameter's gradient error; None when the folder has none.
+        profile: `profile.parquet`, the largest state and adjoint per time step; None when the folder has none.
+        modules: `modules.parquet`, each module's range and local roundoff (a sweep with `per_module=True`);
+            else None.
+        run: How the run went (reference solves, wall time); None for a folder opened with `load`.
+
+    Example:
+        ```python
+        result = ra.load("results/otflow-20260101-120000")
+        result.results.groupby("dtype")["grad_params_rel_err"].max()
+        ```
+    """
 
     folder: Path
-    results: pd.DataFrame  # results.parquet: one row per configuration
-    manifest: dict[str, Any]  # manifest.json: the grid, the model, the device, the versions, how it was run
-    param_errors: pd.DataFrame | None  # param_errors.parquet: each parameter's gradient error (None when there is none)
-    profile: pd.DataFrame | None  # profile.parquet: largest state and adjoint per time step (None when there is none)
-    modules: pd.DataFrame | None = None  # modules.parquet: each module's range and local roundoff (per_module=True; else None)
-    run: sweeping.SweepOutcome | None = field(default=None, kw_only=True)  # how the run went (reference solves, wall time); None for a folder loaded
+    results: pd.DataFrame
+    manifest: dict[str, Any]
+    param_errors: pd.DataFrame | None
+    profile: pd.DataFrame | None
+    modules: pd.DataFrame | None = None
+    run: sweeping.SweepOutcome | None = field(default=None, kw_only=True)
 
     def figures(self) -> dict[str, "Figure"]:
-        """The report's figures as matplotlib Figures, by name (`error_solution`, `error_grad_y0`, `error_grad_params`,
-        `adjoint_range` when the profile has a backward pass, `along_training` for a sweep over several checkpoints). Show one
-        in a notebook by leaving it last in a cell."""
+        """The report's figures as matplotlib Figures, by name.
+
+        Returns:
+            The figures by name: `error_solution`, `error_grad_y0`, `error_grad_params`; `adjoint_range` when the
+                profile has a backward pass, `along_training` for a sweep over several checkpoints. Show one in a
+                notebook by leaving it last in a cell.
+
+        Example:
+            ```python
+            ra.load("results/otflow-fp16").figures()["error_grad_params"]
+            ```
+        """
         return _draw_figures(SweepFolder(self.folder, self.results, self.manifest, self.param_errors, self.profile, self.modules))
 
     @cached_property
     def answers(self) -> dict[str, dict[str, Any]]:
-        """The report's answer as data, by dtype label: `train`, the recommended setup (`library`, `scaling`, `mode`,
-        `loss_in`, `method`, `n_timesteps`), its `label` and the numbers behind it, `reason` in words, and `code`, the
-        lines to write (empty for "do not"). Computed from `results`, as the report's."""
+        """The report's answer as data, by dtype label, computed from `results` as the report's.
+
+        Each answer holds `train`, the recommended setup (`library`, `scaling`, `mode`, `loss_in`, `method`,
+        `n_timesteps`), its `label` and the numbers behind it, `reason` in words, and `code`, the lines to write
+        (empty for "do not").
+
+        Example:
+            ```python
+            answer = result.answers["float16"]
+            print(answer["train"], answer["library"], answer["scaling"])
+            print(answer["code"])
+            ```
+        """
         return answer_records(self.results, self.manifest.get("device"))
 
     @cached_property
     def verdicts(self) -> list[dict[str, Any]]:
-        """The report's verdicts as data: per dtype × library × mode × loss placement, the label, the setup that earned
-        it and its numbers (`worst_grad_params_rel_err`, `roundoff_to_noise`, `roundoff_to_disc`, `failures`, ...)."""
+        """The report's verdicts as data, one record per dtype × library × mode × loss placement.
+
+        Each record holds the label, the setup that earned it and its numbers (`worst_grad_params_rel_err`,
+        `roundoff_to_noise`, `roundoff_to_disc`, `failures`, ...).
+
+        Example:
+            ```python
+            [(v["dtype"], v["library"], v["label"]) for v in result.verdicts]
+            ```
+        """
         return verdict_records(self.results)
 
     def write_report(self, out: str | Path | None = None) -> Path:
-        """Write `report.md` (or `out`) and the figures under the folder's `figures/`; returns the report's path."""
+        """Write the report and its figures (under the folder's `figures/`), as `roundoff report` does.
+
+        Args:
+            out: Where the report goes; default `report.md` in the folder.
+
+        Returns:
+            The report's path.
+
+        Example:
+            ```python
+            ra.load("results/otflow-fp16").write_report()
+            ```
+        """
         return write_report(self.folder, out)
 
 
@@ -138,13 +196,34 @@ def sweep(
 ) -> SweepResult:
     """Run a sweep, as `roundoff sweep` does, and return its tables.
 
-    `model` and `settings` are what a config file holds (`roundoff_analyzer.sweep(model="otflow",
-    timesteps=[8, 32], dtype="float16", options={"hidden": 64})`; `model` a built-in's name, `package.module:factory`,
-    `path/to/file.py:factory`, or the factory function itself); `config` a TOML file they override; `out`
-    the results folder (default: a new folder under `results/`); an existing folder of the same sweep is
-    resumed. `progress`: True (the default) shows the command line's progress bar, in a terminal or a notebook;
-    False or None shows nothing; or your own Progress (roundoff_analyzer.execution.base). Bad input raises roundoff_analyzer.core.errors.InputError
-    with one line saying what is allowed."""
+    Args:
+        model: A built-in model's name, `package.module:factory`, `path/to/file.py:factory`, or the factory function
+            itself (recorded and loaded again by its module and name).
+        config: A TOML config file; `model` and `settings` override its keys.
+        out: The results folder; default a new folder under `results/`. An existing folder of the same sweep is
+            resumed.
+        force: Replace a folder that holds another sweep's results.
+        report: Write `report.md` and its figures when the sweep ends.
+        progress: True shows the command line's progress bar, in a terminal or a notebook; False or None shows
+            nothing; or an object following `roundoff_analyzer.Progress`.
+        **settings: The keys of a config file (`timesteps`, `dtype`, `scaling`, `options`, `workers`, ...); a single
+            value stands for a list of one.
+
+    Returns:
+        The finished sweep's tables, with `run` saying how the run went.
+
+    Raises:
+        InputError: Bad input, in one line saying what is allowed, before anything is written.
+        SweepInterrupted: The sweep was stopped; what finished is on disk and a second call resumes it.
+        SweepIncomplete: Configurations were left without a result (a worker died); the rest is on disk.
+
+    Example:
+        ```python
+        import roundoff_analyzer as ra
+        result = ra.sweep(model="otflow", timesteps=[8, 32], dtype="float16", scaling=["none", "grad"])
+        result.answers["float16"]["train"]
+        ```
+    """
     planned = plan_sweep(model, config=config, out=out, force=force, **settings)
     for line in planned.plan.warnings():
         warnings.warn(line.removeprefix("warning: "), stacklevel=2)
@@ -159,7 +238,23 @@ def sweep(
 
 
 def load(folder: str | Path) -> SweepResult:
-    """A finished sweep folder (what `roundoff sweep --out` wrote), read from its Parquet tables and manifest only."""
+    """Open a finished sweep folder (what `roundoff sweep --out` wrote), reading its Parquet tables and manifest only.
+
+    Args:
+        folder: The results folder.
+
+    Returns:
+        The sweep's tables; `run` is None.
+
+    Raises:
+        InputError: The folder does not exist or does not hold a sweep's results.
+
+    Example:
+        ```python
+        result = ra.load("results/otflow-20260101-120000")
+        result.results[["dtype", "scaling", "grad_params_rel_err"]]
+        ```
+    """
     read = read_sweep_folder(folder)
     return SweepResult(read.path, read.results, read.manifest, read.param_errors, read.profile, read.modules)
 

@@ -135,10 +135,31 @@ def _wrap(module: nn.Module, method: str = "forward") -> bool:
     return True
 
 
-def keep_float32(target, names: str | None = None):
-    """Run a module (its forward, from now on; the module is returned) or a function in float32 under autocast. With
-    `names` (a keep_float32 value such as "potential.layers.0+head"), what they name inside the module `target` runs
-    in float32 from now on, as in a sweep with `--keep-float32` that value; a name that matches nothing is a ValueError."""
+def keep_float32(target: Any, names: str | None = None) -> Any:
+    """Run a module or a function in float32 under autocast, from now on: the one change a sweep's `--keep-float32`
+    measured.
+
+    Inside, low-precision floating inputs are cast to float32 and autocast is off; float32 and float64 inputs pass
+    unchanged, and the output is float32.
+
+    Args:
+        target: A `torch.nn.Module` (its forward is wrapped), or a function or method (wrapped and returned).
+        names: Module names or glob patterns inside the module `target`, joined with `+`, as a `--keep-float32`
+            value (`"potential.layers.0+head"`, `"*norm*"`); what they name runs in float32.
+
+    Returns:
+        `target` itself for a module; the wrapped function for a function.
+
+    Raises:
+        ValueError: A name in `names` matches no module or method of `target`.
+        TypeError: `target` is neither a module nor a function, or `names` is given with a function.
+
+    Example:
+        ```python
+        ra.keep_float32(func, "potential.layers.0")    # by name, once the model is built
+        self.head = ra.keep_float32(nn.Linear(64, 8))  # a module as it is built
+        ```
+    """
     if names is not None:
         if not isinstance(target, nn.Module):
             raise TypeError(f"keep_float32 with names looks them up in a torch.nn.Module, not in {type(target).__name__}")

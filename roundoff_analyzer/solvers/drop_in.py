@@ -51,9 +51,9 @@ def odeint(
     params: Sequence[torch.Tensor] | None = None,
     trajectory_dtype: native.TrajectoryDtype = "state",
     step_product: native.StepProduct = "state",
-):
-    """Solve dy/dt = func(t, y) on a fixed grid, called as torchdiffeq's `odeint`; the states at every point of `t`,
-    as `y0` is: a tensor of shape (len(t), *y0.shape), or a tuple of such tensors, one per part of the state.
+) -> State | tuple[torch.Tensor, State]:
+    """Solve dy/dt = func(t, y) on a fixed grid, called as torchdiffeq's `odeint`; the backward runs the discrete
+    adjoint in the forward's precision.
 
     `method` (no default: torchdiffeq's default, dopri5, is adaptive, and this solver steps on fixed grids only):
     "euler", "midpoint", "heun2", "heun3", "rk4_38" (Kutta's 3/8 rule: torchdiffeq's "rk4"), "rk4_classical" (the
@@ -74,6 +74,39 @@ def odeint(
     each step's magnitudes; `trajectory_dtype`: "state" (y0's dtype) or "low" (the stored low-precision states
     themselves); `step_product`: "state" (h * S in y0's dtype, this solver's) or "low" (h * S in the low dtype, as
     rampde forms it, for a comparison with rampde).
+
+    Args:
+        func: The right-hand side f(t, y), usually an `nn.Module`.
+        y0: The initial state: a tensor, or a tuple of tensors.
+        t: The output times, increasing or decreasing (one point returns y0).
+        rtol: Accepted and unused, as torchdiffeq's fixed-grid solvers do.
+        atol: Accepted; the tolerance of an event's time.
+        method: A fixed-grid method's name or an `ExplicitRK` tableau.
+        options: `step_size`, `grid_constructor`, `interp`, `perturb`, as torchdiffeq's.
+        event_fn: Ends the solve where it changes sign.
+        scaler: Scales the adjoint in the backward (see `DynamicAdjointScaler`).
+        report: Records each step's magnitudes.
+        params: The tensors gradients reach besides y0.
+        trajectory_dtype: "state" or "low".
+        step_product: "state" or "low".
+
+    Returns:
+        The states at every point of `t`, as `y0` is: a tensor of shape (len(t), *y0.shape), or a tuple of
+            such tensors; with `event_fn`, `(event_t, states at t[0] and at event_t)`.
+
+    Raises:
+        ValueError: An adaptive, multistep or unknown `method`, or conflicting options.
+        TypeError: A method passed positionally as `rtol`, or an option this solver does not have.
+        ScalerExhausted: From the backward: the scaler halved its scale `max_retries` times in one step and the
+            product was still not finite.
+
+    Example:
+        ```python
+        from roundoff_analyzer.solvers import DynamicAdjointScaler, odeint
+        with torch.autocast("cuda", dtype=torch.float16):
+            states = odeint(func, y0, t, method="rk4_classical", scaler=DynamicAdjointScaler())
+        loss(states).backward()
+        ```
     """
     if isinstance(rtol, str) or isinstance(atol, str):
         raise TypeError(

@@ -19,6 +19,24 @@ class StepRecord:
 
 @dataclass
 class SolveReport:
+    """What a solve records as it runs, passed as `odeint(..., report=SolveReport())`.
+
+    Attributes:
+        forward_max_abs: The largest magnitude of each of the N+1 states (NaN where a state is not finite).
+        backward: One `StepRecord` per backward step: the adjoint's largest magnitude in float32 and in the low
+            dtype, its share of exact zeros, whether the step was finite.
+        n_function_evals: The forward solve's evaluations of f.
+        accepted_steps: An adaptive solver's accepted steps; None for a fixed grid.
+        rejected_steps: An adaptive solver's rejected steps; None for a fixed grid.
+
+    Example:
+        ```python
+        report = SolveReport()
+        odeint(func, y0, t, method="rk4_classical", report=report)
+        report.forward_overflow_step   # the first state that overflowed, or None
+        ```
+    """
+
     forward_max_abs: list[float] = field(default_factory=list)
     backward: list[StepRecord] = field(default_factory=list)
     # Function evaluations of the forward solve, and an adaptive solver's accepted and rejected steps.

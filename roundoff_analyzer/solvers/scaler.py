@@ -15,6 +15,22 @@ class DynamicAdjointScaler:
     square root of the per-sample size (so that sums over a sample stay in range). A non-finite
     product halves S and the step is redone, at most `max_retries` times per step. When the
     adjoint has become small against that target, S is doubled until it is back near it.
+
+    Args:
+        max_retries: How often S may be halved within one step before `backoff` raises `ScalerExhausted`.
+
+    Attributes:
+        scale: The current S; None before the first step.
+        retries: The halvings over the whole backward.
+        changes: The changes of S (halvings and the doublings back), over the whole backward.
+
+    Example:
+        ```python
+        scaler = DynamicAdjointScaler(max_retries=20)
+        states = odeint(func, y0, t, method="rk4_classical", scaler=scaler)
+        loss(states).backward()
+        scaler.scale, scaler.retries
+        ```
     """
 
     def __init__(self, max_retries: int = 20) -> None:

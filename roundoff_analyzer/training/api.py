@@ -35,6 +35,22 @@ _LIST_KEYS = ("library", "dtype", "scaling", "save_at", "weights", "update")
 
 @dataclass(frozen=True)
 class TrainResult:
+    """A finished training: its folder and its tables.
+
+    Attributes:
+        folder: The training folder.
+        manifest: `manifest.json`: the model, the setups, the settings and the fingerprint of the training.
+        log: `training_log.parquet`, one row per setup and iteration (loss, validation loss, lost updates, ...).
+        summary: `training_summary.parquet`, one row per setup (final loss and validation loss, time per
+            iteration, peak memory, bytes of weights and optimizer state, each also against the first setup).
+
+    Example:
+        ```python
+        trained = ra.train(model="cnf", iters=200, dtype=["float32", "float16"], scaling="dynamic")
+        trained.summary[["setup", "final_val_loss"]]
+        ```
+    """
+
     folder: Path
     manifest: dict
     log: pd.DataFrame
@@ -88,8 +104,32 @@ def run(plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: 
 
 def train(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None, force: bool = False,
           progress: TrainProgress | None = None, **settings: Any) -> TrainResult:  # fmt: skip
-    """Train as `roundoff train` does; `settings` are the keys of a training config file (iters, save_at, lr, dtype, weights,
-    update, optimizer_state, optimizer, clip_grad_norm, ...), e.g. `weights=["float32", "bfloat16"], update="kahan"`."""
+    """Train a model in each precision setup, as `roundoff train` does, and return its tables.
+
+    Args:
+        model: A built-in model's name, `package.module:factory` or `path/to/file.py:factory` (a factory that returns
+            `sample_batch`, since training draws a new batch each iteration).
+        config: A TOML training config file; `model` and `settings` override its keys.
+        out: The training folder; a folder of the same training is resumed.
+        force: Replace a folder that holds another training.
+        progress: An object following `roundoff_analyzer.TrainProgress`; default none shown.
+        **settings: The keys of a training config file (`iters`, `save_at`, `lr`, `dtype`, `scaling`, `weights`,
+            `update`, `optimizer_state`, `optimizer`, `clip_grad_norm`, ...); a single value stands for a list of one.
+
+    Returns:
+        The finished training's tables.
+
+    Raises:
+        InputError: Bad input, in one line saying what is allowed, before anything is written.
+        TrainingInterrupted: Asked to stop between iterations; the state reached is saved and a second call resumes.
+
+    Example:
+        ```python
+        trained = ra.train(model="cnf", iters=500, dtype=["float32", "bfloat16"], weights=["float32", "bfloat16"],
+                           update="kahan", out="results/cnf-train")
+        trained.summary
+        ```
+    """
     return run(plan(model, config=config, out=out, force=force, **settings), progress)
 
 

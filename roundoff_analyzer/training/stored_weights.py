@@ -42,6 +42,25 @@ def bytes_per_value(weights: str) -> int:
 
 
 class StoredWeights:
+    """A model's weights stored in a low-precision format, each optimizer step rounded into them by an update rule.
+
+    Args:
+        params: The model's parameters; they are rounded into the format at once.
+        weights: `float32` (master weights: nothing is rounded), or a dtype name (`bfloat16`, `float16`, `eXmY`).
+        update: The update rule: `nearest`, `stochastic`, `kahan` or `stochastic-kahan`.
+        optimizer_state: `float32`, or `weights` to round the optimizer's state into the weights' format.
+        seed: The seed of stochastic rounding.
+
+    Example:
+        ```python
+        stored = StoredWeights(list(model.parameters()), "bfloat16", "kahan", seed=0)
+        loss.backward()
+        before = stored.before_step()
+        optimizer.step()
+        lost_fraction = stored.after_step(before, optimizer)
+        ```
+    """
+
     def __init__(self, params: list[torch.Tensor], weights: str = MASTER, update: str = "nearest", optimizer_state: str = "float32",
                  seed: int = 0) -> None:  # fmt: skip
         self.params, self.weights, self.optimizer_state = params, weights, optimizer_state
