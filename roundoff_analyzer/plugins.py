@@ -19,13 +19,13 @@ registered the same way (`roundoff_analyzer/axes/methods/heun.py` is two lines).
 | loss placement (`loss_in`) | `LossPlacement`: `form(loss, trajectory, context, loss_dtype)` | `register_loss_placement` |
 | weight update (`update`, training) | `UpdateRule`: `apply(w, delta, compensation, fmt, generator)` | `register_update` |
 | optimizer (`optimizer`, training) | an `OptimizerSpec` around `build(params, lr)` | `register_optimizer` |
+| executor (`executor`) | `Executor`: `target_device(config)`, `settings(config)`, `run(execution)` returning an `ExecutionReport` | `register_executor` |
 
 A value registered here exists in the process that registered it: use it from Python (`roundoff_analyzer.sweep`
 with `executor="local"`). The command line and worker processes find a user's code by where it lives instead:
 a model factory or a solver library as `package.module:name` or `path/to/file.py:name`, an optimizer factory
 the same way, and an installed solver library by an entry point in the group `LIBRARY_ENTRY_POINT_GROUP`
-(docs: "Models, data and your own code"). Executors are not registered at run time: the config's check knows them
-by name before any of them is imported.
+(docs: "Models, data and your own code").
 
 Registering a name twice raises ValueError. Failures a library or a scaling names: `StepBudgetExhausted` (an
 adaptive solve ran out of `max_steps`), `LibraryUnsupported` (the configuration cannot run as asked),
@@ -43,9 +43,11 @@ from .axes.loss_placements import LOSS_PLACEMENTS, LossPlacement
 from .axes.methods import METHODS, AdaptiveRK, ExplicitRK, Method
 from .axes.models import MODELS, ModelOptions, ModelSpec, Problem
 from .axes.modes import MODES, Mode, PreparedRun, ProblemCopies
+from .axes.names import REGISTERED_EXECUTORS
 from .axes.roundings import ROUNDINGS, Rounding
 from .axes.scalings import SCALINGS, BackwardResult, Scaling, ScalerSettings
 from .core.errors import LibraryUnsupported, ScalerExhausted, StepBudgetExhausted
+from .execution.executors import EXECUTORS, Execution, ExecutionReport, Executor
 from .solvers import DynamicAdjointScaler, SolveReport
 from .training.optimizers import OPTIMIZERS, OptimizerSpec
 from .training.updates import UPDATES, UpdateRule
@@ -61,6 +63,9 @@ __all__ = [
     "DataSource",
     "DtypeSpec",
     "DynamicAdjointScaler",
+    "Execution",
+    "ExecutionReport",
+    "Executor",
     "ExplicitRK",
     "LibraryUnsupported",
     "LossPlacement",
@@ -83,6 +88,7 @@ __all__ = [
     "register_arithmetic",
     "register_data_source",
     "register_dtype",
+    "register_executor",
     "register_library",
     "register_loss_placement",
     "register_method",
@@ -108,3 +114,22 @@ register_optimizer = OPTIMIZERS.register
 register_rounding = ROUNDINGS.register
 register_scaling = SCALINGS.register
 register_update = UPDATES.register
+
+
+def register_executor(executor: Executor) -> Executor:
+    """Register `executor` under its `name`, where sweeps and the config's check find it; returns it.
+
+    Args:
+        executor: Follows the `Executor` protocol: `name`, `description`, `runs_here`, `unavailable_reason()`,
+            `target_device(config)`, `settings(config)` and `run(execution)`, which writes one shard per finished
+            configuration through `execution.store`.
+
+    Returns:
+        `executor` itself.
+
+    Raises:
+        ValueError: An executor of that name is registered already.
+    """
+    EXECUTORS.register(executor)
+    REGISTERED_EXECUTORS.append(executor.name)
+    return executor

@@ -39,7 +39,7 @@ def test_the_plugins_module_registers_into_the_registries_the_sweep_reads():
 
     assert plugins.register_method.__self__ is METHODS and plugins.register_model.__self__ is MODELS
     registers = [name for name in plugins.__all__ if name.startswith("register_")]
-    assert len(registers) == 12 and all(callable(getattr(plugins, name)) for name in registers)
+    assert len(registers) == 13 and all(callable(getattr(plugins, name)) for name in registers)
 
 
 # Runs in a process of its own: the values it registers must not reach the registries of the other tests.
@@ -48,7 +48,8 @@ PLUGIN_SCRIPT = textwrap.dedent(
     import sys
     import torch
     import roundoff_analyzer as ra
-    from roundoff_analyzer.plugins import ExplicitRK, ModelOptions, Problem, register_method, register_model
+    from roundoff_analyzer.execution.local import LocalExecutor
+    from roundoff_analyzer.plugins import ExplicitRK, ModelOptions, Problem, register_executor, register_method, register_model
     from roundoff_analyzer.solvers import odeint
 
 
@@ -78,7 +79,17 @@ PLUGIN_SCRIPT = textwrap.dedent(
                            data_source="generated in code")
 
 
+    class CountingExecutor(LocalExecutor):  # the local executor under another name, counting its runs
+        name = "counting"
+        runs = 0
+
+        def run(self, execution):
+            CountingExecutor.runs += 1
+            return super().run(execution)
+
+
     register_model(DecayModel())
+    register_executor(CountingExecutor())
     register_method(ExplicitRK("ralston2", a=((), (2 / 3,)), b=(0.25, 0.75), c=(0.0, 2 / 3), description="Ralston, order 2"))
 
     func, y0 = Decay(1.0), torch.ones(1, 1, dtype=torch.float64)
@@ -87,14 +98,15 @@ PLUGIN_SCRIPT = textwrap.dedent(
     print("odeint", abs(final - torch.exp(torch.tensor(-1.0)).item()) < 1e-4)
 
     result = ra.sweep(model="decay", method="ralston2", library="native", dtype="bfloat16", scaling="none", timesteps=[4],
-                      executor="local", device="cpu", noise_batches=0, out=sys.argv[1], report=False, progress=False)
+                      executor="counting", device="cpu", noise_batches=0, out=sys.argv[1], report=False, progress=False)
     rows = result.results
     print("sweep", len(rows), sorted(set(rows["model"])), sorted(set(rows["method"])), sorted(set(rows["status"])))
+    print("executor", CountingExecutor.runs, result.manifest["execution"]["executor"])
     """
 )
 
 
-def test_a_model_and_a_method_registered_through_the_plugins_module_are_swept(tmp_path):
+def test_a_model_a_method_and_an_executor_registered_through_the_plugins_module_run_a_sweep(tmp_path):
     script = tmp_path / "register.py"
     script.write_text(PLUGIN_SCRIPT)
     out = subprocess.run(
@@ -104,3 +116,4 @@ def test_a_model_and_a_method_registered_through_the_plugins_module_are_swept(tm
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "odeint True"
     assert lines[1] == "sweep 1 ['decay'] ['ralston2'] ['ok']", out.stdout
+    assert lines[2] == "executor 1 counting", out.stdout

@@ -22,11 +22,16 @@ BUILT_IN: dict[str, tuple[str, ...]] = {
     "executors": ("local", "processes", "slurm"),
 }  # fmt: skip
 LIBRARY_ENTRY_POINTS = "roundoff_analyzer.libraries"
+# Executors registered in this process through roundoff_analyzer.plugins.register_executor: the config's check, which
+# cannot import the executors, knows them by these names.
+REGISTERED_EXECUTORS: list[str] = []
 
 
 def axis_names(axis: str) -> list[str]:
     """The values of `axis` (a key of BUILT_IN); for libraries, those of installed plug-ins too."""
     names = list(BUILT_IN[axis])
+    if axis == "executors":
+        names += [name for name in REGISTERED_EXECUTORS if name not in names]
     if axis == "libraries":
         names += [entry.name for entry in importlib.metadata.entry_points(group=LIBRARY_ENTRY_POINTS) if entry.name not in names]
     return names
