@@ -5,9 +5,14 @@ import re
 
 import pandas as pd
 
-from . import formatting as fmt
-from .findings import sweep_timesteps
-from .sweep_folder import SweepFolder
+from .. import formatting as fmt
+from ..findings import sweep_timesteps
+from ..section_inputs import SectionInputs
+from ..sweep_folder import SweepFolder
+
+
+def section(inputs: SectionInputs) -> list[str]:
+    return overview(inputs.sweep)
 
 
 def overview(sweep: SweepFolder) -> list[str]:
