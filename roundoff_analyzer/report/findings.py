@@ -30,6 +30,11 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
 _STEP_CLAUSE = re.compile(r" at (forward|backward) step \d+$")
 
 
+def is_synthetic(data_source: str | None) -> bool:
+    """Whether the manifest's data source says the batch was made up rather than read from a data set."""
+    return bool(data_source) and "synthetic" in data_source.lower()
+
+
 def sweep_timesteps(results: pd.DataFrame) -> list[int]:
     return sorted(int(n) for n in results["n_timesteps"].unique())
 

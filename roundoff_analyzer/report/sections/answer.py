@@ -9,9 +9,9 @@ from ...judging import choice as choosing
 from ...judging import format_search as search
 from ...judging import verdict as rules
 from .. import formatting as fmt
+from ..findings import is_synthetic
 from ..format_search import format_search_lines, format_search_terminal, summarised
 from ..section_inputs import SectionInputs
-from .overview import is_synthetic
 from .verdict import describe, judged
 
 SCALING_WORDS = fmt.SCALING_WORDS
