@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The grid of the CI regression check, written in this one place: used by .ci/run, and to
 # regenerate reports/baselines/otflow-ci (docs/ci.md, "This project's CI").
-# A tiny OT-Flow (d=3, hidden 8, batch 16) over seed 000's seven (library, dtype, scaling) pairs,
+# A tiny OT-Flow (d=3, hidden 8, batch 16) over the default grid's seven (library, dtype, scaling) triples,
 # euler and rk4, n_timesteps 4 and 16: 28 configurations, seconds on one CPU core.
 # Usage: .ci/baseline_sweep.sh OUT [more `roundoff sweep` options]
 set -euo pipefail

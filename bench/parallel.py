@@ -1,5 +1,5 @@
-"""Speedup of `--workers 2` over `--workers 1`, and whether both give the same numbers, on the two grids of
-issue #15 (each against its target) or on a grid given on the command line.
+"""Speedup of `--workers 2` over `--workers 1`, and whether both give the same numbers, on the two grids
+below (each against its target speedup) or on a grid given on the command line.
 
 Each grid runs twice in this one run, each into a fresh folder: sequentially in this process (what
 `--workers 1` does) and with two worker processes (`--workers 2`: forked from the fork server, one
@@ -7,7 +7,7 @@ torch thread each on 2 cores, work split by reference group). Prints both wall t
 included), the speedup against the target, both runs' errors side by side, and whether every error
 column is equal bit for bit. Run it on an otherwise quiet machine; it prints the load average.
 
-    python bench/parallel.py                                   # both grids of issue #15
+    python bench/parallel.py                                   # both grids of GRIDS
     python bench/parallel.py --grid default --timesteps 8,32   # the default otflow grid at other n_timesteps
     python bench/parallel.py --grid custom -o hidden=64 --dtype float16 --target 1.5
 """
@@ -28,7 +28,7 @@ from roundoff_analyzer.measuring.measure import ERROR_METRICS
 from roundoff_analyzer.planning import config
 
 ERROR_COLUMNS = [f"{name}{suffix}" for name in ERROR_METRICS for suffix in ("", "_over_u", "_spread")]
-# name -> (request, target speedup on 2 cores), from issue #15.
+# name -> (request, target speedup on 2 cores): the default grid, and a small grid of 16 configurations.
 GRIDS = {
     "default": ({"model": "otflow", "timesteps": [8, 32, 128]}, 1.8),
     "16 configurations": ({"model": "otflow", "options": {"hidden": "32"}, "timesteps": [8, 16], "dtype": ["bfloat16", "float32"],

@@ -3,7 +3,7 @@ on this machine as it is and with one core kept busy by a spinning process this 
 
 Each run is `roundoff sweep --model otflow --no-report` in a fresh process (torch's import included),
 into a fresh folder; the settings alternate within each round, so a change in the machine's load hits
-them alike. Prints every time, the median per setting, the ratios against the targets of issue #15
+them alike. Prints every time, the median per setting, the ratios against the targets below
 (busy: the choice at most 1.25x the best setting; quiet: the choice no slower than torch's default,
 which is what the tool did before it chose), and whether all runs gave the same errors bit for bit.
 

@@ -13,8 +13,8 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     above, which the verdict and the answer do not judge (they judge the whole sweep, and say so)."""
     from roundoff_analyzer.core.errors import InputError
     from roundoff_analyzer.judging.environments import mixed_environments
-    from roundoff_analyzer.report.answer_section import answer_lines
-    from roundoff_analyzer.report.verdict_section import verdict_lines
+    from roundoff_analyzer.report.sections.answer import answer_lines
+    from roundoff_analyzer.report.sections.verdict import verdict_lines
     from roundoff_analyzer.judging.setups import manifest_of, read_setup
     from roundoff_analyzer.storage.manifest_schema import read_manifest
 

@@ -24,7 +24,7 @@ def report(
     from roundoff_analyzer.core.safe_files import refuse_links
     from roundoff_analyzer.training.folder import REPORT as TRAINING_REPORT
     from roundoff_analyzer.training.folder import TRAIN_MANIFEST
-    from roundoff_analyzer.training.report import write_training_report
+    from roundoff_analyzer.training.training_report import write_training_report
 
     if (folder / TRAIN_MANIFEST).is_file() and not (folder / RESULTS).is_file():
         refuse_links(folder, [FIGURES] + ([] if out else [TRAINING_REPORT]))

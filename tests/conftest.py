@@ -12,7 +12,8 @@ from roundoff_cli.app import app
 
 # A small OT-Flow problem: a few hundred parameters, fast enough for float16 on a CPU.
 TINY_OTFLOW = ["-o", "d=3", "-o", "hidden=8", "-o", "batch=16"]
-# Loss weights large enough that float16 gradients overflow without scaling (as in seed 000).
+# Loss weights large enough that float16 gradients overflow without scaling: OT-Flow's default alpha = (1, 2000, 800)
+# with the last two times 100.
 OVERFLOWING_OTFLOW = [*TINY_OTFLOW, "-o", "alpha=1,2e5,8e4"]
 
 
@@ -41,7 +42,7 @@ def run_cli(*args: str, columns: int | None = None):
 
 @pytest.fixture(scope="session")
 def tiny_sweep(tmp_path_factory) -> Path:
-    """The default grid (seed 000's seven pairs) on a tiny otflow, n_timesteps 4 and 16."""
+    """The default grid (its seven (library, dtype, scaling) triples) on a tiny otflow, n_timesteps 4 and 16."""
     out = tmp_path_factory.mktemp("tiny") / "sweep"
     result = run_cli("sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--out", out)
     assert result.exit_code == 0, result.output

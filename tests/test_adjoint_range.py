@@ -1,4 +1,4 @@
-"""The range profile records the adjoint as the low dtype holds it (issue #10, item 5, native side)."""
+"""The range profile records the adjoint as the low dtype holds it (native side)."""
 from __future__ import annotations
 
 import math

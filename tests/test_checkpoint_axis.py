@@ -25,7 +25,7 @@ from roundoff_analyzer.axes.models import MODELS, parse_options
 from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.judging.check import compare
 from roundoff_analyzer.planning import config
-from roundoff_analyzer.report.along_training import scope_note
+from roundoff_analyzer.report.checkpoint_scope import scope_note
 from roundoff_analyzer.report.training_findings import ALONG_TRAINING, last_checkpoint, trends
 
 from .conftest import WIDE_TABLES, as_written_before_content_hashes, results, run_cli

@@ -69,7 +69,7 @@ def test_dtype_mismatch_eager_and_out_of_torchscript(tmp_path):
     assert eager.failure_message.str.contains("same dtype").all()
 
     scripted = _sweep(tmp_path / "scripted", "--model", PROJECTED_FLOW, "-o", "script=true", *grid).set_index("dtype")
-    # TorchScript ran float16 first and kept its casts: bfloat16 then meets Half (seed 000's error).
+    # TorchScript ran float16 first and kept its casts: bfloat16 then meets Half.
     assert scripted.loc["bfloat16", "failure_class"] == "torchscript_dtype_mismatch", scripted.loc["bfloat16", "failure_message"]
     assert "Half" in scripted.loc["bfloat16", "failure_message"] and "BFloat16" in scripted.loc["bfloat16", "failure_message"]
     assert "TorchScript" not in scripted.loc["bfloat16", "failure_message"]  # the headline, not the interpreter's preamble

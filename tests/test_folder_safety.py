@@ -1,4 +1,4 @@
-"""Issue 11: a results folder nothing can corrupt, and reading results never runs code.
+"""A results folder nothing can corrupt, and reading results never runs code.
 
 Each test names the case of the issue it covers. Every test that writes asserts that nothing outside
 its `--out` changed (a snapshot of the test's own folder, the output folder left out).
@@ -27,7 +27,7 @@ from roundoff_analyzer.storage.shard_integrity import FINGERPRINT_KEY, fingerpri
 
 from .conftest import results, run_cli, snapshot
 
-# 2 n_timesteps x euler x seed 000's 7 pairs = 14 configurations of a few tenths of a second each, 4 reference groups.
+# 2 n_timesteps x euler x the default grid's 7 triples = 14 configurations of a few tenths of a second each, 4 reference groups.
 GRID = ["--model", "linear", "--timesteps", "2,4", "--method", "euler", "--device", "cpu", "--no-report"]
 N_CONFIGURATIONS = 14
 # What decides a configuration's numbers (times and memory are measurements of the machine).
@@ -427,7 +427,7 @@ def test_11_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(
 
 @pytest.mark.slow  # three fresh processes, each importing torch: 15-25 s
 def test_11_a_non_numeric_duration_is_one_line_where_the_manifest_is_read(tmp_path, uninterrupted):
-    # Issue 28: a manifest value of the wrong kind is one line naming the key; `show` reads no manifest, and a resume
+    # A manifest value of the wrong kind is one line naming the key; `show` reads no manifest, and a resume
     # rewrites it (the shards' fingerprints say what they are).
     out = tmp_path / "sweep"
     shutil.copytree(uninterrupted, out)
@@ -514,7 +514,7 @@ def test_3_report_refuses_a_figures_link_out_of_the_folder(tmp_path, uninterrupt
 
 
 # The report reads the manifest's values (duration, repeats, time limit) as numbers: a value of another kind is one line
-# naming the key (issue 28), and nothing is written.
+# naming the key, and nothing is written.
 @pytest.mark.slow  # a fresh process per manifest, each importing torch and matplotlib: 6-13 s each
 @pytest.mark.parametrize("manifest, key", [('{"duration_s": "a while"}', "duration_s"), ('{"repeats": "x", "timeout_s": "y"}', "repeats")])
 def test_11_the_report_refuses_a_manifest_with_values_of_the_wrong_kind_in_one_line(tmp_path, uninterrupted, manifest, key):

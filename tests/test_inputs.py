@@ -290,7 +290,7 @@ BAD_INPUTS = [
     ("stochastic rounding on hardware", ["--model", "linear", "--arithmetic", "hardware", "--rounding", "stochastic"],
      "'rounding' other than nearest needs --arithmetic emulated"),
     ("unknown rounding", ["--model", "linear", "--rounding", "up"], "unknown rounding 'up'"),
-    # issue 11: sizes that can never fit, numbers out of range, folders for files, factories that are not factories
+    # Sizes that can never fit, numbers out of range, folders for files, factories that are not factories
     ("hidden width that can never fit in memory", ["--model", "otflow", "-o", "hidden=10000000"], "which need at least"),
     ("batch that can never fit in memory", ["--model", "otflow", "-o", "batch=1000000000"], "which need at least"),
     ("seed out of torch's range", ["--model", "otflow", "-o", "seed=-99999999999999999999999"], "option 'seed'"),

@@ -116,7 +116,7 @@ def test_list_names_each_missing_library_with_its_install_line():
         assert missing.install is None or "".join(missing.install.split()) in text, missing
 
 
-@pytest.mark.skipif(importlib.util.find_spec("rampde") is None, reason="rampde, the paper's library, is not installed (not on PyPI: pip install a wheel of its public release)")
+@pytest.mark.skipif(importlib.util.find_spec("rampde") is None, reason='rampde, the library of "Mixed Precision Training of Neural ODEs", is not installed (not on PyPI: pip install a wheel of its public release)')
 def test_rampde_refuses_cpu_autocast_with_the_reason_and_runs_float32(tmp_path):
     table = sweep(tmp_path / "s", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--library", "rampde",
                   "--method", "euler,rk4", "--dtype", "float16,bfloat16,float32", "--device", "cpu")  # fmt: skip

@@ -12,7 +12,7 @@ from torch import nn
 
 import roundoff_analyzer as ra
 from roundoff_analyzer.core.errors import InputError
-from roundoff_analyzer.report.modules_section import SECTION, origin, rows_of
+from roundoff_analyzer.report.sections.per_module import SECTION, origin, rows_of
 
 from .conftest import as_written_before_content_hashes
 

@@ -87,7 +87,7 @@ def test_workers_spread_over_the_visible_gpus(tmp_path):
     assert len(outcome.results) == 28 and set(outcome.results.status) <= {"ok", "failed"}
 
 
-def test_seed000_config_file_holds_its_84_configuration_gpu_grid():
+def test_bsds300_config_file_holds_its_84_configuration_gpu_grid():
     request = config.resolve(Path(__file__).resolve().parent.parent / "configs" / "otflow_bsds300.toml", {})
     assert request.device == "cuda" and request.data is None  # synthetic unless a BSDS300 file is named
     assert dict(request.options, alpha=list(request.options["alpha"])) == {

@@ -1,6 +1,7 @@
-"""The native solver against rampde, the paper's library, run in CPU mixed precision (tests/rampde_on_cpu.py).
+"""The native solver against rampde, the library of "Mixed Precision Training of Neural ODEs", run in CPU mixed
+precision (tests/rampde_on_cpu.py).
 
-Both discretise first and rebuild each step in the backward; the native solver must do the paper's
+Both discretise first and rebuild each step in the backward; the native solver must do that paper's
 arithmetic, so its gradient error in a low dtype is rampde's within 1.5x. The small-loss linear ODE is
 where the order of the step-size product decides: an adjoint multiplied by h inside the float16 product
 sinks into float16's subnormals, and the error then grows with n_timesteps (the native solver's was
@@ -18,7 +19,7 @@ from roundoff_analyzer.solvers import odeint
 from tests import rampde_on_cpu
 from tests.native_cases import TanhMLP
 
-AGREE = 1.5  # issue 23: native / rampde gradient error within this factor either way
+AGREE = 1.5  # native / rampde gradient error within this factor either way
 UNIT_ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 
 
@@ -26,7 +27,7 @@ UNIT_ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 def rampde(tmp_path_factory):
     module = rampde_on_cpu.load(tmp_path_factory.mktemp("rampde"))
     if module is None:
-        pytest.skip("rampde, the paper's library, is not installed (not on PyPI: pip install a wheel of its public release)")
+        pytest.skip('rampde, the library of "Mixed Precision Training of Neural ODEs", is not installed (not on PyPI: pip install a wheel of its public release)')
     return module
 
 

@@ -17,12 +17,12 @@ from roundoff_analyzer.axes.dtypes import DTYPES
 from roundoff_analyzer.judging import verdict
 from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.report import draw_figures, read_sweep_folder
-from roundoff_analyzer.report.answer_section import code_method
+from roundoff_analyzer.report.sections.answer import code_method
 from roundoff_analyzer.report.causes import explain
 from roundoff_analyzer.report.figures import FAILED_LABEL, RECOVERED_LABEL, adjoint_range_figure, error_figure
 from roundoff_analyzer.report.findings import FailureGroup, overflow_progressions
 from roundoff_analyzer.report.formatting import markdown_table
-from roundoff_analyzer.report.recommendations import recommendations
+from roundoff_analyzer.report.sections.recommendations import recommendations
 from roundoff_analyzer.report.recovered import recovered_overflows, recovered_paragraph
 from roundoff_analyzer.report.tables import failure_group_table
 
@@ -659,7 +659,7 @@ def test_regenerated_figures_are_byte_identical(tiny_sweep, tmp_path):
 
 
 def test_weight_cache_advice_follows_the_numbers(tiny_sweep):
-    from roundoff_analyzer.report.recommendations import weight_cache
+    from roundoff_analyzer.report.sections.recommendations import weight_cache
 
     table = results(tiny_sweep)
     torchdiffeq = table[(table.library == "torchdiffeq") & (table.status == "ok")]

@@ -18,7 +18,7 @@ from roundoff_analyzer.planning import config
 
 from .conftest import results, run_cli
 
-# 2 n_timesteps x euler x seed 000's 7 pairs = 14 configurations of a few tenths of a second each.
+# 2 n_timesteps x euler x the default grid's 7 triples = 14 configurations of a few tenths of a second each.
 GRID = ["--model", "linear", "--timesteps", "2,4", "--method", "euler", "--no-report"]
 N_CONFIGURATIONS = 14
 ERROR_COLUMNS = [f"{name}{suffix}" for name in ERROR_METRICS for suffix in ("", "_over_u")]

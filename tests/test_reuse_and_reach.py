@@ -1,4 +1,4 @@
-"""Issue 28: nothing reused that does not match, nothing touched outside what is ours, every folder read in one line.
+"""Nothing reused that does not match, nothing touched outside what is ours, every folder read in one line.
 
 One test (or a few) per kind of the issue, each on the real CLI in a temporary folder: the exit code, the one line it
 says, and what the folders hold before and after.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, SEED000_PAIRS
+from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, DEFAULT_TRIPLES
 from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.measuring.measure import ERROR_METRICS
@@ -28,10 +28,10 @@ PUBLIC_COLUMNS = [
 ]  # fmt: skip
 
 
-def test_default_grid_is_seed000_pairs_per_method_and_n_timesteps(tiny_sweep):
+def test_default_grid_is_default_triples_per_method_and_n_timesteps(tiny_sweep):
     table = results(tiny_sweep)
-    assert len(table) == 2 * 2 * len(SEED000_PAIRS) == 28
-    assert set(map(tuple, table[["library", "dtype", "scaling"]].drop_duplicates().values)) == set(SEED000_PAIRS)
+    assert len(table) == 2 * 2 * len(DEFAULT_TRIPLES) == 28
+    assert set(map(tuple, table[["library", "dtype", "scaling"]].drop_duplicates().values)) == set(DEFAULT_TRIPLES)
     assert set(PUBLIC_COLUMNS) <= set(table.columns)
     failed = table[table.status == "failed"]
     assert set(failed.failure_class) <= NUMERIC_CLASSES, failed[["failure_class", "failure_message"]]

@@ -14,9 +14,10 @@ CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling
 # was kept out of autocast.
 AXIS_DEFAULTS = {"arithmetic": "hardware", "rounding": "nearest", "checkpoint": "", "loss_in": "float32", "keep_float32": "none"}
 
-# SPEC section 4, after seed 000: bfloat16 runs without scaling only; float16 runs with
-# torchdiffeq x {none, grad} and native x {none, grad, dynamic}. 7 per (n_timesteps, method).
-SEED000_PAIRS: tuple[tuple[str, str, str], ...] = (
+# The default grid's (library, dtype, scaling) triples: bfloat16 (float32's range) runs without scaling only;
+# float16 runs with torchdiffeq x {none, grad} and native x {none, grad, dynamic} (torchdiffeq has no adjoint of its
+# own to scale). 7 per (n_timesteps, method).
+DEFAULT_TRIPLES: tuple[tuple[str, str, str], ...] = (
     ("torchdiffeq", "float16", "none"),
     ("torchdiffeq", "float16", "grad"),
     ("torchdiffeq", "bfloat16", "none"),
@@ -90,7 +91,7 @@ class Grid:
     timesteps: tuple[int, ...]
     methods: tuple[str, ...]
     modes: tuple[str, ...]
-    # (library, dtype, scaling) triples: the SPEC's pairs, or the full product of the asked axes.
+    # (library, dtype, scaling) triples: the default grid's, or the full product of the asked axes.
     triples: tuple[tuple[str, str, str], ...]
     # None: each dtype's default arithmetic (emulated for stochastic rounding); else the product.
     arithmetics: tuple[str, ...] | None = None
@@ -113,7 +114,7 @@ class Grid:
         repeated += tuple(f"keep_float32 {value}" for value in _repeated(keep_float32 or ()))
         timesteps, methods, modes, libraries, dtypes, scalings, arithmetics, roundings, loss_ins = (_unique(values) for values in axes.values())
         if libraries is None and dtypes is None and scalings is None:
-            triples = SEED000_PAIRS
+            triples = DEFAULT_TRIPLES
         else:
             triples = tuple(
                 (library, dtype, scaling)

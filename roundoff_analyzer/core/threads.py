@@ -3,7 +3,7 @@
 The problems of a roundoff sweep are small (OT-Flow at its defaults multiplies 64×32 by 32×32), and
 torch splits such ops over threads little or not at all, while every extra thread waits on a core:
 on a 2-core machine with one core taken by another process, `--timesteps 8,32` ran 3.4× slower
-with torch's default 2 threads than with one (issue #15). Extra threads pay only once a single
+with torch's default 2 threads than with one. Extra threads pay only once a single
 matmul is large; `bench/threads.py` measures the whole sweep both ways. The threshold below is where
 one (b×m)·(m×m) matmul became faster on 2 threads than on 1 on this project's 2-core machine
 (float32 and bfloat16, b·m·m from 2¹⁶ to 2³²: 0.6–0.98× below 2²³ multiply-adds, 1.3–1.9× from 2²⁴

@@ -1,6 +1,6 @@
 """How worker processes start: forked from multiprocessing's fork server, which imports torch and this
 package once, so that a worker is ready in a fraction of a second instead of the 2.5 s a spawned one
-spent importing torch (issue #15). The server itself has no threads, no CUDA context and no model
+spent importing torch. The server itself has no threads, no CUDA context and no model
 when it forks (it only imported modules), which is what makes forking it safe where forking a
 process that has run torch is not. It lives as long as the process that started it: a second sweep
 in the same notebook reuses it. Where there is no fork server (Windows, macOS without it), workers

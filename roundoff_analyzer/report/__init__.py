@@ -9,12 +9,12 @@ from ..judging import format_search as search
 from ..judging import verdict as rules
 from ..storage.results import atomic_write_bytes
 from . import figures
-from .along_training import judged_rows
-from .format_search_section import FEW_FORMATS, FORMAT_FIGURE
-from .training_figure import TRAINING_FIGURE, along_training_figure
+from .checkpoint_scope import judged_rows
+from .format_search import FEW_FORMATS, FORMAT_FIGURE
 from .markdown import render
 from .placements import placements_as_modes
 from .sweep_folder import SweepFolder, read_sweep_folder
+from .training_figure import TRAINING_FIGURE, along_training_figure
 
 REPORT = "report.md"
 FIGURES = "figures"

@@ -8,8 +8,8 @@ import pandas as pd
 
 from ..judging import answer as answering
 from ..judging import verdict as rules
-from .answer_section import answer_sentence, code_lines, placement_line
-from .verdict_section import describe, judged
+from .sections.answer import answer_sentence, code_lines, placement_line
+from .sections.verdict import describe, judged
 
 
 def answer_records(results: pd.DataFrame, device: str | None = None) -> dict[str, dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Why a failure class happens and what to do about it (SPEC section 5), worded with the group's own numbers."""
+"""Why a failure class happens and what to do about it, worded with the group's own numbers."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,6 +1,6 @@
 """What a sweep's results say, as plain data: pure functions from the results table to findings.
 
-Nothing here writes text; `markdown.py` words the findings and `tables.py` lays out the numbers.
+Nothing here writes text; the modules in `sections/` word the findings and `tables.py` lays out the numbers.
 """
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from ..axes.grid import CONFIG_COLUMNS
 
 # A configuration without its n_timesteps: one line in a figure, one row in an accuracy table.
 SETUP_COLUMNS = ("library", "method", "dtype", "scaling", "mode")
+# The columns that fix a time grid: runs on one grid share its discretisation error and its float32 time.
+GRID_COLUMNS = ["library", "method", "n_timesteps"]
 
 # A library's gradient error "grows with n_timesteps" when it is at least this many times larger at the
 # largest n than at the smallest, and "stays flat" when its largest and smallest values are within this ratio.
@@ -26,6 +28,11 @@ TIED = 0.01
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
 # failures.overflow() appends where it happened; the step has its own column, so the clause does not split a group.
 _STEP_CLAUSE = re.compile(r" at (forward|backward) step \d+$")
+
+
+def is_synthetic(data_source: str | None) -> bool:
+    """Whether the manifest's data source says the batch was made up rather than read from a data set."""
+    return bool(data_source) and "synthetic" in data_source.lower()
 
 
 def sweep_timesteps(results: pd.DataFrame) -> list[int]:

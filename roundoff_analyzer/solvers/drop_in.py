@@ -13,7 +13,7 @@ from ..axes.methods import METHODS, ExplicitRK
 from . import native
 from .events import solve_until_event
 from .grid_output import INTERPOLATIONS, checked_grid, read_off, step_size_grid
-from .report import SolveReport
+from .step_magnitudes import SolveReport
 from .scaler import DynamicAdjointScaler
 
 State = torch.Tensor | tuple[torch.Tensor, ...]

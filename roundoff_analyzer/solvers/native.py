@@ -26,7 +26,7 @@ import torch
 
 from ..axes.methods import METHODS, ExplicitRK
 from ..emulation import active_emulation
-from .report import SolveReport
+from .step_magnitudes import SolveReport
 from .scaler import DynamicAdjointScaler
 from .unscale import unscale_and_check
 

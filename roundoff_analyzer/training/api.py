@@ -26,7 +26,7 @@ from .files import load_resume
 from .log import read_log, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
 from .planning import TrainPlan, option_strings, plan_training
-from .report import write_training_report
+from .training_report import write_training_report
 from .summary import setup_summary
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.

@@ -4,52 +4,20 @@ itself ended where its folder says so (`training_summary.parquet`, read as data 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from ..core.errors import InputError
-from ..storage.table_schemas import read_table
-from ..storage.training_summary import SUMMARY_FINDINGS_TABLE
-from . import formatting as fmt
-from .sweep_folder import SweepFolder
-from .training_figure import TRAINING_FIGURE, trend_label, varying_columns
-from .training_findings import ALONG_TRAINING, STATED_METRIC, TRAINING_METRICS, Trend, checkpoints_in, last_checkpoint, movement, trends
+from ...core.errors import InputError
+from ...storage.table_schemas import read_table
+from ...storage.training_summary import SUMMARY_FINDINGS_TABLE
+from .. import formatting as fmt
+from ..section_inputs import SectionInputs
+from ..training_figure import TRAINING_FIGURE, trend_label, varying_columns
+from ..training_findings import ALONG_TRAINING, STATED_METRIC, TRAINING_METRICS, Trend, movement, trends
 
 SECTION = "Along training"
 TRAINING_SUMMARY = "training_summary.parquet"
-
-
-def at_checkpoint(sweep: SweepFolder, checkpoint: str) -> SweepFolder:
-    """The sweep folder's tables cut down to one checkpoint's rows."""
-
-    def cut(table: pd.DataFrame | None) -> pd.DataFrame | None:
-        if table is None or "checkpoint" not in table.columns:
-            return table
-        kept = table[table["checkpoint"] == checkpoint].reset_index(drop=True)
-        return kept if not kept.empty else None
-
-    return replace(sweep, results=cut(sweep.results), param_errors=cut(sweep.param_errors), profile=cut(sweep.profile), modules=cut(sweep.modules))
-
-
-def judged_rows(sweep: SweepFolder) -> tuple[SweepFolder, str | None]:
-    """What the report's other sections judge: a sweep over several checkpoints at its last in training, and its name."""
-    last = last_checkpoint(sweep.results)
-    return (at_checkpoint(sweep, last), last) if last else (sweep, None)
-
-
-def scope_note(results: pd.DataFrame) -> str | None:
-    """One sentence saying which checkpoint the other sections judge; None for a sweep of one set of weights."""
-    names, last = checkpoints_in(results), last_checkpoint(results)
-    if last is None:
-        return None
-    iteration = results.loc[results["checkpoint"] == last, "train_iteration"].dropna()
-    which = f"the last in training, `{last}` (iteration {int(iteration.iloc[0])})" if not iteration.empty else (
-        f"the last given, `{last}` (no training iteration is known for it)"
-    )
-    return (f"This sweep ran its grid on {fmt.plural(len(names), 'checkpoint')}; every section but "
-            f"[{SECTION}](#{SECTION.lower().replace(' ', '-')}) judges {which}.")  # fmt: skip
 
 
 def statements(results: pd.DataFrame, metric: str = STATED_METRIC) -> list[str]:
@@ -119,6 +87,10 @@ def summary_sentence(path: Path, summary: pd.DataFrame) -> str:
         parts.append(f"{row.setup} {fmt.in_u(row.final_val_loss)} ({relative})")
     # A path, not a link: the train folder may lie outside whatever holds the report (a clone, a copied folder).
     return f"Training itself (`{path.as_posix()}`, relative to this report): final validation loss {fmt.listing(parts)}."
+
+
+def section(inputs: SectionInputs) -> list[str]:
+    return along_training_section(inputs.every_checkpoint, inputs.sweep.manifest, inputs.figures, inputs.sweep.path)
 
 
 def along_training_section(results: pd.DataFrame, manifest: dict, figures: dict[str, tuple[str, str]], report_folder: Path) -> list[str]:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..judging import verdict as rules
-from . import formatting as fmt
-from .training_findings import last_checkpoint
+from ...judging import verdict as rules
+from .. import formatting as fmt
+from ..training_findings import last_checkpoint
+from ..section_inputs import SectionInputs
 
 VERDICT_ANCHOR = "the-verdict"
 
@@ -24,6 +25,10 @@ def verdict_lines(results: pd.DataFrame) -> list[str]:
     found = rules.verdicts(rows)
     with_mode = len({v.mode for v in found}) > 1
     return [f"{at}{sentence(v, with_mode, _with_loss_in(found))}" for v in found]
+
+
+def section(inputs: SectionInputs) -> list[str]:
+    return verdict_section(inputs.judged)
 
 
 def verdict_section(results: pd.DataFrame) -> list[str]:

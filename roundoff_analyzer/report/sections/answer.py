@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..judging import answer as answering
-from ..judging import choice as choosing
-from ..judging import format_search as search
-from ..judging import verdict as rules
-from . import formatting as fmt
-from .format_search_section import format_search_lines, format_search_terminal, summarised
-from .overview import is_synthetic
-from .verdict_section import describe, judged
+from ...judging import answer as answering
+from ...judging import choice as choosing
+from ...judging import format_search as search
+from ...judging import verdict as rules
+from .. import formatting as fmt
+from ..findings import is_synthetic
+from ..format_search import format_search_lines, format_search_terminal, summarised
+from ..section_inputs import SectionInputs
+from .verdict import describe, judged
 
 SCALING_WORDS = fmt.SCALING_WORDS
 LOSS_WORDS = {"float32": "in float32, outside autocast", "autocast": "inside autocast"}
@@ -190,6 +191,10 @@ def _imports(a: answering.Answer) -> list[str]:
     if a.scaling == "dynamic":
         lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
     return lines
+
+
+def section(inputs: SectionInputs) -> list[str]:
+    return answer_section(inputs.judged, inputs.sweep.manifest.get("device"), inputs.sweep.manifest, inputs.figures)
 
 
 def answer_section(

@@ -3,17 +3,21 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import formatting as fmt
-from .findings import sweep_timesteps
+from .. import formatting as fmt
+from ..findings import GRID_COLUMNS, sweep_timesteps
+from ..section_inputs import SectionInputs
 
 # (header, roundoff column, discretisation column) of the quantities set side by side.
 QUANTITIES = (("solution", "sol_rel_err", "disc_sol_rel_err"), ("param. gradient", "grad_params_rel_err", "disc_grad_params_rel_err"))
-GRID_COLUMNS = ["library", "method", "n_timesteps"]
 # Up to this many dtypes get their own roundoff columns; beyond, one pair of columns spans them all.
 FEW_DTYPE_COLUMNS = 4
 
 
-def context_section(results: pd.DataFrame) -> list[str]:
+def section(inputs: SectionInputs) -> list[str]:
+    return discretisation_and_noise(inputs.results)
+
+
+def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
     if "fine_ref_steps" not in results or results["fine_ref_steps"].isna().all():
         return []
     ok = results[results["status"] == "ok"]
@@ -83,50 +87,3 @@ def _disc(grid: pd.Series, column: str) -> str:
     if fmt.present(value) and fmt.present(fine) and value < 3 * fine:
         return f"≈ {fmt.error(value)}"
     return fmt.error(value)
-
-
-def cost_section(results: pd.DataFrame) -> list[str]:
-    """Time (forward + backward) and peak memory per setup; against float32 where the sweep ran it."""
-    ok = results[results["status"] == "ok"].assign(time_s=lambda r: r["time_forward_s"] + r["time_backward_s"])
-    if ok["time_s"].isna().all():
-        return []
-    has_memory = ok["peak_memory_bytes"].notna().any()
-    float32 = ok[(ok["dtype"] == "float32") & (ok["scaling"] == "none")].set_index(GRID_COLUMNS + ["mode"])
-    rows = []
-    for (dtype, library, scaling, mode), runs in ok.groupby(["dtype", "library", "scaling", "mode"], sort=False):
-        cells = [dtype, library, scaling, fmt.value_range(runs["time_s"], lambda v: f"{v:.3g}")]
-        if not float32.empty:
-            ratios = [
-                row.time_s / float32.loc[key, "time_s"].min()
-                for row in runs.itertuples()
-                if (key := (row.library, row.method, row.n_timesteps, row.mode)) in float32.index
-            ]
-            cells.append(fmt.value_range(ratios, lambda v: f"{v:.2f}×"))
-        if has_memory:
-            cells.append(fmt.value_range(runs["peak_memory_bytes"] / 2**20, lambda v: f"{v:.3g}"))
-        rows.append(cells)
-    headers = ["dtype", "library", "scaling", "forward + backward (s)"]
-    headers += ["time / float32"] if not float32.empty else []
-    headers += ["peak memory (MiB)"] if has_memory else []
-    timesteps = fmt.listing(sweep_timesteps(results))
-    note = (
-        "against the float32 run of the same library, method, n_timesteps and scaling none"
-        if not float32.empty
-        else "this sweep has no float32 run to compare with (add `--dtype float32` for the ratio)"
-    )
-    memory = "" if has_memory else " Peak memory was not recorded on this device."
-    if (ok["scaling"] == "grad").any():
-        memory += (
-            " `grad`'s times include the search for its loss scale: extra backward passes at other scales, to find the "
-            "largest whose gradients are finite (`scale_retries` backoffs from the initial scale), where training with a "
-            "GradScaler runs one backward pass per step."
-        )
-    return [
-        "## Cost",
-        "",
-        f"Time of the forward and backward pass of the runs without failure, min – max over n_timesteps ({timesteps}) and "
-        f"methods; {note}.{memory} Low precision on a CPU is emulated in software and is often slower than float32: "
-        "judge speed on the device you will train on.",
-        "",
-        fmt.bounded_table(rows, headers),
-    ]

@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import formatting as fmt
-from . import tables
-from .causes import explain
-from .findings import FailureGroup, GrowthGroup, Rescue, failure_groups, growth_groups, largest_error, overflow_progressions, rescues, without_step
-from .recovered import recovered_paragraph
+from .. import formatting as fmt
+from .. import tables
+from ..causes import explain
+from ..findings import FailureGroup, GrowthGroup, Rescue, failure_groups, growth_groups, largest_error, overflow_progressions, rescues, without_step
+from ..recovered import recovered_paragraph
+from ..section_inputs import SectionInputs
 
 RESCUE_HEADING = "Which scaling rescued which dtype"
 RESCUE_ANCHOR = "#which-scaling-rescued-which-dtype"
+
+
+def section(inputs: SectionInputs) -> list[str]:
+    return key_findings(inputs.results, inputs.sweep.manifest, inputs.with_mode, inputs.sweep.profile)
 
 
 def key_findings(results: pd.DataFrame, manifest: dict, with_mode: bool, profile: pd.DataFrame | None = None) -> list[str]:

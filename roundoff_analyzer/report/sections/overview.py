@@ -5,9 +5,14 @@ import re
 
 import pandas as pd
 
-from . import formatting as fmt
-from .findings import sweep_timesteps
-from .sweep_folder import SweepFolder
+from .. import formatting as fmt
+from ..findings import is_synthetic, sweep_timesteps
+from ..section_inputs import SectionInputs
+from ..sweep_folder import SweepFolder
+
+
+def section(inputs: SectionInputs) -> list[str]:
+    return overview(inputs.sweep)
 
 
 def overview(sweep: SweepFolder) -> list[str]:
@@ -27,10 +32,6 @@ def overview(sweep: SweepFolder) -> list[str]:
     if not manifest:
         lines += ["", "manifest.json is missing or unreadable: date, model options, data, device and versions are unknown."]
     return lines
-
-
-def is_synthetic(data_source: str | None) -> bool:
-    return bool(data_source) and "synthetic" in data_source.lower()
 
 
 def _dates(manifest: dict) -> str | None:

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..axes.grid import CONFIG_COLUMNS
-from . import formatting as fmt
+from ...axes.grid import CONFIG_COLUMNS
+from .. import formatting as fmt
+from ..section_inputs import SectionInputs
 
 MODULE_ROWS = 5  # per dtype: the modules that add the most roundoff, then those closest to the range's limits
 KEPT_LINES = 4
@@ -138,6 +139,10 @@ def kept_lines(results: pd.DataFrame) -> list[str]:
     if len(lines) > KEPT_LINES:
         lines = lines[:KEPT_LINES] + [f"- ... and {len(lines) - KEPT_LINES} more (results.parquet, column keep_float32)."]
     return lines
+
+
+def section(inputs: SectionInputs) -> list[str]:
+    return modules_section(inputs.results, inputs.sweep.modules)
 
 
 def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None) -> list[str]:

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..judging import verdict as rules
-from . import formatting as fmt
-from .eight_bit import eight_bit_verdicts
-from .findings import GROWS, SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
+from ...judging import verdict as rules
+from .. import formatting as fmt
+from ..eight_bit import eight_bit_verdicts
+from ..findings import GROWS, SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
+from ..section_inputs import SectionInputs
 
 TOTAL = "total_grad_params_rel_err"
 # Libraries whose backward sums each parameter gradient step by step in float32 (the native solver, either
 # trajectory): a growth with n_timesteps there is not autocast's weight cache.
 FLOAT32_GRADIENT_SUMS = frozenset({"native", "native-low"})
+
+
+def section(inputs: SectionInputs) -> list[str]:
+    return recommendations(inputs.results, inputs.with_mode)
 
 
 def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:

@@ -1,0 +1,77 @@
+"""The accuracy section: each setup's errors over n_timesteps, relative and in units of u, how the parameter-gradient
+error grows with n_timesteps, the least accurate parameter gradients, and the error figures."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import formatting as fmt
+from .. import tables
+from ..figures import ERROR_FIGURES, METRIC_NAMES
+from ..findings import growths, sweep_timesteps, worst_parameters
+from ..section_inputs import SectionInputs
+from ..tableaux import tableau_notes
+
+
+def section(inputs: SectionInputs) -> list[str]:
+    return accuracy(inputs.results, inputs.sweep.param_errors, inputs.with_mode, inputs.figures)
+
+
+WORST_PARAMETERS = 5  # rows per dtype in the table of least accurate parameter gradients
+
+
+def accuracy(
+    results: pd.DataFrame, param_errors: pd.DataFrame | None, with_mode: bool, figures: dict[str, tuple[str, str]]
+) -> list[str]:
+    timesteps = fmt.listing(sweep_timesteps(results))
+    lines = [
+        "## Accuracy",
+        "",
+        f"Each cell is the min – max over n_timesteps ({timesteps}) of the runs that produced a finite value, failed runs "
+        "included (an overflow in the backward pass still leaves the solution error measured); `ok` counts the runs "
+        f"without failure. {fmt.MISSING} means no run of that setup produced the value.",
+        "",
+        *(line for note in tableau_notes(results) for line in (note, "")),
+        "### Relative error",
+        "",
+        tables.accuracy_table(results, in_units_of_u=False, with_mode=with_mode),
+        "",
+        "### In units of the unit roundoff u",
+        "",
+        f"The unit roundoff u of each dtype: {fmt.unit_roundoffs(results)}.",
+        "",
+        tables.accuracy_table(results, in_units_of_u=True, with_mode=with_mode),
+    ]
+    found = growths(results)
+    if found:
+        lines += [
+            "",
+            "### Parameter-gradient error from the smallest to the largest n_timesteps",
+            "",
+            "Over the n_timesteps at which each setup ran without failure; the ratio is largest n over smallest n.",
+            "",
+            tables.growth_table(results, found, with_mode),
+        ]
+    if param_errors is not None:
+        worst = worst_parameters(param_errors, results, WORST_PARAMETERS)
+        if not worst.empty:
+            lines += [
+                "",
+                "### Least accurate parameter gradients",
+                "",
+                f"Per dtype, the {WORST_PARAMETERS} parameters with the largest gradient error over the runs without failure, "
+                "and a run where it was that large.",
+                "",
+                tables.worst_parameters_table(worst, with_mode),
+            ]
+    shown = [name for name in ERROR_FIGURES if name in figures]
+    if shown:
+        lines += ["", "### Figures", ""]
+        for name in shown:
+            png, svg = figures[name]
+            lines += [f"![{METRIC_NAMES[ERROR_FIGURES[name]]} error against n_timesteps]({png}) ([SVG]({svg}))", ""]
+        lines.append(
+            "One line per library × scaling; the dotted line is the unit roundoff u. A × marks a failed run: at its "
+            "value where it has one, in the grey band at the top of the panel where it has none. Skipped configurations "
+            "are not drawn."
+        )
+    return lines
