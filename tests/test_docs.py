@@ -1,0 +1,278 @@
+"""The user guide and the READMEs name only what exists: every option of a `roundoff` command, every axis
+value, every config key, every module path and every file path they name is read from the code here.
+
+`doc_problems(text)` lists what a page names that the code does not have; the tests run it over every page
+and show, on planted mistakes, that it finds them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import shlex
+import tomllib
+from functools import cache
+from pathlib import Path
+
+import pytest
+import typer.main
+from pydantic import BaseModel
+
+from cli.app import app
+from roundoff_analyzer.axes.names import LIBRARY_ENTRY_POINTS
+from roundoff_analyzer.axes.scaler_settings import ScalerSettings
+from roundoff_analyzer.planning.config import SlurmSettings, SweepConfig, axis_registry
+from roundoff_analyzer.training.config import SetupEntry, TrainConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "reports" / "README.md"]
+
+# Options of other programs that the pages name in prose (sbatch's, pip's, pytest's), never of `roundoff`.
+OTHER_PROGRAMS_OPTIONS = {
+    "--index-url",
+    "--no-deps",
+    "--strict",
+    "--partition",
+    "--gpus-per-task",
+    "--time",
+    "--cpus-per-task",
+}
+# Words after a `roundoff` option that stand for a value rather than being one.
+_PLACEHOLDER = re.compile(r".*([<>…]|\.\.\.|[A-Z]{1,}$|^[A-Z]).*|.*[:/].*")
+# Top folders of the repository: a backticked path under one of them must exist.
+_TOP_FOLDERS = ("roundoff_analyzer", "cli", "tests", "configs", "bench", "examples", "reports", "docs")
+_PATH = re.compile(rf"^(?:{'|'.join(_TOP_FOLDERS)})/[\w./-]*$")
+_MODULE_PATH = re.compile(r"\broundoff_analyzer(?:\.[A-Za-z_]\w*)+")
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+_INLINE = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+_AXIS_OPTIONS = {
+    "--dtype": "dtype",
+    "--library": "library",
+    "--scaling": "scaling",
+    "--method": "method",
+    "--mode": "mode",
+    "--arithmetic": "arithmetic",
+    "--rounding": "rounding",
+    "--loss-in": "loss_in",
+}
+# Options that take a file as `path/to/file.py:name` (checked when the file is in this repository).
+_FILE_OPTIONS = {"--model", "-m", "--library", "--optimizer"}
+_SEPARATORS = {"&&", "||", "|", ";", ">", "2>&1"}
+
+
+@cache
+def cli_options() -> dict[str, set[str]]:
+    """Each `roundoff` command's options (short and long), and under "" the application's own."""
+    group = typer.main.get_command(app)
+    options = {"": {opt for param in group.params for opt in (*param.opts, *param.secondary_opts)} | {"--help"}}
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        opts = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+        options[name] = {opt for opt in opts if opt.startswith("-")} | {"--help"}
+    return options
+
+
+@cache
+def bench_options() -> dict[str, set[str]]:
+    """Each script's options in bench/ (`bench/NAME.py` -> its options), read from its argparse calls."""
+    scripts = {}
+    for script in sorted((ROOT / "bench").glob("*.py")):
+        calls = re.findall(r"add_argument\(([^)]*)", script.read_text(encoding="utf-8"))
+        names = {opt for call in calls for opt in re.findall(r"\"(-{1,2}[a-z][a-z0-9-]*)\"", call)}
+        scripts[f"bench/{script.name}"] = names
+    return scripts
+
+
+def _bench_problems(span: str) -> list[str]:
+    """Options given to a bench script (`python bench/NAME.py --x`) that it does not take."""
+    match = re.match(r"python (bench/\w+\.py)\b(.*)", span)
+    if match is None:
+        return []
+    script, arguments = match.groups()
+    if script not in bench_options():
+        return [f"{script} does not exist"]
+    return [f"{script} has no option {opt}" for opt in _OPTION.findall(arguments) if opt not in bench_options()[script]]
+
+
+def _training_axis(axis: str):
+    from roundoff_analyzer.training.optimizers import OPTIMIZERS
+    from roundoff_analyzer.training.updates import UPDATES
+
+    return {"update": UPDATES, "optimizer": OPTIMIZERS}[axis]
+
+
+def _value_known(option: str, value: str) -> bool:
+    """Whether `value` is a value of the axis that `option` names (True for options that name no axis)."""
+    if option in {"--weights"}:
+        return value == "float32" or value in axis_registry("dtype")
+    if option in {"--update", "--optimizer"}:
+        return value in _training_axis(option[2:])
+    if option == "--executor":
+        from roundoff_analyzer.execution.executors import EXECUTORS
+
+        return value in EXECUTORS
+    if option in {"--model", "-m"}:
+        from roundoff_analyzer.axes.models import MODELS
+
+        return value in MODELS
+    axis = _AXIS_OPTIONS.get(option)
+    if axis is None:
+        return True
+    if axis == "library":
+        from roundoff_analyzer.axes.libraries import MISSING_LIBRARIES
+
+        return value in axis_registry(axis) or value in MISSING_LIBRARIES
+    return value in axis_registry(axis)
+
+
+def _tokens(command: str) -> list[str]:
+    try:
+        return shlex.split(command, comments=True)
+    except ValueError:  # an unclosed quote in a shortened example
+        return command.split()
+
+
+def command_problems(command: str) -> list[str]:
+    """What a line of shell names for `roundoff` that its options or axes do not have."""
+    options, problems = cli_options(), []
+    tokens = _tokens(command.replace("\\\n", " "))
+    starts = [i for i, token in enumerate(tokens) if token == "roundoff"]
+    for start in starts:
+        rest = tokens[start + 1 :]
+        name = rest[0] if rest and rest[0] in options and rest[0] else ""
+        known = options[name]
+        words = rest[1:] if name else rest
+        for i, word in enumerate(words):
+            if word in _SEPARATORS or word == "roundoff":
+                break
+            if not re.fullmatch(r"--?[a-z][a-z0-9-]*(=.*)?", word):
+                continue
+            option, _, attached = word.partition("=")
+            if option not in known:
+                problems.append(f"`roundoff {name}` has no option {option}")
+                continue
+            value = attached or (words[i + 1] if i + 1 < len(words) else "")
+            if value.startswith("-") or value in _SEPARATORS:
+                continue
+            for part in value.split(","):
+                file = part.partition(":")[0]
+                if option in _FILE_OPTIONS and _PATH.match(file) and not (ROOT / file).exists():
+                    problems.append(f"{option} {part}: {file} does not exist")
+                elif part and not _PLACEHOLDER.fullmatch(part) and not _value_known(option, part):
+                    problems.append(f"{option} {part}: no such value")
+    return problems
+
+
+def _config_problems(toml_text: str) -> list[str]:
+    """Keys of a sweep or training config file that neither schema has."""
+    try:
+        values = tomllib.loads(toml_text)
+    except tomllib.TOMLDecodeError:
+        return []  # a fragment with placeholders; its keys are still checked below by their names
+    problems = []
+    top = set(SweepConfig.model_fields) | set(TrainConfig.model_fields)
+    nested: dict[str, type[BaseModel]] = {"scaler": ScalerSettings, "slurm": SlurmSettings, "setups": SetupEntry}
+    for key, value in values.items():
+        if key not in top:
+            problems.append(f"config key '{key}' is in neither the sweep's nor the training's config")
+        elif key in nested:
+            for entry in value if isinstance(value, list) else [value]:
+                for inner in entry:
+                    if inner not in nested[key].model_fields:
+                        problems.append(f"config key '{key}.{inner}' does not exist")
+    return problems
+
+
+def _module_problems(text: str) -> list[str]:
+    problems = []
+    for path in sorted(set(_MODULE_PATH.findall(text)) - {LIBRARY_ENTRY_POINTS}):
+        parts = path.split(".")
+        # The longest prefix that is a module; what follows it must be an attribute of it.
+        for end in range(len(parts), 0, -1):
+            if _find_spec_safely(".".join(parts[:end])) is not None:
+                break
+        target: object = importlib.import_module(".".join(parts[:end]))
+        for attribute in parts[end:]:
+            if not hasattr(target, attribute):
+                problems.append(f"{path}: {'.'.join(parts[:end])} has no {attribute}")
+                break
+            target = getattr(target, attribute)
+    return problems
+
+
+def _find_spec_safely(name: str):
+    try:
+        return importlib.util.find_spec(name)
+    except ModuleNotFoundError:
+        return None
+
+
+def doc_problems(text: str) -> list[str]:
+    """Everything `text` (a markdown page) names that the code does not have, one line each."""
+    problems: list[str] = []
+    all_options = set().union(*cli_options().values(), *bench_options().values(), OTHER_PROGRAMS_OPTIONS)
+    fenced = _FENCE.findall(text)
+    prose = _FENCE.sub("", text)
+    for language, block in fenced:
+        problems += [problem for line in block.splitlines() for problem in _bench_problems(line.strip())]
+        if language == "toml" and "pyproject.toml" not in block:  # a package's metadata, not a config file
+            problems += _config_problems(block)
+        elif language in {"", "bash", "sh", "console", "shell"}:
+            problems += command_problems(block)
+    for match in _INLINE.finditer(prose):
+        span = match.group(1).replace("\n", " ")
+        # A path written as another project's (torchdiffeq's `examples/cnf.py`) is in that project.
+        theirs = prose[: match.start()].endswith("'s ")
+        if re.match(r"^(\$ )?roundoff\b", span):
+            problems += command_problems(span.removeprefix("$ "))
+        elif span.startswith("python bench/"):
+            problems += _bench_problems(span)
+        elif not re.match(r"^(pip|python|pytest|sbatch|mkdocs|git|srun)\b", span):
+            unknown = [opt for opt in _OPTION.findall(span) if opt not in all_options]
+            problems += [f"no `roundoff` command has {opt}" for opt in unknown]
+        if _PATH.match(span) and not theirs and not any(mark in span for mark in "<*{") and not (ROOT / span).exists():
+            problems.append(f"{span} does not exist")
+    problems += _module_problems(text)
+    return problems
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_a_page_names_only_what_exists(page: Path) -> None:
+    assert doc_problems(page.read_text(encoding="utf-8")) == []
+
+
+def test_a_wrong_option_is_caught() -> None:
+    page = "Run\n\n```bash\nroundoff sweep --model otflow --no-such-option 3\n```\n\nor `roundoff check DIR --nope`."
+    assert doc_problems(page) == [
+        "`roundoff sweep` has no option --no-such-option",
+        "`roundoff check` has no option --nope",
+    ]
+    assert doc_problems("Give `--no-such-option` to any command.") == ["no `roundoff` command has --no-such-option"]
+
+
+def test_a_wrong_axis_value_is_caught() -> None:
+    text = "`roundoff sweep --model otflow --dtype float16,float12 --library native --scaling dynamc`"
+    assert doc_problems(text) == ["--dtype float12: no such value", "--scaling dynamc: no such value"]
+    assert doc_problems("`roundoff sweep --dtype e4m3,e5m10 --method rk4`") == []  # a family's names are values
+
+
+def test_a_wrong_config_key_is_caught() -> None:
+    page = '```toml\nmodel = "otflow"\ntimestep = [8]\n\n[scaler]\ninit_scale = 1024\nretries = 3\n```\n'
+    assert doc_problems(page) == [
+        "config key 'timestep' is in neither the sweep's nor the training's config",
+        "config key 'scaler.retries' does not exist",
+    ]
+
+
+def test_a_wrong_module_or_file_path_is_caught() -> None:
+    text = "Import `roundoff_analyzer.solvers.odeint`; see roundoff_analyzer.grid and `roundoff_analyzer/no_such.py`."
+    problems = doc_problems(text)
+    assert problems == [
+        "roundoff_analyzer/no_such.py does not exist",
+        "roundoff_analyzer.grid: roundoff_analyzer has no grid",
+    ]
+    assert doc_problems("`roundoff sweep --model examples/gone.py:factory`") == [
+        "--model examples/gone.py:factory: examples/gone.py does not exist"
+    ]
+    assert doc_problems("torchdiffeq's `examples/cnf.py`") == []
