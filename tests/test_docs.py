@@ -59,6 +59,7 @@ _AXIS_OPTIONS = {
 }
 # Options that take a file as `path/to/file.py:name` (checked when the file is in this repository).
 _FILE_OPTIONS = {"--model", "-m", "--library", "--optimizer"}
+_STATED_DEFAULT = re.compile(r"`(--[a-z][a-z0-9-]*)`(?:, default |, | \(|, default\s)(\d[\d.]*(?:e[+-]?\d+)?)\b")
 _SEPARATORS = {"&&", "||", "|", ";", ">", "2>&1"}
 
 
@@ -208,6 +209,43 @@ def _find_spec_safely(name: str):
         return None
 
 
+def _default_of(option: str) -> object:
+    """The default of the config field an option sets (None where no config field has its name)."""
+    field = option.removeprefix("--").replace("-", "_")
+    for schema in (SweepConfig, ScalerSettings, TrainConfig):
+        if field in schema.model_fields:
+            return schema.model_fields[field].default
+    return None
+
+
+def _default_problems(text: str) -> list[str]:
+    """Defaults written beside an option (`--max-retries` (30), `--rtol`, default 1e-3) that its config field has not."""
+    problems = []
+    for option, value in _STATED_DEFAULT.findall(text):
+        default = _default_of(option)
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and float(value) != default:
+            problems.append(f"{option} defaults to {default:g}, not {value}")
+    return problems
+
+
+@cache
+def extras() -> set[str]:
+    """The optional dependencies' names in pyproject.toml."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return set(pyproject["project"]["optional-dependencies"])
+
+
+def _install_problems(text: str) -> list[str]:
+    """This package installs from its checkout (it is on no package index), with extras that pyproject.toml has."""
+    problems = [
+        f"{line!r}: roundoff-analyzer is on no package index"
+        for line in re.findall(r"pip install (?:-[\w-]+ )*\"?roundoff-analyzer\b[^\n`]*", text)
+    ]
+    for group in re.findall(r"pip install -e \"?\.\[([\w,-]+)\]", text):
+        problems += [f"pyproject.toml has no extra '{extra}'" for extra in group.split(",") if extra not in extras()]
+    return problems
+
+
 def doc_problems(text: str) -> list[str]:
     """Everything `text` (a markdown page) names that the code does not have, one line each."""
     problems: list[str] = []
@@ -234,6 +272,8 @@ def doc_problems(text: str) -> list[str]:
         if _PATH.match(span) and not theirs and not any(mark in span for mark in "<*{") and not (ROOT / span).exists():
             problems.append(f"{span} does not exist")
     problems += _module_problems(text)
+    problems += _default_problems(text)
+    problems += _install_problems(text)
     return problems
 
 
@@ -276,3 +316,36 @@ def test_a_wrong_module_or_file_path_is_caught() -> None:
         "--model examples/gone.py:factory: examples/gone.py does not exist"
     ]
     assert doc_problems("torchdiffeq's `examples/cnf.py`") == []
+
+
+def test_a_wrong_default_is_caught() -> None:
+    text = "at most `--max-retries` (12) times; `--rtol`, default 1e-3; `--atol`, 1e-5; `--init-scale` (65536)"
+    assert doc_problems(text) == ["--max-retries defaults to 30, not 12", "--atol defaults to 1e-06, not 1e-5"]
+
+
+def test_check_matches_on_the_columns_the_guide_names() -> None:
+    from roundoff_analyzer.judging import check
+
+    page = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    columns = re.search(r"configuration by configuration \(on the columns ([^)]*)\)", page)
+    errors = re.search(r"one of its errors \(([^)]*)\)", page)
+    assert columns is not None and errors is not None
+    assert re.findall(r"`(\w+)`", columns.group(1)) == list(check.CONFIG_COLUMNS)
+    assert re.findall(r"`(\w+)`", errors.group(1)) == list(check.ERROR_METRICS)
+
+
+def test_the_slurm_time_forms_the_guide_names_are_the_ones_accepted() -> None:
+    from roundoff_analyzer.planning.config import SLURM_TIME_FORMS
+
+    assert SLURM_TIME_FORMS in (ROOT / "docs" / "parallel.md").read_text(encoding="utf-8")
+    forms = re.split(r", | or ", SLURM_TIME_FORMS)
+    examples = ["90" if form == "minutes" else re.sub(r"[A-Z]", "1", form) for form in forms]
+    assert [SlurmSettings(time=example).time for example in examples] == examples
+
+
+def test_an_install_from_an_index_or_a_wrong_extra_is_caught() -> None:
+    text = 'Run `pip install "roundoff-analyzer[slurm]"` or `pip install -e ".[slurm,gpu]"`.'
+    assert doc_problems(text) == [
+        "'pip install \"roundoff-analyzer[slurm]\"': roundoff-analyzer is on no package index",
+        "pyproject.toml has no extra 'gpu'",
+    ]
