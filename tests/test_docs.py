@@ -60,6 +60,9 @@ _AXIS_OPTIONS = {
 # Options that take a file as `path/to/file.py:name` (checked when the file is in this repository).
 _FILE_OPTIONS = {"--model", "-m", "--library", "--optimizer"}
 _STATED_DEFAULT = re.compile(r"`(--[a-z][a-z0-9-]*)`(?:, default |, | \(|, default\s)(\d[\d.]*(?:e[+-]?\d+)?)\b")
+# Documents a reader of the repository does not have: a source file of the project's planning, an issue number, a
+# folder beside the checkout. A page says what the thing is instead.
+_OUTSIDE_DOCUMENT = re.compile(r"\bseed 0\d\d\b|\bSPEC\b|\b[Ii]ssue #?\d+|\.\./shared\b")
 _SEPARATORS = {"&&", "||", "|", ";", ">", "2>&1"}
 
 
@@ -274,6 +277,7 @@ def doc_problems(text: str) -> list[str]:
     problems += _module_problems(text)
     problems += _default_problems(text)
     problems += _install_problems(text)
+    problems += [f"{name!r} names a document outside the repository" for name in _OUTSIDE_DOCUMENT.findall(text)]
     return problems
 
 
@@ -348,4 +352,11 @@ def test_an_install_from_an_index_or_a_wrong_extra_is_caught() -> None:
     assert doc_problems(text) == [
         "'pip install \"roundoff-analyzer[slurm]\"': roundoff-analyzer is on no package index",
         "pyproject.toml has no extra 'gpu'",
+    ]
+
+
+def test_a_document_outside_the_repository_is_caught() -> None:
+    text = "As seed 000 reports (SPEC section 4, issue #15), take the wheel from ../shared/wheels."
+    assert doc_problems(text) == [
+        f"{name!r} names a document outside the repository" for name in ("seed 000", "SPEC", "issue #15", "../shared")
     ]
