@@ -222,7 +222,7 @@ def _default_of(option: str) -> object:
 
 
 def _default_problems(text: str) -> list[str]:
-    """Defaults written beside an option (`--max-retries` (30), `--rtol`, default 1e-3) that its config field has not."""
+    """Defaults stated beside an option (`--max-retries` (30), `--rtol`, default 1e-3) that its config field lacks."""
     problems = []
     for option, value in _STATED_DEFAULT.findall(text):
         default = _default_of(option)
@@ -360,3 +360,26 @@ def test_a_document_outside_the_repository_is_caught() -> None:
     assert doc_problems(text) == [
         f"{name!r} names a document outside the repository" for name in ("seed 000", "SPEC", "issue #15", "../shared")
     ]
+
+
+def _quoted_pieces(page: str) -> list[tuple[str, str]]:
+    """(report path, quoted piece) for each block quote that follows a line naming a committed report.md."""
+    pieces = []
+    for intro, quote in re.findall(r"`(reports/[\w./-]+/report\.md)`[^\n]*\n\n?((?:>[^\n]*\n)+)", page):
+        text = re.sub(r"^> ?", "", quote, flags=re.MULTILINE)
+        for paragraph in re.split(r"\n\s*\n|\n- ", text):
+            for piece in re.split(r"\s*…\s*", " ".join(paragraph.split()).removeprefix("- ")):
+                if piece:
+                    pieces.append((intro, piece))
+    return pieces
+
+
+def test_the_readme_quotes_its_report_word_for_word() -> None:
+    pieces = _quoted_pieces((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(pieces) >= 4
+    for report, piece in pieces:
+        text = (ROOT / report).read_text(encoding="utf-8")
+        if re.fullmatch(r"\w+:", piece):  # a section's name, standing for its heading
+            assert f"\n## {piece[:-1]}\n" in text, (report, piece)
+        else:
+            assert piece in " ".join(text.split()), (report, piece)
