@@ -383,3 +383,50 @@ def test_the_readme_quotes_its_report_word_for_word() -> None:
             assert f"\n## {piece[:-1]}\n" in text, (report, piece)
         else:
             assert piece in " ".join(text.split()), (report, piece)
+
+
+def _table_rows(page: str) -> list[list[str]]:
+    """The cells of every markdown table row of `page` (header and rule rows included)."""
+    return [
+        [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+        for line in page.splitlines()
+        if line.startswith("| ")
+    ]
+
+
+def test_the_failure_classes_table_lists_every_class() -> None:
+    from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
+
+    rows = _table_rows((ROOT / "docs" / "failures.md").read_text(encoding="utf-8"))
+    listed = [match.group(1) for row in rows if (match := re.fullmatch(r"`(\w+)`", row[0]))]
+    assert sorted(listed) == sorted(FAILURE_CLASSES)
+
+
+@pytest.mark.parametrize("axis", ["method", "dtype", "scaling", "mode", "loss_in", "arithmetic", "rounding", "library"])
+def test_the_axes_table_lists_every_value_of_an_axis_and_no_other(axis: str) -> None:
+    from roundoff_analyzer.axes.libraries import MISSING_LIBRARIES
+
+    rows = _table_rows((ROOT / "docs" / "axes.md").read_text(encoding="utf-8"))
+    values = next(row[1] for row in rows if row[0] == axis)  # the first table: one row per axis
+    listed = set(re.findall(r"`([\w-]+)`", values)) - {"eXmY"}  # the family of emulated formats, not one name
+    registry = axis_registry(axis)
+    registered = set(registry.names()) | (set(MISSING_LIBRARIES.names()) if axis == "library" else set())
+    assert listed == registered
+
+
+def test_the_libraries_table_lists_the_methods_each_installed_library_runs() -> None:
+    from roundoff_analyzer.axes.libraries import LIBRARIES
+    from roundoff_analyzer.axes.methods import METHODS
+
+    page = (ROOT / "docs" / "axes.md").read_text(encoding="utf-8")
+    rows = {row[0].strip("`"): row for row in _table_rows(page) if len(row) == 4 and row[0].startswith("`")}
+    fixed_grid = {method.name for method in METHODS if not method.adaptive}
+    for library in LIBRARIES:
+        methods = rows[library.name][2]
+        if methods.startswith("as "):  # as another library of the table
+            methods = rows[methods.removeprefix("as ").strip("`")][2]
+        listed = set(re.findall(r"`(\w+)`", methods))
+        if "every fixed-grid method" in methods or "the other fixed-grid methods" in methods:
+            listed |= fixed_grid
+        runs = {method.name for method in METHODS if library.unsupported_method_reason(method) is None}
+        assert listed == runs, library.name
