@@ -147,6 +147,7 @@ def command_problems(command: str) -> list[str]:
         name = rest[0] if rest and rest[0] in options and rest[0] else ""
         known = options[name]
         words = rest[1:] if name else rest
+        model, option_keys = None, []
         for i, word in enumerate(words):
             if word in _SEPARATORS or word == "roundoff":
                 break
@@ -159,13 +160,31 @@ def command_problems(command: str) -> list[str]:
             value = attached or (words[i + 1] if i + 1 < len(words) else "")
             if value.startswith("-") or value in _SEPARATORS:
                 continue
+            if option in {"--model", "-m"}:
+                model = value
+            elif option in {"--config", "-c"} and (ROOT / value).is_file():
+                model = tomllib.loads((ROOT / value).read_text(encoding="utf-8")).get("model", model)
+            elif option in {"--option", "-o"}:
+                option_keys.append(value.partition("=")[0])
+                continue
             for part in value.split(","):
                 file = part.partition(":")[0]
                 if option in _FILE_OPTIONS and _PATH.match(file) and not (ROOT / file).exists():
                     problems.append(f"{option} {part}: {file} does not exist")
                 elif part and not _PLACEHOLDER.fullmatch(part) and not _value_known(option, part):
                     problems.append(f"{option} {part}: no such value")
+        problems += _model_option_problems(model, option_keys)
     return problems
+
+
+def _model_option_problems(model: str | None, keys: list[str]) -> list[str]:
+    """Options (`-o key=value`, `[options]`) that a built-in model does not take."""
+    from roundoff_analyzer.axes.models import MODELS
+
+    if model is None or model not in MODELS:
+        return []  # a user's factory, or no model named
+    fields = MODELS.get(model).options_type.model_fields
+    return [f"model {model} has no option '{key}'" for key in keys if key not in fields]
 
 
 def _config_problems(toml_text: str) -> list[str]:
@@ -177,6 +196,7 @@ def _config_problems(toml_text: str) -> list[str]:
     problems = []
     top = set(SweepConfig.model_fields) | set(TrainConfig.model_fields)
     nested: dict[str, type[BaseModel]] = {"scaler": ScalerSettings, "slurm": SlurmSettings, "setups": SetupEntry}
+    problems += _model_option_problems(values.get("model"), list(values.get("options", {})))
     for key, value in values.items():
         if key not in top:
             problems.append(f"config key '{key}' is in neither the sweep's nor the training's config")
@@ -299,6 +319,9 @@ def test_a_wrong_axis_value_is_caught() -> None:
     text = "`roundoff sweep --model otflow --dtype float16,float12 --library native --scaling dynamc`"
     assert doc_problems(text) == ["--dtype float12: no such value", "--scaling dynamc: no such value"]
     assert doc_problems("`roundoff sweep --dtype e4m3,e5m10 --method rk4`") == []  # a family's names are values
+    assert doc_problems("`roundoff sweep -m otflow -o alpha=1,2,3 -o widht=8`") == [
+        "model otflow has no option 'widht'"
+    ]
 
 
 def test_a_wrong_config_key_is_caught() -> None:
