@@ -7,6 +7,7 @@ and show, on planted mistakes, that it finds them.
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import importlib.util
 import re
@@ -453,3 +454,26 @@ def test_the_libraries_table_lists_the_methods_each_installed_library_runs() -> 
             listed |= fixed_grid
         runs = {method.name for method in METHODS if library.unsupported_method_reason(method) is None}
         assert listed == runs, library.name
+
+
+def test_the_results_columns_paragraph_names_every_column_and_no_other() -> None:
+    from roundoff_analyzer.axes.libraries import MISSING_LIBRARIES
+    from roundoff_analyzer.storage.results import RESULT_SCHEMA
+
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    paragraph = page[page.index("Columns of `results.parquet`") : page.index("## Interrupted sweeps")]
+    words = {word.strip() for span in re.findall(r"`([^`]+)`", paragraph) for word in span.split(",")}
+    named = {word for word in words if re.fullmatch(r"[a-z0-9_*]+", word)}
+    axes = ["method", "dtype", "scaling", "mode", "loss_in", "arithmetic", "rounding", "library"]
+    values = {"ok", "failed", "skipped", "none", *MISSING_LIBRARIES.names()}
+    values |= {name for axis in axes for name in axis_registry(axis).names()}
+
+    def is_named(column: str) -> bool:
+        return any(fnmatch.fnmatch(column, word) or (word.startswith("_") and column.endswith(word)) for word in named)
+
+    assert [column for column in RESULT_SCHEMA.names if not is_named(column)] == []
+    columns = set(RESULT_SCHEMA.names)
+    not_columns = [
+        word for word in named - values if "*" not in word and not word.startswith("_") and word not in columns
+    ]
+    assert not_columns == []
