@@ -477,3 +477,11 @@ def test_the_results_columns_paragraph_names_every_column_and_no_other() -> None
         word for word in named - values if "*" not in word and not word.startswith("_") and word not in columns
     ]
     assert not_columns == []
+
+
+def test_an_option_renamed_in_a_copy_of_a_real_page_is_caught(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "parallel.md").read_text(encoding="utf-8")
+    assert "--slurm-time 30" in page and doc_problems(page) == []
+    copy = tmp_path / "parallel.md"
+    copy.write_text(page.replace("--slurm-time 30", "--slurm-timelimit 30"), encoding="utf-8")
+    assert doc_problems(copy.read_text(encoding="utf-8")) == ["`roundoff sweep` has no option --slurm-timelimit"]
