@@ -64,6 +64,8 @@ _STATED_DEFAULT = re.compile(r"`(--[a-z][a-z0-9-]*)`(?:, default |, | \(|, defau
 # Documents a reader of the repository does not have: a source file of the project's planning, an issue number, a
 # folder beside the checkout. A page says what the thing is instead.
 _OUTSIDE_DOCUMENT = re.compile(r"\bseed 0\d\d\b|\bSPEC\b|\b[Ii]ssue #?\d+|\.\./shared\b")
+# A file and a class it defines, named together: "`roundoff_analyzer/x/y.py`, `ClassName`".
+_FILE_AND_NAME = re.compile(r"`((?:roundoff_analyzer|cli|bench|tests)/[\w/]+\.py)`, `([A-Z]\w*)`")
 _SEPARATORS = {"&&", "||", "|", ";", ">", "2>&1"}
 
 
@@ -296,6 +298,11 @@ def doc_problems(text: str) -> list[str]:
         if _PATH.match(span) and not theirs and not any(mark in span for mark in "<*{") and not (ROOT / span).exists():
             problems.append(f"{span} does not exist")
     problems += _module_problems(text)
+    for path, name in _FILE_AND_NAME.findall(text):
+        if (ROOT / path).is_file() and not re.search(
+            rf"^(class|def) {name}\b|^{name} =", (ROOT / path).read_text(), re.M
+        ):
+            problems.append(f"{path} defines no {name}")
     problems += _default_problems(text)
     problems += _install_problems(text)
     problems += [f"{name!r} names a document outside the repository" for name in _OUTSIDE_DOCUMENT.findall(text)]
@@ -344,6 +351,9 @@ def test_a_wrong_module_or_file_path_is_caught() -> None:
         "--model examples/gone.py:factory: examples/gone.py does not exist"
     ]
     assert doc_problems("torchdiffeq's `examples/cnf.py`") == []
+    assert doc_problems("(`roundoff_analyzer/core/registry.py`, `Register`)") == [
+        "roundoff_analyzer/core/registry.py defines no Register"
+    ]
 
 
 def test_a_wrong_default_is_caught() -> None:
