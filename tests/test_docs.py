@@ -495,3 +495,13 @@ def test_an_option_renamed_in_a_copy_of_a_real_page_is_caught(tmp_path: Path) ->
     copy = tmp_path / "parallel.md"
     copy.write_text(page.replace("--slurm-time 30", "--slurm-timelimit 30"), encoding="utf-8")
     assert doc_problems(copy.read_text(encoding="utf-8")) == ["`roundoff sweep` has no option --slurm-timelimit"]
+
+
+def test_every_number_the_reports_index_gives_is_in_the_report_it_describes() -> None:
+    page = (ROOT / "reports" / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| \[`[\w-]+/`\]\(([^)]+)\) \| (.*) \| `[^|]*` \|$", page, re.M)
+    assert len(rows) >= 8
+    for report, shows in rows:
+        text = " ".join((ROOT / "reports" / report).read_text(encoding="utf-8").split())
+        numbers = re.findall(r"(?<![\w.])[-+−]?\d+(?:\.\d+)?(?:e[-+]\d+)?(?: ?[×%u]| MiB)?", shows)
+        assert [number for number in numbers if number not in text] == [], report
