@@ -298,6 +298,10 @@ def doc_problems(text: str) -> list[str]:
         if _PATH.match(span) and not theirs and not any(mark in span for mark in "<*{") and not (ROOT / span).exists():
             problems.append(f"{span} does not exist")
     problems += _module_problems(text)
+    top = set(SweepConfig.model_fields) | set(TrainConfig.model_fields)
+    problems += [
+        f"config key '{key}' does not exist" for key in re.findall(r"config key `(\w+)`", text) if key not in top
+    ]
     for path, name in _FILE_AND_NAME.findall(text):
         if (ROOT / path).is_file() and not re.search(
             rf"^(class|def) {name}\b|^{name} =", (ROOT / path).read_text(), re.M
@@ -333,6 +337,7 @@ def test_a_wrong_axis_value_is_caught() -> None:
 
 
 def test_a_wrong_config_key_is_caught() -> None:
+    assert doc_problems("(`--allow-oom`, config key `allow_om`)") == ["config key 'allow_om' does not exist"]
     page = '```toml\nmodel = "otflow"\ntimestep = [8]\n\n[scaler]\ninit_scale = 1024\nretries = 3\n```\n'
     assert doc_problems(page) == [
         "config key 'timestep' is in neither the sweep's nor the training's config",
