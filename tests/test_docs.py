@@ -510,3 +510,19 @@ def test_every_number_the_reports_index_gives_is_in_the_report_it_describes() ->
         text = " ".join((ROOT / "reports" / report).read_text(encoding="utf-8").split())
         numbers = re.findall(r"(?<![\w.])[-+−]?\d+(?:\.\d+)?(?:e[-+]\d+)?(?: ?[×%u]| MiB)?", shows)
         assert [number for number in numbers if number not in text] == [], report
+
+
+def test_the_readme_layout_table_names_folders_and_files_that_exist() -> None:
+    page = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = page[page.index("## Where things are") : page.index("## User guide")]
+    package = ROOT / "roundoff_analyzer"
+    rows = [row for row in _table_rows(section) if row[0].startswith("`")]
+    assert len(rows) >= 10
+    missing = []
+    for row in rows:
+        folder = package / row[0].strip("`")
+        assert folder.exists(), row[0]
+        for name in re.findall(r"`([\w/]+(?:/|\.py))`", " ".join(row[1:])):
+            if not any((base / name).exists() for base in (folder, package, package / "axes")):
+                missing.append(f"{row[0]}: {name}")
+    assert missing == []
