@@ -526,3 +526,36 @@ def test_the_readme_layout_table_names_folders_and_files_that_exist() -> None:
             if not any((base / name).exists() for base in (folder, package, package / "axes")):
                 missing.append(f"{row[0]}: {name}")
     assert missing == []
+
+
+def _axis_table_problems(page: str) -> list[str]:
+    """First-column values of a table headed by an axis name (`| scaling | ... |`) that the axis does not have."""
+    problems, axis = [], None
+    for line in page.splitlines():
+        if not line.startswith("| "):
+            axis = None
+            continue
+        first = line.strip().strip("|").split(" | ")[0].strip()
+        if axis is None:
+            axis = first.strip("`") if first.strip("`") in _TABLE_AXES else ""
+        elif axis and not first.startswith("---"):
+            for value in re.findall(r"^`([\w-]+)`", first):
+                if not _PLACEHOLDER.fullmatch(value) and not _value_known(_TABLE_AXES[axis], value):
+                    problems.append(f"{axis} {value}: no such value")
+    return problems
+
+
+_TABLE_AXES = {
+    **{option.removeprefix("--").replace("-", "_"): option for option in _AXIS_OPTIONS},
+    "executor": "--executor",
+}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_a_table_of_axis_values_lists_only_values_of_that_axis(page: Path) -> None:
+    assert _axis_table_problems(page.read_text(encoding="utf-8")) == []
+
+
+def test_a_wrong_value_in_a_table_of_axis_values_is_caught() -> None:
+    table = "| scaling | backward |\n| --- | --- |\n| `none` | plain |\n| `loss` | wrong |\n\n| x |\n| --- |\n| `y` |\n"
+    assert _axis_table_problems(table) == ["scaling loss: no such value"]
