@@ -20,7 +20,7 @@ import pytest
 import typer.main
 from pydantic import BaseModel
 
-from cli.app import app
+from roundoff_cli.app import app
 from roundoff_analyzer.axes.names import LIBRARY_ENTRY_POINTS
 from roundoff_analyzer.axes.scaler_settings import ScalerSettings
 from roundoff_analyzer.planning.config import SlurmSettings, SweepConfig, axis_registry
