@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import importlib.machinery
 import importlib.util
 import re
 import shlex
@@ -22,8 +23,9 @@ from pydantic import BaseModel
 
 from roundoff_analyzer.axes.names import LIBRARY_ENTRY_POINTS
 from roundoff_analyzer.axes.scaler_settings import ScalerSettings
+from roundoff_analyzer.core.registry import Registry
 from roundoff_analyzer.planning.config import SlurmSettings, SweepConfig, axis_registry
-from roundoff_analyzer.training.config import SetupEntry, TrainConfig
+from roundoff_analyzer.training.config import MASTER_WEIGHTS, SetupEntry, TrainConfig
 from roundoff_cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +104,7 @@ def _bench_problems(span: str) -> list[str]:
     return [f"{script} has no option {opt}" for opt in _OPTION.findall(arguments) if opt not in bench_options()[script]]
 
 
-def _training_axis(axis: str):
+def _training_axis(axis: str) -> Registry:
     from roundoff_analyzer.training.optimizers import OPTIMIZERS
     from roundoff_analyzer.training.updates import UPDATES
 
@@ -111,8 +113,8 @@ def _training_axis(axis: str):
 
 def _value_known(option: str, value: str) -> bool:
     """Whether `value` is a value of the axis that `option` names (True for options that name no axis)."""
-    if option in {"--weights"}:
-        return value == "float32" or value in axis_registry("dtype")
+    if option == "--weights":
+        return value == MASTER_WEIGHTS or value in axis_registry("dtype")
     if option in {"--update", "--optimizer"}:
         return value in _training_axis(option[2:])
     if option == "--executor":
@@ -147,7 +149,7 @@ def command_problems(command: str) -> list[str]:
     starts = [i for i, token in enumerate(tokens) if token == "roundoff"]
     for start in starts:
         rest = tokens[start + 1 :]
-        name = rest[0] if rest and rest[0] in options and rest[0] else ""
+        name = rest[0] if rest and rest[0] and rest[0] in options else ""
         known = options[name]
         words = rest[1:] if name else rest
         model, option_keys = None, []
@@ -195,7 +197,7 @@ def _config_problems(toml_text: str) -> list[str]:
     try:
         values = tomllib.loads(toml_text)
     except tomllib.TOMLDecodeError:
-        return []  # a fragment with placeholders; its keys are still checked below by their names
+        return []  # a fragment with placeholders, not a whole file
     problems = []
     top = set(SweepConfig.model_fields) | set(TrainConfig.model_fields)
     nested: dict[str, type[BaseModel]] = {"scaler": ScalerSettings, "slurm": SlurmSettings, "setups": SetupEntry}
@@ -212,6 +214,7 @@ def _config_problems(toml_text: str) -> list[str]:
 
 
 def _module_problems(text: str) -> list[str]:
+    """Module paths (`roundoff_analyzer.x.y`, or an attribute of a module) that do not resolve."""
     problems = []
     for path in sorted(set(_MODULE_PATH.findall(text)) - {LIBRARY_ENTRY_POINTS}):
         parts = path.split(".")
@@ -228,7 +231,7 @@ def _module_problems(text: str) -> list[str]:
     return problems
 
 
-def _find_spec_safely(name: str):
+def _find_spec_safely(name: str) -> importlib.machinery.ModuleSpec | None:
     try:
         return importlib.util.find_spec(name)
     except ModuleNotFoundError:
