@@ -108,7 +108,8 @@ def _training_axis(axis: str) -> Registry:
     from roundoff_analyzer.training.optimizers import OPTIMIZERS
     from roundoff_analyzer.training.updates import UPDATES
 
-    return {"update": UPDATES, "optimizer": OPTIMIZERS}[axis]
+    registries: dict[str, Registry] = {"update": UPDATES, "optimizer": OPTIMIZERS}
+    return registries[axis]
 
 
 def _value_known(option: str, value: str) -> bool:
@@ -386,7 +387,7 @@ def test_the_slurm_time_forms_the_guide_names_are_the_ones_accepted() -> None:
     assert SLURM_TIME_FORMS in (ROOT / "docs" / "parallel.md").read_text(encoding="utf-8")
     forms = re.split(r", | or ", SLURM_TIME_FORMS)
     examples = ["90" if form == "minutes" else re.sub(r"[A-Z]", "1", form) for form in forms]
-    assert [SlurmSettings(time=example).time for example in examples] == examples
+    assert [SlurmSettings.model_validate({"time": example}).time for example in examples] == examples
 
 
 def test_an_install_from_an_index_or_a_wrong_extra_is_caught() -> None:
