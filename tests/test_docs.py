@@ -563,3 +563,11 @@ def test_a_table_of_axis_values_lists_only_values_of_that_axis(page: Path) -> No
 def test_a_wrong_value_in_a_table_of_axis_values_is_caught() -> None:
     table = "| scaling | backward |\n| --- | --- |\n| `none` | plain |\n| `loss` | wrong |\n\n| x |\n| --- |\n| `y` |\n"
     assert _axis_table_problems(table) == ["scaling loss: no such value"]
+
+
+@pytest.mark.parametrize(("command", "page"), [("sweep", "results.md"), ("train", "training.md")])
+def test_the_guide_gives_the_default_folder_that_help_gives(command: str, page: str) -> None:
+    click_command = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    (out,) = [param for param in click_command.params if "--out" in param.opts]
+    assert isinstance(out.show_default, str) and out.show_default.startswith("results/")
+    assert f"`{out.show_default}`" in (ROOT / "docs" / page).read_text(encoding="utf-8")
