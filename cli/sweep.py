@@ -62,7 +62,7 @@ def sweep(
     executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: {executors}.", show_default="processes with more than one worker, else local", rich_help_panel=EXECUTION),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes on this machine (implies --executor processes).", show_default="one per core for a CPU grid of 2,000 or more right-hand-side evaluations, else 1", rich_help_panel=EXECUTION),
     slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="slurm: partition of the array's tasks.", show_default="the cluster's default", rich_help_panel=EXECUTION),
-    slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: time limit per task (minutes or HH:MM:SS).", show_default="the partition's", rich_help_panel=EXECUTION),
+    slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help=f"slurm: time limit per task ({sweep_config.SLURM_TIME_FORMS}).", show_default="the partition's", rich_help_panel=EXECUTION),
     slurm_gpus_per_task: Optional[int] = typer.Option(None, "--slurm-gpus-per-task", help="slurm: GPUs per task.", show_default="none", rich_help_panel=EXECUTION),
     slurm_option: list[str] = typer.Option([], "--slurm-option", help="slurm: another sbatch option key=value, or a bare flag (repeatable).", show_default=False, rich_help_panel=EXECUTION),
     out: Optional[str] = typer.Option(None, "--out", help="Results folder; the same folder again resumes the sweep.", show_default="results/<model>-<date>-<time>", rich_help_panel=OUTPUT),

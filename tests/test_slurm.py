@@ -35,7 +35,7 @@ def cluster(tmp_path_factory):
     try:
         import submitit  # noqa: F401
     except ImportError:
-        pytest.skip('submitit is not installed (pip install "roundoff-analyzer[slurm]")')
+        pytest.skip('submitit is not installed (pip install -e ".[slurm]" in the checkout)')
     missing = missing_programs()
     if missing:
         pytest.skip(f"Slurm and munge are not installed here (missing {', '.join(missing)}; apt-get install slurmctld slurmd slurm-client munge)")

@@ -58,7 +58,8 @@ def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
     return values
 
 
-# Slurm's time limits: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or none.
+# Slurm's time limits: the forms sbatch --time takes, as --help, the error and the guide name them, or none.
+SLURM_TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 _SLURM_TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE")
 # sbatch options that the executor sets itself or that have a key of their own.
 _SBATCH_TAKEN = {
@@ -74,7 +75,7 @@ class SlurmSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     partition: str | None = Field(None, description="sbatch --partition (default: the cluster's default partition)")
-    time: str | None = Field(None, description="time limit of each task: minutes, HH:MM:SS or D-HH:MM:SS (default: the partition's)")
+    time: str | None = Field(None, description=f"time limit of each task: {SLURM_TIME_FORMS} (default: the partition's)")
     gpus_per_task: PositiveInt | None = Field(None, description="sbatch --gpus-per-task")
     options: dict[str, bool | int | str] = Field(
         default_factory=dict, description='more sbatch options, e.g. {account = "abc", mem = "16G", cpus-per-task = 4, exclusive = true}'
@@ -86,7 +87,7 @@ class SlurmSettings(BaseModel):
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)  # minutes, as a TOML number
         if value is not None and not (isinstance(value, str) and _SLURM_TIME.fullmatch(value)):
-            raise ValueError(f"{value!r} is not a Slurm time limit; give minutes, HH:MM:SS or D-HH:MM:SS")
+            raise ValueError(f"{value!r} is not a Slurm time limit; give {SLURM_TIME_FORMS}")
         return value
 
     @field_validator("options")

@@ -4,7 +4,7 @@ from .optional import register_optional
 from .plugins import ENTRY_POINT_GROUP, FORMS, load_entry_points, resolve_library
 
 register_optional(
-    "torchode", "torchode_lib", ("torchode",), 'pip install "roundoff-analyzer[torchode]"',
+    "torchode", "torchode_lib", ("torchode",), 'pip install -e ".[torchode]" in the roundoff-analyzer checkout',
     "fixed steps (its Euler; the other fixed-grid tableaux, rk4 the classical one, through its generic explicit Runge-Kutta), dopri5 and tsit5 "
     "adaptive with its integral controller; the whole batch is one problem",
 )  # fmt: skip
