@@ -27,6 +27,8 @@ from .module_hooks import ModuleObserver
 
 @dataclass
 class RunOutcome:
+    """What one run gave: its solution, loss and gradients (detached), the scaler's end, its times, and its failure."""
+
     trajectory: torch.Tensor | None = None
     loss: torch.Tensor | None = None
     grads: list[torch.Tensor | None] = field(default_factory=list)  # y0 first, then each parameter

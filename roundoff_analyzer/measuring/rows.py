@@ -31,6 +31,8 @@ Row = dict[str, Any]
 
 @dataclass(frozen=True)
 class Measurement:
+    """One configuration's rows, built complete: its results row and its rows of the three side tables."""
+
     row: Row
     parameter_errors: list[Row]
     profile: list[Row]

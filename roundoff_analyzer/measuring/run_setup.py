@@ -24,6 +24,9 @@ from .yardsticks import Yardsticks
 
 @dataclass
 class SweepContext:
+    """What the configurations of one checkpoint's sweep share in one process: the problem, its references, the
+    settings, and the scale hints found so far."""
+
     copies: ProblemCopies
     references: ReferenceCache
     device: torch.device
