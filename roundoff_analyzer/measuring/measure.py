@@ -98,7 +98,9 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
     if context.cpu_memory and context.device.type == "cpu" and last.failure is None:
         # The profiler slows every op, so the peak comes from a run of its own, not from the timed ones.
         with cpu_peak_memory() as peak:
-            setup.run(setup.prepare(context), context, t, last.retries)
+            # The same name as the timed runs' copy: that copy is freed inside the block, and the peak counts the free.
+            prepared = setup.prepare(context)
+            setup.run(prepared, context, t, last.retries)
         last.peak_memory_bytes = peak.bytes
     if last.failure is not None and last.failure.failure_class == failures.STEP_SIZE_UNDERFLOW and method.adaptive:
         last.failure = failures.step_size_underflow(last.failure, method.rtol, dtype.name, dtype.unit_roundoff)
