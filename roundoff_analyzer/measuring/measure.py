@@ -63,8 +63,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         raise
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
         return Measurement({**row, **failure_columns(failures.classify_exception(exc))}, [], [])
-    # Autocast modes run the problem's own float32 vector field: the kept modules' forwards are swapped for the runs
-    # only.
+    # Autocast modes run the problem's own float32 vector field: the kept modules' forwards are swapped for these runs.
     with kept_in_float32(context.copies.problem.func, config.keep_float32):
         return _measure_runs(setup, context, row=row, reference=reference)
 
@@ -121,7 +120,7 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
     )
 
 
-def _module_rows(setup: RunSetup, context: SweepContext, t: torch.Tensor, scale_hint: int | None) -> list[Row]:
+def _module_rows(setup: RunSetup, context: SweepContext, t: torch.Tensor, hint: int | None) -> list[Row]:
     """Every module watched over one more run, untimed (the hooks and the float64 re-runs slow it down)."""
     observer = None
     try:
@@ -129,7 +128,7 @@ def _module_rows(setup: RunSetup, context: SweepContext, t: torch.Tensor, scale_
             prepared = setup.prepare(context)
             observer = ModuleObserver(prepared.func, t, setup.dtype.max, setup.dtype.smallest_normal, prepared.context)
             with observer.attached():
-                setup.run(prepared, context, t, scale_hint, observer=observer)
+                setup.run(prepared, context, t, hint, observer=observer)
     except failures.ConfigurationTimeout:
         pass  # what was seen until the limit still says where the values went
     return observer.rows() if observer is not None else []
