@@ -7,7 +7,7 @@ import torch
 
 from ..axes.grid import Configuration
 from ..axes.keep_float32 import keep_skip_reason, kept_in_float32
-from ..axes.methods import tableau_of
+from ..axes.methods import AdaptiveRK, tableau_of
 from ..core.errors import InputError
 from ..core.user_code import quit_line
 from . import failures
@@ -101,7 +101,11 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
             prepared = setup.prepare(context)
             setup.run(prepared, context, t, last.retries)
         last.peak_memory_bytes = peak.bytes
-    if last.failure is not None and last.failure.failure_class == failures.STEP_SIZE_UNDERFLOW and method.adaptive:
+    if (
+        last.failure is not None
+        and last.failure.failure_class == failures.STEP_SIZE_UNDERFLOW
+        and isinstance(method, AdaptiveRK)
+    ):
         last.failure = failures.step_size_underflow(last.failure, method.rtol, dtype.name, dtype.unit_roundoff)
 
     names = parameter_names(context.copies)

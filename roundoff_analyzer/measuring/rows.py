@@ -13,7 +13,7 @@ import torch
 from ..axes.arithmetics import tensor_scaling
 from ..axes.dtypes import DtypeSpec
 from ..axes.grid import Configuration
-from ..axes.methods import Method
+from ..axes.methods import AdaptiveRK, Method
 from ..axes.modes import ProblemCopies
 from ..axes.roundings import ROUNDINGS
 from ..solvers import SolveReport
@@ -94,7 +94,7 @@ def step_columns(method: Method, outcome: RunOutcome, reference: RunOutcome) -> 
         "reference_accepted_steps": ref.accepted_steps,
         "reference_rejected_steps": ref.rejected_steps,
     }
-    if method.adaptive:
+    if isinstance(method, AdaptiveRK):
         columns.update(rtol=method.rtol, atol=method.atol, max_steps=method.max_steps)
     return columns
 

@@ -13,7 +13,7 @@ from ..axes.dtypes import DTYPES, DtypeSpec
 from ..axes.grid import Configuration
 from ..axes.libraries import LIBRARIES, SolverLibrary
 from ..axes.loss_placements import LOSS_PLACEMENTS, LossPlacement
-from ..axes.methods import METHODS, Method
+from ..axes.methods import METHODS, AdaptiveRK, Method
 from ..axes.modes import MODES, Mode, PreparedRun, ProblemCopies
 from ..axes.scalings import SCALINGS, Scaling, ScalerSettings
 from .module_hooks import ModuleObserver
@@ -61,7 +61,7 @@ class RunSetup:
     @classmethod
     def of(cls, config: Configuration, step_control: dict[str, float]) -> RunSetup:
         method = METHODS.get(config.method)
-        if method.adaptive:
+        if isinstance(method, AdaptiveRK):
             method = method.with_settings(**step_control)
         return cls(
             config,
