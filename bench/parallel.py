@@ -24,7 +24,7 @@ import pandas as pd
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
 from roundoff_analyzer.axes.models import parse_option_pairs
 from roundoff_analyzer.execution import engine as sweep
-from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.measuring.columns import ERROR_METRICS
 from roundoff_analyzer.planning import config
 
 ERROR_COLUMNS = [f"{name}{suffix}" for name in ERROR_METRICS for suffix in ("", "_over_u", "_spread")]

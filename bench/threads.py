@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from roundoff_analyzer.core.threads import available_cores
-from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.measuring.columns import ERROR_METRICS
 
 BUSY_TARGET = 1.25  # the choice against the best thread count, one core busy
 QUIET_TARGET = 1.0  # the choice against torch's default, quiet

@@ -13,7 +13,7 @@ import pytest
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, Configuration
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.judging.check import compare, parse_tolerances
-from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.measuring.columns import ERROR_METRICS
 
 from .conftest import WIDE_TABLES, run_cli
 

@@ -12,7 +12,7 @@ from roundoff_analyzer.axes.dtypes import DTYPES
 from roundoff_analyzer.axes.grid import Configuration
 from roundoff_analyzer.emulation import EmulationSettings, NumberFormat, custom_format, emulate, is_low, round_by_cast, round_nearest, round_stochastic
 from roundoff_analyzer.emulation.rounding import quantum
-from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.measuring.columns import ERROR_METRICS
 
 from .conftest import TINY_OTFLOW, results, run_cli
 

@@ -13,9 +13,10 @@ from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.axes.models import parse_options, resolve_model
 from roundoff_analyzer.axes.modes import MODES, ProblemCopies
 from roundoff_analyzer.axes.scalings import SCALINGS, BackwardResult, ScalerSettings
+from roundoff_analyzer.axes.scalings.base import ScalingRegistry
 from roundoff_analyzer.axes.scalings.grad import _Leaves, first_finite, first_finite_near
 from roundoff_analyzer.core.errors import ScalerExhausted
-from roundoff_analyzer.measuring.measure import RunOutcome, run_once, time_grid
+from roundoff_analyzer.measuring.one_run import RunOutcome, run_once, time_grid
 
 
 class GradScalerLoop:
@@ -146,3 +147,17 @@ def test_first_finite_finds_the_boundary_with_few_probes(answer):
 
     assert first_finite(finite_at, 31) == answer
     assert len(probed) <= 6 and (answer == 0 or answer - 1 in probed) and (answer == 31 or answer in probed)
+
+
+def test_only_grad_searches_a_scale_and_a_scaling_that_does_not_say_is_read_as_one_that_does_not(copies):
+    assert {scaling.name: scaling.searches_scale for scaling in SCALINGS} == {"dynamic": False, "grad": True, "none": False}
+    registry = ScalingRegistry("scaling")
+    declared = SCALINGS.get("grad")
+    assert registry.register(declared, "declared") is declared
+    registry.register(GradScalerLoop())  # written against the protocol without subclassing it, no searches_scale
+    plugin = registry.get("grad")
+    assert plugin.searches_scale is False and plugin.name == "grad"
+    # Everything but the default is the plug-in's own: a run with the registered scaling is a run with the plug-in.
+    settings = ScalerSettings()
+    through_registry = measure(copies, plugin, "native", "euler", 4, settings)
+    assert same_outcome(through_registry, measure(copies, GradScalerLoop(), "native", "euler", 4, settings))

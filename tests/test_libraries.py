@@ -9,7 +9,7 @@ import pytest
 
 from roundoff_analyzer.axes.libraries import LIBRARIES, MISSING_LIBRARIES
 from roundoff_analyzer.axes.methods import METHODS
-from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.measuring.columns import ERROR_METRICS
 
 from .conftest import TINY_OTFLOW, WIDE_TABLES, results, run_cli
 

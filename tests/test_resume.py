@@ -13,7 +13,7 @@ import pytest
 
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
 from roundoff_analyzer.execution import engine as sweep
-from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.measuring.columns import ERROR_METRICS
 from roundoff_analyzer.planning import config
 
 from .conftest import results, run_cli

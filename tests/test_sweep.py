@@ -13,7 +13,7 @@ import pytest
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, DEFAULT_TRIPLES
 from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
-from roundoff_analyzer.measuring.measure import ERROR_METRICS
+from roundoff_analyzer.measuring.columns import ERROR_METRICS
 from roundoff_analyzer.planning import config
 from roundoff_analyzer.planning.config import DEFAULT_TIMESTEPS
 

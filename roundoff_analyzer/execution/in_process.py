@@ -6,7 +6,9 @@ from typing import Callable
 
 from ..axes.grid import Configuration, file_safe
 from ..axes.modes import ProblemCopies
-from ..measuring.measure import ReferenceCache, SweepContext, measure_configuration
+from ..measuring.measure import measure_configuration
+from ..measuring.references import ReferenceCache
+from ..measuring.run_setup import SweepContext
 from ..measuring.yardstick_files import YARDSTICKS, YardstickFiles, yardstick_key
 from ..measuring.yardsticks import PIECES, Yardsticks
 from ..planning.sweep_plan import SweepPlan

@@ -1,4 +1,4 @@
-"""Failure classes (SPEC section 5): what failed and why, from the exception or from the numbers."""
+"""Failure classes, the `failure_class` column's values: what failed and why, from the exception or from the numbers."""
 from __future__ import annotations
 
 import re

@@ -21,8 +21,9 @@ from ..core.environment import os_error_line
 from ..core.errors import InputError
 from ..core.json_files import parse_json
 from ..core.safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_links, remove_abandoned_temporaries
+from ..measuring.columns import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS
 from ..measuring.environment_columns import ENVIRONMENT_COLUMNS
-from ..measuring.measure import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS, Measurement
+from ..measuring.rows import Measurement
 from ..measuring.yardstick_files import YARDSTICKS
 from ..measuring.yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
 from .folder_kind import refuse_foreign_folder, refuse_unwritable

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..axes.models import Problem
-from ..measuring.measure import time_grid
+from ..measuring.one_run import time_grid
 from ..solvers import odeint
 
 VALIDATION_METHOD = "rk4_classical"  # the classical rule, named so the drop-in does not warn

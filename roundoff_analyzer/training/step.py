@@ -1,5 +1,5 @@
 """One training step's loss and float32 parameter gradient in a setup, computed by the sweep's own run
-(`measure.run_once`: the library's solve, the mode and arithmetic, the scaling's backward).
+(`one_run.run_once`: the library's solve, the mode and arithmetic, the scaling's backward).
 
 The float32 weights are the master copy: autocast modes differentiate them directly; `pure` mode casts a
 copy to the low dtype, whose gradients are brought back to float32 for the optimizer.
@@ -17,7 +17,7 @@ from ..axes.methods import METHODS
 from ..axes.models import Problem
 from ..axes.modes import MODES, ProblemCopies
 from ..axes.scalings import SCALINGS, ScalerSettings
-from ..measuring.measure import run_once, time_grid
+from ..measuring.one_run import run_once, time_grid
 from .setups import TrainSetup
 
 # GradScaler's defaults: after this many finite steps in a row the loss scale grows by this factor.

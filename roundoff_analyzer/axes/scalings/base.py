@@ -1,13 +1,15 @@
 """The scaling axis: how the backward pass keeps low-precision gradients inside the dtype's range."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence, cast
 
 import torch
 
 from ...core.registry import Registry
 from ...solvers import DynamicAdjointScaler
+from ..libraries import SolverLibrary
 from ..scaler_settings import ScalerSettings
 
 
@@ -20,10 +22,18 @@ class BackwardResult:
 
 
 class Scaling(Protocol):
+    """What a scaling implements. A class that subclasses this protocol inherits `searches_scale = False`; one that
+    only matches it structurally and does not set it is registered as one that does not search (`SCALINGS`)."""
+
     name: str
     description: str
+    # Whether `backward` searches a loss scale over several backward passes. The first run of such a scaling at a
+    # large n_timesteps is preceded by a cheap run of the same setup, whose retries become its `hint`.
+    searches_scale: bool = False
 
-    def skip_reason(self, library) -> str | None: ...
+    def skip_reason(self, library: SolverLibrary) -> str | None:
+        """None when the scaling runs with `library`; otherwise why not (the configuration is then skipped with it)."""
+        ...
 
     def adjoint_scaler(self, settings: ScalerSettings) -> DynamicAdjointScaler | None:
         """A fresh scaler for the solver's own backward, or None when the solver should not scale."""
@@ -42,7 +52,26 @@ class Scaling(Protocol):
         ...
 
 
-SCALINGS: Registry[Scaling] = Registry("scaling")
+class _NotSearching:
+    """A scaling that does not declare `searches_scale`, read as one that does not search; all else is its own."""
+
+    searches_scale = False
+
+    def __init__(self, scaling: Any) -> None:
+        self._scaling = scaling
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._scaling, name)
+
+
+class ScalingRegistry(Registry[Scaling]):
+    """The scalings by name, each with every attribute of the protocol (`searches_scale` defaults to False)."""
+
+    def register(self, item: Scaling, name: str | None = None) -> Scaling:
+        return super().register(item if hasattr(item, "searches_scale") else cast(Scaling, _NotSearching(item)), name)
+
+
+SCALINGS: Registry[Scaling] = ScalingRegistry("scaling")
 
 
 def plain_backward(loss: torch.Tensor, leaves: Sequence[torch.Tensor]) -> list[torch.Tensor | None]:

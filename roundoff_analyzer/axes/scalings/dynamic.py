@@ -1,20 +1,41 @@
+"""The `dynamic` scaling: the native solver scales the adjoint step by step inside its own backward."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
 from ...solvers import DynamicAdjointScaler
-from .base import SCALINGS, BackwardResult, plain_backward
+from ..libraries import SolverLibrary
+from ..scaler_settings import ScalerSettings
+from .base import SCALINGS, BackwardResult, Scaling, plain_backward
 
 
-class DynamicScaling:
+class DynamicScaling(Scaling):
     name = "dynamic"
     description = "the native solver's dynamic adjoint scaling, step by step inside its backward"
 
-    def skip_reason(self, library):
+    def skip_reason(self, library: SolverLibrary) -> str | None:
         if not library.supports_adjoint_scaling:
-            return f"{library.name} has no adjoint of its own to scale: dynamic adjoint scaling needs the native solver's backward"
+            return (
+                f"{library.name} has no adjoint of its own to scale: "
+                "dynamic adjoint scaling needs the native solver's backward"
+            )
         return None
 
-    def adjoint_scaler(self, settings):
+    def adjoint_scaler(self, settings: ScalerSettings) -> DynamicAdjointScaler:
         return DynamicAdjointScaler(max_retries=settings.max_retries)
 
-    def backward(self, loss, leaves, adjoint_scaler, settings, hint=None):
+    def backward(
+        self,
+        loss: torch.Tensor,
+        leaves: Sequence[torch.Tensor],
+        adjoint_scaler: DynamicAdjointScaler | None,
+        settings: ScalerSettings,
+        hint: int | None = None,
+    ) -> BackwardResult:
+        assert adjoint_scaler is not None, "the dynamic scaling's backward needs the scaler its adjoint_scaler made"
         grads = plain_backward(loss, leaves)
         return BackwardResult(grads, final_scale=adjoint_scaler.scale, retries=adjoint_scaler.retries)
 

@@ -1,14 +1,23 @@
+"""The `grad` scaling: torch.amp.GradScaler's loss scaling, found in as few backward passes as possible."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
 import torch
 
 from ...core.errors import ScalerExhausted
-from .base import SCALINGS, BackwardResult
+from ...solvers import DynamicAdjointScaler
+from ..libraries import SolverLibrary
+from ..scaler_settings import ScalerSettings
+from .base import SCALINGS, BackwardResult, Scaling
 
 
 class _Leaves:
     """What GradScaler.unscale_ reads of an optimizer: its parameter groups. (A real optimizer would
     do as well, but constructing one imports torch._dynamo, over a second per process.)"""
 
-    def __init__(self, leaves):
+    def __init__(self, leaves: Sequence[torch.Tensor]) -> None:
         self.param_groups = [{"params": list(leaves)}]
 
 
@@ -25,7 +34,7 @@ def backoff_scales(init_scale: float, backoff_factor: float, max_retries: int, d
     return scales
 
 
-def first_finite(finite_at, n: int) -> int:
+def first_finite(finite_at: Callable[[int], bool], n: int) -> int:
     """The smallest k in [0, n) with finite_at(k), or n when none: k = 0 first (the common case with no
     retry), then bisection. It relies on finiteness being monotone in k (a smaller scale never
     overflows where a larger did not) and checks it where it matters: the answer was seen finite and
@@ -42,18 +51,27 @@ def first_finite(finite_at, n: int) -> int:
     return finite
 
 
-class GradScaling:
+class GradScaling(Scaling):
     name = "grad"
     searches_scale = True  # its backward searches a loss scale; a hint of where to start saves passes
-    description = "loss scaling with torch.amp.GradScaler: scale, backward, unscale; back off and retry on a non-finite gradient"
+    description = (
+        "loss scaling with torch.amp.GradScaler: scale, backward, unscale; back off and retry on a non-finite gradient"
+    )
 
-    def skip_reason(self, library):
+    def skip_reason(self, library: SolverLibrary) -> str | None:
         return None
 
-    def adjoint_scaler(self, settings):
+    def adjoint_scaler(self, settings: ScalerSettings) -> DynamicAdjointScaler | None:
         return None
 
-    def backward(self, loss, leaves, adjoint_scaler, settings, hint=None):
+    def backward(
+        self,
+        loss: torch.Tensor,
+        leaves: Sequence[torch.Tensor],
+        adjoint_scaler: DynamicAdjointScaler | None,
+        settings: ScalerSettings,
+        hint: int | None = None,
+    ) -> BackwardResult:
         # The result is GradScaler's after k backoffs, k the fewest that give finite gradients, and `retries`
         # is k. k is found from `hint` (the k of a similar run: two backward passes when it is right) or by
         # bisection (about log2(max_retries) passes instead of k + 1).
@@ -77,7 +95,8 @@ class GradScaling:
         k = first_finite(finite_at, len(scales)) if hint is None else first_finite_near(finite_at, len(scales), hint)
         if k == len(scales):
             raise ScalerExhausted(
-                f"loss scale still gives non-finite gradients after {settings.max_retries} retries (scale {scales[-1]:g})",
+                f"loss scale still gives non-finite gradients after {settings.max_retries} retries "
+                f"(scale {scales[-1]:g})",
                 final_scale=scales[-1],
                 retries=settings.max_retries,
             )
@@ -86,7 +105,7 @@ class GradScaling:
         return BackwardResult([leaf.grad for leaf in leaves], final_scale=scales[k], retries=k, passes=passes[0])
 
 
-def first_finite_near(finite_at, n: int, guess: int) -> int:
+def first_finite_near(finite_at: Callable[[int], bool], n: int, guess: int) -> int:
     """first_finite's answer, looked for at `guess` first: k - 1 then k, two calls when the guess is right,
     ending on k. Otherwise the search goes on where the answer must lie, as first_finite does there. It
     relies on the same monotony as first_finite, and on nothing else: a wrong guess costs calls, never

@@ -1,17 +1,35 @@
-from .base import SCALINGS, BackwardResult, plain_backward
+"""The `none` scaling: a plain backward, nothing scaled."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from ...solvers import DynamicAdjointScaler
+from ..libraries import SolverLibrary
+from ..scaler_settings import ScalerSettings
+from .base import SCALINGS, BackwardResult, Scaling, plain_backward
 
 
-class NoScaling:
+class NoScaling(Scaling):
     name = "none"
     description = "plain backward, no scaling"
 
-    def skip_reason(self, library):
+    def skip_reason(self, library: SolverLibrary) -> str | None:
         return None
 
-    def adjoint_scaler(self, settings):
+    def adjoint_scaler(self, settings: ScalerSettings) -> DynamicAdjointScaler | None:
         return None
 
-    def backward(self, loss, leaves, adjoint_scaler, settings, hint=None):
+    def backward(
+        self,
+        loss: torch.Tensor,
+        leaves: Sequence[torch.Tensor],
+        adjoint_scaler: DynamicAdjointScaler | None,
+        settings: ScalerSettings,
+        hint: int | None = None,
+    ) -> BackwardResult:
         return BackwardResult(plain_backward(loss, leaves))
 
 

@@ -1,0 +1,20 @@
+"""The names of the measured columns that the row builder, the results table's schema, `check` and the tests share.
+A module of names only, so that the readers of the table need not import the code that measures."""
+
+from __future__ import annotations
+
+ERROR_METRICS = ("sol_rel_err", "final_rel_err", "loss_rel_err", "grad_y0_rel_err", "grad_params_rel_err")
+# Significant digits estimated from stochastically rounded repeats, one per error metric.
+SIG_DIGITS = tuple(f"sig_digits_{name.removesuffix('_rel_err')}" for name in ERROR_METRICS)
+# What the forward solve cost, the run's beside its reference's; steps and tolerances for adaptive methods only.
+STEP_COLUMNS = (
+    "nfe",
+    "reference_nfe",
+    "accepted_steps",
+    "rejected_steps",
+    "reference_accepted_steps",
+    "reference_rejected_steps",
+    "rtol",
+    "atol",
+    "max_steps",
+)

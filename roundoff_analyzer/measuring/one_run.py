@@ -1,0 +1,136 @@
+"""One run of one configuration: forward solve, loss and backward, with any failure named.
+
+Kept apart from the loop over a configuration's repeats (`measure.py`) because the training step and the tests run
+exactly this too, one run at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..axes.libraries import SolverLibrary
+from ..axes.libraries.steps import CountedDynamics
+from ..axes.loss_placements import DEFAULT_LOSS_IN, LOSS_PLACEMENTS, LossPlacement
+from ..axes.methods import Method
+from ..axes.modes import PreparedRun, ProblemCopies
+from ..axes.scalings import Scaling, ScalerSettings
+from ..core.devices import measured
+from ..core.errors import InputError
+from ..core.user_code import quit_line
+from ..solvers import SolveReport, StepRecord
+from . import failures, metrics
+from .failures import Failure
+from .module_hooks import ModuleObserver
+
+
+@dataclass
+class RunOutcome:
+    """What one run gave: its solution, loss and gradients (detached), the scaler's end, its times, and its failure."""
+
+    trajectory: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+    grads: list[torch.Tensor | None] = field(default_factory=list)  # y0 first, then each parameter
+    final_scale: float | None = None
+    retries: int | None = None
+    backward_passes: int | None = None  # a loss scaler may run several to find its scale
+    forward_s: float | None = None
+    backward_s: float | None = None
+    peak_memory_bytes: int | None = None
+    report: SolveReport = field(default_factory=SolveReport)
+    failure: Failure | None = None
+
+
+def time_grid(n_timesteps: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.linspace(0.0, 1.0, n_timesteps + 1, dtype=dtype, device=device)
+
+
+def run_once(
+    prepared: PreparedRun,
+    copies: ProblemCopies,
+    library: SolverLibrary,
+    method: Method,
+    scaling: Scaling,
+    settings: ScalerSettings,
+    t: torch.Tensor,
+    loss_dtype: torch.dtype,
+    scale_hint: int | None = None,
+    loss_in: LossPlacement | None = None,
+    observer: ModuleObserver | None = None,
+) -> RunOutcome:
+    """Forward, loss and backward of one run; any exception or non-finite value becomes `failure`.
+    `scale_hint`: where a searching loss scaler starts (the retries of a similar run); `loss_in`: where the loss is
+    formed (default: outside the run's context, in `loss_dtype`); `observer`: told where the backward begins
+    (per-module measurement)."""
+    outcome = RunOutcome()
+    loss_in = loss_in or LOSS_PLACEMENTS.get(DEFAULT_LOSS_IN)
+    device = prepared.y0.device
+    adjoint_scaler = scaling.adjoint_scaler(settings)
+    leaves = prepared.leaves
+    counted = CountedDynamics(prepared.func)
+    try:
+        with measured(device) as forward:
+            with prepared.context():
+                trajectory = library.solve(counted, prepared.y0, t, method, adjoint_scaler, outcome.report)
+            outcome.report.n_function_evals = counted.calls
+            loss = loss_in.form(copies.problem.loss, trajectory, prepared.context, loss_dtype)
+        outcome.trajectory, outcome.loss, outcome.forward_s = trajectory.detach(), loss.detach(), forward.seconds
+        outcome.report.record_forward(trajectory)
+        if not metrics.all_finite([trajectory]):
+            outcome.failure = failures.overflow("solution", "forward", outcome.report.forward_overflow_step)
+            return outcome
+        if not metrics.all_finite([loss]):
+            # Named with where it was formed: a loss that overflows only inside autocast is the placement's doing.
+            outcome.failure = failures.overflow(f"loss (formed {loss_in.where})", "forward", None)
+            return outcome
+        if observer is not None:
+            observer.begin_backward()
+        with measured(device) as backward:
+            result = scaling.backward(loss, leaves, adjoint_scaler, settings, hint=scale_hint)
+        outcome.backward_s = backward.seconds
+        outcome.peak_memory_bytes = backward.peak_memory_bytes or forward.peak_memory_bytes
+        # A parameter the loss does not reach has a zero gradient, whichever way the library reports it.
+        outcome.grads = [
+            torch.zeros_like(leaf) if g is None else g.detach().clone() for g, leaf in zip(result.grads, leaves)
+        ]
+        outcome.final_scale, outcome.retries = result.final_scale, result.retries
+        outcome.backward_passes = result.passes
+        # Keep the backward profile of the attempt that counted (a loss scaler may have retried).
+        outcome.report.backward = _last_attempt(outcome.report, t)
+        if not metrics.all_finite(outcome.grads):
+            outcome.failure = _gradient_overflow(outcome)
+    except SystemExit as exc:  # the model's or a library's code tried to end the process: the sweep stops, in one line
+        raise InputError(quit_line(f"{library.name} {method.name}: the solve, the model or its loss", exc)) from None
+    except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
+        outcome.failure = failures.classify_exception(exc)
+        if outcome.report.n_function_evals is None:  # the forward failed: what it had evaluated until then
+            outcome.report.n_function_evals = counted.calls
+        if outcome.failure.final_scale is not None:
+            outcome.final_scale, outcome.retries = outcome.failure.final_scale, outcome.failure.retries
+            # An exhausted loss scaler's last attempt is the one that counted, as for one that succeeded.
+            outcome.report.backward = _last_attempt(outcome.report, t)
+    finally:
+        for leaf in leaves:
+            leaf.grad = None
+    return outcome
+
+
+def _last_attempt(report: SolveReport, t: torch.Tensor) -> list[StepRecord]:
+    """The per-step backward records of the last backward pass, in step order (earlier passes were retries)."""
+    return sorted(report.backward[-(t.numel() - 1) :], key=lambda r: r.backward_step)
+
+
+def _gradient_overflow(outcome: RunOutcome) -> Failure:
+    # The message names the quantity, not the parameters, so that runs failing for one cause group together.
+    y0_finite, params_finite = metrics.all_finite(outcome.grads[:1]), metrics.all_finite(outcome.grads[1:])
+    if not (y0_finite or params_finite):
+        quantity = "gradient w.r.t. y0 and parameter gradient"
+    else:
+        quantity = "gradient w.r.t. y0" if not y0_finite else "parameter gradient"
+    step = outcome.report.backward_overflow_step
+    if step is None:
+        # Every step's adjoint stayed finite: the overflow is where the parameter gradient is summed over
+        # the steps (under autocast, in the low dtype, on autocast's one cached copy of each weight).
+        quantity += "; every step's adjoint stayed finite, the sum of the parameter gradient over the steps overflowed"
+    return failures.overflow(quantity, "backward", step)

@@ -1,0 +1,42 @@
+"""The float64 reference solves every configuration is compared with, computed once per (library, method,
+n_timesteps) and shared by the configurations of one checkpoint's sweep."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..axes.libraries import SolverLibrary
+from ..axes.methods import Method
+from ..axes.modes import ProblemCopies, cast_run
+from ..axes.scalings import SCALINGS, ScalerSettings
+from . import failures
+from .one_run import RunOutcome, run_once, time_grid
+
+
+class ReferenceCache:
+    """float64 solves of one problem (one checkpoint's weights), one per (library, method, n_timesteps), computed on
+    first use."""
+
+    def __init__(self, copies: ProblemCopies, settings: ScalerSettings) -> None:
+        self.copies = copies
+        self.settings = settings
+        self._cache: dict[tuple[str, str, int], RunOutcome] = {}
+        self.n_solves = 0
+        self.seconds = 0.0
+
+    def get(self, library: SolverLibrary, method: Method, n_timesteps: int) -> RunOutcome:
+        key = (library.name, method.name, n_timesteps)
+        if key not in self._cache:
+            start = time.perf_counter()
+            prepared = cast_run(self.copies, torch.float64)
+            t = time_grid(n_timesteps, torch.float64, prepared.y0.device)
+            none = SCALINGS.get("none")
+            outcome = run_once(prepared, self.copies, library, method, none, self.settings, t, torch.float64)
+            if outcome.failure is not None:
+                raise failures.ReferenceFailed(outcome.failure)
+            self._cache[key] = outcome
+            self.n_solves += 1
+            self.seconds += time.perf_counter() - start
+        return self._cache[key]

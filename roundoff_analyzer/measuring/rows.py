@@ -1,0 +1,264 @@
+"""A configuration's outcome as table rows: its row of the results table, its per-parameter errors and its per-step
+profile. Pure functions of the runs and their reference, each building its columns complete, so that a row is never
+changed once the `Measurement` holding it exists."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..axes.arithmetics import tensor_scaling
+from ..axes.dtypes import DtypeSpec
+from ..axes.grid import Configuration
+from ..axes.methods import AdaptiveRK, Method
+from ..axes.modes import ProblemCopies
+from ..axes.roundings import ROUNDINGS
+from ..solvers import SolveReport
+from . import failures, metrics
+from .columns import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS
+from .environment_columns import environment_columns
+from .failures import Failure
+from .one_run import RunOutcome
+from .run_setup import SweepContext
+from .significance import quantities, significant_digits
+from .yardsticks import CONTEXT_COLUMNS
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One configuration's rows, built complete: its results row and its rows of the three side tables."""
+
+    row: Row
+    parameter_errors: list[Row]
+    profile: list[Row]
+    modules: list[Row] = field(default_factory=list)  # per module and phase, where asked for (module_hooks.py)
+
+
+def base_row(config: Configuration, dtype: DtypeSpec, context: SweepContext) -> Row:
+    """Every column of the results table: the configuration's, its environment's, and None for what is measured."""
+    row: Row = config.as_dict()
+    row.update(status="ok", failure_class=None, failure_type=None, failure_message=None, skip_reason=None)
+    for name in ERROR_METRICS:
+        row.update({name: None, f"{name}_over_u": None, f"{name}_spread": None})
+    row.update(
+        unit_roundoff=dtype.unit_roundoff,
+        dtype_max=dtype.max,
+        overflow_step=None,
+        overflow_phase=None,
+        max_abs_adjoint=None,
+        reference_max_abs_adjoint=None,
+        adjoint_zero_share=None,
+        reference_adjoint_zero_share=None,
+        final_scale=None,
+        scale_retries=None,
+        deterministic=None,
+        n_repeats=0,
+        time_forward_s=None,
+        time_backward_s=None,
+        peak_memory_bytes=None,
+        fp8_scaling=None,
+        **dict.fromkeys(SIG_DIGITS),
+    )
+    row.update(dict.fromkeys(CONTEXT_COLUMNS))
+    row.update(dict.fromkeys(STEP_COLUMNS))
+    row["tableau"] = None
+    row["train_iteration"] = context.train_iteration
+    row.update(environment_columns(context.device))
+    row["fp8_scaling"] = tensor_scaling(dtype, config.arithmetic, context.fp8_scaling)
+    return row
+
+
+def failure_columns(failure: Failure) -> Row:
+    return {
+        "status": "failed",
+        "failure_class": failure.failure_class,
+        "failure_type": failure.failure_type,
+        "failure_message": failure.message,
+        "overflow_step": failure.step,
+        "overflow_phase": failure.phase,
+    }
+
+
+def step_columns(method: Method, outcome: RunOutcome, reference: RunOutcome) -> Row:
+    run, ref = outcome.report, reference.report
+    columns: Row = {
+        "nfe": run.n_function_evals,
+        "reference_nfe": ref.n_function_evals,
+        "accepted_steps": run.accepted_steps,
+        "rejected_steps": run.rejected_steps,
+        "reference_accepted_steps": ref.accepted_steps,
+        "reference_rejected_steps": ref.rejected_steps,
+    }
+    if isinstance(method, AdaptiveRK):
+        columns.update(rtol=method.rtol, atol=method.atol, max_steps=method.max_steps)
+    return columns
+
+
+def parameter_names(copies: ProblemCopies) -> list[str]:
+    """The names of a run's gradients, in RunOutcome.grads' order: y0, then each trainable parameter."""
+    return ["y0"] + [name for name, p in copies.problem.func.named_parameters() if p.requires_grad]
+
+
+def run_columns(
+    config: Configuration, dtype: DtypeSpec, outcomes: list[RunOutcome], reference: RunOutcome, names: list[str]
+) -> Row:
+    """The measured columns of a configuration's repeats: errors (mean and spread), scale, adjoint, times, memory,
+    significant digits where rounding is random, and the failure, the last repeat's or an underflow found here."""
+    last = outcomes[-1]
+    per_repeat = [_errors(o, reference) for o in outcomes]
+    columns: Row = {}
+    for name in ERROR_METRICS:
+        mean, spread = metrics.mean_and_spread([e[name] for e in per_repeat])
+        columns[name], columns[f"{name}_spread"] = mean, spread
+        columns[f"{name}_over_u"] = metrics.over_u(mean, dtype.unit_roundoff)
+    columns.update(
+        n_repeats=len(outcomes),
+        deterministic=all(_bitwise_equal(outcomes[0], o) for o in outcomes[1:]) if len(outcomes) > 1 else None,
+        final_scale=last.final_scale,
+        scale_retries=last.retries,
+        max_abs_adjoint=last.report.max_abs_adjoint,
+        reference_max_abs_adjoint=reference.report.max_abs_adjoint,
+        adjoint_zero_share=last.report.max_zero_share,
+        reference_adjoint_zero_share=reference.report.max_zero_share,
+        time_forward_s=_median([o.forward_s for o in outcomes]),
+        time_backward_s=_median([o.backward_s for o in outcomes]),
+        peak_memory_bytes=max((o.peak_memory_bytes for o in outcomes if o.peak_memory_bytes is not None), default=None),
+    )
+    if ROUNDINGS.get(config.rounding).random:
+        columns.update(_significant_digits(outcomes))
+    failure = last.failure
+    if failure is None and last.grads:
+        failure = _underflow(last, reference, names, per_repeat[-1]["grad_params_rel_err"])
+    if failure is not None:
+        columns.update(failure_columns(failure))
+    return columns
+
+
+def parameter_error_rows(names: list[str], last: RunOutcome, reference: RunOutcome, dtype: DtypeSpec) -> list[Row]:
+    """Each gradient's error against the reference's (y0's included), where the last run's gradients are finite."""
+    rows: list[Row] = []
+    if last.grads and metrics.all_finite(last.grads):
+        for name, grad, ref in zip(names, last.grads, reference.grads):
+            if grad is not None and ref is not None:
+                error = metrics.rel_err(grad, ref)
+                over_u = error / dtype.unit_roundoff
+                rows.append({"parameter": name, "grad_rel_err": error, "grad_rel_err_over_u": over_u})
+    return rows
+
+
+def profile_rows(report: SolveReport, reference: SolveReport) -> list[Row]:
+    """The largest value per step, forward and backward, beside the reference's."""
+    rows: list[Row] = [
+        {
+            "phase": "forward",
+            "step": k,
+            "max_abs": m,
+            "reference_max_abs": ref,
+            "max_abs_low": None,
+            "zero_share": None,
+            "reference_zero_share": None,
+            "finite": m == m and abs(m) != float("inf"),
+        }
+        for k, (m, ref) in enumerate(zip(report.forward_max_abs, reference.forward_max_abs))
+    ]
+    reference_backward = {r.backward_step: r for r in reference.backward}
+    for record in report.backward:
+        ref_record = reference_backward.get(record.backward_step)
+        rows.append(
+            {
+                "phase": "backward",
+                "step": record.backward_step,
+                "max_abs": record.max_abs_adjoint,
+                "reference_max_abs": ref_record.max_abs_adjoint if ref_record else None,
+                "max_abs_low": record.max_abs_low_adjoint,
+                "zero_share": record.low_adjoint_zero_share,
+                "reference_zero_share": ref_record.low_adjoint_zero_share if ref_record else None,
+                "finite": record.finite,
+            }
+        )
+    return rows
+
+
+def _errors(outcome: RunOutcome, reference: RunOutcome) -> dict[str, float | None]:
+    errors: dict[str, float | None] = dict.fromkeys(ERROR_METRICS)
+    if outcome.trajectory is not None and metrics.all_finite([outcome.trajectory]):
+        errors["sol_rel_err"] = metrics.rel_err(outcome.trajectory, reference.trajectory)
+        errors["final_rel_err"] = metrics.rel_err(outcome.trajectory[-1], reference.trajectory[-1])
+    if outcome.loss is not None and metrics.all_finite([outcome.loss]):
+        errors["loss_rel_err"] = metrics.rel_err(outcome.loss, reference.loss)
+    if outcome.grads and metrics.all_finite(outcome.grads):
+        errors["grad_y0_rel_err"] = metrics.rel_err(outcome.grads[0], reference.grads[0])
+        errors["grad_params_rel_err"] = metrics.rel_err(_params(outcome), _params(reference))
+    return errors
+
+
+def _params(outcome: RunOutcome) -> torch.Tensor:
+    return metrics.flatten([g for g in outcome.grads[1:] if g is not None])
+
+
+def _underflow(
+    outcome: RunOutcome, reference: RunOutcome, names: list[str], params_error: float | None
+) -> Failure | None:
+    """Finite gradients that collapsed: as a whole, parameter by parameter, or a low-precision adjoint
+    that went to zero where the reference's did not."""
+    pairs = {
+        "gradient w.r.t. y0": (outcome.grads[0], reference.grads[0]),
+        "parameter gradient": (_params(outcome), _params(reference)),
+    }
+    for quantity, (value, ref) in pairs.items():
+        value_norm, reference_norm = metrics.norm(value), metrics.norm(ref)
+        if metrics.collapsed(value_norm, reference_norm):
+            return failures.underflow(quantity, value_norm, reference_norm)
+    # One float32 path can keep the total norm up while every parameter behind a low-precision op lost its gradient.
+    lost = [
+        name
+        for name, g, ref in zip(names[1:], outcome.grads[1:], reference.grads[1:])
+        if metrics.collapsed(metrics.norm(g), metrics.norm(ref))
+    ]
+    if lost:
+        shown = f"{', '.join(lost[:4])}{' ...' if len(lost) > 4 else ''}"
+        return failures.Failure(
+            failures.UNDERFLOW,
+            "Collapsed",
+            f"{len(lost)} of {len(names) - 1} parameter gradients collapsed to (nearly) zero: {shown}",
+        )
+    zero_share, reference_zero_share = outcome.report.max_zero_share, reference.report.max_zero_share
+    if metrics.zeroed(zero_share, reference_zero_share) and params_error is not None and params_error > 0.5:
+        return failures.Failure(
+            failures.UNDERFLOW,
+            "Collapsed",
+            f"{zero_share:.0%} of the low-precision adjoint was exactly zero (reference {reference_zero_share:.0%}); "
+            f"parameter gradient error {params_error:.2g}",
+        )
+    return None
+
+
+def _bitwise_equal(a: RunOutcome, b: RunOutcome) -> bool:
+    def same(x: torch.Tensor | None, y: torch.Tensor | None) -> bool:
+        if x is None or y is None:
+            return x is y
+        return x.dtype == y.dtype and torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8))
+
+    return (
+        same(a.trajectory, b.trajectory)
+        and len(a.grads) == len(b.grads)
+        and all(same(x, y) for x, y in zip(a.grads, b.grads))
+    )
+
+
+def _significant_digits(outcomes: list[RunOutcome]) -> dict[str, float | None]:
+    finished = [o for o in outcomes if o.failure is None and o.grads and metrics.all_finite(o.grads)]
+    if len(finished) < 2:
+        return {}
+    samples = [quantities(o.trajectory, o.loss, o.grads) for o in finished]
+    return {column: significant_digits([s[key] for s in samples]) for column, key in zip(SIG_DIGITS, samples[0])}
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None

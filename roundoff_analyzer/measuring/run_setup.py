@@ -1,0 +1,102 @@
+"""What a configuration's runs are made of: the sweep's shared context and the configuration's axes resolved from
+their names. One place to prepare and start a run, so that the timed runs, the scale hint's run, the memory run and
+the per-module run of a configuration cannot differ in how they are set up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..axes.arithmetics import ARITHMETICS, Arithmetic, ArithmeticRequest
+from ..axes.dtypes import DTYPES, DtypeSpec
+from ..axes.grid import Configuration
+from ..axes.libraries import LIBRARIES, SolverLibrary
+from ..axes.loss_placements import LOSS_PLACEMENTS, LossPlacement
+from ..axes.methods import METHODS, AdaptiveRK, Method
+from ..axes.modes import MODES, Mode, PreparedRun, ProblemCopies
+from ..axes.scalings import SCALINGS, Scaling, ScalerSettings
+from .module_hooks import ModuleObserver
+from .one_run import RunOutcome, run_once
+from .references import ReferenceCache
+from .yardsticks import Yardsticks
+
+
+@dataclass
+class SweepContext:
+    """What the configurations of one checkpoint's sweep share in one process: the problem, its references, the
+    settings, and the scale hints found so far."""
+
+    copies: ProblemCopies
+    references: ReferenceCache
+    device: torch.device
+    settings: ScalerSettings
+    repeats: int = 1
+    timeout_s: float | None = None
+    # rtol, atol and max_steps of adaptive methods.
+    step_control: dict[str, float] = field(default_factory=dict)
+    yardsticks: Yardsticks | None = None  # None: no discretisation error or gradient noise beside the roundoff
+    fp8_scaling: bool = True
+    cpu_memory: bool = False  # on the CPU, one extra untimed run per configuration measures its peak memory
+    # The training iteration of the checkpoint whose weights `copies` hold, where known.
+    train_iteration: int | None = None
+    per_module: bool = False  # one extra untimed run per configuration with every module watched (module_hooks.py)
+    # The retries of the last run of each setup here: a searching loss scaler starts there (same result, fewer passes).
+    scale_hints: dict[tuple[str, ...], int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """A configuration with each axis's implementation looked up (an adaptive method with the sweep's tolerances)."""
+
+    config: Configuration
+    library: SolverLibrary
+    method: Method
+    dtype: DtypeSpec
+    scaling: Scaling
+    mode: Mode
+    arithmetic: Arithmetic
+    loss_in: LossPlacement
+
+    @classmethod
+    def of(cls, config: Configuration, step_control: dict[str, float]) -> RunSetup:
+        method = METHODS.get(config.method)
+        if isinstance(method, AdaptiveRK):
+            method = method.with_settings(**step_control)
+        return cls(
+            config,
+            LIBRARIES.get(config.library),
+            method,
+            DTYPES.get(config.dtype),
+            SCALINGS.get(config.scaling),
+            MODES.get(config.mode),
+            ARITHMETICS.get(config.arithmetic),
+            LOSS_PLACEMENTS.get(config.loss_in),
+        )
+
+    def prepare(self, context: SweepContext, repeat: int = 0) -> PreparedRun:
+        """The problem cast for the configuration's mode, dtype and arithmetic (`repeat`: which stochastic rounding)."""
+        request = ArithmeticRequest(self.config.rounding, context.fp8_scaling, repeat)
+        return self.arithmetic.prepare(self.mode, context.copies, self.dtype, request)
+
+    def run(
+        self,
+        prepared: PreparedRun,
+        context: SweepContext,
+        t: torch.Tensor,
+        scale_hint: int | None,
+        observer: ModuleObserver | None = None,
+    ) -> RunOutcome:
+        return run_once(
+            prepared,
+            context.copies,
+            self.library,
+            self.method,
+            self.scaling,
+            context.settings,
+            t,
+            torch.float32,
+            scale_hint=scale_hint,
+            loss_in=self.loss_in,
+            observer=observer,
+        )

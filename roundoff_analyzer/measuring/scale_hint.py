@@ -1,0 +1,56 @@
+"""Where a searching loss scaler starts its search: the scale found by a cheap run of the same setup.
+
+A hint changes how many backward passes the search takes, never the scale it finds (the scaler checks the hint), so
+nothing here reaches a table; it exists because a search at a large n_timesteps costs several full backward passes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..axes.grid import Configuration
+from . import failures
+from .one_run import time_grid
+from .run_setup import RunSetup, SweepContext
+from .time_limit import time_limit
+from .torch_state import restored_torch_state
+
+# A setup's first run with a searching loss scaler takes its starting point from the same setup at this
+# n_timesteps: the search there costs a fraction of one pass at a large n, and k rarely differs by more than one.
+HINT_TIMESTEPS = 8
+
+
+def hint_key(config: Configuration) -> tuple[str, ...]:
+    """What a hint is shared by: every axis but n_timesteps and the method (the checkpoint has a context of its own)."""
+    return (
+        config.library,
+        config.dtype,
+        config.scaling,
+        config.mode,
+        config.arithmetic,
+        config.rounding,
+        config.loss_in,
+        config.keep_float32,
+    )
+
+
+def needs_hint(setup: RunSetup, context: SweepContext) -> bool:
+    """Whether the setup's loss scaler searches, at an n_timesteps above the hint's, with no hint known yet."""
+    return (
+        hint_key(setup.config) not in context.scale_hints
+        and setup.scaling.searches_scale
+        and setup.config.n_timesteps > HINT_TIMESTEPS
+    )
+
+
+def scale_hint(setup: RunSetup, context: SweepContext) -> int | None:
+    """The retries of the same setup at HINT_TIMESTEPS, or None where that run fails: where the loss scaler's search
+    of a larger run starts. Its numbers are not kept."""
+    try:
+        with restored_torch_state(), time_limit(context.timeout_s):
+            prepared = setup.prepare(context)
+            t = time_grid(HINT_TIMESTEPS, torch.float32, context.device)
+            outcome = setup.run(prepared, context, t, None)
+    except failures.ConfigurationTimeout:
+        return None
+    return outcome.retries if outcome.failure is None else None
