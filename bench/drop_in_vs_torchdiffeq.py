@@ -8,6 +8,7 @@ for `method="rk4"` kept as it was: the classical rule here against torchdiffeq's
 
     python bench/drop_in_vs_torchdiffeq.py
 """
+
 from __future__ import annotations
 
 import itertools
@@ -20,7 +21,12 @@ from roundoff_analyzer.solvers import odeint
 
 SAME_RULE = {"euler": "euler", "midpoint": "midpoint", "heun2": "heun2", "heun3": "heun3", "rk4_38": "rk4"}
 OTHER_RULE = {"rk4": "rk4"}  # classical here, 3/8 there
-OPTIONS = [dict(step_size=0.07), dict(step_size=0.07, interp="cubic"), dict(step_size=0.05, perturb=True), dict(step_size=0.013)]
+OPTIONS = [
+    dict(step_size=0.07),
+    dict(step_size=0.07, interp="cubic"),
+    dict(step_size=0.05, perturb=True),
+    dict(step_size=0.013),
+]
 
 
 class Mlp(torch.nn.Module):

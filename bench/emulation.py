@@ -7,6 +7,7 @@ and backward passes, and the ratios emulated / hardware (target: at most 1.5).
 
     python bench/emulation.py [--model otflow] [-o key=value ...] [--timesteps 8,32,128]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,10 +32,17 @@ def main() -> None:
     for arithmetic in ("hardware", "emulated"):
         wall = inside = 0.0
         for library in dict.fromkeys(library for library, _ in pairs):
-            request = config.validate({
-                "model": args.model, "options": parse_option_pairs(args.option), "timesteps": [int(n) for n in args.timesteps.split(",")],
-                "library": [library], "dtype": ["float16"], "scaling": [s for lib, s in pairs if lib == library], "arithmetic": [arithmetic],
-            })  # fmt: skip
+            request = config.validate(
+                {
+                    "model": args.model,
+                    "options": parse_option_pairs(args.option),
+                    "timesteps": [int(n) for n in args.timesteps.split(",")],
+                    "library": [library],
+                    "dtype": ["float16"],
+                    "scaling": [s for lib, s in pairs if lib == library],
+                    "arithmetic": [arithmetic],
+                }
+            )
             with tempfile.TemporaryDirectory() as folder:
                 outcome = sweep.run(sweep.plan(request), Path(folder) / "sweep")
             table = outcome.results
@@ -44,7 +52,9 @@ def main() -> None:
         timings[arithmetic] = (wall, inside)
         print(f"{arithmetic:9s} wall time (without references) {wall:8.2f} s   forward+backward {inside:8.2f} s")
     (hw_wall, hw_inside), (em_wall, em_inside) = timings["hardware"], timings["emulated"]
-    print(f"emulated / hardware: wall time {em_wall / hw_wall:.2f}x, forward+backward {em_inside / hw_inside:.2f}x (target <= 1.5x)")
+    print(
+        f"emulated / hardware: wall time {em_wall / hw_wall:.2f}x, forward+backward {em_inside / hw_inside:.2f}x (target <= 1.5x)"
+    )
 
 
 if __name__ == "__main__":

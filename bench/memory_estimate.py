@@ -9,6 +9,7 @@ be at least 1 for the fine reference, and the table says how far below the peak 
 
     python bench/memory_estimate.py [--timesteps 8,32,128]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,12 +17,12 @@ import tempfile
 
 import roundoff_analyzer as ra
 from roundoff_analyzer.axes.modes import ProblemCopies
+from roundoff_analyzer.execution.executors import EXECUTORS
 from roundoff_analyzer.measuring.cpu_memory import cpu_peak_memory
 from roundoff_analyzer.measuring.discretisation import fine_steps, solve_on_fine_grid
 from roundoff_analyzer.measuring.memory import configuration_bytes, fine_reference_bytes
 from roundoff_analyzer.planning import config as sweep_config
 from roundoff_analyzer.planning.sweep_plan import make_plan
-from roundoff_analyzer.execution.executors import EXECUTORS
 
 
 def main() -> None:
@@ -29,8 +30,17 @@ def main() -> None:
     parser.add_argument("--timesteps", default="8,32,128")
     args = parser.parse_args()
     timesteps = [int(n) for n in args.timesteps.split(",")]
-    settings = dict(model="otflow", timesteps=timesteps, method=["rk4"], library=["torchdiffeq"], dtype=["float16"], scaling=["none"],
-                    device="cpu", cpu_memory=True, noise_batches=0)  # fmt: skip
+    settings = dict(
+        model="otflow",
+        timesteps=timesteps,
+        method=["rk4"],
+        library=["torchdiffeq"],
+        dtype=["float16"],
+        scaling=["none"],
+        device="cpu",
+        cpu_memory=True,
+        noise_batches=0,
+    )
     with tempfile.TemporaryDirectory() as folder:
         result = ra.sweep(out=f"{folder}/sweep", report=False, progress=False, **settings)
     plan = make_plan(sweep_config.validate(settings), EXECUTORS)
@@ -39,12 +49,16 @@ def main() -> None:
     print(f"{'what':<34} {'bound':>12} {'peak':>12} {'peak / bound':>13}")
     for row in result.results.itertuples():
         bound, peak = configuration_bytes(row.n_timesteps, n_values), row.peak_memory_bytes
-        print(f"{'rk4 torchdiffeq float16 n=' + str(row.n_timesteps):<34} {bound:>12,} {peak:>12,} {peak / bound:>13.2f}")
+        print(
+            f"{'rk4 torchdiffeq float16 n=' + str(row.n_timesteps):<34} {bound:>12,} {peak:>12,} {peak / bound:>13.2f}"
+        )
     copies = ProblemCopies(plan.problem)
     with cpu_peak_memory() as peak:
         solve_on_fine_grid(copies, timesteps, fine_steps(timesteps), plan.device)
     bound = fine_reference_bytes(timesteps, n_values)
-    print(f"{'fine reference (' + str(fine_steps(timesteps)) + ' RK4 steps)':<34} {bound:>12,} {peak.bytes:>12,} {peak.bytes / bound:>13.2f}")
+    print(
+        f"{'fine reference (' + str(fine_steps(timesteps)) + ' RK4 steps)':<34} {bound:>12,} {peak.bytes:>12,} {peak.bytes / bound:>13.2f}"
+    )
 
 
 if __name__ == "__main__":

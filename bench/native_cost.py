@@ -22,6 +22,7 @@ solve takes minutes.)
     python bench/native_cost.py [--quick | --size rk4,256,256,16 ...] [--dtype float16,...] [--repeats R]
                                 [--device cpu|cuda] [--markdown FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,10 +44,16 @@ from roundoff_analyzer.solvers import DynamicAdjointScaler, odeint
 STATE = 64
 # (method, hidden, batch, n_timesteps): the issue's nine sizes, and a small subset for --quick.
 SIZES = [
-    ("rk4", 256, 256, 16), ("rk4", 256, 1024, 16), ("rk4", 1024, 256, 16), ("rk4", 1024, 1024, 16),
-    ("rk4", 256, 256, 64), ("rk4", 1024, 256, 64),
-    ("euler", 256, 256, 16), ("euler", 1024, 1024, 16), ("euler", 256, 256, 64),
-]  # fmt: skip
+    ("rk4", 256, 256, 16),
+    ("rk4", 256, 1024, 16),
+    ("rk4", 1024, 256, 16),
+    ("rk4", 1024, 1024, 16),
+    ("rk4", 256, 256, 64),
+    ("rk4", 1024, 256, 64),
+    ("euler", 256, 256, 16),
+    ("euler", 1024, 1024, 16),
+    ("euler", 256, 256, 64),
+]
 QUICK_SIZES = [("rk4", 128, 128, 16), ("euler", 128, 128, 64)]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -60,7 +67,9 @@ class Setup:
 
     @property
     def label(self) -> str:
-        extra = [s for s in ("scaler" if self.scaler else "", "low trajectory" if self.trajectory == "low" else "") if s]
+        extra = [
+            s for s in ("scaler" if self.scaler else "", "low trajectory" if self.trajectory == "low" else "") if s
+        ]
         return f"{self.library} {self.dtype}" + (f" ({', '.join(extra)})" if extra else "")
 
 
@@ -69,7 +78,11 @@ def setups() -> list[Setup]:
     for dtype in DTYPES:
         chosen += [Setup("torchdiffeq", dtype), Setup("native", dtype)]
         if dtype != "float32":  # in float32 the stored states are the trajectory already; no scaling needed
-            chosen += [Setup("native", dtype, True), Setup("native", dtype, False, "low"), Setup("native", dtype, True, "low")]
+            chosen += [
+                Setup("native", dtype, True),
+                Setup("native", dtype, False, "low"),
+                Setup("native", dtype, True, "low"),
+            ]
     return chosen
 
 
@@ -77,9 +90,12 @@ class MLP(torch.nn.Module):
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.net = torch.nn.Sequential(
-            torch.nn.Linear(STATE + 1, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden), torch.nn.Tanh(),
+            torch.nn.Linear(STATE + 1, hidden),
+            torch.nn.Tanh(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.Tanh(),
             torch.nn.Linear(hidden, STATE),
-        )  # fmt: skip
+        )
 
     def forward(self, t, y):
         return self.net(torch.cat([y, t.to(y.dtype).expand(y.shape[0], 1)], dim=1))
@@ -149,7 +165,9 @@ def estimated_run_seconds(setup: Setup, func, y0, t, method) -> float:
     return timed(setup, func, y0, one_step, method) * (len(t) - 1)
 
 
-def measure_size(size, dtypes: list[str], repeats: int, time_all: bool, max_run_seconds: float, device) -> tuple[list[dict], list[str]]:
+def measure_size(
+    size, dtypes: list[str], repeats: int, time_all: bool, max_run_seconds: float, device
+) -> tuple[list[dict], list[str]]:
     method, hidden, batch, n = size
     generator = torch.Generator().manual_seed(0)
     func = MLP(hidden).to(device)
@@ -158,8 +176,9 @@ def measure_size(size, dtypes: list[str], repeats: int, time_all: bool, max_run_
     estimates = {d: estimated_run_seconds(Setup("torchdiffeq", d), func, y0, t, method) for d in dtypes}
     skipped = [
         f"{d}: one forward + backward of torchdiffeq estimated at {e:.0f} s > --max-run-seconds {max_run_seconds:g}"
-        for d, e in estimates.items() if e > max_run_seconds
-    ]  # fmt: skip
+        for d, e in estimates.items()
+        if e > max_run_seconds
+    ]
     chosen = [s for s in setups() if estimates[s.dtype] <= max_run_seconds]
     to_time = [s for s in chosen if time_all or (not s.scaler and s.trajectory == "state")]
     times: dict[Setup, list[float]] = {s: [] for s in to_time}
@@ -171,11 +190,18 @@ def measure_size(size, dtypes: list[str], repeats: int, time_all: bool, max_run_
             times[s].append(timed(s, func, y0, t, method))
     rows = []
     for s in chosen:
-        rows.append({
-            "method": method, "hidden": hidden, "batch": batch, "n": n, "setup": s,
-            "time_s": statistics.median(times[s]) if s in times else None,
-            "saved_bytes": saved_bytes(s, func, y0, t, method), "peak_bytes": peak_bytes(s, func, y0, t, method),
-        })  # fmt: skip
+        rows.append(
+            {
+                "method": method,
+                "hidden": hidden,
+                "batch": batch,
+                "n": n,
+                "setup": s,
+                "time_s": statistics.median(times[s]) if s in times else None,
+                "saved_bytes": saved_bytes(s, func, y0, t, method),
+                "peak_bytes": peak_bytes(s, func, y0, t, method),
+            }
+        )
     by_setup = {r["setup"]: r for r in rows}
     float32 = by_setup.get(Setup("native", "float32"))
     for r in rows:
@@ -192,27 +218,57 @@ def size_table(size, rows: list[dict], tablefmt: str) -> str:
         return "" if value is None else format(value, spec)
 
     return tabulate(
-        [[r["setup"].label, number(r["time_s"] and r["time_s"] * 1e3, ".1f"), number(r["vs_torchdiffeq"], ".2f"),
-          f"{r['saved_bytes'] / 2**20:.2f}", number(r["theory_saved_bytes"] and r["theory_saved_bytes"] / 2**20, ".2f"),
-          f"{r['peak_bytes'] / 2**20:.2f}", number(r["peak_vs_native_float32"], ".0%")] for r in rows],
-        headers=[f"{size[0]} h={size[1]} batch={size[2]} n={size[3]}", "fwd+bwd ms", "/ torchdiffeq", "saved MiB",
-                 "theory MiB", "peak MiB", "peak / native f32"],
+        [
+            [
+                r["setup"].label,
+                number(r["time_s"] and r["time_s"] * 1e3, ".1f"),
+                number(r["vs_torchdiffeq"], ".2f"),
+                f"{r['saved_bytes'] / 2**20:.2f}",
+                number(r["theory_saved_bytes"] and r["theory_saved_bytes"] / 2**20, ".2f"),
+                f"{r['peak_bytes'] / 2**20:.2f}",
+                number(r["peak_vs_native_float32"], ".0%"),
+            ]
+            for r in rows
+        ],
+        headers=[
+            f"{size[0]} h={size[1]} batch={size[2]} n={size[3]}",
+            "fwd+bwd ms",
+            "/ torchdiffeq",
+            "saved MiB",
+            "theory MiB",
+            "peak MiB",
+            "peak / native f32",
+        ],
         tablefmt=tablefmt,
-    )  # fmt: skip
+    )
 
 
 def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
-    lines = ["native / torchdiffeq time at equal dtype (no scaler, state trajectory), median over sizes (target <= 1.45):"]
+    lines = [
+        "native / torchdiffeq time at equal dtype (no scaler, state trajectory), median over sizes (target <= 1.45):"
+    ]
     for dtype in dtypes:
         ratios = [r["vs_torchdiffeq"] for r in rows if r["setup"] == Setup("native", dtype)]
         if ratios:
-            lines.append(f"  {dtype:9s} median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}  ({len(ratios)} sizes)")
+            lines.append(
+                f"  {dtype:9s} median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}  ({len(ratios)} sizes)"
+            )
     lines.append("peak of forward + backward / native float32's (target for float16 <= 60% with the low trajectory):")
     for dtype in [d for d in dtypes if d != "float32"]:
-        for setup in (Setup("native", dtype), Setup("native", dtype, False, "low"), Setup("native", dtype, True, "low")):
-            shares = [r["peak_vs_native_float32"] for r in rows if r["setup"] == setup and r["peak_vs_native_float32"] is not None]
+        for setup in (
+            Setup("native", dtype),
+            Setup("native", dtype, False, "low"),
+            Setup("native", dtype, True, "low"),
+        ):
+            shares = [
+                r["peak_vs_native_float32"]
+                for r in rows
+                if r["setup"] == setup and r["peak_vs_native_float32"] is not None
+            ]
             if shares:
-                lines.append(f"  {setup.label:42s} median {statistics.median(shares):.0%}  range {min(shares):.0%}-{max(shares):.0%}  ({len(shares)} sizes)")
+                lines.append(
+                    f"  {setup.label:42s} median {statistics.median(shares):.0%}  range {min(shares):.0%}-{max(shares):.0%}  ({len(shares)} sizes)"
+                )
     return lines
 
 
@@ -224,10 +280,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads on the CPU")
     parser.add_argument("--dtype", default=",".join(DTYPES), help=f"comma list of {', '.join(DTYPES)}")
     parser.add_argument("--time-all", action="store_true", help="time every setup, not only the pair the ratio needs")
-    parser.add_argument("--max-run-seconds", type=float, default=60.0, help="skip a dtype at a size whose one run would take longer")
-    parser.add_argument("--markdown", type=argparse.FileType("w"), help="also write the tables and the summary as markdown")
-    parser.add_argument("--size", action="append", default=[], metavar="METHOD,H,BATCH,N",
-                        help="only this size (repeatable), e.g. rk4,256,256,16")
+    parser.add_argument(
+        "--max-run-seconds", type=float, default=60.0, help="skip a dtype at a size whose one run would take longer"
+    )
+    parser.add_argument(
+        "--markdown", type=argparse.FileType("w"), help="also write the tables and the summary as markdown"
+    )
+    parser.add_argument(
+        "--size",
+        action="append",
+        default=[],
+        metavar="METHOD,H,BATCH,N",
+        help="only this size (repeatable), e.g. rk4,256,256,16",
+    )
     args = parser.parse_args()
     dtypes = [d for d in args.dtype.split(",") if d]
     unknown = sorted(set(dtypes) - set(DTYPES))
@@ -238,7 +303,11 @@ def main() -> None:
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{platform.processor() or platform.machine()} cpu, {torch.get_num_threads()} threads"
+    where = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"{platform.processor() or platform.machine()} cpu, {torch.get_num_threads()} threads"
+    )
     header = f"device: {where}; torch {torch.__version__}; load average at start {os.getloadavg()}"
     print(header, flush=True)
     markdown = [f"`{' '.join(['python bench/native_cost.py', *sys.argv[1:]])}`", "", header, ""]
@@ -254,7 +323,11 @@ def main() -> None:
         for line in skipped:
             print(f"  skipped {line}", flush=True)
             markdown += [f"- skipped {line}", ""]
-    footer = [f"load average at end {os.getloadavg()}; {time.perf_counter() - started:.0f} s in all", "", *summary(rows, dtypes)]
+    footer = [
+        f"load average at end {os.getloadavg()}; {time.perf_counter() - started:.0f} s in all",
+        "",
+        *summary(rows, dtypes),
+    ]
     print("\n" + "\n".join(footer))
     if args.markdown:
         args.markdown.write("\n".join([*markdown, footer[0], "", "```", *footer[2:], "```", ""]))

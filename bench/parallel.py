@@ -11,6 +11,7 @@ column is equal bit for bit. Run it on an otherwise quiet machine; it prints the
     python bench/parallel.py --grid default --timesteps 8,32   # the default otflow grid at other n_timesteps
     python bench/parallel.py --grid custom -o hidden=64 --dtype float16 --target 1.5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,9 +32,19 @@ ERROR_COLUMNS = [f"{name}{suffix}" for name in ERROR_METRICS for suffix in ("", 
 # name -> (request, target speedup on 2 cores): the default grid, and a small grid of 16 configurations.
 GRIDS = {
     "default": ({"model": "otflow", "timesteps": [8, 32, 128]}, 1.8),
-    "16 configurations": ({"model": "otflow", "options": {"hidden": "32"}, "timesteps": [8, 16], "dtype": ["bfloat16", "float32"],
-                           "scaling": ["none"], "library": ["torchdiffeq", "native"], "method": ["euler", "rk4"]}, 1.5),
-}  # fmt: skip
+    "16 configurations": (
+        {
+            "model": "otflow",
+            "options": {"hidden": "32"},
+            "timesteps": [8, 16],
+            "dtype": ["bfloat16", "float32"],
+            "scaling": ["none"],
+            "library": ["torchdiffeq", "native"],
+            "method": ["euler", "rk4"],
+        },
+        1.5,
+    ),
+}
 
 
 def timed_sweep(request: config.SweepConfig, out: Path) -> tuple[float, pd.DataFrame, int]:
@@ -60,9 +71,14 @@ def compare(name: str, base: dict, target: float, workers: int) -> None:
     print(f"grid: {len(one)} configurations ({name}: {base})")
     print(f"--workers 1            {one_s:8.2f} s  ({one_refs} reference solves)")
     print(f"--workers {workers:<12d} {many_s:8.2f} s  ({many_refs} reference solves)")
-    print(f"speedup                {speedup:8.2f}x (target >= {target}x on 2 cores: {'met' if speedup >= target else 'NOT met'})")
-    print(f"identical results      {'yes' if same_rows and not unequal else 'NO'}: configurations, statuses and all "
-          f"{len(ERROR_COLUMNS)} error columns" + (f"; differing: {', '.join(unequal)}" if unequal else " equal bit for bit"))  # fmt: skip
+    print(
+        f"speedup                {speedup:8.2f}x (target >= {target}x on 2 cores: {'met' if speedup >= target else 'NOT met'})"
+    )
+    print(
+        f"identical results      {'yes' if same_rows and not unequal else 'NO'}: configurations, statuses and all "
+        f"{len(ERROR_COLUMNS)} error columns"
+        + (f"; differing: {', '.join(unequal)}" if unequal else " equal bit for bit")
+    )
     print(f"load average after: {os.getloadavg()[0]:.2f}", flush=True)
 
 
@@ -79,8 +95,16 @@ def main() -> None:
 
     print(f"machine: {os.cpu_count()} cores")
     if args.grid == "custom":
-        grids = {"custom": ({"model": args.model, "options": parse_option_pairs(args.option),
-                             **({"dtype": args.dtype.split(",")} if args.dtype else {})}, args.target)}  # fmt: skip
+        grids = {
+            "custom": (
+                {
+                    "model": args.model,
+                    "options": parse_option_pairs(args.option),
+                    **({"dtype": args.dtype.split(",")} if args.dtype else {}),
+                },
+                args.target,
+            )
+        }
     else:
         grids = GRIDS if args.grid == "both" else {args.grid: GRIDS[args.grid]}
     for name, (request, target) in grids.items():

@@ -11,6 +11,7 @@ measured in this one run:
 
     python bench/per_module_cost.py --baseline /path/to/main [--baseline-python python3] [--rounds 2] [-- --model otflow ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,13 @@ def run(python: str, cwd: Path, args: list[str], out: Path) -> tuple[float, floa
     """Wall seconds of the command, of its configurations, CPU seconds of the command and its processes, load before."""
     load, cpu = os.getloadavg()[0], _children_cpu()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    done = subprocess.run([python, "-m", "roundoff_cli", "sweep", *args, "--out", str(out), "--no-report"], cwd=cwd, env=env,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [python, "-m", "roundoff_cli", "sweep", *args, "--out", str(out), "--no-report"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     found = TOOK.search(" ".join(done.stdout.split()))
     if done.returncode != 0 or found is None:
         sys.exit(f"the sweep in {cwd} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
@@ -60,8 +66,10 @@ def main() -> None:
         for i, (name, python, cwd, extra) in enumerate(plan):
             took, running, cpu, load = run(python, cwd, [*args.sweep, *extra], Path(folder) / f"run{i}")
             times[name].append((took, running, cpu))
-            print(f"{name:18s} command {took:7.1f} s, configurations {running:7.1f} s, CPU {cpu:7.1f} s  (load average before: {load})",
-                  flush=True)  # fmt: skip
+            print(
+                f"{name:18s} command {took:7.1f} s, configurations {running:7.1f} s, CPU {cpu:7.1f} s  (load average before: {load})",
+                flush=True,
+            )
     median = {name: [statistics.median(run[i] for run in v) for i in range(3)] for name, v in times.items()}
 
     def ratios(a: str, b: str) -> str:

@@ -7,6 +7,7 @@ formats multiply (targets for 80 formats: at most 10 s and 40 KB).
 
     python bench/report_scaling.py [--few 8] [--many 80]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,10 +29,16 @@ def formats(count: int) -> list[str]:
 
 
 def measure(folder: Path, count: int) -> dict[str, float]:
-    request = config.validate({
-        "model": "linear", "library": ["native"], "scaling": ["none"], "method": ["euler"], "timesteps": [2],
-        "dtype": formats(count),
-    })  # fmt: skip
+    request = config.validate(
+        {
+            "model": "linear",
+            "library": ["native"],
+            "scaling": ["none"],
+            "method": ["euler"],
+            "timesteps": [2],
+            "dtype": formats(count),
+        }
+    )
     sweep.run(sweep.plan(request), folder)
     wall, cpu = time.perf_counter(), time.process_time()
     report = write_report(folder)
@@ -49,7 +56,9 @@ def main() -> None:
         few = measure(Path(folder) / "few", args.few)
         many = measure(Path(folder) / "many", args.many)
     for key in few:
-        print(f"{key:>20}: {args.few} formats {few[key]:10.3g}   {args.many} formats {many[key]:10.3g}   ratio {many[key] / few[key]:.2f}")
+        print(
+            f"{key:>20}: {args.few} formats {few[key]:10.3g}   {args.many} formats {many[key]:10.3g}   ratio {many[key] / few[key]:.2f}"
+        )
 
 
 if __name__ == "__main__":

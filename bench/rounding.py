@@ -6,6 +6,7 @@ bfloat16, float8_e4m3 and float8_e5m2.
 
     python bench/rounding.py        (pip install pychop to include it)
 """
+
 from __future__ import annotations
 
 import time

@@ -10,6 +10,7 @@ process, then prints, measured in this one run:
 
     python bench/sweep_overhead.py [--model otflow] [-o key=value ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None, help="processes (default: the sweep's own choice)")
     args = parser.parse_args()
 
-    request = config.validate({"model": args.model, "options": parse_option_pairs(args.option), "workers": args.workers})
+    request = config.validate(
+        {"model": args.model, "options": parse_option_pairs(args.option), "workers": args.workers}
+    )
     plan = sweep.plan(request)
     with tempfile.TemporaryDirectory() as folder:
         outcome = sweep.run(plan, Path(folder) / "sweep")
@@ -50,17 +53,25 @@ def main() -> None:
     print(f"runs forward+backward     {inside_runs:8.2f} s  (summed over the processes)")
     print(f"reference solves          {outcome.reference_seconds:8.2f} s  ({outcome.reference_solves} solves)")
     print(f"fine reference            {fine.seconds:8.2f} s  ({fine.fine_steps} rk4 steps, and half that to check it)")
-    print(f"gradient noise            {noise.seconds:8.2f} s  ({noise.n_batches} batches at n_timesteps {noise.n_timesteps})")
+    print(
+        f"gradient noise            {noise.seconds:8.2f} s  ({noise.n_batches} batches at n_timesteps {noise.n_timesteps})"
+    )
     print(f"context / reference solves = {context_seconds / outcome.reference_seconds:.2f}")
     if plan.config.workers == 1:
-        print(f"outside solver and refs   {overhead:8.2f} s  = {overhead / outcome.wall_seconds:.1%} of wall time (target <= 10%)")
+        print(
+            f"outside solver and refs   {overhead:8.2f} s  = {overhead / outcome.wall_seconds:.1%} of wall time (target <= 10%)"
+        )
     else:  # the times above are summed over processes that ran side by side
         print(f"summed times / wall time  {accounted / outcome.wall_seconds:8.2f}  (processes side by side)")
-    by_scaling = table.assign(seconds=(table.time_forward_s.fillna(0) + table.time_backward_s.fillna(0)) * table.n_repeats)
+    by_scaling = table.assign(
+        seconds=(table.time_forward_s.fillna(0) + table.time_backward_s.fillna(0)) * table.n_repeats
+    )
     for scaling, seconds in by_scaling.groupby("scaling")["seconds"].sum().items():
         print(f"  runs with scaling {scaling:8s}{seconds:8.2f} s  ({seconds / inside_runs:.0%} of the runs)")
-    print(f"reference solves / configurations = {outcome.reference_solves} / {len(table)}; "
-          f"distinct library x method x n_timesteps = {distinct} (target: solves == distinct)")  # fmt: skip
+    print(
+        f"reference solves / configurations = {outcome.reference_solves} / {len(table)}; "
+        f"distinct library x method x n_timesteps = {distinct} (target: solves == distinct)"
+    )
 
 
 if __name__ == "__main__":

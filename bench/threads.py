@@ -10,6 +10,7 @@ which is what the tool did before it chose), and whether all runs gave the same 
     python bench/threads.py                          # n_timesteps 8,32,128: 42 configurations, 1 round
     python bench/threads.py --timesteps 8,32 --rounds 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,13 +34,31 @@ ERROR_COLUMNS = [f"{name}{suffix}" for name in ERROR_METRICS for suffix in ("", 
 
 
 def timed_sweep(args: argparse.Namespace, threads: int | None, out: Path) -> tuple[float, pd.DataFrame, dict]:
-    command = [sys.executable, "-m", "roundoff_cli", "sweep", "--model", "otflow", "--timesteps", args.timesteps,
-               "--device", "cpu", "--no-report", "--out", str(out), *(["--threads", str(threads)] if threads else [])]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "roundoff_cli",
+        "sweep",
+        "--model",
+        "otflow",
+        "--timesteps",
+        args.timesteps,
+        "--device",
+        "cpu",
+        "--no-report",
+        "--out",
+        str(out),
+        *(["--threads", str(threads)] if threads else []),
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     started = time.perf_counter()
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - started
-    return seconds, pd.read_parquet(out / "results.parquet"), json.loads((out / "manifest.json").read_text())["execution"]
+    return (
+        seconds,
+        pd.read_parquet(out / "results.parquet"),
+        json.loads((out / "manifest.json").read_text())["execution"],
+    )
 
 
 def spinner() -> subprocess.Popen:
@@ -55,7 +74,9 @@ def main() -> None:
 
     cores = available_cores()
     settings = {"choice": None, "1 thread": 1, f"{cores} threads (torch's default)": cores}
-    print(f"machine: {cores} cores; load average before: {os.getloadavg()[0]:.2f} (a quiet 2-core machine stays below 1)")
+    print(
+        f"machine: {cores} cores; load average before: {os.getloadavg()[0]:.2f} (a quiet 2-core machine stays below 1)"
+    )
     print(f"grid: roundoff sweep --model otflow --timesteps {args.timesteps} --no-report, {args.rounds} round(s)")
     times: dict[tuple[str, str], list[float]] = {}
     tables: list[pd.DataFrame] = []
@@ -71,7 +92,10 @@ def main() -> None:
                         times.setdefault((condition, name), []).append(seconds)
                         tables.append(table)
                         chosen = execution if threads is None else chosen
-                        print(f"  {condition:14s} {name:28s} {seconds:8.2f} s   (load {os.getloadavg()[0]:.2f})", flush=True)
+                        print(
+                            f"  {condition:14s} {name:28s} {seconds:8.2f} s   (load {os.getloadavg()[0]:.2f})",
+                            flush=True,
+                        )
             finally:
                 if busy is not None:
                     busy.terminate()
@@ -85,12 +109,20 @@ def main() -> None:
     default = f"{cores} threads (torch's default)"
     busy_ratio = median[("one core busy", "choice")] / min(median[("one core busy", name)] for name in settings)
     quiet_ratio = median[("no extra load", "choice")] / median[("no extra load", default)]
-    print(f"busy:  choice / best setting     = {busy_ratio:.2f}x (target <= {BUSY_TARGET}: {'met' if busy_ratio <= BUSY_TARGET else 'NOT met'})")
-    print(f"no extra load: choice / torch's default = {quiet_ratio:.2f}x (target <= {QUIET_TARGET}: {'met' if quiet_ratio <= QUIET_TARGET else 'NOT met'})")
-    print(f"busy:  torch's default / choice  = {median[('one core busy', default)] / median[('one core busy', 'choice')]:.2f}x")
+    print(
+        f"busy:  choice / best setting     = {busy_ratio:.2f}x (target <= {BUSY_TARGET}: {'met' if busy_ratio <= BUSY_TARGET else 'NOT met'})"
+    )
+    print(
+        f"no extra load: choice / torch's default = {quiet_ratio:.2f}x (target <= {QUIET_TARGET}: {'met' if quiet_ratio <= QUIET_TARGET else 'NOT met'})"
+    )
+    print(
+        f"busy:  torch's default / choice  = {median[('one core busy', default)] / median[('one core busy', 'choice')]:.2f}x"
+    )
     unequal = [c for c in ERROR_COLUMNS if not all(t[c].equals(tables[0][c]) for t in tables[1:])]
-    print(f"identical results: {'yes, all' if not unequal else 'NO'} {len(tables)} runs, {len(ERROR_COLUMNS)} error columns"
-          + (f"; differing: {', '.join(unequal)}" if unequal else " equal bit for bit"))  # fmt: skip
+    print(
+        f"identical results: {'yes, all' if not unequal else 'NO'} {len(tables)} runs, {len(ERROR_COLUMNS)} error columns"
+        + (f"; differing: {', '.join(unequal)}" if unequal else " equal bit for bit")
+    )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

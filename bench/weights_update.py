@@ -7,6 +7,7 @@ median seconds per iteration and its ratio to the first setup's.
 
     python bench/weights_update.py [--config configs/cnf_2spirals_weights.toml] [--iters 40]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,16 @@ def main() -> None:
         problem = replace(plan.problem, func=copy.deepcopy(plan.problem.func))
         params = [p for p in problem.func.parameters() if p.requires_grad]
         stored = StoredWeights(params, setup.weights, setup.update, setup.optimizer_state, plan.options.seed)
-        runs.append((setup.label, SetupStep(setup, problem, plan.config.scaler), params, stored, plan.optimizer.build(params, plan.config.lr), []))
+        runs.append(
+            (
+                setup.label,
+                SetupStep(setup, problem, plan.config.scaler),
+                params,
+                stored,
+                plan.optimizer.build(params, plan.config.lr),
+                [],
+            )
+        )
     with torch_threads(plan.threads):
         for iteration in range(1, args.iters + 1):
             batch = plan.stream.train_batch(iteration)

@@ -1,4 +1,5 @@
 """`python -m roundoff_cli`: the same as the `roundoff` command."""
+
 from .app import main
 
 main()

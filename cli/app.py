@@ -1,7 +1,6 @@
 """The `roundoff` application: one Typer app, one module per command."""
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import typer
 
@@ -33,7 +32,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _options(
-    version: Optional[bool] = typer.Option(
+    version: bool | None = typer.Option(
         None, "--version", metavar="", callback=_print_version, is_eager=True, help="Show the version and exit."
     ),
 ) -> None:

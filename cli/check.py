@@ -1,8 +1,10 @@
 """`roundoff check`: compare a sweep with a baseline; exit 1 on a regression, for CI."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -24,21 +26,40 @@ VERDICT_STYLE = {"regression": "red", "improvement": "green", "new": "cyan", "mi
 @reports_input_errors
 def check(
     results: Path = typer.Argument(..., help="New results: a sweep folder or its results.parquet."),
-    baseline: Path = typer.Option(..., "--baseline", "-b", help="Baseline results: a sweep folder or a results Parquet file."),
+    baseline: Path = typer.Option(
+        ..., "--baseline", "-b", help="Baseline results: a sweep folder or a results Parquet file."
+    ),
     factor: list[str] = typer.Option(
-        [], "--factor", "--tolerance", metavar="[METRIC=]FACTOR",
+        [],
+        "--factor",
+        "--tolerance",
+        metavar="[METRIC=]FACTOR",
         help=f"Allowed growth of an error: FACTOR x baseline (+ the floor). FACTOR for every metric, or METRIC=FACTOR (repeatable). Default {DEFAULT_FACTOR:g}.",
-    ),  # fmt: skip
+    ),
     floor_u: list[str] = typer.Option(
-        [], "--floor-u", metavar="[METRIC=]UNITS",
+        [],
+        "--floor-u",
+        metavar="[METRIC=]UNITS",
         help=f"Floor added to the allowed error, in units of the dtype's unit roundoff u; for every metric or METRIC=UNITS (repeatable). Default {DEFAULT_FLOOR_U:g}.",
-    ),  # fmt: skip
-    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a markdown summary here (for a CI comment or job summary)."),
-    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here: one test case per configuration."),
-    update_baseline: bool = typer.Option(False, "--update-baseline", metavar="", help="When nothing regressed, replace the baseline's results with these."),
+    ),
+    markdown: Path | None = typer.Option(
+        None, "--markdown", help="Write a markdown summary here (for a CI comment or job summary)."
+    ),
+    junit: Path | None = typer.Option(
+        None, "--junit", help="Write JUnit XML here: one test case per configuration."
+    ),
+    update_baseline: bool = typer.Option(
+        False,
+        "--update-baseline",
+        metavar="",
+        help="When nothing regressed, replace the baseline's results with these.",
+    ),
     allow_different_setup: bool = typer.Option(
-        False, "--allow-different-setup", metavar="", help="Compare even when the manifests' setups (model, options, data, checkpoint, device, scaler) differ.",
-    ),  # fmt: skip
+        False,
+        "--allow-different-setup",
+        metavar="",
+        help="Compare even when the manifests' setups (model, options, data, checkpoint, device, scaler) differ.",
+    ),
 ) -> None:
     """Compare a sweep with a baseline, configuration by configuration: exit 0 if nothing regressed, 1 if something did.
 
@@ -48,8 +69,8 @@ def check(
     # Here, not at the top: `roundoff --help` and the other commands start without pandas and torch.
     from roundoff_analyzer.judging import baseline as baselines
     from roundoff_analyzer.judging.check import compare, parse_tolerances, share_nothing
-    from roundoff_analyzer.judging.environments import environment_differences
     from roundoff_analyzer.judging.check_output import REPORTED, headline, junit_xml, markdown_summary, only_on_one_side
+    from roundoff_analyzer.judging.environments import environment_differences
     from roundoff_analyzer.storage.results import load_results
 
     tolerances = parse_tolerances(factor, floor_u)
@@ -60,7 +81,9 @@ def check(
     comparison = compare(new_results, baseline_results, tolerances, names=(f"'{results}'", f"baseline '{baseline}'"))
     disjoint = share_nothing(new_results, baseline_results)
     if disjoint:
-        raise InputError(f"{disjoint}: compare with a baseline of the same grid, or replace '{baseline}' with these results")
+        raise InputError(
+            f"{disjoint}: compare with a baseline of the same grid, or replace '{baseline}' with these results"
+        )
 
     console = wide_console(piped_width=160)  # the changes table: whole configuration names and reasons on one line
     for line in ([setup_note] if setup_note else []) + only_on_one_side(comparison):
@@ -69,10 +92,17 @@ def check(
         console.print(changes_table(comparison))
         differs = environment_differences(baseline_results, new_results)
         if differs:  # a change measured elsewhere may be the machine's, not the code's
-            console.print(f"the environment differs from the baseline's: {printable('; '.join(differs))}", highlight=False, markup=False,
-                          soft_wrap=True)
+            console.print(
+                f"the environment differs from the baseline's: {printable('; '.join(differs))}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
     style = "red" if comparison.regressed else "green"
-    console.print(f"[bold {style}]{headline(comparison)}[/]. {comparison.summary()}. Tolerance: {comparison.tolerances.describe()}.", highlight=False)
+    console.print(
+        f"[bold {style}]{headline(comparison)}[/]. {comparison.summary()}. Tolerance: {comparison.tolerances.describe()}.",
+        highlight=False,
+    )
     if markdown:
         _write(markdown, lambda path: path.write_text(markdown_summary(comparison)))
         console.print(f"markdown summary: {markdown}", highlight=False)
@@ -101,13 +131,14 @@ def _compare_setups(results: Path, baseline: Path, allow_different: bool) -> str
     if not differs:
         return None
     if not allow_different:
-        raise InputError(f"'{results}' and baseline '{baseline}' were run on different setups ({'; '.join(differs)}); "
-                         "compare sweeps of one setup, or give --allow-different-setup")  # fmt: skip
+        raise InputError(
+            f"'{results}' and baseline '{baseline}' were run on different setups ({'; '.join(differs)}); "
+            "compare sweeps of one setup, or give --allow-different-setup"
+        )
     return f"setups differ (compared anyway, --allow-different-setup): {'; '.join(differs)}"
 
 
 def changes_table(comparison: Comparison) -> Table:
-    from roundoff_analyzer.judging.environments import environment_differences
     from roundoff_analyzer.judging.check_output import REPORTED, configuration_name
 
     table = Table(title="roundoff check: what changed against the baseline", header_style="bold")
@@ -116,9 +147,12 @@ def changes_table(comparison: Comparison) -> Table:
     for verdict, _ in REPORTED:
         for _, row in comparison.with_verdict(verdict).iterrows():
             table.add_row(
-                f"[{VERDICT_STYLE[verdict]}]{verdict}[/]", escape(printable(configuration_name(row))),
-                escape(printable(row["status_baseline"])), escape(printable(row["status_new"])), escape(printable(row["reasons"])),
-            )  # fmt: skip
+                f"[{VERDICT_STYLE[verdict]}]{verdict}[/]",
+                escape(printable(configuration_name(row))),
+                escape(printable(row["status_baseline"])),
+                escape(printable(row["status_new"])),
+                escape(printable(row["reasons"])),
+            )
     return table
 
 

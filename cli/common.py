@@ -1,9 +1,11 @@
 """What every command shares: one-line errors for bad input, and comma-separated lists."""
+
 from __future__ import annotations
 
 import functools
 import os
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import typer
 from rich.console import Console

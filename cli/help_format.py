@@ -1,5 +1,6 @@
 """How --help reads: flags without a `<bool>` type, and each axis's values by name (filled in only when help is
 shown, from `roundoff_analyzer.axes.names`, so that help imports no registry and so no torch)."""
+
 from __future__ import annotations
 
 import typer.core
@@ -7,7 +8,20 @@ import typer.core
 from roundoff_analyzer.axes.names import axis_names
 
 # Placeholder in an option's help -> the axis whose values replace it.
-AXES = {f"{{{axis}}}": axis for axis in ("methods", "dtypes", "scalings", "modes", "libraries", "arithmetics", "roundings", "loss_placements", "executors")}
+AXES = {
+    f"{{{axis}}}": axis
+    for axis in (
+        "methods",
+        "dtypes",
+        "scalings",
+        "modes",
+        "libraries",
+        "arithmetics",
+        "roundings",
+        "loss_placements",
+        "executors",
+    )
+}
 
 
 def axis_values(placeholder: str) -> str:

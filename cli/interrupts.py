@@ -6,12 +6,14 @@ Either way the finished configurations stay on disk, and the command says how to
 143 after SIGTERM: the shell's codes for the two signals). A sweep that lost configurations without being asked to stop (a
 worker died, a Slurm task failed) says why and how to retry them (exit 1).
 """
+
 from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -48,7 +50,9 @@ class StopRequests:
 
 
 @contextmanager
-def stop_after_current(console: Console, current: str = "the configuration in progress", stop: StopRequests | None = None) -> Iterator[StopRequests]:
+def stop_after_current(
+    console: Console, current: str = "the configuration in progress", stop: StopRequests | None = None
+) -> Iterator[StopRequests]:
     """Yields the stop requests (`stop`, or new ones); SIGINT and SIGTERM handling is restored afterwards."""
     stop = stop or StopRequests()
 
@@ -79,8 +83,9 @@ def report_interrupted(console: Console, stopped: SweepInterrupted, exit_code: i
     console.print(
         f"interrupted: {stopped.n_done} of {stopped.n_total} configurations are done and saved in {printable(stopped.out_dir)} "
         f"(results.parquet holds them); run the same command again to run the other {stopped.n_total - stopped.n_done}",
-        highlight=False, markup=False,
-    )  # fmt: skip
+        highlight=False,
+        markup=False,
+    )
     if stopped.note:
         console.print(stopped.note, highlight=False, markup=False)
     raise typer.Exit(exit_code)
@@ -93,8 +98,9 @@ def report_incomplete(console: Console, incomplete: SweepIncomplete) -> None:
     console.print(
         f"{incomplete.n_done} of {incomplete.n_total} configurations are done and saved in {printable(incomplete.out_dir)}; "
         f"run the same command again to retry the other {incomplete.n_total - incomplete.n_done}",
-        highlight=False, markup=False,
-    )  # fmt: skip
+        highlight=False,
+        markup=False,
+    )
     raise typer.Exit(EXIT_INCOMPLETE)
 
 

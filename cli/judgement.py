@@ -1,4 +1,5 @@
 """The verdict and the answer under a results table, as `roundoff sweep` and `roundoff show` print them."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,9 +14,9 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     above, which the verdict and the answer do not judge (they judge the whole sweep, and say so)."""
     from roundoff_analyzer.core.errors import InputError
     from roundoff_analyzer.judging.environments import mixed_environments
+    from roundoff_analyzer.judging.setups import manifest_of, read_setup
     from roundoff_analyzer.report.sections.answer import answer_lines
     from roundoff_analyzer.report.sections.verdict import verdict_lines
-    from roundoff_analyzer.judging.setups import manifest_of, read_setup
     from roundoff_analyzer.storage.manifest_schema import read_manifest
 
     try:
@@ -27,8 +28,10 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     if shown is not None:
         console.print(
             f"the verdict and the answer judge the whole sweep ({len(results)} configurations), not only the {shown} "
-            "that --where shows", highlight=False, markup=False,
-        )  # fmt: skip
+            "that --where shows",
+            highlight=False,
+            markup=False,
+        )
     mixed = mixed_environments(results)
     if mixed:
         console.print(f"environments: {printable(mixed)}", highlight=False, markup=False, soft_wrap=True)

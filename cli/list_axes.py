@@ -1,7 +1,6 @@
 """`roundoff list`: every model, library, method, dtype, scaling, mode and executor, and whether it can run here."""
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import typer
 from rich.markup import escape
@@ -12,16 +11,16 @@ from .common import reports_input_errors, wide_console
 
 @reports_input_errors
 def list_axes(
-    device: Optional[str] = typer.Option("auto", help="Device to check dtypes against."),
-    library: list[str] = typer.Option([], "--library", help="Also load your own library (package.module:object or path/to/file.py:object)."),
+    device: str | None = typer.Option("auto", help="Device to check dtypes against."),
+    library: list[str] = typer.Option(
+        [], "--library", help="Also load your own library (package.module:object or path/to/file.py:object)."
+    ),
 ) -> None:
     """Show every value of every axis, and whether it can run on this machine."""
     # Here, not at the top: the registries import torch, which `roundoff --help` and the other commands do without.
     from roundoff_analyzer.axes.arithmetics import ARITHMETICS
     from roundoff_analyzer.axes.data import DATA_SOURCES
-    from roundoff_analyzer.core.devices import resolve_device
     from roundoff_analyzer.axes.dtypes import DTYPES
-    from roundoff_analyzer.execution.executors import EXECUTORS
     from roundoff_analyzer.axes.libraries import ENTRY_POINT_GROUP, LIBRARIES, MISSING_LIBRARIES, resolve_library
     from roundoff_analyzer.axes.libraries import FORMS as LIBRARY_FORMS
     from roundoff_analyzer.axes.loss_placements import LOSS_PLACEMENTS
@@ -31,6 +30,8 @@ def list_axes(
     from roundoff_analyzer.axes.modes import MODES
     from roundoff_analyzer.axes.roundings import ROUNDINGS
     from roundoff_analyzer.axes.scalings import SCALINGS
+    from roundoff_analyzer.core.devices import resolve_device
+    from roundoff_analyzer.execution.executors import EXECUTORS
 
     for name in library:
         resolve_library(name)
@@ -41,8 +42,18 @@ def list_axes(
         table.add_column(column)
     for model in MODELS:
         fields = ", ".join(f"{k}={v.default}" for k, v in model.options_type.model_fields.items())
-        table.add_row("model", model.name, "yes", escape(f"{model.description}; options: {fields}; default data: {model.default_data}"))
-    table.add_row("model", "your own", "yes", escape(f"--model {FORMS} (a function of the -o options returning func, y0 and loss; see docs/own-code.md)"))
+        table.add_row(
+            "model",
+            model.name,
+            "yes",
+            escape(f"{model.description}; options: {fields}; default data: {model.default_data}"),
+        )
+    table.add_row(
+        "model",
+        "your own",
+        "yes",
+        escape(f"--model {FORMS} (a function of the -o options returning func, y0 and loss; see docs/own-code.md)"),
+    )
     for source in DATA_SOURCES:
         fields = ", ".join(f"{k}={v.default}" for k, v in source.options_type.model_fields.items())
         usage = f"--data {source.name}" + (":PATH" if source.needs_path else "") + (f"?{fields}" if fields else "")
@@ -51,19 +62,30 @@ def list_axes(
         table.add_row("library", escape(name), "yes", escape(library.description))
     for missing in MISSING_LIBRARIES:
         install = f"; install: {missing.install}" if missing.install else ""
-        table.add_row("library", escape(missing.name), f"[red]no[/]: {escape(missing.reason)}", escape(install.removeprefix("; ")))
+        table.add_row(
+            "library", escape(missing.name), f"[red]no[/]: {escape(missing.reason)}", escape(install.removeprefix("; "))
+        )
     table.add_row(
-        "library", "your own", "yes",
-        escape(f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a SolverLibrary; see docs/own-code.md)"),
-    )  # fmt: skip
+        "library",
+        "your own",
+        "yes",
+        escape(
+            f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a SolverLibrary; see docs/own-code.md)"
+        ),
+    )
     for method in METHODS:
         table.add_row("method", method.name, "yes", escape(method.description))
     for dtype in DTYPES:
         reason = dtype.unsupported_reason(where)
         runs = "[green]yes[/]" if reason is None else f"[yellow]emulated only[/]: {escape(reason)}"
         table.add_row("dtype", dtype.name, runs, escape(dtype.describe()))
-    for form in DTYPES.allowed()[len(DTYPES.names()):]:
-        table.add_row("dtype", form, "[yellow]emulated only[/]", "IEEE-like with subnormals; u = 2^-(Y+1), max (2 - 2^-Y) 2^(2^(X-1) - 1)")
+    for form in DTYPES.allowed()[len(DTYPES.names()) :]:
+        table.add_row(
+            "dtype",
+            form,
+            "[yellow]emulated only[/]",
+            "IEEE-like with subnormals; u = 2^-(Y+1), max (2 - 2^-Y) 2^(2^(X-1) - 1)",
+        )
     for arithmetic in ARITHMETICS:
         table.add_row("arithmetic", arithmetic.name, "yes", escape(arithmetic.description))
     for rounding in ROUNDINGS:
@@ -76,5 +98,10 @@ def list_axes(
         table.add_row("loss_in", placement.name, "yes", escape(placement.description))
     for executor in EXECUTORS:
         reason = executor.unavailable_reason()
-        table.add_row("executor", executor.name, "[green]yes[/]" if reason is None else f"[red]no[/]: {escape(reason)}", escape(executor.description))
+        table.add_row(
+            "executor",
+            executor.name,
+            "[green]yes[/]" if reason is None else f"[red]no[/]: {escape(reason)}",
+            escape(executor.description),
+        )
     console.print(table)

@@ -1,8 +1,8 @@
 """`roundoff show`: a sweep's results as a table in the terminal, optionally filtered."""
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -16,15 +16,17 @@ from .judgement import print_judgement
 @reports_input_errors
 def show(
     folder: Path = typer.Argument(..., help="Sweep folder, or a results .parquet file."),
-    where: Optional[str] = typer.Option(
-        None, "--where", "-w",
+    where: str | None = typer.Option(
+        None,
+        "--where",
+        "-w",
         help="""Filter, e.g. "dtype == 'float16' and status == 'failed'": columns, numbers, 'strings', == != < <= > >=, in [..], and, or, not (see docs/report.md).""",
-    ),  # fmt: skip
+    ),
 ) -> None:
     """Show the results of a sweep as a table; failures in red, skipped in yellow."""
     # Here, not at the top: pandas and torch load only when a table is read.
-    from roundoff_analyzer.storage.filters import select
     from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, Configuration
+    from roundoff_analyzer.storage.filters import select
     from roundoff_analyzer.storage.results import load_results
 
     from .tables import results_table

@@ -1,10 +1,9 @@
 """`roundoff sweep`: run the grid, write Parquet, print the table."""
-# fmt: off
+
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -16,9 +15,14 @@ from roundoff_analyzer.core.text import printable
 from roundoff_analyzer.planning import config as sweep_config
 
 from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
-from .interrupts import StopRequests, report_environment_failure, report_incomplete, report_interrupted, stop_after_current
+from .interrupts import (
+    StopRequests,
+    report_environment_failure,
+    report_incomplete,
+    report_interrupted,
+    stop_after_current,
+)
 from .judgement import print_judgement
-
 
 GRID, MODEL, SCALING, EXECUTION, OUTPUT = "Grid", "Model and data", "Scaling", "Execution", "Output"
 _FIELDS, _SCALER = sweep_config.SweepConfig.model_fields, ScalerSettings.model_fields
@@ -28,81 +32,262 @@ def _default(field: str, fields=_FIELDS) -> str:
     """A setting's default as --help shows it, read from the config's own definition."""
     info = fields[field]
     value = info.default_factory() if info.default_factory else info.default
-    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else f"{value:g}" if isinstance(value, float) else str(value)
+    return (
+        ",".join(map(str, value))
+        if isinstance(value, (list, tuple))
+        else f"{value:g}"
+        if isinstance(value, float)
+        else str(value)
+    )
 
 
 @reports_input_errors
 @inert_breakpoints()  # from the model's first evaluation (the plan checks it) to the last row: nobody sits at a pdb prompt
 def sweep(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to sweep (see `roundoff list`); required unless the config file names it.", rich_help_panel=MODEL),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the sweep; options given here override it.", rich_help_panel=MODEL),
-    timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps values (time steps on [0, 1]).", show_default=_default("timesteps"), rich_help_panel=GRID),
-    method: Optional[str] = typer.Option(None, help="Methods: {methods}.", show_default=_default("method"), rich_help_panel=GRID),
-    library: Optional[str] = typer.Option(None, help="Solver libraries: {libraries}; or your own as package.module:object or path/to/file.py:object.", show_default="the default grid", rich_help_panel=GRID),
-    dtype: Optional[str] = typer.Option(None, help="Low-precision dtypes: {dtypes}.", show_default="the default grid", rich_help_panel=GRID),
-    scaling: Optional[str] = typer.Option(None, help="Scaling strategies: {scalings}.", show_default="the default grid", rich_help_panel=GRID),
-    mode: Optional[str] = typer.Option(None, help="Modes: {modes}.", show_default=_default("mode"), rich_help_panel=GRID),
-    loss_in: Optional[str] = typer.Option(
-        None, "--loss-in", help="Where the loss is formed: {loss_placements} (float32: after the solve, outside autocast; autocast: inside it, as most training scripts write it).",
-        show_default=_default("loss_in"), rich_help_panel=GRID,
-    ),
-    option: list[str] = typer.Option([], "--option", "-o", help="Model option key=value (repeatable; `roundoff list` shows each model's).", show_default=False, rich_help_panel=MODEL),
-    data: Optional[str] = typer.Option(
-        None, "--data", help="Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, test).",
-        show_default="the model's", rich_help_panel=MODEL,
-    ),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="Trained weights: a state-dict file, a `roundoff train` folder (each of its checkpoints: the grid runs once per checkpoint), or a comma list of both.", show_default="random weights from the seed", rich_help_panel=MODEL),
-    loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Multiply the loss by this (e.g. 1e-10 to study underflow).", show_default=_default("loss_scale"), rich_help_panel=SCALING),
-    init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale.", show_default=_default("init_scale", _SCALER), rich_help_panel=SCALING),
-    backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: factor on the loss scale after a non-finite gradient.", show_default=_default("backoff_factor", _SCALER), rich_help_panel=SCALING),
-    max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backoffs at most; dynamic: halvings per step at most.", show_default=_default("max_retries", _SCALER), rich_help_panel=SCALING),
-    device: Optional[str] = typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=EXECUTION),
-    repeats: Optional[int] = typer.Option(None, help="Runs per configuration (determinism check).", show_default=_default("repeats"), rich_help_panel=EXECUTION),
-    timeout: Optional[float] = typer.Option(None, help="Time limit per configuration, in seconds.", show_default="none", rich_help_panel=EXECUTION),
-    executor: Optional[str] = typer.Option(None, "--executor", help="Where configurations run: {executors}.", show_default="processes with more than one worker, else local", rich_help_panel=EXECUTION),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes on this machine (implies --executor processes).", show_default="one per core for a CPU grid of 2,000 or more right-hand-side evaluations, else 1", rich_help_panel=EXECUTION),
-    slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="slurm: partition of the array's tasks.", show_default="the cluster's default", rich_help_panel=EXECUTION),
-    slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help=f"slurm: time limit per task ({sweep_config.SLURM_TIME_FORMS}).", show_default="the partition's", rich_help_panel=EXECUTION),
-    slurm_gpus_per_task: Optional[int] = typer.Option(None, "--slurm-gpus-per-task", help="slurm: GPUs per task.", show_default="none", rich_help_panel=EXECUTION),
-    slurm_option: list[str] = typer.Option([], "--slurm-option", help="slurm: another sbatch option key=value, or a bare flag (repeatable).", show_default=False, rich_help_panel=EXECUTION),
-    out: Optional[str] = typer.Option(None, "--out", help="Results folder; the same folder again resumes the sweep.", show_default="results/<model>-<date>-<time>", rich_help_panel=OUTPUT),
-    force: bool = typer.Option(False, "--force", metavar="", help="Replace a different sweep found in --out.", show_default=False, rich_help_panel=OUTPUT),
-    no_report: bool = typer.Option(False, "--no-report", metavar="", help="Do not write report.md and figures/ at the end.", show_default=False, rich_help_panel=OUTPUT),
-    threads: Optional[int] = typer.Option(
-        None, "--threads", help="torch threads per process.", show_default="1, or the process's share of the cores when the problem's largest matrix product is large",
-        rich_help_panel=EXECUTION,
-    ),
-    noise_batches: Optional[int] = typer.Option(
-        None, "--noise-batches", help="Batches of the model's data for the gradient noise (0 skips it).", show_default=_default("noise_batches"),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Model to sweep (see `roundoff list`); required unless the config file names it.",
         rich_help_panel=MODEL,
     ),
-    rtol: Optional[float] = typer.Option(None, "--rtol", help="Adaptive methods (dopri5, tsit5): relative tolerance.", show_default=_default("rtol"), rich_help_panel=GRID),
-    atol: Optional[float] = typer.Option(None, "--atol", help="Adaptive methods: absolute tolerance.", show_default=_default("atol"), rich_help_panel=GRID),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Adaptive methods: steps a solve may attempt.", show_default=_default("max_steps"), rich_help_panel=GRID),
-    arithmetic: Optional[str] = typer.Option(
-        None, help="Arithmetic: {arithmetics} (default: each dtype's own: emulated for fp8 and eXmY, else hardware).",
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="TOML file with the sweep; options given here override it.", rich_help_panel=MODEL
+    ),
+    timesteps: str | None = typer.Option(
+        None,
+        "--timesteps",
+        "-n",
+        help="n_timesteps values (time steps on [0, 1]).",
+        show_default=_default("timesteps"),
         rich_help_panel=GRID,
     ),
-    rounding: Optional[str] = typer.Option(None, help="Rounding of emulated arithmetic: {roundings} (default nearest).", rich_help_panel=GRID),
-    fp8_scaling: Optional[bool] = typer.Option(
-        None, "--fp8-scaling/--no-fp8-scaling", metavar="", help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on).",
+    method: str | None = typer.Option(
+        None, help="Methods: {methods}.", show_default=_default("method"), rich_help_panel=GRID
+    ),
+    library: str | None = typer.Option(
+        None,
+        help="Solver libraries: {libraries}; or your own as package.module:object or path/to/file.py:object.",
+        show_default="the default grid",
+        rich_help_panel=GRID,
+    ),
+    dtype: str | None = typer.Option(
+        None, help="Low-precision dtypes: {dtypes}.", show_default="the default grid", rich_help_panel=GRID
+    ),
+    scaling: str | None = typer.Option(
+        None, help="Scaling strategies: {scalings}.", show_default="the default grid", rich_help_panel=GRID
+    ),
+    mode: str | None = typer.Option(
+        None, help="Modes: {modes}.", show_default=_default("mode"), rich_help_panel=GRID
+    ),
+    loss_in: str | None = typer.Option(
+        None,
+        "--loss-in",
+        help="Where the loss is formed: {loss_placements} (float32: after the solve, outside autocast; autocast: inside it, as most training scripts write it).",
+        show_default=_default("loss_in"),
+        rich_help_panel=GRID,
+    ),
+    option: list[str] = typer.Option(
+        [],
+        "--option",
+        "-o",
+        help="Model option key=value (repeatable; `roundoff list` shows each model's).",
+        show_default=False,
+        rich_help_panel=MODEL,
+    ),
+    data: str | None = typer.Option(
+        None,
+        "--data",
+        help="Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, test).",
+        show_default="the model's",
+        rich_help_panel=MODEL,
+    ),
+    checkpoint: str | None = typer.Option(
+        None,
+        "--checkpoint",
+        help="Trained weights: a state-dict file, a `roundoff train` folder (each of its checkpoints: the grid runs once per checkpoint), or a comma list of both.",
+        show_default="random weights from the seed",
+        rich_help_panel=MODEL,
+    ),
+    loss_scale: float | None = typer.Option(
+        None,
+        "--loss-scale",
+        help="Multiply the loss by this (e.g. 1e-10 to study underflow).",
+        show_default=_default("loss_scale"),
         rich_help_panel=SCALING,
     ),
-    allow_oom: Optional[bool] = typer.Option(
-        None, "--allow-oom", metavar="", help="Run a grid whose estimated memory is far beyond the device's, recording what cannot fit as oom rows.",
+    init_scale: float | None = typer.Option(
+        None,
+        "--init-scale",
+        help="grad: initial loss scale.",
+        show_default=_default("init_scale", _SCALER),
+        rich_help_panel=SCALING,
+    ),
+    backoff_factor: float | None = typer.Option(
+        None,
+        "--backoff-factor",
+        help="grad: factor on the loss scale after a non-finite gradient.",
+        show_default=_default("backoff_factor", _SCALER),
+        rich_help_panel=SCALING,
+    ),
+    max_retries: int | None = typer.Option(
+        None,
+        "--max-retries",
+        help="grad: backoffs at most; dynamic: halvings per step at most.",
+        show_default=_default("max_retries", _SCALER),
+        rich_help_panel=SCALING,
+    ),
+    device: str | None = typer.Option(
+        None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=EXECUTION
+    ),
+    repeats: int | None = typer.Option(
+        None,
+        help="Runs per configuration (determinism check).",
+        show_default=_default("repeats"),
         rich_help_panel=EXECUTION,
     ),
-    keep_float32: Optional[str] = typer.Option(
-        None, "--keep-float32", help="Modules of the vector field run in float32 out of autocast, as a grid axis: none, or module "
+    timeout: float | None = typer.Option(
+        None, help="Time limit per configuration, in seconds.", show_default="none", rich_help_panel=EXECUTION
+    ),
+    executor: str | None = typer.Option(
+        None,
+        "--executor",
+        help="Where configurations run: {executors}.",
+        show_default="processes with more than one worker, else local",
+        rich_help_panel=EXECUTION,
+    ),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        help="Worker processes on this machine (implies --executor processes).",
+        show_default="one per core for a CPU grid of 2,000 or more right-hand-side evaluations, else 1",
+        rich_help_panel=EXECUTION,
+    ),
+    slurm_partition: str | None = typer.Option(
+        None,
+        "--slurm-partition",
+        help="slurm: partition of the array's tasks.",
+        show_default="the cluster's default",
+        rich_help_panel=EXECUTION,
+    ),
+    slurm_time: str | None = typer.Option(
+        None,
+        "--slurm-time",
+        help=f"slurm: time limit per task ({sweep_config.SLURM_TIME_FORMS}).",
+        show_default="the partition's",
+        rich_help_panel=EXECUTION,
+    ),
+    slurm_gpus_per_task: int | None = typer.Option(
+        None, "--slurm-gpus-per-task", help="slurm: GPUs per task.", show_default="none", rich_help_panel=EXECUTION
+    ),
+    slurm_option: list[str] = typer.Option(
+        [],
+        "--slurm-option",
+        help="slurm: another sbatch option key=value, or a bare flag (repeatable).",
+        show_default=False,
+        rich_help_panel=EXECUTION,
+    ),
+    out: str | None = typer.Option(
+        None,
+        "--out",
+        help="Results folder; the same folder again resumes the sweep.",
+        show_default="results/<model>-<date>-<time>",
+        rich_help_panel=OUTPUT,
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        metavar="",
+        help="Replace a different sweep found in --out.",
+        show_default=False,
+        rich_help_panel=OUTPUT,
+    ),
+    no_report: bool = typer.Option(
+        False,
+        "--no-report",
+        metavar="",
+        help="Do not write report.md and figures/ at the end.",
+        show_default=False,
+        rich_help_panel=OUTPUT,
+    ),
+    threads: int | None = typer.Option(
+        None,
+        "--threads",
+        help="torch threads per process.",
+        show_default="1, or the process's share of the cores when the problem's largest matrix product is large",
+        rich_help_panel=EXECUTION,
+    ),
+    noise_batches: int | None = typer.Option(
+        None,
+        "--noise-batches",
+        help="Batches of the model's data for the gradient noise (0 skips it).",
+        show_default=_default("noise_batches"),
+        rich_help_panel=MODEL,
+    ),
+    rtol: float | None = typer.Option(
+        None,
+        "--rtol",
+        help="Adaptive methods (dopri5, tsit5): relative tolerance.",
+        show_default=_default("rtol"),
+        rich_help_panel=GRID,
+    ),
+    atol: float | None = typer.Option(
+        None,
+        "--atol",
+        help="Adaptive methods: absolute tolerance.",
+        show_default=_default("atol"),
+        rich_help_panel=GRID,
+    ),
+    max_steps: int | None = typer.Option(
+        None,
+        "--max-steps",
+        help="Adaptive methods: steps a solve may attempt.",
+        show_default=_default("max_steps"),
+        rich_help_panel=GRID,
+    ),
+    arithmetic: str | None = typer.Option(
+        None,
+        help="Arithmetic: {arithmetics} (default: each dtype's own: emulated for fp8 and eXmY, else hardware).",
+        rich_help_panel=GRID,
+    ),
+    rounding: str | None = typer.Option(
+        None, help="Rounding of emulated arithmetic: {roundings} (default nearest).", rich_help_panel=GRID
+    ),
+    fp8_scaling: bool | None = typer.Option(
+        None,
+        "--fp8-scaling/--no-fp8-scaling",
+        metavar="",
+        help="Emulated 8-bit formats: per-tensor power-of-two scaling of matmul inputs and outputs (default on).",
+        rich_help_panel=SCALING,
+    ),
+    allow_oom: bool | None = typer.Option(
+        None,
+        "--allow-oom",
+        metavar="",
+        help="Run a grid whose estimated memory is far beyond the device's, recording what cannot fit as oom rows.",
+        rich_help_panel=EXECUTION,
+    ),
+    keep_float32: str | None = typer.Option(
+        None,
+        "--keep-float32",
+        help="Modules of the vector field run in float32 out of autocast, as a grid axis: none, or module "
         "names or glob patterns joined with + (e.g. potential.layers.0, '*norm*'); several values separated by commas.",
-        show_default="none", rich_help_panel=GRID,
+        show_default="none",
+        rich_help_panel=GRID,
     ),
-    per_module: Optional[bool] = typer.Option(
-        None, "--per-module", metavar="", help="Measure each module of the vector field per time step, forward and backward: range "
-        "and local roundoff (modules.parquet; one extra, untimed run per configuration).", rich_help_panel=OUTPUT,
+    per_module: bool | None = typer.Option(
+        None,
+        "--per-module",
+        metavar="",
+        help="Measure each module of the vector field per time step, forward and backward: range "
+        "and local roundoff (modules.parquet; one extra, untimed run per configuration).",
+        rich_help_panel=OUTPUT,
     ),
-    cpu_memory: Optional[bool] = typer.Option(
-        None, "--cpu-memory", metavar="", help="On the CPU, measure peak memory too (one extra, untimed run per configuration).",
+    cpu_memory: bool | None = typer.Option(
+        None,
+        "--cpu-memory",
+        metavar="",
+        help="On the CPU, measure peak memory too (one extra, untimed run per configuration).",
         rich_help_panel=EXECUTION,
     ),
 ) -> None:
@@ -136,12 +321,25 @@ def sweep(
         "per_module": per_module,
         "loss_scale": loss_scale,
         "noise_batches": noise_batches,
-        "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
-                   if v is not None} or None,
+        "scaler": {
+            k: v
+            for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
+            if v is not None
+        }
+        or None,
         "executor": executor,
         "workers": workers,
-        "slurm": {k: v for k, v in {"partition": slurm_partition, "time": slurm_time, "gpus_per_task": slurm_gpus_per_task,
-                                    "options": sweep_config.parse_sbatch_options(slurm_option) or None}.items() if v is not None} or None,
+        "slurm": {
+            k: v
+            for k, v in {
+                "partition": slurm_partition,
+                "time": slurm_time,
+                "gpus_per_task": slurm_gpus_per_task,
+                "options": sweep_config.parse_sbatch_options(slurm_option) or None,
+            }.items()
+            if v is not None
+        }
+        or None,
         "threads": threads,
         "rtol": rtol,
         "atol": atol,
@@ -155,7 +353,13 @@ def sweep(
     from .progress import RichProgress
     from .tables import results_table
 
-    planned = api.plan_sweep(config=config, out=out, force=force, source="command line", **{k: v for k, v in overrides.items() if v is not None})
+    planned = api.plan_sweep(
+        config=config,
+        out=out,
+        force=force,
+        source="command line",
+        **{k: v for k, v in overrides.items() if v is not None},
+    )
     plan, out_dir = planned.plan, planned.out
     console.print(
         f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {escape(printable(out_dir))}",
@@ -165,7 +369,9 @@ def sweep(
     for line in plan.warnings():
         stderr.print(line, highlight=False, markup=False)
     if plan.threads:
-        console.print(f"torch threads: {plan.threads.threads} per process ({plan.threads.reason})", highlight=False, markup=False)
+        console.print(
+            f"torch threads: {plan.threads.threads} per process ({plan.threads.reason})", highlight=False, markup=False
+        )
     stop = StopRequests()
     try:
         with RichProgress(console) as progress, stop_after_current(console, stop=stop):
@@ -187,7 +393,8 @@ def sweep(
         f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}); the command took "
         f"{time.monotonic() - started:.1f} s, {outcome.wall_seconds:.1f} s of it running configurations; "
         f"{outcome.reference_solves} reference solves; results: {escape(printable(out_dir / 'results.parquet'))}",
-        highlight=False, soft_wrap=True,  # one line, whatever the terminal's width: scripts and tests read it
+        highlight=False,
+        soft_wrap=True,  # one line, whatever the terminal's width: scripts and tests read it
     )
     if not no_report:
         console.print(f"report: {printable(out_dir / REPORT)}", highlight=False, markup=False)

@@ -1,6 +1,7 @@
 """The results as a rich table in the terminal, narrow enough for 100 columns: columns that say nothing (the same
 value in every row, or no value at all) are left out and named in the caption, and numbers are written compactly
 and never cut (their columns keep their width; text columns wrap instead)."""
+
 from __future__ import annotations
 
 import re
@@ -31,13 +32,22 @@ def error(value: float) -> str:
 
 # (header, column, format); a format other than str marks a number, right-aligned and never cut.
 COLUMNS = (
-    ("library", "library", str), ("method", "method", str), ("n", "n_timesteps", str), ("dtype", "dtype", str),
-    ("scaling", "scaling", str), ("mode", "mode", str), ("status", "status", str), ("class", "failure_class", str),
-    ("sol err", "sol_rel_err", error), ("grad y0 err", "grad_y0_rel_err", error),
-    ("grad params err", "grad_params_rel_err", error), ("params err/u", "grad_params_rel_err_over_u", "{:.1f}".format),
-    ("scale", "final_scale", compact), ("step", "overflow_step", lambda v: str(int(v))),
+    ("library", "library", str),
+    ("method", "method", str),
+    ("n", "n_timesteps", str),
+    ("dtype", "dtype", str),
+    ("scaling", "scaling", str),
+    ("mode", "mode", str),
+    ("status", "status", str),
+    ("class", "failure_class", str),
+    ("sol err", "sol_rel_err", error),
+    ("grad y0 err", "grad_y0_rel_err", error),
+    ("grad params err", "grad_params_rel_err", error),
+    ("params err/u", "grad_params_rel_err_over_u", "{:.1f}".format),
+    ("scale", "final_scale", compact),
+    ("step", "overflow_step", lambda v: str(int(v))),
     ("arithmetic", "arithmetic", str),
-)  # fmt: skip
+)
 # Shown only for a sweep that kept modules in float32, so that other tables stay as they were.
 KEPT_COLUMNS = (("kept in float32", "keep_float32", str),)
 
@@ -86,8 +96,10 @@ def _with_loss_in(columns: tuple, results: pd.DataFrame) -> tuple:
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
     kept = "keep_float32" in results and results["keep_float32"].fillna("none").ne("none").any()
     columns = _with_loss_in(COLUMNS, results) + (KEPT_COLUMNS if kept else ()) + _checkpoint_columns(results)
-    texts = {column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
-             for _, column, fmt in columns}  # a folder from before a column existed shows it empty
+    texts = {
+        column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
+        for _, column, fmt in columns
+    }  # a folder from before a column existed shows it empty
     shown, same, empty = [], [], []
     for header, column, fmt in columns:
         values = set(texts[column])
@@ -98,19 +110,37 @@ def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
         else:
             shown.append((header, column, fmt))
     notes = [_NOTES[header] for header, _, _ in shown if header in _NOTES]
-    caption = "; ".join(filter(None, [
-        f"the same in every row: {', '.join(same)}" if same else "", f"no value in any row: {', '.join(empty)}" if empty else "",
-        *notes,
-    ]))  # fmt: skip
-    table = Table(title=title, caption=escape(caption) or None, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    caption = "; ".join(
+        filter(
+            None,
+            [
+                f"the same in every row: {', '.join(same)}" if same else "",
+                f"no value in any row: {', '.join(empty)}" if empty else "",
+                *notes,
+            ],
+        )
+    )
+    table = Table(
+        title=title,
+        caption=escape(caption) or None,
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     for header, column, fmt in shown:
         # As wide as its longest value or header word, no wider: headers wrap between words, and rich has no reason
         # to squeeze (and cut) a column. Only a failure class, a checkpoint's name and the modules kept in float32 may
         # fold, being long words.
         width = max([len(text) for text in texts[column]] + [len(word) for word in header.split()])
         flexible = column in ("failure_class", "checkpoint", "keep_float32")
-        table.add_column(header, justify="left" if fmt is str else "right", width=None if flexible else width,
-                         min_width=min(width, 8) if flexible else None, overflow="fold" if flexible else "ellipsis")  # fmt: skip
+        table.add_column(
+            header,
+            justify="left" if fmt is str else "right",
+            width=None if flexible else width,
+            min_width=min(width, 8) if flexible else None,
+            overflow="fold" if flexible else "ellipsis",
+        )
     for i, status in enumerate(results["status"]):
         cells = [escape(texts[column][i]) for _, column, _ in shown]
         style = STATUS_STYLE.get(status)

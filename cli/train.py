@@ -1,9 +1,9 @@
 """`roundoff train`: train a model with Adam in one or more precisions and save checkpoints a sweep can load."""
-# fmt: off
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -22,17 +22,29 @@ from .train_progress import TrainRichProgress
 if TYPE_CHECKING:
     import pandas as pd
 
-MODEL, TRAINING, PRECISION, WEIGHTS, OUTPUT = "Model and data", "Training", "Precision", "Weights and optimizer", "Output"
+MODEL, TRAINING, PRECISION, WEIGHTS, OUTPUT = (
+    "Model and data",
+    "Training",
+    "Precision",
+    "Weights and optimizer",
+    "Output",
+)
 _FIELDS = TrainConfig.model_fields
 
 
 def _default(field: str) -> str:
     info = _FIELDS[field]
     value = info.default_factory() if info.default_factory else info.default
-    return ",".join(map(str, value)) if isinstance(value, list) else f"{value:g}" if isinstance(value, float) else str(value)
+    return (
+        ",".join(map(str, value))
+        if isinstance(value, list)
+        else f"{value:g}"
+        if isinstance(value, float)
+        else str(value)
+    )
 
 
-def _single_int(value: Optional[str], what: str) -> Optional[int]:
+def _single_int(value: str | None, what: str) -> int | None:
     values = split_ints(value, what)
     if values is not None and len(values) != 1:
         raise InputError(f"--{what} '{value}' takes one value; every setup trains on the same grid")
@@ -42,35 +54,178 @@ def _single_int(value: Optional[str], what: str) -> Optional[int]:
 @reports_input_errors
 @inert_breakpoints()  # from the model's first evaluation (the plan checks it) to the last iteration
 def train(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model to train (see `roundoff list`); required unless the config file names it.", rich_help_panel=MODEL),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file with the training; options given here override it.", rich_help_panel=MODEL),
-    option: list[str] = typer.Option([], "--option", "-o", help="Model option key=value (repeatable).", show_default=False, rich_help_panel=MODEL),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the initial weights and of the batch stream (the model's `seed` option).", show_default="0", rich_help_panel=MODEL),
-    data: Optional[str] = typer.Option(None, "--data", help="Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, test).", show_default="the model's", rich_help_panel=MODEL),
-    iters: Optional[int] = typer.Option(None, "--iters", help="Optimizer steps per setup.", show_default=_default("iters"), rich_help_panel=TRAINING),
-    save_at: Optional[str] = typer.Option(None, "--save-at", help="Iterations whose weights are saved, e.g. 0,100,500,2000 (the last is always saved).", show_default="0", rich_help_panel=TRAINING),
-    resume_every: Optional[int] = typer.Option(None, "--resume-every", help="Iterations between resume states (also saved at every checkpoint).", show_default=_default("resume_every"), rich_help_panel=TRAINING),
-    lr: Optional[float] = typer.Option(None, "--lr", help="The optimizer's learning rate.", show_default=_default("lr"), rich_help_panel=TRAINING),
-    val_batches: Optional[int] = typer.Option(None, "--val-batches", help="Held-out batches of the validation loss.", show_default=_default("val_batches"), rich_help_panel=TRAINING),
-    val_every: Optional[int] = typer.Option(None, "--val-every", help="Iterations between validation losses, besides those at every saved iteration.", show_default="saved iterations only", rich_help_panel=TRAINING),
-    timesteps: Optional[str] = typer.Option(None, "--timesteps", "-n", help="n_timesteps of every solve (one value).", show_default=_default("timesteps"), rich_help_panel=PRECISION),
-    method: Optional[str] = typer.Option(None, help="Fixed-grid method: euler, rk4 (one value).", show_default=_default("method"), rich_help_panel=PRECISION),
-    library: Optional[str] = typer.Option(None, help="Solver libraries, one setup each: {libraries}.", show_default=_default("library"), rich_help_panel=PRECISION),
-    dtype: Optional[str] = typer.Option(None, help="Dtypes, one setup each: {dtypes} (float32 is the reference).", show_default=_default("dtype"), rich_help_panel=PRECISION),
-    scaling: Optional[str] = typer.Option(None, help="Scalings, one setup each: {scalings}.", show_default=_default("scaling"), rich_help_panel=PRECISION),
-    mode: Optional[str] = typer.Option(None, help="Mode: {modes} (one value).", show_default=_default("mode"), rich_help_panel=PRECISION),
-    weights: Optional[str] = typer.Option(None, help="Where the weights live, one setup each: float32 (master weights), or stored in bfloat16, float16, eXmY (e.g. e8m7), the forward running on them.", show_default=_default("weights"), rich_help_panel=WEIGHTS),
-    update: Optional[str] = typer.Option(None, help="How a step is rounded into low-precision weights, one setup each: nearest, stochastic, kahan, stochastic-kahan.", show_default=_default("update"), rich_help_panel=WEIGHTS),
-    optimizer_state: Optional[str] = typer.Option(None, "--optimizer-state", help="Where the optimizer's state (Adam's moments) lives: float32, or weights (the weights' format).", show_default=_default("optimizer_state"), rich_help_panel=WEIGHTS),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adam, adamw, sgd (momentum 0.9), or package.module:factory / path/to/file.py:factory, called factory(params, lr).", show_default=_default("optimizer"), rich_help_panel=WEIGHTS),
-    clip_grad_norm: Optional[float] = typer.Option(None, "--clip-grad-norm", help="Clip the unscaled gradient's norm to this (grad: after unscale_).", show_default="no clipping", rich_help_panel=TRAINING),
-    init_scale: Optional[float] = typer.Option(None, "--init-scale", help="grad: initial loss scale.", show_default="65536", rich_help_panel=PRECISION),
-    backoff_factor: Optional[float] = typer.Option(None, "--backoff-factor", help="grad: factor on the loss scale after a non-finite gradient.", show_default="0.5", rich_help_panel=PRECISION),
-    max_retries: Optional[int] = typer.Option(None, "--max-retries", help="grad: backoffs per step at most; dynamic: halvings per solver step at most.", show_default="30", rich_help_panel=PRECISION),
-    device: Optional[str] = typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=TRAINING),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch threads.", show_default="chosen from the problem's size", rich_help_panel=TRAINING),
-    out: Optional[str] = typer.Option(None, "--out", help="Training folder; the same command again resumes it.", show_default="results/train-<model>-<date>-<time>", rich_help_panel=OUTPUT),
-    force: bool = typer.Option(False, "--force", metavar="", help="Replace a different training found in --out.", show_default=False, rich_help_panel=OUTPUT),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Model to train (see `roundoff list`); required unless the config file names it.",
+        rich_help_panel=MODEL,
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="TOML file with the training; options given here override it.",
+        rich_help_panel=MODEL,
+    ),
+    option: list[str] = typer.Option(
+        [], "--option", "-o", help="Model option key=value (repeatable).", show_default=False, rich_help_panel=MODEL
+    ),
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        help="Seed of the initial weights and of the batch stream (the model's `seed` option).",
+        show_default="0",
+        rich_help_panel=MODEL,
+    ),
+    data: str | None = typer.Option(
+        None,
+        "--data",
+        help="Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, test).",
+        show_default="the model's",
+        rich_help_panel=MODEL,
+    ),
+    iters: int | None = typer.Option(
+        None, "--iters", help="Optimizer steps per setup.", show_default=_default("iters"), rich_help_panel=TRAINING
+    ),
+    save_at: str | None = typer.Option(
+        None,
+        "--save-at",
+        help="Iterations whose weights are saved, e.g. 0,100,500,2000 (the last is always saved).",
+        show_default="0",
+        rich_help_panel=TRAINING,
+    ),
+    resume_every: int | None = typer.Option(
+        None,
+        "--resume-every",
+        help="Iterations between resume states (also saved at every checkpoint).",
+        show_default=_default("resume_every"),
+        rich_help_panel=TRAINING,
+    ),
+    lr: float | None = typer.Option(
+        None, "--lr", help="The optimizer's learning rate.", show_default=_default("lr"), rich_help_panel=TRAINING
+    ),
+    val_batches: int | None = typer.Option(
+        None,
+        "--val-batches",
+        help="Held-out batches of the validation loss.",
+        show_default=_default("val_batches"),
+        rich_help_panel=TRAINING,
+    ),
+    val_every: int | None = typer.Option(
+        None,
+        "--val-every",
+        help="Iterations between validation losses, besides those at every saved iteration.",
+        show_default="saved iterations only",
+        rich_help_panel=TRAINING,
+    ),
+    timesteps: str | None = typer.Option(
+        None,
+        "--timesteps",
+        "-n",
+        help="n_timesteps of every solve (one value).",
+        show_default=_default("timesteps"),
+        rich_help_panel=PRECISION,
+    ),
+    method: str | None = typer.Option(
+        None,
+        help="Fixed-grid method: euler, rk4 (one value).",
+        show_default=_default("method"),
+        rich_help_panel=PRECISION,
+    ),
+    library: str | None = typer.Option(
+        None,
+        help="Solver libraries, one setup each: {libraries}.",
+        show_default=_default("library"),
+        rich_help_panel=PRECISION,
+    ),
+    dtype: str | None = typer.Option(
+        None,
+        help="Dtypes, one setup each: {dtypes} (float32 is the reference).",
+        show_default=_default("dtype"),
+        rich_help_panel=PRECISION,
+    ),
+    scaling: str | None = typer.Option(
+        None, help="Scalings, one setup each: {scalings}.", show_default=_default("scaling"), rich_help_panel=PRECISION
+    ),
+    mode: str | None = typer.Option(
+        None, help="Mode: {modes} (one value).", show_default=_default("mode"), rich_help_panel=PRECISION
+    ),
+    weights: str | None = typer.Option(
+        None,
+        help="Where the weights live, one setup each: float32 (master weights), or stored in bfloat16, float16, eXmY (e.g. e8m7), the forward running on them.",
+        show_default=_default("weights"),
+        rich_help_panel=WEIGHTS,
+    ),
+    update: str | None = typer.Option(
+        None,
+        help="How a step is rounded into low-precision weights, one setup each: nearest, stochastic, kahan, stochastic-kahan.",
+        show_default=_default("update"),
+        rich_help_panel=WEIGHTS,
+    ),
+    optimizer_state: str | None = typer.Option(
+        None,
+        "--optimizer-state",
+        help="Where the optimizer's state (Adam's moments) lives: float32, or weights (the weights' format).",
+        show_default=_default("optimizer_state"),
+        rich_help_panel=WEIGHTS,
+    ),
+    optimizer: str | None = typer.Option(
+        None,
+        "--optimizer",
+        help="adam, adamw, sgd (momentum 0.9), or package.module:factory / path/to/file.py:factory, called factory(params, lr).",
+        show_default=_default("optimizer"),
+        rich_help_panel=WEIGHTS,
+    ),
+    clip_grad_norm: float | None = typer.Option(
+        None,
+        "--clip-grad-norm",
+        help="Clip the unscaled gradient's norm to this (grad: after unscale_).",
+        show_default="no clipping",
+        rich_help_panel=TRAINING,
+    ),
+    init_scale: float | None = typer.Option(
+        None, "--init-scale", help="grad: initial loss scale.", show_default="65536", rich_help_panel=PRECISION
+    ),
+    backoff_factor: float | None = typer.Option(
+        None,
+        "--backoff-factor",
+        help="grad: factor on the loss scale after a non-finite gradient.",
+        show_default="0.5",
+        rich_help_panel=PRECISION,
+    ),
+    max_retries: int | None = typer.Option(
+        None,
+        "--max-retries",
+        help="grad: backoffs per step at most; dynamic: halvings per solver step at most.",
+        show_default="30",
+        rich_help_panel=PRECISION,
+    ),
+    device: str | None = typer.Option(
+        None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=TRAINING
+    ),
+    threads: int | None = typer.Option(
+        None,
+        "--threads",
+        help="torch threads.",
+        show_default="chosen from the problem's size",
+        rich_help_panel=TRAINING,
+    ),
+    out: str | None = typer.Option(
+        None,
+        "--out",
+        help="Training folder; the same command again resumes it.",
+        show_default="results/train-<model>-<date>-<time>",
+        rich_help_panel=OUTPUT,
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        metavar="",
+        help="Replace a different training found in --out.",
+        show_default=False,
+        rich_help_panel=OUTPUT,
+    ),
 ) -> None:
     """Train a model with an optimizer (Adam by default) on its own loss, a fresh batch every iteration, once per (library, dtype, scaling, weights, update) setup.
 
@@ -81,24 +236,51 @@ def train(
     if seed is not None:
         options["seed"] = str(seed)
     overrides = {
-        "options": options or None, "data": data, "iters": iters, "save_at": split_ints(save_at, "save-at"), "resume_every": resume_every,
-        "lr": lr, "val_batches": val_batches, "val_every": val_every, "timesteps": _single_int(timesteps, "timesteps"), "method": method,
-        "library": split_list(library, "library"), "dtype": split_list(dtype, "dtype"), "scaling": split_list(scaling, "scaling"),
-        "mode": mode, "device": device, "threads": threads, "weights": split_list(weights, "weights"), "update": split_list(update, "update"),
-        "optimizer_state": optimizer_state, "optimizer": optimizer, "clip_grad_norm": clip_grad_norm,
-        "scaler": {k: v for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
-                   if v is not None} or None,
+        "options": options or None,
+        "data": data,
+        "iters": iters,
+        "save_at": split_ints(save_at, "save-at"),
+        "resume_every": resume_every,
+        "lr": lr,
+        "val_batches": val_batches,
+        "val_every": val_every,
+        "timesteps": _single_int(timesteps, "timesteps"),
+        "method": method,
+        "library": split_list(library, "library"),
+        "dtype": split_list(dtype, "dtype"),
+        "scaling": split_list(scaling, "scaling"),
+        "mode": mode,
+        "device": device,
+        "threads": threads,
+        "weights": split_list(weights, "weights"),
+        "update": split_list(update, "update"),
+        "optimizer_state": optimizer_state,
+        "optimizer": optimizer,
+        "clip_grad_norm": clip_grad_norm,
+        "scaler": {
+            k: v
+            for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
+            if v is not None
+        }
+        or None,
     }
     # Here, not at the top, and after the lists above are checked: torch and pandas load only when a training runs.
     from roundoff_analyzer import training
     from roundoff_analyzer.training.folder import LOG, REPORT, SUMMARY
 
-    plan = training.plan(model, config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None})
+    plan = training.plan(
+        model, config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None}
+    )
     console.print(
         f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {len(plan.setups)} setup(s) x {plan.config.iters} "
-        f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {escape(printable(plan.out))}", highlight=False,
+        f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {escape(printable(plan.out))}",
+        highlight=False,
     )
-    console.print(f"data: {plan.problem.data_source}; setups: {', '.join(s.label for s in plan.setups)}", highlight=False, markup=False)
+    console.print(
+        f"data: {plan.problem.data_source}; setups: {', '.join(s.label for s in plan.setups)}",
+        highlight=False,
+        markup=False,
+    )
     for entry in plan.left_out:
         console.print(f"left out: {entry}", highlight=False, markup=False)
     stop = StopRequests()
@@ -109,11 +291,17 @@ def train(
         stderr.print(f"interrupted: {stopped}; run the same command again to resume", highlight=False, markup=False)
         raise typer.Exit(stop.exit_code) from None
     except KeyboardInterrupt:  # a second Ctrl-C: the last resume state written stays
-        stderr.print(f"interrupted: the last saved state of each setup is in {printable(plan.out)}; run the same command again to resume",
-                     highlight=False, markup=False)
+        stderr.print(
+            f"interrupted: the last saved state of each setup is in {printable(plan.out)}; run the same command again to resume",
+            highlight=False,
+            markup=False,
+        )
         raise typer.Exit(stop.exit_code) from None
     console.print(_summary_table(result.summary))
-    console.print(f"log: {result.folder / LOG}; summary: {result.folder / SUMMARY}; report: {result.folder / REPORT}", highlight=False)
+    console.print(
+        f"log: {result.folder / LOG}; summary: {result.folder / SUMMARY}; report: {result.folder / REPORT}",
+        highlight=False,
+    )
 
 
 def _summary_table(summary: pd.DataFrame) -> Table:
@@ -121,13 +309,27 @@ def _summary_table(summary: pd.DataFrame) -> Table:
 
     table = Table(title="training: final losses against the first setup")
     table.add_column("setup", no_wrap=True)
-    for column in ("iterations", "skipped", "final loss", "final val loss", "val vs first", "lost updates", "time / iter"):
+    for column in (
+        "iterations",
+        "skipped",
+        "final loss",
+        "final val loss",
+        "val vs first",
+        "lost updates",
+        "time / iter",
+    ):
         table.add_column(column, overflow="fold")
     for row in summary.itertuples(index=False):
         rel, lost = row.val_loss_rel_to_reference, row.lost_update_fraction
         table.add_row(
-            row.setup, str(row.iterations), str(row.skipped_steps), _number(row.final_loss), _number(row.final_val_loss),
-            f"{100 * rel:+.3g}%" if pd.notna(rel) else "—", f"{100 * lost:.3g}%" if pd.notna(lost) else "—", f"{row.time_per_iter_s:.3g} s",
+            row.setup,
+            str(row.iterations),
+            str(row.skipped_steps),
+            _number(row.final_loss),
+            _number(row.final_val_loss),
+            f"{100 * rel:+.3g}%" if pd.notna(rel) else "—",
+            f"{100 * lost:.3g}%" if pd.notna(lost) else "—",
+            f"{row.time_per_iter_s:.3g} s",
         )
     return table
 

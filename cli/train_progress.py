@@ -1,4 +1,5 @@
 """Live progress of a training: a rich bar per setup with the iteration, the last loss and an ETA."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -11,12 +12,19 @@ class TrainRichProgress:
     def __init__(self, console: Console) -> None:
         self.console = console
         self._progress = Progress(
-            TextColumn("[bold]{task.fields[setup]}"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
-            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False,
-        )  # fmt: skip
+            TextColumn("[bold]{task.fields[setup]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
         self._task = None
 
-    def __enter__(self) -> "TrainRichProgress":
+    def __enter__(self) -> TrainRichProgress:
         self._progress.__enter__()
         return self
 
@@ -25,7 +33,9 @@ class TrainRichProgress:
 
     def start(self, setup: str, total: int, done: int) -> None:
         if done:
-            self._progress.console.print(f"resuming {printable(setup)} at iteration {done} of {total}", markup=False, highlight=False)
+            self._progress.console.print(
+                f"resuming {printable(setup)} at iteration {done} of {total}", markup=False, highlight=False
+            )
         self._task = self._progress.add_task("", total=total, completed=done, setup=printable(setup), loss="—")
 
     def step(self, iteration: int, loss: float | None) -> None:

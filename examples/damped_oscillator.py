@@ -5,6 +5,7 @@
 The factory's keyword parameters are the model's options (`-o frequency=3`); their annotations say
 how the strings from the command line are converted. It returns (func, y0, loss).
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,7 +23,7 @@ class DampedOscillator(nn.Module):
 
     def forward(self, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         position, velocity = y[:, :1], y[:, 1:]
-        physics = torch.cat([velocity, -self.frequency**2 * position - self.damping * velocity], dim=1)
+        physics = torch.cat([velocity, -(self.frequency**2) * position - self.damping * velocity], dim=1)
         return physics + self.correction(y)
 
 

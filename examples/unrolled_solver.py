@@ -6,6 +6,7 @@ every stage, each state kept in float32 whatever the stages were evaluated in.
 `library` follows roundoff_analyzer.plugins.SolverLibrary: a name, a description, whether it scales the adjoint
 in a backward of its own (the `dynamic` scaling), which methods it cannot run, and `solve`.
 """
+
 import torch
 
 

@@ -9,14 +9,15 @@ figures as Python objects. The `roundoff` command is a thin layer over these fun
     result.figures()["error_grad_params"]
     ra.load("results/otflow-20260101-120000")
 """
+
 from __future__ import annotations
 
 import warnings
-
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -73,7 +74,7 @@ class SweepResult:
     modules: pd.DataFrame | None = None
     run: sweeping.SweepOutcome | None = field(default=None, kw_only=True)
 
-    def figures(self) -> dict[str, "Figure"]:
+    def figures(self) -> dict[str, Figure]:
         """The report's figures as matplotlib Figures, by name.
 
         Returns:
@@ -86,7 +87,9 @@ class SweepResult:
             ra.load("results/otflow-fp16").figures()["error_grad_params"]
             ```
         """
-        return _draw_figures(SweepFolder(self.folder, self.results, self.manifest, self.param_errors, self.profile, self.modules))
+        return _draw_figures(
+            SweepFolder(self.folder, self.results, self.manifest, self.param_errors, self.profile, self.modules)
+        )
 
     @cached_property
     def answers(self) -> dict[str, dict[str, Any]]:
@@ -145,8 +148,15 @@ class PlannedSweep:
 
 
 @inert_breakpoints()  # the plan evaluates the model once: a breakpoint() there must not stop a script either
-def plan_sweep(model: str | Callable[..., Any] | None = None, *, config: str | Path | None = None, out: str | Path | None = None,
-               force: bool = False, source: str = "", **settings: Any) -> PlannedSweep:  # fmt: skip
+def plan_sweep(
+    model: str | Callable[..., Any] | None = None,
+    *,
+    config: str | Path | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+    source: str = "",
+    **settings: Any,
+) -> PlannedSweep:
     """Validate a sweep without running it. `settings` are the keys of a config file (`timesteps`, `dtype`,
     `options`, `scaler`, `workers`, `threads`, ...); they override `config`'s. Everything wrong with the request,
     the output folder included, raises InputError here, before anything is written; `source` is what its message
@@ -154,13 +164,17 @@ def plan_sweep(model: str | Callable[..., Any] | None = None, *, config: str | P
     the factory function itself: it is recorded and loaded by its module and name, as `package.module:factory` is."""
     if callable(model):
         model = function_spec("model", model, MODEL_FORMS)
-    overrides = {key: _as_list(value) if key in _LIST_KEYS else value for key, value in {"model": model, **settings}.items()}
+    overrides = {
+        key: _as_list(value) if key in _LIST_KEYS else value for key, value in {"model": model, **settings}.items()
+    }
     plan = sweeping.plan(sweep_config.resolve(config, overrides, source))
     if plan.model.name.startswith("__main__:") and plan.config.executor_name != "local":
         # Worker processes and cluster jobs start from the package, not from this notebook or script.
-        raise InputError(f"model {plan.model.name} is defined in __main__ (this notebook or script), which the "
-                         f"{plan.config.executor_name} executor's workers cannot import; define the factory in a module, "
-                         "or run with executor='local'")  # fmt: skip
+        raise InputError(
+            f"model {plan.model.name} is defined in __main__ (this notebook or script), which the "
+            f"{plan.config.executor_name} executor's workers cannot import; define the factory in a module, "
+            "or run with executor='local'"
+        )
     folder = out_folder(out) or sweeping.default_out_dir(plan)
     ResultStore(folder).check(fingerprint(plan), force=force)
     return PlannedSweep(plan, folder)

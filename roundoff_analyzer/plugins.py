@@ -45,7 +45,7 @@ from .axes.models import MODELS, ModelOptions, ModelSpec, Problem
 from .axes.modes import MODES, Mode, PreparedRun, ProblemCopies
 from .axes.names import REGISTERED_EXECUTORS
 from .axes.roundings import ROUNDINGS, Rounding
-from .axes.scalings import SCALINGS, BackwardResult, Scaling, ScalerSettings
+from .axes.scalings import SCALINGS, BackwardResult, ScalerSettings, Scaling
 from .core.errors import LibraryUnsupported, ScalerExhausted, StepBudgetExhausted
 from .execution.executors import EXECUTORS, Execution, ExecutionReport, Executor
 from .solvers import DynamicAdjointScaler, SolveReport

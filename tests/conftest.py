@@ -1,4 +1,5 @@
 """Shared fixtures: real (small) sweeps run once per test session through the real CLI."""
+
 from __future__ import annotations
 
 import json
@@ -6,9 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
 from roundoff_cli.app import app
+from typer.testing import CliRunner
 
 # A small OT-Flow problem: a few hundred parameters, fast enough for float16 on a CPU.
 TINY_OTFLOW = ["-o", "d=3", "-o", "hidden=8", "-o", "batch=16"]
@@ -56,9 +56,23 @@ def overflow_sweep(tmp_path_factory) -> Path:
     The libraries are named: the other installed ones would add rows that no test reads, and seconds."""
     out = tmp_path_factory.mktemp("overflow") / "sweep"
     result = run_cli(
-        "sweep", "--model", "otflow", *OVERFLOWING_OTFLOW, "--timesteps", "4,16", "--method", "euler", "--library", "torchdiffeq,native",
-        "--dtype", "float16", "--scaling", "none,grad,dynamic", "--out", out,
-    )  # fmt: skip
+        "sweep",
+        "--model",
+        "otflow",
+        *OVERFLOWING_OTFLOW,
+        "--timesteps",
+        "4,16",
+        "--method",
+        "euler",
+        "--library",
+        "torchdiffeq,native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none,grad,dynamic",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -69,4 +83,7 @@ def results(folder: Path) -> pd.DataFrame:
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:
     """Every path under `folder` with the bytes of its files (None for folders): equal snapshots, nothing changed."""
-    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() and not p.is_symlink() else None) for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+        for p in sorted(folder.rglob("*"))
+    }

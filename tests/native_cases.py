@@ -2,10 +2,12 @@
 an MLP whose output stays in the autocast dtype, a steep one that makes the dynamic scaler back off,
 OT-Flow (whose `cat` promotes to float32) and an OT-Flow whose float16 gradients overflow.
 """
+
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+
 import torch
 
 from roundoff_analyzer.axes.models import MODELS, parse_options
@@ -53,7 +55,10 @@ def cases() -> list[Case]:
     grid = [
         Case(model, dtype, method, scaler, report)
         for model, dtype, method, (scaler, report) in itertools.product(
-            ("mlp", "otflow"), ("float16", "bfloat16"), ("euler", "rk4"), ((False, False), (False, True), (True, True), (True, False))
+            ("mlp", "otflow"),
+            ("float16", "bfloat16"),
+            ("euler", "rk4"),
+            ((False, False), (False, True), (True, True), (True, False)),
         )
     ]
     return grid + [
@@ -118,7 +123,9 @@ def _run(case: Case, oracle: bool) -> dict[str, torch.Tensor]:
         if oracle:
             trajectory = native_oracle.odeint(func, y0, t, case.method, scaler=scaler)
         else:
-            trajectory = odeint(func, y0, t, method=case.method, scaler=scaler, report=SolveReport() if case.report else None)
+            trajectory = odeint(
+                func, y0, t, method=case.method, scaler=scaler, report=SolveReport() if case.report else None
+            )
     loss = loss_fn(trajectory.float())
     grads = torch.autograd.grad(loss, [y0, *params], allow_unused=True)
     result = {"trajectory": trajectory.detach(), "loss": loss.detach()}

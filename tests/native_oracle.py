@@ -13,6 +13,7 @@ in the low dtype. Backward, for each step from the last: rebuild S from the stor
 vector-Jacobian product of S with the (scaled) adjoint in the low dtype, unscale, and only then
 multiply by h in float32 and add to the adjoint and the parameter gradients.
 """
+
 from __future__ import annotations
 
 import torch
@@ -73,7 +74,10 @@ class _Solve(torch.autograd.Function):
                     slopes = _weighted_slopes(ctx.func, ctx.tableau, t[k], y, h)
                 cotangent = (adjoint * scale).to(slopes.dtype)
                 grads = torch.autograd.grad(slopes, (y, *params), cotangent, allow_unused=True)
-                parts = [torch.zeros(x.shape, dtype=accumulate) if g is None else g.to(accumulate) / scale for g, x in zip(grads, (y, *params))]
+                parts = [
+                    torch.zeros(x.shape, dtype=accumulate) if g is None else g.to(accumulate) / scale
+                    for g, x in zip(grads, (y, *params))
+                ]
                 if ctx.scaler is None or all(bool(torch.isfinite(p).all()) for p in parts):
                     break
                 scale = ctx.scaler.backoff()
@@ -81,4 +85,11 @@ class _Solve(torch.autograd.Function):
             adjoint = adjoint + parts[0] + grad_trajectory[k].to(accumulate)
             for total, part in zip(param_grads, parts[1:]):
                 total.add_(part)
-        return (None, None, None, adjoint.to(ctx.state_dtype), None, *[g.to(p.dtype) for g, p in zip(param_grads, params)])
+        return (
+            None,
+            None,
+            None,
+            adjoint.to(ctx.state_dtype),
+            None,
+            *[g.to(p.dtype) for g, p in zip(param_grads, params)],
+        )

@@ -6,6 +6,7 @@ runs everything in float32. `load(folder)` writes a copy of the installed packag
 those device names turned to "cpu" and imports it under another name; its arithmetic is otherwise
 rampde's own, line for line. None when rampde is not installed (MIT; not on PyPI: install a wheel of its public release).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,7 +29,9 @@ def load(folder: Path) -> ModuleType | None:
     target.mkdir(parents=True, exist_ok=True)
     for path in source.glob("*.py"):
         text = path.read_text()
-        text = text.replace("device_type='cuda'", "device_type='cpu'").replace('device_type="cuda"', 'device_type="cpu"')
+        text = text.replace("device_type='cuda'", "device_type='cpu'").replace(
+            'device_type="cuda"', 'device_type="cpu"'
+        )
         text = text.replace("torch.get_autocast_dtype('cuda')", "torch.get_autocast_dtype('cpu')")
         text = text.replace("torch.is_autocast_enabled()", "torch.is_autocast_enabled('cpu')")
         (target / path.name).write_text(text)

@@ -5,6 +5,7 @@ slurm.conf written into the folder (this machine as the only node, state and spo
 free ports). Clients find the cluster through `SLURM_CONF`, which `env()` sets. Every daemon is a
 child of the test process, run in the foreground, and `stop()` ends each of them by its own pid.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -27,7 +28,9 @@ class ClusterUnavailable(Exception):
 
 
 def missing_programs() -> list[str]:
-    return [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name) is None and not Path("/usr/sbin", name).exists()]
+    return [
+        name for name in (*DAEMONS, *CLIENTS) if shutil.which(name) is None and not Path("/usr/sbin", name).exists()
+    ]
 
 
 def _program(name: str) -> str:
@@ -95,61 +98,78 @@ class SlurmCluster:
         key = folder / "munge.key"
         key.write_bytes(secrets.token_bytes(1024))
         key.chmod(0o400)
-        self._spawn("munged", [
-            _program("munged"), "--foreground", "--force", f"--socket={self.munge_socket}", f"--key-file={key}",
-            f"--pid-file={folder / 'munged.pid'}", f"--seed-file={folder / 'munged.seed'}", f"--log-file={self.root / 'munged.log'}",
-        ])  # fmt: skip
+        self._spawn(
+            "munged",
+            [
+                _program("munged"),
+                "--foreground",
+                "--force",
+                f"--socket={self.munge_socket}",
+                f"--key-file={key}",
+                f"--pid-file={folder / 'munged.pid'}",
+                f"--seed-file={folder / 'munged.seed'}",
+                f"--log-file={self.root / 'munged.log'}",
+            ],
+        )
         self._wait_until("munged's socket", self.munge_socket.exists)
 
     def _write_conf(self) -> None:
         user = getpass.getuser()
         (self.root / "state").mkdir()
         (self.root / "spool").mkdir()
-        self.conf.write_text("\n".join([
-            "ClusterName=roundofftest",
-            f"SlurmctldHost={self.node}(127.0.0.1)",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
-            f"SlurmUser={user}",
-            f"SlurmdUser={user}",
-            "AuthType=auth/munge",
-            "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_socket}",
-            f"StateSaveLocation={self.root / 'state'}",
-            f"SlurmdSpoolDir={self.root / 'spool'}",
-            f"SlurmctldPidFile={self.root / 'slurmctld.pid'}",
-            f"SlurmdPidFile={self.root / 'slurmd.pid'}",
-            f"SlurmctldLogFile={self.root / 'slurmctld.log'}",
-            f"SlurmdLogFile={self.root / 'slurmd.log'}",
-            "SlurmctldDebug=info",
-            "SlurmdDebug=info",
-            # No cgroups inside a container: track processes by their parent pid, bind nothing.
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
-            "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
-            "MpiDefault=none",
-            "SchedulerType=sched/backfill",
-            "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_CPU",  # one CPU per task by default, so two array tasks run at once on 2 CPUs
-            "ReturnToService=2",
-            "SlurmdTimeout=30",
-            "InactiveLimit=0",
-            "KillWait=5",
-            "MinJobAge=60",
-            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} State=UNKNOWN",
-            f"PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
-            "",
-        ]))  # fmt: skip
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=roundofftest",
+                    f"SlurmctldHost={self.node}(127.0.0.1)",
+                    f"SlurmctldPort={_free_port()}",
+                    f"SlurmdPort={_free_port()}",
+                    f"SlurmUser={user}",
+                    f"SlurmdUser={user}",
+                    "AuthType=auth/munge",
+                    "CredType=cred/munge",
+                    f"AuthInfo=socket={self.munge_socket}",
+                    f"StateSaveLocation={self.root / 'state'}",
+                    f"SlurmdSpoolDir={self.root / 'spool'}",
+                    f"SlurmctldPidFile={self.root / 'slurmctld.pid'}",
+                    f"SlurmdPidFile={self.root / 'slurmd.pid'}",
+                    f"SlurmctldLogFile={self.root / 'slurmctld.log'}",
+                    f"SlurmdLogFile={self.root / 'slurmd.log'}",
+                    "SlurmctldDebug=info",
+                    "SlurmdDebug=info",
+                    # No cgroups inside a container: track processes by their parent pid, bind nothing.
+                    "ProctrackType=proctrack/linuxproc",
+                    "TaskPlugin=task/none",
+                    "JobAcctGatherType=jobacct_gather/none",
+                    "AccountingStorageType=accounting_storage/none",
+                    "MpiDefault=none",
+                    "SchedulerType=sched/backfill",
+                    "SelectType=select/cons_tres",
+                    "SelectTypeParameters=CR_CPU",  # one CPU per task by default, so two array tasks run at once on 2 CPUs
+                    "ReturnToService=2",
+                    "SlurmdTimeout=30",
+                    "InactiveLimit=0",
+                    "KillWait=5",
+                    "MinJobAge=60",
+                    f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} State=UNKNOWN",
+                    f"PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
+                    "",
+                ]
+            )
+        )
 
     def _spawn(self, name: str, command: list[str]) -> None:
         log = open(self.root / f"{name}.stdout.log", "wb")
-        self._processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.root)
+        self._processes[name] = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.root
+        )
         log.close()
 
     def _cancel_jobs(self) -> None:
         try:
-            subprocess.run(["scancel", "--full", "--user", getpass.getuser()], env=self.env(), capture_output=True, timeout=15)
+            subprocess.run(
+                ["scancel", "--full", "--user", getpass.getuser()], env=self.env(), capture_output=True, timeout=15
+            )
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and self._queue():
                 time.sleep(0.5)
@@ -176,7 +196,9 @@ class SlurmCluster:
         return found
 
     def _node_idle(self) -> bool:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=self.env(), timeout=10)
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=self.env(), timeout=10
+        )
         return out.returncode == 0 and out.stdout.strip().startswith("idle")
 
     def _wait_until(self, what: str, ready) -> None:

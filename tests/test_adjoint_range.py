@@ -1,4 +1,5 @@
 """The range profile records the adjoint as the low dtype holds it (native side)."""
+
 from __future__ import annotations
 
 import math
@@ -15,9 +16,22 @@ FLOAT16_MAX = 65504.0
 def float16_native_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("range") / "sweep"
     result = run_cli(
-        "sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--library", "native", "--dtype", "float16",
-        "--scaling", "none,grad,dynamic", "--no-report", "--out", out,
-    )  # fmt: skip
+        "sweep",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4,16",
+        "--library",
+        "native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none,grad,dynamic",
+        "--no-report",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     return out
 

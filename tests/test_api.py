@@ -1,5 +1,6 @@
 """The Python API: a sweep run from Python gives the table the command line writes, a folder loads back,
 and the report's figures come as matplotlib Figures; importing the package does not import torch."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,18 +15,49 @@ from roundoff_analyzer.core.errors import InputError
 
 from .conftest import TINY_OTFLOW, run_cli
 
-GRID = {"timesteps": [2, 4], "method": "euler", "library": ["native", "torchdiffeq"], "dtype": "float16", "scaling": ["none", "grad"]}
+GRID = {
+    "timesteps": [2, 4],
+    "method": "euler",
+    "library": ["native", "torchdiffeq"],
+    "dtype": "float16",
+    "scaling": ["none", "grad"],
+}
 COST = ["time_forward_s", "time_backward_s", "peak_memory_bytes"]
 
 
 def test_a_sweep_from_python_gives_the_command_lines_table(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "160")  # room for the bar's counts, whatever the terminal running the tests
-    result = ra.sweep(model="otflow", options={"d": 3, "hidden": 8, "batch": 16}, device="cpu", out=tmp_path / "api", report=False, **GRID)
+    result = ra.sweep(
+        model="otflow",
+        options={"d": 3, "hidden": 8, "batch": 16},
+        device="cpu",
+        out=tmp_path / "api",
+        report=False,
+        **GRID,
+    )
     shown = capsys.readouterr().out
     assert "sweep" in shown and "8/8" in shown  # the progress bar, as the command line draws it
-    cli = run_cli("sweep", "--model", "otflow", *TINY_OTFLOW, "--device", "cpu", "--timesteps", "2,4", "--method", "euler",
-                  "--library", "native,torchdiffeq", "--dtype", "float16", "--scaling", "none,grad", "--no-report",
-                  "--out", tmp_path / "cli")  # fmt: skip
+    cli = run_cli(
+        "sweep",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--device",
+        "cpu",
+        "--timesteps",
+        "2,4",
+        "--method",
+        "euler",
+        "--library",
+        "native,torchdiffeq",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none,grad",
+        "--no-report",
+        "--out",
+        tmp_path / "cli",
+    )
     assert cli.exit_code == 0, cli.output
     from_cli = pd.read_parquet(tmp_path / "cli" / "results.parquet")
     assert len(result.results) == 8 and (result.results["status"] == "ok").all()

@@ -1,4 +1,5 @@
 """`roundoff check` on a real small sweep, against baselines doctored from a copy of its own results."""
+
 from __future__ import annotations
 
 import os
@@ -52,14 +53,18 @@ def test_errors_ten_times_smaller_in_the_baseline_fail_and_name_the_configuratio
         return frame
 
     baseline = baseline_from(tiny_sweep, tmp_path / "baseline", shrink)
-    result = run_cli("check", tiny_sweep, "--baseline", baseline, "--markdown", tmp_path / "check.md", columns=WIDE_TABLES)  # read from the changes table
+    result = run_cli(
+        "check", tiny_sweep, "--baseline", baseline, "--markdown", tmp_path / "check.md", columns=WIDE_TABLES
+    )  # read from the changes table
     assert result.exit_code == 1, result.output
     markdown = (tmp_path / "check.md").read_text()
     for _, row in ok_rows(pd.read_parquet(tiny_sweep / "results.parquet")).iterrows():
         assert label(row) in result.stdout and label(row) in markdown
     assert "### Regressions" in markdown and "(x10)" in markdown
 
-    metrics = compare(pd.read_parquet(tiny_sweep / "results.parquet"), pd.read_parquet(baseline / "results.parquet")).metrics
+    metrics = compare(
+        pd.read_parquet(tiny_sweep / "results.parquet"), pd.read_parquet(baseline / "results.parquet")
+    ).metrics
     assert metrics["ratio"].dropna().between(9.99, 10.01).all() and len(metrics) > 0
 
 
@@ -71,7 +76,9 @@ def test_a_configuration_that_was_ok_and_now_failed_fails(tiny_sweep, tmp_path):
     now.loc[broken.name, list(ERROR_METRICS)] = None
     now.to_parquet(tmp_path / "now.parquet", index=False)
 
-    result = run_cli("check", tmp_path / "now.parquet", "--baseline", tiny_sweep, columns=WIDE_TABLES)  # read from the changes table
+    result = run_cli(
+        "check", tmp_path / "now.parquet", "--baseline", tiny_sweep, columns=WIDE_TABLES
+    )  # read from the changes table
     assert result.exit_code == 1, result.output
     assert label(broken) in result.stdout and "was ok, now failed (overflow)" in result.stdout
 
@@ -138,7 +145,9 @@ def test_the_summary_counts_in_words_that_agree_with_the_numbers(tiny_sweep, tmp
 def test_junit_has_one_test_case_per_configuration(tiny_sweep, tmp_path):
     results = pd.read_parquet(tiny_sweep / "results.parquet")
     broken = ok_rows(results).iloc[0]
-    baseline = baseline_from(tiny_sweep, tmp_path / "baseline", lambda frame: frame.assign(sol_rel_err=frame["sol_rel_err"] / 10))
+    baseline = baseline_from(
+        tiny_sweep, tmp_path / "baseline", lambda frame: frame.assign(sol_rel_err=frame["sol_rel_err"] / 10)
+    )
     skipped_both = results.copy()
     skipped_both.loc[broken.name, "status"] = "skipped"
     skipped_both.to_parquet(baseline / "skipped.parquet", index=False)
@@ -149,17 +158,31 @@ def test_junit_has_one_test_case_per_configuration(tiny_sweep, tmp_path):
     assert len(cases) == len(results) == int(suite.get("tests"))
     failures = [case for case in cases if case.find("failure") is not None]
     assert int(suite.get("failures")) == len(failures) > 0
-    assert {case.get("classname") for case in cases} == {f"roundoff.otflow.{lib}" for lib in results["library"].unique()}
+    assert {case.get("classname") for case in cases} == {
+        f"roundoff.otflow.{lib}" for lib in results["library"].unique()
+    }
     assert {case.get("name") for case in cases} == {label(row) for _, row in results.iterrows()}
 
     # A configuration skipped on both sides is a skipped test case.
-    assert run_cli("check", baseline / "skipped.parquet", "--baseline", baseline / "skipped.parquet", "--junit", tmp_path / "skipped.xml").exit_code == 0
+    assert (
+        run_cli(
+            "check",
+            baseline / "skipped.parquet",
+            "--baseline",
+            baseline / "skipped.parquet",
+            "--junit",
+            tmp_path / "skipped.xml",
+        ).exit_code
+        == 0
+    )
     suite = ET.parse(tmp_path / "skipped.xml").getroot().find("testsuite")
     assert suite.get("skipped") == "1" and len(suite.findall("testcase/skipped")) == 1
 
 
 def test_tolerances_are_overridable_per_metric(tiny_sweep, tmp_path):
-    baseline = baseline_from(tiny_sweep, tmp_path / "baseline", lambda frame: frame.assign(sol_rel_err=frame["sol_rel_err"] / 10))
+    baseline = baseline_from(
+        tiny_sweep, tmp_path / "baseline", lambda frame: frame.assign(sol_rel_err=frame["sol_rel_err"] / 10)
+    )
     assert run_cli("check", tiny_sweep, "--baseline", baseline).exit_code == 1
     for loosened in (["--tolerance", "sol_rel_err=10.5"], ["--factor", "11"], ["--floor-u", "sol_rel_err=100"]):
         result = run_cli("check", tiny_sweep, "--baseline", baseline, *loosened)
@@ -174,14 +197,22 @@ def test_tolerances_are_overridable_per_metric(tiny_sweep, tmp_path):
 
 
 def test_update_baseline_accepts_improvements_and_refuses_regressions(tiny_sweep, tmp_path):
-    worse = baseline_from(tiny_sweep, tmp_path / "baseline", lambda frame: frame.assign(grad_params_rel_err=frame["grad_params_rel_err"] * 10))
+    worse = baseline_from(
+        tiny_sweep,
+        tmp_path / "baseline",
+        lambda frame: frame.assign(grad_params_rel_err=frame["grad_params_rel_err"] * 10),
+    )
     result = run_cli("check", tiny_sweep, "--baseline", worse, "--update-baseline")
     assert result.exit_code == 0 and "improvement" in result.stdout, result.output
     assert "baseline updated" in result.stdout
     assert (worse / "results.parquet").read_bytes() == (tiny_sweep / "results.parquet").read_bytes()
     assert (worse / "manifest.json").read_bytes() == (tiny_sweep / "manifest.json").read_bytes()
 
-    better = baseline_from(tiny_sweep, tmp_path / "better", lambda frame: frame.assign(grad_params_rel_err=frame["grad_params_rel_err"] / 10))
+    better = baseline_from(
+        tiny_sweep,
+        tmp_path / "better",
+        lambda frame: frame.assign(grad_params_rel_err=frame["grad_params_rel_err"] / 10),
+    )
     before = (better / "results.parquet").read_bytes()
     result = run_cli("check", tiny_sweep, "--baseline", better, "--update-baseline")
     assert result.exit_code == 1 and "baseline not updated" in result.stdout
@@ -203,7 +234,8 @@ def not_results(tmp: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "make_baseline, message", [(absent, "no results at"), (not_parquet, "cannot read"), (not_results, "is not a results table")]
+    "make_baseline, message",
+    [(absent, "no results at"), (not_parquet, "cannot read"), (not_results, "is not a results table")],
 )
 def test_bad_input_exits_2_with_one_line(tiny_sweep, tmp_path, make_baseline, message):
     result = run_cli("check", tiny_sweep, "--baseline", make_baseline(tmp_path))
@@ -221,12 +253,20 @@ def test_bad_tolerance_exits_2_with_one_line(tiny_sweep):
 def ci_check(results: Path, baseline: Path) -> subprocess.CompletedProcess:
     """The check step of .ci/run, run as CI runs it."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    return subprocess.run(["bash", str(REPO / ".ci" / "check_baseline.sh"), str(results), str(baseline)], capture_output=True, text=True, env=env, cwd=REPO)
+    return subprocess.run(
+        ["bash", str(REPO / ".ci" / "check_baseline.sh"), str(results), str(baseline)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
 
 
 def test_the_ci_check_step_goes_red_on_a_regression(tiny_sweep, tmp_path):
     assert ci_check(tiny_sweep, tiny_sweep).returncode == 0
-    doctored = baseline_from(tiny_sweep, tmp_path / "baseline", lambda frame: frame.assign(grad_y0_rel_err=frame["grad_y0_rel_err"] / 10))
+    doctored = baseline_from(
+        tiny_sweep, tmp_path / "baseline", lambda frame: frame.assign(grad_y0_rel_err=frame["grad_y0_rel_err"] / 10)
+    )
     red = ci_check(tiny_sweep, doctored)
     assert red.returncode == 1, red.stdout + red.stderr
     assert "regression" in red.stdout

@@ -5,6 +5,7 @@ The train folder is written here as `roundoff train` writes one (the on-disk con
 each iteration's weights scaled and perturbed differently, with their sidecar JSON, the train manifest and a
 training summary.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,14 +37,37 @@ TINY_CNF = {"hidden": "8", "width": "8", "batch": "16"}
 TINY_CNF_ARGS = [arg for key, value in TINY_CNF.items() for arg in ("-o", f"{key}={value}")]
 ITERATIONS = (0, 10, 20)
 # float16 on both libraries without scaling, rk4 at 4 and 8 steps: 4 configurations per checkpoint.
-GRID = ["--timesteps", "4,8", "--method", "rk4", "--dtype", "float16", "--library", "native,torchdiffeq", "--scaling", "none",
-        "--noise-batches", "4", "--device", "cpu"]  # fmt: skip
+GRID = [
+    "--timesteps",
+    "4,8",
+    "--method",
+    "rk4",
+    "--dtype",
+    "float16",
+    "--library",
+    "native,torchdiffeq",
+    "--scaling",
+    "none",
+    "--noise-batches",
+    "4",
+    "--device",
+    "cpu",
+]
 PER_CHECKPOINT = 4
-SUMMARY = pd.DataFrame({
-    "setup": ["float32", "float16-native-dynamic"], "library": ["native", "native"], "dtype": ["float32", "float16"],
-    "scaling": ["none", "dynamic"], "iterations": [20, 20], "final_loss": [2.5, 2.52], "final_val_loss": [2.61, 2.6361],
-    "val_loss_rel_to_reference": [0.0, 0.0099616858], "time_per_iter_s": [0.1, 0.12], "peak_memory_bytes": [None, None],
-})  # fmt: skip
+SUMMARY = pd.DataFrame(
+    {
+        "setup": ["float32", "float16-native-dynamic"],
+        "library": ["native", "native"],
+        "dtype": ["float32", "float16"],
+        "scaling": ["none", "dynamic"],
+        "iterations": [20, 20],
+        "final_loss": [2.5, 2.52],
+        "final_val_loss": [2.61, 2.6361],
+        "val_loss_rel_to_reference": [0.0, 0.0099616858],
+        "time_per_iter_s": [0.1, 0.12],
+        "peak_memory_bytes": [None, None],
+    }
+)
 
 
 def write_train_folder(root: Path, iterations=ITERATIONS) -> Path:
@@ -54,14 +78,43 @@ def write_train_folder(root: Path, iterations=ITERATIONS) -> Path:
     for k, iteration in enumerate(iterations):
         generator = torch.Generator().manual_seed(iteration)
         # Weights that grow as training goes on, as trained weights do: errors then differ from checkpoint to checkpoint.
-        state = {name: value * 3.0**k + 0.1 * torch.randn(value.shape, generator=generator) for name, value in problem.func.state_dict().items()}
+        state = {
+            name: value * 3.0**k + 0.1 * torch.randn(value.shape, generator=generator)
+            for name, value in problem.func.state_dict().items()
+        }
         stem = root / "checkpoints" / f"iter_{iteration:07d}"
         torch.save(state, stem.with_suffix(".pt"))
-        sidecar = {"iteration": iteration, "loss": 3.0 - 0.01 * iteration, "model": "cnf", "options": TINY_CNF, "seed": 0, "data": None, "setup": "float32"}
+        sidecar = {
+            "iteration": iteration,
+            "loss": 3.0 - 0.01 * iteration,
+            "model": "cnf",
+            "options": TINY_CNF,
+            "seed": 0,
+            "data": None,
+            "setup": "float32",
+        }
         stem.with_suffix(".json").write_text(json.dumps(sidecar))
-    manifest = {"kind": "roundoff-train", "model": "cnf", "options": TINY_CNF, "seed": 0, "data": None, "iters": max(iterations),
-                "save_at": list(iterations), "setups": [{"label": "float32", "library": "native", "method": "rk4", "n_timesteps": 8,
-                "dtype": "float32", "scaling": "none", "mode": "autocast", "folder": "."}]}  # fmt: skip
+    manifest = {
+        "kind": "roundoff-train",
+        "model": "cnf",
+        "options": TINY_CNF,
+        "seed": 0,
+        "data": None,
+        "iters": max(iterations),
+        "save_at": list(iterations),
+        "setups": [
+            {
+                "label": "float32",
+                "library": "native",
+                "method": "rk4",
+                "n_timesteps": 8,
+                "dtype": "float32",
+                "scaling": "none",
+                "mode": "autocast",
+                "folder": ".",
+            }
+        ],
+    }
     (root / "train_manifest.json").write_text(json.dumps(manifest))
     SUMMARY.to_parquet(root / "training_summary.parquet")
     return root
@@ -85,12 +138,17 @@ def test_every_checkpoint_of_the_folder_runs_the_grid_in_iteration_order(along, 
     names = [f"cnf_train/iter_{i:07d}" for i in ITERATIONS]
     assert len(table) == PER_CHECKPOINT * len(ITERATIONS)
     assert list(table["checkpoint"].drop_duplicates()) == names
-    assert table.groupby("checkpoint")["train_iteration"].unique().map(list).to_dict() == {n: [i] for n, i in zip(names, ITERATIONS)}
+    assert table.groupby("checkpoint")["train_iteration"].unique().map(list).to_dict() == {
+        n: [i] for n, i in zip(names, ITERATIONS)
+    }
     assert str(table["train_iteration"].dtype) == "int64"
     assert (table["status"] == "ok").all()
     # The same grid at each checkpoint; the shard of each configuration names its checkpoint.
     grid = ["library", "method", "n_timesteps", "dtype", "scaling"]
-    assert all((g[grid].values == table[table.checkpoint == names[0]][grid].values).all() for _, g in table.groupby("checkpoint"))
+    assert all(
+        (g[grid].values == table[table.checkpoint == names[0]][grid].values).all()
+        for _, g in table.groupby("checkpoint")
+    )
     assert len(shards(along)) == len(table) and all("-ckpt-cnf_train_iter_" in p.name for p in shards(along))
 
     manifest = json.loads((along / "manifest.json").read_text())
@@ -102,7 +160,9 @@ def test_every_checkpoint_of_the_folder_runs_the_grid_in_iteration_order(along, 
         assert record["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert [c["sha256"] for c in manifest["fingerprint"]["checkpoints"]] == [c["sha256"] for c in listed]
     # Each checkpoint's fine reference and gradient noise are its own; the finished sweep removed the saved pieces.
-    assert table.groupby("checkpoint")["grad_noise_rel"].nunique().eq(1).all() and table["grad_noise_rel"].nunique() == len(names)
+    assert table.groupby("checkpoint")["grad_noise_rel"].nunique().eq(1).all() and table[
+        "grad_noise_rel"
+    ].nunique() == len(names)
     assert not (along / "yardsticks").exists()
 
 
@@ -118,7 +178,9 @@ def test_each_checkpoint_has_its_own_references(along):
 def test_first_checkpoint_equals_a_sweep_of_that_file_alone_bit_for_bit(along, train_folder, tmp_path):
     first = train_folder / "checkpoints" / "iter_0000000.pt"
     out = tmp_path / "single"
-    result = run_cli("sweep", "--model", "cnf", *TINY_CNF_ARGS, *GRID, "--checkpoint", first, "--out", out, "--no-report")
+    result = run_cli(
+        "sweep", "--model", "cnf", *TINY_CNF_ARGS, *GRID, "--checkpoint", first, "--out", out, "--no-report"
+    )
     assert result.exit_code == 0, result.output
     single, several = results(out), results(along)
     at_first = several[several.checkpoint == "cnf_train/iter_0000000"].reset_index(drop=True)
@@ -136,7 +198,9 @@ def test_a_comma_list_and_a_config_file_list_name_files_by_their_stems(train_fol
     toml = tmp_path / "sweep.toml"
     toml.write_text(f'model = "cnf"\ncheckpoint = {json.dumps([str(f) for f in files])}\n')
     from_file = sweep.plan(config.resolve(toml, {"options": TINY_CNF}))
-    from_cli = sweep.plan(config.resolve(None, {"model": "cnf", "options": TINY_CNF, "checkpoint": ",".join(map(str, files))}))
+    from_cli = sweep.plan(
+        config.resolve(None, {"model": "cnf", "options": TINY_CNF, "checkpoint": ",".join(map(str, files))})
+    )
     from_api = api.plan_sweep("cnf", options=TINY_CNF, checkpoint=[str(f) for f in files], out=tmp_path / "api").plan
     for plan in (from_file, from_cli, from_api):
         assert [(c.name, c.iteration) for c in plan.checkpoints] == [("iter_0000020", 20), ("iter_0000000", 0)]
@@ -146,10 +210,15 @@ def test_a_comma_list_and_a_config_file_list_name_files_by_their_stems(train_fol
     # The same file twice (once by itself, once in its folder) runs once; a file without a sidecar has no iteration.
     bare = tmp_path / "bare.pt"
     bare.write_bytes(files[1].read_bytes())
-    plan = sweep.plan(config.validate({"model": "cnf", "options": TINY_CNF, "checkpoint": f"{files[1]},{train_folder},{bare}"}))
+    plan = sweep.plan(
+        config.validate({"model": "cnf", "options": TINY_CNF, "checkpoint": f"{files[1]},{train_folder},{bare}"})
+    )
     assert [(c.name, c.iteration) for c in plan.checkpoints] == [
-        ("iter_0000000", 0), ("cnf_train/iter_0000010", 10), ("cnf_train/iter_0000020", 20), ("bare", None),
-    ]  # fmt: skip
+        ("iter_0000000", 0),
+        ("cnf_train/iter_0000010", 10),
+        ("cnf_train/iter_0000020", 20),
+        ("bare", None),
+    ]
 
 
 def test_the_report_follows_the_errors_along_training(along):
@@ -163,7 +232,11 @@ def test_the_report_follows_the_errors_along_training(along):
     table = results(along)
     largest = table[table.n_timesteps == table.n_timesteps.max()]
 
-    statements = re.findall(r"^- (float16 \w+ none): parameter gradient error (grows|falls|stays within|varies) ([\d.e+-]+)× (.*)$", section, re.M)
+    statements = re.findall(
+        r"^- (float16 \w+ none): parameter gradient error (grows|falls|stays within|varies) ([\d.e+-]+)× (.*)$",
+        section,
+        re.M,
+    )
     assert len(statements) == 2
     for setup, kind, factor, rest in statements:
         _, library, _ = setup.split()
@@ -197,7 +270,9 @@ def test_without_iterations_the_last_checkpoint_given_is_judged(along):
     """Files without their JSON: no training iteration, so no Along training; the rest judges the last file given."""
     table = results(along).assign(train_iteration=None)
     assert last_checkpoint(table) == "cnf_train/iter_0000020" and trends(table) == []
-    assert "judges the last given, `cnf_train/iter_0000020` (no training iteration is known for it)" in scope_note(table)
+    assert "judges the last given, `cnf_train/iter_0000020` (no training iteration is known for it)" in scope_note(
+        table
+    )
     reordered = table[table.checkpoint != "cnf_train/iter_0000020"]
     assert last_checkpoint(reordered) == "cnf_train/iter_0000010"
 
@@ -237,10 +312,22 @@ def test_check_compares_rows_by_checkpoint(along, tmp_path):
 
 def test_an_interrupted_sweep_over_checkpoints_resumes_without_recomputing(train_folder, tmp_path):
     out = tmp_path / "resumed"
-    plan = sweep.plan(config.validate({
-        "model": "cnf", "options": TINY_CNF, "checkpoint": str(train_folder), "timesteps": [4], "method": ["rk4"],
-        "dtype": ["float16"], "library": ["native"], "scaling": ["none", "grad"], "noise_batches": 2, "device": "cpu",
-    }))  # fmt: skip
+    plan = sweep.plan(
+        config.validate(
+            {
+                "model": "cnf",
+                "options": TINY_CNF,
+                "checkpoint": str(train_folder),
+                "timesteps": [4],
+                "method": ["rk4"],
+                "dtype": ["float16"],
+                "library": ["native"],
+                "scaling": ["none", "grad"],
+                "noise_batches": 2,
+                "device": "cpu",
+            }
+        )
+    )
     n_total = 2 * len(ITERATIONS)
     with pytest.raises(sweep.SweepInterrupted) as stopped:
         sweep.run(plan, out, stop_requested=lambda: len(shards(out)) >= 3)  # into the second checkpoint
@@ -260,8 +347,29 @@ def test_an_interrupted_sweep_over_checkpoints_resumes_without_recomputing(train
 
 def test_a_changed_checkpoint_file_is_another_sweep(train_folder, tmp_path):
     copied = write_train_folder(tmp_path / "run", iterations=(0, 5))
-    args = ["sweep", "--model", "cnf", *TINY_CNF_ARGS, "--timesteps", "2", "--method", "euler", "--dtype", "bfloat16",
-            "--library", "native", "--scaling", "none", "--noise-batches", "0", "--checkpoint", copied, "--out", tmp_path / "s", "--no-report"]  # fmt: skip
+    args = [
+        "sweep",
+        "--model",
+        "cnf",
+        *TINY_CNF_ARGS,
+        "--timesteps",
+        "2",
+        "--method",
+        "euler",
+        "--dtype",
+        "bfloat16",
+        "--library",
+        "native",
+        "--scaling",
+        "none",
+        "--noise-batches",
+        "0",
+        "--checkpoint",
+        copied,
+        "--out",
+        tmp_path / "s",
+        "--no-report",
+    ]
     assert run_cli(*args).exit_code == 0
     assert json.loads((tmp_path / "s" / "manifest.json").read_text())["n_configurations"] == 2
     weights = copied / "checkpoints" / "iter_0000005.pt"
@@ -302,15 +410,28 @@ def _foreign_weights(root: Path) -> None:
 
 
 def test_two_workers_give_the_sequential_rows_over_checkpoints(along, train_folder, tmp_path):
-    request = config.validate({
-        "model": "cnf", "options": TINY_CNF, "checkpoint": str(train_folder), "timesteps": [4, 8], "method": ["rk4"],
-        "dtype": ["float16"], "library": ["native", "torchdiffeq"], "scaling": ["none"], "noise_batches": 4, "device": "cpu", "workers": 2,
-    })  # fmt: skip
+    request = config.validate(
+        {
+            "model": "cnf",
+            "options": TINY_CNF,
+            "checkpoint": str(train_folder),
+            "timesteps": [4, 8],
+            "method": ["rk4"],
+            "dtype": ["float16"],
+            "library": ["native", "torchdiffeq"],
+            "scaling": ["none"],
+            "noise_batches": 4,
+            "device": "cpu",
+            "workers": 2,
+        }
+    )
     outcome = sweep.run(sweep.plan(request), tmp_path / "parallel")
     parallel, sequential = results(tmp_path / "parallel"), results(along)
     columns = RESULT_COLUMNS_EXCEPT_COST(sequential)
     pd.testing.assert_frame_equal(parallel[columns], sequential[columns], check_exact=True)
-    assert outcome.reference_solves == PER_CHECKPOINT * len(ITERATIONS)  # one per (checkpoint, library, method, n_timesteps)
+    assert outcome.reference_solves == PER_CHECKPOINT * len(
+        ITERATIONS
+    )  # one per (checkpoint, library, method, n_timesteps)
 
 
 def test_folders_from_before_the_axis_resume_and_read_with_one_set_of_weights(tmp_path):
@@ -331,7 +452,9 @@ def test_folders_from_before_the_axis_resume_and_read_with_one_set_of_weights(tm
 
 def test_the_shipped_along_training_config_fits_the_shipped_training_run():
     repo = Path(__file__).resolve().parents[1]
-    request = config.resolve(repo / "configs" / "cnf_2spirals_along_training.toml", {"checkpoint": str(repo / "reports" / "cnf-train")})
+    request = config.resolve(
+        repo / "configs" / "cnf_2spirals_along_training.toml", {"checkpoint": str(repo / "reports" / "cnf-train")}
+    )
     plan = sweep.plan(request)  # the weights load: the config's model options are the training's
     iterations = [c.iteration for c in plan.checkpoints]
     assert len(iterations) >= 3 and iterations == sorted(iterations) and iterations[0] == 0

@@ -1,4 +1,5 @@
 """Command-line conventions: --version, shell completion, a grouped --help that shows every default."""
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,12 @@ def test_shell_completion_completes_commands_and_options():
     """What the script `roundoff --install-completion` installs asks: the command with the words typed so far."""
     roundoff = Path(sys.executable).parent / "roundoff"
     for typed, expected in (("roundoff sw", "sweep"), ("roundoff sweep --thr", "--threads")):
-        env = {**os.environ, "_ROUNDOFF_COMPLETE": "complete_bash", "COMP_WORDS": typed, "COMP_CWORD": str(len(typed.split()) - 1)}
+        env = {
+            **os.environ,
+            "_ROUNDOFF_COMPLETE": "complete_bash",
+            "COMP_WORDS": typed,
+            "COMP_CWORD": str(len(typed.split()) - 1),
+        }
         out = subprocess.run([roundoff], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
         assert out.returncode == 0 and out.stdout.split() == [expected], out.stderr
 
@@ -31,7 +37,13 @@ def test_sweep_help_groups_the_options_and_shows_the_defaults(monkeypatch):
     panels = [title for title in ("Model and data", "Grid", "Scaling", "Execution", "Output") if f"─ {title} ─" in text]
     assert panels == ["Model and data", "Grid", "Scaling", "Execution", "Output"]
     flat = " ".join(text.split())
-    for default in ("[default: (8,32,128)]", "[default: (euler,rk4)]", "[default: (65536)]", "[default: (0.5)]", "[default: (30)]"):
+    for default in (
+        "[default: (8,32,128)]",
+        "[default: (euler,rk4)]",
+        "[default: (65536)]",
+        "[default: (0.5)]",
+        "[default: (30)]",
+    ):
         assert default in flat
     assert "seven (library, dtype, scaling) triples of the default grid" in flat and "seed 000" not in flat
     force = next(line for line in text.splitlines() if "--force" in line)
@@ -48,8 +60,14 @@ def test_help_lists_each_axis_from_its_registry_and_flags_take_no_value(monkeypa
 
     monkeypatch.setenv("COLUMNS", "400")  # one line per option: nothing wraps
     text = run_cli("sweep", "--help").stdout
-    for option, registry in (("--method", METHODS), ("--dtype", DTYPES), ("--scaling", SCALINGS), ("--mode", MODES), ("--library", LIBRARIES),
-                             ("--executor", EXECUTORS)):
+    for option, registry in (
+        ("--method", METHODS),
+        ("--dtype", DTYPES),
+        ("--scaling", SCALINGS),
+        ("--mode", MODES),
+        ("--library", LIBRARIES),
+        ("--executor", EXECUTORS),
+    ):
         line = next(line for line in text.splitlines() if line.lstrip("│ ").startswith(f"{option} "))
         assert all(name in line for name in registry.allowed()), line  # help names them without importing the registry
     assert "autocast-nocache" in text and "dopri5" in text
@@ -64,7 +82,9 @@ HEAVY = ("torch", "pandas", "matplotlib", "pyarrow")
 def imported_heavy(script: str) -> list[str]:
     """The heavy libraries that `script`, run in a fresh interpreter, left in sys.modules."""
     probe = f"{script}\nimport sys\nprint('loaded:', *(m for m in {HEAVY!r} if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
+    )
     assert "loaded:" in out.stdout, out.stderr
     return out.stdout.rpartition("loaded:")[2].split()
 
@@ -73,13 +93,18 @@ def test_the_cli_starts_without_torch_pandas_or_matplotlib():
     """`roundoff --version` and `--help` start at once: the commands import the heavy libraries when they run."""
     assert imported_heavy("import roundoff_cli.app") == []
     for args in (["--version"], ["--help"], ["sweep", "--help"], ["train", "--help"], ["check", "--help"]):
-        assert imported_heavy(f"from roundoff_cli.app import app\ntry:\n    app({args!r})\nexcept SystemExit:\n    pass") == [], args
+        assert (
+            imported_heavy(f"from roundoff_cli.app import app\ntry:\n    app({args!r})\nexcept SystemExit:\n    pass")
+            == []
+        ), args
 
 
 def test_bad_lists_are_refused_before_torch_is_imported():
     script = "from roundoff_cli.app import app\ntry:\n    app({!r})\nexcept SystemExit as exit:\n    print('exit', exit.code)"
     for args in (["sweep", "-m", "otflow", "--timesteps", "8,x"], ["train", "-m", "cnf", "--save-at", "0,,5"]):
         probe = f"{script.format(args)}\nimport sys\nprint('torch' in sys.modules)"
-        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
+        )
         assert out.stdout.split() == ["exit", "2", "False"], (args, out.stdout, out.stderr)
         assert out.stderr.startswith("error: --"), out.stderr

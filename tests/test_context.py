@@ -5,6 +5,7 @@ gradients by autograd through the matrix exponential), euler and rk4 are matrix 
 functions, and the gradient of each data row is a quadratic form in it, so the noise of a batch mean has a
 closed-form expectation.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,10 +27,31 @@ NOISE_BATCHES = 200
 def linear_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("linear") / "sweep"
     result = run_cli(
-        "sweep", "--model", "linear", "-o", f"d={D}", "-o", f"batch={BATCH}", "-o", f"seed={SEED}", "--library", "native",
-        "--dtype", "float16", "--scaling", "none", "--method", "euler,rk4", "--timesteps", "4,8",
-        "--noise-batches", str(NOISE_BATCHES), "--no-report", "--out", out,
-    )  # fmt: skip
+        "sweep",
+        "--model",
+        "linear",
+        "-o",
+        f"d={D}",
+        "-o",
+        f"batch={BATCH}",
+        "-o",
+        f"seed={SEED}",
+        "--library",
+        "native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--method",
+        "euler,rk4",
+        "--timesteps",
+        "4,8",
+        "--noise-batches",
+        str(NOISE_BATCHES),
+        "--no-report",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     return results(out)
 
@@ -129,17 +151,35 @@ def test_gradient_noise_matches_the_closed_form(linear_sweep):
 # --- the verdict's rules, on small tables of the shape the sweep writes ------------------------------------------
 
 
-def _runs(scaling: str, grad_err: float, noise: float = 0.1, disc: float = 0.1, status: str = "ok", dtype: str = "float16"):
+def _runs(
+    scaling: str, grad_err: float, noise: float = 0.1, disc: float = 0.1, status: str = "ok", dtype: str = "float16"
+):
     rows = []
     for method, n in (("euler", 8), ("euler", 16)):
-        rows.append({
-            "model": "m", "library": "torchdiffeq", "method": method, "n_timesteps": n, "dtype": dtype, "scaling": scaling,
-            "mode": "autocast", "status": status, "failure_class": "overflow" if status == "failed" else None,
-            "grad_params_rel_err": grad_err if status == "ok" else None, "grad_params_rel_err_over_u": grad_err / 2**-11,
-            "sol_rel_err": grad_err / 10, "grad_noise_rel": noise, "roundoff_to_noise": grad_err / noise if status == "ok" else None,
-            "disc_sol_rel_err": disc, "fine_ref_final_rel_err": 1e-9, "sol_roundoff_to_disc": grad_err / 10 / disc,
-            "disc_grad_params_rel_err": disc, "fine_ref_grad_params_rel_err": 1e-9, "grad_params_roundoff_to_disc": grad_err / disc,
-        })  # fmt: skip
+        rows.append(
+            {
+                "model": "m",
+                "library": "torchdiffeq",
+                "method": method,
+                "n_timesteps": n,
+                "dtype": dtype,
+                "scaling": scaling,
+                "mode": "autocast",
+                "status": status,
+                "failure_class": "overflow" if status == "failed" else None,
+                "grad_params_rel_err": grad_err if status == "ok" else None,
+                "grad_params_rel_err_over_u": grad_err / 2**-11,
+                "sol_rel_err": grad_err / 10,
+                "grad_noise_rel": noise,
+                "roundoff_to_noise": grad_err / noise if status == "ok" else None,
+                "disc_sol_rel_err": disc,
+                "fine_ref_final_rel_err": 1e-9,
+                "sol_roundoff_to_disc": grad_err / 10 / disc,
+                "disc_grad_params_rel_err": disc,
+                "fine_ref_grad_params_rel_err": 1e-9,
+                "grad_params_roundoff_to_disc": grad_err / disc,
+            }
+        )
     return rows
 
 
@@ -163,15 +203,19 @@ def test_failures_or_roundoff_at_the_noise_are_unsafe_and_small_roundoff_is_safe
     # Far under the noise, but as large as the discretisation error: training will not feel it, the accuracy will.
     assert _verdict(_runs("none", 1e-3, noise=0.1, disc=1e-3)).label == verdict.TRAINING
     # A discretisation error the fine reference does not resolve is left out rather than trusted.
-    unresolved = pd.DataFrame(_runs("none", 1e-3, noise=0.1, disc=1e-3)).assign(fine_ref_grad_params_rel_err=1e-3, fine_ref_final_rel_err=1e-3)
+    unresolved = pd.DataFrame(_runs("none", 1e-3, noise=0.1, disc=1e-3)).assign(
+        fine_ref_grad_params_rel_err=1e-3, fine_ref_final_rel_err=1e-3
+    )
     (found,) = verdict.verdicts(unresolved)
     assert found.label == verdict.SAFE and found.decided_by.unresolved
 
 
 def test_scaling_that_changes_nothing_is_not_needed():
     found = _verdict(_runs("none", 1e-3), _runs("grad", 1e-3))
-    assert found.label == verdict.SAFE and found.decided_by.scaling == "none" and not verdict.strong_cuts(
-        pd.DataFrame(_runs("none", 1e-3) + _runs("grad", 1e-3))
+    assert (
+        found.label == verdict.SAFE
+        and found.decided_by.scaling == "none"
+        and not verdict.strong_cuts(pd.DataFrame(_runs("none", 1e-3) + _runs("grad", 1e-3)))
     )
 
 

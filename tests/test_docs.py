@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 import typer.main
 from pydantic import BaseModel
+from roundoff_cli.app import app
 
 from roundoff_analyzer.axes.names import LIBRARY_ENTRY_POINTS
 from roundoff_analyzer.axes.scaler_settings import ScalerSettings
 from roundoff_analyzer.core.registry import Registry
 from roundoff_analyzer.planning.config import SlurmSettings, SweepConfig, axis_registry
 from roundoff_analyzer.training.config import MASTER_WEIGHTS, SetupEntry, TrainConfig
-from roundoff_cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "reports" / "README.md"]

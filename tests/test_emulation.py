@@ -1,4 +1,5 @@
 """Emulated low-precision arithmetic against the real thing: rounding bit for bit, one layer, whole sweeps."""
+
 from __future__ import annotations
 
 import math
@@ -10,7 +11,16 @@ import torch
 
 from roundoff_analyzer.axes.dtypes import DTYPES
 from roundoff_analyzer.axes.grid import Configuration
-from roundoff_analyzer.emulation import EmulationSettings, NumberFormat, custom_format, emulate, is_low, round_by_cast, round_nearest, round_stochastic
+from roundoff_analyzer.emulation import (
+    EmulationSettings,
+    NumberFormat,
+    custom_format,
+    emulate,
+    is_low,
+    round_by_cast,
+    round_nearest,
+    round_stochastic,
+)
 from roundoff_analyzer.emulation.rounding import quantum
 from roundoff_analyzer.measuring.columns import ERROR_METRICS
 
@@ -21,7 +31,9 @@ TORCH_FORMATS = ["float16", "bfloat16", "float8_e4m3", "float8_e5m2"]
 
 def _hard_cases(fmt: NumberFormat, generator: torch.Generator) -> torch.Tensor:
     """Normal numbers over a wide exponent range, subnormals, halfway points (ties), overflow and specials."""
-    wide = torch.randn(20000, generator=generator) * 2.0 ** torch.randint(-40, 40, (20000,), generator=generator).float()
+    wide = (
+        torch.randn(20000, generator=generator) * 2.0 ** torch.randint(-40, 40, (20000,), generator=generator).float()
+    )
     subnormal = fmt.smallest_subnormal * torch.arange(-64, 64, 0.25)
     representable = round_by_cast(torch.randn(5000, generator=generator) * fmt.max / 8, fmt)
     above = round_by_cast(representable * (1 + 2 * fmt.eps), fmt)  # the next value up, or close to it
@@ -59,8 +71,12 @@ def test_custom_formats_are_ieee_like_and_equal_torch_where_the_layout_is_the_sa
     e5m10, e8m7, e4m3 = custom_format("e5m10"), custom_format("e8m7"), DTYPES.get("e4m3").format
     assert (e4m3.max, e4m3.unit_roundoff, e4m3.smallest_normal, e4m3.smallest_subnormal) == (240.0, 2**-4, 2**-6, 2**-9)
     x = _hard_cases(e5m10, torch.Generator().manual_seed(2))
-    assert torch.equal(round_nearest(x, e5m10).view(torch.int32), round_by_cast(x, DTYPES.get("float16").format).view(torch.int32))
-    assert torch.equal(round_nearest(x, e8m7).view(torch.int32), round_by_cast(x, DTYPES.get("bfloat16").format).view(torch.int32))
+    assert torch.equal(
+        round_nearest(x, e5m10).view(torch.int32), round_by_cast(x, DTYPES.get("float16").format).view(torch.int32)
+    )
+    assert torch.equal(
+        round_nearest(x, e8m7).view(torch.int32), round_by_cast(x, DTYPES.get("bfloat16").format).view(torch.int32)
+    )
     assert custom_format("e9m3") is None and "e9m3" not in DTYPES
 
 
@@ -87,7 +103,10 @@ def test_stochastic_rounding_never_moves_an_exact_value(name):
     fmt = _format(name)
     generator = torch.Generator().manual_seed(1)
     # Values of the format across its normal and subnormal range, both signs (within E4M3's 448).
-    exact = round_nearest((torch.rand(10**6, generator=generator) - 0.5) * 2.0 ** torch.randint(-12, 8, (10**6,), generator=generator), fmt)
+    exact = round_nearest(
+        (torch.rand(10**6, generator=generator) - 0.5) * 2.0 ** torch.randint(-12, 8, (10**6,), generator=generator),
+        fmt,
+    )
     moved = round_stochastic(exact, fmt, generator) != exact
     assert int(moved.sum()) == 0
 
@@ -143,9 +162,26 @@ def test_configuration_ids_of_hardware_runs_are_unchanged():
 def hardware_and_emulated(tmp_path_factory):
     out = tmp_path_factory.mktemp("emulation") / "sweep"
     result = run_cli(
-        "sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--method", "euler,rk4", "--dtype", "float16,bfloat16",
-        "--arithmetic", "hardware,emulated", "--library", "torchdiffeq,native", "--scaling", "none", "--no-report", "--out", out,
-    )  # fmt: skip
+        "sweep",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4,16",
+        "--method",
+        "euler,rk4",
+        "--dtype",
+        "float16,bfloat16",
+        "--arithmetic",
+        "hardware,emulated",
+        "--library",
+        "torchdiffeq,native",
+        "--scaling",
+        "none",
+        "--no-report",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     return results(out)
 
@@ -164,48 +200,116 @@ def test_emulated_errors_are_within_a_factor_two_of_hardware_with_the_same_outco
 def test_fp8_sweep_runs_emulated_by_default_with_the_format_u(tmp_path):
     out = tmp_path / "fp8"
     result = run_cli(
-        "sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--method", "euler", "--library", "native",
-        "--dtype", "float8_e4m3,float8_e5m2,e5m2", "--scaling", "none", "--out", out,
-    )  # fmt: skip
+        "sweep",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4",
+        "--method",
+        "euler",
+        "--library",
+        "native",
+        "--dtype",
+        "float8_e4m3,float8_e5m2,e5m2",
+        "--scaling",
+        "none",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     table = results(out).set_index("dtype")
     assert (table.arithmetic == "emulated").all()
     # E4M3 has no infinity: otflow's gradients (norm ~1e4) saturate at 448 unless the adjoint is scaled.
-    assert table.loc["float8_e4m3", "failure_class"] == "overflow" and "saturated" in table.loc["float8_e4m3", "failure_message"]
+    assert (
+        table.loc["float8_e4m3", "failure_class"] == "overflow"
+        and "saturated" in table.loc["float8_e4m3", "failure_message"]
+    )
     assert (table.drop(index="float8_e4m3").status == "ok").all()
     assert table.unit_roundoff.to_dict() == {"float8_e4m3": 2**-4, "float8_e5m2": 2**-3, "e5m2": 2**-3}
     assert table.fp8_scaling.tolist() == [True, True, True]
     assert (table.grad_params_rel_err_over_u == table.grad_params_rel_err / table.unit_roundoff).all()
     report = (out / "report.md").read_text()
-    assert "**8-bit float8_e4m3** (u = 6.25e-02, per-tensor fp8 scaling on)" in report and "**8-bit float8_e5m2**" in report
+    assert (
+        "**8-bit float8_e4m3** (u = 6.25e-02, per-tensor fp8 scaling on)" in report
+        and "**8-bit float8_e5m2**" in report
+    )
     answer = report.split("## The answer", 1)[1].split("\n## ", 1)[0]
     assert "- **float8_e4m3**: do not train in float8_e4m3." in answer  # it overflowed
     assert "```python" not in answer  # no torch dtype computes in an emulated format: no code to write
     show = run_cli("show", out, "--where", "dtype == 'float8_e4m3'")
-    assert show.exit_code == 0 and "1 of 3 configurations" in " ".join(show.output.split())  # the table's title, wrapped to its width
+    assert show.exit_code == 0 and "1 of 3 configurations" in " ".join(
+        show.output.split()
+    )  # the table's title, wrapped to its width
 
 
 def test_hardware_fp8_on_a_cpu_is_a_failed_row_that_says_why(tmp_path):
     out = tmp_path / "fp8-hardware"
     result = run_cli(
-        "sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "2", "--method", "euler", "--library", "native",
-        "--dtype", "float8_e5m2", "--scaling", "none", "--arithmetic", "hardware", "--no-report", "--out", out, "--device", "cpu",
-    )  # fmt: skip
+        "sweep",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "2",
+        "--method",
+        "euler",
+        "--library",
+        "native",
+        "--dtype",
+        "float8_e5m2",
+        "--scaling",
+        "none",
+        "--arithmetic",
+        "hardware",
+        "--no-report",
+        "--out",
+        out,
+        "--device",
+        "cpu",
+    )
     assert result.exit_code == 0, result.output
     row = results(out).iloc[0]
-    assert row.status == "failed" and row.failure_class == "unsupported" and "autocast on cpu does not run" in row.failure_message
+    assert (
+        row.status == "failed"
+        and row.failure_class == "unsupported"
+        and "autocast on cpu does not run" in row.failure_message
+    )
 
 
 @pytest.mark.slow  # many stochastic repeats: 10 s
 def test_stochastic_repeats_estimate_significant_digits_close_to_the_reference_error(tmp_path):
     out = tmp_path / "stochastic"
     result = run_cli(
-        "sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--method", "rk4", "--library", "torchdiffeq,native",
-        "--dtype", "float16", "--scaling", "none", "--rounding", "stochastic", "--repeats", "4", "--no-report", "--out", out,
-    )  # fmt: skip
+        "sweep",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4,16",
+        "--method",
+        "rk4",
+        "--library",
+        "torchdiffeq,native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--rounding",
+        "stochastic",
+        "--repeats",
+        "4",
+        "--no-report",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     table = results(out)
-    assert (table.arithmetic == "emulated").all() and (table.rounding == "stochastic").all() and (table.status == "ok").all()
+    assert (
+        (table.arithmetic == "emulated").all()
+        and (table.rounding == "stochastic").all()
+        and (table.status == "ok").all()
+    )
     assert (table.deterministic == False).all()  # noqa: E712 - the repeats differ, as they must
     digits, from_reference = table.sig_digits_grad_params, -table.grad_params_rel_err.map(math.log10)
     assert ((digits - from_reference).abs() < 1.0).all(), pd.DataFrame({"digits": digits, "reference": from_reference})
@@ -226,16 +330,39 @@ def test_fp8_saturation_is_counted_on_the_scaled_values_a_layer_really_holds():
         out.float().pow(2).sum().backward()
         counts[scaling] = mode.saturations.first()
     assert counts[True] is None  # scaled, every input and output fits
-    assert counts[False] is not None and counts[False][0] == "forward" and counts[False][1] >= int((x.abs() > fmt.max).sum())
+    assert (
+        counts[False] is not None
+        and counts[False][0] == "forward"
+        and counts[False][1] >= int((x.abs() > fmt.max).sum())
+    )
 
 
 def test_fp8_scaling_keeps_an_mlp_of_inputs_near_1000_in_range_and_without_it_the_run_fails_with_the_count(tmp_path):
-    grid = ["--model", SCALED_MLP, "-o", "scale=1000", "--dtype", "float8_e4m3", "--library", "torchdiffeq,native",
-            "--scaling", "none", "--method", "euler", "--timesteps", "4", "--noise-batches", "0", "--no-report"]  # fmt: skip
+    grid = [
+        "--model",
+        SCALED_MLP,
+        "-o",
+        "scale=1000",
+        "--dtype",
+        "float8_e4m3",
+        "--library",
+        "torchdiffeq,native",
+        "--scaling",
+        "none",
+        "--method",
+        "euler",
+        "--timesteps",
+        "4",
+        "--noise-batches",
+        "0",
+        "--no-report",
+    ]
     assert run_cli("sweep", *grid, "--out", tmp_path / "scaled").exit_code == 0
     scaled = results(tmp_path / "scaled")
     assert (scaled.status == "ok").all() and scaled.failure_message.isna().all()
     assert run_cli("sweep", *grid, "--no-fp8-scaling", "--out", tmp_path / "unscaled").exit_code == 0
     unscaled = results(tmp_path / "unscaled")
     assert (unscaled.failure_class == "overflow").all()
-    assert unscaled.failure_message.str.fullmatch(r"\d+ values beyond ±448 saturated in the forward pass \(the format has no infinity\)").all()
+    assert unscaled.failure_message.str.fullmatch(
+        r"\d+ values beyond ±448 saturated in the forward pass \(the format has no infinity\)"
+    ).all()

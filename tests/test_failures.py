@@ -1,4 +1,5 @@
 """Every failure class that can occur on a CPU, each produced by a real run of a real model."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,23 @@ def test_overflow_has_its_step_for_every_n_timesteps_where_it_overflows(overflow
 
 def test_underflow_without_scaling_and_dynamic_scaling_rescues_it(tmp_path):
     # The default otflow (d=8, hidden=32): its gradients are accurate to about 1 u when nothing underflows.
-    table = _sweep(tmp_path / "under", "--model", "otflow", "--timesteps", "8", "--method", "rk4",
-                   "--library", "native", "--dtype", "float16", "--scaling", "none,dynamic", "--loss-scale", "1e-12")  # fmt: skip
+    table = _sweep(
+        tmp_path / "under",
+        "--model",
+        "otflow",
+        "--timesteps",
+        "8",
+        "--method",
+        "rk4",
+        "--library",
+        "native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none,dynamic",
+        "--loss-scale",
+        "1e-12",
+    )
     by_scaling = table.set_index("scaling")
     assert by_scaling.loc["none", "failure_class"] == "underflow", by_scaling.loc["none", "failure_message"]
     assert "collapsed" in by_scaling.loc["none", "failure_message"]
@@ -47,46 +63,126 @@ def test_underflow_without_scaling_and_dynamic_scaling_rescues_it(tmp_path):
 
 
 def test_scaler_exhausted_keeps_its_final_scale(tmp_path):
-    table = _sweep(tmp_path / "exhausted", "--model", "otflow", *OVERFLOWING_OTFLOW, "--timesteps", "4", "--method", "euler",
-                   "--library", "torchdiffeq", "--dtype", "float16", "--scaling", "grad", "--max-retries", "2")  # fmt: skip
+    table = _sweep(
+        tmp_path / "exhausted",
+        "--model",
+        "otflow",
+        *OVERFLOWING_OTFLOW,
+        "--timesteps",
+        "4",
+        "--method",
+        "euler",
+        "--library",
+        "torchdiffeq",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "grad",
+        "--max-retries",
+        "2",
+    )
     row = table.iloc[0]
     assert row.failure_class == "scaler_exhausted", row.failure_message
     assert row.final_scale == 2.0**14 and row.scale_retries == 2  # 65536 halved twice, still overflowing
 
 
 def test_gradscaler_refuses_float16_gradients_in_pure_mode(tmp_path):
-    table = _sweep(tmp_path / "pure", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--method", "euler",
-                   "--dtype", "float16", "--scaling", "grad", "--mode", "pure")  # fmt: skip
+    table = _sweep(
+        tmp_path / "pure",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4",
+        "--method",
+        "euler",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "grad",
+        "--mode",
+        "pure",
+    )
     assert (table.failure_class == "gradscaler_fp16_unscale").all(), table.failure_message
     assert table.failure_message.str.contains("Attempting to unscale FP16 gradients").all()
     assert (table.failure_type == "ValueError").all()
 
 
 def test_dtype_mismatch_eager_and_out_of_torchscript(tmp_path):
-    grid = ["--timesteps", "4", "--method", "euler", "--library", "torchdiffeq", "--dtype", "float16,bfloat16", "--scaling", "none"]
+    grid = [
+        "--timesteps",
+        "4",
+        "--method",
+        "euler",
+        "--library",
+        "torchdiffeq",
+        "--dtype",
+        "float16,bfloat16",
+        "--scaling",
+        "none",
+    ]
     eager = _sweep(tmp_path / "eager", "--model", PROJECTED_FLOW, *grid)
     assert (eager.failure_class == "dtype_mismatch").all(), eager.failure_message
     assert eager.failure_message.str.contains("same dtype").all()
 
     scripted = _sweep(tmp_path / "scripted", "--model", PROJECTED_FLOW, "-o", "script=true", *grid).set_index("dtype")
     # TorchScript ran float16 first and kept its casts: bfloat16 then meets Half.
-    assert scripted.loc["bfloat16", "failure_class"] == "torchscript_dtype_mismatch", scripted.loc["bfloat16", "failure_message"]
-    assert "Half" in scripted.loc["bfloat16", "failure_message"] and "BFloat16" in scripted.loc["bfloat16", "failure_message"]
-    assert "TorchScript" not in scripted.loc["bfloat16", "failure_message"]  # the headline, not the interpreter's preamble
+    assert scripted.loc["bfloat16", "failure_class"] == "torchscript_dtype_mismatch", scripted.loc[
+        "bfloat16", "failure_message"
+    ]
+    assert (
+        "Half" in scripted.loc["bfloat16", "failure_message"]
+        and "BFloat16" in scripted.loc["bfloat16", "failure_message"]
+    )
+    assert (
+        "TorchScript" not in scripted.loc["bfloat16", "failure_message"]
+    )  # the headline, not the interpreter's preamble
 
 
 @pytest.mark.slow  # waits out real time limits: 20 s
 def test_timeout_stops_only_that_configuration(tmp_path):
-    table = _sweep(tmp_path / "timeout", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,512", "--method", "rk4",
-                   "--library", "native", "--dtype", "float16", "--scaling", "none", "--timeout", "1.5")  # fmt: skip
+    table = _sweep(
+        tmp_path / "timeout",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4,512",
+        "--method",
+        "rk4",
+        "--library",
+        "native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--timeout",
+        "1.5",
+    )
     by_n = table.set_index("n_timesteps")
     assert by_n.loc[4, "status"] == "ok"
     assert by_n.loc[512, "failure_class"] == "timeout" and "1.5 s" in by_n.loc[512, "failure_message"]
 
 
 def test_autocast_and_pure_run_side_by_side(tmp_path):
-    table = _sweep(tmp_path / "modes", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--method", "euler",
-                   "--library", "native", "--dtype", "bfloat16", "--scaling", "none", "--mode", "autocast,pure")  # fmt: skip
+    table = _sweep(
+        tmp_path / "modes",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4",
+        "--method",
+        "euler",
+        "--library",
+        "native",
+        "--dtype",
+        "bfloat16",
+        "--scaling",
+        "none",
+        "--mode",
+        "autocast,pure",
+    )
     by_mode = table.set_index("mode")
     assert list(by_mode.index) == ["autocast", "pure"] and (table.status == "ok").all()
     # Without a float32 master copy the parameters themselves are rounded: pure mode is less accurate.
@@ -94,8 +190,21 @@ def test_autocast_and_pure_run_side_by_side(tmp_path):
 
 
 def test_otflow_torchscript_variant_runs_and_matches_eager(tmp_path):
-    grid = ["--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--method", "euler", "--library", "native",
-            "--dtype", "bfloat16", "--scaling", "none"]  # fmt: skip
+    grid = [
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4",
+        "--method",
+        "euler",
+        "--library",
+        "native",
+        "--dtype",
+        "bfloat16",
+        "--scaling",
+        "none",
+    ]
     eager = _sweep(tmp_path / "eager", *grid)
     scripted = _sweep(tmp_path / "scripted", *grid, "-o", "jit=true")
     assert (scripted.status == "ok").all() and (eager.status == "ok").all()
@@ -107,7 +216,7 @@ def test_otflow_torchscript_variant_runs_and_matches_eager(tmp_path):
 def test_headline_takes_the_error_line_out_of_a_torchscript_trace():
     trace = RuntimeError(
         "The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript (most recent call last):\n"
-        "  File \"x.py\", line 3\n    return torch.mv(h, w)\nRuntimeError: addmv input tensors must have the same dtype\n"
+        '  File "x.py", line 3\n    return torch.mv(h, w)\nRuntimeError: addmv input tensors must have the same dtype\n'
     )
     assert headline(trace) == "RuntimeError: addmv input tensors must have the same dtype"
     assert headline(ValueError("")) == "ValueError"
@@ -115,16 +224,39 @@ def test_headline_takes_the_error_line_out_of_a_torchscript_trace():
 
 def test_an_adaptive_step_that_underflows_is_its_own_class_naming_cause_and_remedy(tmp_path):
     # torchdiffeq's dopri5 at its own default rtol (1e-7) with the state in float16 (unit roundoff 4.9e-4).
-    result = run_cli("sweep", "--model", "linear", "--timesteps", "4", "--library", "torchdiffeq", "--method", "dopri5",
-                     "--dtype", "float16", "--mode", "pure", "--scaling", "none", "--rtol", "1e-7", "--atol", "1e-9",
-                     "--out", tmp_path / "s", "--no-report")  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        "linear",
+        "--timesteps",
+        "4",
+        "--library",
+        "torchdiffeq",
+        "--method",
+        "dopri5",
+        "--dtype",
+        "float16",
+        "--mode",
+        "pure",
+        "--scaling",
+        "none",
+        "--rtol",
+        "1e-7",
+        "--atol",
+        "1e-9",
+        "--out",
+        tmp_path / "s",
+        "--no-report",
+    )
     assert result.exit_code == 0, result.output
     warning = "warning: rtol 1e-07 is below float16's unit roundoff 0.00049: dopri5 in pure float16 can fail with step_size_underflow"
     assert warning in " ".join(result.output.split())
     row = results(tmp_path / "s").iloc[0]
     assert row.failure_class == "step_size_underflow", row.failure_message
     assert "underflow in dt" in row.failure_message
-    assert "rtol 1e-07 below float16's unit roundoff 0.00049" in row.failure_message and "remedy:" in row.failure_message
+    assert (
+        "rtol 1e-07 below float16's unit roundoff 0.00049" in row.failure_message and "remedy:" in row.failure_message
+    )
 
 
 def test_no_warning_where_the_tolerance_is_above_the_unit_roundoff_or_the_state_is_float32():
@@ -144,6 +276,8 @@ def test_the_answer_never_picks_an_adaptive_run_whose_rtol_is_below_its_dtype_s_
 
     from roundoff_analyzer.judging.answer import below_unit_roundoff
 
-    runs = pd.DataFrame({"method": ["dopri5", "dopri5", "rk4"], "rtol": [1e-7, 1e-2, None], "unit_roundoff": [2.0**-11] * 3})
+    runs = pd.DataFrame(
+        {"method": ["dopri5", "dopri5", "rk4"], "rtol": [1e-7, 1e-2, None], "unit_roundoff": [2.0**-11] * 3}
+    )
     assert below_unit_roundoff(runs).tolist() == [True, False, False]
     assert not below_unit_roundoff(runs.drop(columns="rtol")).any()  # tables from before adaptive methods

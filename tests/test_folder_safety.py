@@ -3,6 +3,7 @@
 Each test names the case of the issue it covers. Every test that writes asserts that nothing outside
 its `--out` changed (a snapshot of the test's own folder, the output folder left out).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,15 +37,24 @@ NUMBERS = lambda table: [c for c in table.columns if not c.startswith("time_") a
 
 def outside(tmp_path: Path, *outs: Path) -> dict:
     """Everything under tmp_path but the output folders."""
-    return {k: v for k, v in snapshot(tmp_path).items() if not any(k == o.name or k.startswith(f"{o.name}/") for o in outs)}
+    return {
+        k: v for k, v in snapshot(tmp_path).items() if not any(k == o.name or k.startswith(f"{o.name}/") for o in outs)
+    }
 
 
 def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "roundoff_cli", *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "roundoff_cli", *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "roundoff_cli", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "roundoff_cli", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def by_configuration(table: pd.DataFrame) -> pd.DataFrame:
@@ -92,7 +102,10 @@ def test_1_shards_of_another_sweep_are_set_aside_not_reused(tmp_path):
     rerun = run_cli(*one, "-o", "d=5", "--out", out)
     assert rerun.exit_code == 0, rerun.output
     n = len(results(out))
-    assert f"set aside {n} shard(s) into {out / 'set_aside'} ({n} written by another sweep (its fingerprint differs))" in rerun.stdout
+    assert (
+        f"set aside {n} shard(s) into {out / 'set_aside'} ({n} written by another sweep (its fingerprint differs))"
+        in rerun.stdout
+    )
     assert "already on disk" not in rerun.stdout
     assert len(list((out / "set_aside").iterdir())) == n  # moved, never deleted
     fresh = tmp_path / "fresh"
@@ -178,8 +191,22 @@ def test_3_force_does_not_follow_a_linked_shards_folder(tmp_path):
     out, elsewhere = tmp_path / "sweep", tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "precious.parquet").write_bytes(b"not yours to delete")
-    one = ["sweep", "--model", "linear", "--timesteps", "2", "--method", "euler", "--library", "native", "--dtype", "float16",
-           "--scaling", "none", "--no-report"]  # fmt: skip
+    one = [
+        "sweep",
+        "--model",
+        "linear",
+        "--timesteps",
+        "2",
+        "--method",
+        "euler",
+        "--library",
+        "native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--no-report",
+    ]
     assert run_cli(*one, "--out", out).exit_code == 0
     shutil.rmtree(out / "shards")
     (out / "shards").symlink_to(elsewhere)
@@ -197,8 +224,24 @@ def test_3_a_temporary_name_linked_outside_is_replaced_not_written_through(tmp_p
     target.write_text("stays as it is")
     out.mkdir()
     (out / f".results.parquet.tmp-{os.getpid()}").symlink_to(target)  # run_cli runs the sweep in this process
-    result = run_cli("sweep", "--model", "linear", "--timesteps", "2", "--method", "euler", "--library", "native",
-                     "--dtype", "float16", "--scaling", "none", "--no-report", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        "linear",
+        "--timesteps",
+        "2",
+        "--method",
+        "euler",
+        "--library",
+        "native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--no-report",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert target.read_text() == "stays as it is"
     assert len(results(out)) == 1
@@ -209,13 +252,33 @@ def test_3_a_temporary_name_linked_outside_is_replaced_not_written_through(tmp_p
 
 def test_4_repeated_axis_values_run_once_and_check_accepts_the_folder(tmp_path):
     out = tmp_path / "sweep"
-    result = run_cli("sweep", "--model", "linear", "--timesteps", "2,2", "--method", "euler,euler", "--library", "native",
-                     "--dtype", "float16,bfloat16,float16", "--scaling", "none", "--no-report", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        "linear",
+        "--timesteps",
+        "2,2",
+        "--method",
+        "euler,euler",
+        "--library",
+        "native",
+        "--dtype",
+        "float16,bfloat16,float16",
+        "--scaling",
+        "none",
+        "--no-report",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     description = json.loads((out / "manifest.json").read_text())["grid"]["description"]
-    assert description.endswith("2 (library, dtype, scaling) = 2 configurations (given more than once, run once: n_timesteps 2, "
-                                "method euler, dtype float16)")  # fmt: skip
-    assert "given more than once, run once: n_timesteps 2, method euler, dtype float16" in " ".join(result.stdout.split())
+    assert description.endswith(
+        "2 (library, dtype, scaling) = 2 configurations (given more than once, run once: n_timesteps 2, "
+        "method euler, dtype float16)"
+    )
+    assert "given more than once, run once: n_timesteps 2, method euler, dtype float16" in " ".join(
+        result.stdout.split()
+    )
     table = results(out)
     assert table.dtype.tolist() == ["float16", "bfloat16"] and not table.duplicated(list(CONFIG_COLUMNS)).any()
     check = run_cli("check", out, "--baseline", out)
@@ -272,19 +335,25 @@ def test_5_a_finished_sweep_leaves_no_lock_file_and_a_lock_is_taken_again_after_
     "where, expected",
     [
         ("dtype == 'float16' and status != 'skipped'", lambda t: (t.dtype == "float16") & (t.status != "skipped")),
-        ("n_timesteps >= 4 and not (library in ['native'] or scaling == \"dynamic\")",
-         lambda t: (t.n_timesteps >= 4) & ~(t.library.isin(["native"]) | (t.scaling == "dynamic"))),
+        (
+            "n_timesteps >= 4 and not (library in ['native'] or scaling == \"dynamic\")",
+            lambda t: (t.n_timesteps >= 4) & ~(t.library.isin(["native"]) | (t.scaling == "dynamic")),
+        ),
         ("2 < n_timesteps <= 4", lambda t: (t.n_timesteps > 2) & (t.n_timesteps <= 4)),
-        ("scaling not in ('grad', 'dynamic') or grad_params_rel_err_over_u > 0.5",
-         lambda t: ~t.scaling.isin(["grad", "dynamic"]) | (t.grad_params_rel_err_over_u > 0.5)),
+        (
+            "scaling not in ('grad', 'dynamic') or grad_params_rel_err_over_u > 0.5",
+            lambda t: ~t.scaling.isin(["grad", "dynamic"]) | (t.grad_params_rel_err_over_u > 0.5),
+        ),
         ("failure_class == none", lambda t: t.failure_class.isna()),
     ],
-)  # fmt: skip
+)
 def test_6_where_filters_rows_like_the_same_condition_in_pandas(uninterrupted, where, expected):
     table = results(uninterrupted)
     shown = run_cli("show", uninterrupted, "--where", where)
     assert shown.exit_code == 0, shown.output
-    assert f"{expected(table).sum()} of {len(table)} configurations" in " ".join(shown.stdout.split())  # the title may wrap
+    assert f"{expected(table).sum()} of {len(table)} configurations" in " ".join(
+        shown.stdout.split()
+    )  # the title may wrap
 
 
 @pytest.mark.parametrize(
@@ -299,7 +368,7 @@ def test_6_where_filters_rows_like_the_same_condition_in_pandas(uninterrupted, w
         ("n_timesteps > 'four'", "compares values of different kinds"),
         ("(" * 3000, "at most 2000"),
     ],
-)  # fmt: skip
+)
 def test_6_where_outside_the_language_is_one_line_and_runs_nothing(tmp_path, uninterrupted, where, phrase):
     marker = tmp_path / "MARKER"
     before = snapshot(tmp_path)
@@ -322,7 +391,9 @@ def _can_mount() -> bool:
     return probe.returncode == 0
 
 
-needs_mounts = pytest.mark.skipif(not _can_mount(), reason="needs `unshare -rm` to mount a small or read-only file system")
+needs_mounts = pytest.mark.skipif(
+    not _can_mount(), reason="needs `unshare -rm` to mount a small or read-only file system"
+)
 
 
 @needs_mounts
@@ -348,8 +419,18 @@ def test_12_a_read_only_out_is_one_line_and_leaves_nothing(tmp_path):
     readonly.mkdir()
     before = snapshot(tmp_path)
     sweep = " ".join([sys.executable, "-m", "roundoff_cli", "sweep", *GRID, "--out", f"{readonly}/out"])
-    done = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount --bind -o ro {readonly} {readonly} && mount -o remount,ro,bind {readonly} && {sweep}"],
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [
+            "unshare",
+            "-rm",
+            "sh",
+            "-c",
+            f"mount --bind -o ro {readonly} {readonly} && mount -o remount,ro,bind {readonly} && {sweep}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2, done.stderr
     assert "the file system is read-only" in one_error_line(done.stderr)
     assert snapshot(tmp_path) == before
@@ -380,12 +461,32 @@ def test_12_a_baseline_with_n_timesteps_as_text_is_one_line(tmp_path, uninterrup
 
 def test_misleading_timesteps_that_can_never_fit_are_an_oom_row_that_never_ran(tmp_path):
     out = tmp_path / "sweep"
-    result = run_cli("sweep", "--model", "linear", "--timesteps", "1000000000000", "--method", "euler", "--library", "native",
-                     "--dtype", "float16", "--scaling", "none", "--no-report", "--allow-oom", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        "linear",
+        "--timesteps",
+        "1000000000000",
+        "--method",
+        "euler",
+        "--library",
+        "native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--no-report",
+        "--allow-oom",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     row = results(out).iloc[0]
     assert (row.status, row.failure_class) == ("failed", "oom")
-    assert "the float64 reference trajectory and the run's own alone need" in row.failure_message and "not run" in row.failure_message
+    assert (
+        "the float64 reference trajectory and the run's own alone need" in row.failure_message
+        and "not run" in row.failure_message
+    )
 
 
 # --- 10: a sweep whose every configuration is skipped -------------------------------------------------------------
@@ -393,8 +494,20 @@ def test_misleading_timesteps_that_can_never_fit_are_an_oom_row_that_never_ran(t
 
 def test_10_a_sweep_of_skipped_configurations_finishes(tmp_path):
     out = tmp_path / "sweep"
-    result = run_cli("sweep", "--model", "linear", "--timesteps", "2", "--library", "torchdiffeq", "--scaling", "dynamic",
-                     "--no-report", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        "linear",
+        "--timesteps",
+        "2",
+        "--library",
+        "torchdiffeq",
+        "--scaling",
+        "dynamic",
+        "--no-report",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert (results(out).status == "skipped").all()
     assert run_cli("show", out).exit_code == 0
@@ -409,7 +522,9 @@ def test_10_a_sweep_of_skipped_configurations_finishes(tmp_path):
 
 @pytest.mark.slow  # three fresh processes per manifest, each importing torch: 10 s each
 @pytest.mark.parametrize("manifest, outcome", [("[]", 0), ('{"fingerprint": 5}', 2), ("\x00\xff not json", 0)])
-def test_11_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(tmp_path, uninterrupted, manifest, outcome):
+def test_11_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(
+    tmp_path, uninterrupted, manifest, outcome
+):
     out = tmp_path / "sweep"
     shutil.copytree(uninterrupted, out)
     (out / "manifest.json").write_bytes(manifest.encode("latin-1"))
@@ -434,7 +549,9 @@ def test_11_a_non_numeric_duration_is_one_line_where_the_manifest_is_read(tmp_pa
     manifest = json.loads((out / "manifest.json").read_text())
     (out / "manifest.json").write_text(json.dumps({**manifest, "duration_s": "a while"}))
     refused = cli("check", out, "--baseline", uninterrupted)
-    assert refused.returncode == 2 and "key duration_s must be a number (got 'a while')" in one_error_line(refused.stderr)
+    assert refused.returncode == 2 and "key duration_s must be a number (got 'a while')" in one_error_line(
+        refused.stderr
+    )
     for command in (["show", out], ["sweep", *GRID, "--out", out]):
         read = cli(*command)
         assert read.returncode == 0 and "Traceback" not in read.stderr, read.stderr
@@ -448,7 +565,11 @@ def test_escape_codes_in_stored_text_never_reach_the_terminal(tmp_path, uninterr
     out = tmp_path / "sweep"
     shutil.copytree(uninterrupted, out)
     table = pq.read_table(out / "results.parquet").to_pandas()
-    table.loc[0, ["status", "failure_class", "failure_message"]] = ["failed", "error\x1b[2J", "boom\x1b]0;owned\x07\x9b31m\nsecond line"]
+    table.loc[0, ["status", "failure_class", "failure_message"]] = [
+        "failed",
+        "error\x1b[2J",
+        "boom\x1b]0;owned\x07\x9b31m\nsecond line",
+    ]
     pq.write_table(pa.Table.from_pandas(table, preserve_index=False), out / "results.parquet")
     for command, shown_text in ((["show", out], "boom"), (["check", out, "--baseline", uninterrupted], "(error")):
         shown = cli(*command)
@@ -475,7 +596,9 @@ def test_sigterm_stops_at_once_and_rebuilds_the_results(tmp_path):
 def test_temporary_files_of_dead_processes_are_removed(tmp_path, uninterrupted):
     out = tmp_path / "sweep"
     shutil.copytree(uninterrupted, out)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     (out / f".results.parquet.tmp-{dead}").write_bytes(b"half a table")
     assert run_cli("sweep", *GRID, "--out", out).exit_code == 0
     assert not list(out.glob(".*.tmp-*"))
@@ -488,7 +611,10 @@ def test_check_refuses_another_setup_naming_what_differs(tmp_path, uninterrupted
     assert refused.exit_code == 2
     assert "were run on different setups (model options: d 3 vs 4)" in one_error_line(refused.stderr)
     allowed = run_cli("check", other, "--baseline", uninterrupted, "--allow-different-setup")
-    assert allowed.exit_code in (0, 1) and "setups differ (compared anyway, --allow-different-setup): model options: d 3 vs 4" in allowed.stdout
+    assert (
+        allowed.exit_code in (0, 1)
+        and "setups differ (compared anyway, --allow-different-setup): model options: d 3 vs 4" in allowed.stdout
+    )
 
 
 def test_check_names_the_configurations_only_one_side_has_before_the_table(tmp_path, uninterrupted):
@@ -499,7 +625,9 @@ def test_check_names_the_configurations_only_one_side_has_before_the_table(tmp_p
     new_only = next(i for i, line in enumerate(lines) if line.startswith("only in the new results (7): "))
     baseline_only = next(i for i, line in enumerate(lines) if line.startswith("only in the baseline (7): "))
     assert "n=8" in lines[new_only] and "n=4" in lines[baseline_only]
-    assert max(new_only, baseline_only) < next(i for i, line in enumerate(lines) if "roundoff check: what changed" in line)
+    assert max(new_only, baseline_only) < next(
+        i for i, line in enumerate(lines) if "roundoff check: what changed" in line
+    )
 
 
 def test_3_report_refuses_a_figures_link_out_of_the_folder(tmp_path, uninterrupted):
@@ -516,8 +644,12 @@ def test_3_report_refuses_a_figures_link_out_of_the_folder(tmp_path, uninterrupt
 # The report reads the manifest's values (duration, repeats, time limit) as numbers: a value of another kind is one line
 # naming the key, and nothing is written.
 @pytest.mark.slow  # a fresh process per manifest, each importing torch and matplotlib: 6-13 s each
-@pytest.mark.parametrize("manifest, key", [('{"duration_s": "a while"}', "duration_s"), ('{"repeats": "x", "timeout_s": "y"}', "repeats")])
-def test_11_the_report_refuses_a_manifest_with_values_of_the_wrong_kind_in_one_line(tmp_path, uninterrupted, manifest, key):
+@pytest.mark.parametrize(
+    "manifest, key", [('{"duration_s": "a while"}', "duration_s"), ('{"repeats": "x", "timeout_s": "y"}', "repeats")]
+)
+def test_11_the_report_refuses_a_manifest_with_values_of_the_wrong_kind_in_one_line(
+    tmp_path, uninterrupted, manifest, key
+):
     out = tmp_path / "sweep"
     shutil.copytree(uninterrupted, out)
     (out / "manifest.json").write_text(manifest)

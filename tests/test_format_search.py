@@ -1,5 +1,6 @@
 """The format search and the answer's first line, on real small sweeps: what they name follows from the Parquet, and a
 report over many formats stays short, with figures whose panels do not grow with the number of formats."""
+
 from __future__ import annotations
 
 import re
@@ -22,10 +23,30 @@ SEARCHED = ["e2m3", "e3m3", "e4m3", "e5m3", "e4m6", "e5m10"]
 def format_sweep(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("formats") / "sweep"
     result = run_cli(
-        "sweep", "--model", "otflow", "-o", "d=3", "-o", "hidden=8", "-o", "batch=8", "--noise-batches", "4",
-        "--library", "native", "--scaling", "none", "--method", "euler", "--timesteps", "4",
-        "--dtype", ",".join(SEARCHED + ["float16", "bfloat16"]), "--out", out,
-    )  # fmt: skip
+        "sweep",
+        "--model",
+        "otflow",
+        "-o",
+        "d=3",
+        "-o",
+        "hidden=8",
+        "-o",
+        "batch=8",
+        "--noise-batches",
+        "4",
+        "--library",
+        "native",
+        "--scaling",
+        "none",
+        "--method",
+        "euler",
+        "--timesteps",
+        "4",
+        "--dtype",
+        ",".join(SEARCHED + ["float16", "bfloat16"]),
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -77,7 +98,9 @@ def test_the_answer_first_names_one_setup_and_what_it_was_judged_on(format_sweep
     text = (format_sweep / "report.md").read_text()
     answer = text.split("## The answer\n\n", 1)[1]
     first = answer.splitlines()[0]
-    assert first.startswith(f"**Train with {chosen.answer.dtype}**: native, no scaling, euler, n_timesteps 4 under `autocast`")
+    assert first.startswith(
+        f"**Train with {chosen.answer.dtype}**: native, no scaling, euler, n_timesteps 4 under `autocast`"
+    )
     noise = table[table.dtype == chosen.answer.dtype].roundoff_to_noise.max()
     assert f"at most {noise:.3g}× the gradient noise" in first
     assert first.endswith("Judged on the initial weights (seed 0, untrained) and synthetic data.")
@@ -91,9 +114,22 @@ def test_a_report_over_many_formats_stays_short_with_bounded_figures(tmp_path):
     formats = [f"e{e}m{m}" for e in (5, 6) for m in range(4, 24)]
     out = tmp_path / "many"
     result = run_cli(
-        "sweep", "--model", "linear", "--library", "native", "--scaling", "none", "--method", "euler", "--timesteps", "2",
-        "--dtype", ",".join(formats), "--out", out,
-    )  # fmt: skip
+        "sweep",
+        "--model",
+        "linear",
+        "--library",
+        "native",
+        "--scaling",
+        "none",
+        "--method",
+        "euler",
+        "--timesteps",
+        "2",
+        "--dtype",
+        ",".join(formats),
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     text = (out / "report.md").read_text()
     assert len(text.encode()) < 40_000

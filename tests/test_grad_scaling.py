@@ -1,6 +1,7 @@
 """`grad` scaling finds the fewest backoffs by bisection, or from the retries of a similar run: the same
 gradients, final scale, retries and per-step record as GradScaler's own loop (back off by one step after
 each non-finite backward), in two backward passes where the hint is right."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -28,8 +29,9 @@ class GradScalerLoop:
         return None
 
     def backward(self, loss, leaves, adjoint_scaler, settings, hint=None):
-        scaler = torch.amp.GradScaler("cpu", init_scale=settings.init_scale, backoff_factor=settings.backoff_factor,
-                                      growth_interval=2**31 - 1)  # fmt: skip
+        scaler = torch.amp.GradScaler(
+            "cpu", init_scale=settings.init_scale, backoff_factor=settings.backoff_factor, growth_interval=2**31 - 1
+        )
         for attempt in range(settings.max_retries + 1):
             for leaf in leaves:
                 leaf.grad = None
@@ -52,7 +54,17 @@ def copies() -> ProblemCopies:
 def measure(copies, scaling, library, method, n, settings, hint=None) -> RunOutcome:
     prepared = MODES.get("autocast").prepare(copies, torch.float16)
     t = time_grid(n, torch.float32, torch.device("cpu"))
-    return run_once(prepared, copies, LIBRARIES.get(library), METHODS.get(method), scaling, settings, t, torch.float32, scale_hint=hint)
+    return run_once(
+        prepared,
+        copies,
+        LIBRARIES.get(library),
+        METHODS.get(method),
+        scaling,
+        settings,
+        t,
+        torch.float32,
+        scale_hint=hint,
+    )
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -106,7 +118,9 @@ def test_the_search_gives_what_gradscalers_loop_gives(copies, library, method, n
     loop = measure(copies, GradScalerLoop(), library, method, n, settings)
     grad = SCALINGS.get("grad")
     assert same_outcome(measure(copies, grad, library, method, n, settings), loop)
-    if loop.retries is not None and loop.retries >= 5:  # the search is only put to the test where the loop backed off often
+    if (
+        loop.retries is not None and loop.retries >= 5
+    ):  # the search is only put to the test where the loop backed off often
         # From the right hint, two passes; from hints off by one or several either way, the same result.
         assert measure(copies, grad, library, method, n, settings, hint=loop.retries).backward_passes == 2
         for hint in (loop.retries - 3, loop.retries + 1, settings.max_retries + 5):
@@ -118,7 +132,9 @@ def test_a_relu_field_gives_what_gradscalers_loop_gives(relu_copies, library):
     loop = measure(relu_copies, GradScalerLoop(), library, "euler", 8, ScalerSettings())
     assert loop.retries >= 5
     for hint in (None, loop.retries - 2, loop.retries + 2):
-        assert same_outcome(measure(relu_copies, SCALINGS.get("grad"), library, "euler", 8, ScalerSettings(), hint=hint), loop)
+        assert same_outcome(
+            measure(relu_copies, SCALINGS.get("grad"), library, "euler", 8, ScalerSettings(), hint=hint), loop
+        )
 
 
 @pytest.mark.parametrize("answer", [0, 1, 5, 11, 29, 30, 31])
@@ -150,7 +166,11 @@ def test_first_finite_finds_the_boundary_with_few_probes(answer):
 
 
 def test_only_grad_searches_a_scale_and_a_scaling_that_does_not_say_is_read_as_one_that_does_not(copies):
-    assert {scaling.name: scaling.searches_scale for scaling in SCALINGS} == {"dynamic": False, "grad": True, "none": False}
+    assert {scaling.name: scaling.searches_scale for scaling in SCALINGS} == {
+        "dynamic": False,
+        "grad": True,
+        "none": False,
+    }
     registry = ScalingRegistry("scaling")
     declared = SCALINGS.get("grad")
     assert registry.register(declared, "declared") is declared

@@ -3,6 +3,7 @@
 Each row of BAD_INPUTS is run through the real CLI: one `error:` line on stderr, a non-zero exit,
 no traceback, and no output folder left behind (or, where --out is a file, the file unchanged).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,15 +27,25 @@ from .conftest import results, run_cli, snapshot
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "damped_oscillator.py"
 ONE_CONFIGURATION = [
-    "--timesteps", "2", "--method", "euler", "--library", "native", "--dtype", "float16", "--scaling", "none", "--no-report",
-]  # fmt: skip
+    "--timesteps",
+    "2",
+    "--method",
+    "euler",
+    "--library",
+    "native",
+    "--dtype",
+    "float16",
+    "--scaling",
+    "none",
+    "--no-report",
+]
 
 
 def write_bsds300(path: Path, rows: int = 24, columns: int = 63) -> Path:
     """An HDF5 file laid out like the MAF preprocessing's BSDS300.hdf5, with distinct rows per split."""
     with h5py.File(path, "w") as file:
         for offset, split in enumerate(SPLITS):
-            file[split] = (np.arange(rows * columns, dtype=np.float32).reshape(rows, columns) / 1000.0 + offset)
+            file[split] = np.arange(rows * columns, dtype=np.float32).reshape(rows, columns) / 1000.0 + offset
     return path
 
 
@@ -52,14 +63,32 @@ def test_bsds300_rows_of_the_chosen_split_become_the_batch(tmp_path):
     with h5py.File(path) as file:
         expected = torch.from_numpy(file["test"][:5])
     assert torch.equal(problem.y0[:, :63], expected)
-    assert "bsds300" in problem.data_source and "'test'" in problem.data_source and "synthetic" not in problem.data_source
+    assert (
+        "bsds300" in problem.data_source and "'test'" in problem.data_source and "synthetic" not in problem.data_source
+    )
 
 
 def test_bsds300_sweep_records_its_data_source_in_the_manifest(tmp_path):
     path = write_bsds300(tmp_path / "BSDS300.hdf5")
     out = tmp_path / "sweep"
-    result = run_cli("sweep", "--model", "otflow", "-o", "d=63", "-o", "hidden=8", "-o", "batch=8",
-                     "--data", f"bsds300:{path}?split=validation", *ONE_CONFIGURATION, "--dtype", "bfloat16", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        "otflow",
+        "-o",
+        "d=63",
+        "-o",
+        "hidden=8",
+        "-o",
+        "batch=8",
+        "--data",
+        f"bsds300:{path}?split=validation",
+        *ONE_CONFIGURATION,
+        "--dtype",
+        "bfloat16",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["data"] == f"bsds300:{path}?split=validation"
@@ -103,8 +132,9 @@ def test_cnf_trace_is_the_exact_trace_of_the_jacobian():
 
 def test_cnf_sweep_runs_end_to_end(tmp_path):
     out = tmp_path / "cnf"
-    result = run_cli("sweep", "--model", "cnf", "-o", "batch=16", "-o", "width=16", "--timesteps", "4,8", "--no-report",
-                     "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep", "--model", "cnf", "-o", "batch=16", "-o", "width=16", "--timesteps", "4,8", "--no-report", "--out", out
+    )
     assert result.exit_code == 0, result.output
     table = results(out)
     assert len(table) == 2 * 2 * 7 and (table.status == "ok").all()
@@ -170,8 +200,19 @@ def test_checkpoint_reaches_the_manifest_and_changes_the_fingerprint(tmp_path):
 
 def test_example_user_model_sweeps_end_to_end(tmp_path):
     out = tmp_path / "oscillator"
-    result = run_cli("sweep", "--model", f"{EXAMPLE}:damped_oscillator", "-o", "damping=0.3", "-o", "batch=8",
-                     "--timesteps", "4", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        f"{EXAMPLE}:damped_oscillator",
+        "-o",
+        "damping=0.3",
+        "-o",
+        "batch=8",
+        "--timesteps",
+        "4",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     table = results(out)
     assert len(table) == 2 * 7 and (table.status == "ok").all()
@@ -221,7 +262,9 @@ def _files(tmp_path: Path) -> dict[str, Path]:
     zero_in_file.write_text('model = "linear"\ntimesteps = [0, 8]\n')
     other_model = tmp_path / "otflow.pth"
     otflow = resolve_model("otflow")
-    torch.save({"state_dict": otflow.build(parse_options(otflow, {}), torch.device("cpu")).func.state_dict()}, other_model)
+    torch.save(
+        {"state_dict": otflow.build(parse_options(otflow, {}), torch.device("cpu")).func.state_dict()}, other_model
+    )
     unreadable = tmp_path / "unreadable.pth"
     unreadable.write_bytes(b"\x00 these are not weights " * 8)
     a_file = tmp_path / "a_file"
@@ -243,12 +286,21 @@ def _files(tmp_path: Path) -> dict[str, Path]:
         "    return Decay(), torch.ones(batch, 2), lambda trajectory: trajectory[-1].sum(dim=1)\n"
     )
     return {
-        "malformed": malformed, "unknown_key": unknown_key, "zero_in_file": zero_in_file,
-        "wrong_shape": write_bsds300(tmp_path / "wrong_shape.hdf5", columns=10), "other_model": other_model,
-        "unreadable": unreadable, "a_file": a_file, "not_hdf5": unknown_key, "slurm_typo": slurm_typo,
-        "a_folder": a_folder, "plain_pickle": plain_pickle, "runs_a_command": runs_a_command, "factories": factories,
+        "malformed": malformed,
+        "unknown_key": unknown_key,
+        "zero_in_file": zero_in_file,
+        "wrong_shape": write_bsds300(tmp_path / "wrong_shape.hdf5", columns=10),
+        "other_model": other_model,
+        "unreadable": unreadable,
+        "a_file": a_file,
+        "not_hdf5": unknown_key,
+        "slurm_typo": slurm_typo,
+        "a_folder": a_folder,
+        "plain_pickle": plain_pickle,
+        "runs_a_command": runs_a_command,
+        "factories": factories,
         "marker": tmp_path / "MARKER",
-    }  # fmt: skip
+    }
 
 
 # (what is wrong, the arguments after `roundoff sweep`, a phrase the one line must hold). `{name}` is a
@@ -260,50 +312,153 @@ BAD_INPUTS = [
     ("unknown TOML key", ["--config", "{unknown_key}"], "'timestep' unknown key"),
     ("zero n_timesteps", ["--model", "linear", "--timesteps", "0,8"], "'timesteps[0]' must be greater than 0 (got 0)"),
     ("negative n_timesteps", ["--model", "linear", "--timesteps=-4"], "'timesteps[0]' must be greater than 0 (got -4)"),
-    ("zero n_timesteps in TOML", ["--config", "{zero_in_file}"], "zero.toml': 'timesteps[0]' must be greater than 0 (got 0)"),
-    ("missing data file", ["--model", "otflow", "-o", "d=63", "--data", "bsds300:/no/such/BSDS300.hdf5"], "does not exist"),
-    ("HDF5 of the wrong shape", ["--model", "otflow", "-o", "d=63", "--data", "bsds300:{wrong_shape}"], "expected datasets train, validation, test"),
-    ("not an HDF5 file", ["--model", "otflow", "-o", "d=63", "--data", "bsds300:{not_hdf5}"], "cannot be read as an HDF5 file"),
+    (
+        "zero n_timesteps in TOML",
+        ["--config", "{zero_in_file}"],
+        "zero.toml': 'timesteps[0]' must be greater than 0 (got 0)",
+    ),
+    (
+        "missing data file",
+        ["--model", "otflow", "-o", "d=63", "--data", "bsds300:/no/such/BSDS300.hdf5"],
+        "does not exist",
+    ),
+    (
+        "HDF5 of the wrong shape",
+        ["--model", "otflow", "-o", "d=63", "--data", "bsds300:{wrong_shape}"],
+        "expected datasets train, validation, test",
+    ),
+    (
+        "not an HDF5 file",
+        ["--model", "otflow", "-o", "d=63", "--data", "bsds300:{not_hdf5}"],
+        "cannot be read as an HDF5 file",
+    ),
     ("data of other columns than the model", ["--model", "otflow", "--data", "2spirals"], "set -o d=2"),
     ("unknown data source", ["--model", "cnf", "--data", "3spirals"], "unknown data source '3spirals'"),
-    ("checkpoint of another model", ["--model", "cnf", "--checkpoint", "{other_model}"], "missing: hyper_net.fc1.weight"),
+    (
+        "checkpoint of another model",
+        ["--model", "cnf", "--checkpoint", "{other_model}"],
+        "missing: hyper_net.fc1.weight",
+    ),
     ("unreadable checkpoint", ["--model", "cnf", "--checkpoint", "{unreadable}"], "not a weights file"),
     ("missing checkpoint", ["--model", "cnf", "--checkpoint", "/no/such/weights.pth"], "does not exist"),
     ("output folder that is a file", ["--model", "linear", "--timesteps", "2", "--out", "{a_file}"], "is a file"),
     ("factory that does not exist", ["--model", f"{EXAMPLE}:make_oscillator"], "has no factory 'make_oscillator'"),
-    ("factory module that does not exist", ["--model", "no_such_package.models:make"], "cannot import no_such_package.models"),
-    ("factory option that does not exist", ["--model", f"{EXAMPLE}:damped_oscillator", "-o", "mass=2"], "option 'mass'"),
-    ("--data for a user model", ["--model", f"{EXAMPLE}:damped_oscillator", "--data", "2spirals"], "builds its own data"),
+    (
+        "factory module that does not exist",
+        ["--model", "no_such_package.models:make"],
+        "cannot import no_such_package.models",
+    ),
+    (
+        "factory option that does not exist",
+        ["--model", f"{EXAMPLE}:damped_oscillator", "-o", "mass=2"],
+        "option 'mass'",
+    ),
+    (
+        "--data for a user model",
+        ["--model", f"{EXAMPLE}:damped_oscillator", "--data", "2spirals"],
+        "builds its own data",
+    ),
     ("unknown executor", ["--model", "linear", "--executor", "dask"], "unknown executor 'dask'"),
     ("no workers", ["--model", "linear", "--workers", "0"], "'workers' must be greater than 0 (got 0)"),
-    ("negative noise batches", ["--model", "linear", "--noise-batches=-1"], "'noise_batches' must be at least 0 (got -1)"),
-    ("--workers for the local executor", ["--model", "linear", "--executor", "local", "--workers", "2"], "use --executor processes"),
-    ("--workers for Slurm", ["--model", "linear", "--executor", "slurm", "--workers", "2"], "--workers is for --executor processes"),
-    ("malformed Slurm time limit", ["--model", "linear", "--executor", "slurm", "--slurm-time", "2h"], "is not a Slurm time limit"),
-    ("sbatch option the executor sets", ["--model", "linear", "--slurm-option", "array=0-3"], "'array' is set by the executor"),
+    (
+        "negative noise batches",
+        ["--model", "linear", "--noise-batches=-1"],
+        "'noise_batches' must be at least 0 (got -1)",
+    ),
+    (
+        "--workers for the local executor",
+        ["--model", "linear", "--executor", "local", "--workers", "2"],
+        "use --executor processes",
+    ),
+    (
+        "--workers for Slurm",
+        ["--model", "linear", "--executor", "slurm", "--workers", "2"],
+        "--workers is for --executor processes",
+    ),
+    (
+        "malformed Slurm time limit",
+        ["--model", "linear", "--executor", "slurm", "--slurm-time", "2h"],
+        "is not a Slurm time limit",
+    ),
+    (
+        "sbatch option the executor sets",
+        ["--model", "linear", "--slurm-option", "array=0-3"],
+        "'array' is set by the executor",
+    ),
     ("no threads", ["--model", "linear", "--threads", "0"], "'threads' must be greater than 0 (got 0)"),
-    ("model option of the wrong type", ["--model", "otflow", "-o", "hidden=abc"], "option 'hidden' must be a whole number (got 'abc')"),
-    ("backoff factor out of range", ["--model", "linear", "--backoff-factor", "2"], "'scaler.backoff_factor' must be less than 1"),
-    ("unknown [slurm] key in TOML", ["--config", "{slurm_typo}"], "'slurm.partiton' unknown key; allowed: partition, time"),
-    ("unknown arithmetic", ["--model", "linear", "--arithmetic", "simulated"], "unknown arithmetic 'simulated'; allowed: emulated, hardware"),
-    ("custom format wider than float32", ["--model", "linear", "--dtype", "e9m3"], "unknown dtype 'e9m3'; allowed: bfloat16"),
-    ("stochastic rounding on hardware", ["--model", "linear", "--arithmetic", "hardware", "--rounding", "stochastic"],
-     "'rounding' other than nearest needs --arithmetic emulated"),
+    (
+        "model option of the wrong type",
+        ["--model", "otflow", "-o", "hidden=abc"],
+        "option 'hidden' must be a whole number (got 'abc')",
+    ),
+    (
+        "backoff factor out of range",
+        ["--model", "linear", "--backoff-factor", "2"],
+        "'scaler.backoff_factor' must be less than 1",
+    ),
+    (
+        "unknown [slurm] key in TOML",
+        ["--config", "{slurm_typo}"],
+        "'slurm.partiton' unknown key; allowed: partition, time",
+    ),
+    (
+        "unknown arithmetic",
+        ["--model", "linear", "--arithmetic", "simulated"],
+        "unknown arithmetic 'simulated'; allowed: emulated, hardware",
+    ),
+    (
+        "custom format wider than float32",
+        ["--model", "linear", "--dtype", "e9m3"],
+        "unknown dtype 'e9m3'; allowed: bfloat16",
+    ),
+    (
+        "stochastic rounding on hardware",
+        ["--model", "linear", "--arithmetic", "hardware", "--rounding", "stochastic"],
+        "'rounding' other than nearest needs --arithmetic emulated",
+    ),
     ("unknown rounding", ["--model", "linear", "--rounding", "up"], "unknown rounding 'up'"),
     # Sizes that can never fit, numbers out of range, folders for files, factories that are not factories
-    ("hidden width that can never fit in memory", ["--model", "otflow", "-o", "hidden=10000000"], "which need at least"),
+    (
+        "hidden width that can never fit in memory",
+        ["--model", "otflow", "-o", "hidden=10000000"],
+        "which need at least",
+    ),
     ("batch that can never fit in memory", ["--model", "otflow", "-o", "batch=1000000000"], "which need at least"),
     ("seed out of torch's range", ["--model", "otflow", "-o", "seed=-99999999999999999999999"], "option 'seed'"),
-    ("n_timesteps beyond 64 bits", ["--model", "linear", "--timesteps", "100000000000000000000"], "'timesteps[0]' must be at most 9223372036854775807"),
+    (
+        "n_timesteps beyond 64 bits",
+        ["--model", "linear", "--timesteps", "100000000000000000000"],
+        "'timesteps[0]' must be at most 9223372036854775807",
+    ),
     ("time limit below a millisecond", ["--model", "linear", "--timeout", "1e-9"], "'timeout' must be at least 0.001"),
     ("--config that is a folder", ["--config", "{a_folder}"], "is a folder"),
     ("--checkpoint that is a folder", ["--model", "cnf", "--checkpoint", "{a_folder}"], "is a folder"),
-    ("plain-pickle checkpoint (no torch warnings either)", ["--model", "cnf", "--checkpoint", "{plain_pickle}"], "not a weights file"),
-    ("--out under a file", ["--model", "linear", "--timesteps", "2", "--out", "{a_file}/results"], "a part of the path is a file"),
-    ("standard-library function as a factory", ["--model", "os:system", "-o", "command=touch {marker}"], "part of Python's standard library"),
+    (
+        "plain-pickle checkpoint (no torch warnings either)",
+        ["--model", "cnf", "--checkpoint", "{plain_pickle}"],
+        "not a weights file",
+    ),
+    (
+        "--out under a file",
+        ["--model", "linear", "--timesteps", "2", "--out", "{a_file}/results"],
+        "a part of the path is a file",
+    ),
+    (
+        "standard-library function as a factory",
+        ["--model", "os:system", "-o", "command=touch {marker}"],
+        "part of Python's standard library",
+    ),
     ("config file naming os:system", ["--config", "{runs_a_command}"], "part of Python's standard library"),
-    ("built-in re-exported by the user's module", ["--model", "{factories}:system", "-o", "command=touch {marker}"], "a factory is a Python function"),
-    ("function imported from another module", ["--model", "{factories}:rmtree", "-o", "path={a_folder}"], "is defined in shutil"),
+    (
+        "built-in re-exported by the user's module",
+        ["--model", "{factories}:system", "-o", "command=touch {marker}"],
+        "a factory is a Python function",
+    ),
+    (
+        "function imported from another module",
+        ["--model", "{factories}:rmtree", "-o", "path={a_folder}"],
+        "is defined in shutil",
+    ),
     ("loss that is not a scalar", ["--model", "{factories}:loss_per_sample"], "got a tensor of shape (16,)"),
 ]
 

@@ -1,6 +1,7 @@
 """The package reads as the data flow: packages by stage, imports only down the stages and never in a circle (read from
 the source with ast, nothing executed), the API's names are plain functions, and importing the package adds no import
 hook."""
+
 from __future__ import annotations
 
 import ast
@@ -14,8 +15,18 @@ import roundoff_analyzer as ra
 PACKAGE = Path(ra.__file__).parent
 # The stages, lowest first: a module imports from its own stage or a lower one. The native solver shares the axes'
 # stage: it steps with the method axis's tableaux, and the `native` library and the `dynamic` scaling wrap it.
-STAGES = [("core",), ("emulation",), ("axes", "solvers"), ("measuring",), ("planning",), ("storage",), ("execution",), ("judging",),
-          ("report",), ("training",)]  # fmt: skip
+STAGES = [
+    ("core",),
+    ("emulation",),
+    ("axes", "solvers"),
+    ("measuring",),
+    ("planning",),
+    ("storage",),
+    ("execution",),
+    ("judging",),
+    ("report",),
+    ("training",),
+]
 # The public modules compose the stages (the sweep API; the plug-in authors' imports, which reach the training's
 # registries); nothing below imports them.
 TOP = ("api", "plugins")
@@ -46,7 +57,9 @@ def imports_of(name: str) -> set[str]:
         else:
             continue
         for target in targets:
-            while target and target not in MODULES:  # `from pkg import name`: the module, else the package that holds it
+            while (
+                target and target not in MODULES
+            ):  # `from pkg import name`: the module, else the package that holds it
                 target = target.rpartition(".")[0]
             if target and target != name:
                 found.add(target)
@@ -74,9 +87,13 @@ def test_every_module_belongs_to_a_stage():
 
 
 def test_no_import_goes_up_a_stage():
-    upward = [f"{name} -> {target}" for name, targets in GRAPH.items() for target in targets if stage(target) > stage(name)]
+    upward = [
+        f"{name} -> {target}" for name, targets in GRAPH.items() for target in targets if stage(target) > stage(name)
+    ]
     assert not upward, "\n".join(upward)
-    assert not [name for name, targets in GRAPH.items() if ra.__name__ in targets], "the package's root is imported from below"
+    assert not [name for name, targets in GRAPH.items() if ra.__name__ in targets], (
+        "the package's root is imported from below"
+    )
 
 
 def test_the_imports_have_no_circle():
@@ -90,10 +107,10 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     path: list[str] = []
 
     def visit(name: str) -> list[str] | None:
-        state[name], path[len(path):] = "open", [name]
+        state[name], path[len(path) :] = "open", [name]
         for target in sorted(graph[name]):
             if state.get(target) == "open":
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state and (cycle := visit(target)):
                 return cycle
         state[name] = "done"
@@ -122,6 +139,8 @@ def test_the_api_names_are_plain_functions_with_their_own_signatures():
 def test_importing_the_package_adds_no_import_hook():
     """The package changes nothing in how Python finds modules: `sys.meta_path` is as long after the import as before."""
     code = "import sys; before = len(sys.meta_path); import roundoff_analyzer; print(before, len(sys.meta_path))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
+    )
     before, after = out.stdout.split()
     assert before == after, out.stderr

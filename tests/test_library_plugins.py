@@ -1,5 +1,6 @@
 """Solver libraries from outside the package: a file named on the command line, and an installed package's entry
 point, found by the real importlib.metadata machinery in a fresh process."""
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,9 @@ def roundoff(*args: str, cwd: Path = REPO, pythonpath: Path | None = None) -> su
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": str(WIDE_TABLES)}  # `list`'s table is read cell by cell
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, "-m", "roundoff_cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "roundoff_cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.slow  # three sweeps and a check: 10-12 s
@@ -28,8 +31,22 @@ def test_a_library_named_by_its_file_is_listed_swept_and_checked_against_a_basel
     monkeypatch.chdir(REPO)
     listed = run_cli("list", "--library", EXAMPLE, columns=WIDE_TABLES)
     assert listed.exit_code == 0 and "unrolled for autograd" in listed.output
-    grid = ["--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,16", "--library", EXAMPLE, "--method", "euler,rk4,dopri5",
-            "--dtype", "float16,bfloat16", "--scaling", "none", "--no-report"]  # fmt: skip
+    grid = [
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4,16",
+        "--library",
+        EXAMPLE,
+        "--method",
+        "euler,rk4,dopri5",
+        "--dtype",
+        "float16,bfloat16",
+        "--scaling",
+        "none",
+        "--no-report",
+    ]
     # A maintainer's CI: a committed baseline, then every change swept again and checked against it.
     assert run_cli("sweep", *grid, "--out", tmp_path / "baseline").exit_code == 0
     assert run_cli("sweep", *grid, "--out", tmp_path / "change").exit_code == 0
@@ -37,7 +54,9 @@ def test_a_library_named_by_its_file_is_listed_swept_and_checked_against_a_basel
     assert set(table.library) == {EXAMPLE}
     assert (table[table.method != "dopri5"].status == "ok").all()
     assert table[table.method == "dopri5"].skip_reason.str.contains("fixed grid only").all()
-    checked = run_cli("check", tmp_path / "change", "--baseline", tmp_path / "baseline", "--junit", tmp_path / "check.xml")
+    checked = run_cli(
+        "check", tmp_path / "change", "--baseline", tmp_path / "baseline", "--junit", tmp_path / "check.xml"
+    )
     assert checked.exit_code == 0, checked.output
     assert "roundoff.otflow.examples_unrolled_solver_py_library" in (tmp_path / "check.xml").read_text()
 
@@ -62,7 +81,8 @@ def test_bad_library_locations_are_one_line_and_exit_2(tmp_path, monkeypatch):
 def _installed_package(site: Path) -> None:
     """A package as pip would leave it: the module, and a .dist-info whose entry_points.txt declares the library."""
     (site / "tiny_solver_pkg").mkdir(parents=True)
-    (site / "tiny_solver_pkg" / "__init__.py").write_text(textwrap.dedent('''
+    (site / "tiny_solver_pkg" / "__init__.py").write_text(
+        textwrap.dedent("""
         import torch
 
 
@@ -79,11 +99,14 @@ def _installed_package(site: Path) -> None:
                 for k in range(t.numel() - 1):
                     states.append(states[-1] + (t[k + 1] - t[k]) * func(t[k], states[-1]))
                 return torch.stack(states)
-    '''))
+    """)
+    )
     dist_info = site / "tiny_solver_pkg-0.1.dist-info"
     dist_info.mkdir()
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-solver-pkg\nVersion: 0.1\n")
-    (dist_info / "entry_points.txt").write_text("[roundoff_analyzer.libraries]\ntiny-euler = tiny_solver_pkg:ForwardEuler\n")
+    (dist_info / "entry_points.txt").write_text(
+        "[roundoff_analyzer.libraries]\ntiny-euler = tiny_solver_pkg:ForwardEuler\n"
+    )
 
 
 @pytest.mark.slow  # four fresh processes, each importing torch: 20-35 s
@@ -93,9 +116,26 @@ def test_an_installed_package_appears_in_list_by_its_entry_point_and_sweeps(tmp_
     listed = roundoff("list", pythonpath=site)
     assert listed.returncode == 0, listed.stderr
     assert "│ tiny-euler " in listed.stdout and "the tiny package's forward Euler" in " ".join(listed.stdout.split())
-    swept = roundoff("sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4", "--library", "tiny-euler,torchdiffeq",
-                     "--method", "euler,rk4", "--dtype", "float16", "--scaling", "none", "--no-report", "--out", str(tmp_path / "s"),
-                     pythonpath=site)  # fmt: skip
+    swept = roundoff(
+        "sweep",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4",
+        "--library",
+        "tiny-euler,torchdiffeq",
+        "--method",
+        "euler,rk4",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--no-report",
+        "--out",
+        str(tmp_path / "s"),
+        pythonpath=site,
+    )
     assert swept.returncode == 0, swept.stderr
     table = results(tmp_path / "s").set_index(["library", "method"])
     assert table.loc[("tiny-euler", "euler")].status == "ok"

@@ -1,5 +1,6 @@
 """Where the loss is formed (the loss_in axis), the answer's code against the rows it came from, an error larger
 than its quantity, and the answer as data from Python (with the model given as a function)."""
+
 from __future__ import annotations
 
 import re
@@ -27,13 +28,32 @@ LOUD_LOSS = {**TINY, "d": 63}
 
 
 def quiet_sweep(tmp_path, name, **settings):
-    return ra.sweep(**{"model": "otflow", "options": TINY, "device": "cpu", "method": "euler", "out": tmp_path / name,
-                       "report": False, "progress": False, **settings})  # fmt: skip
+    return ra.sweep(
+        **{
+            "model": "otflow",
+            "options": TINY,
+            "device": "cpu",
+            "method": "euler",
+            "out": tmp_path / name,
+            "report": False,
+            "progress": False,
+            **settings,
+        }
+    )
 
 
 def test_the_placements_are_an_axis_of_their_own(tmp_path):
-    result = quiet_sweep(tmp_path, "both", options=LOUD_LOSS, timesteps=[2], library=["native-low", "torchdiffeq"], dtype="float16",
-                         scaling="none", loss_in=["float32", "autocast"], noise_batches=0)  # fmt: skip
+    result = quiet_sweep(
+        tmp_path,
+        "both",
+        options=LOUD_LOSS,
+        timesteps=[2],
+        library=["native-low", "torchdiffeq"],
+        dtype="float16",
+        scaling="none",
+        loss_in=["float32", "autocast"],
+        noise_batches=0,
+    )
     rows = result.results.set_index(["library", "loss_in"])
     assert len(rows) == 4 and set(result.results["loss_in"]) == {"float32", "autocast"}
     # The native solver's low-precision trajectory: the loss formed from it inside autocast leaves float16's range;
@@ -43,16 +63,23 @@ def test_the_placements_are_an_axis_of_their_own(tmp_path):
     assert "non-finite loss (formed inside autocast)" in inside["failure_message"]
     assert rows.loc[("native-low", "float32"), "status"] == "ok"
     # torchdiffeq returns float32 states, and OT-Flow's loss has no matrix product: the two placements agree bit for bit.
-    assert rows.loc[("torchdiffeq", "autocast"), "grad_params_rel_err"] == rows.loc[("torchdiffeq", "float32"), "grad_params_rel_err"]
+    assert (
+        rows.loc[("torchdiffeq", "autocast"), "grad_params_rel_err"]
+        == rows.loc[("torchdiffeq", "float32"), "grad_params_rel_err"]
+    )
     fingerprint = result.manifest["fingerprint"]
-    assert fingerprint["loss_in"] == ["float32", "autocast"] and "2 loss placements" in fingerprint["grid"]["description"]
+    assert (
+        fingerprint["loss_in"] == ["float32", "autocast"] and "2 loss placements" in fingerprint["grid"]["description"]
+    )
     # The default placement leaves a grid's description (part of the fingerprint) as it was before the axis.
     default = Grid.build((8,), ("euler",), ("autocast",))
     assert default.describe() == Grid.build((8,), ("euler",), ("autocast",), loss_ins=["float32"]).describe()
     assert "loss" not in default.describe() and default.configurations("otflow")[0].loss_in == "float32"
     shown = run_cli("show", result.folder, "--where", "loss_in == 'autocast'", columns=200).stdout
     assert "loss in autocast" in shown and "overflow" in shown  # the caption names the placement every row shares
-    assert re.search(r"loss in\s+status", run_cli("show", result.folder, columns=200).stdout)  # a column beside the mode
+    assert re.search(
+        r"loss in\s+status", run_cli("show", result.folder, columns=200).stdout
+    )  # a column beside the mode
     listed = run_cli("list", columns=200).stdout
     assert re.search(r"loss_in\s+│?\s*autocast", listed) and re.search(r"loss_in\s+│?\s*float32", listed)
     refused = run_cli("sweep", "--model", "otflow", "--loss-in", "float16", "--out", tmp_path / "never")
@@ -60,7 +87,9 @@ def test_the_placements_are_an_axis_of_their_own(tmp_path):
 
 
 def test_rows_written_before_the_axis_read_as_float32(tmp_path):
-    result = quiet_sweep(tmp_path, "old", timesteps=[2], library="torchdiffeq", dtype="float16", scaling="none", noise_batches=0)
+    result = quiet_sweep(
+        tmp_path, "old", timesteps=[2], library="torchdiffeq", dtype="float16", scaling="none", noise_batches=0
+    )
     table = pq.read_table(result.folder / "results.parquet")
     old = table.drop_columns(["loss_in"])
     pq.write_table(old, tmp_path / "old.parquet")
@@ -73,9 +102,15 @@ def test_rows_written_before_the_axis_read_as_float32(tmp_path):
 def _code_against_rows(code: list[str], a: answering.Answer, results: pd.DataFrame) -> None:
     """The code block says what the answer's rows ran: the library, method, n_timesteps, mode, scaling and loss placement."""
     text = "\n".join(code)
-    ran = results[(results["dtype"] == a.dtype) & (results["library"] == a.library) & (results["scaling"] == a.scaling)
-                  & (results["mode"] == a.mode) & (results["loss_in"] == a.loss_in) & (results["method"] == a.method)
-                  & (results["status"] == "ok")]  # fmt: skip
+    ran = results[
+        (results["dtype"] == a.dtype)
+        & (results["library"] == a.library)
+        & (results["scaling"] == a.scaling)
+        & (results["mode"] == a.mode)
+        & (results["loss_in"] == a.loss_in)
+        & (results["method"] == a.method)
+        & (results["status"] == "ok")
+    ]
     steps = int(re.search(r"torch\.linspace\(0, 1, (\d+)\)", text).group(1)) - 1
     assert steps in set(ran["n_timesteps"]), "the code solves on a grid its rows ran"
     assert f'method="{code_method(a.library, a.method)}"' in text
@@ -84,7 +119,9 @@ def _code_against_rows(code: list[str], a: answering.Answer, results: pd.DataFra
     loss = next(i for i, line in enumerate(code) if line.lstrip().startswith("loss = "))
     indent = lambda line: len(line) - len(line.lstrip())  # noqa: E731
     if a.mode == "pure":
-        assert f"func = func.to(torch.{a.dtype})" in text and "torch.autocast" not in text and "optimizer.step" not in text
+        assert (
+            f"func = func.to(torch.{a.dtype})" in text and "torch.autocast" not in text and "optimizer.step" not in text
+        )
     else:
         assert f'with torch.autocast("cpu", dtype=torch.{a.dtype}' in text
         assert ("cache_enabled=False" in text) == (a.mode == "autocast-nocache")
@@ -97,7 +134,9 @@ def _code_against_rows(code: list[str], a: answering.Answer, results: pd.DataFra
         if a.mode != "pure":
             order += ["scaler.unscale_(optimizer)", "clip_grad_norm_", "scaler.step(optimizer)", "scaler.update()"]
         at = [next(i for i, line in enumerate(code) if step in line) for step in order]
-        assert at == sorted(at), f"GradScaler before the loop, then scale, backward, unscale_, clip, step, update: {code}"
+        assert at == sorted(at), (
+            f"GradScaler before the loop, then scale, backward, unscale_, clip, step, update: {code}"
+        )
     else:
         assert "GradScaler" not in text
 
@@ -107,41 +146,71 @@ def _code_against_rows(code: list[str], a: answering.Answer, results: pd.DataFra
     [
         {"library": "native", "scaling": "dynamic", "mode": "autocast", "loss_in": "autocast"},
         {"library": "torchdiffeq", "scaling": "grad", "mode": "autocast-nocache", "loss_in": "float32"},
-        {"library": "torchdiffeq", "scaling": "none", "mode": "pure", "loss_in": "autocast"},  # (GradScaler refuses float16 weights)
+        {
+            "library": "torchdiffeq",
+            "scaling": "none",
+            "mode": "pure",
+            "loss_in": "autocast",
+        },  # (GradScaler refuses float16 weights)
     ],
     ids=lambda s: "-".join(s.values()),
 )
 def test_the_answers_code_is_what_its_rows_ran(tmp_path, setup):
-    result = quiet_sweep(tmp_path, "answer", timesteps=[2, 4], dtype="float16", noise_batches=2,
-                         **{k: [v] for k, v in setup.items()})  # fmt: skip
+    result = quiet_sweep(
+        tmp_path, "answer", timesteps=[2, 4], dtype="float16", noise_batches=2, **{k: [v] for k, v in setup.items()}
+    )
     (a,) = answering.answers(result.results)
     assert a.train, a.judgement
     assert (a.library, a.scaling, a.mode, a.loss_in) == tuple(setup.values())
     code = code_lines(a, "cpu")
     _code_against_rows(code, a, result.results)
-    assert result.answers["float16"]["code"] == "\n".join(code) and result.answers["float16"]["loss_in"] == setup["loss_in"]
+    assert (
+        result.answers["float16"]["code"] == "\n".join(code)
+        and result.answers["float16"]["loss_in"] == setup["loss_in"]
+    )
 
 
 def test_both_placements_measured_the_answer_says_which_and_why(tmp_path):
-    result = quiet_sweep(tmp_path, "which", options=LOUD_LOSS, timesteps=[2, 4], library="native-low", dtype="float16",
-                         scaling="none", loss_in=["autocast", "float32"], noise_batches=2)  # fmt: skip
+    result = quiet_sweep(
+        tmp_path,
+        "which",
+        options=LOUD_LOSS,
+        timesteps=[2, 4],
+        library="native-low",
+        dtype="float16",
+        scaling="none",
+        loss_in=["autocast", "float32"],
+        noise_batches=2,
+    )
     (a,) = answering.answers(result.results)
-    assert a.train and a.loss_in == "float32" and a.other_placement is not None and a.other_placement.label == rules.UNSAFE
+    assert (
+        a.train and a.loss_in == "float32" and a.other_placement is not None and a.other_placement.label == rules.UNSAFE
+    )
     _code_against_rows(code_lines(a, "cpu"), a, result.results)
     answer = result.answers["float16"]
-    assert answer["placement"].startswith("Form the loss in float32, outside autocast: formed inside autocast, the same setup is unsafe")
+    assert answer["placement"].startswith(
+        "Form the loss in float32, outside autocast: formed inside autocast, the same setup is unsafe"
+    )
 
 
 def test_an_error_larger_than_its_quantity_is_unsafe_whatever_yardstick_is_missing(tmp_path):
-    result = quiet_sweep(tmp_path, "large", timesteps=[2], library="native", dtype="float16", scaling="none", noise_batches=0)
+    result = quiet_sweep(
+        tmp_path, "large", timesteps=[2], library="native", dtype="float16", scaling="none", noise_batches=0
+    )
     (before,) = rules.judge_setups(result.results)
     assert before.label != rules.UNSAFE and not before.noise_known  # no gradient noise: no yardstick for training
     results = result.results.assign(grad_params_rel_err=2.08)
     (judged,) = rules.judge_setups(results)
-    assert judged.label == rules.UNSAFE and judged.mostly_error.value == 2.08 and judged.mostly_error.quantity == "parameter gradient"
+    assert (
+        judged.label == rules.UNSAFE
+        and judged.mostly_error.value == 2.08
+        and judged.mostly_error.quantity == "parameter gradient"
+    )
     (verdict,) = ra.load(result.folder).verdicts  # the folder's own verdict, as data
     assert verdict["label"] == before.label and verdict["mostly_error"] is None
-    assert describe(judged).startswith("the parameter gradient error reaches 208% (euler n = 2): more error than parameter gradient")
+    assert describe(judged).startswith(
+        "the parameter gradient error reaches 208% (euler n = 2): more error than parameter gradient"
+    )
 
 
 def tiny_factory(hidden: int = 4, seed: int = 0):
@@ -161,8 +230,19 @@ def tiny_factory(hidden: int = 4, seed: int = 0):
 
 
 def test_a_model_given_as_its_factory_function_is_recorded_by_module_name_and_digest(tmp_path):
-    result = ra.sweep(model=tiny_factory, options={"hidden": 3}, timesteps=[2], method="euler", library="torchdiffeq", dtype="float16",
-                      scaling="none", device="cpu", out=tmp_path / "own", report=False, progress=False)  # fmt: skip
+    result = ra.sweep(
+        model=tiny_factory,
+        options={"hidden": 3},
+        timesteps=[2],
+        method="euler",
+        library="torchdiffeq",
+        dtype="float16",
+        scaling="none",
+        device="cpu",
+        out=tmp_path / "own",
+        report=False,
+        progress=False,
+    )
     name = f"{__name__}:tiny_factory"
     assert result.manifest["model"]["name"] == name and (result.results["model"] == name).all()
     assert re.fullmatch(r"[0-9a-f]{64}", result.manifest["settings"]["user_code"][name])

@@ -1,4 +1,5 @@
 """Models: closed forms checked against autograd, options validated, same weights for every run."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,7 +21,9 @@ def test_otflow_gradient_and_hessian_trace_match_autograd(n_layers):
     gradient, trace = potential.gradient_and_trace(s)
 
     autograd_gradient = torch.autograd.grad(potential(s).sum(), s, create_graph=True)[0]
-    hessian_diagonal = [torch.autograd.grad(autograd_gradient[:, k].sum(), s, retain_graph=True)[0][:, k] for k in range(4)]
+    hessian_diagonal = [
+        torch.autograd.grad(autograd_gradient[:, k].sum(), s, retain_graph=True)[0][:, k] for k in range(4)
+    ]
     assert torch.allclose(gradient, autograd_gradient, atol=1e-12)
     assert torch.allclose(trace, torch.stack(hessian_diagonal, dim=1).sum(dim=1), atol=1e-11)
 

@@ -1,5 +1,6 @@
 """Which module: the per-module table (--per-module, modules.parquet) and the keep_float32 axis, on a vector field
 with one layer that multiplies by 1e5 (tests/fixtures/amplified_mlp.py)."""
+
 from __future__ import annotations
 
 import copy
@@ -23,8 +24,19 @@ BASELINE = Path(__file__).parent.parent / "reports" / "baselines" / "otflow-ci"
 @pytest.fixture(scope="module")
 def amplified(tmp_path_factory):
     out = tmp_path_factory.mktemp("amplified") / "sweep"
-    return ra.sweep(AMPLIFIED_MLP, timesteps=[4], method="euler", library=["torchdiffeq", "native"], dtype="float16", scaling="none",
-                    keep_float32=["none", "amplify"], per_module=True, noise_batches=0, out=out, progress=False)  # fmt: skip
+    return ra.sweep(
+        AMPLIFIED_MLP,
+        timesteps=[4],
+        method="euler",
+        library=["torchdiffeq", "native"],
+        dtype="float16",
+        scaling="none",
+        keep_float32=["none", "amplify"],
+        per_module=True,
+        noise_batches=0,
+        out=out,
+        progress=False,
+    )
 
 
 def _run(result, library: str, kept: str) -> pd.Series:
@@ -60,7 +72,16 @@ def test_a_module_computed_exactly_in_the_dtype_adds_no_roundoff(amplified):
 
 def test_the_module_table_has_one_row_per_configuration_module_and_phase(amplified):
     modules = amplified.modules
-    for column in ("keep_float32", "n_timesteps", "dtype", "module", "phase", "max_abs", "local_rel_err", "first_nonfinite_step"):
+    for column in (
+        "keep_float32",
+        "n_timesteps",
+        "dtype",
+        "module",
+        "phase",
+        "max_abs",
+        "local_rel_err",
+        "first_nonfinite_step",
+    ):
         assert column in modules
     assert not modules.duplicated(["library", "keep_float32", "module", "phase"]).any()
     assert set(modules["module"]) == {"(vector field)", "inner", "identity", "doubling", "amplify", "shrink", "outer"}
@@ -77,9 +98,20 @@ def test_the_report_says_where_the_overflow_began_and_what_keeping_the_layer_bou
 
 
 def test_a_resumed_sweep_reuses_the_module_rows(amplified):
-    again = ra.sweep(AMPLIFIED_MLP, timesteps=[4], method="euler", library=["torchdiffeq", "native"], dtype="float16", scaling="none",
-                     keep_float32=["none", "amplify"], per_module=True, noise_batches=0, out=amplified.folder, progress=False,
-                     report=False)  # fmt: skip
+    again = ra.sweep(
+        AMPLIFIED_MLP,
+        timesteps=[4],
+        method="euler",
+        library=["torchdiffeq", "native"],
+        dtype="float16",
+        scaling="none",
+        keep_float32=["none", "amplify"],
+        per_module=True,
+        noise_batches=0,
+        out=amplified.folder,
+        progress=False,
+        report=False,
+    )
     assert again.run.reference_solves == 0
     pd.testing.assert_frame_equal(again.modules, amplified.modules)
 
@@ -93,7 +125,9 @@ def test_results_written_before_the_axis_read_as_keeping_nothing():
 
 
 def test_a_pattern_naming_no_module_is_refused_with_the_modules_named(tmp_path):
-    with pytest.raises(InputError, match="keep_float32 'outr' matches no module of the vector field; its modules: inner, identity"):
+    with pytest.raises(
+        InputError, match="keep_float32 'outr' matches no module of the vector field; its modules: inner, identity"
+    ):
         ra.sweep(AMPLIFIED_MLP, timesteps=[4], keep_float32="outr", out=tmp_path / "s", progress=False)
     assert not (tmp_path / "s").exists()
 
@@ -135,8 +169,17 @@ def test_keep_float32_by_name_wraps_modules_and_methods():
 def test_shards_written_before_the_axis_are_resumed(tmp_path):
     import pyarrow.parquet as pq
 
-    settings = dict(timesteps=[4], method="euler", library="torchdiffeq", dtype="float16", scaling="none", noise_batches=0,
-                    out=tmp_path / "s", progress=False, report=False)  # fmt: skip
+    settings = dict(
+        timesteps=[4],
+        method="euler",
+        library="torchdiffeq",
+        dtype="float16",
+        scaling="none",
+        noise_batches=0,
+        out=tmp_path / "s",
+        progress=False,
+        report=False,
+    )
     ra.sweep(AMPLIFIED_MLP, **settings)
     for shard in (tmp_path / "s" / "shards").glob("*.parquet"):
         table = pq.read_table(shard)

@@ -4,6 +4,7 @@ Both run here, on this CPU and this torch build, so no number frozen elsewhere i
 optimisations (one autocast region for the whole backward, the fused unscale-and-check, freed graphs,
 foreach sums) may change no bit of a trajectory, loss, gradient, final scale or retry count.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -24,7 +25,11 @@ def test_trajectory_and_gradients_equal_the_oracle_bit_for_bit(case):
     for name, expected in want.items():
         value = got[name]
         assert value.dtype == expected.dtype and value.shape == expected.shape, name
-        difference = float((value.double() - expected.double()).abs().nan_to_num(nan=float("inf")).max()) if value.numel() else 0.0
+        difference = (
+            float((value.double() - expected.double()).abs().nan_to_num(nan=float("inf")).max())
+            if value.numel()
+            else 0.0
+        )
         assert torch.equal(_bits(value), _bits(expected)), f"{name}: largest difference {difference}"
 
 

@@ -1,4 +1,5 @@
 """The native solver as a drop-in for torchdiffeq's fixed-grid odeint: tuple states and gradients with respect to t."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,7 +29,9 @@ def _autograd_through_steps(func, y0, t, tableau):
         h = t[k + 1] - t[k]
         stages = []
         for a_row, c in zip(tableau.a, tableau.c):
-            stage_y = tuple(part + sum((h * a) * k_j[i] for a, k_j in zip(a_row, stages) if a) for i, part in enumerate(y))
+            stage_y = tuple(
+                part + sum((h * a) * k_j[i] for a, k_j in zip(a_row, stages) if a) for i, part in enumerate(y)
+            )
             stages.append(func(t[k] + c * h, stage_y))
         y = tuple(part + h * sum(b * k_j[i] for b, k_j in zip(tableau.b, stages) if b) for i, part in enumerate(y))
         states.append(y)
@@ -37,7 +40,9 @@ def _autograd_through_steps(func, y0, t, tableau):
 
 def _loss(trajectory):
     points, mass = trajectory
-    return (points**2).sum(dim=-1).mean() + (mass * torch.linspace(1, 2, mass.shape[0], dtype=mass.dtype)[:, None]).mean()
+    return (points**2).sum(dim=-1).mean() + (
+        mass * torch.linspace(1, 2, mass.shape[0], dtype=mass.dtype)[:, None]
+    ).mean()
 
 
 @pytest.mark.parametrize("method", ["euler", "rk4_classical"])
@@ -117,8 +122,13 @@ def _both(call, **kwargs):
 
 
 GRID = torch.tensor([0.0, 0.3, 0.55, 1.0], dtype=torch.float64)
-OPTIONS = [None, dict(step_size=0.07), dict(step_size=0.07, interp="cubic"), dict(step_size=0.05, perturb=True),
-           dict(grid_constructor=lambda func, y0, t: torch.linspace(float(t[0]), float(t[-1]), 11, dtype=t.dtype))]  # fmt: skip
+OPTIONS = [
+    None,
+    dict(step_size=0.07),
+    dict(step_size=0.07, interp="cubic"),
+    dict(step_size=0.05, perturb=True),
+    dict(grid_constructor=lambda func, y0, t: torch.linspace(float(t[0]), float(t[-1]), 11, dtype=t.dtype)),
+]
 
 
 @pytest.mark.parametrize("method", list(SAME_RULE))
@@ -133,7 +143,9 @@ def test_equals_torchdiffeq_in_float64_with_its_options(method, options, reverse
     assert float((got - want).detach().abs().max()) <= 1e-12
     for g, w in zip(got_grads, want_grads):
         assert float((g - w).abs().max()) <= 1e-12 * max(1.0, float(w.abs().max()))
-    assert got_steps == pytest.approx(want_steps, abs=1e-12) and len(got_steps) > 2  # callback_step, as torchdiffeq calls it
+    assert (
+        got_steps == pytest.approx(want_steps, abs=1e-12) and len(got_steps) > 2
+    )  # callback_step, as torchdiffeq calls it
 
 
 def test_perturb_decides_the_side_of_a_jump_at_a_grid_point():
@@ -155,7 +167,10 @@ def test_terminal_event_on_the_fixed_grid_equals_torchdiffeq(method, interp, dir
         return y[..., 0].sum() - (2.0 if direction > 0 else 1.4)
 
     (want, want_grads, _), (got, got_grads, _) = _both(
-        lambda solver, func, y0, kw: solver(func, y0, t, **kw), method=method, options=dict(step_size=0.05, interp=interp), event_fn=event
+        lambda solver, func, y0, kw: solver(func, y0, t, **kw),
+        method=method,
+        options=dict(step_size=0.05, interp=interp),
+        event_fn=event,
     )
     (want_t, want_states), (got_t, got_states) = want, got
     assert 0.3 < abs(float(got_t)) < 2 and float(got_t) * direction > 0
@@ -201,7 +216,11 @@ def test_rk4_is_the_classical_rule_and_warns_that_torchdiffeq_s_is_the_3_8_rule(
         (dict(method="dopri5"), ValueError, "'dopri5' is adaptive"),
         (dict(method="implicit_adams"), ValueError, "multistep"),
         (dict(method="euler", options=dict(step_t=[0.5])), TypeError, "'step_t' are not fixed-grid options"),
-        (dict(method="euler", options=dict(step_size=0.1, grid_constructor=lambda f, y, t: t)), ValueError, "exclude each other"),
+        (
+            dict(method="euler", options=dict(step_size=0.1, grid_constructor=lambda f, y, t: t)),
+            ValueError,
+            "exclude each other",
+        ),
         (dict(method="euler", options=dict(interp="quadratic")), ValueError, "interp must be one of linear, cubic"),
         (dict(method="euler", event_fn=lambda t, y: y.sum()), ValueError, "needs options=dict\\(step_size"),
     ],
@@ -229,14 +248,18 @@ def test_rows_written_before_the_tableau_column_read_with_the_rule_their_library
     assert rules[("native", "euler")] == "euler"
 
 
-@pytest.mark.parametrize("options", [None, dict(step_size=0.07), dict(step_size=0.07, interp="cubic")], ids=["grid", "step_size", "cubic"])
+@pytest.mark.parametrize(
+    "options", [None, dict(step_size=0.07), dict(step_size=0.07, interp="cubic")], ids=["grid", "step_size", "cubic"]
+)
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reversed"])
 def test_gradients_reach_t_as_torchdiffeq_s_do(options, reverse):
     grads = []
     for solver, method in ((torchdiffeq.odeint, "rk4"), (odeint, "rk4_38")):
         t = GRID.flip(0) if reverse else GRID
         t = t.clone().requires_grad_(True)
-        trajectory = solver(_Field(), torch.tensor([[1.0, -0.5]], dtype=torch.float64), t, method=method, options=options)
+        trajectory = solver(
+            _Field(), torch.tensor([[1.0, -0.5]], dtype=torch.float64), t, method=method, options=options
+        )
         grads.append(torch.autograd.grad(trajectory.square().sum(), t)[0])
     assert float(grads[0].abs().max()) > 0.1
     assert float((grads[1] - grads[0]).abs().max()) <= 1e-12 * float(grads[0].abs().max())

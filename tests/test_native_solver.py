@@ -1,4 +1,5 @@
 """The native solver: exact gradients of its own discretisation, convergence, and adjoint scaling."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,7 +26,9 @@ def _autograd_through_steps(func, y0, t, method):
 
 
 @pytest.mark.parametrize("method", ["euler", "rk4"])
-@pytest.mark.parametrize("model, options", [("otflow", {"d": 3, "hidden": 8, "batch": 5, "n_layers": 3}), ("linear", {})])
+@pytest.mark.parametrize(
+    "model, options", [("otflow", {"d": 3, "hidden": 8, "batch": 5, "n_layers": 3}), ("linear", {})]
+)
 def test_float64_gradients_equal_autograd_through_the_same_discretisation(model, options, method):
     problem = _problem(model, **options)
     params = list(problem.func.parameters())
@@ -161,7 +164,11 @@ class _TimeMLP(torch.nn.Module):
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.net = torch.nn.Sequential(
-            torch.nn.Linear(65, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 64)
+            torch.nn.Linear(65, hidden),
+            torch.nn.Tanh(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.Tanh(),
+            torch.nn.Linear(hidden, 64),
         )
 
     def forward(self, t, y):

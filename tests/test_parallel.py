@@ -1,5 +1,6 @@
 """`--workers N`: the same results as a sequential sweep, each reference solved once, Ctrl-C and a dead
 worker leave whole shards and a sweep that resumes; on several GPUs the workers spread over them."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,9 @@ from .conftest import results
 from .test_resume import shards, wait_for_first_shard
 
 # Everything a configuration's numbers decide; times and memory are measurements of the machine, not results.
-RESULT_COLUMNS_EXCEPT_COST = lambda table: [c for c in table.columns if not c.startswith("time_") and c != "peak_memory_bytes"]  # noqa: E731
+RESULT_COLUMNS_EXCEPT_COST = lambda table: [
+    c for c in table.columns if not c.startswith("time_") and c != "peak_memory_bytes"
+]  # noqa: E731
 # Default otflow, rk4 at 16 steps: 7 configurations in 2 reference groups, up to a second or two each (float16 `grad`).
 SLOW_GRID = ["--model", "otflow", "--timesteps", "16", "--method", "rk4", "--device", "cpu", "--no-report"]
 N_SLOW = 7
@@ -64,8 +67,17 @@ def test_groups_keep_each_reference_together_costliest_first():
 
 def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_path):
     """Workers rebuild the sweep themselves; one that rebuilt something else (other weights here) must not mix in its shards."""
-    request = config.validate({"model": "linear", "timesteps": [2], "method": ["euler"], "library": ["native"],
-                               "dtype": ["float16"], "scaling": ["none"], "device": "cpu"})  # fmt: skip
+    request = config.validate(
+        {
+            "model": "linear",
+            "timesteps": [2],
+            "method": ["euler"],
+            "library": ["native"],
+            "dtype": ["float16"],
+            "scaling": ["none"],
+            "device": "cpu",
+        }
+    )
     sweep.run(sweep.plan(request), tmp_path / "sweep")
     Worker(WorkerSetup(request, str(tmp_path / "sweep"), "cpu", threads=None))  # the same sweep: accepted
     other = request.model_copy(update={"options": {"seed": 1}})
@@ -77,7 +89,9 @@ def test_workers_share_the_sweeps_device():
     assert worker_devices(torch.device("cpu"), 3) == ["cpu", "cpu", "cpu"]
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 visible CUDA devices to see workers spread over them")
+@pytest.mark.skipif(
+    torch.cuda.device_count() < 2, reason="needs at least 2 visible CUDA devices to see workers spread over them"
+)
 def test_workers_spread_over_the_visible_gpus(tmp_path):
     n_gpus = torch.cuda.device_count()
     assert worker_devices(torch.device("cuda"), 2 * n_gpus) == [f"cuda:{i % n_gpus}" for i in range(2 * n_gpus)]
@@ -91,7 +105,12 @@ def test_bsds300_config_file_holds_its_84_configuration_gpu_grid():
     request = config.resolve(Path(__file__).resolve().parent.parent / "configs" / "otflow_bsds300.toml", {})
     assert request.device == "cuda" and request.data is None  # synthetic unless a BSDS300 file is named
     assert dict(request.options, alpha=list(request.options["alpha"])) == {
-        "d": 63, "hidden": 1024, "n_layers": 2, "alpha": [1, 2000, 800], "batch": 256, "seed": 0
+        "d": 63,
+        "hidden": 1024,
+        "n_layers": 2,
+        "alpha": [1, 2000, 800],
+        "batch": 256,
+        "seed": 0,
     }
     plan = sweep.plan(request.model_copy(update={"device": "cpu"}))  # the same grid, built where this test runs
     assert len(plan.configurations) == 6 * 2 * 7 == 84

@@ -25,7 +25,9 @@ def test_the_package_names_what_a_user_calls_and_catches():
     import roundoff_analyzer as ra
     from roundoff_analyzer.core.errors import InputError
 
-    assert {"sweep", "load", "train", "SweepResult", "TrainResult", "keep_float32", "InputError", "__version__"} <= set(ra.__all__)
+    assert {"sweep", "load", "train", "SweepResult", "TrainResult", "keep_float32", "InputError", "__version__"} <= set(
+        ra.__all__
+    )
     assert ra.InputError is InputError and issubclass(ra.SweepInterrupted, Exception)
     assert set(ra.__all__) <= set(dir(ra))
     with pytest.raises(AttributeError, match="no attribute 'sweeep'"):
@@ -110,7 +112,11 @@ def test_a_model_a_method_and_an_executor_registered_through_the_plugins_module_
     script = tmp_path / "register.py"
     script.write_text(PLUGIN_SCRIPT)
     out = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "sweep")], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+        [sys.executable, str(script), str(tmp_path / "sweep")],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()

@@ -7,6 +7,7 @@ where the order of the step-size product decides: an adjoint multiplied by h ins
 sinks into float16's subnormals, and the error then grows with n_timesteps (the native solver's was
 16-119x rampde's there before it applied h in float32, after the product).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,7 +28,9 @@ UNIT_ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 def rampde(tmp_path_factory):
     module = rampde_on_cpu.load(tmp_path_factory.mktemp("rampde"))
     if module is None:
-        pytest.skip('rampde, the library of "Mixed Precision Training of Neural ODEs", is not installed (not on PyPI: pip install a wheel of its public release)')
+        pytest.skip(
+            'rampde, the library of "Mixed Precision Training of Neural ODEs", is not installed (not on PyPI: pip install a wheel of its public release)'
+        )
     return module
 
 
@@ -90,7 +93,8 @@ def _ratios(rampde, problem, dtypes, methods, grid):
     torch.set_num_threads(1)
     try:
         return {
-            (str(dtype), method, n): _error_in_u(problem, native, dtype, n, method) / _error_in_u(problem, paper, dtype, n, method)
+            (str(dtype), method, n): _error_in_u(problem, native, dtype, n, method)
+            / _error_in_u(problem, paper, dtype, n, method)
             for dtype, method, n in itertools.product(dtypes, methods, grid)
         }
     finally:

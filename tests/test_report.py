@@ -3,6 +3,7 @@
 The checks read the report as a reader would: its markdown tables are parsed back into numbers and each is compared
 with the Parquet value it claims to show, at the precision it is printed with.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,13 +18,13 @@ from roundoff_analyzer.axes.dtypes import DTYPES
 from roundoff_analyzer.judging import verdict
 from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.report import draw_figures, read_sweep_folder
-from roundoff_analyzer.report.sections.answer import code_method
 from roundoff_analyzer.report.causes import explain
 from roundoff_analyzer.report.figures import FAILED_LABEL, RECOVERED_LABEL, adjoint_range_figure, error_figure
 from roundoff_analyzer.report.findings import FailureGroup, overflow_progressions
 from roundoff_analyzer.report.formatting import markdown_table
+from roundoff_analyzer.report.recovered import recovered_overflows
+from roundoff_analyzer.report.sections.answer import code_method
 from roundoff_analyzer.report.sections.recommendations import recommendations
-from roundoff_analyzer.report.recovered import recovered_overflows, recovered_paragraph
 from roundoff_analyzer.report.tables import failure_group_table
 
 from .conftest import results, run_cli
@@ -33,12 +34,22 @@ SETUP = ["library", "method", "dtype", "scaling"]
 PRINTED = 5.01e-3
 # Header of a report table -> the results column it shows.
 RUN_COLUMNS = {
-    "phase": "overflow_phase", "step": "overflow_step", "largest finite adjoint": "max_abs_adjoint",
-    "reference largest adjoint": "reference_max_abs_adjoint", "dtype max": "dtype_max",
-    "gradient w.r.t. y0 error": "grad_y0_rel_err", "parameter gradient error": "grad_params_rel_err",
-    "final scale": "final_scale", "retries": "scale_retries", "message": "failure_message",
-}  # fmt: skip
-RANGE_COLUMNS = {"solution": "sol_rel_err", "gradient w.r.t. y0": "grad_y0_rel_err", "parameter gradient": "grad_params_rel_err"}
+    "phase": "overflow_phase",
+    "step": "overflow_step",
+    "largest finite adjoint": "max_abs_adjoint",
+    "reference largest adjoint": "reference_max_abs_adjoint",
+    "dtype max": "dtype_max",
+    "gradient w.r.t. y0 error": "grad_y0_rel_err",
+    "parameter gradient error": "grad_params_rel_err",
+    "final scale": "final_scale",
+    "retries": "scale_retries",
+    "message": "failure_message",
+}
+RANGE_COLUMNS = {
+    "solution": "sol_rel_err",
+    "gradient w.r.t. y0": "grad_y0_rel_err",
+    "parameter gradient": "grad_params_rel_err",
+}
 NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e[+-]\d+)?(?![\w.])")
 
 
@@ -99,16 +110,27 @@ def check_verdict_row(row: dict, table: pd.DataFrame) -> int:
     ok = runs[runs.status == "ok"]
     assert row["ok"] == f"{len(ok)} of {(runs.status != 'skipped').sum()}", row
     assert printed_as(row["param. gradient roundoff (max)"], ok.grad_params_rel_err.max() if len(ok) else None), row
-    assert printed_as(row["roundoff / noise (max)"], ok.roundoff_to_noise.max() if ok.roundoff_to_noise.notna().any() else None), row
+    assert printed_as(
+        row["roundoff / noise (max)"], ok.roundoff_to_noise.max() if ok.roundoff_to_noise.notna().any() else None
+    ), row
     return 3
 
 
 def check_context_row(row: dict, table: pd.DataFrame) -> int:
     """One grid (library, method, n_timesteps): its discretisation errors, and each dtype's roundoff range."""
-    grid = table[(table.library == row["library"]) & (table.method == row["method"]) & (table.n_timesteps == int(row["n_timesteps"]))]
+    grid = table[
+        (table.library == row["library"])
+        & (table.method == row["method"])
+        & (table.n_timesteps == int(row["n_timesteps"]))
+    ]
     checked = 0
-    for header, roundoff, disc in (("solution", "sol_rel_err", "disc_sol_rel_err"), ("param. gradient", "grad_params_rel_err", "disc_grad_params_rel_err")):
-        assert grid[disc].nunique() == 1 and printed_as(row[f"discretisation: {header}"].removeprefix("≈ "), grid[disc].iloc[0]), row
+    for header, roundoff, disc in (
+        ("solution", "sol_rel_err", "disc_sol_rel_err"),
+        ("param. gradient", "grad_params_rel_err", "disc_grad_params_rel_err"),
+    ):
+        assert grid[disc].nunique() == 1 and printed_as(
+            row[f"discretisation: {header}"].removeprefix("≈ "), grid[disc].iloc[0]
+        ), row
         for dtype in grid.dtype.unique():
             ok = grid[(grid.dtype == dtype) & (grid.status == "ok")]
             assert printed_range(row[f"{dtype} roundoff: {header}"], ok[roundoff]), (dtype, header, row)
@@ -129,7 +151,12 @@ def check_numbers_against(text: str, table: pd.DataFrame, parameters: pd.DataFra
                 checked += check_context_row(row, table)
                 continue
             if heading == "## Cost":
-                ok = table[(table.dtype == row["dtype"]) & (table.library == row["library"]) & (table.scaling == row["scaling"]) & (table.status == "ok")]
+                ok = table[
+                    (table.dtype == row["dtype"])
+                    & (table.library == row["library"])
+                    & (table.scaling == row["scaling"])
+                    & (table.status == "ok")
+                ]
                 assert printed_range(row["forward + backward (s)"], ok.time_forward_s + ok.time_backward_s), row
                 checked += 1
                 continue
@@ -137,7 +164,9 @@ def check_numbers_against(text: str, table: pd.DataFrame, parameters: pd.DataFra
             if "parameter" in headers:
                 # A parameter's largest gradient error over the runs without failure, and a run where it was that large.
                 ok = table.loc[table.status == "ok", ["library", "method", "n_timesteps", "dtype", "scaling", "mode"]]
-                runs = parameters[(parameters.parameter == row["parameter"]) & (parameters.dtype == row["dtype"])].merge(ok)
+                runs = parameters[
+                    (parameters.parameter == row["parameter"]) & (parameters.dtype == row["dtype"])
+                ].merge(ok)
                 assert printed_as(row["largest error"], runs.grad_rel_err.max()), row
                 run = runs[(runs[SETUP] == pd.Series({c: row[c] for c in SETUP})).all(axis=1)]
                 run = run[run.n_timesteps == int(row["n_timesteps"])]
@@ -186,7 +215,9 @@ def known_values(table: pd.DataFrame, parameters: pd.DataFrame) -> list[float]:
     # How much one scaling cut a dtype and library's largest parameter-gradient error against another, over the
     # runs where both ran without failure.
     for _, runs in ok.groupby(["dtype", "library", "mode"]):
-        by_scaling = {s: r.set_index(["method", "n_timesteps"])["grad_params_rel_err"] for s, r in runs.groupby("scaling")}
+        by_scaling = {
+            s: r.set_index(["method", "n_timesteps"])["grad_params_rel_err"] for s, r in runs.groupby("scaling")
+        }
         for a in by_scaling.values():
             for b in by_scaling.values():
                 common = a.index.intersection(b.index)
@@ -281,9 +312,12 @@ ANSWER = re.compile(
 )
 DO_NOT = re.compile(
     r"^- \*\*(?P<dtype>[\w ]+)\*\*: (do not train in (?P=dtype)\. Its best setup here, .* is (?P<label>[a-z ]+): "
-    r"|no answer for training: the gradient noise was not measured)", re.M,
+    r"|no answer for training: the gradient noise was not measured)",
+    re.M,
 )
-BEYOND = re.compile(r"More steps buy no accuracy in [\w ]+ beyond n = (?P<n>\d+): from there the roundoff of the (?P<what>[\w ]+?) exceeds")
+BEYOND = re.compile(
+    r"More steps buy no accuracy in [\w ]+ beyond n = (?P<n>\d+): from there the roundoff of the (?P<what>[\w ]+?) exceeds"
+)
 COST = re.compile(r"Cost on \w+: (?P<seconds>\S+(?: – \S+)?) s forward \+ backward")
 LABELS = (verdict.SAFE, verdict.TRAINING, verdict.BORDERLINE, verdict.UNSAFE)
 
@@ -295,17 +329,27 @@ def check_answers(text: str, table: pd.DataFrame) -> int:
     setups = [row for h, _, rows in tables_of(text) if h == "## Verdict" for row in rows]
     claims = list(ANSWER.finditer(section))
     refusals = list(DO_NOT.finditer(section))
-    assert sorted(c["dtype"] for c in claims + refusals) == sorted(table.loc[table.status != "skipped", "dtype"].unique())
+    assert sorted(c["dtype"] for c in claims + refusals) == sorted(
+        table.loc[table.status != "skipped", "dtype"].unique()
+    )
     for c in claims:
         scaling = "none" if c["scaling"] == "no scaling" else c["scaling"].split("`")[1]
-        setup = table[(table.dtype == c["dtype"]) & (table.library == c["library"]) & (table.scaling == scaling) & (table["mode"] == c["mode"])]
+        setup = table[
+            (table.dtype == c["dtype"])
+            & (table.library == c["library"])
+            & (table.scaling == scaling)
+            & (table["mode"] == c["mode"])
+        ]
         assert (setup.status == "ok").all() and c["label"] in (verdict.SAFE, verdict.TRAINING), c[0]
         # No setup of the dtype has a better label, nor the same label with a smaller parameter-gradient error.
         rows = [r for r in setups if r["dtype"] == c["dtype"]]
         for r in rows:
             assert LABELS.index(r["setup"]) >= LABELS.index(c["label"]), (r, c[0])
             if r["setup"] == c["label"]:
-                assert float(r["param. gradient roundoff (max)"]) >= setup.grad_params_rel_err.max() * (1 - PRINTED), (r, c[0])
+                assert float(r["param. gradient roundoff (max)"]) >= setup.grad_params_rel_err.max() * (1 - PRINTED), (
+                    r,
+                    c[0],
+                )
         # The method whose largest total error (discretisation and roundoff) is smallest in that setup.
         assert setup.groupby("method").total_grad_params_rel_err.max().idxmin() == c["method"]
         runs = setup[setup.method == c["method"]]
@@ -319,12 +363,16 @@ def check_answers(text: str, table: pd.DataFrame) -> int:
             n = int(beyond["n"])
             assert ratios[n] >= 1 and (ratios[ratios.index < n] < 1).all(), (c[0], ratios)
         else:
-            assert not ((runs.sol_roundoff_to_disc >= 1) & (runs.disc_sol_rel_err >= 3 * runs.fine_ref_final_rel_err)).any(), c[0]
+            assert not (
+                (runs.sol_roundoff_to_disc >= 1) & (runs.disc_sol_rel_err >= 3 * runs.fine_ref_final_rel_err)
+            ).any(), c[0]
         cost = COST.search(c["rest"])
         assert cost and printed_range(cost["seconds"], runs.time_forward_s + runs.time_backward_s), c[0]
         code = section[c.end() : section.find("```", section.find("```python", c.end()) + 3)]
         assert ("from roundoff_analyzer.solvers import odeint" in code) == c["library"].startswith("native"), code
-        assert ("torch.amp.GradScaler" in code) == (scaling == "grad") and ("DynamicAdjointScaler()" in code) == (scaling == "dynamic")
+        assert ("torch.amp.GradScaler" in code) == (scaling == "grad") and ("DynamicAdjointScaler()" in code) == (
+            scaling == "dynamic"
+        )
         assert f"dtype=torch.{c['dtype']})" in code and f'method="{code_method(c["library"], c["method"])}"' in code
     for r in refusals:
         assert all(row["setup"] not in (verdict.SAFE, verdict.TRAINING) for row in setups if row["dtype"] == r["dtype"])
@@ -347,6 +395,7 @@ def test_show_and_sweep_end_with_the_answer_and_a_filter_says_what_it_filters(ov
     unfiltered = run_cli("show", overflow_sweep)
     filtered = run_cli("show", overflow_sweep, "--where", "status != 'ok'")
     assert unfiltered.exit_code == filtered.exit_code == 0, filtered.output
+
     def judgement(output: str) -> str:
         """The verdict and answer lines, unwrapped (they run from the first verdict to the failure messages)."""
         lines = output.splitlines()
@@ -371,12 +420,20 @@ def test_report_without_failures_says_so_and_has_no_empty_section(tiny_sweep):
     assert set(table.status) <= {"ok", "skipped"}, table[table.status == "failed"][["failure_class", "failure_message"]]
     text = report_text(tiny_sweep)
     assert "No configuration failed" in text
-    for absent in ("Which scaling rescued", "Failed at every", "Worked at some", "needs scaling** where it failed", "Cause."):
+    for absent in (
+        "Which scaling rescued",
+        "Failed at every",
+        "Worked at some",
+        "needs scaling** where it failed",
+        "Cause.",
+    ):
         assert absent not in text
     for level, heading, body in sections(text):
         assert body.strip(), f"empty section {heading!r}"
     assert "**Data**: **synthetic**" in text
-    assert "28 = 2 n_timesteps (4, 16) × 2 methods (euler, rk4) × 1 mode (autocast) × 7 (library, dtype, scaling)" in text
+    assert (
+        "28 = 2 n_timesteps (4, 16) × 2 methods (euler, rk4) × 1 mode (autocast) × 7 (library, dtype, scaling)" in text
+    )
 
 
 # --- figures ------------------------------------------------------------------------------------------------------
@@ -395,7 +452,10 @@ def test_error_figure_has_one_line_per_library_and_scaling_and_the_u_line(tiny_s
         method, dtype = ax.get_title().split(", ")
         panel = table[(table.method == method) & (table.dtype == dtype) & (table.status != "skipped")]
         lines = panel_lines(ax)
-        expected = {f"{lib} {scaling}" for lib, scaling in panel[["library", "scaling"]].drop_duplicates().itertuples(index=False)}
+        expected = {
+            f"{lib} {scaling}"
+            for lib, scaling in panel[["library", "scaling"]].drop_duplicates().itertuples(index=False)
+        }
         u_labels = [label for label in lines if label.startswith("u (")]
         assert set(lines) - set(u_labels) == expected
         assert len(u_labels) == 1 and list(lines[u_labels[0]].get_ydata()) == [panel.unit_roundoff.iloc[0]] * 2
@@ -426,7 +486,11 @@ def test_adjoint_figure_shows_the_dtype_range_where_the_data_reaches_it(overflow
             if label in lines:
                 assert list(lines[label].get_ydata()) == [level] * 2 and low <= level <= high
             else:  # far from every value drawn: the title says so, and the axis is not stretched to it
-                assert f"{name} {level:.3g}" in ax.get_title() and "off the scale" in ax.get_title() and not low <= level <= high
+                assert (
+                    f"{name} {level:.3g}" in ax.get_title()
+                    and "off the scale" in ax.get_title()
+                    and not low <= level <= high
+                )
 
 
 def test_many_coinciding_lines_leave_the_layout_alone(tiny_sweep, tmp_path):
@@ -454,8 +518,25 @@ PASSIVE_CHANNEL = str(Path(__file__).parent / "fixtures" / "passive_channel.py")
 @pytest.fixture(scope="module")
 def recovered_sweep(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("recovered") / "sweep"
-    result = run_cli("sweep", "--model", PASSIVE_CHANNEL, "--timesteps", "4,8", "--method", "euler", "--dtype", "float16",
-                     "--scaling", "none", "--library", "native,torchdiffeq", "--noise-batches", "0", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        PASSIVE_CHANNEL,
+        "--timesteps",
+        "4,8",
+        "--method",
+        "euler",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--library",
+        "native,torchdiffeq",
+        "--noise-batches",
+        "0",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -536,20 +617,34 @@ def test_overflow_step_progression_follows_n_timesteps(overflow_sweep):
     table = results(overflow_sweep)
     native = (table.library == "native") & (table.scaling == "none")
     steps = {4: 0, 16: 1}
-    progressed = table[native].assign(status="failed", failure_class="overflow", overflow_phase="backward",
-                                      overflow_step=table[native].n_timesteps.map(steps))  # fmt: skip
+    progressed = table[native].assign(
+        status="failed",
+        failure_class="overflow",
+        overflow_phase="backward",
+        overflow_step=table[native].n_timesteps.map(steps),
+    )
     (found,) = overflow_progressions(progressed)
     assert found.steps == ((4, 0), (16, 1)) and found.phase == "backward"
 
 
 def test_growth_is_claimed_only_when_the_numbers_show_it(tiny_sweep):
     table = results(tiny_sweep)
-    grows = (table.library == "torchdiffeq") & (table.method == "rk4") & (table.dtype == "float16") & (table.scaling == "none")
+    grows = (
+        (table.library == "torchdiffeq")
+        & (table.method == "rk4")
+        & (table.dtype == "float16")
+        & (table.scaling == "none")
+    )
     largest = grows & (table.n_timesteps == table.n_timesteps.max())
     steep = table.copy()
     steep.loc[largest, "grad_params_rel_err"] = 10 * table.loc[grows, "grad_params_rel_err"].min()
-    claim = "**Error growth with n_timesteps** (rk4, float16, scaling none): torchdiffeq's parameter-gradient error grows"
-    assert any(item.startswith(f"- {claim}") and "while native's stays within" in item for item in recommendations(steep, False))
+    claim = (
+        "**Error growth with n_timesteps** (rk4, float16, scaling none): torchdiffeq's parameter-gradient error grows"
+    )
+    assert any(
+        item.startswith(f"- {claim}") and "while native's stays within" in item
+        for item in recommendations(steep, False)
+    )
     flat = table.copy()
     flat.loc[grows, "grad_params_rel_err"] = table.loc[grows, "grad_params_rel_err"].min()
     assert not any("Error growth" in item for item in recommendations(flat, False))
@@ -589,23 +684,73 @@ def test_show_filters_and_colours_failures(overflow_sweep):
     assert result.exit_code == 0, result.output
     assert f"{(table.status == 'failed').sum()} of {len(table)} configurations" in result.stdout
     assert len(FAILURE_LINE.findall(result.stdout)) == (table.status == "failed").sum()
-    assert "--where 'dtyp ==' is not a filter (invalid syntax)" in one_error_line(run_cli("show", overflow_sweep, "--where", "dtyp =="))
+    assert "--where 'dtyp ==' is not a filter (invalid syntax)" in one_error_line(
+        run_cli("show", overflow_sweep, "--where", "dtyp ==")
+    )
 
 
 # --- reports of sweeps with nothing, everything or one thing failing ---------------------------------------------
 
 
 def _tiny_sweep(out: Path, *args: str):
-    return run_cli("sweep", "--model", "otflow", "-o", "d=3", "-o", "hidden=8", "-o", "batch=8", "--noise-batches", "4", *args, "--out", out)
+    return run_cli(
+        "sweep",
+        "--model",
+        "otflow",
+        "-o",
+        "d=3",
+        "-o",
+        "hidden=8",
+        "-o",
+        "batch=8",
+        "--noise-batches",
+        "4",
+        *args,
+        "--out",
+        out,
+    )
 
 
 @pytest.mark.slow  # three sweeps and their reports: about 20 s
 def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_report(tmp_path):
-    overflowing = ["-o", "alpha=1,2e7,8e6", "--dtype", "float16", "--scaling", "none", "--method", "rk4", "--timesteps", "4,8"]
+    overflowing = [
+        "-o",
+        "alpha=1,2e7,8e6",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--method",
+        "rk4",
+        "--timesteps",
+        "4,8",
+    ]
     cases = {
         "all_failed": overflowing,
-        "all_skipped": ["--library", "torchdiffeq", "--scaling", "dynamic", "--dtype", "float16", "--method", "euler", "--timesteps", "4"],
-        "single": ["--library", "native", "--scaling", "none", "--dtype", "bfloat16", "--method", "euler", "--timesteps", "4"],
+        "all_skipped": [
+            "--library",
+            "torchdiffeq",
+            "--scaling",
+            "dynamic",
+            "--dtype",
+            "float16",
+            "--method",
+            "euler",
+            "--timesteps",
+            "4",
+        ],
+        "single": [
+            "--library",
+            "native",
+            "--scaling",
+            "none",
+            "--dtype",
+            "bfloat16",
+            "--method",
+            "euler",
+            "--timesteps",
+            "4",
+        ],
     }
     for name, args in cases.items():
         out = tmp_path / name
@@ -617,7 +762,10 @@ def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_repo
         if name == "all_failed":
             assert (table.status == "failed").all()
             assert "**unsafe**" in text
-            assert "- **float16**: do not train in float16. Its best setup here, " in text and check_answers(text, table) == 1
+            assert (
+                "- **float16**: do not train in float16. Its best setup here, " in text
+                and check_answers(text, table) == 1
+            )
             # Every n_timesteps where a run failed has its own adjoint figure, and the report links it.
             for n in sorted(table.n_timesteps.unique()):
                 assert (out / "figures" / f"adjoint_range_n{n}.svg").is_file()
@@ -630,7 +778,19 @@ def test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_repo
 
 def test_the_answer_costs_time_and_memory_against_float32(tmp_path):
     out = tmp_path / "against-float32"
-    args = ["--library", "native", "--dtype", "float16,float32", "--scaling", "none", "--method", "euler", "--timesteps", "4", "--cpu-memory"]
+    args = [
+        "--library",
+        "native",
+        "--dtype",
+        "float16,float32",
+        "--scaling",
+        "none",
+        "--method",
+        "euler",
+        "--timesteps",
+        "4",
+        "--cpu-memory",
+    ]
     result = _tiny_sweep(out, *args)
     assert result.exit_code == 0, result.output
     table = results(out).set_index("dtype")

@@ -1,5 +1,6 @@
 """Nothing lost: a killed or interrupted sweep resumes where it stopped and gives the numbers an
 uninterrupted one gives; a folder holding another sweep is refused unless --force."""
+
 from __future__ import annotations
 
 import signal
@@ -73,7 +74,9 @@ def test_killed_sweep_resumes_and_matches_an_uninterrupted_one(tmp_path):
     uninterrupted = tmp_path / "uninterrupted"
     assert finish_sweep(uninterrupted).returncode == 0
     reference = by_configuration(results(uninterrupted))
-    pd.testing.assert_frame_equal(table[list(CONFIG_COLUMNS) + ["status"]], reference[list(CONFIG_COLUMNS) + ["status"]])
+    pd.testing.assert_frame_equal(
+        table[list(CONFIG_COLUMNS) + ["status"]], reference[list(CONFIG_COLUMNS) + ["status"]]
+    )
     pd.testing.assert_frame_equal(table[ERROR_COLUMNS], reference[ERROR_COLUMNS], check_exact=True)
 
 
@@ -115,8 +118,20 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 def test_another_grid_in_the_folder_is_refused_unless_forced(tmp_path):
     out = tmp_path / "sweep"
-    one = ["sweep", "--model", "linear", "--method", "euler", "--library", "native", "--dtype", "float16", "--scaling", "none",
-           "--no-report"]  # fmt: skip
+    one = [
+        "sweep",
+        "--model",
+        "linear",
+        "--method",
+        "euler",
+        "--library",
+        "native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--no-report",
+    ]
     assert run_cli(*one, "--timesteps", "2", "--out", out).exit_code == 0
     before = _snapshot(out)
 
@@ -132,7 +147,20 @@ def test_another_grid_in_the_folder_is_refused_unless_forced(tmp_path):
 
 def test_results_table_is_rebuilt_from_the_shards(tmp_path):
     out = tmp_path / "sweep"
-    args = ["sweep", "--model", "linear", "--timesteps", "2", "--method", "euler", "--library", "native", "--no-report", "--out", out]
+    args = [
+        "sweep",
+        "--model",
+        "linear",
+        "--timesteps",
+        "2",
+        "--method",
+        "euler",
+        "--library",
+        "native",
+        "--no-report",
+        "--out",
+        out,
+    ]
     assert run_cli(*args).exit_code == 0
     expected = results(out)
     (out / "results.parquet").write_bytes(b"a crash while writing left this")

@@ -3,6 +3,7 @@
 One test (or a few) per kind of the issue, each on the real CLI in a temporary folder: the exit code, the one line it
 says, and what the folders hold before and after.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,20 @@ from .conftest import results, run_cli, snapshot
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 # 2 n_timesteps x euler x float16 without scaling on native: 2 configurations of a few hundredths of a second.
-SMALL = ["--timesteps", "2,4", "--method", "euler", "--dtype", "float16", "--scaling", "none", "--device", "cpu", "--no-report"]
-FACTORY = '''
+SMALL = [
+    "--timesteps",
+    "2,4",
+    "--method",
+    "euler",
+    "--dtype",
+    "float16",
+    "--scaling",
+    "none",
+    "--device",
+    "cpu",
+    "--no-report",
+]
+FACTORY = """
 import torch
 
 
@@ -38,7 +51,7 @@ class Field(torch.nn.Module):
 
 def make(seed: int = 0):
     return Field(), torch.ones(4, 3), lambda trajectory: (trajectory[-1] ** 2).mean()
-'''
+"""
 
 
 def one_error_line(result) -> str:
@@ -166,18 +179,38 @@ def _manifest(edit):
 
 # (damage, what the line names); before the fix each of these ended in a traceback in report, show or check.
 DAMAGE = {
-    "n_timesteps as text": (_set("n_timesteps", lambda c: pa.array([str(v) for v in c.to_pylist()])), "column n_timesteps holds string"),
-    "errors as text": (_set("sol_rel_err", lambda c: pa.array([str(v) for v in c.to_pylist()])), "column sol_rel_err holds string"),
+    "n_timesteps as text": (
+        _set("n_timesteps", lambda c: pa.array([str(v) for v in c.to_pylist()])),
+        "column n_timesteps holds string",
+    ),
+    "errors as text": (
+        _set("sol_rel_err", lambda c: pa.array([str(v) for v in c.to_pylist()])),
+        "column sol_rel_err holds string",
+    ),
     "n_timesteps empty": (_set("n_timesteps", lambda c: pa.nulls(len(c), pa.int64())), "column n_timesteps is empty"),
     "no unit_roundoff": (_drop("unit_roundoff", "results.parquet"), "unit_roundoff (double) missing"),
-    "no profile phase": (_drop("phase", "profile.parquet"), "profile.parquet' is not a range profile table: column(s) phase"),
-    "no parameter": (_drop("parameter", "param_errors.parquet"), "param_errors.parquet' is not a parameter errors table"),
+    "no profile phase": (
+        _drop("phase", "profile.parquet"),
+        "profile.parquet' is not a range profile table: column(s) phase",
+    ),
+    "no parameter": (
+        _drop("parameter", "param_errors.parquet"),
+        "param_errors.parquet' is not a parameter errors table",
+    ),
     "scaler as a list": (_manifest(lambda m: m.update(scaler=[1])), "key scaler must be"),
-    "init_scale as text": (_manifest(lambda m: m["scaler"].update(init_scale="x")), "key scaler.init_scale must be a number"),
+    "init_scale as text": (
+        _manifest(lambda m: m["scaler"].update(init_scale="x")),
+        "key scaler.init_scale must be a number",
+    ),
     "nested manifest": (lambda f: (f / "manifest.json").write_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),
-}  # fmt: skip
+}
 # Which commands read which file.
-READERS = {"results": ("report", "show", "check"), "profile": ("report",), "param": ("report",), "manifest": ("report", "check")}
+READERS = {
+    "results": ("report", "show", "check"),
+    "profile": ("report",),
+    "param": ("report",),
+    "manifest": ("report", "check"),
+}
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
@@ -186,10 +219,22 @@ def test_3_a_damaged_folder_is_one_line_naming_file_and_column(tmp_path, small_s
     folder = tmp_path / "sweep"
     shutil.copytree(small_sweep, folder)
     edit(folder)
-    kind = "manifest" if "manifest" in named or "key" in named or "nested" in named else "profile" if "profile" in named else "param" if "param" in named else "results"
+    kind = (
+        "manifest"
+        if "manifest" in named or "key" in named or "nested" in named
+        else "profile"
+        if "profile" in named
+        else "param"
+        if "param" in named
+        else "results"
+    )
     before = snapshot(tmp_path)
     for command in READERS[kind]:
-        args = {"report": ["report", folder], "show": ["show", folder], "check": ["check", folder, "--baseline", small_sweep]}[command]
+        args = {
+            "report": ["report", folder],
+            "show": ["show", folder],
+            "check": ["check", folder, "--baseline", small_sweep],
+        }[command]
         refused = run_cli(*args)
         line = one_error_line(refused)
         assert refused.exit_code == 2 and named in line and str(folder) in line, (command, line)
@@ -206,10 +251,13 @@ def _setups_as_text(folder: Path) -> None:
     (folder / "train_manifest.json").write_text(json.dumps({**manifest, "setups": "float32"}))  # before: AttributeError
 
 
-@pytest.mark.parametrize("edit, named", [
-    (_truncate_log, "training_log.parquet' as a training log"),
-    (_setups_as_text, "train_manifest.json' is not a training manifest: key setups must be a list"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "edit, named",
+    [
+        (_truncate_log, "training_log.parquet' as a training log"),
+        (_setups_as_text, "train_manifest.json' is not a training manifest: key setups must be a list"),
+    ],
+)
 def test_3_a_damaged_training_folder_is_one_line(tmp_path, edit, named):
     folder = tmp_path / "train"
     shutil.copytree(REPOSITORY / "reports" / "cnf-train", folder)
@@ -250,22 +298,33 @@ def test_3_the_folders_this_project_wrote_still_read():
 # --- 4. user code that quits or cannot be read is a failure in one line ---------------------------------------------
 
 
-@pytest.mark.parametrize("code, model, expected", [
-    ("import sys\ndef make(seed: int = 0):\n    sys.exit(0)\n", "{file}:make", "the factory called sys.exit(0)"),
-    ("import sys\nsys.exit(0)\n", "{file}:make", "called sys.exit(0)"),
-    ("import torch\ndef make(w: torch.Tensor = None, seed: int = 0):\n    pass\n", "{file}:make", "option 'w' is annotated Tensor"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "code, model, expected",
+    [
+        ("import sys\ndef make(seed: int = 0):\n    sys.exit(0)\n", "{file}:make", "the factory called sys.exit(0)"),
+        ("import sys\nsys.exit(0)\n", "{file}:make", "called sys.exit(0)"),
+        (
+            "import torch\ndef make(w: torch.Tensor = None, seed: int = 0):\n    pass\n",
+            "{file}:make",
+            "option 'w' is annotated Tensor",
+        ),
+    ],
+)
 def test_4_a_factory_that_quits_or_cannot_be_read_is_one_line(tmp_path, code, model, expected):
     (tmp_path / "user.py").write_text(code)
     refused = run_cli("sweep", "--model", model.format(file=tmp_path / "user.py"), *SMALL, "--out", tmp_path / "out")
-    assert refused.exit_code == 2 and expected in one_error_line(refused)  # before: exit 0 and nothing said, or a traceback
+    assert refused.exit_code == 2 and expected in one_error_line(
+        refused
+    )  # before: exit 0 and nothing said, or a traceback
     assert not (tmp_path / "out").exists()
 
 
 def test_4_a_library_that_quits_is_one_line(tmp_path):
     plugin = tmp_path / "quitting.py"
-    plugin.write_text("import sys\nfrom roundoff_analyzer.axes.libraries.native import NativeLibrary\n\n\nclass Quitting(NativeLibrary):\n"
-                      "    name = 'quitting'\n\n    def solve(self, *args, **kwargs):\n        sys.exit(3)\n")  # fmt: skip
+    plugin.write_text(
+        "import sys\nfrom roundoff_analyzer.axes.libraries.native import NativeLibrary\n\n\nclass Quitting(NativeLibrary):\n"
+        "    name = 'quitting'\n\n    def solve(self, *args, **kwargs):\n        sys.exit(3)\n"
+    )
     for library, expected in (("sys:exit", "called sys.exit(None)"), (f"{plugin}:Quitting", "called sys.exit(3)")):
         out = tmp_path / "out"
         refused = run_cli("sweep", "--model", "linear", "--library", library, *SMALL, "--out", out)
@@ -307,9 +366,22 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from Linux's /proc")
 def test_5_workers_and_fork_server_end_with_a_killed_sweep_that_is_not_reaped(tmp_path):
     out = tmp_path / "sweep"
-    grid = ["--model", "linear", "--timesteps", "2,4,8,16,32,64,128,256", "--method", "euler,rk4", "--device", "cpu", "--no-report"]
-    sweep = subprocess.Popen([sys.executable, "-m", "roundoff_cli", "sweep", *grid, "--workers", "2", "--out", out],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    grid = [
+        "--model",
+        "linear",
+        "--timesteps",
+        "2,4,8,16,32,64,128,256",
+        "--method",
+        "euler,rk4",
+        "--device",
+        "cpu",
+        "--no-report",
+    ]
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "roundoff_cli", "sweep", *grid, "--workers", "2", "--out", out],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         while True:  # until a worker (a child of the fork server) is measuring
             assert sweep.poll() is None, "the sweep ended before a worker started"
@@ -325,7 +397,9 @@ def test_5_workers_and_fork_server_end_with_a_killed_sweep_that_is_not_reaped(tm
         written = shard_names(out)
         assert _state(sweep.pid) == "Z"
         time.sleep(1.0)
-        assert {pid: _state(pid) for pid in family} == {pid: _state(pid) for pid in family if _state(pid) in ("Z", "gone")}
+        assert {pid: _state(pid) for pid in family} == {
+            pid: _state(pid) for pid in family if _state(pid) in ("Z", "gone")
+        }
         time.sleep(1.0)
         assert shard_names(out) == written  # before the fix: 1 shard at the kill, 35 five seconds later
     finally:

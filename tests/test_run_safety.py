@@ -5,6 +5,7 @@ every such command runs under an address-space limit of 4 GB), SIGTERM (stops wi
 edited by hand (set aside), rows from another environment (said by show, the report and check), and the smaller
 ones: an output folder that cannot be created, every unknown key of a config at once, breakpoint() in a user's model.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,15 @@ def _limited() -> None:
 
 
 def cli(*args, limit_memory: bool = False, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "roundoff_cli", *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, preexec_fn=_limited if limit_memory else None, **kwargs)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "roundoff_cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_limited if limit_memory else None,
+        **kwargs,
+    )
 
 
 def here(*args, columns: int | None = WIDE_TABLES) -> subprocess.CompletedProcess:
@@ -50,7 +58,10 @@ def here(*args, columns: int | None = WIDE_TABLES) -> subprocess.CompletedProces
 
 def one_error_line(run: subprocess.CompletedProcess) -> str:
     lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert run.returncode == 2 and run.stdout == "" and len(lines) == 1 and lines[0].startswith("error: "), (run.stdout, run.stderr)
+    assert run.returncode == 2 and run.stdout == "" and len(lines) == 1 and lines[0].startswith("error: "), (
+        run.stdout,
+        run.stderr,
+    )
     return lines[0]
 
 
@@ -114,13 +125,31 @@ def test_a_runaway_grid_is_refused_in_one_line_before_anything_is_allocated(tmp_
 @pytest.mark.parametrize("workers", ["1", pytest.param("2", marks=pytest.mark.slow)])
 def test_allow_oom_records_oom_rows_and_never_computes_what_cannot_fit(tmp_path, workers):
     out = tmp_path / "out"
-    run = cli("sweep", "--model", "linear", "--timesteps", f"4,{RUNAWAY}", "--method", "euler", "--allow-oom", "--workers", workers,
-              "--no-report", "--out", out, limit_memory=True)  # fmt: skip
+    run = cli(
+        "sweep",
+        "--model",
+        "linear",
+        "--timesteps",
+        f"4,{RUNAWAY}",
+        "--method",
+        "euler",
+        "--allow-oom",
+        "--workers",
+        workers,
+        "--no-report",
+        "--out",
+        out,
+        limit_memory=True,
+    )
     assert run.returncode == 0, run.stderr
     table = results(out)
     huge, small = table[table["n_timesteps"] == int(RUNAWAY)], table[table["n_timesteps"] == 4]
     assert (huge["status"] == "failed").all() and (huge["failure_class"] == "oom").all()
-    assert huge["failure_message"].str.contains(r"need 38.4 GB \(100000001 states of 32 values each\); cpu has .* GB; not run").all()
+    assert (
+        huge["failure_message"]
+        .str.contains(r"need 38.4 GB \(100000001 states of 32 values each\); cpu has .* GB; not run")
+        .all()
+    )
     assert (small["status"] == "ok").all()
     assert small["disc_sol_rel_err"].isna().all()  # the fine reference, over the bound, was not computed
 
@@ -130,7 +159,10 @@ def test_the_fine_reference_bound_names_its_size_and_the_limit():
 
     assert fine_reference_oom([8, 32], torch.zeros(64, 3), torch.device("cpu")) is None
     reason = fine_reference_oom([int(RUNAWAY)], torch.zeros(64, 3), torch.device("cpu"))
-    assert reason.startswith("oom: the fine reference (400000000 RK4 steps of 192 values) needs at least") and "not computed" in reason
+    assert (
+        reason.startswith("oom: the fine reference (400000000 RK4 steps of 192 values) needs at least")
+        and "not computed" in reason
+    )
 
 
 # --- SIGTERM ----------------------------------------------------------------------------------------------------------
@@ -168,13 +200,40 @@ def slow_in_float16(batch: int = 32, seed: int = 0):
 def test_sigterm_stops_within_seconds_keeping_what_is_finished(tmp_path, workers):
     (tmp_path / "slow_model.py").write_text(SLOW_IN_FLOAT16)
     out = tmp_path / "out"
-    args = ["sweep", "--model", f"{tmp_path / 'slow_model.py'}:slow_in_float16", "-o", "batch=4", "--timesteps", "2", "--method", "euler",
-            "--noise-batches", "0", "--device", "cpu", "--workers", workers, "--no-report", "--out", out]  # fmt: skip
+    args = [
+        "sweep",
+        "--model",
+        f"{tmp_path / 'slow_model.py'}:slow_in_float16",
+        "-o",
+        "batch=4",
+        "--timesteps",
+        "2",
+        "--method",
+        "euler",
+        "--noise-batches",
+        "0",
+        "--device",
+        "cpu",
+        "--workers",
+        workers,
+        "--no-report",
+        "--out",
+        out,
+    ]
     environment = {**os.environ, "PYTHONPATH": f"{REPO / 'examples'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    process = subprocess.Popen([sys.executable, "-m", "roundoff_cli", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               stdin=subprocess.DEVNULL, text=True, env=environment, preexec_fn=_limited)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "roundoff_cli", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=environment,
+        preexec_fn=_limited,
+    )
     deadline = time.monotonic() + 240
-    while len(_shards(out)) < 2 and time.monotonic() < deadline and process.poll() is None:  # the two bfloat16 configurations
+    while (
+        len(_shards(out)) < 2 and time.monotonic() < deadline and process.poll() is None
+    ):  # the two bfloat16 configurations
         time.sleep(0.1)
     assert len(_shards(out)) >= 2, process.communicate()[1]
     time.sleep(2.0)  # inside a float16 configuration, each of which takes 10 s or more
@@ -205,7 +264,9 @@ def _edit_values_keeping_metadata(shard: Path) -> None:
     table = pq.read_table(shard)
     rows = table.to_pylist()
     rows[0]["sol_rel_err"] = 1e-30  # a better number than measured
-    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema).replace_schema_metadata(table.schema.metadata), shard)
+    pq.write_table(
+        pa.Table.from_pylist(rows, schema=table.schema).replace_schema_metadata(table.schema.metadata), shard
+    )
 
 
 def test_a_shard_edited_by_hand_is_set_aside_and_run_again(tmp_path, finished):
@@ -215,7 +276,9 @@ def test_a_shard_edited_by_hand_is_set_aside_and_run_again(tmp_path, finished):
     _edit_values_keeping_metadata(shard)
     run = here("sweep", *SMALL, "--out", out)
     assert run.returncode == 0
-    assert "set aside 1 shard(s)" in run.stdout and "changed since it was written (its content hash differs)" in run.stdout
+    assert (
+        "set aside 1 shard(s)" in run.stdout and "changed since it was written (its content hash differs)" in run.stdout
+    )
     assert (out / "set_aside" / shard.name).is_file()
     pd.testing.assert_series_equal(results(out)["sol_rel_err"], results(finished)["sol_rel_err"])
 
@@ -262,7 +325,10 @@ def test_show_and_the_report_say_when_a_folder_mixes_environments(tmp_path, fini
     expected = f"(torch 2.0.0+elsewhere (3 rows) / {torch.__version__} (11 rows); device Another CPU (3 rows) / "
     assert f"environments: these rows were measured in more than one environment {expected}" in shown.stdout
     assert here("report", out).returncode == 0
-    assert "**Mixed environments:** These rows were measured in more than one environment" in (out / "report.md").read_text()
+    assert (
+        "**Mixed environments:** These rows were measured in more than one environment"
+        in (out / "report.md").read_text()
+    )
 
 
 def test_check_names_what_differs_from_the_baselines_environment(tmp_path, finished):
@@ -279,7 +345,12 @@ def test_check_names_what_differs_from_the_baselines_environment(tmp_path, finis
 
 
 def test_a_baseline_from_before_the_environment_columns_still_checks(finished):
-    run = here("check", REPO / "reports" / "baselines" / "otflow-ci", "--baseline", REPO / "reports" / "baselines" / "otflow-ci")
+    run = here(
+        "check",
+        REPO / "reports" / "baselines" / "otflow-ci",
+        "--baseline",
+        REPO / "reports" / "baselines" / "otflow-ci",
+    )
     assert run.returncode == 0 and "environment" not in run.stdout
 
 
@@ -303,11 +374,35 @@ def test_every_unknown_key_of_a_config_in_one_message(tmp_path):
 def test_a_breakpoint_in_a_users_model_does_nothing_in_a_sweep(tmp_path):
     source = (REPO / "examples" / "damped_oscillator.py").read_text()
     model = tmp_path / "stopping.py"
-    model.write_text(source.replace("        position, velocity = y[:, :1], y[:, 1:]\n",
-                                    "        breakpoint()\n        position, velocity = y[:, :1], y[:, 1:]\n"))  # fmt: skip
+    model.write_text(
+        source.replace(
+            "        position, velocity = y[:, :1], y[:, 1:]\n",
+            "        breakpoint()\n        position, velocity = y[:, :1], y[:, 1:]\n",
+        )
+    )
     assert "breakpoint()" in model.read_text()
-    run = cli("sweep", "--model", f"{model}:damped_oscillator", "-o", "batch=4", "--timesteps", "2", "--method", "euler",
-              "--dtype", "float16", "--scaling", "none", "--library", "native", "--noise-batches", "0", "--no-report",
-              "--out", tmp_path / "out", timeout=120)  # fmt: skip
+    run = cli(
+        "sweep",
+        "--model",
+        f"{model}:damped_oscillator",
+        "-o",
+        "batch=4",
+        "--timesteps",
+        "2",
+        "--method",
+        "euler",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--library",
+        "native",
+        "--noise-batches",
+        "0",
+        "--no-report",
+        "--out",
+        tmp_path / "out",
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert "(Pdb)" not in run.stdout and (results(tmp_path / "out")["status"] == "ok").all()

@@ -3,6 +3,7 @@
 Skipped, with the reason, where submitit or Slurm and munge are not installed or the cluster does not
 start; nothing here fakes Slurm. The cluster is shared by the tests of this module and stopped at its end.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,9 @@ def cluster(tmp_path_factory):
         pytest.skip('submitit is not installed (pip install -e ".[slurm]" in the checkout)')
     missing = missing_programs()
     if missing:
-        pytest.skip(f"Slurm and munge are not installed here (missing {', '.join(missing)}; apt-get install slurmctld slurmd slurm-client munge)")
+        pytest.skip(
+            f"Slurm and munge are not installed here (missing {', '.join(missing)}; apt-get install slurmctld slurmd slurm-client munge)"
+        )
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
     try:
         cluster.start()
@@ -88,9 +91,13 @@ def test_a_gpu_sweep_is_planned_on_a_login_node_without_gpus():
     reason = EXECUTORS.get("slurm").unavailable_reason()
     if reason:
         pytest.skip(f"--executor slurm {reason}")
-    request = config.resolve(REPO / "configs" / "otflow_bsds300.toml", {"executor": "slurm", "slurm": {"gpus_per_task": 1}})
+    request = config.resolve(
+        REPO / "configs" / "otflow_bsds300.toml", {"executor": "slurm", "slurm": {"gpus_per_task": 1}}
+    )
     plan = sweep.plan(request)  # this machine has no GPU: the problem is built on the CPU, only to fingerprint it
-    assert plan.device == torch.device("cuda") and plan.problem.y0.device.type == "cpu" and len(plan.configurations) == 84
+    assert (
+        plan.device == torch.device("cuda") and plan.problem.y0.device.type == "cpu" and len(plan.configurations) == 84
+    )
 
 
 @pytest.mark.slow  # a real single-node Slurm cluster, started for these tests
@@ -102,7 +109,9 @@ def test_sweep_through_slurm_gives_the_sequential_results(cluster, sequential, t
 
     (array,) = arrays(out)
     assert len(array["tasks"]) == N_GROUPS  # one task per (library, method, n_timesteps)
-    assert sorted(i for ids in array["tasks"].values() for i in ids) == sorted(p.stem for p in (out / "shards").glob("*.parquet"))
+    assert sorted(i for ids in array["tasks"].values() for i in ids) == sorted(
+        p.stem for p in (out / "shards").glob("*.parquet")
+    )
     assert f"{N_CONFIGURATIONS} configurations ({N_CONFIGURATIONS} ok)" in done.stdout
     assert f"{N_GROUPS} reference solves" in done.stdout  # each task solved its one reference, none was solved twice
     assert f"submitted Slurm job {array['job_id']}: {N_GROUPS} task(s)" in done.stdout
@@ -114,15 +123,22 @@ def test_sweep_through_slurm_gives_the_sequential_results(cluster, sequential, t
 def test_the_same_command_while_the_array_runs_waits_for_it_and_submits_nothing_twice(cluster, sequential, tmp_path):
     out = tmp_path / "held"
     # Held tasks stay queued until released, so the array is certainly still on the cluster when the command runs again.
-    first = subprocess.Popen(roundoff(out, "--slurm-option", "hold"), env=cluster.env(), text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    first = subprocess.Popen(
+        roundoff(out, "--slurm-option", "hold"),
+        env=cluster.env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     array = wait_for_submission(first, out)
     first.send_signal(signal.SIGINT)  # Ctrl-C stops the watching, not the array
     _, stderr = first.communicate(timeout=TIMEOUT_S)
     assert first.returncode == 130, stderr
     assert f"Slurm array {array['job_id']} keeps running without this process" in stderr
 
-    again = subprocess.Popen(roundoff(out), env=cluster.env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    again = subprocess.Popen(
+        roundoff(out), env=cluster.env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     waiting = ""
     while "still queued or running" not in waiting:
         line = again.stdout.readline()
@@ -139,8 +155,13 @@ def test_the_same_command_while_the_array_runs_waits_for_it_and_submits_nothing_
 @pytest.mark.slow  # a real single-node Slurm cluster, started for these tests
 def test_a_cancelled_task_is_reported_and_only_its_configurations_run_again(cluster, sequential, tmp_path):
     out = tmp_path / "cancelled"
-    first = subprocess.Popen(roundoff(out, "--slurm-option", "hold"), env=cluster.env(), text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    first = subprocess.Popen(
+        roundoff(out, "--slurm-option", "hold"),
+        env=cluster.env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     array = wait_for_submission(first, out)
     cancelled = sorted(array["tasks"])[-1]
     slurm(cluster, "scancel", cancelled)
@@ -153,9 +174,13 @@ def test_a_cancelled_task_is_reported_and_only_its_configurations_run_again(clus
 
     again = subprocess.run(roundoff(out), env=cluster.env(), capture_output=True, text=True, timeout=TIMEOUT_S)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert f"resuming: {N_CONFIGURATIONS - lost} of {N_CONFIGURATIONS} configurations are already on disk" in again.stdout
+    assert (
+        f"resuming: {N_CONFIGURATIONS - lost} of {N_CONFIGURATIONS} configurations are already on disk" in again.stdout
+    )
     resubmitted = arrays(out)[-1]
-    assert len(arrays(out)) == 2 and [sorted(ids) for ids in resubmitted["tasks"].values()] == [sorted(array["tasks"][cancelled])]
+    assert len(arrays(out)) == 2 and [sorted(ids) for ids in resubmitted["tasks"].values()] == [
+        sorted(array["tasks"][cancelled])
+    ]
     same_results(results(out), sequential)
 
 
@@ -165,8 +190,28 @@ def test_a_sweep_over_checkpoints_through_slurm_gives_the_local_rows(cluster, tm
     from .test_checkpoint_axis import TINY_CNF_ARGS, write_train_folder
 
     folder = write_train_folder(tmp_path / "train", iterations=(0, 5))
-    grid = ["--model", "cnf", *TINY_CNF_ARGS, "--timesteps", "2", "--method", "euler", "--dtype", "bfloat16", "--library", "native",
-            "--scaling", "none", "--noise-batches", "2", "--device", "cpu", "--no-report", "--checkpoint", str(folder)]  # fmt: skip
+    grid = [
+        "--model",
+        "cnf",
+        *TINY_CNF_ARGS,
+        "--timesteps",
+        "2",
+        "--method",
+        "euler",
+        "--dtype",
+        "bfloat16",
+        "--library",
+        "native",
+        "--scaling",
+        "none",
+        "--noise-batches",
+        "2",
+        "--device",
+        "cpu",
+        "--no-report",
+        "--checkpoint",
+        str(folder),
+    ]
     local = run_cli("sweep", *grid, "--out", tmp_path / "local")
     assert local.exit_code == 0, local.output
     out = tmp_path / "array"

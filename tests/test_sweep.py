@@ -1,4 +1,5 @@
 """The core sweep end to end: grid, references, errors, failures as rows, output on disk."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ import pytest
 
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, DEFAULT_TRIPLES
 from roundoff_analyzer.execution import engine as sweep
-from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.measuring.columns import ERROR_METRICS
+from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.planning import config
 from roundoff_analyzer.planning.config import DEFAULT_TIMESTEPS
 
@@ -21,11 +22,21 @@ from .conftest import TINY_OTFLOW, WIDE_TABLES, results, run_cli
 
 NUMERIC_CLASSES = {"overflow", "underflow", "scaler_exhausted"}
 PUBLIC_COLUMNS = [
-    *CONFIG_COLUMNS, "status", "failure_class", "failure_message",
-    *ERROR_METRICS, *(f"{m}_over_u" for m in ERROR_METRICS),
-    "overflow_step", "final_scale", "scale_retries", "deterministic", "n_repeats",
-    "time_forward_s", "time_backward_s", "peak_memory_bytes",
-]  # fmt: skip
+    *CONFIG_COLUMNS,
+    "status",
+    "failure_class",
+    "failure_message",
+    *ERROR_METRICS,
+    *(f"{m}_over_u" for m in ERROR_METRICS),
+    "overflow_step",
+    "final_scale",
+    "scale_retries",
+    "deterministic",
+    "n_repeats",
+    "time_forward_s",
+    "time_backward_s",
+    "peak_memory_bytes",
+]
 
 
 def test_default_grid_is_default_triples_per_method_and_n_timesteps(tiny_sweep):
@@ -53,8 +64,20 @@ def test_manifest_names_the_grid_model_data_device_and_versions(tiny_sweep):
 
 def test_float32_errors_stay_below_1e5_for_both_libraries_and_methods(tmp_path):
     out = tmp_path / "f32"
-    result = run_cli("sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "4,32", "--dtype", "float32",
-                     "--scaling", "none", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4,32",
+        "--dtype",
+        "float32",
+        "--scaling",
+        "none",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     table = results(out)
     assert len(table) == 2 * 2 * 2 and (table.status == "ok").all()
@@ -73,8 +96,21 @@ def test_one_reference_per_library_method_and_n_timesteps(tmp_path):
 def test_native_dynamic_scaling_keeps_gradient_error_flat_across_the_default_grid(tmp_path):
     smallest, largest = min(DEFAULT_TIMESTEPS), max(DEFAULT_TIMESTEPS)
     out = tmp_path / "flat"
-    result = run_cli("sweep", "--model", "otflow", "--timesteps", f"{smallest},{largest}", "--library", "native",
-                     "--dtype", "float16,bfloat16", "--scaling", "dynamic", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        "otflow",
+        "--timesteps",
+        f"{smallest},{largest}",
+        "--library",
+        "native",
+        "--dtype",
+        "float16,bfloat16",
+        "--scaling",
+        "dynamic",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     table = results(out)
     assert (table.status == "ok").all()
@@ -107,8 +143,23 @@ def test_failures_become_rows_and_the_sweep_goes_on(overflow_sweep):
 
 def test_repeats_record_determinism_and_spread(tmp_path):
     out = tmp_path / "repeats"
-    result = run_cli("sweep", "--model", "linear", "--timesteps", "4", "--method", "rk4", "--dtype", "bfloat16",
-                     "--scaling", "none", "--repeats", "3", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        "linear",
+        "--timesteps",
+        "4",
+        "--method",
+        "rk4",
+        "--dtype",
+        "bfloat16",
+        "--scaling",
+        "none",
+        "--repeats",
+        "3",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     table = results(out)
     assert (table.n_repeats == 3).all() and table.deterministic.all()
@@ -125,8 +176,10 @@ def test_sweep_resumes_only_what_is_missing(tmp_path):
     shard.unlink()
     again = run_cli(*args)
     assert again.exit_code == 0 and "13 of 14 configurations are already on disk" in again.output
-    pd.testing.assert_frame_equal(first.drop(columns=["time_forward_s", "time_backward_s"]),
-                                  results(out).drop(columns=["time_forward_s", "time_backward_s"]))  # fmt: skip
+    pd.testing.assert_frame_equal(
+        first.drop(columns=["time_forward_s", "time_backward_s"]),
+        results(out).drop(columns=["time_forward_s", "time_backward_s"]),
+    )
 
 
 @pytest.mark.parametrize(
@@ -151,21 +204,40 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 def test_list_shows_every_axis_value_and_whether_it_runs_here():
     result = run_cli("list", columns=WIDE_TABLES)
     assert result.exit_code == 0
-    for name in ("otflow", "linear", "torchdiffeq", "native", "euler", "rk4", "float16", "bfloat16", "float32",
-                 "none", "grad", "dynamic", "autocast", "pure"):  # fmt: skip
+    for name in (
+        "otflow",
+        "linear",
+        "torchdiffeq",
+        "native",
+        "euler",
+        "rk4",
+        "float16",
+        "bfloat16",
+        "float32",
+        "none",
+        "grad",
+        "dynamic",
+        "autocast",
+        "pure",
+    ):
         assert name in result.stdout
     assert "unit roundoff" in result.stdout
 
 
 def test_wheel_installs_the_cli_under_a_specific_name(tmp_path):
     root = Path(__file__).resolve().parents[1]
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp_path, root],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp_path, root],
+        check=True,
+        capture_output=True,
+    )
     wheel = next(tmp_path.glob("roundoff_analyzer-*.whl"))
     top_level = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert {"roundoff_analyzer", "roundoff_cli"} <= top_level
     assert "cli" not in top_level
-    entry_points = zipfile.ZipFile(wheel).read(next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("entry_points.txt")))
+    entry_points = zipfile.ZipFile(wheel).read(
+        next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("entry_points.txt"))
+    )
     assert b"roundoff = roundoff_cli.app:main" in entry_points
 
 

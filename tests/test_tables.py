@@ -1,9 +1,9 @@
 """`roundoff show` in 100 columns: no number cut, columns that say nothing named in the caption, and piped
 output no wider than the table."""
+
 from __future__ import annotations
 
 import pytest
-
 from roundoff_cli.tables import COLUMNS, cell
 
 from .conftest import results, run_cli
@@ -24,7 +24,9 @@ def test_show_fits_100_columns_without_cutting_a_number(fixture, request, monkey
         # Each configuration's row holds all its numbers, whole, in the order of the columns.
         numbers = [cell(record[column], fmt) for _, column, fmt in COLUMNS if fmt is not str]
         numbers = [n for n in numbers if n]
-        line = next(line for line in rows if line.split()[:1] == [record["library"]] and all(n in line.split() for n in numbers))
+        line = next(
+            line for line in rows if line.split()[:1] == [record["library"]] and all(n in line.split() for n in numbers)
+        )
         assert line
 
 

@@ -1,5 +1,6 @@
 """Torch threads chosen from the problem's size: one for small problems, more where a matmul is large;
 `--threads` overrides; the manifest records the choice, and the numbers do not depend on it."""
+
 from __future__ import annotations
 
 import math
@@ -51,9 +52,16 @@ def sweep_with_threads(request: dict, threads: int, out) -> tuple[pd.DataFrame, 
 
 @pytest.mark.slow  # two sweeps, one with two torch threads: 3 s on quiet cores, 30 s with the other core busy
 def test_on_a_small_problem_threads_change_nothing_and_are_not_in_the_fingerprint(tmp_path):
-    request = {"model": "otflow", "options": {"d": "3", "hidden": "8", "batch": "16"}, "timesteps": [4], "method": ["rk4"],
-               "library": ["native"], "dtype": ["float16", "bfloat16"], "scaling": ["none", "dynamic"],
-               "device": "cpu"}  # fmt: skip
+    request = {
+        "model": "otflow",
+        "options": {"d": "3", "hidden": "8", "batch": "16"},
+        "timesteps": [4],
+        "method": ["rk4"],
+        "library": ["native"],
+        "dtype": ["float16", "bfloat16"],
+        "scaling": ["none", "dynamic"],
+        "device": "cpu",
+    }
     (one, one_manifest), (two, two_manifest) = (sweep_with_threads(request, n, tmp_path / str(n)) for n in (1, 2))
     pd.testing.assert_frame_equal(one, two, check_exact=True)
     assert [one_manifest["execution"]["threads"], two_manifest["execution"]["threads"]] == [1, 2]
@@ -66,8 +74,16 @@ def test_on_a_large_problem_threads_move_only_the_float32_loss_reduction(tmp_pat
     float32 mean over the trajectory's 5 x 512 x 256 entries is summed in another order. Measured, its relative
     error moved by 1.5e-5 of itself on an AVX512 CPU and by 3.9e-4 of itself (1.3 float32 roundings of the loss)
     on an AVX2 one: the move is a few roundings of the loss, not a fraction of the error."""
-    request = {"model": "linear", "options": {"d": "256", "batch": "512"}, "timesteps": [4], "method": ["euler"],
-               "library": ["native", "torchdiffeq"], "dtype": ["bfloat16", "float16"], "scaling": ["none"], "device": "cpu"}  # fmt: skip
+    request = {
+        "model": "linear",
+        "options": {"d": "256", "batch": "512"},
+        "timesteps": [4],
+        "method": ["euler"],
+        "library": ["native", "torchdiffeq"],
+        "dtype": ["bfloat16", "float16"],
+        "scaling": ["none"],
+        "device": "cpu",
+    }
     problem = sweep.plan(config.validate(request)).problem
     assert largest_matmul_macs(problem.func, problem.y0) >= PARALLEL_MATMUL_MACS
     (one, _), (two, _) = (sweep_with_threads(request, n, tmp_path / str(n)) for n in (1, 2))
@@ -82,11 +98,34 @@ def test_on_a_large_problem_threads_move_only_the_float32_loss_reduction(tmp_pat
 def test_threads_on_the_command_line_reach_the_manifest_and_leave_torch_as_it_was(tmp_path):
     before = torch.get_num_threads()
     out = tmp_path / "sweep"
-    result = run_cli("sweep", "--model", "otflow", *TINY_OTFLOW, "--timesteps", "2", "--method", "euler", "--library", "native",
-                     "--dtype", "float16", "--scaling", "none", "--threads", "2", "--no-report", "--out", out)  # fmt: skip
+    result = run_cli(
+        "sweep",
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "2",
+        "--method",
+        "euler",
+        "--library",
+        "native",
+        "--dtype",
+        "float16",
+        "--scaling",
+        "none",
+        "--threads",
+        "2",
+        "--no-report",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     execution = ResultStore(out).read_manifest()["execution"]
-    assert {key: execution[key] for key in ("executor", "threads", "threads_reason")} == {"executor": "local", "threads": 2, "threads_reason": "--threads"}
+    assert {key: execution[key] for key in ("executor", "threads", "threads_reason")} == {
+        "executor": "local",
+        "threads": 2,
+        "threads_reason": "--threads",
+    }
     assert torch.get_num_threads() == before
     bad = run_cli("sweep", "--model", "otflow", "--threads", "0", "--out", tmp_path / "bad")
     assert bad.exit_code == 2 and "threads" in bad.output
@@ -95,7 +134,9 @@ def test_threads_on_the_command_line_reach_the_manifest_and_leave_torch_as_it_wa
 def test_choosing_costs_no_torch_dynamo_import():
     """Counting matmuls with a dispatch mode would import torch._dynamo: seconds in every worker that starts (a worker
     plans with checked=True: the memory bound, built on the meta device, was computed by the sweep's own process)."""
-    code = ("import sys, torch; from roundoff_analyzer.planning import config; from roundoff_analyzer.execution import engine as sweep; "
-            "sweep.plan(config.validate({'model': 'otflow', 'device': 'cpu'}), checked=True); print('torch._dynamo' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys, torch; from roundoff_analyzer.planning import config; from roundoff_analyzer.execution import engine as sweep; "
+        "sweep.plan(config.validate({'model': 'otflow', 'device': 'cpu'}), checked=True); print('torch._dynamo' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"

@@ -1,5 +1,6 @@
 """`roundoff train`: checkpoints a sweep can load, a resumed run equal bit for bit to an uninterrupted one, the log,
 the summary read back against the log, and bad input refused before anything is written."""
+
 from __future__ import annotations
 
 import json
@@ -74,9 +75,16 @@ def test_checkpoints_load_as_a_sweep_loads_them(trained):
         assert loaded["path"] == str(path.resolve())
         _assert_same_weights(problem.func.state_dict(), _last_weights(folder, 8))
         metadata = json.loads(path.with_suffix(".json").read_text())
-        assert metadata["iteration"] == 8 and metadata["model"] == "cnf" and metadata["seed"] == 0 and metadata["data"] is None
+        assert (
+            metadata["iteration"] == 8
+            and metadata["model"] == "cnf"
+            and metadata["seed"] == 0
+            and metadata["data"] is None
+        )
         assert metadata["options"] == {"seed": "0", "hidden": "4", "width": "8", "batch": "16"}  # as -o gives them
-        assert metadata["setup"] == folder.name if folder != trained.folder else metadata["setup"] == "float32-native-none"
+        assert (
+            metadata["setup"] == folder.name if folder != trained.folder else metadata["setup"] == "float32-native-none"
+        )
         log = trained.log[(trained.log["setup"] == metadata["setup"]) & (trained.log["iteration"] == 8)].iloc[0]
         assert metadata["loss"] == metadata["val_loss"] == log["val_loss"] and metadata["train_loss"] == log["loss"]
     start = _last_weights(trained.folder, 0)
@@ -84,13 +92,29 @@ def test_checkpoints_load_as_a_sweep_loads_them(trained):
 
 
 def test_both_setups_start_from_the_same_weights(trained):
-    _assert_same_weights(_last_weights(trained.folder, 0), _last_weights(trained.folder / "setups" / "float16-native-dynamic", 0))
+    _assert_same_weights(
+        _last_weights(trained.folder, 0), _last_weights(trained.folder / "setups" / "float16-native-dynamic", 0)
+    )
 
 
 def test_log_has_every_iteration_of_every_setup(trained):
     log = pd.read_parquet(trained.folder / "training_log.parquet")
-    assert list(log.columns) == ["setup", "iteration", "loss", "val_loss", "skipped", "failure", "scale", "iter_time_s", "time_s",
-                                 "weights", "update", "lost_update_fraction", "grad_norm", "clipped"]  # fmt: skip
+    assert list(log.columns) == [
+        "setup",
+        "iteration",
+        "loss",
+        "val_loss",
+        "skipped",
+        "failure",
+        "scale",
+        "iter_time_s",
+        "time_s",
+        "weights",
+        "update",
+        "lost_update_fraction",
+        "grad_norm",
+        "clipped",
+    ]
     for label in ("float32-native-none", "float16-native-dynamic"):
         own = log[log["setup"] == label]
         assert list(own["iteration"]) == list(range(9))
@@ -108,13 +132,19 @@ def test_summary_numbers_are_those_of_the_log(trained):
     assert list(summary["setup"]) == ["float32-native-none", "float16-native-dynamic"]
     for row in summary.itertuples(index=False):
         own = log[log["setup"] == row.setup].set_index("iteration")
-        assert row.iterations == 8 and row.final_loss == own.loc[8, "loss"] and row.final_val_loss == own.loc[8, "val_loss"]
+        assert (
+            row.iterations == 8
+            and row.final_loss == own.loc[8, "loss"]
+            and row.final_val_loss == own.loc[8, "val_loss"]
+        )
         assert row.time_per_iter_s == pytest.approx(own.loc[1:, "iter_time_s"].mean(), rel=1e-12)
         assert row.skipped_steps == 0 and row.peak_memory_bytes > 0
     reference = summary.iloc[0]
     other = summary.iloc[1]
     assert reference.val_loss_rel_to_reference == 0
-    assert other.val_loss_rel_to_reference == pytest.approx((other.final_val_loss - reference.final_val_loss) / abs(reference.final_val_loss))
+    assert other.val_loss_rel_to_reference == pytest.approx(
+        (other.final_val_loss - reference.final_val_loss) / abs(reference.final_val_loss)
+    )
     report = (trained.folder / "training_report.md").read_text()
     assert f"{100 * other.val_loss_rel_to_reference:+.3g}%" in report and "float16-native-dynamic" in report
     assert (trained.folder / "figures" / "loss_curves.png").is_file()
@@ -149,11 +179,15 @@ def test_stopped_and_resumed_equals_uninterrupted(tmp_path):
     assert stopped.returncode == 3, stopped.stderr
     where = json.loads(stopped.stdout)
     assert where["setup"] == "float16-native-dynamic"
-    assert load_resume(tmp_path / "stopped" / "setups" / "float16-native-dynamic")["iteration"] == where["iteration"] < 8
+    assert (
+        load_resume(tmp_path / "stopped" / "setups" / "float16-native-dynamic")["iteration"] == where["iteration"] < 8
+    )
     for run in (_train_apart(tmp_path / "stopped"), _train_apart(tmp_path / "straight")):
         assert run.returncode == 0, run.stderr
     for folder in (Path("."), Path("setups/float16-native-dynamic")):
-        _assert_same_weights(_last_weights(tmp_path / "stopped" / folder, 8), _last_weights(tmp_path / "straight" / folder, 8))
+        _assert_same_weights(
+            _last_weights(tmp_path / "stopped" / folder, 8), _last_weights(tmp_path / "straight" / folder, 8)
+        )
     columns = ["setup", "iteration", "loss", "val_loss", "skipped", "scale"]
     logs = [pd.read_parquet(tmp_path / name / "training_log.parquet")[columns] for name in ("stopped", "straight")]
     pd.testing.assert_frame_equal(*logs)
@@ -162,9 +196,24 @@ def test_stopped_and_resumed_equals_uninterrupted(tmp_path):
 @pytest.mark.slow  # a training killed for real and resumed: 15 s
 def test_killed_process_resumes_to_the_uninterrupted_weights(tmp_path):
     out = tmp_path / "killed"
-    command = ["train", *TINY_CNF_ARGS, "--iters", "60", "--save-at", "5", "--resume-every", "5", "--dtype", "float32,bfloat16", "--out", str(out)]
+    command = [
+        "train",
+        *TINY_CNF_ARGS,
+        "--iters",
+        "60",
+        "--save-at",
+        "5",
+        "--resume-every",
+        "5",
+        "--dtype",
+        "float32,bfloat16",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "roundoff_cli", *command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "roundoff_cli", *command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     second = out / "setups" / "bfloat16-native-none"
 
     def second_setup_saved_a_state_past_0() -> bool:  # the checkpoint at 5 comes just before its resume state
@@ -180,11 +229,15 @@ def test_killed_process_resumes_to_the_uninterrupted_weights(tmp_path):
     assert process.returncode == -signal.SIGKILL
     assert 0 < load_resume(second)["iteration"] < 60  # killed before the end
     assert not (out / "training_summary.parquet").exists()
-    resumed = subprocess.run([sys.executable, "-m", "roundoff_cli", *command], env=env, capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "roundoff_cli", *command], env=env, capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming bfloat16-native-none at iteration" in resumed.stdout + resumed.stderr
     straight_command = [c if c != str(out) else str(tmp_path / "straight") for c in command]
-    straight = subprocess.run([sys.executable, "-m", "roundoff_cli", *straight_command], env=env, capture_output=True, text=True, timeout=300)
+    straight = subprocess.run(
+        [sys.executable, "-m", "roundoff_cli", *straight_command], env=env, capture_output=True, text=True, timeout=300
+    )
     assert straight.returncode == 0, straight.stderr
     for folder in (Path("."), Path("setups/bfloat16-native-none")):
         _assert_same_weights(_last_weights(out / folder, 60), _last_weights(tmp_path / "straight" / folder, 60))
@@ -213,9 +266,14 @@ def test_bad_input_is_one_line_before_anything_is_written(tmp_path, args, messag
 
 def test_a_config_file_is_read_and_checked_like_the_sweeps(tmp_path):
     config = tmp_path / "train.toml"
-    config.write_text('model = "cnf"\niters = 2\ntimesteps = 4\nlearning_rate = 1\n[options]\nhidden = 4\nwidth = 8\nbatch = 16\n')
+    config.write_text(
+        'model = "cnf"\niters = 2\ntimesteps = 4\nlearning_rate = 1\n[options]\nhidden = 4\nwidth = 8\nbatch = 16\n'
+    )
     result = run_cli("train", "--config", config, "--out", tmp_path / "never")
-    assert result.exit_code == 2 and f"config file '{config}': 'learning_rate' unknown key; allowed: model" in result.stderr
+    assert (
+        result.exit_code == 2
+        and f"config file '{config}': 'learning_rate' unknown key; allowed: model" in result.stderr
+    )
     config.write_text(
         'model = "cnf"\niters = 2\ntimesteps = 4\n[options]\nhidden = 4\nwidth = 8\nbatch = 16\n'
         '[[setups]]\ndtype = "bfloat16"\n[[setups]]\ndtype = "float32"\n'
@@ -232,7 +290,9 @@ def test_a_different_training_in_the_folder_is_refused_unless_forced(trained, tm
     args = ["train", *TINY_CNF_ARGS, "--iters", "8", "--save-at", "0,4", "--out", trained.folder]
     refused = run_cli(*args, "--lr", "0.01")
     assert refused.exit_code == 2 and refused.stdout == ""
-    assert refused.stderr.startswith(f"error: output folder '{trained.folder}' holds a different training (differs in: lr)")
+    assert refused.stderr.startswith(
+        f"error: output folder '{trained.folder}' holds a different training (differs in: lr)"
+    )
     shorter = run_cli("train", *TINY_CNF_ARGS, "--iters", "5", "--out", trained.folder)
     assert shorter.exit_code == 2 and "trained to iteration 8, past --iters 5" in shorter.stderr
     assert snapshot(trained.folder) == before
@@ -262,13 +322,20 @@ def test_a_model_without_a_batch_sampler_is_refused(tmp_path):
     assert result.exit_code == 2 and "offers no batch sampler" in result.stderr and not (tmp_path / "never").exists()
 
 
-@pytest.mark.parametrize(("settings", "label"), [
-    ({"dtype": "bfloat16", "mode": "pure"}, "bfloat16-native-none"),
-    ({"dtype": "float16", "library": "torchdiffeq", "scaling": "grad"}, "float16-torchdiffeq-grad"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("settings", "label"),
+    [
+        ({"dtype": "bfloat16", "mode": "pure"}, "bfloat16-native-none"),
+        ({"dtype": "float16", "library": "torchdiffeq", "scaling": "grad"}, "float16-torchdiffeq-grad"),
+    ],
+)
 def test_low_precision_setups_update_the_float32_master_weights(tmp_path, settings, label):
     result = _train(tmp_path / "t", iters=3, save_at=[0], val_every=2, **settings)
-    assert result.log.loc[result.log["val_loss"].notna(), "iteration"].tolist() == [0, 2, 3]  # saved, every 2nd, the last
+    assert result.log.loc[result.log["val_loss"].notna(), "iteration"].tolist() == [
+        0,
+        2,
+        3,
+    ]  # saved, every 2nd, the last
     assert list(result.summary["setup"]) == [label] and result.summary["skipped_steps"].tolist() == [0]
     weights, start = _last_weights(result.folder, 3), _last_weights(result.folder, 0)
     assert all(w.dtype == torch.float32 for w in weights.values())
@@ -291,8 +358,24 @@ def test_the_loss_scale_carries_over_as_gradscaler_carries_it():
 
 
 def test_a_data_file_too_short_for_the_stream_is_refused(tmp_path):
-    path = write_bsds300(tmp_path / "BSDS300.hdf5", rows=24)  # batches 0 … 5 of 4 rows: 1 … 4 held out, 5 for iteration 1
-    args = ["train", "-m", "otflow", "-o", "d=63", "-o", "hidden=4", "-o", "batch=4", "--data", f"bsds300:{path}", "-n", "2"]
+    path = write_bsds300(
+        tmp_path / "BSDS300.hdf5", rows=24
+    )  # batches 0 … 5 of 4 rows: 1 … 4 held out, 5 for iteration 1
+    args = [
+        "train",
+        "-m",
+        "otflow",
+        "-o",
+        "d=63",
+        "-o",
+        "hidden=4",
+        "-o",
+        "batch=4",
+        "--data",
+        f"bsds300:{path}",
+        "-n",
+        "2",
+    ]
     refused = run_cli(*args, "--iters", "2", "--out", tmp_path / "never")
     assert refused.exit_code == 2 and not (tmp_path / "never").exists()
     assert refused.stderr.startswith("error: the last iteration trains on batch 6 (4 held out, then one per iteration)")
@@ -322,8 +405,11 @@ def test_the_shipped_training_configs_hold_what_the_readme_says():
     assert (cpu.iters, cpu.save_at, cpu.val_every, cpu.timesteps, cpu.device) == (300, [0, 100, 300], 25, 16, "auto")
     gpu = resolve(configs / "cnf_2spirals_train_gpu.toml", {})
     assert [s.label for s in choose_setups(gpu).setups] == [
-        "float32-native-none", "float16-native-dynamic", "float16-torchdiffeq-grad", "bfloat16-native-none",
-    ]  # fmt: skip
+        "float32-native-none",
+        "float16-native-dynamic",
+        "float16-torchdiffeq-grad",
+        "bfloat16-native-none",
+    ]
     assert (gpu.iters, gpu.timesteps, gpu.options["batch"], gpu.device) == (2000, 128, 1024, "cuda")
 
 
@@ -342,11 +428,22 @@ def test_the_reports_validation_table_is_the_log(trained):
 def test_a_non_finite_gradient_skips_the_step_and_is_counted(tmp_path):
     """float16 torchdiffeq gradients of this OT-Flow overflow without scaling (as in the sweep's overflow fixture):
     every step is skipped and the weights stay; loss scaling (`grad`) rescues every step."""
-    settings = {"options": {"d": 3, "hidden": 8, "batch": 16, "alpha": "1,2e5,8e4"}, "timesteps": 4, "method": "euler", "iters": 3,
-                "save_at": [0], "library": "torchdiffeq", "dtype": "float16", "scaling": ["none", "grad"]}  # fmt: skip
+    settings = {
+        "options": {"d": 3, "hidden": 8, "batch": 16, "alpha": "1,2e5,8e4"},
+        "timesteps": 4,
+        "method": "euler",
+        "iters": 3,
+        "save_at": [0],
+        "library": "torchdiffeq",
+        "dtype": "float16",
+        "scaling": ["none", "grad"],
+    }
     result = training.train("otflow", out=tmp_path / "overflow", **settings)
     summary = result.summary.set_index("setup")
-    assert summary.loc["float16-torchdiffeq-none", "skipped_steps"] == 3 and summary.loc["float16-torchdiffeq-grad", "skipped_steps"] == 0
+    assert (
+        summary.loc["float16-torchdiffeq-none", "skipped_steps"] == 3
+        and summary.loc["float16-torchdiffeq-grad", "skipped_steps"] == 0
+    )
     skipped = result.log[(result.log["setup"] == "float16-torchdiffeq-none") & (result.log["iteration"] > 0)]
     assert skipped["skipped"].all() and skipped["failure"].str.startswith("overflow").all()
     _assert_same_weights(_last_weights(result.folder, 3), _last_weights(result.folder, 0))

@@ -1,6 +1,7 @@
 """Weights in low precision: the update roundings against their closed form, the optimizer's state in the weights'
 format, the optimizer axis, lost updates, bytes, clipping, and a killed low-precision training resumed bit for bit
 (weights, compensation buffers and stochastic-rounding stream)."""
+
 from __future__ import annotations
 
 import json
@@ -86,7 +87,12 @@ def test_every_update_leaves_a_value_of_the_format():
 
 def test_bytes_of_weights_and_state():
     w = torch.nn.Parameter(torch.zeros(10))
-    assert (bytes_per_value("float32"), bytes_per_value("bfloat16"), bytes_per_value("e5m2"), bytes_per_value("e5m7")) == (4, 2, 1, 2)
+    assert (
+        bytes_per_value("float32"),
+        bytes_per_value("bfloat16"),
+        bytes_per_value("e5m2"),
+        bytes_per_value("e5m7"),
+    ) == (4, 2, 1, 2)
     for state, update, expected in (("float32", "nearest", 80), ("weights", "nearest", 40), ("weights", "kahan", 60)):
         stored = StoredWeights([w], "bfloat16", update, optimizer_state=state)
         optimizer = torch.optim.Adam([w], lr=1e-3)
@@ -117,15 +123,36 @@ def test_the_stream_and_buffers_continue_from_a_saved_state():
 
 
 def test_setups_of_the_weights_axis():
-    config = resolve(None, {"model": "cnf", "dtype": ["float32", "bfloat16"], "weights": ["float32", "bfloat16"],
-                            "update": ["nearest", "kahan"]})  # fmt: skip
+    config = resolve(
+        None,
+        {
+            "model": "cnf",
+            "dtype": ["float32", "bfloat16"],
+            "weights": ["float32", "bfloat16"],
+            "update": ["nearest", "kahan"],
+        },
+    )
     labels = [s.label for s in choose_setups(config).setups]
-    assert labels == ["float32-native-none", "bfloat16-native-none", "float32-native-none-weights_bfloat16-nearest",
-                      "bfloat16-native-none-weights_bfloat16-nearest", "float32-native-none-weights_bfloat16-kahan",
-                      "bfloat16-native-none-weights_bfloat16-kahan"]  # fmt: skip
-    entries = resolve(None, {"model": "cnf", "setups": [{"dtype": "bfloat16", "weights": "bfloat16", "update": "stochastic",
-                                                         "optimizer_state": "weights"}]})  # fmt: skip
-    assert [s.label for s in choose_setups(entries).setups] == ["bfloat16-native-none-weights_bfloat16-stochastic-state_bfloat16"]
+    assert labels == [
+        "float32-native-none",
+        "bfloat16-native-none",
+        "float32-native-none-weights_bfloat16-nearest",
+        "bfloat16-native-none-weights_bfloat16-nearest",
+        "float32-native-none-weights_bfloat16-kahan",
+        "bfloat16-native-none-weights_bfloat16-kahan",
+    ]
+    entries = resolve(
+        None,
+        {
+            "model": "cnf",
+            "setups": [
+                {"dtype": "bfloat16", "weights": "bfloat16", "update": "stochastic", "optimizer_state": "weights"}
+            ],
+        },
+    )
+    assert [s.label for s in choose_setups(entries).setups] == [
+        "bfloat16-native-none-weights_bfloat16-stochastic-state_bfloat16"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -154,15 +181,28 @@ def test_a_setups_entry_asking_to_round_float32_master_weights_is_refused(tmp_pa
 
 @pytest.fixture(scope="module")
 def low_weights(tmp_path_factory) -> training.TrainResult:
-    return training.train("cnf", out=tmp_path_factory.mktemp("weights") / "cnf", options=TINY_CNF, timesteps=4, iters=6, save_at=[0],
-                          dtype="bfloat16", weights=["float32", "bfloat16"], update=["nearest", "stochastic-kahan"],
-                          optimizer="adamw", clip_grad_norm=0.05)  # fmt: skip
+    return training.train(
+        "cnf",
+        out=tmp_path_factory.mktemp("weights") / "cnf",
+        options=TINY_CNF,
+        timesteps=4,
+        iters=6,
+        save_at=[0],
+        dtype="bfloat16",
+        weights=["float32", "bfloat16"],
+        update=["nearest", "stochastic-kahan"],
+        optimizer="adamw",
+        clip_grad_norm=0.05,
+    )
 
 
 def test_the_log_and_summary_carry_the_weights_axis(low_weights):
     log, summary = low_weights.log, low_weights.summary
-    assert list(summary["setup"]) == ["bfloat16-native-none", "bfloat16-native-none-weights_bfloat16-nearest",
-                                      "bfloat16-native-none-weights_bfloat16-stochastic_kahan"]  # fmt: skip
+    assert list(summary["setup"]) == [
+        "bfloat16-native-none",
+        "bfloat16-native-none-weights_bfloat16-nearest",
+        "bfloat16-native-none-weights_bfloat16-stochastic_kahan",
+    ]
     assert list(summary["weights"]) == ["float32", "bfloat16", "bfloat16"]
     assert list(summary["update"]) == ["nearest", "nearest", "stochastic-kahan"]
     steps = log[log["iteration"] > 0]
@@ -171,20 +211,30 @@ def test_the_log_and_summary_carry_the_weights_axis(low_weights):
     assert low["lost_update_fraction"].between(0, 1).all()
     for row in summary.itertuples(index=False):
         own = steps[steps["setup"] == row.setup]["lost_update_fraction"]
-        assert (pd.isna(row.lost_update_fraction) and own.isna().all()) or row.lost_update_fraction == pytest.approx(own.mean())
+        assert (pd.isna(row.lost_update_fraction) and own.isna().all()) or row.lost_update_fraction == pytest.approx(
+            own.mean()
+        )
     params = summary["weight_bytes"].iloc[0] // 4
     assert list(summary["weight_bytes"]) == [4 * params, 2 * params, 2 * params]
-    assert list(summary["optimizer_state_bytes"]) == [8 * params, 8 * params, 10 * params]  # AdamW's two moments (+ Kahan's buffer)
+    assert list(summary["optimizer_state_bytes"]) == [
+        8 * params,
+        8 * params,
+        10 * params,
+    ]  # AdamW's two moments (+ Kahan's buffer)
 
 
 def test_the_optimizer_and_clipping_are_recorded(low_weights):
     manifest = low_weights.manifest
     assert manifest["optimizer"] == "adamw" and manifest["clip_grad_norm"] == 0.05
-    assert manifest["fingerprint"]["optimizer"] == {"name": "adamw"} and manifest["fingerprint"]["clip_grad_norm"] == 0.05
+    assert (
+        manifest["fingerprint"]["optimizer"] == {"name": "adamw"} and manifest["fingerprint"]["clip_grad_norm"] == 0.05
+    )
     steps = low_weights.log[low_weights.log["iteration"] > 0]
     assert (steps["grad_norm"] > 0).all()
     assert (steps["clipped"] == (steps["grad_norm"] > 0.05)).all() and steps["clipped"].any()
-    assert list(low_weights.summary["clipped_steps"]) == [int(steps[steps["setup"] == s]["clipped"].sum()) for s in low_weights.summary["setup"]]
+    assert list(low_weights.summary["clipped_steps"]) == [
+        int(steps[steps["setup"] == s]["clipped"].sum()) for s in low_weights.summary["setup"]
+    ]
     report = (low_weights.folder / "training_report.md").read_text()
     assert "Clipped (gradient norm above clip_grad_norm): `bfloat16-native-none` " in report
     assert "AdamW" in report and ("**holds**" in report or "**does not hold**" in report)
@@ -204,7 +254,9 @@ def test_clipping_bounds_the_step_it_sees():
 def test_a_users_optimizer_factory_trains_and_is_fingerprinted(tmp_path):
     factory = tmp_path / "my_optim.py"
     factory.write_text("import torch\n\ndef make(params, lr):\n    return torch.optim.RMSprop(params, lr=lr)\n")
-    result = training.train("cnf", out=tmp_path / "out", options=TINY_CNF, timesteps=4, iters=2, optimizer=f"{factory}:make")
+    result = training.train(
+        "cnf", out=tmp_path / "out", options=TINY_CNF, timesteps=4, iters=2, optimizer=f"{factory}:make"
+    )
     assert result.manifest["optimizer"] == f"{factory}:make"
     assert len(result.manifest["fingerprint"]["optimizer"]["source_sha256"]) == 64
     wrong = tmp_path / "wrong.py"
@@ -221,10 +273,28 @@ def test_a_log_from_before_the_axis_reads_as_float32_master_weights():
 @pytest.mark.slow  # a low-precision-weight training killed for real, resumed, and trained again uninterrupted: 20 s on an idle 2-core CPU
 def test_killed_low_weight_training_resumes_bit_for_bit(tmp_path):
     out = tmp_path / "killed"
-    command = ["train", *TINY_CNF_ARGS, "--iters", "20", "--save-at", "5", "--resume-every", "5", "--dtype", "bfloat16",
-               "--weights", "bfloat16", "--update", "stochastic-kahan", "--out", str(out)]  # fmt: skip
+    command = [
+        "train",
+        *TINY_CNF_ARGS,
+        "--iters",
+        "20",
+        "--save-at",
+        "5",
+        "--resume-every",
+        "5",
+        "--dtype",
+        "bfloat16",
+        "--weights",
+        "bfloat16",
+        "--update",
+        "stochastic-kahan",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "roundoff_cli", *command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "roundoff_cli", *command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 120
         while process.poll() is None and time.monotonic() < deadline:
@@ -236,10 +306,14 @@ def test_killed_low_weight_training_resumes_bit_for_bit(tmp_path):
         process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
     assert 5 < load_resume(out)["iteration"] < 20
-    resumed = subprocess.run([sys.executable, "-m", "roundoff_cli", *command], env=env, capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "roundoff_cli", *command], env=env, capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr
     straight_command = [c if c != str(out) else str(tmp_path / "straight") for c in command]
-    straight = subprocess.run([sys.executable, "-m", "roundoff_cli", *straight_command], env=env, capture_output=True, text=True, timeout=300)
+    straight = subprocess.run(
+        [sys.executable, "-m", "roundoff_cli", *straight_command], env=env, capture_output=True, text=True, timeout=300
+    )
     assert straight.returncode == 0, straight.stderr
     ends = [load_resume(folder) for folder in (out, tmp_path / "straight")]
     assert ends[0]["iteration"] == ends[1]["iteration"] == 20
@@ -254,8 +328,16 @@ def test_killed_low_weight_training_resumes_bit_for_bit(tmp_path):
 
 
 def test_clipping_sees_the_unscaled_gradient_with_gradscaler(tmp_path):
-    result = training.train("cnf", out=tmp_path / "out", options=TINY_CNF, timesteps=4, iters=2, dtype=["float32", "float16"],
-                            scaling="grad", clip_grad_norm=1e-3)  # fmt: skip
+    result = training.train(
+        "cnf",
+        out=tmp_path / "out",
+        options=TINY_CNF,
+        timesteps=4,
+        iters=2,
+        dtype=["float32", "float16"],
+        scaling="grad",
+        clip_grad_norm=1e-3,
+    )
     first = result.log[result.log["iteration"] == 1].set_index("setup")
     assert first.loc["float16-native-grad", "scale"] >= 2**10  # the loss was scaled, the norm is not
     ratio = first.loc["float16-native-grad", "grad_norm"] / first.loc["float32-native-none", "grad_norm"]
@@ -266,7 +348,11 @@ def test_the_committed_weights_report_is_the_shipped_config():
     config = resolve(REPOSITORY / "configs" / "cnf_2spirals_weights.toml", {})
     manifest = json.loads((REPOSITORY / "reports" / "cnf-weights" / "train_manifest.json").read_text())
     assert [s.label for s in choose_setups(config).setups] == [s["label"] for s in manifest["setups"]]
-    assert (config.iters, config.lr, config.timesteps, config.options) == (manifest["iters"], manifest["lr"], 16, {"hidden": 32, "width": 64,
-                                                                                                               "batch": 256, "seed": 0})
+    assert (config.iters, config.lr, config.timesteps, config.options) == (
+        manifest["iters"],
+        manifest["lr"],
+        16,
+        {"hidden": 32, "width": 64, "batch": 256, "seed": 0},
+    )
     summary = pd.read_parquet(REPOSITORY / "reports" / "cnf-weights" / "training_summary.parquet")
     assert (summary["iterations"] == config.iters).all() and config.iters >= 300

@@ -1,6 +1,7 @@
 """The fine reference and the gradient noise are computed once per sweep, in pieces saved in the folder: read by
 the sweep's other processes and by a resumed sweep, never taken from another sweep, and computed by a process
 that waited for a piece whose holder died."""
+
 from __future__ import annotations
 
 import subprocess
@@ -26,7 +27,9 @@ CPU = torch.device("cpu")
 def tiny_request(**extra) -> config.SweepConfig:
     options = {"d": "3", "hidden": "8", "batch": "16"}
     grid = {"timesteps": [4, 8], "method": ["rk4"], "library": ["native"], "dtype": ["bfloat16"], "scaling": ["none"]}
-    return config.validate({"model": "otflow", "options": options, **grid, "device": "cpu", "noise_batches": 6, **extra})
+    return config.validate(
+        {"model": "otflow", "options": options, **grid, "device": "cpu", "noise_batches": 6, **extra}
+    )
 
 
 def test_the_noise_computed_in_pieces_equals_the_noise_computed_in_one_go():
@@ -47,8 +50,13 @@ def test_a_resumed_sweep_reads_the_saved_pieces_instead_of_solving_again(tmp_pat
         sweep.run(sweep.plan(tiny_request()), out, stop_requested=stopped)
     saved = {piece: (out / YARDSTICKS / f"{piece}.pt").stat().st_mtime_ns for piece in PIECES}
     seen = []
-    resumed = sweep.run(sweep.plan(tiny_request()), out, stop_requested=lambda: seen.append(
-        {piece: (out / YARDSTICKS / f"{piece}.pt").stat().st_mtime_ns for piece in PIECES}) and False).results
+    resumed = sweep.run(
+        sweep.plan(tiny_request()),
+        out,
+        stop_requested=lambda: (
+            seen.append({piece: (out / YARDSTICKS / f"{piece}.pt").stat().st_mtime_ns for piece in PIECES}) and False
+        ),
+    ).results
     assert seen and all(mtimes == saved for mtimes in seen)  # read, never written again, while the sweep went on
     assert resumed["grad_noise_rel"].notna().all() and resumed["disc_grad_params_rel_err"].notna().all()
     columns = RESULT_COLUMNS_EXCEPT_COST(reference)
@@ -66,7 +74,9 @@ def test_a_sweep_replaced_with_force_does_not_read_the_pieces_of_the_one_before(
 
 
 def test_a_piece_saved_under_another_key_is_computed_again(tmp_path):
-    assert YardstickFiles(tmp_path, "one sweep", CPU).obtain("noise_0", lambda: {"value": torch.tensor(1.0)})["value"] == 1
+    assert (
+        YardstickFiles(tmp_path, "one sweep", CPU).obtain("noise_0", lambda: {"value": torch.tensor(1.0)})["value"] == 1
+    )
     other = YardstickFiles(tmp_path, "another sweep", CPU)
     assert other.load("noise_0") is None
     assert other.obtain("noise_0", lambda: {"value": torch.tensor(2.0)})["value"] == 2
@@ -75,7 +85,9 @@ def test_a_piece_saved_under_another_key_is_computed_again(tmp_path):
 
 def test_a_process_waits_while_another_holds_a_piece_and_computes_it_when_that_one_dies(tmp_path):
     hold = "import fcntl, os, sys, time; d = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(d, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
-    holder = subprocess.Popen([sys.executable, "-c", hold, str(tmp_path / ".fine.lock")], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(tmp_path / ".fine.lock")], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         killed = threading.Event()

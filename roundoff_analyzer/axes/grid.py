@@ -1,4 +1,5 @@
 """The sweep grid: which configurations to run, in which order, and which are skipped and why."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,12 +8,30 @@ from dataclasses import asdict, dataclass, field
 
 from .dtypes import DTYPES
 
-CONFIG_COLUMNS = ("model", "library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint", "loss_in",
-                  "keep_float32")  # fmt: skip
+CONFIG_COLUMNS = (
+    "model",
+    "library",
+    "method",
+    "n_timesteps",
+    "dtype",
+    "scaling",
+    "mode",
+    "arithmetic",
+    "rounding",
+    "checkpoint",
+    "loss_in",
+    "keep_float32",
+)
 # What results written before the arithmetic axis (and the checkpoint axis: "" is a sweep's single set of weights; the
 # loss_in axis: the loss formed outside autocast, in float32) existed ran with. Before the keep_float32 axis, no module
 # was kept out of autocast.
-AXIS_DEFAULTS = {"arithmetic": "hardware", "rounding": "nearest", "checkpoint": "", "loss_in": "float32", "keep_float32": "none"}
+AXIS_DEFAULTS = {
+    "arithmetic": "hardware",
+    "rounding": "nearest",
+    "checkpoint": "",
+    "loss_in": "float32",
+    "keep_float32": "none",
+}
 
 # The default grid's (library, dtype, scaling) triples: bfloat16 (float32's range) runs without scaling only;
 # float16 runs with torchdiffeq x {none, grad} and native x {none, grad, dynamic} (torchdiffeq has no adjoint of its
@@ -106,13 +125,35 @@ class Grid:
     kept: tuple[str, ...] = ("none",)
 
     @classmethod
-    def build(cls, timesteps, methods, modes, libraries=None, dtypes=None, scalings=None, arithmetics=None, roundings=None,
-              loss_ins=None, keep_float32=None) -> "Grid":  # fmt: skip
-        axes = {"n_timesteps": timesteps, "method": methods, "mode": modes, "library": libraries, "dtype": dtypes, "scaling": scalings,
-                "arithmetic": arithmetics, "rounding": roundings, "loss_in": loss_ins}  # fmt: skip
+    def build(
+        cls,
+        timesteps,
+        methods,
+        modes,
+        libraries=None,
+        dtypes=None,
+        scalings=None,
+        arithmetics=None,
+        roundings=None,
+        loss_ins=None,
+        keep_float32=None,
+    ) -> Grid:
+        axes = {
+            "n_timesteps": timesteps,
+            "method": methods,
+            "mode": modes,
+            "library": libraries,
+            "dtype": dtypes,
+            "scaling": scalings,
+            "arithmetic": arithmetics,
+            "rounding": roundings,
+            "loss_in": loss_ins,
+        }
         repeated = tuple(f"{axis} {value}" for axis, values in axes.items() for value in _repeated(values or ()))
         repeated += tuple(f"keep_float32 {value}" for value in _repeated(keep_float32 or ()))
-        timesteps, methods, modes, libraries, dtypes, scalings, arithmetics, roundings, loss_ins = (_unique(values) for values in axes.values())
+        timesteps, methods, modes, libraries, dtypes, scalings, arithmetics, roundings, loss_ins = (
+            _unique(values) for values in axes.values()
+        )
         if libraries is None and dtypes is None and scalings is None:
             triples = DEFAULT_TRIPLES
         else:
@@ -123,18 +164,24 @@ class Grid:
                 for scaling in scalings or ("none", "grad", "dynamic")
             )
         return cls(
-            tuple(timesteps), tuple(methods), tuple(modes), triples,
-            tuple(arithmetics) if arithmetics else None, tuple(roundings) if roundings else ("nearest",), repeated,
+            tuple(timesteps),
+            tuple(methods),
+            tuple(modes),
+            triples,
+            tuple(arithmetics) if arithmetics else None,
+            tuple(roundings) if roundings else ("nearest",),
+            repeated,
             loss_ins=tuple(loss_ins) if loss_ins else (AXIS_DEFAULTS["loss_in"],),
             kept=tuple(_unique(keep_float32)) if keep_float32 else ("none",),
-        )  # fmt: skip
+        )
 
     def precisions(self, dtype: str) -> list[tuple[str, str]]:
         """(arithmetic, rounding) pairs for one dtype."""
         return [
             (arithmetic, rounding)
             for rounding in self.roundings
-            for arithmetic in self.arithmetics or ("emulated" if rounding != "nearest" else DTYPES.get(dtype).default_arithmetic,)
+            for arithmetic in self.arithmetics
+            or ("emulated" if rounding != "nearest" else DTYPES.get(dtype).default_arithmetic,)
         ]
 
     @property
@@ -148,7 +195,9 @@ class Grid:
         # One checkpoint's grid after the other; inside, grouped by (method, n_timesteps) so one reference per
         # library serves consecutive runs.
         return [
-            Configuration(model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint, loss_in, kept)
+            Configuration(
+                model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint, loss_in, kept
+            )
             for checkpoint in self.checkpoints
             for method in self.methods
             for n in self.timesteps
@@ -170,13 +219,19 @@ class Grid:
         triples = f"{len(self.triples)} (library, dtype, scaling)"
         if per_cell != len(self.triples):
             triples = f"{per_cell} (library, dtype, scaling, arithmetic, rounding)"
-        per_checkpoint = len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell * len(self.loss_ins) * len(self.kept)
+        per_checkpoint = (
+            len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell * len(self.loss_ins) * len(self.kept)
+        )
         # A grid of the default placement keeps the description (part of its fingerprint) it had before the axis; so
         # does one keeping nothing in float32.
-        placements = "" if self.default_loss_in else f" x {len(self.loss_ins)} loss placements ({', '.join(self.loss_ins)})"
+        placements = (
+            "" if self.default_loss_in else f" x {len(self.loss_ins)} loss placements ({', '.join(self.loss_ins)})"
+        )
         kept = f" x {len(self.kept)} keep_float32" if self.kept != ("none",) else ""
-        described = (f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x {triples}{placements}{kept} "
-                     f"= {per_checkpoint} configurations")  # fmt: skip
+        described = (
+            f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x {triples}{placements}{kept} "
+            f"= {per_checkpoint} configurations"
+        )
         if len(self.checkpoints) > 1:
             # Sweeps of a single checkpoint keep the description (part of their fingerprint) they always had.
             described += f", x {len(self.checkpoints)} checkpoints = {per_checkpoint * len(self.checkpoints)} in all"

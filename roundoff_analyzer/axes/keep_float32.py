@@ -18,13 +18,15 @@ module's own arithmetic and the gradient flowing back through it are float32; fl
 unchanged (a float64 run stays float64). Its output is float32: the ops after it cast it down again where autocast
 says so.
 """
+
 from __future__ import annotations
 
 import fnmatch
 import functools
 import types
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -45,9 +47,13 @@ def patterns(value: str) -> list[str]:
 def check_value(value: str) -> str:
     """A keep_float32 value as given, or a ValueError saying what is allowed."""
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"needs '{NONE}' or module names or glob patterns joined with '{SEPARATOR}' (e.g. potential.layers.0)")
+        raise ValueError(
+            f"needs '{NONE}' or module names or glob patterns joined with '{SEPARATOR}' (e.g. potential.layers.0)"
+        )
     if value != NONE and not patterns(value):
-        raise ValueError(f"{value!r} names no module; give '{NONE}' or module names or glob patterns joined with '{SEPARATOR}'")
+        raise ValueError(
+            f"{value!r} names no module; give '{NONE}' or module names or glob patterns joined with '{SEPARATOR}'"
+        )
     if NONE in patterns(value) and value != NONE:
         raise ValueError(f"{value!r} joins '{NONE}' with module names; give '{NONE}' alone")
     return value
@@ -78,8 +84,11 @@ def matching(root: nn.Module, value: str) -> list[tuple[str, nn.Module, str]]:
         hits = [(name, module, "forward") for name, module in named if fnmatch.fnmatchcase(name, pattern)]
         if not hits:
             owner, _, method = pattern.rpartition(".")
-            hits = [(f"{name}.{method}" if name else method, module, method) for name, module in named
-                    if fnmatch.fnmatchcase(name, owner) and _is_method(module, method)]  # fmt: skip
+            hits = [
+                (f"{name}.{method}" if name else method, module, method)
+                for name, module in named
+                if fnmatch.fnmatchcase(name, owner) and _is_method(module, method)
+            ]
         for hit in hits:
             found.setdefault((id(hit[1]), hit[2]), hit)
     return list(found.values())
@@ -129,7 +138,9 @@ def _wrap(module: nn.Module, method: str = "forward") -> bool:
     if method in kept:
         return False
     own = module.__dict__.get(method)
-    function = own.__func__ if isinstance(own, types.MethodType) and own.__self__ is module else getattr(type(module), method)
+    function = (
+        own.__func__ if isinstance(own, types.MethodType) and own.__self__ is module else getattr(type(module), method)
+    )
     setattr(module, method, types.MethodType(float32_call(function), module))
     module.__dict__[_KEPT] = kept | {method}
     return True
@@ -162,7 +173,9 @@ def keep_float32(target: Any, names: str | None = None) -> Any:
     """
     if names is not None:
         if not isinstance(target, nn.Module):
-            raise TypeError(f"keep_float32 with names looks them up in a torch.nn.Module, not in {type(target).__name__}")
+            raise TypeError(
+                f"keep_float32 with names looks them up in a torch.nn.Module, not in {type(target).__name__}"
+            )
         missing = unmatched(target, check_value(names))
         if missing:
             raise ValueError(f"keep_float32: {missing[0]!r} names no module or method of {type(target).__name__}")
@@ -182,8 +195,11 @@ def kept_in_float32(root: nn.Module, value: str) -> Iterator[list[str]]:
     """What `value` names in `root` runs in float32 inside the block (the methods are restored after it); yields the
     names kept."""
     kept = matching(root, value)
-    saved = [(module, method, module.__dict__.get(method), module.__dict__.get(_KEPT)) for _, module, method in kept
-             if method not in module.__dict__.get(_KEPT, frozenset())]  # fmt: skip
+    saved = [
+        (module, method, module.__dict__.get(method), module.__dict__.get(_KEPT))
+        for _, module, method in kept
+        if method not in module.__dict__.get(_KEPT, frozenset())
+    ]
     for module, method, _, _ in saved:
         _wrap(module, method)
     try:

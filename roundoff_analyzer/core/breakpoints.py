@@ -2,11 +2,12 @@
 PYTHONBREAKPOINT=0: a batch job (a Slurm task, a worker process, a sweep run overnight) has nobody at a
 debugger prompt, and pdb waiting on stdin would hold the job until its time limit. Standard library only:
 the CLI's commands use it without importing torch."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 VARIABLE = "PYTHONBREAKPOINT"
 

@@ -1,10 +1,11 @@
 """Where a sweep runs: resolving `auto`, synchronising clocks, and peak memory where the device reports it."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 

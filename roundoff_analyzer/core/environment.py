@@ -1,4 +1,5 @@
 """Failures of the machine rather than of the request (a full disk, a read-only or forbidden folder), in one line."""
+
 from __future__ import annotations
 
 import errno
@@ -6,11 +7,17 @@ import errno
 from .text import printable
 
 _REASONS = {
-    errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
-    errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-    errno.ENOTDIR: "a part of the path is a file, not a folder", errno.EFBIG: "the file is too large for this file system",
-    errno.EISDIR: "it is a folder", errno.ENOENT: "no such file or folder", errno.ELOOP: "it is a symbolic link, which is not followed",
-}  # fmt: skip
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EFBIG: "the file is too large for this file system",
+    errno.EISDIR: "it is a folder",
+    errno.ENOENT: "no such file or folder",
+    errno.ELOOP: "it is a symbolic link, which is not followed",
+}
 
 
 def with_path(exc: OSError, path) -> OSError:

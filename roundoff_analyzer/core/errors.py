@@ -1,4 +1,5 @@
 """Exceptions with a meaning for the sweep: bad input (one line, exit 2) and named failures."""
+
 from __future__ import annotations
 
 

@@ -1,6 +1,7 @@
 """A JSON file that must hold an object (a manifest, a checkpoint's sidecar), read as data only, and checked against a
 pydantic model where the reader relies on its keys: anything else is one InputError line naming the file, the key, what
 was found and what was expected. Nested beyond what Python's parser can take (a "bomb") is such a line too."""
+
 from __future__ import annotations
 
 import json

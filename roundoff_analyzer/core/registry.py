@@ -1,7 +1,9 @@
 """One registry per sweep axis: name -> implementation, with a clear error for unknown names."""
+
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 from .errors import InputError
 
@@ -17,7 +19,7 @@ class Registry(Generic[T]):
 
     def register(self, item: T, name: str | None = None) -> T:
         """Register `item` under its own `name`, or under `name` (a user's object named by where it lives)."""
-        name = name or getattr(item, "name")
+        name = name or item.name
         if name in self._items:
             raise ValueError(f"{self.axis} '{name}' is registered twice")
         self._items[name] = item

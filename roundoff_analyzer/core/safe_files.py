@@ -4,13 +4,15 @@ of links where the tool writes, and the removal of temporary files a killed proc
 A folder may come from anyone. A link planted in it (`shards -> /elsewhere`, a temporary file name
 pointing at a file outside) must not make a sweep, `--force` or a report write or delete outside it.
 """
+
 from __future__ import annotations
 
 import os
 import re
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO
 
 from .environment import with_path
 from .errors import InputError

@@ -1,5 +1,6 @@
 """Stored text on its way to a terminal: a results folder may come from anyone, and an escape code in a
 failure message must not move the cursor, retitle the window or hide what follows."""
+
 from __future__ import annotations
 
 import re

@@ -9,18 +9,20 @@ one (b×m)·(m×m) matmul became faster on 2 threads than on 1 on this project's
 (float32 and bfloat16, b·m·m from 2¹⁶ to 2³²: 0.6–0.98× below 2²³ multiply-adds, 1.3–1.9× from 2²⁴
 up to 2²⁸). The thread count does not change the numbers on the CPUs tried (see `tests/test_threads.py`).
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 # Multiply-adds of one matmul from which a second thread paid off (see above).
 PARALLEL_MATMUL_MACS = 2**23
+
 
 @dataclass(frozen=True)
 class ThreadChoice:
@@ -62,7 +64,9 @@ def largest_matmul_macs(func: torch.nn.Module, y0: torch.Tensor) -> int:
     return recorder.macs
 
 
-def choose_threads(func: torch.nn.Module, y0: torch.Tensor, device: torch.device, requested: int | None, processes: int = 1) -> ThreadChoice:
+def choose_threads(
+    func: torch.nn.Module, y0: torch.Tensor, device: torch.device, requested: int | None, processes: int = 1
+) -> ThreadChoice:
     """`requested` when given; else one thread, unless the problem's largest matmul is large enough for
     more to pay off on the CPU, when this machine's cores are shared among `processes`."""
     if requested is not None:
@@ -72,9 +76,15 @@ def choose_threads(func: torch.nn.Module, y0: torch.Tensor, device: torch.device
         return ThreadChoice(1, f"{device.type}: the CPU only launches kernels")
     macs = largest_matmul_macs(func, y0)
     if macs < PARALLEL_MATMUL_MACS or share == 1:
-        return ThreadChoice(1, f"largest matmul {macs:,} multiply-adds, below {PARALLEL_MATMUL_MACS:,}" if macs < PARALLEL_MATMUL_MACS
-                            else f"largest matmul {macs:,} multiply-adds, one core per process")  # fmt: skip
-    return ThreadChoice(share, f"largest matmul {macs:,} multiply-adds, from {PARALLEL_MATMUL_MACS:,} on: this process's cores")
+        return ThreadChoice(
+            1,
+            f"largest matmul {macs:,} multiply-adds, below {PARALLEL_MATMUL_MACS:,}"
+            if macs < PARALLEL_MATMUL_MACS
+            else f"largest matmul {macs:,} multiply-adds, one core per process",
+        )
+    return ThreadChoice(
+        share, f"largest matmul {macs:,} multiply-adds, from {PARALLEL_MATMUL_MACS:,} on: this process's cores"
+    )
 
 
 @contextmanager

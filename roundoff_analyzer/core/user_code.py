@@ -1,20 +1,21 @@
 """Loading a user's object named as `package.module:object` or `path/to/file.py:object` (a model's factory, a solver
 library); every failure is one InputError line that says what was asked for and what went wrong."""
+
 from __future__ import annotations
 
 import hashlib
 import importlib
-import inspect
 import importlib.util
+import inspect
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import InputError, one_line
-
 
 # The module name under which a user's file is loaded.
 _FILE_MODULE_PREFIX = "roundoff_user_"
@@ -41,7 +42,11 @@ def source_sha256(spec: str) -> str | None:
     None where there is no such file to read (a built-in, a namespace)."""
     target, _, attribute = spec.rpartition(":")
     try:
-        path = Path(target) if target.endswith(".py") or "/" in target else Path(importlib.util.find_spec(target).origin or "")
+        path = (
+            Path(target)
+            if target.endswith(".py") or "/" in target
+            else Path(importlib.util.find_spec(target).origin or "")
+        )
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except (AttributeError, ImportError, OSError, ValueError):
         return _loaded_source_sha256(target, attribute)
@@ -68,8 +73,10 @@ def function_spec(what: str, function: Any, forms: str) -> str:
     module_name, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
     module = sys.modules.get(module_name or "")
     if module is None or getattr(module, name, None) is not function:
-        raise InputError(f"{what} {name or function!r} is not defined at the top level of a module (a lambda or a function defined "
-                         f"inside another cannot be loaded again by name); define it at the top level, or give {forms}")  # fmt: skip
+        raise InputError(
+            f"{what} {name or function!r} is not defined at the top level of a module (a lambda or a function defined "
+            f"inside another cannot be loaded again by name); define it at the top level, or give {forms}"
+        )
     file = getattr(module, "__file__", None)
     # A file the tool loaded itself has a module name of its own making: the file's path finds it again.
     target = file if module_name.startswith(_FILE_MODULE_PREFIX) and file else module_name

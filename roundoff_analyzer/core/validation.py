@@ -1,4 +1,5 @@
 """pydantic's validation errors said in the tool's own words: one short phrase per problem, with the value given."""
+
 from __future__ import annotations
 
 import typing

@@ -1,4 +1,5 @@
 """Binary floating-point formats by their bit layout: range, unit roundoff, and whether torch has them."""
+
 from __future__ import annotations
 
 import re
@@ -41,7 +42,7 @@ class NumberFormat:
 
     @property
     def eps(self) -> float:
-        return 2.0 ** -self.mantissa_bits
+        return 2.0**-self.mantissa_bits
 
     @property
     def max(self) -> float:

@@ -18,12 +18,13 @@ casts; each further use adds one link whose backward rounds the running sum of t
 weight's gradient is summed use by use in the format, as autograd sums it on autocast's one
 low-precision copy.
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -95,14 +96,21 @@ def power_of_two_scale(x: torch.Tensor, fmt: NumberFormat) -> torch.Tensor:
 class EmulationSettings:
     format: NumberFormat
     rounding: str = "nearest"  # or "stochastic"
-    tensor_scaling: bool = False  # per-tensor power-of-two scaling of low-precision op inputs and outputs, and of stored tensors
+    tensor_scaling: bool = (
+        False  # per-tensor power-of-two scaling of low-precision op inputs and outputs, and of stored tensors
+    )
     pure: bool = False  # pure mode: casts to float32 mean "to the working dtype"
     seed: int = 0
     cache_weights: bool = True  # as autocast's weight cache (off for autocast-nocache)
 
 
 class EmulatedPrecision(TorchFunctionMode):
-    def __init__(self, settings: EmulationSettings, generator: torch.Generator | None = None, saturations: Saturations | None = None) -> None:
+    def __init__(
+        self,
+        settings: EmulationSettings,
+        generator: torch.Generator | None = None,
+        saturations: Saturations | None = None,
+    ) -> None:
         super().__init__()
         self.settings = settings
         self.saturations = saturations if saturations is not None else Saturations()
@@ -136,6 +144,7 @@ class EmulatedPrecision(TorchFunctionMode):
         fmt = self.settings.format
         value_round = self.value_round
         if fmt.finite_only:
+
             def value_round(x: torch.Tensor, unscaled_round: ValueRound = value_round) -> torch.Tensor:
                 self.saturations.add(phase, x, fmt.max)
                 return unscaled_round(x)
@@ -148,7 +157,7 @@ class EmulatedPrecision(TorchFunctionMode):
         """Declare `x` to hold values of the format (pure mode's parameters and inputs)."""
         return _tag(x)
 
-    def reenter(self) -> "EmulatedPrecision":
+    def reenter(self) -> EmulatedPrecision:
         """The same emulation, for a later region (a backward step): a fresh weight cache, the same random stream."""
         again = EmulatedPrecision(self.settings, self.generator, self.saturations)
         again.device_type = self.device_type
@@ -267,10 +276,9 @@ def active_emulation() -> EmulatedPrecision | None:
     return stack[-1] if stack else None
 
 
-def emulate(settings: EmulationSettings, device_type: str = "cpu", saturations: Saturations | None = None) -> EmulatedPrecision:
+def emulate(
+    settings: EmulationSettings, device_type: str = "cpu", saturations: Saturations | None = None
+) -> EmulatedPrecision:
     mode = EmulatedPrecision(settings, saturations=saturations)
     mode.device_type = device_type
     return mode
-
-
-

@@ -4,6 +4,7 @@
 own casts; on overflow it gives infinity, or, for formats without infinity, saturates at the largest
 value as torch's float32 -> float8_e4m3fn cast does (infinity included; NaN stays NaN).
 """
+
 from __future__ import annotations
 
 import torch

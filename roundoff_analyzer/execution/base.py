@@ -4,10 +4,12 @@ Every executor gets the same `Execution` (the plan, the result store, what is le
 progress and the stop flag) and writes one shard per finished configuration through the store, so
 resuming, combining and checking results never depend on how the configurations were run.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from ..axes.grid import Configuration
 from ..core.registry import Registry

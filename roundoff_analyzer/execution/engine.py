@@ -1,11 +1,12 @@
 """The sweep engine: a plan, with the registered executors, run into the folder's shards (what the folder does not hold
 yet), then the shards combined into the tables. config -> plan (planning/) -> executor (here) -> shards -> tables (storage/)."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -18,8 +19,17 @@ from ..storage.results import ResultStore
 from .base import Execution, ExecutionReport, NoProgress, Progress
 from .executors import EXECUTORS
 
-__all__ = ["EnvironmentFailure", "SweepIncomplete", "SweepInterrupted", "SweepOutcome", "SweepPlan", "default_out_dir", "plan", "run",
-           "tables_after_interrupt"]  # fmt: skip
+__all__ = [
+    "EnvironmentFailure",
+    "SweepIncomplete",
+    "SweepInterrupted",
+    "SweepOutcome",
+    "SweepPlan",
+    "default_out_dir",
+    "plan",
+    "run",
+    "tables_after_interrupt",
+]
 
 
 class SweepInterrupted(Exception):
@@ -34,7 +44,9 @@ class SweepIncomplete(Exception):
     """Nobody asked to stop, yet configurations have no result (a worker died, a Slurm task failed); the rest is on disk."""
 
     def __init__(self, out_dir: Path, n_done: int, n_total: int, problems: list[str]) -> None:
-        super().__init__(f"{n_total - n_done} of {n_total} configurations have no result in {out_dir}: {'; '.join(problems)}")
+        super().__init__(
+            f"{n_total - n_done} of {n_total} configurations have no result in {out_dir}: {'; '.join(problems)}"
+        )
         self.out_dir, self.n_done, self.n_total, self.problems = out_dir, n_done, n_total, problems
 
 
@@ -75,7 +87,9 @@ def run(
         store.close()
 
 
-def _run_locked(plan: SweepPlan, store: ResultStore, manifest: dict, started: float, progress: Progress, stop_requested) -> SweepOutcome:
+def _run_locked(
+    plan: SweepPlan, store: ResultStore, manifest: dict, started: float, progress: Progress, stop_requested
+) -> SweepOutcome:
     out_dir, n_total = store.root, len(plan.configurations)
     done = store.completed()
     pending = [c for c in plan.configurations if c.id not in done]
@@ -95,14 +109,20 @@ def _run_locked(plan: SweepPlan, store: ResultStore, manifest: dict, started: fl
     if report.interrupted and len(results) < n_total:  # a stop that came after the last configuration changes nothing
         raise SweepInterrupted(out_dir, len(results), n_total, report.note)
     if len(results) < n_total:
-        raise SweepIncomplete(out_dir, len(results), n_total, report.problems or ["the executor left them without saying why"])
+        raise SweepIncomplete(
+            out_dir, len(results), n_total, report.problems or ["the executor left them without saying why"]
+        )
     wall = time.perf_counter() - started
     try:
-        store.write_manifest({**manifest, "finished_at": timestamp(), "duration_s": wall, "n_configurations": len(results)})
+        store.write_manifest(
+            {**manifest, "finished_at": timestamp(), "duration_s": wall, "n_configurations": len(results)}
+        )
     except OSError as exc:
         raise EnvironmentFailure(out_dir, len(results), n_total, exc) from None
     store.drop_yardsticks()
-    return SweepOutcome(results, out_dir, len(pending), n_total - len(pending), report.reference_solves, report.reference_seconds, wall)
+    return SweepOutcome(
+        results, out_dir, len(pending), n_total - len(pending), report.reference_solves, report.reference_seconds, wall
+    )
 
 
 def _done_despite(store: ResultStore, exc: OSError) -> set[str]:

@@ -4,6 +4,7 @@ parent_death.py). Without this, a server whose sweep was killed and not reaped w
 
 The server must have no threads when it forks, so only the kernel's signal is used here (Linux); elsewhere the
 server ends when it reads the end of the pipe the sweep held, as multiprocessing arranges."""
+
 from __future__ import annotations
 
 import os

@@ -1,8 +1,9 @@
 """Measuring configurations in the current process: the loop every executor ends up running somewhere."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..axes.grid import Configuration, file_safe
 from ..axes.modes import ProblemCopies
@@ -32,7 +33,7 @@ class ProcessProblems:
     yardsticks: dict[str, Yardsticks]
 
     @classmethod
-    def of(cls, plan: SweepPlan, store: ResultStore) -> "ProcessProblems":
+    def of(cls, plan: SweepPlan, store: ResultStore) -> ProcessProblems:
         copies = {name: ProblemCopies(plan.problem_for(name)) for name in plan.grid.checkpoints}
         return cls(copies, {name: process_yardsticks(plan, c, store, name) for name, c in copies.items()})
 
@@ -56,9 +57,18 @@ def sweep_context(plan: SweepPlan, copies: ProblemCopies, yardsticks: Yardsticks
     config = plan.config
     step_control = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
     return SweepContext(
-        copies, ReferenceCache(copies, config.scaler), plan.device, config.scaler, config.repeats, config.timeout,
-        step_control=step_control, yardsticks=yardsticks, fp8_scaling=config.fp8_scaling, cpu_memory=config.cpu_memory,
-        train_iteration=plan.train_iteration(checkpoint), per_module=config.per_module,
+        copies,
+        ReferenceCache(copies, config.scaler),
+        plan.device,
+        config.scaler,
+        config.repeats,
+        config.timeout,
+        step_control=step_control,
+        yardsticks=yardsticks,
+        fp8_scaling=config.fp8_scaling,
+        cpu_memory=config.cpu_memory,
+        train_iteration=plan.train_iteration(checkpoint),
+        per_module=config.per_module,
     )
 
 

@@ -1,4 +1,5 @@
 """`local`: one configuration after another in this process (the default for a small grid, or with --workers 1)."""
+
 from __future__ import annotations
 
 import torch
@@ -20,8 +21,10 @@ class LocalExecutor:
 
     def target_device(self, config) -> torch.device:
         if config.workers > 1:
-            raise InputError(f"executor 'local' runs one configuration at a time; for --workers {config.workers} "
-                             "use --executor processes (the default when --workers is above 1)")  # fmt: skip
+            raise InputError(
+                f"executor 'local' runs one configuration at a time; for --workers {config.workers} "
+                "use --executor processes (the default when --workers is above 1)"
+            )
         return resolve_device(config.device)
 
     def settings(self, config) -> dict:
@@ -38,7 +41,9 @@ class LocalExecutor:
             context = problems.context(plan, checkpoint)
             try:
                 with torch_threads(plan.threads):
-                    completed = measure_in_process(pending, context, execution.store, progress.begin, progress.finish, execution.stop_requested)
+                    completed = measure_in_process(
+                        pending, context, execution.store, progress.begin, progress.finish, execution.stop_requested
+                    )
             except KeyboardInterrupt:
                 completed = False
             report.add_references(context.references.n_solves, context.references.seconds)

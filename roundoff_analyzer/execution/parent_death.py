@@ -5,6 +5,7 @@ On Linux the kernel sends the signal (prctl PR_SET_PDEATHSIG); elsewhere a threa
 parent that nobody has reaped yet (a zombie) still has its process id: it counts as dead, by its state in /proc.
 The fork server the workers come from ends with the sweep as well (fork_server_guard.py), and with it the workers.
 """
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 
 Standard library only: the fork server imports it before torch (fork_server_guard.py), so that it can end with its
 sweep even while it is still importing."""
+
 from __future__ import annotations
 
 import ctypes

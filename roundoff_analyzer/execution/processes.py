@@ -9,14 +9,15 @@ workers do not oversubscribe the cores; on CUDA, worker i takes GPU i mod (visib
 from multiprocessing's fork server (start_method.py), which imported torch once, and ignore SIGINT:
 Ctrl-C is the main process's to handle, as in a sequential sweep.
 """
+
 from __future__ import annotations
 
 import os
 import queue
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 
@@ -71,7 +72,9 @@ def worker_main(index: int, setup: WorkerSetup, tasks, events, stop, parent_pid:
             )
             events.put(("group", index, report))
         except Exception as exc:  # noqa: BLE001 - one broken group must not take the others with it
-            cause = os_error_line(exc) if isinstance(exc, OSError) else one_line(exc)  # a full disk says which file and why
+            cause = (
+                os_error_line(exc) if isinstance(exc, OSError) else one_line(exc)
+            )  # a full disk says which file and why
             events.put(("failed", index, f"worker {index}, {group[0].label()}: {cause}"))
     events.put(("exit", index, None))
 
@@ -106,9 +109,13 @@ def measure_here(execution: Execution, tasks, report: ExecutionReport) -> Execut
             if isinstance(group, tuple):
                 problems.prepare(group)
                 continue
-            context = problems.context(execution.plan, group[0].checkpoint)  # a group shares one reference, so one checkpoint
+            context = problems.context(
+                execution.plan, group[0].checkpoint
+            )  # a group shares one reference, so one checkpoint
             progress = execution.progress
-            completed = measure_in_process(group, context, execution.store, progress.begin, progress.finish, execution.stop_requested)
+            completed = measure_in_process(
+                group, context, execution.store, progress.begin, progress.finish, execution.stop_requested
+            )
             mine.add_references(context.references.n_solves, context.references.seconds)
             if not completed:
                 report.interrupted = True
@@ -163,16 +170,27 @@ class ProcessesExecutor:
             tasks.put(group)
         threads = plan.threads.threads  # chosen for a share of the cores (core/threads.py)
         out_dir = str(execution.store.root.resolve())
-        setups = [WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)[1:]]
+        setups = [
+            WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)[1:]
+        ]
         processes = [
-            spawn.Process(target=worker_main, args=(i, setup, tasks, events, stop, os.getpid()), name=f"roundoff-worker-{i}", daemon=True)
+            spawn.Process(
+                target=worker_main,
+                args=(i, setup, tasks, events, stop, os.getpid()),
+                name=f"roundoff-worker-{i}",
+                daemon=True,
+            )
             for i, setup in enumerate(setups)
         ]
-        execution.progress.note(f"this process and {n_workers - 1} worker process(es), {threads} torch thread(s) each, "
-                                f"{len(groups)} reference groups")  # fmt: skip
+        execution.progress.note(
+            f"this process and {n_workers - 1} worker process(es), {threads} torch thread(s) each, "
+            f"{len(groups)} reference groups"
+        )
         with _children_ignore_sigint():
             starter = start_processes(spawn, processes, lambda i, exc: _not_started(events, i, exc))
-        collector = threading.Thread(target=self._collect, args=(execution, processes, events, stop, report), daemon=True)
+        collector = threading.Thread(
+            target=self._collect, args=(execution, processes, events, stop, report), daemon=True
+        )
         try:
             collector.start()
             here = measure_here(execution, tasks, report)

@@ -1,5 +1,6 @@
 """Live progress of a sweep: a rich bar with the current configuration and an ETA, in a terminal or a notebook
 (rich draws it there too); `roundoff sweep` and `roundoff_analyzer.sweep(...)` both show it."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -16,12 +17,19 @@ class RichProgress:
     def __init__(self, console: Console) -> None:
         self.console = console
         self._progress = Progress(
-            TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False,
-        )  # fmt: skip
+            TextColumn("[bold]sweep"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
         self._task = None
 
-    def __enter__(self) -> "RichProgress":
+    def __enter__(self) -> RichProgress:
         self._progress.__enter__()
         return self
 
@@ -30,7 +38,10 @@ class RichProgress:
 
     def start(self, total: int, already_done: int) -> None:
         if already_done:
-            self.console.print(f"resuming: {already_done} of {total} configurations are already on disk and are skipped", soft_wrap=True)
+            self.console.print(
+                f"resuming: {already_done} of {total} configurations are already on disk and are skipped",
+                soft_wrap=True,
+            )
         self._task = self._progress.add_task("", total=total, completed=already_done)
 
     def begin(self, config: Configuration) -> None:
@@ -41,7 +52,9 @@ class RichProgress:
         if row["status"] == "failed":
             self._progress.console.print(
                 f"[red]failed[/] {escape(printable(config.label()))}: {escape(printable(row['failure_class']))}: "
-                f"{escape(printable(row['failure_message']))}", markup=True, highlight=False,
+                f"{escape(printable(row['failure_message']))}",
+                markup=True,
+                highlight=False,
             )
 
     def note(self, text: str) -> None:

@@ -6,6 +6,7 @@ the array, then shows progress as shards appear until none of its tasks is left 
 Ctrl-C here stops the watching, not the array: the same command again shows the array's progress,
 leaves what is still queued or running alone, and resubmits what failed or never ran.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -48,8 +49,10 @@ class SlurmExecutor:
 
     def target_device(self, config) -> torch.device:
         if config.workers > 1:
-            raise InputError("--workers is for --executor processes; a Slurm array runs one task per (library, method, "
-                             "n_timesteps) group (give each task CPUs with --slurm-option cpus-per-task=N)")  # fmt: skip
+            raise InputError(
+                "--workers is for --executor processes; a Slurm array runs one task per (library, method, "
+                "n_timesteps) group (give each task CPUs with --slurm-option cpus-per-task=N)"
+            )
         reason = self.unavailable_reason()
         if reason:
             raise InputError(f"--executor slurm {reason}")
@@ -70,13 +73,17 @@ class SlurmExecutor:
         tracked = {task: ids for task, ids in log.tasks().items() if task in queued}
         busy = {config_id for ids in tracked.values() for config_id in ids}
         if tracked:
-            execution.progress.note(f"{len(tracked)} Slurm task(s) of an earlier submission are still queued or running "
-                                    f"({', '.join(sorted(tracked))}); waiting for them, not resubmitting them")  # fmt: skip
+            execution.progress.note(
+                f"{len(tracked)} Slurm task(s) of an earlier submission are still queued or running "
+                f"({', '.join(sorted(tracked))}); waiting for them, not resubmitting them"
+            )
         to_submit = [c for c in execution.pending if c.id not in busy]
         if to_submit:
             submitted = self._submit(execution, log, reference_groups(to_submit))
-            execution.progress.note(f"submitted Slurm job {log.last_job_id()}: {len(submitted)} task(s), one per "
-                                    f"(library, method, n_timesteps); logs in {log.folder}")  # fmt: skip
+            execution.progress.note(
+                f"submitted Slurm job {log.last_job_id()}: {len(submitted)} task(s), one per "
+                f"(library, method, n_timesteps); logs in {log.folder}"
+            )
             tracked.update(submitted)
         report = ExecutionReport()
         self._watch(execution, tracked, report)
@@ -88,9 +95,12 @@ class SlurmExecutor:
         plan, settings = execution.plan, execution.plan.config.slurm
         executor = _submitit().SlurmExecutor(folder=log.folder)
         executor.update_parameters(
-            job_name=f"roundoff-{file_safe(plan.model.name)}", partition=settings.partition, time=settings.time,
-            gpus_per_task=settings.gpus_per_task, additional_parameters=dict(settings.options),
-        )  # fmt: skip
+            job_name=f"roundoff-{file_safe(plan.model.name)}",
+            partition=settings.partition,
+            time=settings.time,
+            gpus_per_task=settings.gpus_per_task,
+            additional_parameters=dict(settings.options),
+        )
         setup = WorkerSetup(plan.config, str(execution.store.root.resolve()), str(plan.device), threads=None)
         before = set(log.folder.iterdir()) if log.folder.is_dir() else set()
         try:
@@ -130,8 +140,10 @@ class SlurmExecutor:
                     except QueueUnreadable as exc:
                         silent_since = silent_since or time.monotonic()
                         if time.monotonic() - silent_since > QUEUE_PATIENCE_S:
-                            report.problems.append(f"squeue has not answered for {QUEUE_PATIENCE_S:.0f} s ({exc}); "
-                                                   "the array may still be running")  # fmt: skip
+                            report.problems.append(
+                                f"squeue has not answered for {QUEUE_PATIENCE_S:.0f} s ({exc}); "
+                                "the array may still be running"
+                            )
                             break
                 time.sleep(POLL_S)
         except KeyboardInterrupt:
@@ -139,10 +151,14 @@ class SlurmExecutor:
         show_new_shards()
         if report.interrupted and tracked:
             arrays = sorted({task.split("_")[0] for task in tracked})
-            report.note = (f"Slurm array {', '.join(arrays)} keeps running without this process; the same command "
-                           "shows its progress and resubmits what it leaves undone")  # fmt: skip
+            report.note = (
+                f"Slurm array {', '.join(arrays)} keeps running without this process; the same command "
+                "shows its progress and resubmits what it leaves undone"
+            )
 
-    def _account(self, execution: Execution, log: ArrayLog, tracked: dict[str, list[str]], report: ExecutionReport) -> None:
+    def _account(
+        self, execution: Execution, log: ArrayLog, tracked: dict[str, list[str]], report: ExecutionReport
+    ) -> None:
         """Reference solves from the tasks' reports; for each task that left configurations undone, why."""
         done = execution.store.completed()
         for task, ids in tracked.items():
@@ -151,10 +167,19 @@ class SlurmExecutor:
                 report.add_references(task_report["reference_solves"], task_report["reference_seconds"])
             missing = [config_id for config_id in ids if config_id not in done]
             if missing:
-                why = task_report.get("error") or "it ended without a report (time limit, memory, a node failure or scancel?)"
+                why = (
+                    task_report.get("error")
+                    or "it ended without a report (time limit, memory, a node failure or scancel?)"
+                )
                 stderr = _submitit().core.utils.JobPaths(log.folder, job_id=task, task_id=0).stderr
-                where = f"log: {stderr}" if stderr.exists() else "no log: the task never started (cancelled or failed while queued)"
-                report.problems.append(f"Slurm task {task} left {len(missing)} configuration(s) without a result: {why}; {where}")
+                where = (
+                    f"log: {stderr}"
+                    if stderr.exists()
+                    else "no log: the task never started (cancelled or failed while queued)"
+                )
+                report.problems.append(
+                    f"Slurm task {task} left {len(missing)} configuration(s) without a result: {why}; {where}"
+                )
 
 
 EXECUTORS.register(SlurmExecutor())

@@ -6,6 +6,7 @@ why a finished task left configurations without a shard.
     <out>/slurm/reports/12_3.json    written by the task as it ends: reference solves, or its error
     <out>/slurm/12_3_0_log.{out,err} the task's output (submitit's naming)
 """
+
 from __future__ import annotations
 
 import getpass
@@ -43,7 +44,10 @@ class ArrayLog:
         return arrays[-1]["job_id"] if arrays else None
 
     def add(self, job_id: str, tasks: dict[str, list[Configuration]]) -> None:
-        arrays = [*self._arrays(), {"job_id": job_id, "tasks": {task: [c.id for c in group] for task, group in tasks.items()}}]
+        arrays = [
+            *self._arrays(),
+            {"job_id": job_id, "tasks": {task: [c.id for c in group] for task, group in tasks.items()}},
+        ]
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.path, json.dumps(arrays, indent=1).encode())
 
@@ -71,8 +75,11 @@ def queued_tasks() -> set[str]:
     try:
         out = subprocess.run(
             ["squeue", "--noheader", "--array", "--user", getpass.getuser(), "--format", "%i"],
-            capture_output=True, text=True, timeout=60, env=os.environ,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=os.environ,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         raise QueueUnreadable(str(exc)) from None
     if out.returncode != 0:

@@ -1,4 +1,5 @@
 """What one Slurm array task runs: one reference group of the sweep, measured on the task's node."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,9 @@ def run_array_task(setup: WorkerSetup, group: list[Configuration]) -> dict:
         worker = Worker(replace(setup, threads=task_threads()))
         # Tasks that start together compute different pieces of the yardsticks, each starting at its own.
         worker.prepare_yardsticks(first=int(os.environ.get("SLURM_ARRAY_TASK_ID") or 0), checkpoint=group[0].checkpoint)
-        report = asdict(worker.run(group, begin=lambda c: None, finish=lambda c, row: None, stop_requested=lambda: False))
+        report = asdict(
+            worker.run(group, begin=lambda c: None, finish=lambda c, row: None, stop_requested=lambda: False)
+        )
     except Exception as exc:  # noqa: BLE001 - recorded for the watcher, then raised for submitit's log
         log.write_report(this_task(), {"error": one_line(exc)})
         raise

@@ -6,18 +6,24 @@ process that has run torch is not. It lives as long as the process that started 
 in the same notebook reuses it. Where there is no fork server (Windows, macOS without it), workers
 are spawned.
 """
+
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.forkserver
 import threading
+from collections.abc import Callable
 from multiprocessing.context import BaseContext
-from typing import Callable
 
 # What a worker imports before it measures anything; everything torch-heavy is beneath these.
 # The guard first (standard library only): the server ends with the process that started it, even while it imports torch.
-PRELOAD = ["roundoff_analyzer.execution.fork_server_guard", "torch", "torchdiffeq", "roundoff_analyzer.execution.worker",
-           "roundoff_analyzer.execution.processes"]  # fmt: skip
+PRELOAD = [
+    "roundoff_analyzer.execution.fork_server_guard",
+    "torch",
+    "torchdiffeq",
+    "roundoff_analyzer.execution.worker",
+    "roundoff_analyzer.execution.processes",
+]
 
 
 def worker_context() -> BaseContext:
@@ -35,7 +41,9 @@ def warm_up(context: BaseContext) -> None:
         multiprocessing.forkserver.ensure_running()
 
 
-def start_processes(context: BaseContext, processes: list, failed: Callable[[int, BaseException], None]) -> threading.Thread | None:
+def start_processes(
+    context: BaseContext, processes: list, failed: Callable[[int, BaseException], None]
+) -> threading.Thread | None:
     """Start `processes` without holding up the caller where that is safe; returns the thread that starts them.
     `failed(index, exception)` is told of a process that could not be started.
 

@@ -1,11 +1,13 @@
 """One worker (a process of `--workers N`, or a Slurm array task): rebuild the sweep's problem in this
 process from the validated config, make sure it is the sweep the folder holds (same fingerprint, the
 problem's weights and batch included), and measure groups of configurations into the folder's shards."""
+
+# ruff: noqa: I001  (the imports register values; their order is the order the values are listed and swept)
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -59,7 +61,9 @@ class Worker:
                 f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now (in: {', '.join(differs)}): "
                 "another data file, checkpoint or model code here, or the folder was replaced with --force"
             )
-        self.problems = ProcessProblems.of(self.plan, self.store)  # cast copies and yardsticks, once per process and checkpoint
+        self.problems = ProcessProblems.of(
+            self.plan, self.store
+        )  # cast copies and yardsticks, once per process and checkpoint
 
     def prepare_yardsticks(self, first: int, checkpoint: str = "") -> None:
         """Every piece of one checkpoint's yardsticks, computed, awaited or read, from piece `first` (modulo their number) on."""

@@ -12,6 +12,7 @@ setup's judgement, so that the answer can say which to use and why.
 What it costs is its time (forward + backward) and peak memory against the float32 run of the same library,
 method, n_timesteps and mode without scaling, where the sweep ran one.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,12 +65,14 @@ class Answer:
     judgement: rules.SetupJudgement  # the setup chosen: its label, numbers and, for "do not", why
     method: str | None
     timesteps: tuple[int, ...]  # the chosen method's n_timesteps without failure, in order
-    roundoff_dominates: tuple[tuple[str, int], ...]  # the chosen method's (quantity, smallest n where roundoff >= discretisation)
+    roundoff_dominates: tuple[
+        tuple[str, int], ...
+    ]  # the chosen method's (quantity, smallest n where roundoff >= discretisation)
     cost: Cost | None
     arithmetic: str  # "hardware", or "emulated" when the chosen runs computed in emulated arithmetic
     # The same setup with its loss formed elsewhere, where that earned another label (None: not measured, or the same label).
     other_placement: rules.SetupJudgement | None = None
-    kept: "Kept | None" = None  # where the chosen runs kept modules in float32: what that bought and cost
+    kept: Kept | None = None  # where the chosen runs kept modules in float32: what that bought and cost
 
     @property
     def loss_in(self) -> str:
@@ -111,7 +114,18 @@ def answers(results: pd.DataFrame) -> list[Answer]:
 
 
 # The columns that make two runs the same run but for the modules they keep in float32.
-_SAME_RUN = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "checkpoint", "loss_in")
+_SAME_RUN = (
+    "library",
+    "method",
+    "n_timesteps",
+    "dtype",
+    "scaling",
+    "mode",
+    "arithmetic",
+    "rounding",
+    "checkpoint",
+    "loss_in",
+)
 
 
 def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJudgement]) -> Answer:
@@ -131,10 +145,15 @@ def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJu
     paired = mine.merge(plain, on=keys, suffixes=("", "_plain"))
     time_ratio = memory_ratio = None
     if not paired.empty:
-        time_ratio = _span((paired["time_forward_s"] + paired["time_backward_s"]) / (paired["time_forward_s_plain"] + paired["time_backward_s_plain"]))
+        time_ratio = _span(
+            (paired["time_forward_s"] + paired["time_backward_s"])
+            / (paired["time_forward_s_plain"] + paired["time_backward_s_plain"])
+        )
         memory_ratio = _span(paired["peak_memory_bytes"] / paired["peak_memory_bytes_plain"])
     setup = (without_label, a.library, a.scaling, a.mode, a.loss_in)
-    same = next((j for j in rules.judge_setups(results) if (j.dtype, j.library, j.scaling, j.mode, j.loss_in) == setup), None)
+    same = next(
+        (j for j in rules.judge_setups(results) if (j.dtype, j.library, j.scaling, j.mode, j.loss_in) == setup), None
+    )
     return replace(a, kept=Kept(value, chosen.get(without_label), same, time_ratio, memory_ratio))
 
 
@@ -144,17 +163,25 @@ def _other_placement(chosen: rules.SetupJudgement, setups: list[rules.SetupJudge
     return min(others, key=rules.rank) if others else None
 
 
-def _answer(results: pd.DataFrame, judgement: rules.SetupJudgement, other_placement: rules.SetupJudgement | None = None) -> Answer:
+def _answer(
+    results: pd.DataFrame, judgement: rules.SetupJudgement, other_placement: rules.SetupJudgement | None = None
+) -> Answer:
     runs = rules.reduction_runs(results, judgement)
     train = judgement.label in TRAINABLE and not runs.empty
     method = _best_method(runs, judgement) if train else None
     at = runs[runs["method"] == method].sort_values("n_timesteps") if method else runs.iloc[0:0]
     arithmetic = "emulated" if "arithmetic" in at and (at["arithmetic"] == "emulated").any() else "hardware"
     return Answer(
-        judgement.dtype, train, judgement, method, tuple(int(n) for n in at["n_timesteps"].unique()),
-        tuple((q, n) for m, q, n in judgement.roundoff_dominates if m == method), cost(results, at) if train else None, arithmetic,
+        judgement.dtype,
+        train,
+        judgement,
+        method,
+        tuple(int(n) for n in at["n_timesteps"].unique()),
+        tuple((q, n) for m, q, n in judgement.roundoff_dominates if m == method),
+        cost(results, at) if train else None,
+        arithmetic,
         other_placement,
-    )  # fmt: skip
+    )
 
 
 def _best_method(runs: pd.DataFrame, judgement: rules.SetupJudgement) -> str | None:
@@ -187,7 +214,9 @@ def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
     paired = runs.merge(float32, on=keys, suffixes=("", "_float32")) if not float32.empty else None
     time_ratio = memory_ratio = None
     if paired is not None and not paired.empty and runs["dtype"].iloc[0] != "float32":
-        times = (paired["time_forward_s"] + paired["time_backward_s"]) / (paired["time_forward_s_float32"] + paired["time_backward_s_float32"])
+        times = (paired["time_forward_s"] + paired["time_backward_s"]) / (
+            paired["time_forward_s_float32"] + paired["time_backward_s_float32"]
+        )
         time_ratio = _span(times)
         memory_ratio = _span(paired["peak_memory_bytes"] / paired["peak_memory_bytes_float32"])
     measured = "peak_memory_bytes" in runs and runs["peak_memory_bytes"].notna().any()

@@ -1,4 +1,5 @@
 """A baseline on disk (a sweep folder or a results Parquet file), and accepting new results as the baseline."""
+
 from __future__ import annotations
 
 import os

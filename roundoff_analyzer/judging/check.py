@@ -5,6 +5,7 @@ or when one of its errors grew beyond the tolerance `factor * baseline + floor_u
 dtype's unit roundoff). It improves when it was not `ok` and now is, or when an error shrank beyond
 the same tolerance read the other way (`baseline > factor * new + floor_u * u`).
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,14 @@ REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "unit_roundoff", *ERROR_METRICS)
 OPTIONAL_COLUMNS = ("failure_class",)
 
 # One verdict per configuration. Only "regression" fails the check.
-REGRESSION, IMPROVEMENT, NEW, MISSING, UNCHANGED, SKIPPED = "regression", "improvement", "new", "missing", "unchanged", "skipped"
+REGRESSION, IMPROVEMENT, NEW, MISSING, UNCHANGED, SKIPPED = (
+    "regression",
+    "improvement",
+    "new",
+    "missing",
+    "unchanged",
+    "skipped",
+)
 VERDICTS = (REGRESSION, IMPROVEMENT, NEW, MISSING, UNCHANGED, SKIPPED)
 
 
@@ -46,7 +54,9 @@ class Tolerances:
 
     def describe(self) -> str:
         parts = [f"error <= {self.default.factor:g} x baseline + {self.default.floor_u:g} u"]
-        parts += [f"{metric}: {t.factor:g} x baseline + {t.floor_u:g} u" for metric, t in sorted(self.per_metric.items())]
+        parts += [
+            f"{metric}: {t.factor:g} x baseline + {t.floor_u:g} u" for metric, t in sorted(self.per_metric.items())
+        ]
         return "; ".join(parts)
 
 
@@ -72,7 +82,9 @@ def _parse_overrides(entries: list[str], option: str, minimum: float) -> dict[st
         try:
             value = float(text)
         except ValueError:
-            raise InputError(f"--{option} '{entry}' must be a number or METRIC=NUMBER, such as 2 or sol_rel_err=2") from None
+            raise InputError(
+                f"--{option} '{entry}' must be a number or METRIC=NUMBER, such as 2 or sol_rel_err=2"
+            ) from None
         if not math.isfinite(value) or value < minimum:
             raise InputError(f"--{option} '{entry}' must be a finite number >= {minimum:g}")
         values[metric] = value
@@ -111,7 +123,11 @@ class Comparison:
         return f"{_counted(len(self.configurations), 'configuration')}: {described}"
 
 
-_NOUNS = (REGRESSION, IMPROVEMENT, "configuration")  # the verdicts that are nouns take a plural; the others are adjectives
+_NOUNS = (
+    REGRESSION,
+    IMPROVEMENT,
+    "configuration",
+)  # the verdicts that are nouns take a plural; the others are adjectives
 
 
 def _counted(count: int, word: str) -> str:
@@ -138,7 +154,10 @@ def share_nothing(new: pd.DataFrame, baseline: pd.DataFrame) -> str | None:
 
 
 def compare(
-    new: pd.DataFrame, baseline: pd.DataFrame, tolerances: Tolerances | None = None, names: tuple[str, str] = ("new results", "baseline")
+    new: pd.DataFrame,
+    baseline: pd.DataFrame,
+    tolerances: Tolerances | None = None,
+    names: tuple[str, str] = ("new results", "baseline"),
 ) -> Comparison:
     """Match `new` and `baseline` results on the configuration columns and judge every configuration.
 
@@ -149,21 +168,35 @@ def compare(
     for table, name in zip((new, baseline), names):
         _validate(table, name)
     merged = pd.merge(
-        _compared_columns(new, "new"), _compared_columns(baseline, "baseline"),
-        on=list(CONFIG_COLUMNS), how="outer", suffixes=("_new", "_baseline"), indicator="presence",
+        _compared_columns(new, "new"),
+        _compared_columns(baseline, "baseline"),
+        on=list(CONFIG_COLUMNS),
+        how="outer",
+        suffixes=("_new", "_baseline"),
+        indicator="presence",
     ).sort_values(["order_new", "order_baseline"], na_position="last")  # the new results' order, then what they lack
-    merged["presence"] = merged["presence"].map({"both": "both", "left_only": "new only", "right_only": "baseline only"})
+    merged["presence"] = merged["presence"].map(
+        {"both": "both", "left_only": "new only", "right_only": "baseline only"}
+    )
     rows, metric_rows = [], []
     for record in merged.to_dict("records"):
         verdict, reasons, metrics = _judge(record, tolerances)
         key = {column: record[column] for column in CONFIG_COLUMNS}
-        rows.append({
-            **key, "label": Configuration(**key).label(), "presence": record["presence"],
-            "status_new": _text(record["status_new"]) or "", "status_baseline": _text(record["status_baseline"]) or "",
-            "verdict": verdict, "reasons": "; ".join(reasons),
-        })  # fmt: skip
+        rows.append(
+            {
+                **key,
+                "label": Configuration(**key).label(),
+                "presence": record["presence"],
+                "status_new": _text(record["status_new"]) or "",
+                "status_baseline": _text(record["status_baseline"]) or "",
+                "verdict": verdict,
+                "reasons": "; ".join(reasons),
+            }
+        )
         metric_rows.extend({**key, **m} for m in metrics)
-    configurations = pd.DataFrame(rows, columns=[*CONFIG_COLUMNS, "label", "presence", "status_new", "status_baseline", "verdict", "reasons"])
+    configurations = pd.DataFrame(
+        rows, columns=[*CONFIG_COLUMNS, "label", "presence", "status_new", "status_baseline", "verdict", "reasons"]
+    )
     metric_columns = [*CONFIG_COLUMNS, "metric", "baseline", "new", "allowed", "ratio", "verdict"]
     return Comparison(configurations, pd.DataFrame(metric_rows, columns=metric_columns), tolerances)
 
@@ -171,7 +204,9 @@ def compare(
 def _validate(table: pd.DataFrame, name: str) -> None:
     missing = [column for column in REQUIRED_COLUMNS if column not in table.columns]
     if missing:
-        raise InputError(f"{name} is not a results table (no column {', '.join(missing)}); give a sweep folder or its results.parquet")
+        raise InputError(
+            f"{name} is not a results table (no column {', '.join(missing)}); give a sweep folder or its results.parquet"
+        )
     _validate_kinds(table, name)
     duplicated = table.duplicated(list(CONFIG_COLUMNS))
     if duplicated.any():
@@ -184,8 +219,13 @@ def _validate_kinds(table: pd.DataFrame, name: str) -> None:
     numeric = ["n_timesteps", "unit_roundoff", *ERROR_METRICS]
     for column in numeric:
         values = table[column]
-        if not (pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)) and values.notna().any():
-            raise InputError(f"{name}: column {column} holds {values.dtype} values, not numbers; give a results table written by roundoff sweep")
+        if (
+            not (pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values))
+            and values.notna().any()
+        ):
+            raise InputError(
+                f"{name}: column {column} holds {values.dtype} values, not numbers; give a results table written by roundoff sweep"
+            )
     if not pd.api.types.is_integer_dtype(table["n_timesteps"]) and len(table):
         raise InputError(f"{name}: column n_timesteps holds {table['n_timesteps'].dtype} values, not whole numbers")
     for column in (c for c in CONFIG_COLUMNS if c not in numeric):
@@ -252,7 +292,9 @@ def _judge_errors(record: dict, tolerances: Tolerances) -> tuple[str, list[str],
         if reason:
             reasons[verdict].append(reason)
         ratio = after / before if after is not None and before > 0 else None
-        metrics.append({"metric": metric, "baseline": before, "new": after, "allowed": allowed, "ratio": ratio, "verdict": verdict})
+        metrics.append(
+            {"metric": metric, "baseline": before, "new": after, "allowed": allowed, "ratio": ratio, "verdict": verdict}
+        )
     if reasons[REGRESSION]:
         return REGRESSION, reasons[REGRESSION] + reasons[IMPROVEMENT], metrics
     if reasons[IMPROVEMENT]:

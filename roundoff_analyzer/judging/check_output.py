@@ -1,4 +1,5 @@
 """A check's outcome for CI: a markdown summary (for a pull-request comment or job summary) and JUnit XML."""
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,12 @@ from tabulate import tabulate
 from .check import IMPROVEMENT, MISSING, NEW, REGRESSION, SKIPPED, Comparison
 
 # The verdicts a reader is shown, in this order, each under its own heading.
-REPORTED = ((REGRESSION, "Regressions"), (IMPROVEMENT, "Improvements"), (NEW, "New configurations"), (MISSING, "Missing configurations"))
+REPORTED = (
+    (REGRESSION, "Regressions"),
+    (IMPROVEMENT, "Improvements"),
+    (NEW, "New configurations"),
+    (MISSING, "Missing configurations"),
+)
 SUITE = "roundoff check"
 
 
@@ -25,14 +31,18 @@ def configuration_name(row) -> str:
 
 def markdown_summary(comparison: Comparison) -> str:
     lines = [
-        f"## roundoff check {headline(comparison)}", "",
+        f"## roundoff check {headline(comparison)}",
+        "",
         f"{comparison.summary()}. Tolerance: {comparison.tolerances.describe()} (u: the dtype's unit roundoff).",
-    ]  # fmt: skip
+    ]
     for verdict, heading in REPORTED:
         rows = comparison.with_verdict(verdict)
         if rows.empty:
             continue
-        cells = [[_md(configuration_name(r)), _md(r["status_baseline"]), _md(r["status_new"]), _md(r["reasons"])] for _, r in rows.iterrows()]
+        cells = [
+            [_md(configuration_name(r)), _md(r["status_baseline"]), _md(r["status_new"]), _md(r["reasons"])]
+            for _, r in rows.iterrows()
+        ]
         table = tabulate(cells, headers=["configuration", "baseline", "now", "what changed"], tablefmt="github")
         lines += ["", f"### {heading} ({len(rows)})", "", table]
     return "\n".join(lines) + "\n"
@@ -48,7 +58,13 @@ def junit_xml(comparison: Comparison) -> ET.ElementTree:
     """One test case per configuration: regressions fail, configurations skipped in both (or missing and not ok) skip."""
     counts = comparison.counts()
     skipped = counts[SKIPPED] + counts[MISSING]
-    attributes = {"name": SUITE, "tests": str(len(comparison.configurations)), "failures": str(counts[REGRESSION]), "errors": "0", "skipped": str(skipped)}
+    attributes = {
+        "name": SUITE,
+        "tests": str(len(comparison.configurations)),
+        "failures": str(counts[REGRESSION]),
+        "errors": "0",
+        "skipped": str(skipped),
+    }
     root = ET.Element("testsuites", attributes)
     suite = ET.SubElement(root, "testsuite", attributes)
     for _, row in comparison.configurations.iterrows():

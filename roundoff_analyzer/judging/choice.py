@@ -6,6 +6,7 @@ train with today); then fewer total bits (float32 only when nothing narrower is 
 label (`safe` before `safe for training`); then the smaller parameter-gradient roundoff against the gradient noise,
 then against nothing (its largest parameter-gradient roundoff).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,13 @@ def choose(results: pd.DataFrame, found: list[Answer] | None = None) -> Choice |
     if not ranked:
         return None
     chosen = ranked[0]
-    return Choice(chosen, _bits(chosen.dtype), ranked[1] if len(ranked) > 1 else None, _float32_grad(found), _loss_in(results, chosen))
+    return Choice(
+        chosen,
+        _bits(chosen.dtype),
+        ranked[1] if len(ranked) > 1 else None,
+        _float32_grad(found),
+        _loss_in(results, chosen),
+    )
 
 
 def _bits(dtype: str) -> int | None:
@@ -48,11 +55,19 @@ def _preference(a: Answer) -> tuple:
     bits = _bits(a.dtype)
     to_noise = a.judgement.to_noise.value if a.judgement.to_noise else math.inf
     worst = a.judgement.worst_grad if a.judgement.worst_grad is not None else math.inf
-    return (a.arithmetic == "emulated", bits if bits is not None else math.inf, rules.RANK[a.judgement.label], to_noise, worst)
+    return (
+        a.arithmetic == "emulated",
+        bits if bits is not None else math.inf,
+        rules.RANK[a.judgement.label],
+        to_noise,
+        worst,
+    )
 
 
 def _float32_grad(found: list[Answer]) -> float | None:
-    float32 = [a.judgement.worst_grad for a in found if a.dtype.split()[0] == "float32" and a.judgement.worst_grad is not None]
+    float32 = [
+        a.judgement.worst_grad for a in found if a.dtype.split()[0] == "float32" and a.judgement.worst_grad is not None
+    ]
     return min(float32) if float32 else None
 
 

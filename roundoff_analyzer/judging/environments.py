@@ -1,5 +1,6 @@
 """Which environments a results table was measured in (measuring/environment_columns.py), as pure functions over it:
 whether a folder mixes them, and what differs between a baseline's and a new sweep's."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -27,14 +28,21 @@ def mixed_environments(results: pd.DataFrame) -> str | None:
     if not mixed:
         return None
     counts = {column: results[column].astype(str).value_counts() for column in mixed}
-    described = "; ".join(f"{_IN_WORDS[column]} {' / '.join(f'{v} ({counts[column][v]} rows)' for v in values)}" for column, values in mixed.items())
-    return (f"these rows were measured in more than one environment ({described}): bits may differ between them, "
-            "so compare rows of one environment (the columns torch_version, device_name, compute_capability say which)")  # fmt: skip
+    described = "; ".join(
+        f"{_IN_WORDS[column]} {' / '.join(f'{v} ({counts[column][v]} rows)' for v in values)}"
+        for column, values in mixed.items()
+    )
+    return (
+        f"these rows were measured in more than one environment ({described}): bits may differ between them, "
+        "so compare rows of one environment (the columns torch_version, device_name, compute_capability say which)"
+    )
 
 
 def environment_differences(baseline: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     """What differs between the baseline's environment and the new rows' (empty where either is unknown)."""
     before, after = environments(baseline), environments(new)
-    return [f"{_IN_WORDS[column]}: {' / '.join(before[column])} in the baseline, {' / '.join(after[column])} now"
-            for column in ENVIRONMENT_COLUMNS
-            if column in before and column in after and before[column] != after[column]]  # fmt: skip
+    return [
+        f"{_IN_WORDS[column]}: {' / '.join(before[column])} in the baseline, {' / '.join(after[column])} now"
+        for column in ENVIRONMENT_COLUMNS
+        if column in before and column in after and before[column] != after[column]
+    ]

@@ -8,6 +8,7 @@ for training when its best setup's label is `safe` or `safe for training` (nothi
 roundoff at most WELL_UNDER times the gradient noise). An exponent width never overflows when no run of any format
 with that many exponent bits failed with an overflow, whichever library, scaling or precision it ran with.
 """
+
 from __future__ import annotations
 
 import math
@@ -98,7 +99,11 @@ def format_results(results: pd.DataFrame, judged: list[Answer] | None = None) ->
 
 
 def _arithmetic(runs: pd.DataFrame, judgement: rules.SetupJudgement) -> str:
-    setup = runs[(runs["library"] == judgement.library) & (runs["scaling"] == judgement.scaling) & (runs["mode"] == judgement.mode)]
+    setup = runs[
+        (runs["library"] == judgement.library)
+        & (runs["scaling"] == judgement.scaling)
+        & (runs["mode"] == judgement.mode)
+    ]
     return "emulated" if "arithmetic" in setup and (setup["arithmetic"] == "emulated").any() else "hardware"
 
 

@@ -4,11 +4,13 @@ the answers in several sections, and judging a large sweep takes seconds.
 Keyed by the table object itself (a weak reference, so nothing is kept alive), which the report never changes in
 place; a new or changed table is a new object and is judged afresh.
 """
+
 from __future__ import annotations
 
 import functools
 import weakref
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import pandas as pd
 

@@ -4,6 +4,7 @@ The setup is the model and its options, the data, the checkpoint's content, the 
 scaler settings and the loss scale; the grid is not part of it (configurations only on one side are
 reported as new or missing). Manifests may come from anyone: they are read as JSON and nothing else.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,6 +74,8 @@ def _canonical(value: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = "none" if value is None else json.dumps(value, default=str) if isinstance(value, (list, dict)) else str(value)
+    text = (
+        "none" if value is None else json.dumps(value, default=str) if isinstance(value, (list, dict)) else str(value)
+    )
     text = printable(text)
     return text if len(text) <= 80 else text[:77] + "..."

@@ -20,6 +20,7 @@ A setup is also told apart by where its loss was formed (`loss_in`): each placem
 A discretisation error counts only where the fine reference resolves it (at least RESOLVED times the fine
 reference's own estimated error); elsewhere that yardstick is left out and the verdict says so.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,11 @@ RESOLVED = 3.0
 # A relative error above this is larger than the quantity itself: no yardstick is needed to call it unsafe.
 MOSTLY_ERROR = 1.0
 # The quantities whose relative error is checked against MOSTLY_ERROR, largest first when several are.
-ERROR_QUANTITIES = (("grad_params_rel_err", "parameter gradient"), ("grad_y0_rel_err", "gradient w.r.t. y0"), ("sol_rel_err", "solution"))
+ERROR_QUANTITIES = (
+    ("grad_params_rel_err", "parameter gradient"),
+    ("grad_y0_rel_err", "gradient w.r.t. y0"),
+    ("sol_rel_err", "solution"),
+)
 DEFAULT_LOSS_IN = AXIS_DEFAULTS["loss_in"]  # rows written before the loss_in axis formed their loss outside autocast
 # A scaling strategy that cuts the largest parameter-gradient error by this factor is recommended, failures or not.
 CUTS = 10.0
@@ -110,7 +115,9 @@ class Verdict:
 def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
     ran = _with_format_labels(with_context_columns(with_loss_in(results[results["status"] != "skipped"])))
     judged = []
-    for (dtype, library, scaling, mode, loss_in), runs in ran.groupby(["dtype", "library", "scaling", "mode", "loss_in"], sort=False):
+    for (dtype, library, scaling, mode, loss_in), runs in ran.groupby(
+        ["dtype", "library", "scaling", "mode", "loss_in"], sort=False
+    ):
         judged.append(_judge(dtype, library, scaling, mode, runs, loss_in))
     return judged
 
@@ -124,7 +131,9 @@ def with_loss_in(results: pd.DataFrame) -> pd.DataFrame:
     """`results` with the loss_in column (a table built without it formed every loss outside autocast, in float32)."""
     if "loss_in" in results and results["loss_in"].notna().all():
         return results
-    return results.assign(loss_in=results["loss_in"].fillna(DEFAULT_LOSS_IN) if "loss_in" in results else DEFAULT_LOSS_IN)
+    return results.assign(
+        loss_in=results["loss_in"].fillna(DEFAULT_LOSS_IN) if "loss_in" in results else DEFAULT_LOSS_IN
+    )
 
 
 def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
@@ -147,13 +156,16 @@ def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
 with_format_labels = _with_format_labels  # the public name, for the modules that judge formats
 
 
-def reduction_runs(results: pd.DataFrame, judgement: "SetupJudgement") -> pd.DataFrame:
+def reduction_runs(results: pd.DataFrame, judgement: SetupJudgement) -> pd.DataFrame:
     labelled = _with_format_labels(with_loss_in(results))
     return labelled[
-        (labelled["dtype"] == judgement.dtype) & (labelled["library"] == judgement.library)
-        & (labelled["scaling"] == judgement.scaling) & (labelled["mode"] == judgement.mode) & (labelled["status"] == "ok")
+        (labelled["dtype"] == judgement.dtype)
+        & (labelled["library"] == judgement.library)
+        & (labelled["scaling"] == judgement.scaling)
+        & (labelled["mode"] == judgement.mode)
+        & (labelled["status"] == "ok")
         & (labelled["loss_in"] == judgement.loss_in)
-    ]  # fmt: skip
+    ]
 
 
 def _mostly_error(ok: pd.DataFrame) -> Worst | None:
@@ -169,7 +181,10 @@ def _judge(dtype, library, scaling, mode, runs: pd.DataFrame, loss_in: str = DEF
     failed = runs[runs["status"] == "failed"]
     ok = runs[runs["status"] == "ok"]
     # (only the columns read: itertuples over a results table's ~90 columns costs seconds on a large sweep)
-    failures = tuple((str(m), int(n), str(c)) for m, n, c in failed[["method", "n_timesteps", "failure_class"]].itertuples(index=False))
+    failures = tuple(
+        (str(m), int(n), str(c))
+        for m, n, c in failed[["method", "n_timesteps", "failure_class"]].itertuples(index=False)
+    )
     to_noise = _worst(ok, "roundoff_to_noise", "parameter gradient")
     noise_known = "grad_noise_rel" in ok and ok["grad_noise_rel"].notna().any()
     to_disc, unresolved, dominates = None, [], []
@@ -177,22 +192,40 @@ def _judge(dtype, library, scaling, mode, runs: pd.DataFrame, loss_in: str = DEF
         if ratio not in ok:
             continue
         resolved = ok[disc].notna() & ok[fine].notna() & (ok[disc] >= RESOLVED * ok[fine])
-        unresolved += [(str(m), int(n)) for m, n in ok.loc[ok[disc].notna() & ~resolved, ["method", "n_timesteps"]].itertuples(index=False)]
+        unresolved += [
+            (str(m), int(n))
+            for m, n in ok.loc[ok[disc].notna() & ~resolved, ["method", "n_timesteps"]].itertuples(index=False)
+        ]
         worst = _worst(ok[resolved], ratio, quantity)
         if worst is not None and (to_disc is None or worst.value > to_disc.value):
             to_disc = worst
         above = ok[resolved & (ok[ratio] >= AT_OR_ABOVE)]
-        dominates += [(str(m), quantity, int(runs["n_timesteps"].min())) for m, runs in above.groupby("method", sort=False)]
+        dominates += [
+            (str(m), quantity, int(runs["n_timesteps"].min())) for m, runs in above.groupby("method", sort=False)
+        ]
     grads = ok["grad_params_rel_err"].dropna() if "grad_params_rel_err" in ok else pd.Series(dtype=float)
     worst_grad = float(grads.max()) if not grads.empty else None
     over_u = ok.loc[grads.idxmax(), "grad_params_rel_err_over_u"] if worst_grad is not None else None
     mostly_error = _mostly_error(ok)
     label = _label(bool(failures) or mostly_error is not None, to_noise, to_disc, noise_known)
     return SetupJudgement(
-        dtype, library, scaling, mode, label, len(runs), failures, to_noise, to_disc, tuple(dict.fromkeys(unresolved)),
-        worst_grad, None if over_u is None or pd.isna(over_u) else float(over_u), bool(noise_known), tuple(dominates),
-        mostly_error, loss_in,
-    )  # fmt: skip
+        dtype,
+        library,
+        scaling,
+        mode,
+        label,
+        len(runs),
+        failures,
+        to_noise,
+        to_disc,
+        tuple(dict.fromkeys(unresolved)),
+        worst_grad,
+        None if over_u is None or pd.isna(over_u) else float(over_u),
+        bool(noise_known),
+        tuple(dominates),
+        mostly_error,
+        loss_in,
+    )
 
 
 def _label(unsafe: bool, to_noise: Worst | None, to_disc: Worst | None, noise_known: bool) -> str:
@@ -242,7 +275,20 @@ def _verdicts(results: pd.DataFrame) -> list[Verdict]:
             label = NEEDS_SCALING if best.label in (SAFE, TRAINING) else best.label
         reductions = {j.scaling: reduction(results, unscaled, j) for j in setups}
         dtype, library, mode, loss_in = key
-        found.append(Verdict(dtype, library, mode, label, decided_by, unscaled, reductions.get(decided_by.scaling), setups, reductions, loss_in))
+        found.append(
+            Verdict(
+                dtype,
+                library,
+                mode,
+                label,
+                decided_by,
+                unscaled,
+                reductions.get(decided_by.scaling),
+                setups,
+                reductions,
+                loss_in,
+            )
+        )
     return found
 
 
@@ -251,7 +297,10 @@ def reduction(results: pd.DataFrame, unscaled: SetupJudgement | None, scaled: Se
     over the (method, n_timesteps) where both ran without failure."""
     if unscaled is None or unscaled is scaled:
         return None
-    both = [reduction_runs(results, j).set_index(["method", "n_timesteps"])["grad_params_rel_err"].dropna() for j in (unscaled, scaled)]
+    both = [
+        reduction_runs(results, j).set_index(["method", "n_timesteps"])["grad_params_rel_err"].dropna()
+        for j in (unscaled, scaled)
+    ]
     common = both[0].index.intersection(both[1].index)
     if common.empty or not (both[1][common] > 0).all():
         return None

@@ -6,13 +6,14 @@ order. The running sum of those sizes is what the block had allocated at each mo
 is the block's peak above what was allocated when it began. The profiler records every op as
 well, so a block measured this way runs slower (about 2x on small ops): time it separately.
 """
+
 from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 from torch._C._autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
@@ -31,7 +32,9 @@ def cpu_peak_memory() -> Iterator[PeakMemory]:
     # severity 5; a level of 6, read when the profiler is first used, keeps the user's terminal clean. A level set by the
     # user is kept.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False, with_stack=False) as profiler:
+    with profile(
+        activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False, with_stack=False
+    ) as profiler:
         yield result
     sizes = [
         (event.start_ns(), event.nbytes())

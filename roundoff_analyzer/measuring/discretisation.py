@@ -13,6 +13,7 @@ the loss is taken on the fine trajectory sampled at that grid's points, and the 
 of the native solver (states stored, steps recomputed; memory grows with the states only). n_timesteps whose
 loss reads only states they share (a loss of the final state) share one backward pass.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -49,9 +50,11 @@ class FineReference:
 
     def describe(self) -> dict:
         return {
-            "method": "rk4 (classical), native solver, float64", "fine_steps": self.fine_steps,
-            "estimated_rel_err": self.estimated_error, "seconds": round(self.seconds, 3),
-        }  # fmt: skip
+            "method": "rk4 (classical), native solver, float64",
+            "fine_steps": self.fine_steps,
+            "estimated_rel_err": self.estimated_error,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def fine_grid(timesteps: list[int], steps: int) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
@@ -74,7 +77,9 @@ def fine_steps(timesteps: list[int]) -> int:
     return max(FINE_FACTOR * max(timesteps), MIN_FINE_STEPS)
 
 
-def combine_fine(steps: int, fine: dict[int, FineSolution], half: dict[int, FineSolution], seconds: float) -> FineReference:
+def combine_fine(
+    steps: int, fine: dict[int, FineSolution], half: dict[int, FineSolution], seconds: float
+) -> FineReference:
     """The fine reference from its two solves (which may have run in different processes)."""
     estimated = {
         name: max(metrics.rel_err(pick(half[n]), pick(fine[n])) / 15 for n in fine)
@@ -87,7 +92,9 @@ def combine_fine(steps: int, fine: dict[int, FineSolution], half: dict[int, Fine
     return FineReference(steps, fine, estimated, seconds)
 
 
-def solve_on_fine_grid(copies: ProblemCopies, timesteps: list[int], steps: int, device: torch.device) -> dict[int, FineSolution]:
+def solve_on_fine_grid(
+    copies: ProblemCopies, timesteps: list[int], steps: int, device: torch.device
+) -> dict[int, FineSolution]:
     prepared = cast_run(copies, torch.float64)
     t, index = fine_grid(timesteps, steps)
     t = t.to(device)

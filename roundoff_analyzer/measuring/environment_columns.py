@@ -1,6 +1,7 @@
 """The environment a row was measured in, as columns of the row: the torch version, the device's name (the CPU model,
 or the GPU's name) and the GPU's compute capability. Bits may differ across CPUs, GPUs and torch versions, so a
 folder resumed elsewhere, or a Slurm sweep over mixed nodes, keeps in each row where it came from."""
+
 from __future__ import annotations
 
 import functools
@@ -24,7 +25,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _environment(device_type: str, index: int | None) -> tuple[str, str, str | None]:
     if device_type == "cuda":
         device = torch.device("cuda", index or 0)

@@ -1,4 +1,5 @@
 """Failure classes, the `failure_class` column's values: what failed and why, from the exception or from the numbers."""
+
 from __future__ import annotations
 
 import re
@@ -22,9 +23,19 @@ STEP_BUDGET_EXHAUSTED = "step_budget_exhausted"
 STEP_SIZE_UNDERFLOW = "step_size_underflow"
 
 FAILURE_CLASSES = (
-    OVERFLOW, UNDERFLOW, SCALER_EXHAUSTED, DTYPE_MISMATCH, TORCHSCRIPT_DTYPE_MISMATCH,
-    GRADSCALER_FP16_UNSCALE, UNSUPPORTED, OOM, TIMEOUT, ERROR, STEP_BUDGET_EXHAUSTED, STEP_SIZE_UNDERFLOW,
-)  # fmt: skip
+    OVERFLOW,
+    UNDERFLOW,
+    SCALER_EXHAUSTED,
+    DTYPE_MISMATCH,
+    TORCHSCRIPT_DTYPE_MISMATCH,
+    GRADSCALER_FP16_UNSCALE,
+    UNSUPPORTED,
+    OOM,
+    TIMEOUT,
+    ERROR,
+    STEP_BUDGET_EXHAUSTED,
+    STEP_SIZE_UNDERFLOW,
+)
 
 
 class ConfigurationTimeout(Exception):
@@ -34,7 +45,7 @@ class ConfigurationTimeout(Exception):
 class ReferenceFailed(RuntimeError):
     """The float64 reference of a configuration failed; its configurations fail with the reference's class."""
 
-    def __init__(self, failure: "Failure") -> None:
+    def __init__(self, failure: Failure) -> None:
         super().__init__(f"the float64 reference failed ({failure.failure_class}): {failure.message}")
         self.failure = failure
 
@@ -50,12 +61,16 @@ class Failure:
     retries: int | None = None
 
 
-_DTYPE_MISMATCH = re.compile(r"same dtype|expected scalar type|expected .* dtype .* but (got|found)|dtype mismatch", re.I)
+_DTYPE_MISMATCH = re.compile(
+    r"same dtype|expected scalar type|expected .* dtype .* but (got|found)|dtype mismatch", re.I
+)
 _TORCHSCRIPT = "TorchScript interpreter"
 # An adaptive solver whose step size shrank until t + dt == t: torchdiffeq asserts "underflow in dt", torchode stops
 # with REACHED_DT_MIN.
 _STEP_SIZE_UNDERFLOW = re.compile(r"underflow in dt|REACHED_DT_MIN", re.I)
-_UNSUPPORTED = re.compile(r"not implemented for '(Half|BFloat16)'|not supported for (Half|BFloat16|float16|bfloat16)", re.I)
+_UNSUPPORTED = re.compile(
+    r"not implemented for '(Half|BFloat16)'|not supported for (Half|BFloat16|float16|bfloat16)", re.I
+)
 
 
 def headline(exc: BaseException) -> str:
@@ -83,7 +98,9 @@ def classify_exception(exc: BaseException) -> Failure:
         return Failure(TIMEOUT, kind, message)
     if _STEP_SIZE_UNDERFLOW.search(text):
         return Failure(STEP_SIZE_UNDERFLOW, kind, f"the adaptive step size underflowed ({message})")
-    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or re.search(r"out of memory|can't allocate memory", text, re.I):
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or re.search(
+        r"out of memory|can't allocate memory", text, re.I
+    ):
         return Failure(OOM, kind, message)
     if isinstance(exc, ValueError) and "unscale FP16 gradients" in text:
         return Failure(GRADSCALER_FP16_UNSCALE, kind, message)
@@ -102,7 +119,10 @@ def overflow(quantity: str, phase: str, step: int | None) -> Failure:
 def saturated(phase: str, count: int, limit: float) -> Failure:
     """A format without infinity (E4M3) clips what overflows to its max: nothing non-finite is left to see."""
     return Failure(
-        OVERFLOW, "Saturated", f"{count} values beyond ±{limit:g} saturated in the {phase} pass (the format has no infinity)", phase=phase
+        OVERFLOW,
+        "Saturated",
+        f"{count} values beyond ±{limit:g} saturated in the {phase} pass (the format has no infinity)",
+        phase=phase,
     )
 
 
@@ -123,7 +143,8 @@ def step_size_underflow(failure: Failure, rtol: float, dtype: str, unit_roundoff
     cause = (
         f"rtol {rtol:.2g} below {dtype}'s unit roundoff {unit_roundoff:.2g}: no step of the state in {dtype} can be "
         "that accurate, so the controller shrank the step until t + dt == t"
-        if rtol < unit_roundoff else f"the error estimate in {dtype} did not fall below rtol {rtol:.2g} at any representable step"
+        if rtol < unit_roundoff
+        else f"the error estimate in {dtype} did not fall below rtol {rtol:.2g} at any representable step"
     )
     remedy = (
         f"an rtol well above {unit_roundoff:.2g} (the error estimate is itself computed in {dtype} and carries its roundoff), "

@@ -11,6 +11,7 @@ the sweep's own batch, and
 the typical distance of one batch's gradient from the mean gradient, relative to the typical size of one
 batch's gradient: a relative error of the same kind as `grad_params_rel_err`, so the two can be divided.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,12 +37,18 @@ class GradientNoise:
 
     def describe(self) -> dict:
         return {
-            "grad_noise_rel": self.rel, "n_batches": self.n_batches, "n_timesteps": self.n_timesteps,
-            "method": "rk4 (native solver, float64)", "unknown_because": self.reason, "seconds": round(self.seconds, 3),
-        }  # fmt: skip
+            "grad_noise_rel": self.rel,
+            "n_batches": self.n_batches,
+            "n_timesteps": self.n_timesteps,
+            "method": "rk4 (native solver, float64)",
+            "unknown_because": self.reason,
+            "seconds": round(self.seconds, 3),
+        }
 
 
-def measure_gradient_noise(copies: ProblemCopies, n_timesteps: int, n_batches: int, device: torch.device) -> GradientNoise:
+def measure_gradient_noise(
+    copies: ProblemCopies, n_timesteps: int, n_batches: int, device: torch.device
+) -> GradientNoise:
     started = time.perf_counter()
     gradients, stopped = batch_gradients(copies, n_timesteps, range(1, n_batches + 1), device)
     return noise_from(gradients, stopped, n_batches, n_timesteps, time.perf_counter() - started)
@@ -70,16 +77,22 @@ def batch_gradients(
             found = torch.autograd.grad(loss, params, allow_unused=True)
         # Kept on the sweep's device, where a piece read back from the folder lands too: a sweep whose pieces were
         # computed partly here and partly by another process (or before a resume) stacks them together.
-        gradients.append(metrics.flatten([torch.zeros_like(p) if g is None else g for g, p in zip(found, params)], device))
+        gradients.append(
+            metrics.flatten([torch.zeros_like(p) if g is None else g for g, p in zip(found, params)], device)
+        )
     return gradients, None
 
 
-def noise_from(gradients: list[torch.Tensor], stopped: str | None, n_batches: int, n_timesteps: int, seconds: float) -> GradientNoise:
+def noise_from(
+    gradients: list[torch.Tensor], stopped: str | None, n_batches: int, n_timesteps: int, seconds: float
+) -> GradientNoise:
     """The noise of the batches' gradients (in batch order; `stopped`: why there are fewer than asked for)."""
     if n_batches < 2:
         return GradientNoise(None, n_batches, None, "not measured (--noise-batches below 2)")
     if not gradients and stopped is None:
-        return GradientNoise(None, n_batches, None, "the model offers no batch sampler, so no second batch can be drawn")
+        return GradientNoise(
+            None, n_batches, None, "the model offers no batch sampler, so no second batch can be drawn"
+        )
     if len(gradients) < 2:
         return GradientNoise(None, n_batches, n_timesteps, stopped)
     return GradientNoise(relative_spread(torch.stack(gradients)), len(gradients), n_timesteps, None, seconds)

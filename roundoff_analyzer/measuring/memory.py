@@ -10,6 +10,7 @@ bound is bad input (exit 2); a configuration over it is an `oom` row that never 
 it leaves the context columns empty; a grid whose largest need is more than FAR_BEYOND times the device is
 refused before anything runs, unless asked for (`allow_oom`).
 """
+
 from __future__ import annotations
 
 import os
@@ -62,7 +63,11 @@ def check_problem_fits(model, options, data, device: torch.device) -> None:
 
 def allocation_failed(exc: BaseException) -> bool:
     text = str(exc).lower()
-    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "can't allocate memory" in text or "out of memory" in text
+    return (
+        isinstance(exc, (MemoryError, torch.OutOfMemoryError))
+        or "can't allocate memory" in text
+        or "out of memory" in text
+    )
 
 
 # Bytes per state value a configuration holds at least: its float64 reference trajectory and its own float32 one.
@@ -93,8 +98,12 @@ def configuration_oom(n_timesteps: int, y0: torch.Tensor, device: torch.device) 
     needed = configuration_bytes(n_timesteps, y0.numel())
     if capacity is None or needed <= capacity:
         return None
-    return Failure(OOM, "MemoryEstimate", f"the float64 reference trajectory and the run's own alone need {gigabytes(needed)} "
-                   f"({n_timesteps + 1} states of {y0.numel()} values each); {device} has {gigabytes(capacity)}; not run")  # fmt: skip
+    return Failure(
+        OOM,
+        "MemoryEstimate",
+        f"the float64 reference trajectory and the run's own alone need {gigabytes(needed)} "
+        f"({n_timesteps + 1} states of {y0.numel()} values each); {device} has {gigabytes(capacity)}; not run",
+    )
 
 
 def fine_reference_oom(timesteps: list[int], y0: torch.Tensor, device: torch.device) -> str | None:
@@ -102,8 +111,10 @@ def fine_reference_oom(timesteps: list[int], y0: torch.Tensor, device: torch.dev
     capacity, needed = capacity_bytes(device), fine_reference_bytes(timesteps, y0.numel())
     if capacity is None or needed <= capacity:
         return None
-    return (f"oom: the fine reference ({fine_steps(timesteps)} RK4 steps of {y0.numel()} values) needs at least {gigabytes(needed)}; "
-            f"{device} has {gigabytes(capacity)}; not computed")  # fmt: skip
+    return (
+        f"oom: the fine reference ({fine_steps(timesteps)} RK4 steps of {y0.numel()} values) needs at least {gigabytes(needed)}; "
+        f"{device} has {gigabytes(capacity)}; not computed"
+    )
 
 
 def check_grid_fits(timesteps: list[int], y0: torch.Tensor, device: torch.device) -> None:
@@ -113,7 +124,10 @@ def check_grid_fits(timesteps: list[int], y0: torch.Tensor, device: torch.device
     if capacity is None:
         return
     largest = max(timesteps)
-    needs = {f"n_timesteps {largest}": configuration_bytes(largest, y0.numel()), f"the fine reference ({fine_steps(timesteps)} RK4 steps)": fine_reference_bytes(timesteps, y0.numel())}
+    needs = {
+        f"n_timesteps {largest}": configuration_bytes(largest, y0.numel()),
+        f"the fine reference ({fine_steps(timesteps)} RK4 steps)": fine_reference_bytes(timesteps, y0.numel()),
+    }
     what, needed = max(needs.items(), key=lambda item: item[1])
     if needed > FAR_BEYOND * capacity:
         raise InputError(

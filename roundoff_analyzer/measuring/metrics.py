@@ -1,8 +1,9 @@
 """Error metrics: pure functions of a run and its float64 reference."""
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

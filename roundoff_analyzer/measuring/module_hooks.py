@@ -12,12 +12,13 @@ A call's time step is the step of the time grid whose interval holds the call's 
 backward steps are counted as the backward walk counts them, 0 being the last time step (as the results' overflow_step).
 The observer watches one run, made for it and not timed: the float64 re-runs cost a multiple of the run itself.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -97,15 +98,25 @@ class ModuleObserver:
     """Hooks on the leaf modules of `func` (and `func` itself) for one run. `context` re-creates the run's precision
     (its autocast or emulation), for the backward's recomputation; `time_grid` maps a call's t to its time step."""
 
-    def __init__(self, func: nn.Module, time_grid: torch.Tensor, dtype_max: float, smallest_normal: float,
-                 context: Callable[[], AbstractContextManager]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        func: nn.Module,
+        time_grid: torch.Tensor,
+        dtype_max: float,
+        smallest_normal: float,
+        context: Callable[[], AbstractContextManager],
+    ) -> None:
         self.func = func
         self.time_grid = time_grid.detach().double().cpu()
         self.n_steps = max(time_grid.numel() - 1, 1)
         self.dtype_max, self.smallest_normal = dtype_max, smallest_normal
         self.context = context
         # The modules whose output is a tensor of their own computing, by qualified name; containers only route.
-        self.modules = {name or VECTOR_FIELD: m for name, m in func.named_modules() if not name or not any(True for _ in m.children())}
+        self.modules = {
+            name or VECTOR_FIELD: m
+            for name, m in func.named_modules()
+            if not name or not any(True for _ in m.children())
+        }
         # float64 copies, made before any hook is attached; a kept-in-float32 forward is copied too, and leaves float64 as it is.
         self.float64 = {name: _float64_copy(m) for name, m in self.modules.items()}
         self.stats = {(name, phase): ModuleStats() for name in self.modules for phase in ("forward", "backward")}
@@ -117,7 +128,7 @@ class ModuleObserver:
         self._handles: list = []
 
     @contextmanager
-    def attached(self) -> Iterator["ModuleObserver"]:
+    def attached(self) -> Iterator[ModuleObserver]:
         self._handles.append(self.func.register_forward_pre_hook(self._on_call))
         for name, module in self.modules.items():
             self._handles.append(module.register_forward_hook(self._forward_hook(name)))
@@ -135,9 +146,17 @@ class ModuleObserver:
         if self._busy or not args:
             return
         t = args[0]
-        value = float(t.detach().reshape(-1)[0]) if isinstance(t, torch.Tensor) and t.numel() else t if isinstance(t, (int, float)) else None
+        value = (
+            float(t.detach().reshape(-1)[0])
+            if isinstance(t, torch.Tensor) and t.numel()
+            else t
+            if isinstance(t, (int, float))
+            else None
+        )
         if value is not None:
-            index = int(torch.searchsorted(self.time_grid, torch.tensor([value], dtype=torch.float64), right=True)[0]) - 1
+            index = (
+                int(torch.searchsorted(self.time_grid, torch.tensor([value], dtype=torch.float64), right=True)[0]) - 1
+            )
             self.step = min(max(index, 0), self.n_steps - 1)
 
     def _forward_hook(self, name: str):
@@ -199,7 +218,9 @@ class ModuleObserver:
 
         return hook
 
-    def _backward_error(self, name: str, args: tuple, grad: torch.Tensor, low_precision: bool) -> tuple[float | None, bool]:
+    def _backward_error(
+        self, name: str, args: tuple, grad: torch.Tensor, low_precision: bool
+    ) -> tuple[float | None, bool]:
         """The vector-Jacobian product with `grad` at the call's input, with respect to the inputs and the module's
         parameters, recomputed in the run's precision against float64; and whether the recomputed one was non-finite."""
         inputs = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
@@ -235,15 +256,22 @@ class ModuleObserver:
             if not stats.n_calls:
                 continue
             max_abs = stats.max_abs
-            rows.append({
-                "module": name, "phase": phase, "n_calls": stats.n_calls,
-                "kept_float32": is_kept(self.modules[name]),
-                "max_abs": max_abs, "max_abs_over_dtype_max": max_abs / self.dtype_max,
-                "min_abs": stats.min_abs if math.isfinite(stats.min_abs) else None,
-                "below_normal_share": stats.below_normal / stats.nonzero if stats.nonzero else None,
-                "local_rel_err": stats.local_rel_err, "first_nonfinite_step": stats.first_nonfinite_step,
-                "first_nonfinite_call": stats.first_nonfinite_call, "produced_nonfinite": stats.produced_nonfinite,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "module": name,
+                    "phase": phase,
+                    "n_calls": stats.n_calls,
+                    "kept_float32": is_kept(self.modules[name]),
+                    "max_abs": max_abs,
+                    "max_abs_over_dtype_max": max_abs / self.dtype_max,
+                    "min_abs": stats.min_abs if math.isfinite(stats.min_abs) else None,
+                    "below_normal_share": stats.below_normal / stats.nonzero if stats.nonzero else None,
+                    "local_rel_err": stats.local_rel_err,
+                    "first_nonfinite_step": stats.first_nonfinite_step,
+                    "first_nonfinite_call": stats.first_nonfinite_call,
+                    "produced_nonfinite": stats.produced_nonfinite,
+                }
+            )
         return rows
 
 

@@ -15,7 +15,7 @@ from ..axes.libraries.steps import CountedDynamics
 from ..axes.loss_placements import DEFAULT_LOSS_IN, LOSS_PLACEMENTS, LossPlacement
 from ..axes.methods import Method
 from ..axes.modes import PreparedRun, ProblemCopies
-from ..axes.scalings import Scaling, ScalerSettings
+from ..axes.scalings import ScalerSettings, Scaling
 from ..core.devices import measured
 from ..core.errors import InputError
 from ..core.user_code import quit_line

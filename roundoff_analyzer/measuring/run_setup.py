@@ -15,7 +15,7 @@ from ..axes.libraries import LIBRARIES, SolverLibrary
 from ..axes.loss_placements import LOSS_PLACEMENTS, LossPlacement
 from ..axes.methods import METHODS, AdaptiveRK, Method
 from ..axes.modes import MODES, Mode, PreparedRun, ProblemCopies
-from ..axes.scalings import SCALINGS, Scaling, ScalerSettings
+from ..axes.scalings import SCALINGS, ScalerSettings, Scaling
 from .module_hooks import ModuleObserver
 from .one_run import RunOutcome, run_once
 from .references import ReferenceCache

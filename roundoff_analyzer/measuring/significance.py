@@ -5,10 +5,11 @@ samples of each result; s = -log10(sigma / |mu|), here normwise over a tensor (t
 entries' standard deviations over the norm of their means), so that it reads like -log10 of the
 reference-based relative error.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -30,6 +31,9 @@ def significant_digits(samples: Sequence[torch.Tensor]) -> float | None:
 def quantities(trajectory: torch.Tensor, loss: torch.Tensor, grads: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     """Each error metric's quantity, keyed like ERROR_METRICS without `_rel_err`."""
     return {
-        "sol": trajectory, "final": trajectory[-1], "loss": loss, "grad_y0": grads[0],
+        "sol": trajectory,
+        "final": trajectory[-1],
+        "loss": loss,
+        "grad_y0": grads[0],
         "grad_params": metrics.flatten([g for g in grads[1:] if g is not None]),
-    }  # fmt: skip
+    }

@@ -7,10 +7,11 @@ It also leaves autocast's nesting count one up, so that no later region ever clo
 and its cache of weight casts is never cleared: weights updated in place (training in the same process)
 would then be cast from stale copies. Both are put back.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 
@@ -25,7 +26,9 @@ def autocast_nesting() -> int:
 
 @contextmanager
 def restored_torch_state() -> Iterator[None]:
-    autocast = {device: (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)) for device in DEVICE_TYPES}
+    autocast = {
+        device: (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)) for device in DEVICE_TYPES
+    }
     grad_enabled, nesting = torch.is_grad_enabled(), autocast_nesting()
     try:
         yield

@@ -10,6 +10,7 @@ waits for the piece, and computes it itself if the holder died without saving it
 A file is read with `torch.load(weights_only=True)` (tensors and plain containers, no code), and only when
 its key matches: the sweep's fingerprint, its n_timesteps and its noise batches.
 """
+
 from __future__ import annotations
 
 import errno
@@ -18,9 +19,10 @@ import hashlib
 import json
 import os
 import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -29,7 +31,9 @@ from ..core.safe_files import atomic_write
 YARDSTICKS = "yardsticks"
 
 
-def yardstick_key(fingerprint_digest: str | None, timesteps: list[int], noise_batches: int, checkpoint: str = "") -> str:
+def yardstick_key(
+    fingerprint_digest: str | None, timesteps: list[int], noise_batches: int, checkpoint: str = ""
+) -> str:
     key = {"sweep": fingerprint_digest, "timesteps": sorted(timesteps), "noise_batches": noise_batches}
     if checkpoint:  # one of several checkpoints: the problem is that checkpoint's
         key["checkpoint"] = checkpoint
@@ -80,7 +84,9 @@ class YardstickFiles:
     @contextmanager
     def _locked(self, piece: str) -> Iterator[None]:
         try:
-            descriptor = os.open(self.folder / f".{piece}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            descriptor = os.open(
+                self.folder / f".{piece}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644
+            )
         except OSError:
             yield  # no lock file here: this process computes the piece on its own
             return

@@ -4,6 +4,7 @@ Both are computed once per sweep, in pieces that the processes of a sweep share 
 (yardstick_files.py), and turned into row columns by `context_columns`, a pure function of a run, its
 float64 reference, the fine reference and the noise.
 """
+
 from __future__ import annotations
 
 import time
@@ -43,10 +44,15 @@ def fine_error_column(metric: str) -> str:
 _FINE_ESTIMATES = {"final_rel_err": "final_state", "grad_y0_rel_err": "grad_y0", "grad_params_rel_err": "grad_params"}
 
 CONTEXT_COLUMNS = (
-    *(disc_column(m) for m in DISC_METRICS), *(ratio_column(m) for m in DISC_METRICS), *(total_column(m) for m in DISC_METRICS),
-    "fine_ref_steps", *(fine_error_column(m) for m in _FINE_ESTIMATES),
-    "grad_noise_rel", "grad_noise_batches", "roundoff_to_noise",
-)  # fmt: skip
+    *(disc_column(m) for m in DISC_METRICS),
+    *(ratio_column(m) for m in DISC_METRICS),
+    *(total_column(m) for m in DISC_METRICS),
+    "fine_ref_steps",
+    *(fine_error_column(m) for m in _FINE_ESTIMATES),
+    "grad_noise_rel",
+    "grad_noise_batches",
+    "roundoff_to_noise",
+)
 INTEGER_CONTEXT_COLUMNS = ("fine_ref_steps", "grad_noise_batches")
 
 
@@ -72,9 +78,20 @@ class Yardsticks:
     from `files` where another process of the sweep (or an earlier run of it) saved it."""
 
     def __init__(
-        self, copies: ProblemCopies, timesteps: list[int], noise_batches: int, device: torch.device, files: YardstickFiles | None = None
+        self,
+        copies: ProblemCopies,
+        timesteps: list[int],
+        noise_batches: int,
+        device: torch.device,
+        files: YardstickFiles | None = None,
     ) -> None:
-        self.copies, self.timesteps, self.noise_batches, self.device, self.files = copies, list(timesteps), noise_batches, device, files
+        self.copies, self.timesteps, self.noise_batches, self.device, self.files = (
+            copies,
+            list(timesteps),
+            noise_batches,
+            device,
+            files,
+        )
         self._pieces: dict[str, dict] = {}
         self._fine: FineReference | None = None
         self._noise: GradientNoise | None = None
@@ -125,7 +142,9 @@ class Yardsticks:
             return {"failure": too_large}
         started = time.perf_counter()
         try:
-            solved = solve_on_fine_grid(self.copies, self.timesteps, fine_steps(self.timesteps) // coarsening, self.device)
+            solved = solve_on_fine_grid(
+                self.copies, self.timesteps, fine_steps(self.timesteps) // coarsening, self.device
+            )
         except Exception as exc:  # noqa: BLE001 - without it the rows lack the context columns, nothing more
             return {"failure": f"{type(exc).__name__}: {exc}"}
         solutions = {n: {"trajectory": s.trajectory, "loss": s.loss, "grads": list(s.grads)} for n, s in solved.items()}
@@ -140,7 +159,10 @@ class Yardsticks:
         try:
             gradients, stopped = batch_gradients(self.copies, self._noise_timesteps(), batches, self.device)
         except Exception as exc:  # noqa: BLE001 - a user's batch sampler that fails leaves the noise unknown, no more
-            return {"failure": f"drawing another batch raised {one_line(exc)}", "seconds": time.perf_counter() - started}
+            return {
+                "failure": f"drawing another batch raised {one_line(exc)}",
+                "seconds": time.perf_counter() - started,
+            }
         return {"gradients": gradients, "stopped": stopped, "seconds": time.perf_counter() - started}
 
 
@@ -161,7 +183,9 @@ def _values(solution) -> dict[str, torch.Tensor | None]:
     }
 
 
-def context_columns(run, reference, fine: FineReference | None, noise: GradientNoise, n_timesteps: int, errors: dict) -> dict:
+def context_columns(
+    run, reference, fine: FineReference | None, noise: GradientNoise, n_timesteps: int, errors: dict
+) -> dict:
     """Discretisation error of the float64 reference, total error of the run, their ratios to the roundoff
     (`errors`: the run's error against its reference), and the gradient noise: each None where unknown."""
     columns: dict[str, float | int | None] = dict.fromkeys(CONTEXT_COLUMNS)

@@ -6,6 +6,7 @@ sidecar `<stem>.json` may say at which training iteration it was saved (`{"itera
 With one checkpoint the sweep is what it always was (its configurations carry no checkpoint name);
 with several, each configuration names its checkpoint and the grid runs once per checkpoint.
 """
+
 from __future__ import annotations
 
 import copy
@@ -91,7 +92,9 @@ def _unique_names(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
     for _, name in named:
         safe = file_safe(name)
         if safe in seen:
-            raise InputError(f"checkpoints '{seen[safe]}' and '{name}' would share one name in the results; rename one of the files")
+            raise InputError(
+                f"checkpoints '{seen[safe]}' and '{name}' would share one name in the results; rename one of the files"
+            )
         seen[safe] = name
     return named
 
@@ -107,12 +110,16 @@ def sidecar_iteration(weights: Path) -> int | None:
         raise InputError(f"checkpoint sidecar '{sidecar}' cannot be read: {exc}") from None
     except ValueError as exc:  # JSONDecodeError, or nested too deeply to read
         where = f"{exc.msg}, line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise InputError(f"checkpoint sidecar '{sidecar}' is not valid JSON ({where}); "
-                         'expected an object such as {"iteration": 100, ...}') from None  # fmt: skip
+        raise InputError(
+            f"checkpoint sidecar '{sidecar}' is not valid JSON ({where}); "
+            'expected an object such as {"iteration": 100, ...}'
+        ) from None
     iteration = content.get("iteration") if isinstance(content, dict) else None
     if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
-        raise InputError(f"checkpoint sidecar '{sidecar}' has no \"iteration\" that is a whole number >= 0; "
-                         'expected an object such as {"iteration": 100, ...}')  # fmt: skip
+        raise InputError(
+            f"checkpoint sidecar '{sidecar}' has no \"iteration\" that is a whole number >= 0; "
+            'expected an object such as {"iteration": 100, ...}'
+        )
     return iteration
 
 
@@ -123,5 +130,9 @@ def load_checkpoints(problem: Problem, files: list[CheckpointFile], model: str) 
     for index, file in enumerate(files):
         own = problem if index == 0 else replace(problem, func=copy.deepcopy(problem.func))
         record = load_checkpoint(own.func, file.path, model)
-        loaded.append(SweepCheckpoint(file.name if several else "", own, {"name": file.name, **record, "iteration": file.iteration}))
+        loaded.append(
+            SweepCheckpoint(
+                file.name if several else "", own, {"name": file.name, **record, "iteration": file.iteration}
+            )
+        )
     return loaded

@@ -1,4 +1,5 @@
 """What a sweep is asked to do, validated: from a TOML file, the command line, or both (the command line wins)."""
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,16 @@ def axis_registry(axis: str) -> Registry:
     from ..axes.roundings import ROUNDINGS
     from ..axes.scalings import SCALINGS
 
-    return {"method": METHODS, "library": LIBRARIES, "dtype": DTYPES, "scaling": SCALINGS, "mode": MODES, "arithmetic": ARITHMETICS,
-            "rounding": ROUNDINGS, "loss_in": LOSS_PLACEMENTS}[axis]
+    return {
+        "method": METHODS,
+        "library": LIBRARIES,
+        "dtype": DTYPES,
+        "scaling": SCALINGS,
+        "mode": MODES,
+        "arithmetic": ARITHMETICS,
+        "rounding": ROUNDINGS,
+        "loss_in": LOSS_PLACEMENTS,
+    }[axis]
 
 
 def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
@@ -54,7 +63,9 @@ def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
         raise ValueError(f"needs at least one {registry.axis}; allowed: {', '.join(registry.allowed())}")
     unknown = [v for v in values if v not in registry]
     if unknown:
-        raise ValueError(f"unknown {registry.axis} {', '.join(repr(shortened(v)) for v in unknown)}; allowed: {', '.join(registry.allowed())}")
+        raise ValueError(
+            f"unknown {registry.axis} {', '.join(repr(shortened(v)) for v in unknown)}; allowed: {', '.join(registry.allowed())}"
+        )
     return values
 
 
@@ -63,11 +74,15 @@ SLURM_TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 _SLURM_TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE")
 # sbatch options that the executor sets itself or that have a key of their own.
 _SBATCH_TAKEN = {
-    "array": "is set by the executor (one task per reference group)", "output": "is set by the executor (logs in <out>/slurm)",
-    "error": "is set by the executor (logs in <out>/slurm)", "open-mode": "is set by the executor", "wrap": "is set by the executor",
-    "partition": "has its own key: 'partition' (--slurm-partition)", "time": "has its own key: 'time' (--slurm-time)",
+    "array": "is set by the executor (one task per reference group)",
+    "output": "is set by the executor (logs in <out>/slurm)",
+    "error": "is set by the executor (logs in <out>/slurm)",
+    "open-mode": "is set by the executor",
+    "wrap": "is set by the executor",
+    "partition": "has its own key: 'partition' (--slurm-partition)",
+    "time": "has its own key: 'time' (--slurm-time)",
     "gpus-per-task": "has its own key: 'gpus_per_task' (--slurm-gpus-per-task)",
-}  # fmt: skip
+}
 
 
 class SlurmSettings(BaseModel):
@@ -75,10 +90,13 @@ class SlurmSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     partition: str | None = Field(None, description="sbatch --partition (default: the cluster's default partition)")
-    time: str | None = Field(None, description=f"time limit of each task: {SLURM_TIME_FORMS} (default: the partition's)")
+    time: str | None = Field(
+        None, description=f"time limit of each task: {SLURM_TIME_FORMS} (default: the partition's)"
+    )
     gpus_per_task: PositiveInt | None = Field(None, description="sbatch --gpus-per-task")
     options: dict[str, bool | int | str] = Field(
-        default_factory=dict, description='more sbatch options, e.g. {account = "abc", mem = "16G", cpus-per-task = 4, exclusive = true}'
+        default_factory=dict,
+        description='more sbatch options, e.g. {account = "abc", mem = "16G", cpus-per-task = 4, exclusive = true}',
     )
 
     @field_validator("time", mode="before")
@@ -121,12 +139,15 @@ def parse_sbatch_options(pairs: list[str]) -> dict[str, str | bool]:
 class SweepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="built-in model (see `roundoff list`), package.module:factory or path/to/file.py:factory")
+    model: str = Field(
+        description="built-in model (see `roundoff list`), package.module:factory or path/to/file.py:factory"
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="model options, as `-o key=value`")
     data: str | None = Field(None, description="NAME[:PATH][?key=value&...] (e.g. bsds300:BSDS300.hdf5?split=test)")
     checkpoint: str | list[str] | None = Field(
-        None, description="trained weights for the model's ODE function: a weights file, a `roundoff train` folder (each of its "
-        "checkpoints), or a comma list (or list) of both"
+        None,
+        description="trained weights for the model's ODE function: a weights file, a `roundoff train` folder (each of its "
+        "checkpoints), or a comma list (or list) of both",
     )
     timesteps: list[conint(gt=0, le=MAX_TIMESTEPS)] = Field(default_factory=lambda: list(DEFAULT_TIMESTEPS))  # type: ignore[valid-type]
     method: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS))
@@ -135,32 +156,65 @@ class SweepConfig(BaseModel):
     scaling: list[str] | None = None
     mode: list[str] = Field(default_factory=lambda: ["autocast"])
     loss_in: list[str] = Field(
-        default_factory=lambda: ["float32"], description="where the loss is formed: float32 (after the solve, outside autocast, "
-        "from the output cast to float32: what the answer's code shows by default) or autocast (inside the autocast block)"
+        default_factory=lambda: ["float32"],
+        description="where the loss is formed: float32 (after the solve, outside autocast, "
+        "from the output cast to float32: what the answer's code shows by default) or autocast (inside the autocast block)",
     )
     device: str = "auto"
     repeats: PositiveInt = 1
     timeout: float | None = Field(None, ge=MIN_TIMEOUT_S, allow_inf_nan=False, description="seconds per configuration")
     scaler: ScalerSettings = Field(default_factory=ScalerSettings)
     noise_batches: int = Field(
-        DEFAULT_NOISE_BATCHES, ge=0, description="batches of the model's data for the gradient noise (0: do not measure it)"
+        DEFAULT_NOISE_BATCHES,
+        ge=0,
+        description="batches of the model's data for the gradient noise (0: do not measure it)",
     )
-    loss_scale: float = Field(1.0, gt=0, allow_inf_nan=False, description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)")
-    executor: str | None = Field(None, description="where the configurations run: local, processes or slurm (default: processes "
-                                 "when more than one worker runs, else local)")  # fmt: skip
-    workers: PositiveInt | None = Field(None, description="worker processes on this machine (executor processes; default: one "
-                                        "per core for a grid of 2,000 or more right-hand-side evaluations on the CPU, else 1)")  # fmt: skip
+    loss_scale: float = Field(
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="multiplies the loss before the backward (e.g. 1e-10 to study underflow)",
+    )
+    executor: str | None = Field(
+        None,
+        description="where the configurations run: local, processes or slurm (default: processes "
+        "when more than one worker runs, else local)",
+    )
+    workers: PositiveInt | None = Field(
+        None,
+        description="worker processes on this machine (executor processes; default: one "
+        "per core for a grid of 2,000 or more right-hand-side evaluations on the CPU, else 1)",
+    )
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
-    rtol: float = Field(1e-3, gt=0, allow_inf_nan=False, description="adaptive methods: relative tolerance of the step control")
-    atol: float = Field(1e-6, gt=0, allow_inf_nan=False, description="adaptive methods: absolute tolerance of the step control")
-    max_steps: PositiveInt = Field(1000, description="adaptive methods: steps a solve may attempt, accepted and rejected together")
-    arithmetic: list[str] | None = Field(None, description="hardware, emulated (default: each dtype's own; emulated for stochastic rounding)")
-    rounding: list[str] | None = Field(None, description="nearest, stochastic (emulated arithmetic only; default nearest)")
-    cpu_memory: bool = Field(False, description="on the CPU, fill peak_memory_bytes from the allocator's profiler events, "
-                             "in one extra untimed run per configuration")  # fmt: skip
-    allow_oom: bool = Field(False, description="run a grid whose estimated memory is far beyond the device's, recording what "
-                            "cannot fit as oom rows (without it such a grid is refused)")  # fmt: skip
-    fp8_scaling: bool = Field(True, description="emulated formats of 8 bits or fewer: per-tensor power-of-two scaling of low-precision op inputs and outputs")
+    rtol: float = Field(
+        1e-3, gt=0, allow_inf_nan=False, description="adaptive methods: relative tolerance of the step control"
+    )
+    atol: float = Field(
+        1e-6, gt=0, allow_inf_nan=False, description="adaptive methods: absolute tolerance of the step control"
+    )
+    max_steps: PositiveInt = Field(
+        1000, description="adaptive methods: steps a solve may attempt, accepted and rejected together"
+    )
+    arithmetic: list[str] | None = Field(
+        None, description="hardware, emulated (default: each dtype's own; emulated for stochastic rounding)"
+    )
+    rounding: list[str] | None = Field(
+        None, description="nearest, stochastic (emulated arithmetic only; default nearest)"
+    )
+    cpu_memory: bool = Field(
+        False,
+        description="on the CPU, fill peak_memory_bytes from the allocator's profiler events, "
+        "in one extra untimed run per configuration",
+    )
+    allow_oom: bool = Field(
+        False,
+        description="run a grid whose estimated memory is far beyond the device's, recording what "
+        "cannot fit as oom rows (without it such a grid is refused)",
+    )
+    fp8_scaling: bool = Field(
+        True,
+        description="emulated formats of 8 bits or fewer: per-tensor power-of-two scaling of low-precision op inputs and outputs",
+    )
 
     @field_validator("rounding", mode="after")
     @classmethod
@@ -168,13 +222,20 @@ class SweepConfig(BaseModel):
         if info.data.get("arithmetic") == ["hardware"] and any(r != "nearest" for r in value or []):
             raise ValueError("other than nearest needs --arithmetic emulated (hardware rounds to nearest)")
         return value
-    threads: PositiveInt | None = Field(None, description="torch threads per process (default: chosen from the problem's size)")
-    keep_float32: list[str] | None = Field(
-        None, description="modules of the vector field run in float32 out of autocast: none, or module names or glob patterns "
-        "joined with + (e.g. potential.layers.0, *norm*); each value a run of the grid (default: none)"
+
+    threads: PositiveInt | None = Field(
+        None, description="torch threads per process (default: chosen from the problem's size)"
     )
-    per_module: bool = Field(False, description="measure each module of the vector field per time step, forward and backward, "
-                             "in one extra untimed run per configuration (modules.parquet)")  # fmt: skip
+    keep_float32: list[str] | None = Field(
+        None,
+        description="modules of the vector field run in float32 out of autocast: none, or module names or glob patterns "
+        "joined with + (e.g. potential.layers.0, *norm*); each value a run of the grid (default: none)",
+    )
+    per_module: bool = Field(
+        False,
+        description="measure each module of the vector field per time step, forward and backward, "
+        "in one extra untimed run per configuration (modules.parquet)",
+    )
 
     @field_validator("keep_float32")
     @classmethod
@@ -198,7 +259,12 @@ class SweepConfig(BaseModel):
         # Kept as one comma list: the form the command line gives, expanded into files when the sweep is planned.
         if value is None:
             return None
-        items = [part.strip() for item in ([value] if isinstance(value, str) else value) for part in item.split(",") if part.strip()]
+        items = [
+            part.strip()
+            for item in ([value] if isinstance(value, str) else value)
+            for part in item.split(",")
+            if part.strip()
+        ]
         if not items:
             raise ValueError("needs at least one weights file or train folder")
         return ",".join(items)
@@ -252,13 +318,17 @@ def load_libraries(names: list[str] | None) -> None:
             raise ValueError(str(exc)) from None
 
 
-def validate(values: dict[str, Any], source: str = "command line", schema: type[BaseModel] | None = None) -> SweepConfig:
+def validate(
+    values: dict[str, Any], source: str = "command line", schema: type[BaseModel] | None = None
+) -> SweepConfig:
     """`values` as a SweepConfig (or `schema`, such as training's config); a problem is one InputError line."""
     schema = schema or SweepConfig
     given_bool = bool_given_for_number(values, schema)
     if given_bool is not None:
-        raise InputError(f"{source}: '{given_bool[0]}' must be {'numbers' if isinstance(given_bool[1], list) else 'a number'}, "
-                         f"not true or false (got {given_bool[1]!r})")  # fmt: skip
+        raise InputError(
+            f"{source}: '{given_bool[0]}' must be {'numbers' if isinstance(given_bool[1], list) else 'a number'}, "
+            f"not true or false (got {given_bool[1]!r})"
+        )
     try:
         return schema(**values)
     except ValidationError as exc:
@@ -279,7 +349,9 @@ def _unknown_keys(errors: list[dict], schema: type[BaseModel]) -> str:
     parts = []
     for table, found in tables.items():
         names = ", ".join(repr(location(err)) for err in found)
-        parts.append(f"{names} unknown key{'s' if len(found) > 1 else ''}; allowed: {', '.join(_keys_at(found[0]['loc'], schema))}")
+        parts.append(
+            f"{names} unknown key{'s' if len(found) > 1 else ''}; allowed: {', '.join(_keys_at(found[0]['loc'], schema))}"
+        )
     return "; ".join(parts)
 
 

@@ -1,5 +1,6 @@
 """Work split by reference: the configurations that share one float64 reference (same checkpoint, library, method
 and n_timesteps) travel together, so each reference is solved by exactly one worker or array task."""
+
 from __future__ import annotations
 
 from ..axes.grid import Configuration

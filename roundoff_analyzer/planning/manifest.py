@@ -1,5 +1,6 @@
 """What a plan writes into `manifest.json`: its fingerprint (what decides the numbers: a folder holding another one is
 another sweep), the settings its rows depend on, and how and with what it was run."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -21,31 +22,45 @@ from .sweep_plan import SweepPlan
 
 
 def timestamp() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def manifest(plan: SweepPlan) -> dict:
     """`manifest.json` as a sweep starts: what decides the numbers (the fingerprint), how it is run, and the versions."""
     config = plan.config
     grid = {
-        "timesteps": list(plan.grid.timesteps), "methods": list(plan.grid.methods), "modes": list(plan.grid.modes),
-        "library_dtype_scaling": [list(t) for t in plan.grid.triples], "description": plan.grid.describe(),
-    }  # fmt: skip
+        "timesteps": list(plan.grid.timesteps),
+        "methods": list(plan.grid.methods),
+        "modes": list(plan.grid.modes),
+        "library_dtype_scaling": [list(t) for t in plan.grid.triples],
+        "description": plan.grid.describe(),
+    }
     if plan.grid.kept != ("none",):
         # Only where modules are kept in float32, so that folders from before the axis still resume.
         grid["keep_float32"] = list(plan.grid.kept)
-    model = {"name": plan.model.name, "description": plan.model.description, "options": plan.options.model_dump(mode="json")}
+    model = {
+        "name": plan.model.name,
+        "description": plan.model.description,
+        "options": plan.options.model_dump(mode="json"),
+    }
     # What decides the numbers; a folder holding another fingerprint is a different sweep. The problem's
     # hash covers what the options do not: the data file's rows and a checkpoint's weights.
     # A value given twice is the same sweep as given once: the fingerprint's description leaves the repeats out.
     fingerprint = {
-        "model": model, "grid": {**grid, "description": plan.grid.describe(repeats=False)}, "device": plan.device.type, "repeats": config.repeats,
-        "scaler": config.scaler.model_dump(mode="json"), "loss_scale": config.loss_scale, "noise_batches": config.noise_batches,
+        "model": model,
+        "grid": {**grid, "description": plan.grid.describe(repeats=False)},
+        "device": plan.device.type,
+        "repeats": config.repeats,
+        "scaler": config.scaler.model_dump(mode="json"),
+        "loss_scale": config.loss_scale,
+        "noise_batches": config.noise_batches,
         "problem_sha256": problem_hash(plan.problem),
-    }  # fmt: skip
+    }
     if len(plan.checkpoints) > 1:
         # Only for several checkpoints, so that folders of a single one still resume; the path does not decide the numbers.
-        fingerprint["checkpoints"] = [{k: c.record[k] for k in ("name", "sha256", "iteration")} for c in plan.checkpoints]
+        fingerprint["checkpoints"] = [
+            {k: c.record[k] for k in ("name", "sha256", "iteration")} for c in plan.checkpoints
+        ]
     if not plan.grid.default_loss_in:
         # Only where another placement is asked for, so that folders from before the loss_in axis still resume.
         grid["loss_in"] = fingerprint["loss_in"] = list(plan.grid.loss_ins)
@@ -70,9 +85,14 @@ def manifest(plan: SweepPlan) -> dict:
         "n_configurations": len(plan.configurations),
         "seed": plan.options.seed,
         "device": str(plan.device),
-        "device_description": describe(plan.device) if plan.executor.runs_here else f"{plan.device} on the {plan.executor.name} executor's nodes",
-        "execution": {**plan.executor.settings(config), **({"workers_reason": plan.workers_reason} if plan.workers_reason else {}),
-                      **(plan.threads.as_dict() if plan.threads else {})},
+        "device_description": describe(plan.device)
+        if plan.executor.runs_here
+        else f"{plan.device} on the {plan.executor.name} executor's nodes",
+        "execution": {
+            **plan.executor.settings(config),
+            **({"workers_reason": plan.workers_reason} if plan.workers_reason else {}),
+            **(plan.threads.as_dict() if plan.threads else {}),
+        },
         "repeats": config.repeats,
         "timeout_s": config.timeout,
         "cpu_memory": config.cpu_memory,
@@ -116,11 +136,15 @@ def _versions() -> dict:
     import torchdiffeq
 
     return {
-        "roundoff-analyzer": __version__, "python": platform.python_version(), "torch": torch.__version__,
-        "torchdiffeq": torchdiffeq.__version__, "cuda": torch.version.cuda, "platform": platform.platform(),
+        "roundoff-analyzer": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchdiffeq": torchdiffeq.__version__,
+        "cuda": torch.version.cuda,
+        "platform": platform.platform(),
         "git_revision": _git_revision(),
         **_optional_versions(),
-    }  # fmt: skip
+    }
 
 
 def _optional_versions() -> dict:
@@ -136,7 +160,9 @@ def _optional_versions() -> dict:
 
 def _git_revision() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None

@@ -1,5 +1,6 @@
 """The plan of a sweep: everything the request asks for, checked and built before anything touches the disk (the model
 and its options, the data, the checkpoints, the grid's configurations, the device, the threads, the executor)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -84,21 +85,39 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
     for library in config.library or ():
         resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
     options = parse_options(model, config.options)
-    grid = Grid.build(config.timesteps, config.method, config.mode, config.library, config.dtype, config.scaling, config.arithmetic, config.rounding,
-                      config.loss_in, config.keep_float32)  # fmt: skip
+    grid = Grid.build(
+        config.timesteps,
+        config.method,
+        config.mode,
+        config.library,
+        config.dtype,
+        config.scaling,
+        config.arithmetic,
+        config.rounding,
+        config.loss_in,
+        config.keep_float32,
+    )
     files = expand_checkpoints(config.checkpoint) if config.checkpoint else []
     workers_reason = "--workers" if config.workers is not None else None
     if config.workers is None:
-        workers, workers_reason = (1, f"executor {config.executor}") if config.executor not in (None, "processes") else \
-            auto_workers(grid.configurations(model.name), resolve_device(config.device))
+        workers, workers_reason = (
+            (1, f"executor {config.executor}")
+            if config.executor not in (None, "processes")
+            else auto_workers(grid.configurations(model.name), resolve_device(config.device))
+        )
         config = config.model_copy(update={"workers": workers})
     executor = executors.get(config.executor_name)
     device = executor.target_device(config)
-    warm_up = getattr(executor, "warm_up", None)  # optional: what takes seconds to start starts while the problem is built
+    warm_up = getattr(
+        executor, "warm_up", None
+    )  # optional: what takes seconds to start starts while the problem is built
     if warm_up is not None:
         warm_up(config)
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
-    build_on, data = device if executor.runs_here else torch.device("cpu"), parse_data(config.data) if config.data else None
+    build_on, data = (
+        device if executor.runs_here else torch.device("cpu"),
+        parse_data(config.data) if config.data else None,
+    )
     problem = build_problem(model, options, build_on, data, bound_memory=not checked)
     if not checked and not config.allow_oom and executor.runs_here:
         memory.check_grid_fits(list(grid.timesteps), problem.y0, device)
@@ -106,11 +125,27 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
     refuse_unmatched_modules(problem.func, grid.kept)
     checkpoints = load_checkpoints(problem, files, model.name)
-    checkpoint = {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
+    checkpoint = (
+        {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
+    )
     grid = replace(grid, checkpoints=tuple(c.name for c in checkpoints) or ("",))
-    threads = choose_threads(problem.func, problem.y0, device, config.threads, config.workers) if executor.runs_here else None
-    return SweepPlan(config, model, options, grid, grid.configurations(model.name), device, problem, checkpoint, executor, threads, checkpoints,
-                     workers_reason)  # fmt: skip
+    threads = (
+        choose_threads(problem.func, problem.y0, device, config.threads, config.workers) if executor.runs_here else None
+    )
+    return SweepPlan(
+        config,
+        model,
+        options,
+        grid,
+        grid.configurations(model.name),
+        device,
+        problem,
+        checkpoint,
+        executor,
+        threads,
+        checkpoints,
+        workers_reason,
+    )
 
 
 def refuse_unmatched_modules(func: torch.nn.Module, kept: tuple[str, ...]) -> None:
@@ -120,10 +155,14 @@ def refuse_unmatched_modules(func: torch.nn.Module, kept: tuple[str, ...]) -> No
         if missing:
             names = [name for name, _ in func.named_modules() if name]
             listed = ", ".join(names[:12]) + (f" ... ({len(names)} in all)" if len(names) > 12 else "")
-            raise InputError(f"keep_float32 {shortened(missing[0])!r} matches no module of the vector field; its modules: {listed or 'none'}")
+            raise InputError(
+                f"keep_float32 {shortened(missing[0])!r} matches no module of the vector field; its modules: {listed or 'none'}"
+            )
 
 
-def build_problem(model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True) -> Problem:
+def build_problem(
+    model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True
+) -> Problem:
     """The problem, after making sure a built-in model's options fit in memory at all (a user's factory runs once only)."""
     if bound_memory and model.name in MODELS:
         memory.check_problem_fits(model, options, data, device)
@@ -131,7 +170,9 @@ def build_problem(model: ModelSpec, options: ModelOptions, device: torch.device,
         return model.build(options, device, data)
     except Exception as exc:  # noqa: BLE001 - only an allocation that failed is turned into a line here
         if memory.allocation_failed(exc):
-            raise InputError(f"model {model.name} with these options does not fit in memory on {device} ({one_line(exc)})") from None
+            raise InputError(
+                f"model {model.name} with these options does not fit in memory on {device} ({one_line(exc)})"
+            ) from None
         raise
 
 

@@ -1,4 +1,5 @@
 """Before a sweep runs: adaptive methods asked for a tolerance below what a dtype's state can resolve."""
+
 from __future__ import annotations
 
 from ..axes.dtypes import DTYPES

@@ -6,6 +6,7 @@ counted as in `groups.estimated_cost`, right-hand-side evaluations; below AUTO_M
 runs in one process. The default otflow sweep (5,880 evaluations) takes both cores of a 2-core
 machine; the test suite's tiny grids (a few hundred) take one.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,6 +28,9 @@ def auto_workers(configurations: list[Configuration], device: torch.device) -> t
     groups = reference_groups(configurations)
     evaluations = sum(estimated_cost(group) for group in groups)
     if evaluations < AUTO_MIN_EVALUATIONS:
-        return 1, f"{evaluations:,} right-hand-side evaluations, below {AUTO_MIN_EVALUATIONS:,}: processes would cost more than they save"
+        return (
+            1,
+            f"{evaluations:,} right-hand-side evaluations, below {AUTO_MIN_EVALUATIONS:,}: processes would cost more than they save",
+        )
     workers = min(cores, len(groups))
     return workers, f"{evaluations:,} right-hand-side evaluations in {len(groups)} reference groups, {cores} cores"

@@ -1,4 +1,5 @@
 """`roundoff report`: a markdown analysis of one sweep folder, with figures, written from its Parquet tables."""
+
 from __future__ import annotations
 
 import os
@@ -48,7 +49,11 @@ def draw_figures(sweep: SweepFolder) -> dict:
     sweep, _ = judged_rows(sweep)
     results, profile = placements_as_modes(sweep.results), placements_as_modes(sweep.profile)
     ran = results[results["status"] != "skipped"]
-    drawn = {name: figures.error_figure(ran, metric) for name, metric in figures.ERROR_FIGURES.items()} if not ran.empty else {}
+    drawn = (
+        {name: figures.error_figure(ran, metric) for name, metric in figures.ERROR_FIGURES.items()}
+        if not ran.empty
+        else {}
+    )
     for n in figures.adjoint_timesteps(profile, results):
         adjoint = figures.adjoint_range_figure(profile, n, results)
         if adjoint is not None:

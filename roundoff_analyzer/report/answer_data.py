@@ -1,4 +1,5 @@
 """The answer and the verdicts as plain data (dicts of numbers and words), for a notebook that should not parse markdown."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -19,15 +20,25 @@ def answer_records(results: pd.DataFrame, device: str | None = None) -> dict[str
     for a in answering.answers(rows):
         j = a.judgement
         records[a.dtype] = {
-            "dtype": a.dtype, "train": a.train, "label": j.label,
-            "library": a.library, "scaling": a.scaling, "mode": a.mode, "loss_in": a.loss_in,
-            "method": a.method, "n_timesteps": a.n_timesteps if a.train else None, "timesteps": list(a.timesteps),
-            "arithmetic": a.arithmetic, "keep_float32": a.kept.value if a.kept is not None else "none", **_numbers(j),
-            "reason": describe(j), "sentence": _plain(answer_sentence(a, device)),
+            "dtype": a.dtype,
+            "train": a.train,
+            "label": j.label,
+            "library": a.library,
+            "scaling": a.scaling,
+            "mode": a.mode,
+            "loss_in": a.loss_in,
+            "method": a.method,
+            "n_timesteps": a.n_timesteps if a.train else None,
+            "timesteps": list(a.timesteps),
+            "arithmetic": a.arithmetic,
+            "keep_float32": a.kept.value if a.kept is not None else "none",
+            **_numbers(j),
+            "reason": describe(j),
+            "sentence": _plain(answer_sentence(a, device)),
             "placement": _plain(placement_line(a) or "") or None,
             "code": "\n".join(code_lines(a, device)),
             "cost": asdict(a.cost) if a.cost is not None else None,
-        }  # fmt: skip
+        }
     return records
 
 
@@ -36,10 +47,17 @@ def verdict_records(results: pd.DataFrame) -> list[dict[str, Any]]:
     rows, _ = judged(results)
     return [
         {
-            "dtype": v.dtype, "library": v.library, "mode": v.mode, "loss_in": v.loss_in, "label": v.label,
-            "scaling": v.decided_by.scaling, "setup_label": v.decided_by.label, "reduction": v.reduction,
-            **_numbers(v.decided_by), "reason": describe(v.decided_by),
-        }  # fmt: skip
+            "dtype": v.dtype,
+            "library": v.library,
+            "mode": v.mode,
+            "loss_in": v.loss_in,
+            "label": v.label,
+            "scaling": v.decided_by.scaling,
+            "setup_label": v.decided_by.label,
+            "reduction": v.reduction,
+            **_numbers(v.decided_by),
+            "reason": describe(v.decided_by),
+        }
         for v in rules.verdicts(rows)
     ]
 
@@ -47,13 +65,15 @@ def verdict_records(results: pd.DataFrame) -> list[dict[str, Any]]:
 def _numbers(j: rules.SetupJudgement) -> dict[str, Any]:
     """The numbers a judgement rests on; a ratio's worst run as (method, n_timesteps)."""
     return {
-        "worst_grad_params_rel_err": j.worst_grad, "worst_grad_params_over_u": j.worst_grad_over_u,
+        "worst_grad_params_rel_err": j.worst_grad,
+        "worst_grad_params_over_u": j.worst_grad_over_u,
         "roundoff_to_noise": j.to_noise.value if j.to_noise else None,
         "roundoff_to_disc": j.to_disc.value if j.to_disc else None,
         "mostly_error": asdict(j.mostly_error) if j.mostly_error else None,
         "failures": [{"method": m, "n_timesteps": n, "failure_class": c} for m, n, c in j.failures],
-        "n_runs": j.n_ran, "noise_known": j.noise_known,
-    }  # fmt: skip
+        "n_runs": j.n_ran,
+        "noise_known": j.noise_known,
+    }
 
 
 def _plain(text: str) -> str:

@@ -1,8 +1,9 @@
 """Why a failure class happens and what to do about it, worded with the group's own numbers."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pandas as pd
 
@@ -50,11 +51,15 @@ def _dtype_fact(name: str, fact: str) -> float | None:
 def _overflow(group: FailureGroup, manifest: dict) -> Explanation:
     rows = group.rows
     dtypes = _dtypes(rows)
-    largest = fmt.listing(fmt.in_u(m) for m in rows["dtype_max"].dropna().unique()) if "dtype_max" in rows else fmt.MISSING
+    largest = (
+        fmt.listing(fmt.in_u(m) for m in rows["dtype_max"].dropna().unique()) if "dtype_max" in rows else fmt.MISSING
+    )
     phases = [p for p in rows.get("overflow_phase", pd.Series(dtype=object)).dropna().unique()]
     where = f" in the {' and '.join(phases)} pass" if phases else ""
     cause = f"A value{where} exceeded the largest finite {dtypes} number ({largest}) and became inf or NaN."
-    reference = rows["reference_max_abs_adjoint"].dropna() if "reference_max_abs_adjoint" in rows else pd.Series(dtype=float)
+    reference = (
+        rows["reference_max_abs_adjoint"].dropna() if "reference_max_abs_adjoint" in rows else pd.Series(dtype=float)
+    )
     if not reference.empty and "dtype_max" in rows:
         span = fmt.value_range(reference, fmt.in_u)
         if (reference > rows.loc[reference.index, "dtype_max"]).any():
@@ -114,9 +119,15 @@ def _scaler_exhausted(group: FailureGroup, manifest: dict) -> Explanation:
 
 def _gradscaler_fp16_unscale(group: FailureGroup, manifest: dict) -> Explanation:
     modes = set(group.rows["mode"])
-    which = "in pure mode the parameters themselves are float16" if modes == {"pure"} else "an input or parameter was float16"
+    which = (
+        "in pure mode the parameters themselves are float16"
+        if modes == {"pure"}
+        else "an input or parameter was float16"
+    )
     cause = f"`torch.amp.GradScaler` unscales float32 gradients only, and met a float16 gradient: {which}."
-    remedy = "Keep float32 master parameters and inputs (autocast mode) so that gradients are float32, or unscale by hand."
+    remedy = (
+        "Keep float32 master parameters and inputs (autocast mode) so that gradients are float32, or unscale by hand."
+    )
     return Explanation(cause, remedy)
 
 
@@ -137,15 +148,23 @@ def _step_budget_exhausted(group: FailureGroup, manifest: dict) -> Explanation:
         f"The adaptive solver's error estimate, computed in {_dtypes(group.rows)}, kept rejecting or shrinking steps: it "
         f"used its whole step budget{budget} before the end of the time grid."
     )
-    remedy = "Set --rtol and --atol well above the dtype's unit roundoff, raise --max-steps, or use a fixed-grid method."
+    remedy = (
+        "Set --rtol and --atol well above the dtype's unit roundoff, raise --max-steps, or use a fixed-grid method."
+    )
     return Explanation(cause, remedy)
 
 
 def _step_size_underflow(group: FailureGroup, manifest: dict) -> Explanation:
     control = (manifest.get("fingerprint") or {}).get("step_control") or {}
     units = group.rows.drop_duplicates("dtype")
-    resolves = ", ".join(f"{d}'s {u:.2g}" for d, u in zip(units["dtype"], units["unit_roundoff"])) if "unit_roundoff" in units else ""
-    asked = f"rtol {control['rtol']:g}, atol {control['atol']:g}" if control.get("rtol") is not None else "the tolerances"
+    resolves = (
+        ", ".join(f"{d}'s {u:.2g}" for d, u in zip(units["dtype"], units["unit_roundoff"]))
+        if "unit_roundoff" in units
+        else ""
+    )
+    asked = (
+        f"rtol {control['rtol']:g}, atol {control['atol']:g}" if control.get("rtol") is not None else "the tolerances"
+    )
     cause = (
         f"The adaptive solver shrank its step until t + dt == t in {_dtypes(group.rows)}: {asked} against a unit roundoff "
         f"of {resolves or 'the dtype'}; a tolerance near or below it cannot be met by a state held in that dtype."
@@ -175,7 +194,9 @@ def _timeout(group: FailureGroup, manifest: dict) -> Explanation:
 
 
 def _error(group: FailureGroup, manifest: dict) -> Explanation:
-    cause = f"None of the known failure classes: the run raised {group.failure_type or 'an exception'} (see the message)."
+    cause = (
+        f"None of the known failure classes: the run raised {group.failure_type or 'an exception'} (see the message)."
+    )
     remedy = (
         "Reproduce it alone by narrowing the sweep (--library, --method, --dtype, --scaling, --timesteps) and read the "
         "traceback; if the model is at fault, fix it there."

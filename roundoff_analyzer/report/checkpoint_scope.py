@@ -1,5 +1,6 @@
 """Which checkpoint the report judges: a sweep over several checkpoints is judged at its last in training, and the
 report says so in one sentence."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -21,7 +22,13 @@ def at_checkpoint(sweep: SweepFolder, checkpoint: str) -> SweepFolder:
         kept = table[table["checkpoint"] == checkpoint].reset_index(drop=True)
         return kept if not kept.empty else None
 
-    return replace(sweep, results=cut(sweep.results), param_errors=cut(sweep.param_errors), profile=cut(sweep.profile), modules=cut(sweep.modules))
+    return replace(
+        sweep,
+        results=cut(sweep.results),
+        param_errors=cut(sweep.param_errors),
+        profile=cut(sweep.profile),
+        modules=cut(sweep.modules),
+    )
 
 
 def judged_rows(sweep: SweepFolder) -> tuple[SweepFolder, str | None]:
@@ -36,8 +43,12 @@ def scope_note(results: pd.DataFrame) -> str | None:
     if last is None:
         return None
     iteration = results.loc[results["checkpoint"] == last, "train_iteration"].dropna()
-    which = f"the last in training, `{last}` (iteration {int(iteration.iloc[0])})" if not iteration.empty else (
-        f"the last given, `{last}` (no training iteration is known for it)"
+    which = (
+        f"the last in training, `{last}` (iteration {int(iteration.iloc[0])})"
+        if not iteration.empty
+        else (f"the last given, `{last}` (no training iteration is known for it)")
     )
-    return (f"This sweep ran its grid on {fmt.plural(len(names), 'checkpoint')}; every section but "
-            f"[{SECTION}](#{SECTION.lower().replace(' ', '-')}) judges {which}.")  # fmt: skip
+    return (
+        f"This sweep ran its grid on {fmt.plural(len(names), 'checkpoint')}; every section but "
+        f"[{SECTION}](#{SECTION.lower().replace(' ', '-')}) judges {which}."
+    )

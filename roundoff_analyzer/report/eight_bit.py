@@ -3,6 +3,7 @@
 Usable here means: some setup ran without failure at every n_timesteps, and its parameter-gradient
 error stays below 0.1, so the gradient keeps at least one correct digit.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -34,7 +35,9 @@ def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
     if best is None:
         return f"{head}; no setup ran at every n_timesteps: not usable for this model as run here."
     setups = fmt.setups_label(best.setups, with_mode)
-    worst = f"at most {fmt.error(best.worst)}" + (f" ({fmt.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else "")
+    worst = f"at most {fmt.error(best.worst)}" + (
+        f" ({fmt.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else ""
+    )
     if best.worst < ONE_DIGIT:
         return f"{head}; with {setups} its parameter-gradient error is {worst} at every n_timesteps: usable (at least one correct digit)."
     return f"{head}; its best setup, {setups}, reaches a parameter-gradient error {worst}: no correct digit left, not usable."

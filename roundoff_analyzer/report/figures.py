@@ -2,6 +2,7 @@
 
 Each function returns a matplotlib Figure (no pyplot, so no global state and no GUI backend); `save` writes it.
 """
+
 from __future__ import annotations
 
 import io
@@ -27,7 +28,11 @@ METRIC_NAMES = {
     "grad_params_rel_err": "parameter gradient",
 }
 # Figure file name -> the error it plots.
-ERROR_FIGURES = {"error_solution": "sol_rel_err", "error_grad_y0": "grad_y0_rel_err", "error_grad_params": "grad_params_rel_err"}
+ERROR_FIGURES = {
+    "error_solution": "sol_rel_err",
+    "error_grad_y0": "grad_y0_rel_err",
+    "error_grad_params": "grad_params_rel_err",
+}
 ADJOINT_FIGURE = "adjoint_range"  # file names adjoint_range_n<n_timesteps>
 LINE_COLUMNS = ("library", "scaling", "mode")  # one line per value of these, in every panel
 FAILED_LABEL = "× failed (in the top band: no finite value)"
@@ -86,7 +91,9 @@ def adjoint_timesteps(profile: pd.DataFrame | None, results: pd.DataFrame) -> li
     return sorted(failed | {max(drawn)})
 
 
-def adjoint_range_figure(profile: pd.DataFrame, n: int | None = None, results: pd.DataFrame | None = None) -> Figure | None:
+def adjoint_range_figure(
+    profile: pd.DataFrame, n: int | None = None, results: pd.DataFrame | None = None
+) -> Figure | None:
     """Largest adjoint magnitude held in the low dtype per backward step, at `n` (default: the largest n_timesteps),
     against the dtype's range. A non-finite step is marked failed only where `results` say its run failed (without
     `results`, every run is taken as failed there); in a run that ended ok it is marked as an overflow it recovered from."""
@@ -128,7 +135,9 @@ def with_run_status(profile: pd.DataFrame, results: pd.DataFrame | None) -> pd.D
     keys = [k for k in _RUN_KEYS if k in profile and k in results]
     failed = results.assign(failed=results["status"] == "failed").groupby(keys)["failed"].any().reset_index()
     merged = profile.merge(failed, on=keys, how="left")
-    return merged.assign(status=merged["failed"].map({True: "failed", False: "ok"}).fillna("failed")).drop(columns="failed")
+    return merged.assign(status=merged["failed"].map({True: "failed", False: "ok"}).fillna("failed")).drop(
+        columns="failed"
+    )
 
 
 def non_finite_steps(profile: pd.DataFrame) -> pd.Series:
@@ -195,7 +204,9 @@ def _mantissa_colorbar(fig: Figure, runs: pd.DataFrame, groups: dict[str, list[s
     return True
 
 
-def _grouped_panel(ax, panel: pd.DataFrame, x: str, y: str, styles: dict, with_mode: bool, broken: str | None = None) -> bool:
+def _grouped_panel(
+    ax, panel: pd.DataFrame, x: str, y: str, styles: dict, with_mode: bool, broken: str | None = None
+) -> bool:
     """One line per dtype × library × scaling × mode, coloured by the dtype's mantissa bits, styled by its setup;
     a × where a run failed (`broken`: the column that marks a failed point, else the run's status). Per setup, its
     lines are one collection and its points one scatter: a panel of many formats draws and saves in a few artists."""
@@ -221,9 +232,13 @@ def _grouped_panel(ax, panel: pd.DataFrame, x: str, y: str, styles: dict, with_m
                 _mark_failed(ax, failed[x], failed[y], index, colour)
         style = styles[tuple(key)]
         if segments:
-            ax.add_collection(LineCollection(segments, colors=colours, linestyles=style["linestyle"], linewidths=1), autolim=True)
+            ax.add_collection(
+                LineCollection(segments, colors=colours, linestyles=style["linestyle"], linewidths=1), autolim=True
+            )
         if points:
-            ax.scatter([p[0] for p in points], [p[1] for p in points], c=point_colours, marker=style["marker"], s=9, zorder=3)
+            ax.scatter(
+                [p[0] for p in points], [p[1] for p in points], c=point_colours, marker=style["marker"], s=9, zorder=3
+            )
     for key in panel[list(LINE_COLUMNS)].drop_duplicates().itertuples(index=False):
         # The legend's entry for the setup: its line style in grey (the colour is the mantissa bits, on the colour bar).
         ax.plot([], [], **{**styles[tuple(key)], "color": "0.4"}, label=line_label(*key, with_mode))
@@ -281,7 +296,14 @@ def _mark_failed(ax, x, values: pd.Series, index: int, color: str, recovered: bo
     """× (○ for an overflow the run recovered from) at the value where there is one, else in the band at the top of
     the panel (not at a data value)."""
     finite = values.gt(0) & values.lt(float("inf"))
-    style = {"linestyle": "none", "marker": "x", "markersize": 9, "markeredgewidth": 2, "color": color, "label": "_failed"}
+    style = {
+        "linestyle": "none",
+        "marker": "x",
+        "markersize": 9,
+        "markeredgewidth": 2,
+        "color": color,
+        "label": "_failed",
+    }
     if recovered:
         style.update(marker="o", fillstyle="none", markersize=6, markeredgewidth=1.2, label="_recovered")
     if finite.any():
@@ -327,8 +349,16 @@ def _note_coinciding(ax, pairs: list[tuple[tuple, tuple]], with_mode: bool) -> N
         # One pair per line, inside the panel and outside the layout: a long note on one line made constrained
         # layout shrink the panels to nothing (and warn) when many lines coincide.
         text = "\n".join(f"{line_label(*a, with_mode)} = {line_label(*b, with_mode)}" for a, b in pairs)
-        note = ax.text(0.01, 0.01, f"coincide:\n{text}", transform=ax.transAxes, fontsize="x-small", va="bottom", color="0.3",
-                       bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"})  # fmt: skip
+        note = ax.text(
+            0.01,
+            0.01,
+            f"coincide:\n{text}",
+            transform=ax.transAxes,
+            fontsize="x-small",
+            va="bottom",
+            color="0.3",
+            bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"},
+        )
         note.set_in_layout(False)
 
 
@@ -350,8 +380,14 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
                 _mark_failed(ax, broken["step"], broken["held"], index, styles[key]["color"], recovered)
     for index, (library, runs) in enumerate(panel.groupby("library", sort=False)):
         reference = runs.drop_duplicates("step").sort_values("step")
-        ax.plot(reference["step"], reference["reference_max_abs"], color=("0.35", "0.65")[index % 2], linewidth=1,
-                linestyle=_LINESTYLES[(index + 1) % len(_LINESTYLES)], label=f"float64 reference ({library})")  # fmt: skip
+        ax.plot(
+            reference["step"],
+            reference["reference_max_abs"],
+            color=("0.35", "0.65")[index % 2],
+            linewidth=1,
+            linestyle=_LINESTYLES[(index + 1) % len(_LINESTYLES)],
+            label=f"float64 reference ({library})",
+        )
     data = pd.concat([held, panel["reference_max_abs"]]).dropna()
     outside = []
     for level, name, color in ((largest, "max", "red"), (normal, "smallest normal", "orange")):
@@ -367,7 +403,11 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
         ax.set_title(f"\n({' and '.join(outside)}: off the scale)")
     ax.set_xlabel("backward step (0 = first step back from t = 1)")
     ax.set_ylabel("largest |adjoint| in the low dtype")
-    _note_coinciding(ax, _coinciding({k: r.set_index("step")["held"] for k, r in panel.groupby(list(LINE_COLUMNS), sort=False)}), with_mode)
+    _note_coinciding(
+        ax,
+        _coinciding({k: r.set_index("step")["held"] for k, r in panel.groupby(list(LINE_COLUMNS), sort=False)}),
+        with_mode,
+    )
     return marked
 
 
@@ -378,10 +418,16 @@ def figure_legend(fig: Figure, any_failed: bool, recovered: bool = False) -> Non
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     if any_failed:
-        handles[FAILED_LABEL] = Line2D([], [], linestyle="none", marker="x", color="grey", markeredgewidth=2, label=FAILED_LABEL)
+        handles[FAILED_LABEL] = Line2D(
+            [], [], linestyle="none", marker="x", color="grey", markeredgewidth=2, label=FAILED_LABEL
+        )
     if recovered:
-        handles[RECOVERED_LABEL] = Line2D([], [], linestyle="none", marker="o", fillstyle="none", color="grey", label=RECOVERED_LABEL)
-    fig.legend(list(handles.values()), list(handles), fontsize="small", loc="outside lower center", ncols=min(4, len(handles)))
+        handles[RECOVERED_LABEL] = Line2D(
+            [], [], linestyle="none", marker="o", fillstyle="none", color="grey", label=RECOVERED_LABEL
+        )
+    fig.legend(
+        list(handles.values()), list(handles), fontsize="small", loc="outside lower center", ncols=min(4, len(handles))
+    )
 
 
 def format_search_figure(found: list, threshold: float, unsafe: float) -> Figure:
@@ -396,14 +442,23 @@ def format_search_figure(found: list, threshold: float, unsafe: float) -> Figure
     for index, bits in enumerate(widths):
         formats = sorted((f for f in found if f.exponent_bits == bits), key=lambda f: f.mantissa_bits)
         x = pd.Series([f.mantissa_bits for f in formats])
-        y = pd.Series([f.to_noise if f.to_noise is not None and not f.judgement.failures else math.nan for f in formats], dtype=float)
-        style = {"color": f"C{index % 10}", "marker": _MARKERS[index % len(_MARKERS)], "linestyle": _LINESTYLES[index % len(_LINESTYLES)]}
+        y = pd.Series(
+            [f.to_noise if f.to_noise is not None and not f.judgement.failures else math.nan for f in formats],
+            dtype=float,
+        )
+        style = {
+            "color": f"C{index % 10}",
+            "marker": _MARKERS[index % len(_MARKERS)],
+            "linestyle": _LINESTYLES[index % len(_LINESTYLES)],
+        }
         ax.plot(x, y, label=f"{bits} exponent bits", **style)
         failed = pd.Series([bool(f.judgement.failures) for f in formats])
         if failed.any():
             any_failed = True
             _mark_failed(ax, x[failed].reset_index(drop=True), y[failed].reset_index(drop=True), index, style["color"])
-    ax.axhline(threshold, color="green", linewidth=1, linestyle="--", label=f"safe for training up to {threshold:g}× the noise")
+    ax.axhline(
+        threshold, color="green", linewidth=1, linestyle="--", label=f"safe for training up to {threshold:g}× the noise"
+    )
     ax.axhline(unsafe, color="red", linewidth=1, linestyle=":", label=f"unsafe from {unsafe:g}×")
     ax.set_yscale("log")
     ax.set_ylim(*_limits(values.dropna(), threshold, unsafe))

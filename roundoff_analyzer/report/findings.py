@@ -2,6 +2,7 @@
 
 Nothing here writes text; the modules in `sections/` word the findings and `tables.py` lays out the numbers.
 """
+
 from __future__ import annotations
 
 import math
@@ -143,9 +144,20 @@ def rescues(results: pd.DataFrame) -> list[Rescue]:
         for scaling, runs in scaled.groupby("scaling", sort=False):
             rescued[scaling] = tuple(sorted(int(n) for n in runs.loc[runs["status"] == "ok", "n_timesteps"]))
             still[scaling] = tuple(sorted(int(n) for n in runs.loc[runs["status"] == "failed", "n_timesteps"]))
-        failed_without = tuple(sorted((int(n), str(c)) for n, c in zip(unscaled["n_timesteps"], unscaled["failure_class"])))
-        found.append(Rescue(library, method, dtype, mode, failed_without,
-                            {s: n for s, n in rescued.items() if n}, {s: n for s, n in still.items() if n}))  # fmt: skip
+        failed_without = tuple(
+            sorted((int(n), str(c)) for n, c in zip(unscaled["n_timesteps"], unscaled["failure_class"]))
+        )
+        found.append(
+            Rescue(
+                library,
+                method,
+                dtype,
+                mode,
+                failed_without,
+                {s: n for s, n in rescued.items() if n},
+                {s: n for s, n in still.items() if n},
+            )
+        )
     return found
 
 
@@ -173,7 +185,9 @@ def growths(results: pd.DataFrame, metric: str = "grad_params_rel_err") -> list[
     for setup, group in ok.groupby(list(SETUP_COLUMNS), sort=False):
         group = group.sort_values("n_timesteps")
         if group["n_timesteps"].nunique() >= 2:
-            found.append(Growth(tuple(setup), metric, tuple(int(n) for n in group["n_timesteps"]), tuple(group[metric])))
+            found.append(
+                Growth(tuple(setup), metric, tuple(int(n) for n in group["n_timesteps"]), tuple(group[metric]))
+            )
     return found
 
 
@@ -249,7 +263,12 @@ def setup_outcomes(results: pd.DataFrame) -> list[SetupOutcome]:
             SetupOutcome(
                 tuple(setup),
                 tuple(sorted(int(n) for n in by_status["ok"]["n_timesteps"])),
-                tuple(sorted((int(n), str(c)) for n, c in zip(by_status["failed"]["n_timesteps"], by_status["failed"]["failure_class"]))),
+                tuple(
+                    sorted(
+                        (int(n), str(c))
+                        for n, c in zip(by_status["failed"]["n_timesteps"], by_status["failed"]["failure_class"])
+                    )
+                ),
                 tuple(sorted(int(n) for n in by_status["skipped"]["n_timesteps"])),
                 tuple(by_status["skipped"]["skip_reason"].dropna().unique()),
             )
@@ -266,7 +285,11 @@ def worst_parameters(param_errors: pd.DataFrame, results: pd.DataFrame, per_dtyp
     if runs.empty:
         return runs
     worst = runs.loc[runs.groupby(["dtype", "parameter"], sort=False)["grad_rel_err"].idxmax()]
-    ranked = worst.sort_values(["dtype", "grad_rel_err"], ascending=[True, False]).groupby("dtype", sort=False).head(per_dtype)
+    ranked = (
+        worst.sort_values(["dtype", "grad_rel_err"], ascending=[True, False])
+        .groupby("dtype", sort=False)
+        .head(per_dtype)
+    )
     order = {d: i for i, d in enumerate(results["dtype"].unique())}
     return ranked.sort_values("dtype", key=lambda d: d.map(order), kind="stable")
 

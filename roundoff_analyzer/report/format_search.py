@@ -1,5 +1,6 @@
 """The format search in words: the narrowest format safe for training, the narrowest exponent width that never
 overflows, each with its numbers, and one compact table of every emulated format (exponent bits × mantissa bits)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -39,7 +40,9 @@ def _to_noise(f: search.FormatResult) -> str:
 def narrowest_safe_line(found: list[search.FormatResult]) -> str:
     best = search.narrowest_safe(found)
     if best is None:
-        closest = min(found, key=lambda f: (rules.RANK[f.judgement.label], f.to_noise if f.to_noise is not None else float("inf")))
+        closest = min(
+            found, key=lambda f: (rules.RANK[f.judgement.label], f.to_noise if f.to_noise is not None else float("inf"))
+        )
         return (
             f"**No format swept is safe for training.** The closest, {closest.dtype} ({layout(closest)}), is "
             f"{_to_noise(closest)} at best ({_setup(closest.judgement)})."
@@ -48,7 +51,13 @@ def narrowest_safe_line(found: list[search.FormatResult]) -> str:
     narrower = ""
     if ruled_out:
         # The nearest miss: of the widest formats ruled out, the one with the smallest roundoff against the noise.
-        nearest = max(ruled_out, key=lambda f: (f.bits, -(f.to_noise if f.to_noise is not None and not f.judgement.failures else float("inf"))))
+        nearest = max(
+            ruled_out,
+            key=lambda f: (
+                f.bits,
+                -(f.to_noise if f.to_noise is not None and not f.judgement.failures else float("inf")),
+            ),
+        )
         narrower = (
             f" Every narrower format swept ({fmt.plural(len(ruled_out), 'format')}) is not: the nearest miss, "
             f"{nearest.dtype} ({layout(nearest)}), is {_to_noise(nearest)} at best."
@@ -68,7 +77,11 @@ def exponent_line(widths: list[search.ExponentWidth]) -> str:
     counts = "; ".join(f"{w.exponent_bits} bits: {w.n_overflows} of {w.n_runs} runs" for w in overflowing)
     if clear is None:
         return f"**Every exponent width swept overflowed somewhere** ({counts})."
-    headroom = f"; its largest finite adjoint stays {fmt.in_u(clear.headroom)}× below the format's largest number" if clear.headroom else ""
+    headroom = (
+        f"; its largest finite adjoint stays {fmt.in_u(clear.headroom)}× below the format's largest number"
+        if clear.headroom
+        else ""
+    )
     text = (
         f"**Narrowest exponent width that never overflows: {clear.exponent_bits} bits** (none of the "
         f"{clear.n_runs} runs of its {fmt.plural(len(clear.formats), 'format')} overflowed{headroom})."
@@ -100,7 +113,9 @@ def _cell(f: search.FormatResult | None, best: search.FormatResult | None) -> st
     return f"**{text}**" if f is best else text
 
 
-def format_search_lines(results: pd.DataFrame, found: list[search.FormatResult], figures: dict[str, tuple[str, str]]) -> list[str]:
+def format_search_lines(
+    results: pd.DataFrame, found: list[search.FormatResult], figures: dict[str, tuple[str, str]]
+) -> list[str]:
     formats = search.emulated(found)
     if len(formats) <= FEW_FORMATS:
         return []
@@ -119,7 +134,10 @@ def format_search_lines(results: pd.DataFrame, found: list[search.FormatResult],
     ]
     if FORMAT_FIGURE in figures:
         png, svg = figures[FORMAT_FIGURE]
-        lines += ["", f"![parameter-gradient roundoff over the gradient noise against mantissa bits]({png}) ([SVG]({svg}))"]
+        lines += [
+            "",
+            f"![parameter-gradient roundoff over the gradient noise against mantissa bits]({png}) ([SVG]({svg}))",
+        ]
     return lines
 
 

@@ -1,8 +1,9 @@
 """How numbers, names and tables are written in the report; one place, so that tables and prose agree."""
+
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 from tabulate import tabulate

@@ -1,5 +1,6 @@
 """The report as markdown: a title and scope, then the sections in the order `SECTIONS` lists them; every sentence is
 worded from a finding or a table of the results."""
+
 from __future__ import annotations
 
 from ..core.version import __version__

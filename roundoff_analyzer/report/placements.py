@@ -1,4 +1,5 @@
 """A sweep over where the loss is formed, in the report's detail sections: each placement reads as a mode of its own."""
+
 from __future__ import annotations
 
 import pandas as pd

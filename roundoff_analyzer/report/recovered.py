@@ -1,4 +1,5 @@
 """Runs that ended `ok` although some backward step's adjoint overflowed the low dtype: where, and why they count."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,8 +33,15 @@ def recovered_overflows(profile: pd.DataFrame | None, results: pd.DataFrame) -> 
         *setup, n = key
         run = results[(results[list(SETUP_COLUMNS)] == list(setup)).all(axis=1) & (results["n_timesteps"] == n)]
         scale = run["final_scale"].dropna() if "final_scale" in run else pd.Series(dtype=float)
-        found.append(Recovered(tuple(setup), int(n), tuple(sorted(int(s) for s in broken)), int(steps["step"].nunique()),
-                               float(scale.iloc[0]) if not scale.empty else None))  # fmt: skip
+        found.append(
+            Recovered(
+                tuple(setup),
+                int(n),
+                tuple(sorted(int(s) for s in broken)),
+                int(steps["step"].nunique()),
+                float(scale.iloc[0]) if not scale.empty else None,
+            )
+        )
     return found
 
 

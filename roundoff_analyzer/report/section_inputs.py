@@ -1,5 +1,6 @@
 """What every section of the report reads: the sweep folder at the checkpoint it judges, and its results as the
 sections read them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """A finished sweep folder read back for reporting: the results table, the manifest and the side tables."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,8 +12,18 @@ from ..axes.grid import CONFIG_COLUMNS
 from ..core.errors import InputError
 from ..measuring.yardsticks import with_context_columns
 from ..storage.manifest_schema import read_manifest
-from ..storage.results import (MANIFEST, MODULES, MODULES_TABLE, PARAM_ERRORS, PARAM_ERRORS_TABLE, PROFILE, PROFILE_TABLE, RESULTS,
-                               load_results, read_parquet)  # fmt: skip
+from ..storage.results import (
+    MANIFEST,
+    MODULES,
+    MODULES_TABLE,
+    PARAM_ERRORS,
+    PARAM_ERRORS_TABLE,
+    PROFILE,
+    PROFILE_TABLE,
+    RESULTS,
+    load_results,
+    read_parquet,
+)
 
 # What the report cannot do without; the other columns are used where present.
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "failure_class", "failure_type", "failure_message", "skip_reason")
@@ -43,8 +54,14 @@ def read_sweep_folder(path: str | Path) -> SweepFolder:
         raise InputError(f"'{path / RESULTS}' holds no configurations; there is nothing to report")
     # A folder from before the discretisation error and the gradient noise were measured still reports, without them.
     results = with_context_columns(results)
-    return SweepFolder(path, results, _manifest(path), _side_table(path / PARAM_ERRORS, PARAM_ERRORS_TABLE), _side_table(path / PROFILE, PROFILE_TABLE),
-                       _side_table(path / MODULES, MODULES_TABLE))  # fmt: skip
+    return SweepFolder(
+        path,
+        results,
+        _manifest(path),
+        _side_table(path / PARAM_ERRORS, PARAM_ERRORS_TABLE),
+        _side_table(path / PROFILE, PROFILE_TABLE),
+        _side_table(path / MODULES, MODULES_TABLE),
+    )
 
 
 def _manifest(folder: Path) -> dict[str, Any]:

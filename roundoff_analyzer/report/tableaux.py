@@ -1,5 +1,6 @@
 """Where libraries compared at one method name ran different rules (torchdiffeq's rk4 is the 3/8 rule, the others'
 the classical one): their errors against their own float64 runs are comparable, their solutions are not the same."""
+
 from __future__ import annotations
 
 import pandas as pd

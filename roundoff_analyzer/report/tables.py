@@ -1,4 +1,5 @@
 """The report's tables, as markdown: accuracy ranges per setup, error growth with n_timesteps, a failure group's runs."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -7,7 +8,11 @@ from . import formatting as fmt
 from .findings import SETUP_COLUMNS, FailureGroup, Growth, in_grid_order, runs_in_grid_order
 
 # (header, column) of the errors the accuracy tables show.
-ERRORS = (("solution", "sol_rel_err"), ("gradient w.r.t. y0", "grad_y0_rel_err"), ("parameter gradient", "grad_params_rel_err"))
+ERRORS = (
+    ("solution", "sol_rel_err"),
+    ("gradient w.r.t. y0", "grad_y0_rel_err"),
+    ("parameter gradient", "grad_params_rel_err"),
+)
 
 
 def setup_headers(with_mode: bool) -> list[str]:
@@ -27,7 +32,9 @@ def accuracy_table(results: pd.DataFrame, in_units_of_u: bool, with_mode: bool) 
     for setup in in_grid_order(results, list(groups)):
         runs = groups[setup]
         ok = f"{int((runs['status'] == 'ok').sum())} of {len(runs)}"
-        rows.append(_setup_cells(setup, with_mode) + [ok] + [fmt.value_range(runs[c + suffix], number) for _, c in ERRORS])
+        rows.append(
+            _setup_cells(setup, with_mode) + [ok] + [fmt.value_range(runs[c + suffix], number) for _, c in ERRORS]
+        )
     return fmt.bounded_table(rows, setup_headers(with_mode) + ["ok"] + [h for h, _ in ERRORS])
 
 
@@ -39,24 +46,35 @@ def growth_table(results: pd.DataFrame, found: list[Growth], with_mode: bool) ->
         + [f"{g.timesteps[0]} → {g.timesteps[-1]}", fmt.error(g.values[0]), fmt.error(g.values[-1]), fmt.in_u(g.factor)]
         for g in sorted(found, key=lambda g: order.index(g.setup))
     ]
-    return fmt.bounded_table(rows, setup_headers(with_mode) + ["n_timesteps", "error at smallest n", "error at largest n", "ratio"])
+    return fmt.bounded_table(
+        rows, setup_headers(with_mode) + ["n_timesteps", "error at smallest n", "error at largest n", "ratio"]
+    )
 
 
 # Columns a failure group's table adds, per failure class: (header, column, format).
 _CLASS_COLUMNS = {
     "overflow": (
-        ("phase", "overflow_phase", str), ("step", "overflow_step", fmt.integer),
+        ("phase", "overflow_phase", str),
+        ("step", "overflow_step", fmt.integer),
         ("largest finite adjoint", "max_abs_adjoint", fmt.in_u),
-        ("reference largest adjoint", "reference_max_abs_adjoint", fmt.in_u), ("dtype max", "dtype_max", fmt.in_u),
+        ("reference largest adjoint", "reference_max_abs_adjoint", fmt.in_u),
+        ("dtype max", "dtype_max", fmt.in_u),
     ),
-    "underflow": (("gradient w.r.t. y0 error", "grad_y0_rel_err", fmt.error), ("parameter gradient error", "grad_params_rel_err", fmt.error)),
+    "underflow": (
+        ("gradient w.r.t. y0 error", "grad_y0_rel_err", fmt.error),
+        ("parameter gradient error", "grad_params_rel_err", fmt.error),
+    ),
     "scaler_exhausted": (("final scale", "final_scale", fmt.in_u), ("retries", "scale_retries", fmt.integer)),
-}  # fmt: skip
+}
 
 
 def failure_group_table(group: FailureGroup, results: pd.DataFrame, with_mode: bool) -> str:
     extra = [(h, c, f) for h, c, f in _CLASS_COLUMNS.get(group.failure_class, ()) if c in group.rows]
-    headers = ["library", "method", "n_timesteps", "dtype", "scaling"] + (["mode"] if with_mode else []) + [h for h, _, _ in extra]
+    headers = (
+        ["library", "method", "n_timesteps", "dtype", "scaling"]
+        + (["mode"] if with_mode else [])
+        + [h for h, _, _ in extra]
+    )
     if group.messages_differ:
         headers.append("message")
     rows = []
@@ -71,9 +89,18 @@ def failure_group_table(group: FailureGroup, results: pd.DataFrame, with_mode: b
 
 def worst_parameters_table(worst: pd.DataFrame, with_mode: bool) -> str:
     rows = [
-        [r["dtype"], r["parameter"], fmt.error(r["grad_rel_err"]), fmt.in_u(r["grad_rel_err_over_u"]),
-         r["library"], r["method"], str(int(r["n_timesteps"])), r["scaling"]] + ([r["mode"]] if with_mode else [])
+        [
+            r["dtype"],
+            r["parameter"],
+            fmt.error(r["grad_rel_err"]),
+            fmt.in_u(r["grad_rel_err_over_u"]),
+            r["library"],
+            r["method"],
+            str(int(r["n_timesteps"])),
+            r["scaling"],
+        ]
+        + ([r["mode"]] if with_mode else [])
         for _, r in worst.iterrows()
-    ]  # fmt: skip
+    ]
     headers = ["dtype", "parameter", "largest error", "in u", "library", "method", "n_timesteps", "scaling"]
     return fmt.bounded_table(rows, headers + (["mode"] if with_mode else []))

@@ -1,4 +1,5 @@
 """The along-training figure: each error in units of u against the training iteration, one line per setup."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -38,8 +39,14 @@ def along_training_figure(results: pd.DataFrame) -> Figure | None:
         varying = varying_columns(found)
         for index, trend in enumerate(found):
             points = [(i, u) for i, u in zip(trend.iterations, trend.over_u) if u is not None and u > 0]
-            ax.plot([i for i, _ in points], [u for _, u in points], label=trend_label(trend, varying), color=f"C{index % 10}",
-                    marker=_MARKERS[index % len(_MARKERS)], linestyle="-" if index < 10 else "--")  # fmt: skip
+            ax.plot(
+                [i for i, _ in points],
+                [u for _, u in points],
+                label=trend_label(trend, varying),
+                color=f"C{index % 10}",
+                marker=_MARKERS[index % len(_MARKERS)],
+                linestyle="-" if index < 10 else "--",
+            )
             n, iterations = trend.n_timesteps, iterations | set(trend.iterations)
         ax.set_yscale("log")
         positive = sorted(i for i in iterations if i > 0)

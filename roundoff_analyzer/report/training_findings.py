@@ -4,6 +4,7 @@ Pure functions of the results table. A trend is one setup (library, method, dtyp
 folder (the part of the checkpoint's name before its last `/`) at the sweep's largest n_timesteps, its error at
 each checkpoint with a training iteration, in iteration order.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,10 @@ from .findings import SETUP_COLUMNS
 ALONG_TRAINING = 2.0
 # The errors drawn and stated along training, by column; the table and the statements use the parameter gradient's.
 TRAINING_METRICS = {
-    "final_rel_err": "final state", "grad_y0_rel_err": "gradient w.r.t. y0", "grad_params_rel_err": "parameter gradient",
-}  # fmt: skip
+    "final_rel_err": "final state",
+    "grad_y0_rel_err": "gradient w.r.t. y0",
+    "grad_params_rel_err": "parameter gradient",
+}
 STATED_METRIC = "grad_params_rel_err"
 
 
@@ -94,11 +97,24 @@ def trends(results: pd.DataFrame, metric: str = STATED_METRIC) -> list[Trend]:
         ok = group["status"].eq("ok") & group[metric].gt(0)
         values = tuple(float(v) if good else None for v, good in zip(group[metric], ok))
         over_u = tuple(float(v) if good else None for v, good in zip(group[f"{metric}_over_u"], ok))
-        failed = tuple((int(i), str(c)) for i, c, s in zip(group["train_iteration"], group["failure_class"], group["status"]) if s == "failed")
-        found.append(Trend(
-            tuple(key[:-1]), key[-1], largest, metric, tuple(group["checkpoint"]), tuple(int(i) for i in group["train_iteration"]),
-            values, over_u, failed,
-        ))  # fmt: skip
+        failed = tuple(
+            (int(i), str(c))
+            for i, c, s in zip(group["train_iteration"], group["failure_class"], group["status"])
+            if s == "failed"
+        )
+        found.append(
+            Trend(
+                tuple(key[:-1]),
+                key[-1],
+                largest,
+                metric,
+                tuple(group["checkpoint"]),
+                tuple(int(i) for i in group["train_iteration"]),
+                values,
+                over_u,
+                failed,
+            )
+        )
     return found
 
 

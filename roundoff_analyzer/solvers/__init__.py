@@ -12,7 +12,7 @@ forms it, and `TableauWarning` is what `method="rk4"` warns (torchdiffeq's "rk4"
 
 from .drop_in import TableauWarning, odeint
 from .native import increment
-from .step_magnitudes import SolveReport, StepRecord
 from .scaler import DynamicAdjointScaler
+from .step_magnitudes import SolveReport, StepRecord
 
 __all__ = ["odeint", "increment", "DynamicAdjointScaler", "SolveReport", "StepRecord", "TableauWarning"]

@@ -2,10 +2,12 @@
 rtol, atol, method, options, event_fn), tuple states, torchdiffeq's fixed-grid options, one-point grids, its
 step callback and terminal events. The tuple travels through the solver as one flat tensor per time point, so the
 solver itself (forward, stored states, backward, scaling) sees exactly what it sees for a single tensor."""
+
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -13,8 +15,8 @@ from ..axes.methods import METHODS, ExplicitRK
 from . import native
 from .events import solve_until_event
 from .grid_output import INTERPOLATIONS, checked_grid, read_off, step_size_grid
-from .step_magnitudes import SolveReport
 from .scaler import DynamicAdjointScaler
+from .step_magnitudes import SolveReport
 
 State = torch.Tensor | tuple[torch.Tensor, ...]
 
@@ -117,7 +119,9 @@ def odeint(
     chosen = dict(options or {})
     unknown = [name for name in chosen if name not in _OPTIONS + _IGNORED_OPTIONS]
     if unknown:
-        raise TypeError(f"option(s) {', '.join(map(repr, unknown))} are not fixed-grid options; allowed: {', '.join(_OPTIONS)}")
+        raise TypeError(
+            f"option(s) {', '.join(map(repr, unknown))} are not fixed-grid options; allowed: {', '.join(_OPTIONS)}"
+        )
     step_size, constructor = chosen.get("step_size"), chosen.get("grid_constructor")
     interp, perturb = chosen.get("interp", "linear"), bool(chosen.get("perturb", False))
     if step_size is not None and constructor is not None:
@@ -133,7 +137,17 @@ def odeint(
     stepping = native.Stepping(perturb, step_product, _step_callback(func, state, tableau, t))
 
     def solve(y, grid):
-        return native.odeint(flat_func, y, grid, tableau, scaler=scaler, report=report, params=params, trajectory_dtype=trajectory_dtype, stepping=stepping)
+        return native.odeint(
+            flat_func,
+            y,
+            grid,
+            tableau,
+            scaler=scaler,
+            report=report,
+            params=params,
+            trajectory_dtype=trajectory_dtype,
+            stepping=stepping,
+        )
 
     def slope(time, y):
         return flat_func(time, y)
@@ -162,9 +176,17 @@ def _tableau(method) -> ExplicitRK:
             + ", ".join(fixed)
         )
     if method in _MULTISTEP:
-        raise ValueError(f"method {method!r} is a multistep (Adams) method; this solver runs one-step Runge-Kutta rules: {', '.join(fixed)}")
-    if method in METHODS and METHODS.get(method).adaptive or method in ("dopri8", "bosh3", "fehlberg2", "adaptive_heun", "scipy_solver"):
-        raise ValueError(f"method {method!r} is adaptive; this solver steps on a fixed grid: name one of {', '.join(fixed)}")
+        raise ValueError(
+            f"method {method!r} is a multistep (Adams) method; this solver runs one-step Runge-Kutta rules: {', '.join(fixed)}"
+        )
+    if (
+        method in METHODS
+        and METHODS.get(method).adaptive
+        or method in ("dopri8", "bosh3", "fehlberg2", "adaptive_heun", "scipy_solver")
+    ):
+        raise ValueError(
+            f"method {method!r} is adaptive; this solver steps on a fixed grid: name one of {', '.join(fixed)}"
+        )
     if method not in fixed:
         raise ValueError(f"unknown method {method!r}; allowed: {', '.join(fixed)}")
     if method == "rk4":
@@ -176,14 +198,16 @@ def _check_time(t, with_event: bool) -> None:
     if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.numel() < 1 or not t.is_floating_point():
         raise ValueError("t must be a 1-D floating-point tensor of times")
     if with_event and t.numel() != 2:
-        raise ValueError(f"with event_fn, t must hold two points (the start and a time that sets the direction), not {t.numel()}")
+        raise ValueError(
+            f"with event_fn, t must hold two points (the start and a time that sets the direction), not {t.numel()}"
+        )
     if t.numel() > 1:
         increasing = t[1:] > t[:-1]
         if not (bool(increasing.all()) or bool((t[1:] < t[:-1]).all())):
             raise ValueError("t must be strictly increasing or strictly decreasing")
 
 
-def _step_callback(func, state: "_State", tableau: ExplicitRK, t: torch.Tensor):
+def _step_callback(func, state: _State, tableau: ExplicitRK, t: torch.Tensor):
     adaptive_only = [name for name in _ADAPTIVE_CALLBACKS if callable(getattr(func, name, None))]
     if adaptive_only:
         warnings.warn(f"Solver '{tableau.name}' does not support callbacks {set(adaptive_only)}", stacklevel=4)
@@ -203,14 +227,16 @@ class _State:
         self.sizes = [shape.numel() for shape in shapes] if shapes is not None else None
 
     @classmethod
-    def of(cls, y0: State) -> "_State":
+    def of(cls, y0: State) -> _State:
         if isinstance(y0, torch.Tensor):
             return cls(y0, None)
         parts = tuple(y0)
         if not parts or not all(isinstance(p, torch.Tensor) for p in parts):
             raise TypeError("y0 must be a tensor or a non-empty tuple of tensors")
         if len({p.dtype for p in parts}) > 1:
-            raise TypeError(f"the parts of y0 must share one dtype, got {', '.join(sorted({str(p.dtype) for p in parts}))}")
+            raise TypeError(
+                f"the parts of y0 must share one dtype, got {', '.join(sorted({str(p.dtype) for p in parts}))}"
+            )
         return cls(torch.cat([p.reshape(-1) for p in parts]), [p.shape for p in parts])
 
     def unflat(self, flat: torch.Tensor) -> State:

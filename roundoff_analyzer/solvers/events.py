@@ -5,10 +5,11 @@ The steps are taken by the native solver in chunks, each chunk one solve whose s
 that gradients reach y0 and the parameters through every step. As in torchdiffeq's `odeint(..., event_fn=...)`, the
 event time itself carries no gradient (torchdiffeq's `odeint_event` adds one by the implicit function theorem).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

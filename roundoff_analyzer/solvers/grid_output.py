@@ -1,8 +1,9 @@
 """torchdiffeq's fixed-grid options: the grid the solver steps on (`step_size`, `grid_constructor`), and the states
 at the requested times read off it (`interp`: "linear" or "cubic" Hermite). Either direction of time."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -28,7 +29,11 @@ def checked_grid(grid: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 
 
 def read_off(
-    trajectory: torch.Tensor, grid: torch.Tensor, t: torch.Tensor, interp: str, slope: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    trajectory: torch.Tensor,
+    grid: torch.Tensor,
+    t: torch.Tensor,
+    interp: str,
+    slope: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
 ) -> torch.Tensor:
     """The states at the times `t`, from the states `trajectory` at the times `grid`: each time from the first step
     whose end reaches it, as torchdiffeq reads its fixed grids. `slope(t, y)` for the cubic interpolation."""

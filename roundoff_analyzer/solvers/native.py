@@ -15,19 +15,21 @@ Adjoint and parameter gradients accumulate in (at least) float32. One step's gra
 the next is built, and the whole backward is one autocast region, so that each weight is cast to the
 low dtype once per backward rather than once per step.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 import torch
 
 from ..axes.methods import METHODS, ExplicitRK
 from ..emulation import active_emulation
-from .step_magnitudes import SolveReport
 from .scaler import DynamicAdjointScaler
+from .step_magnitudes import SolveReport
 from .unscale import unscale_and_check
 
 OdeFunc = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -91,7 +93,13 @@ def increment(func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tens
 
 
 def weighted_slopes(
-    func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tensor, h: torch.Tensor, h_value: float | None = None, perturb: bool = False
+    func: OdeFunc,
+    tableau: ExplicitRK,
+    t: torch.Tensor,
+    y: torch.Tensor,
+    h: torch.Tensor,
+    h_value: float | None = None,
+    perturb: bool = False,
 ) -> torch.Tensor:
     """sum_i b_i k_i of one explicit Runge-Kutta step from (t, y): the part of the step that runs in the low dtype.
     `perturb`: the first stage sees the time just after t, a last stage at the step's end the time just before it."""
@@ -154,7 +162,14 @@ class _NativeSolve(torch.autograd.Function):
             stored[k + 1] = store(y)
             if separate:
                 trajectory[k + 1] = y
-        ctx.func, ctx.tableau, ctx.scaler, ctx.report, ctx.steps, ctx.perturb = func, tableau, scaler, report, steps, perturb
+        ctx.func, ctx.tableau, ctx.scaler, ctx.report, ctx.steps, ctx.perturb = (
+            func,
+            tableau,
+            scaler,
+            report,
+            steps,
+            perturb,
+        )
         ctx.autocast = (autocast_on, autocast_dtype)
         ctx.low_dtype, ctx.state_dtype, ctx.emulation = low_dtype, y0.dtype, emulation
         ctx.save_for_backward(t, stored, *params)
@@ -171,7 +186,18 @@ class _NativeSolve(torch.autograd.Function):
         accumulate = torch.promote_types(ctx.state_dtype, torch.float32)
         device_type = stored.device.type
         n_steps = len(steps)
-        step = _BackwardStep(ctx.func, ctx.tableau, ctx.scaler, params, ctx.state_dtype, ctx.low_dtype, accumulate, report is not None, ctx.emulation, ctx.perturb)
+        step = _BackwardStep(
+            ctx.func,
+            ctx.tableau,
+            ctx.scaler,
+            params,
+            ctx.state_dtype,
+            ctx.low_dtype,
+            accumulate,
+            report is not None,
+            ctx.emulation,
+            ctx.perturb,
+        )
 
         # A copy: the adjoint is updated in place, and grad_trajectory is not ours to change.
         adjoint = grad_trajectory[n_steps].to(accumulate, copy=True)
@@ -180,7 +206,9 @@ class _NativeSolve(torch.autograd.Function):
         grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[7] else None
         with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
             for k in reversed(range(n_steps)):
-                ends = (t[k].detach().requires_grad_(), t[k + 1].detach().requires_grad_()) if grad_t is not None else None
+                ends = (
+                    (t[k].detach().requires_grad_(), t[k + 1].detach().requires_grad_()) if grad_t is not None else None
+                )
                 vjp_y, vjp_params, held, finite = step(t[k], steps[k], stored[k], adjoint, ends)
                 if grad_t is not None:
                     *vjp_params, grad_start, grad_end = vjp_params
@@ -204,10 +232,27 @@ class _BackwardStep:
     """One step back: rebuild the step's increment from its stored state and take its vector-Jacobian
     product with the adjoint; with a scaler, redo it at half the scale while it is non-finite."""
 
-    def __init__(self, func, tableau, scaler, params, state_dtype, low_dtype, accumulate, recording, emulation=None, perturb=False):
+    def __init__(
+        self,
+        func,
+        tableau,
+        scaler,
+        params,
+        state_dtype,
+        low_dtype,
+        accumulate,
+        recording,
+        emulation=None,
+        perturb=False,
+    ):
         self.func, self.tableau, self.scaler, self.params, self.emulation = func, tableau, scaler, params, emulation
         self.perturb = perturb
-        self.state_dtype, self.low_dtype, self.accumulate, self.recording = state_dtype, low_dtype, accumulate, recording
+        self.state_dtype, self.low_dtype, self.accumulate, self.recording = (
+            state_dtype,
+            low_dtype,
+            accumulate,
+            recording,
+        )
         # Without a scaler and without a report nobody reads `finite`: no check at all.
         self.checking = scaler is not None or recording
 
@@ -249,7 +294,10 @@ class _BackwardStep:
         # Outside autocast, as torch runs any backward: autocast applies to the rebuilt forward only.
         with torch.autocast(y.device.type, enabled=False):
             grads = torch.autograd.grad(slopes, inputs, entering, allow_unused=True)
-        parts = [torch.zeros(x.shape, dtype=self.accumulate, device=x.device) if g is None else g.to(self.accumulate) for g, x in zip(grads, inputs)]
+        parts = [
+            torch.zeros(x.shape, dtype=self.accumulate, device=x.device) if g is None else g.to(self.accumulate)
+            for g, x in zip(grads, inputs)
+        ]
         return parts, slopes
 
     def _held(self, adjoint, scale, entering_dtype):

@@ -1,4 +1,5 @@
 """Dynamic adjoint scaling: keep the low-precision adjoint near 1/eps without overflowing it."""
+
 from __future__ import annotations
 
 import math

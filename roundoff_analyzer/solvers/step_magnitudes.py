@@ -1,4 +1,5 @@
 """What a solve saw on its way: per-step magnitudes forward and backward, and the first non-finite step."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

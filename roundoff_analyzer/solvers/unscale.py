@@ -1,8 +1,9 @@
 """One fused pass over a step's gradient parts: divide by the adjoint scale and say whether all stayed finite."""
+
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

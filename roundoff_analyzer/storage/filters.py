@@ -9,6 +9,7 @@ A filter is column names, numbers, quoted strings, true/false/none, the comparis
 with parentheses. The text is parsed with Python's `ast` and only those nodes are accepted; anything
 else (a call, an attribute, an `@` variable, arithmetic) is refused before anything is evaluated.
 """
+
 from __future__ import annotations
 
 import ast
@@ -20,11 +21,17 @@ from ..core.errors import InputError
 from ..core.text import printable
 
 MAX_LENGTH = 2000
-LANGUAGE = ("columns, numbers, 'strings', true/false/none, == != < <= > >=, in [..], not in [..], and, or, not, "
-            "parentheses")  # fmt: skip
+LANGUAGE = (
+    "columns, numbers, 'strings', true/false/none, == != < <= > >=, in [..], not in [..], and, or, not, parentheses"
+)
 _COMPARE = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-}  # fmt: skip
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
 _NAMED_CONSTANTS = {"true": True, "false": False, "none": None, "True": True, "False": False, "None": None}
 
 
@@ -49,7 +56,9 @@ def select(table: pd.DataFrame, where: str) -> pd.DataFrame:
     except RecursionError:
         raise InputError(f"--where '{shown}' nests too deeply") from None
     except TypeError as exc:
-        raise InputError(f"--where '{shown}' compares values of different kinds ({printable(exc)}); quote strings, not numbers") from None
+        raise InputError(
+            f"--where '{shown}' compares values of different kinds ({printable(exc)}); quote strings, not numbers"
+        ) from None
     return table[mask]
 
 
@@ -112,8 +121,13 @@ def _value(node: ast.AST, table: pd.DataFrame):
 def _constant(node: ast.AST):
     if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (bool, int, float, str))):
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant) \
-            and isinstance(node.operand.value, (int, float)) and not isinstance(node.operand.value, bool):
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, (ast.USub, ast.UAdd))
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, (int, float))
+        and not isinstance(node.operand.value, bool)
+    ):
         return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
     if isinstance(node, ast.Name) and node.id in _NAMED_CONSTANTS:
         return _NAMED_CONSTANTS[node.id]
@@ -121,6 +135,13 @@ def _constant(node: ast.AST):
 
 
 def _what(node: ast.AST) -> str:
-    names = {ast.Call: "a call", ast.Attribute: "an attribute", ast.Subscript: "a subscript", ast.BinOp: "arithmetic",
-             ast.Lambda: "a lambda", ast.Is: "is", ast.IsNot: "is not"}  # fmt: skip
+    names = {
+        ast.Call: "a call",
+        ast.Attribute: "an attribute",
+        ast.Subscript: "a subscript",
+        ast.BinOp: "arithmetic",
+        ast.Lambda: "a lambda",
+        ast.Is: "is",
+        ast.IsNot: "is not",
+    }
     return names.get(type(node), type(node).__name__)

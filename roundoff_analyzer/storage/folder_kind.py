@@ -5,12 +5,13 @@ options, `--force` included, since `--force` replaces only what the tool wrote.
 The check also finds, before anything is printed, a folder that cannot be created or written (a read-only disk, a
 virtual filesystem such as /proc), and says why in one line.
 """
+
 from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from ..core.environment import os_error_line
 from ..core.errors import InputError
@@ -21,7 +22,9 @@ from ..core.text import printable
 _SHOWN = 4
 
 
-def refuse_foreign_folder(root: Path, kind: str, own_kind: Callable[[Path], bool], before_manifest: Iterable[str]) -> None:
+def refuse_foreign_folder(
+    root: Path, kind: str, own_kind: Callable[[Path], bool], before_manifest: Iterable[str]
+) -> None:
     """Refuse `root` when it holds anything and is not of `kind`: `own_kind(root)` says whether its manifest is this
     kind's; without such a manifest only `before_manifest` (what the tool writes before its manifest: a lock, an empty
     shards folder, a damaged manifest) and the tool's temporary files may be there."""
@@ -29,11 +32,16 @@ def refuse_foreign_folder(root: Path, kind: str, own_kind: Callable[[Path], bool
     if not root.is_dir() or own_kind(root):
         return
     allowed = set(before_manifest)
-    foreign = sorted(entry.name + ("/" if entry.is_dir() and not entry.is_symlink() else "")
-                     for entry in root.iterdir() if entry.name not in allowed and not is_temporary_name(entry.name))  # fmt: skip
+    foreign = sorted(
+        entry.name + ("/" if entry.is_dir() and not entry.is_symlink() else "")
+        for entry in root.iterdir()
+        if entry.name not in allowed and not is_temporary_name(entry.name)
+    )
     if not foreign:
         return
-    shown = ", ".join(printable(name) for name in foreign[:_SHOWN]) + (f" and {len(foreign) - _SHOWN} more" if len(foreign) > _SHOWN else "")
+    shown = ", ".join(printable(name) for name in foreign[:_SHOWN]) + (
+        f" and {len(foreign) - _SHOWN} more" if len(foreign) > _SHOWN else ""
+    )
     raise InputError(
         f"output folder '{printable(root)}' holds files roundoff did not write ({shown}); {kind} writes only into an empty "
         f"folder, a folder it created or a folder of {kind}, --force included: use another --out"
@@ -60,21 +68,42 @@ def refuse_unwritable(root: Path) -> None:
         return  # made by someone else meanwhile: the sweep's own creation decides
     except OSError as exc:
         if exc.errno == errno.ENOENT and parent.is_dir():  # the parent exists, yet the system says it does not
-            raise InputError(f"cannot create the output folder '{printable(root)}': '{printable(parent)}' accepts no new folders") from None
+            raise InputError(
+                f"cannot create the output folder '{printable(root)}': '{printable(parent)}' accepts no new folders"
+            ) from None
         raise InputError(f"cannot create the output folder '{printable(root)}': {os_error_line(exc)}") from None
     os.rmdir(missing)
 
 
 # Filesystems of the kernel's own state: nothing a user writes belongs there, and some answer mkdir with a wrong cause.
-_VIRTUAL = {"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "devpts", "pstore", "bpf", "configfs",
-            "fusectl", "mqueue", "hugetlbfs", "binfmt_misc", "efivarfs", "autofs"}  # fmt: skip
+_VIRTUAL = {
+    "proc",
+    "sysfs",
+    "cgroup",
+    "cgroup2",
+    "debugfs",
+    "tracefs",
+    "securityfs",
+    "devpts",
+    "pstore",
+    "bpf",
+    "configfs",
+    "fusectl",
+    "mqueue",
+    "hugetlbfs",
+    "binfmt_misc",
+    "efivarfs",
+    "autofs",
+}
 
 
 def _refuse_virtual(root: Path, existing: Path) -> None:
     kind = filesystem_type(existing)
     if kind in _VIRTUAL:
-        raise InputError(f"cannot use '{printable(root)}' as the output folder: '{printable(existing)}' is on the {kind} "
-                         "filesystem, which shows the system's state and holds no files of yours; give a folder on a disk")  # fmt: skip
+        raise InputError(
+            f"cannot use '{printable(root)}' as the output folder: '{printable(existing)}' is on the {kind} "
+            "filesystem, which shows the system's state and holds no files of yours; give a folder on a disk"
+        )
 
 
 def filesystem_type(path: Path) -> str | None:

@@ -4,6 +4,7 @@ The lock file records who holds it (process, host, start, command) so that a sec
 Slurm array tasks do not take it: they write only their own shards, while the sweep that submitted
 them holds the lock.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -47,9 +48,11 @@ class FolderLock:
             # in the folder, so take it again on the folder's own.
             os.close(descriptor)
         holder = {
-            "pid": os.getpid(), "host": socket.gethostname(),
-            "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "command": " ".join(sys.argv)[:500],
-        }  # fmt: skip
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv)[:500],
+        }
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, json.dumps(holder).encode(), 0)
         self._descriptor = descriptor

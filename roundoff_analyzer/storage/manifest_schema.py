@@ -1,11 +1,11 @@
 """What a sweep's `manifest.json` holds, as the readers of a finished folder (report, check) rely on it. Every key is
 optional (older versions wrote fewer) and keys it does not name pass through; a key of the wrong kind is refused in one
 line by json_files.validated."""
+
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -17,8 +17,8 @@ class _Open(BaseModel):
 
 
 class ManifestModel(_Open):
-    name: Optional[str] = None
-    description: Optional[str] = None
+    name: str | None = None
+    description: str | None = None
     options: dict[str, Any] = {}
 
 
@@ -27,9 +27,9 @@ class ManifestGrid(_Open):
     methods: list[str] = []
     modes: list[str] = []
     library_dtype_scaling: list[list[str]] = []
-    description: Optional[str] = None
-    arithmetic: Optional[list[str] | str] = None
-    rounding: Optional[list[str]] = None
+    description: str | None = None
+    arithmetic: list[str] | str | None = None
+    rounding: list[str] | None = None
 
 
 class ManifestScaler(_Open):
@@ -40,34 +40,34 @@ class ManifestScaler(_Open):
 
 
 class ManifestCheckpoint(_Open):
-    name: Optional[str] = None
-    path: Optional[str] = None
-    sha256: Optional[str] = None
-    iteration: Optional[int] = None
+    name: str | None = None
+    path: str | None = None
+    sha256: str | None = None
+    iteration: int | None = None
 
 
 class SweepManifest(_Open):
-    tool: Optional[str] = None
-    created_at: Optional[str] = None
-    finished_at: Optional[str] = None
-    duration_s: Optional[float] = None
-    n_configurations: Optional[int] = None
-    repeats: Optional[int] = None
-    timeout_s: Optional[float] = None
-    seed: Optional[int] = None
+    tool: str | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+    duration_s: float | None = None
+    n_configurations: int | None = None
+    repeats: int | None = None
+    timeout_s: float | None = None
+    seed: int | None = None
     # Tables that may be absent (an older version) but not null: the readers look inside them.
     model: ManifestModel = ManifestModel()
-    data: Optional[str] = None
-    data_source: Optional[str] = None
-    checkpoint: Optional[ManifestCheckpoint] = None
+    data: str | None = None
+    data_source: str | None = None
+    checkpoint: ManifestCheckpoint | None = None
     checkpoints: list[ManifestCheckpoint] = []
-    device: Optional[str] = None
-    device_description: Optional[str] = None
+    device: str | None = None
+    device_description: str | None = None
     execution: dict[str, Any] = {}
-    cpu_memory: Optional[bool] = None
-    fp8_scaling: Optional[bool] = None
+    cpu_memory: bool | None = None
+    fp8_scaling: bool | None = None
     scaler: ManifestScaler = ManifestScaler(init_scale=2.0**16, backoff_factor=0.5, max_retries=30)
-    versions: dict[str, Optional[str]] = {}
+    versions: dict[str, str | None] = {}
     grid: ManifestGrid = ManifestGrid()
     fingerprint: dict[str, Any] = {}
     settings: dict[str, Any] = {}
@@ -80,41 +80,41 @@ def read_manifest(path: Path, advice: str) -> dict[str, Any]:
 
 class TrainSetupRecord(_Open):
     label: str
-    library: Optional[str] = None
-    method: Optional[str] = None
-    n_timesteps: Optional[int] = None
-    dtype: Optional[str] = None
-    scaling: Optional[str] = None
-    mode: Optional[str] = None
-    arithmetic: Optional[str] = None
-    folder: Optional[str] = None
+    library: str | None = None
+    method: str | None = None
+    n_timesteps: int | None = None
+    dtype: str | None = None
+    scaling: str | None = None
+    mode: str | None = None
+    arithmetic: str | None = None
+    folder: str | None = None
 
 
 class TrainManifest(_Open):
     """A training's `train_manifest.json`, as resume and `training_report.md` read it."""
 
-    kind: Optional[str] = None
-    tool: Optional[str] = None
-    version: Optional[str] = None
-    created_at: Optional[str] = None
-    updated_at: Optional[str] = None
-    finished_at: Optional[str] = None
-    model: Optional[str] = None
+    kind: str | None = None
+    tool: str | None = None
+    version: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    finished_at: str | None = None
+    model: str | None = None
     options: dict[str, Any] = {}
-    seed: Optional[int] = None
-    data: Optional[str] = None
-    data_source: Optional[str] = None
-    iters: Optional[int] = None
+    seed: int | None = None
+    data: str | None = None
+    data_source: str | None = None
+    iters: int | None = None
     save_at: list[int] = []
-    resume_every: Optional[int] = None
-    lr: Optional[float] = None
-    optimizer: Optional[str] = None
-    val_batches: Optional[int] = None
-    val_every: Optional[int] = None
-    validation: Optional[str] = None
-    device: Optional[str] = None
+    resume_every: int | None = None
+    lr: float | None = None
+    optimizer: str | None = None
+    val_batches: int | None = None
+    val_every: int | None = None
+    validation: str | None = None
+    device: str | None = None
     threads: dict[str, Any] = {}
-    scaler: Optional[ManifestScaler] = None
+    scaler: ManifestScaler | None = None
     setups: list[TrainSetupRecord] = []
     left_out: list[str] = []
     fingerprint: dict[str, Any] = {}

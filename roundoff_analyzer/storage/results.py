@@ -5,12 +5,14 @@ it, so that writing it (temporary file, then rename) is one atomic step. The com
 always rebuilt from the shards: `results.parquet` (one row per configuration),
 `param_errors.parquet` and `profile.parquet` (long tables keyed by the configuration columns).
 """
+
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -29,7 +31,15 @@ from ..measuring.yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
 from .folder_kind import refuse_foreign_folder, refuse_unwritable
 from .folder_lock import LOCK, FolderLock
 from .shard_integrity import (
-    HASH_SUFFIX, SET_ASIDE, content_hash, fingerprint_digest, hash_path, hash_problem, set_aside, shard_problem, with_fingerprint,
+    HASH_SUFFIX,
+    SET_ASIDE,
+    content_hash,
+    fingerprint_digest,
+    hash_path,
+    hash_problem,
+    set_aside,
+    shard_problem,
+    with_fingerprint,
 )
 from .table_schemas import TableSchema, read_table
 
@@ -43,48 +53,87 @@ SHARDS = "shards"
 SHARD_HASHES = "shard_hashes"  # in the manifest: every shard's content hash is recorded beside it
 
 _CONFIG_FIELDS = [
-    pa.field("model", pa.string()), pa.field("library", pa.string()), pa.field("method", pa.string()),
-    pa.field("n_timesteps", pa.int64()), pa.field("dtype", pa.string()), pa.field("scaling", pa.string()),
-    pa.field("mode", pa.string()), pa.field("arithmetic", pa.string()), pa.field("rounding", pa.string()),
-    pa.field("checkpoint", pa.string()), pa.field("loss_in", pa.string()), pa.field("keep_float32", pa.string()),
-]  # fmt: skip
+    pa.field("model", pa.string()),
+    pa.field("library", pa.string()),
+    pa.field("method", pa.string()),
+    pa.field("n_timesteps", pa.int64()),
+    pa.field("dtype", pa.string()),
+    pa.field("scaling", pa.string()),
+    pa.field("mode", pa.string()),
+    pa.field("arithmetic", pa.string()),
+    pa.field("rounding", pa.string()),
+    pa.field("checkpoint", pa.string()),
+    pa.field("loss_in", pa.string()),
+    pa.field("keep_float32", pa.string()),
+]
 
 RESULT_SCHEMA = pa.schema(
     _CONFIG_FIELDS
-    + [pa.field(name, pa.string()) for name in ("status", "failure_class", "failure_type", "failure_message", "skip_reason")]
+    + [
+        pa.field(name, pa.string())
+        for name in ("status", "failure_class", "failure_type", "failure_message", "skip_reason")
+    ]
     + [pa.field(f"{name}{suffix}", pa.float64()) for name in ERROR_METRICS for suffix in ("", "_over_u", "_spread")]
     + [
-        pa.field("unit_roundoff", pa.float64()), pa.field("dtype_max", pa.float64()),
-        pa.field("overflow_step", pa.int64()), pa.field("overflow_phase", pa.string()),
-        pa.field("max_abs_adjoint", pa.float64()), pa.field("reference_max_abs_adjoint", pa.float64()),
-        pa.field("adjoint_zero_share", pa.float64()), pa.field("reference_adjoint_zero_share", pa.float64()),
-        pa.field("final_scale", pa.float64()), pa.field("scale_retries", pa.int64()),
-        pa.field("deterministic", pa.bool_()), pa.field("n_repeats", pa.int64()),
-        pa.field("time_forward_s", pa.float64()), pa.field("time_backward_s", pa.float64()),
+        pa.field("unit_roundoff", pa.float64()),
+        pa.field("dtype_max", pa.float64()),
+        pa.field("overflow_step", pa.int64()),
+        pa.field("overflow_phase", pa.string()),
+        pa.field("max_abs_adjoint", pa.float64()),
+        pa.field("reference_max_abs_adjoint", pa.float64()),
+        pa.field("adjoint_zero_share", pa.float64()),
+        pa.field("reference_adjoint_zero_share", pa.float64()),
+        pa.field("final_scale", pa.float64()),
+        pa.field("scale_retries", pa.int64()),
+        pa.field("deterministic", pa.bool_()),
+        pa.field("n_repeats", pa.int64()),
+        pa.field("time_forward_s", pa.float64()),
+        pa.field("time_backward_s", pa.float64()),
         pa.field("peak_memory_bytes", pa.int64()),
-        pa.field("fp8_scaling", pa.bool_()), *(pa.field(name, pa.float64()) for name in SIG_DIGITS),
+        pa.field("fp8_scaling", pa.bool_()),
+        *(pa.field(name, pa.float64()) for name in SIG_DIGITS),
     ]
     + [pa.field(name, pa.int64() if name in INTEGER_CONTEXT_COLUMNS else pa.float64()) for name in CONTEXT_COLUMNS]
     + [pa.field(name, pa.float64() if name in ("rtol", "atol") else pa.int64()) for name in STEP_COLUMNS]
-    + [pa.field("train_iteration", pa.int64())]  # of the row's checkpoint, from the file beside its weights (null: unknown)
+    + [
+        pa.field("train_iteration", pa.int64())
+    ]  # of the row's checkpoint, from the file beside its weights (null: unknown)
     + [pa.field("tableau", pa.string())]  # the rule the library ran for the row's method (rk4: rk4_classical or rk4_38)
-    + [pa.field(name, pa.string()) for name in ENVIRONMENT_COLUMNS]  # where the row was measured (null: before they were recorded)
-)  # fmt: skip
+    + [
+        pa.field(name, pa.string()) for name in ENVIRONMENT_COLUMNS
+    ]  # where the row was measured (null: before they were recorded)
+)
 
-PARAM_FIELDS = [pa.field("parameter", pa.string()), pa.field("grad_rel_err", pa.float64()), pa.field("grad_rel_err_over_u", pa.float64())]
+PARAM_FIELDS = [
+    pa.field("parameter", pa.string()),
+    pa.field("grad_rel_err", pa.float64()),
+    pa.field("grad_rel_err_over_u", pa.float64()),
+]
 PROFILE_FIELDS = [
-    pa.field("phase", pa.string()), pa.field("step", pa.int64()), pa.field("max_abs", pa.float64()),
-    pa.field("reference_max_abs", pa.float64()), pa.field("max_abs_low", pa.float64()),
-    pa.field("zero_share", pa.float64()), pa.field("reference_zero_share", pa.float64()), pa.field("finite", pa.bool_()),
-]  # fmt: skip
+    pa.field("phase", pa.string()),
+    pa.field("step", pa.int64()),
+    pa.field("max_abs", pa.float64()),
+    pa.field("reference_max_abs", pa.float64()),
+    pa.field("max_abs_low", pa.float64()),
+    pa.field("zero_share", pa.float64()),
+    pa.field("reference_zero_share", pa.float64()),
+    pa.field("finite", pa.bool_()),
+]
 # Per module of the vector field and phase (measuring/module_hooks.py), where the sweep was asked for them.
 MODULE_FIELDS = [
-    pa.field("module", pa.string()), pa.field("phase", pa.string()), pa.field("n_calls", pa.int64()),
-    pa.field("kept_float32", pa.bool_()), pa.field("max_abs", pa.float64()), pa.field("max_abs_over_dtype_max", pa.float64()),
-    pa.field("min_abs", pa.float64()), pa.field("below_normal_share", pa.float64()), pa.field("local_rel_err", pa.float64()),
-    pa.field("first_nonfinite_step", pa.int64()), pa.field("first_nonfinite_call", pa.int64()),
+    pa.field("module", pa.string()),
+    pa.field("phase", pa.string()),
+    pa.field("n_calls", pa.int64()),
+    pa.field("kept_float32", pa.bool_()),
+    pa.field("max_abs", pa.float64()),
+    pa.field("max_abs_over_dtype_max", pa.float64()),
+    pa.field("min_abs", pa.float64()),
+    pa.field("below_normal_share", pa.float64()),
+    pa.field("local_rel_err", pa.float64()),
+    pa.field("first_nonfinite_step", pa.int64()),
+    pa.field("first_nonfinite_call", pa.int64()),
     pa.field("produced_nonfinite", pa.bool_()),
-]  # fmt: skip
+]
 SHARD_SCHEMA = (
     RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.struct(PARAM_FIELDS))))
     .append(pa.field("profile", pa.list_(pa.struct(PROFILE_FIELDS))))
@@ -94,18 +143,45 @@ SHARD_SCHEMA = (
 # What every version of the tables held; columns added later may be missing from an older folder's.
 _KEYS = tuple(c for c in CONFIG_COLUMNS if c not in AXIS_DEFAULTS)
 # The first versions wrote every results column up to the peak memory (reports/baselines/otflow-ci holds such a table).
-_FIRST_RESULT_COLUMNS = tuple(c for c in RESULT_SCHEMA.names[: RESULT_SCHEMA.get_field_index("fp8_scaling")] if c not in AXIS_DEFAULTS)
+_FIRST_RESULT_COLUMNS = tuple(
+    c for c in RESULT_SCHEMA.names[: RESULT_SCHEMA.get_field_index("fp8_scaling")] if c not in AXIS_DEFAULTS
+)
 RESULTS_TABLE = TableSchema("a results table", RESULT_SCHEMA, _FIRST_RESULT_COLUMNS, (*_KEYS, "status"))
-PARAM_ERRORS_TABLE = TableSchema("a parameter errors table", pa.schema(_CONFIG_FIELDS + PARAM_FIELDS),
-                                 (*_KEYS, *(f.name for f in PARAM_FIELDS)), (*_KEYS, "parameter"))  # fmt: skip
-PROFILE_TABLE = TableSchema("a range profile table", pa.schema(_CONFIG_FIELDS + PROFILE_FIELDS),
-                            (*_KEYS, *(f.name for f in PROFILE_FIELDS)), (*_KEYS, "phase", "step"))  # fmt: skip
-MODULES_TABLE = TableSchema("a per-module table", pa.schema(_CONFIG_FIELDS + MODULE_FIELDS),
-                            (*_KEYS, "module", "phase", "max_abs", "local_rel_err", "first_nonfinite_step"), (*_KEYS, "module", "phase"))  # fmt: skip
+PARAM_ERRORS_TABLE = TableSchema(
+    "a parameter errors table",
+    pa.schema(_CONFIG_FIELDS + PARAM_FIELDS),
+    (*_KEYS, *(f.name for f in PARAM_FIELDS)),
+    (*_KEYS, "parameter"),
+)
+PROFILE_TABLE = TableSchema(
+    "a range profile table",
+    pa.schema(_CONFIG_FIELDS + PROFILE_FIELDS),
+    (*_KEYS, *(f.name for f in PROFILE_FIELDS)),
+    (*_KEYS, "phase", "step"),
+)
+MODULES_TABLE = TableSchema(
+    "a per-module table",
+    pa.schema(_CONFIG_FIELDS + MODULE_FIELDS),
+    (*_KEYS, "module", "phase", "max_abs", "local_rel_err", "first_nonfinite_step"),
+    (*_KEYS, "module", "phase"),
+)
 
 
 # Everything a sweep writes or deletes in its folder: none of these may be a link out of it.
-WRITTEN_ENTRIES = (MANIFEST, RESULTS, PARAM_ERRORS, PROFILE, MODULES, SHARDS, SET_ASIDE, LOCK, YARDSTICKS, "slurm", "figures", "report.md")
+WRITTEN_ENTRIES = (
+    MANIFEST,
+    RESULTS,
+    PARAM_ERRORS,
+    PROFILE,
+    MODULES,
+    SHARDS,
+    SET_ASIDE,
+    LOCK,
+    YARDSTICKS,
+    "slurm",
+    "figures",
+    "report.md",
+)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -119,8 +195,10 @@ def atomic_write_parquet(table: pa.Table, path: Path) -> None:
 def refuse_other_kind(root: Path, kind: str, other_manifest: str, other_kind: str) -> None:
     """Refuse a folder holding another kind's results, --force or not: --force replaces only a folder of its own kind."""
     if (Path(root) / other_manifest).is_file():
-        raise InputError(f"output folder '{root}' holds {other_kind} ({other_manifest}), not {kind}; --force replaces only "
-                         f"{kind}: use another --out")  # fmt: skip
+        raise InputError(
+            f"output folder '{root}' holds {other_kind} ({other_manifest}), not {kind}; --force replaces only "
+            f"{kind}: use another --out"
+        )
 
 
 def refuse_file_path(root: Path) -> None:
@@ -129,7 +207,9 @@ def refuse_file_path(root: Path) -> None:
         raise InputError(f"output folder '{root}' is a file; give --out a folder path")
     blocking = next((p for p in root.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
-        raise InputError(f"cannot create the output folder '{root}': a part of the path is a file, not a folder ({blocking})")
+        raise InputError(
+            f"cannot create the output folder '{root}': a part of the path is a file, not a folder ({blocking})"
+        )
 
 
 # What a sweep may have written before its manifest (a lock, an empty shards folder), or beside a manifest that no
@@ -151,7 +231,9 @@ def refuse_foreign_sweep_folder(root: Path) -> None:
     manifest = _manifest_json(root)
     ours = isinstance(manifest, dict) and manifest.get("tool") == "roundoff-analyzer"
     foreign_manifest = isinstance(manifest, dict) and not ours
-    refuse_foreign_folder(root, "a sweep", lambda _: ours, _BEFORE_MANIFEST if foreign_manifest else (*_BEFORE_MANIFEST, MANIFEST))
+    refuse_foreign_folder(
+        root, "a sweep", lambda _: ours, _BEFORE_MANIFEST if foreign_manifest else (*_BEFORE_MANIFEST, MANIFEST)
+    )
 
 
 class ResultStore:
@@ -225,7 +307,11 @@ class ResultStore:
                 "use another --out, or --force to replace it"
             )
         if existing is not None and found != manifest["fingerprint"] and self.shards.is_dir():
-            for shard in [*self.shards.glob("*.parquet"), *self.shards.glob(f"*{HASH_SUFFIX}"), *(self.root / YARDSTICKS).glob("*.pt")]:
+            for shard in [
+                *self.shards.glob("*.parquet"),
+                *self.shards.glob(f"*{HASH_SUFFIX}"),
+                *(self.root / YARDSTICKS).glob("*.pt"),
+            ]:
                 shard.unlink()  # unlink removes a link itself; `shards` and `yardsticks` are no links (refused above)
         self.shards.mkdir(exist_ok=True)
         if existing is not None and found == manifest["fingerprint"]:
@@ -254,13 +340,18 @@ class ResultStore:
             return None
         try:
             manifest = parse_json(path.read_text())
-        except (OSError, ValueError):  # unreadable, not JSON, not UTF-8: no manifest to go by (the shards say what they are)
+        except (
+            OSError,
+            ValueError,
+        ):  # unreadable, not JSON, not UTF-8: no manifest to go by (the shards say what they are)
             return None
         return manifest if isinstance(manifest, dict) else None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Every manifest written from now on says that each shard's content hash is recorded beside it."""
-        atomic_write_bytes(self.root / MANIFEST, json.dumps({**manifest, SHARD_HASHES: True}, indent=2, default=str).encode())
+        atomic_write_bytes(
+            self.root / MANIFEST, json.dumps({**manifest, SHARD_HASHES: True}, indent=2, default=str).encode()
+        )
 
     def completed(self) -> set[str]:
         """The configurations whose shard this sweep wrote and that reads back whole; any other shard is set aside."""
@@ -276,7 +367,9 @@ class ResultStore:
             if self._verified.get(config_id) == (stat.st_mtime_ns, stat.st_size):
                 done.add(config_id)
                 continue
-            problem = shard_problem(path, SHARD_SCHEMA, self.digest, config_id, lambda key: Configuration(**key).id, self.settings)
+            problem = shard_problem(
+                path, SHARD_SCHEMA, self.digest, config_id, lambda key: Configuration(**key).id, self.settings
+            )
             problem = problem or hash_problem(path)
             if problem is None:
                 self._verified[config_id] = (stat.st_mtime_ns, stat.st_size)
@@ -293,13 +386,19 @@ class ResultStore:
         for _, reason in self.set_aside:
             reasons[reason] = reasons.get(reason, 0) + 1
         described = "; ".join(f"{n} {reason}" for reason, n in reasons.items())
-        return (f"set aside {len(self.set_aside)} shard(s) into {self.root / SET_ASIDE} ({described}); "
-                "their configurations run again")  # fmt: skip
+        return (
+            f"set aside {len(self.set_aside)} shard(s) into {self.root / SET_ASIDE} ({described}); "
+            "their configurations run again"
+        )
 
     def write(self, config: Configuration, measurement: Measurement) -> None:
         self.before_write()
-        row = {**measurement.row, "parameter_errors": measurement.parameter_errors, "profile": measurement.profile,
-               "modules": measurement.modules}  # fmt: skip
+        row = {
+            **measurement.row,
+            "parameter_errors": measurement.parameter_errors,
+            "profile": measurement.profile,
+            "modules": measurement.modules,
+        }
         table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest, self.settings)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
@@ -319,7 +418,10 @@ class ResultStore:
         tables = [pq.read_table(self.shards / f"{c.id}.parquet", schema=SHARD_SCHEMA) for c in order if c.id in done]
         combined = pa.concat_tables(tables) if tables else SHARD_SCHEMA.empty_table()
         atomic_write_parquet(combined.select(RESULT_SCHEMA.names), self.root / RESULTS)
-        for column, fields, name in (("parameter_errors", PARAM_FIELDS, PARAM_ERRORS), ("profile", PROFILE_FIELDS, PROFILE)):
+        for column, fields, name in (
+            ("parameter_errors", PARAM_FIELDS, PARAM_ERRORS),
+            ("profile", PROFILE_FIELDS, PROFILE),
+        ):
             atomic_write_parquet(_explode(combined, column, fields), self.root / name)
         modules = _explode(combined, "modules", MODULE_FIELDS)
         if modules.num_rows:  # only a sweep asked for them has them: without, no file (and a stale one goes)
@@ -387,5 +489,9 @@ def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:
     for column in unset:
         table[column] = table[column].fillna(AXIS_DEFAULTS[column])
     for offset, column in enumerate(missing, start=1):
-        table.insert(list(table.columns).index("mode") + offset if "mode" in table.columns else len(table.columns), column, AXIS_DEFAULTS[column])
+        table.insert(
+            list(table.columns).index("mode") + offset if "mode" in table.columns else len(table.columns),
+            column,
+            AXIS_DEFAULTS[column],
+        )
     return table

@@ -10,6 +10,7 @@ pass: each shard's content hash (SHA-256 of its bytes) is therefore recorded bes
 (`shards/<id>.sha256`), and a shard whose bytes do not match it is set aside as well. Shards of a folder
 written before hashes were recorded are hashed once, as they are, when the folder is next opened.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -54,11 +55,21 @@ def _changed_settings(stored: bytes, settings: dict[str, Any]) -> list[str]:
         found = None
     if not isinstance(found, dict):
         return sorted(settings)
-    return sorted(key for key in {*found, *settings} if json.dumps(found.get(key), sort_keys=True) != json.dumps(settings.get(key), sort_keys=True, default=str))
+    return sorted(
+        key
+        for key in {*found, *settings}
+        if json.dumps(found.get(key), sort_keys=True) != json.dumps(settings.get(key), sort_keys=True, default=str)
+    )
 
 
-def shard_problem(path: Path, schema: pa.Schema, digest: str | None, expected_id: str, identify,
-                  settings: dict[str, Any] | None = None) -> str | None:
+def shard_problem(
+    path: Path,
+    schema: pa.Schema,
+    digest: str | None,
+    expected_id: str,
+    identify,
+    settings: dict[str, Any] | None = None,
+) -> str | None:
     """Why the shard at `path` does not count (None when it does). `identify(row)` gives the configuration id of a row.
     A shard from a version that did not record its settings counts (its fingerprint says it is this sweep's)."""
     if path.is_symlink() or not path.is_file():
@@ -121,5 +132,7 @@ def set_aside(root: Path, path: Path) -> Path:
         target = folder / f"{path.name}.{n}"
         n += 1
     path.rename(target)  # rename moves a link itself, never its target
-    hash_path(path).unlink(missing_ok=True)  # the tool's own record of a shard no longer in use (a link: the link itself)
+    hash_path(path).unlink(
+        missing_ok=True
+    )  # the tool's own record of a shard no longer in use (a link: the link itself)
     return target

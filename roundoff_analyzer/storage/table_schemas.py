@@ -5,6 +5,7 @@ A schema is the pyarrow schema the table is written with, plus which of its colu
 and which may hold no nulls. Columns a later version added may be missing (an older folder still reads); a column of
 another kind (text where numbers were) is refused, a narrower one of the same kind (int32, float32) is widened.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,15 +33,26 @@ class TableSchema:
 def _kind(arrow_type: pa.DataType) -> str:
     if pa.types.is_dictionary(arrow_type):
         return _kind(arrow_type.value_type)
-    for kind, test in (("null", pa.types.is_null), ("boolean", pa.types.is_boolean), ("integer", pa.types.is_integer),
-                       ("floating", pa.types.is_floating), ("text", pa.types.is_string), ("text", pa.types.is_large_string)):  # fmt: skip
+    for kind, test in (
+        ("null", pa.types.is_null),
+        ("boolean", pa.types.is_boolean),
+        ("integer", pa.types.is_integer),
+        ("floating", pa.types.is_floating),
+        ("text", pa.types.is_string),
+        ("text", pa.types.is_large_string),
+    ):
         if test(arrow_type):
             return kind
     return str(arrow_type)
 
 
 # Which stored kinds a column of each expected kind accepts (a cast that loses nothing is still checked value by value).
-_ACCEPTED = {"integer": {"integer", "floating"}, "floating": {"floating", "integer"}, "text": {"text"}, "boolean": {"boolean"}}
+_ACCEPTED = {
+    "integer": {"integer", "floating"},
+    "floating": {"floating", "integer"},
+    "text": {"text"},
+    "boolean": {"boolean"},
+}
 _IN_WORDS = {"integer": "numbers", "floating": "numbers", "text": "text", "boolean": "true/false"}
 
 
@@ -58,18 +70,24 @@ def conform(table: pa.Table, spec: TableSchema, path: Path | str) -> pa.Table:
         found = _kind(column.type)
         expected = _kind(field.type)
         if found != "null" and found not in _ACCEPTED.get(expected, {expected}):
-            raise InputError(f"'{path}' is not {spec.what}: column {field.name} holds {column.type} values, not "
-                             f"{_IN_WORDS.get(expected, expected)} (expected {field.type})")  # fmt: skip
+            raise InputError(
+                f"'{path}' is not {spec.what}: column {field.name} holds {column.type} values, not "
+                f"{_IN_WORDS.get(expected, expected)} (expected {field.type})"
+            )
         if column.type != field.type:
             try:
                 column = column.cast(field.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise InputError(f"'{path}' is not {spec.what}: column {field.name} holds {column.type} values that are not "
-                                 f"{field.type} ({one_line(exc)})") from None  # fmt: skip
+                raise InputError(
+                    f"'{path}' is not {spec.what}: column {field.name} holds {column.type} values that are not "
+                    f"{field.type} ({one_line(exc)})"
+                ) from None
             table = table.set_column(index, field.name, column)
         if field.name in spec.not_null and column.null_count:
-            raise InputError(f"'{path}' is not {spec.what}: column {field.name} is empty in {column.null_count} of "
-                             f"{len(column)} rows, expected {field.type} in every row")  # fmt: skip
+            raise InputError(
+                f"'{path}' is not {spec.what}: column {field.name} is empty in {column.null_count} of "
+                f"{len(column)} rows, expected {field.type} in every row"
+            )
     return table
 
 

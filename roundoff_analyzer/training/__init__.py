@@ -2,6 +2,7 @@
 
 Importing the package is cheap (`roundoff train --help` reads the defaults of its config): torch loads on first use of these names.
 """
+
 __all__ = ["TrainResult", "TrainProgress", "TrainingInterrupted", "plan", "run", "train"]
 
 
@@ -10,7 +11,13 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from . import api, loop
 
-    exported = {"TrainResult": api.TrainResult, "plan": api.plan, "run": api.run, "train": api.train,
-                "TrainingInterrupted": loop.TrainingInterrupted, "TrainProgress": loop.TrainProgress}
+    exported = {
+        "TrainResult": api.TrainResult,
+        "plan": api.plan,
+        "run": api.run,
+        "train": api.train,
+        "TrainingInterrupted": loop.TrainingInterrupted,
+        "TrainProgress": loop.TrainProgress,
+    }
     globals().update(exported)
     return exported[name]

@@ -1,17 +1,19 @@
 """The Python API of training: `roundoff train` is a thin layer over these functions.
 
-    import roundoff_analyzer as ra
-    result = ra.train(model="cnf", options={"batch": 256}, iters=500, save_at=[0, 100, 500], dtype=["float32", "float16"],
-                      scaling="dynamic", out="results/cnf-train")
-    result.summary        # training_summary.parquet: one row per setup
-    result.log            # training_log.parquet: one row per setup and iteration
+import roundoff_analyzer as ra
+result = ra.train(model="cnf", options={"batch": 256}, iters=500, save_at=[0, 100, 500], dtype=["float32", "float16"],
+                  scaling="dynamic", out="results/cnf-train")
+result.summary        # training_summary.parquet: one row per setup
+result.log            # training_log.parquet: one row per setup and iteration
 """
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -26,8 +28,8 @@ from .files import load_resume
 from .log import read_log, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
 from .planning import TrainPlan, option_strings, plan_training
-from .training_report import write_training_report
 from .summary import setup_summary
+from .training_report import write_training_report
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
 _LIST_KEYS = ("library", "dtype", "scaling", "save_at", "weights", "update")
@@ -57,14 +59,25 @@ class TrainResult:
     summary: pd.DataFrame
 
 
-def plan(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None, force: bool = False,
-         **settings: Any) -> TrainPlan:  # fmt: skip
+def plan(
+    model: str | None = None,
+    *,
+    config: str | Path | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+    **settings: Any,
+) -> TrainPlan:
     """Validate a training without running it; bad input raises InputError before anything is written."""
-    overrides = {key: [value] if key in _LIST_KEYS and isinstance(value, (str, int)) else value for key, value in {"model": model, **settings}.items()}
+    overrides = {
+        key: [value] if key in _LIST_KEYS and isinstance(value, (str, int)) else value
+        for key, value in {"model": model, **settings}.items()
+    }
     return plan_training(config, overrides, out, force)
 
 
-def run(plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: Callable[[], bool] | None = None) -> TrainResult:
+def run(
+    plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: Callable[[], bool] | None = None
+) -> TrainResult:
     """Train every setup of the plan in turn, resuming what the folder holds; raises loop.TrainingInterrupted on a stop."""
     progress, stop_requested = progress or NoProgress(), stop_requested or (lambda: False)
     root = plan.out
@@ -85,12 +98,15 @@ def run(plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: 
             def write(run: SetupRun) -> None:
                 runs[label] = run
                 _write_log(root, runs)
+
             return write
 
         with torch_threads(plan.threads):
             for index, setup in enumerate(plan.setups):
                 folder = root / train_folder.setup_folder(index, setup.label)
-                runs[setup.label] = train_setup(plan, setup, folder, initial, validation, progress, stop_requested, saved(setup.label))
+                runs[setup.label] = train_setup(
+                    plan, setup, folder, initial, validation, progress, stop_requested, saved(setup.label)
+                )
         _write_log(root, runs)
         log = read_log(root / train_folder.LOG)
         summary = setup_summary(log, manifest["setups"], runs)
@@ -102,8 +118,15 @@ def run(plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: 
         lock.release()
 
 
-def train(model: str | None = None, *, config: str | Path | None = None, out: str | Path | None = None, force: bool = False,
-          progress: TrainProgress | None = None, **settings: Any) -> TrainResult:  # fmt: skip
+def train(
+    model: str | None = None,
+    *,
+    config: str | Path | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+    progress: TrainProgress | None = None,
+    **settings: Any,
+) -> TrainResult:
     """Train a model in each precision setup, as `roundoff train` does, and return its tables.
 
     Args:
@@ -156,18 +179,39 @@ def _manifest(plan: TrainPlan) -> dict:
     labels = {s["label"] for s in asked}
     setups = asked + [s for s in earlier.get("setups", []) if isinstance(s, dict) and s.get("label") not in labels]
     return {
-        "kind": train_folder.KIND, "tool": "roundoff-analyzer", "version": __version__,
-        "created_at": earlier.get("created_at", train_folder.now()), "updated_at": train_folder.now(),
-        "model": plan.model.name, "options": option_strings(plan.options), "seed": plan.options.seed,
-        "data": config.data, "data_source": plan.problem.data_source, "iters": config.iters, "save_at": plan.save_at,
-        "resume_every": config.resume_every, "lr": config.lr, **_optimizer_record(plan), "clip_grad_norm": config.clip_grad_norm, "val_batches": config.val_batches, "val_every": config.val_every,
-        "validation": plan.fingerprint["validation"] + " at each setup's n_timesteps, mean over the held-out batches 1 … val_batches",
-        "device": str(plan.device), "threads": plan.threads.as_dict(), "scaler": config.scaler.model_dump(mode="json"),
-        "setups": setups, "left_out": plan.left_out, "fingerprint": plan.fingerprint,
-    }  # fmt: skip
+        "kind": train_folder.KIND,
+        "tool": "roundoff-analyzer",
+        "version": __version__,
+        "created_at": earlier.get("created_at", train_folder.now()),
+        "updated_at": train_folder.now(),
+        "model": plan.model.name,
+        "options": option_strings(plan.options),
+        "seed": plan.options.seed,
+        "data": config.data,
+        "data_source": plan.problem.data_source,
+        "iters": config.iters,
+        "save_at": plan.save_at,
+        "resume_every": config.resume_every,
+        "lr": config.lr,
+        **_optimizer_record(plan),
+        "clip_grad_norm": config.clip_grad_norm,
+        "val_batches": config.val_batches,
+        "val_every": config.val_every,
+        "validation": plan.fingerprint["validation"]
+        + " at each setup's n_timesteps, mean over the held-out batches 1 … val_batches",
+        "device": str(plan.device),
+        "threads": plan.threads.as_dict(),
+        "scaler": config.scaler.model_dump(mode="json"),
+        "setups": setups,
+        "left_out": plan.left_out,
+        "fingerprint": plan.fingerprint,
+    }
 
 
 def _optimizer_record(plan: TrainPlan) -> dict:
     record = plan.optimizer.record()
-    return {"optimizer": record["name"], "optimizer_description": plan.optimizer.description,
-            **({"optimizer_source_sha256": record["source_sha256"]} if "source_sha256" in record else {})}  # fmt: skip
+    return {
+        "optimizer": record["name"],
+        "optimizer_description": plan.optimizer.description,
+        **({"optimizer_source_sha256": record["source_sha256"]} if "source_sha256" in record else {}),
+    }

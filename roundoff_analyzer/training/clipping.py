@@ -1,5 +1,6 @@
 """Gradient clipping as users write it: `torch.nn.utils.clip_grad_norm_` on the unscaled gradient (with GradScaler,
 after `scaler.unscale_(optimizer)`; the native solver's dynamic adjoint scaling returns it unscaled already)."""
+
 from __future__ import annotations
 
 import torch

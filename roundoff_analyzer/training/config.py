@@ -1,4 +1,5 @@
 """What `roundoff train` is asked to do, validated: from a TOML file, the command line, or both (the command line wins)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, 
 
 from ..axes.scaler_settings import ScalerSettings
 from ..core.errors import InputError
-from ..planning.config import axis_registry, load_libraries, merged, names_in, checked_data, load_toml
+from ..planning.config import axis_registry, checked_data, load_libraries, load_toml, merged, names_in
 from ..planning.config import validate as validate_schema
 
 DEFAULT_ITERS = 2000
@@ -66,31 +67,53 @@ class SetupEntry(BaseModel):
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="built-in model (see `roundoff list`), package.module:factory or path/to/file.py:factory")
+    model: str = Field(
+        description="built-in model (see `roundoff list`), package.module:factory or path/to/file.py:factory"
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="model options, as `-o key=value`")
     data: str | None = Field(None, description="NAME[:PATH][?key=value&...] (e.g. 2spirals)")
     iters: PositiveInt = Field(DEFAULT_ITERS, description="optimizer steps per setup")
-    save_at: list[conint(ge=0)] | None = Field(None, description="iterations whose weights are saved (default: 0; the last is always saved)")  # type: ignore[valid-type]
-    resume_every: PositiveInt = Field(DEFAULT_RESUME_EVERY, description="iterations between resume states (besides every checkpoint)")
+    save_at: list[conint(ge=0)] | None = Field(
+        None, description="iterations whose weights are saved (default: 0; the last is always saved)"
+    )  # type: ignore[valid-type]
+    resume_every: PositiveInt = Field(
+        DEFAULT_RESUME_EVERY, description="iterations between resume states (besides every checkpoint)"
+    )
     lr: float = Field(1e-3, gt=0, allow_inf_nan=False, description="the optimizer's learning rate")
     val_batches: PositiveInt = Field(DEFAULT_VAL_BATCHES, description="held-out batches of the validation loss")
-    val_every: PositiveInt | None = Field(None, description="iterations between validation losses besides the saved ones (default: saved ones only)")
+    val_every: PositiveInt | None = Field(
+        None, description="iterations between validation losses besides the saved ones (default: saved ones only)"
+    )
     timesteps: conint(gt=0) = Field(32, description="n_timesteps of every setup's solves (one value)")  # type: ignore[valid-type]
     method: str = Field("rk4", description="fixed-grid method of every setup (one value)")
     library: list[str] = Field(default_factory=lambda: ["native"])
     dtype: list[str] = Field(default_factory=lambda: ["float32"])
     scaling: list[str] = Field(default_factory=lambda: ["none"])
-    weights: list[str] = Field(default_factory=lambda: [MASTER_WEIGHTS],
-                               description="where the weights live: float32 master weights, or stored in bfloat16, float16, eXmY")
-    update: list[str] = Field(default_factory=lambda: ["nearest"],
-                              description="how a step is rounded into low-precision weights: nearest, stochastic, kahan, stochastic-kahan")
-    optimizer_state: str = Field("float32", description="where the optimizer's state (Adam's moments) lives: float32, or weights (their format)")
-    optimizer: str = Field("adam", description="adam, adamw, sgd (momentum 0.9), or package.module:factory / path/to/file.py:factory")
-    clip_grad_norm: float | None = Field(None, gt=0, allow_inf_nan=False, description="clip the unscaled gradient's norm to this")
-    setups: list[SetupEntry] | None = Field(None, description="exact (library, dtype, scaling, weights, update) setups instead of the product of the lists")
+    weights: list[str] = Field(
+        default_factory=lambda: [MASTER_WEIGHTS],
+        description="where the weights live: float32 master weights, or stored in bfloat16, float16, eXmY",
+    )
+    update: list[str] = Field(
+        default_factory=lambda: ["nearest"],
+        description="how a step is rounded into low-precision weights: nearest, stochastic, kahan, stochastic-kahan",
+    )
+    optimizer_state: str = Field(
+        "float32", description="where the optimizer's state (Adam's moments) lives: float32, or weights (their format)"
+    )
+    optimizer: str = Field(
+        "adam", description="adam, adamw, sgd (momentum 0.9), or package.module:factory / path/to/file.py:factory"
+    )
+    clip_grad_norm: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="clip the unscaled gradient's norm to this"
+    )
+    setups: list[SetupEntry] | None = Field(
+        None, description="exact (library, dtype, scaling, weights, update) setups instead of the product of the lists"
+    )
     mode: str = Field("autocast", description="one mode for every setup")
     device: str = "auto"
-    threads: PositiveInt | None = Field(None, description="torch threads (default: chosen from the problem's size, as the sweep does)")
+    threads: PositiveInt | None = Field(
+        None, description="torch threads (default: chosen from the problem's size, as the sweep does)"
+    )
     scaler: ScalerSettings = Field(default_factory=ScalerSettings)
 
     @field_validator("save_at")
@@ -130,7 +153,9 @@ def validate(values: dict[str, Any], source: str = "command line") -> TrainConfi
     config = validate_schema(values, source, TrainConfig)
     beyond = [k for k in config.save_at or () if k > config.iters]
     if beyond:
-        raise InputError(f"{source}: 'save_at' has iterations beyond iters {config.iters}: {', '.join(map(str, beyond))}")
+        raise InputError(
+            f"{source}: 'save_at' has iterations beyond iters {config.iters}: {', '.join(map(str, beyond))}"
+        )
     return config
 
 

@@ -1,4 +1,5 @@
 """The loss-curve figure: every setup's training loss and validation loss against the iteration, side by side."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -20,7 +21,9 @@ def loss_figure(log: pd.DataFrame, setups: list[str]) -> Figure:
         colour = f"C{index % 10}"
         if not steps.empty:
             train_ax.plot(steps["iteration"], steps["loss"], color=colour, alpha=0.25, linewidth=0.8)
-            train_ax.plot(steps["iteration"], steps["loss"].rolling(window, min_periods=1).mean(), color=colour, label=label)
+            train_ax.plot(
+                steps["iteration"], steps["loss"].rolling(window, min_periods=1).mean(), color=colour, label=label
+            )
         validated = own[own["val_loss"].notna()]
         val_ax.plot(validated["iteration"], validated["val_loss"], color=colour, marker="o", label=label)
     train_ax.set_title(f"training loss (one batch per iteration; line: running mean of {window})")

@@ -7,6 +7,7 @@ A setup's folder is the training's folder for the first setup and `setups/<label
 stream of low-precision weights, the log so far), never under `checkpoints/`.
 Every file is written through a temporary and renamed into place, so a killed run leaves whole files only.
 """
+
 from __future__ import annotations
 
 import io
@@ -59,4 +60,6 @@ def load_resume(folder: Path) -> dict | None:
             warnings.simplefilter("ignore")
             return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a damaged file is the folder's problem, said in one line
-        raise InputError(f"resume state '{path}' cannot be read ({one_line(exc)}); use --force to train again from the start") from None
+        raise InputError(
+            f"resume state '{path}' cannot be read ({one_line(exc)}); use --force to train again from the start"
+        ) from None

@@ -1,5 +1,6 @@
 """A training's folder: `train_manifest.json` says what was trained; a folder holding another training (or a sweep)
 is refused unless `--force`, which removes what a training wrote there and nothing else."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -9,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import InputError
-from ..core.safe_files import refuse_links
 from ..core.json_files import parse_json
+from ..core.safe_files import refuse_links
 from ..storage.folder_kind import refuse_foreign_folder, refuse_unwritable
 from ..storage.folder_lock import LOCK
 from ..storage.manifest_schema import read_train_manifest
@@ -23,7 +24,9 @@ LOG = "training_log.parquet"
 SUMMARY = "training_summary.parquet"
 REPORT = "training_report.md"
 FIGURES = "figures"
-LOSS_FIGURE = "loss_curves"  # figures/loss_curves.png and .svg: the training's only files in a folder a report may share
+LOSS_FIGURE = (
+    "loss_curves"  # figures/loss_curves.png and .svg: the training's only files in a folder a report may share
+)
 # Everything a training writes or deletes in its folder: none of these may be a link out of it.
 WRITTEN_ENTRIES = (TRAIN_MANIFEST, SETUPS, LOG, SUMMARY, REPORT, FIGURES, CHECKPOINTS, RESUME.parts[0], LOCK)
 
@@ -101,4 +104,4 @@ def write_manifest(root: Path, manifest: dict) -> None:
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -9,6 +9,7 @@ its gradient was not finite), `failure` (why), `scale` (the loss or adjoint scal
 empty for float32 master weights), `grad_norm` (the unscaled gradient's norm before clipping) and `clipped`
 (the gradient was clipped to `clip_grad_norm`). A log written before a column existed reads as its default.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,24 +20,61 @@ import pyarrow as pa
 from ..storage.results import atomic_write_parquet
 from ..storage.table_schemas import TableSchema, read_table
 
-LOG_SCHEMA = pa.schema([
-    pa.field("setup", pa.string()), pa.field("iteration", pa.int64()), pa.field("loss", pa.float64()),
-    pa.field("val_loss", pa.float64()), pa.field("skipped", pa.bool_()), pa.field("failure", pa.string()),
-    pa.field("scale", pa.float64()), pa.field("iter_time_s", pa.float64()), pa.field("time_s", pa.float64()),
-    pa.field("weights", pa.string()), pa.field("update", pa.string()), pa.field("lost_update_fraction", pa.float64()),
-    pa.field("grad_norm", pa.float64()), pa.field("clipped", pa.bool_()),
-])  # fmt: skip
+LOG_SCHEMA = pa.schema(
+    [
+        pa.field("setup", pa.string()),
+        pa.field("iteration", pa.int64()),
+        pa.field("loss", pa.float64()),
+        pa.field("val_loss", pa.float64()),
+        pa.field("skipped", pa.bool_()),
+        pa.field("failure", pa.string()),
+        pa.field("scale", pa.float64()),
+        pa.field("iter_time_s", pa.float64()),
+        pa.field("time_s", pa.float64()),
+        pa.field("weights", pa.string()),
+        pa.field("update", pa.string()),
+        pa.field("lost_update_fraction", pa.float64()),
+        pa.field("grad_norm", pa.float64()),
+        pa.field("clipped", pa.bool_()),
+    ]
+)
 COLUMNS = tuple(LOG_SCHEMA.names)
 LOG_TABLE = TableSchema("a training log", LOG_SCHEMA, COLUMNS[:9], ("setup", "iteration", "skipped"))
 # What a log from before a column existed trained with.
-DEFAULTS = {"weights": "float32", "update": "nearest", "lost_update_fraction": None, "grad_norm": None, "clipped": False}
+DEFAULTS = {
+    "weights": "float32",
+    "update": "nearest",
+    "lost_update_fraction": None,
+    "grad_norm": None,
+    "clipped": False,
+}
 
 
-def row(setup: str, iteration: int, loss=None, val_loss=None, skipped=False, failure=None, scale=None, iter_time_s=None, time_s=0.0,
-        **later) -> dict:  # fmt: skip
+def row(
+    setup: str,
+    iteration: int,
+    loss=None,
+    val_loss=None,
+    skipped=False,
+    failure=None,
+    scale=None,
+    iter_time_s=None,
+    time_s=0.0,
+    **later,
+) -> dict:
     """One row; `later`: the columns added since (weights, update, lost_update_fraction, grad_norm, clipped)."""
-    return dict(setup=setup, iteration=iteration, loss=loss, val_loss=val_loss, skipped=skipped, failure=failure, scale=scale,
-                iter_time_s=iter_time_s, time_s=time_s, **{**DEFAULTS, **later})  # fmt: skip
+    return dict(
+        setup=setup,
+        iteration=iteration,
+        loss=loss,
+        val_loss=val_loss,
+        skipped=skipped,
+        failure=failure,
+        scale=scale,
+        iter_time_s=iter_time_s,
+        time_s=time_s,
+        **{**DEFAULTS, **later},
+    )
 
 
 def write_log(rows: list[dict], path: Path) -> None:

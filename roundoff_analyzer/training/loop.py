@@ -7,12 +7,14 @@ The resume state is saved at every checkpoint and every `resume_every` iteration
 compensation buffers and the stochastic-rounding stream, so a run killed at any moment and started again with the
 same command continues from the last one and ends with the weights of an uninterrupted run, bit for bit.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 import torch
 
@@ -60,29 +62,47 @@ class SetupRun:
 
     @classmethod
     def from_state(cls, state: dict) -> SetupRun:
-        return cls(log.from_columns(state["log"]), state["peak_memory_bytes"], state.get("weight_bytes"), state.get("optimizer_state_bytes"))
+        return cls(
+            log.from_columns(state["log"]),
+            state["peak_memory_bytes"],
+            state.get("weight_bytes"),
+            state.get("optimizer_state_bytes"),
+        )
 
 
 def _state(iteration, func, optimizer, loss_scale: LossScale, stored: StoredWeights, run: SetupRun) -> dict:
     return {
-        "iteration": iteration, "func": func.state_dict(), "optimizer": optimizer.state_dict(),
-        "loss_scale": {"scale": loss_scale.scale, "good_steps": loss_scale.good_steps}, "stored_weights": stored.state_dict(),
-        "log": log.as_columns(run.rows), "peak_memory_bytes": run.peak_memory_bytes,
-        "weight_bytes": run.weight_bytes, "optimizer_state_bytes": run.optimizer_state_bytes,
-    }  # fmt: skip
+        "iteration": iteration,
+        "func": func.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "loss_scale": {"scale": loss_scale.scale, "good_steps": loss_scale.good_steps},
+        "stored_weights": stored.state_dict(),
+        "log": log.as_columns(run.rows),
+        "peak_memory_bytes": run.peak_memory_bytes,
+        "weight_bytes": run.weight_bytes,
+        "optimizer_state_bytes": run.optimizer_state_bytes,
+    }
 
 
 def train_setup(
-    plan: TrainPlan, setup: TrainSetup, folder: Path, initial: dict, validation: list[torch.Tensor],
-    progress: TrainProgress, stop_requested: Callable[[], bool], saved: Callable[[SetupRun], None],
-) -> SetupRun:  # fmt: skip
+    plan: TrainPlan,
+    setup: TrainSetup,
+    folder: Path,
+    initial: dict,
+    validation: list[torch.Tensor],
+    progress: TrainProgress,
+    stop_requested: Callable[[], bool],
+    saved: Callable[[SetupRun], None],
+) -> SetupRun:
     """Train `setup` from `initial` weights (or its resume state in `folder`) to `plan.config.iters`; `saved` is called
     after each resume state is written (the caller rewrites the combined log)."""
     config, problem = plan.config, plan.problem
     func = problem.func
     func.load_state_dict(initial)
     params = [p for p in func.parameters() if p.requires_grad]
-    stored = StoredWeights(params, setup.weights, setup.update, setup.optimizer_state, plan.options.seed)  # rounds the initial weights
+    stored = StoredWeights(
+        params, setup.weights, setup.update, setup.optimizer_state, plan.options.seed
+    )  # rounds the initial weights
     optimizer = plan.optimizer.build(params, config.lr)
     step = SetupStep(setup, problem, config.scaler)
     run, start = SetupRun(), 0
@@ -98,12 +118,23 @@ def train_setup(
     if start >= iters:
         progress.note(f"{label}: already trained to iteration {start} in {folder}")
         return run
-    metadata = {"model": plan.model.name, "options": option_strings(plan.options), "seed": plan.options.seed,
-                "data": config.data, "setup": label, **setup.as_dict()}  # fmt: skip
+    metadata = {
+        "model": plan.model.name,
+        "options": option_strings(plan.options),
+        "seed": plan.options.seed,
+        "data": config.data,
+        "setup": label,
+        **setup.as_dict(),
+    }
 
     def checkpoint(iteration: int, train_loss: float | None) -> float:
         val = validation_loss(problem, validation, setup.n_timesteps)
-        save_checkpoint(folder, iteration, func, {"iteration": iteration, "loss": val, "val_loss": val, "train_loss": train_loss, **metadata})
+        save_checkpoint(
+            folder,
+            iteration,
+            func,
+            {"iteration": iteration, "loss": val, "val_loss": val, "train_loss": train_loss, **metadata},
+        )
         return val
 
     def save(iteration: int) -> None:
@@ -111,7 +142,9 @@ def train_setup(
         saved(run)
 
     if start == 0 and not run.rows:  # the initial weights' validation loss, saved or not
-        initial_val = checkpoint(0, None) if 0 in plan.save_at else validation_loss(problem, validation, setup.n_timesteps)
+        initial_val = (
+            checkpoint(0, None) if 0 in plan.save_at else validation_loss(problem, validation, setup.n_timesteps)
+        )
         run.rows.append(log.row(label, 0, val_loss=initial_val, weights=setup.weights, update=setup.update))
         save(0)
     progress.start(label, iters, start)
@@ -136,8 +169,24 @@ def train_setup(
         val = checkpoint(iteration, result.loss) if iteration in plan.save_at else None
         if val is None and (last or (config.val_every and iteration % config.val_every == 0)):
             val = validation_loss(problem, validation, setup.n_timesteps)
-        run.rows.append(log.row(label, iteration, result.loss, val, result.gradients is None, result.failure, result.scale, seconds, elapsed,
-                                weights=setup.weights, update=setup.update, lost_update_fraction=lost, grad_norm=grad_norm, clipped=clipped))
+        run.rows.append(
+            log.row(
+                label,
+                iteration,
+                result.loss,
+                val,
+                result.gradients is None,
+                result.failure,
+                result.scale,
+                seconds,
+                elapsed,
+                weights=setup.weights,
+                update=setup.update,
+                lost_update_fraction=lost,
+                grad_norm=grad_norm,
+                clipped=clipped,
+            )
+        )
         if last:
             run.peak_memory_bytes = _peak_memory(step, batch, plan.device)
             run.weight_bytes, run.optimizer_state_bytes = stored.weight_bytes(), stored.optimizer_state_bytes(optimizer)
@@ -153,7 +202,9 @@ def train_setup(
 
 def _peak_memory(step: SetupStep, batch: torch.Tensor, device: torch.device) -> int | None:
     """The peak of one more step's forward and backward (not applied), measured apart: the CPU's profiler slows every op."""
-    loss_scale = replace(step.loss_scale)  # the extra step must not move the loss scale a longer training would resume with
+    loss_scale = replace(
+        step.loss_scale
+    )  # the extra step must not move the loss scale a longer training would resume with
     try:
         return _measure_peak(step, batch, device)
     finally:

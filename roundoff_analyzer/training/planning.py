@@ -1,4 +1,5 @@
 """Everything that can be wrong with a training request is found here, before anything is printed or written."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -50,18 +51,36 @@ class TrainPlan:
         return fingerprint(self.config, self.options, self.problem, self.setups[0], self.device, self.optimizer)
 
 
-def fingerprint(config: TrainConfig, options: ModelOptions, problem: Problem, reference: TrainSetup, device: torch.device,
-                optimizer: OptimizerSpec) -> dict:  # fmt: skip
+def fingerprint(
+    config: TrainConfig,
+    options: ModelOptions,
+    problem: Problem,
+    reference: TrainSetup,
+    device: torch.device,
+    optimizer: OptimizerSpec,
+) -> dict:
     """What decides the weights of every setup; `iters`, `save_at` and further setups may change and the training resumes.
     Adam without clipping, which every training before those settings existed used, adds nothing (such folders resume)."""
-    later = {**({"optimizer": optimizer.record()} if optimizer.name != "adam" else {}),
-             **({"clip_grad_norm": config.clip_grad_norm} if config.clip_grad_norm is not None else {})}
-    return {**later,
-        "model": config.model, "options": options.model_dump(mode="json"), "data": config.data, "problem_sha256": problem_hash(problem),
-        "lr": config.lr, "method": config.method, "n_timesteps": config.timesteps, "mode": config.mode, "val_batches": config.val_batches,
-        "scaler": config.scaler.model_dump(mode="json"), "reference_setup": reference.label, "device": device.type,
+    later = {
+        **({"optimizer": optimizer.record()} if optimizer.name != "adam" else {}),
+        **({"clip_grad_norm": config.clip_grad_norm} if config.clip_grad_norm is not None else {}),
+    }
+    return {
+        **later,
+        "model": config.model,
+        "options": options.model_dump(mode="json"),
+        "data": config.data,
+        "problem_sha256": problem_hash(problem),
+        "lr": config.lr,
+        "method": config.method,
+        "n_timesteps": config.timesteps,
+        "mode": config.mode,
+        "val_batches": config.val_batches,
+        "scaler": config.scaler.model_dump(mode="json"),
+        "reference_setup": reference.label,
+        "device": device.type,
         "validation": f"float32 native {VALIDATION_METHOD}",
-    }  # fmt: skip
+    }
 
 
 def option_strings(options: ModelOptions) -> dict[str, str]:
@@ -77,7 +96,9 @@ def option_strings(options: ModelOptions) -> dict[str, str]:
     return {key: text(value) for key, value in options.model_dump(mode="json").items()}
 
 
-def plan_training(config_file: str | Path | None, overrides: dict[str, Any], out: str | Path | None, force: bool) -> TrainPlan:
+def plan_training(
+    config_file: str | Path | None, overrides: dict[str, Any], out: str | Path | None, force: bool
+) -> TrainPlan:
     config = resolve(config_file, overrides)
     model = resolve_model(config.model)
     options = parse_options(model, config.options)
@@ -92,12 +113,29 @@ def plan_training(config_file: str | Path | None, overrides: dict[str, Any], out
     problem = build_problem(model, options, device, parse_data(config.data) if config.data else None)
     stream = batch_stream(problem, model.name, config.val_batches, config.iters)
     threads = choose_threads(problem.func, problem.y0, device, config.threads)
-    folder = out_folder(out) or Path("results") / f"train-{file_safe(model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    folder = (
+        out_folder(out)
+        or Path("results") / f"train-{file_safe(model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    )
     resumable = check_folder(folder, fingerprint(config, options, problem, choice.setups[0], device, optimizer), force)
     if resumable is not None:
         _refuse_shorter(folder, choice.setups, config.iters)
-    return TrainPlan(config, model, options, problem, choice.setups, choice.left_out, save_points(config), stream, device, threads,
-                     folder, force, resumable, optimizer)  # fmt: skip
+    return TrainPlan(
+        config,
+        model,
+        options,
+        problem,
+        choice.setups,
+        choice.left_out,
+        save_points(config),
+        stream,
+        device,
+        threads,
+        folder,
+        force,
+        resumable,
+        optimizer,
+    )
 
 
 def _refuse_shorter(folder: Path, setups: list[TrainSetup], iters: int) -> None:
@@ -105,5 +143,7 @@ def _refuse_shorter(folder: Path, setups: list[TrainSetup], iters: int) -> None:
     for index, setup in enumerate(setups):
         state = load_resume(folder / setup_folder(index, setup.label))
         if state is not None and state["iteration"] > iters:
-            raise InputError(f"output folder '{folder}' holds setup {setup.label} trained to iteration {state['iteration']}, "
-                             f"past --iters {iters}; give --iters {state['iteration']} or more, another --out, or --force")
+            raise InputError(
+                f"output folder '{folder}' holds setup {setup.label} trained to iteration {state['iteration']}, "
+                f"past --iters {iters}; give --iters {state['iteration']} or more, another --out, or --force"
+            )

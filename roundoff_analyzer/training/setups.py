@@ -9,6 +9,7 @@ is refused). Combinations a library cannot run (the `dynamic` scaling outside th
 are left out, and `left_out` says why. float32 trains without scaling whatever the scaling list says: a scale
 changes nothing in a dtype whose range the gradients never leave, and the reference must be plain float32.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,7 +26,18 @@ REFERENCE_DTYPE = "float32"
 
 
 # What a setup's manifest entry and checkpoint metadata say about it, besides its label.
-SETUP_FIELDS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "weights", "update", "optimizer_state")
+SETUP_FIELDS = (
+    "library",
+    "method",
+    "n_timesteps",
+    "dtype",
+    "scaling",
+    "mode",
+    "arithmetic",
+    "weights",
+    "update",
+    "optimizer_state",
+)
 # What a setup's manifest entry from before the weights axis lacks: it trained these.
 SETUP_DEFAULTS = {"weights": MASTER_WEIGHTS, "update": "nearest", "optimizer_state": "float32"}
 
@@ -45,7 +57,9 @@ class TrainSetup(Configuration):
         so labels from before the weights axis stay the same)."""
         parts = [self.dtype, self.library, self.scaling]
         if self.weights != MASTER_WEIGHTS:
-            parts += [f"weights_{self.weights}", self.update] + ([f"state_{self.weights}"] if self.optimizer_state == "weights" else [])
+            parts += [f"weights_{self.weights}", self.update] + (
+                [f"state_{self.weights}"] if self.optimizer_state == "weights" else []
+            )
         return "-".join(file_safe(part) for part in parts)
 
     def as_dict(self) -> dict:
@@ -66,16 +80,37 @@ def _asked(config: TrainConfig) -> list[Asked]:
     if config.setups is not None:
         for entry in config.setups:
             if entry.weights == MASTER_WEIGHTS and entry.update != "nearest":
-                raise InputError(f"a [[setups]] entry asks for update '{entry.update}' with float32 master weights, which keep the "
-                                 "optimizer's step as float32 computes it; give weights = a low format (bfloat16, float16, eXmY)")
-        asked = [(entry.library, entry.dtype, entry.scaling, entry.weights, entry.update, entry.optimizer_state or config.optimizer_state)
-                 for entry in config.setups]  # fmt: skip
+                raise InputError(
+                    f"a [[setups]] entry asks for update '{entry.update}' with float32 master weights, which keep the "
+                    "optimizer's step as float32 computes it; give weights = a low format (bfloat16, float16, eXmY)"
+                )
+        asked = [
+            (
+                entry.library,
+                entry.dtype,
+                entry.scaling,
+                entry.weights,
+                entry.update,
+                entry.optimizer_state or config.optimizer_state,
+            )
+            for entry in config.setups
+        ]
     else:
-        asked = [(library, dtype, scaling, weights, update, config.optimizer_state) for weights in config.weights for update in config.update
-                 for dtype in config.dtype for library in config.library for scaling in config.scaling]  # fmt: skip
-    asked = [(library, dtype, "none" if dtype == REFERENCE_DTYPE else scaling, weights, *_master(weights, update, state))
-             for library, dtype, scaling, weights, update, state in asked]  # fmt: skip
-    return sorted(dict.fromkeys(asked), key=lambda a: not (a[1] == REFERENCE_DTYPE and a[3] == MASTER_WEIGHTS))  # stable
+        asked = [
+            (library, dtype, scaling, weights, update, config.optimizer_state)
+            for weights in config.weights
+            for update in config.update
+            for dtype in config.dtype
+            for library in config.library
+            for scaling in config.scaling
+        ]
+    asked = [
+        (library, dtype, "none" if dtype == REFERENCE_DTYPE else scaling, weights, *_master(weights, update, state))
+        for library, dtype, scaling, weights, update, state in asked
+    ]
+    return sorted(
+        dict.fromkeys(asked), key=lambda a: not (a[1] == REFERENCE_DTYPE and a[3] == MASTER_WEIGHTS)
+    )  # stable
 
 
 def _master(weights: str, update: str, state: str) -> tuple[str, str]:
@@ -87,8 +122,19 @@ def choose_setups(config: TrainConfig) -> SetupChoice:
     method = METHODS.get(config.method)
     setups, left_out = [], []
     for library, dtype, scaling, weights, update, state in _asked(config):
-        setup = TrainSetup(config.model, library, config.method, config.timesteps, dtype, scaling, config.mode,
-                           DTYPES.get(dtype).default_arithmetic, weights=weights, update=update, optimizer_state=state)  # fmt: skip
+        setup = TrainSetup(
+            config.model,
+            library,
+            config.method,
+            config.timesteps,
+            dtype,
+            scaling,
+            config.mode,
+            DTYPES.get(dtype).default_arithmetic,
+            weights=weights,
+            update=update,
+            optimizer_state=state,
+        )
         implementation = LIBRARIES.get(library)
         reason = SCALINGS.get(scaling).skip_reason(implementation) or implementation.unsupported_method_reason(method)
         (left_out.append(f"{setup.label}: {reason}") if reason else setups.append(setup))

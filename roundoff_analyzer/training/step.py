@@ -4,6 +4,7 @@
 The float32 weights are the master copy: autocast modes differentiate them directly; `pure` mode casts a
 copy to the low dtype, whose gradients are brought back to float32 for the optimizer.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -61,13 +62,19 @@ class SetupStep:
     def __init__(self, setup: TrainSetup, problem: Problem, settings: ScalerSettings) -> None:
         self.setup, self.problem, self.settings = setup, problem, settings
         self.library, self.method = LIBRARIES.get(setup.library), METHODS.get(setup.method)
-        self.dtype, self.mode, self.scaling = DTYPES.get(setup.dtype), MODES.get(setup.mode), SCALINGS.get(setup.scaling)
+        self.dtype, self.mode, self.scaling = (
+            DTYPES.get(setup.dtype),
+            MODES.get(setup.mode),
+            SCALINGS.get(setup.scaling),
+        )
         self.arithmetic = ARITHMETICS.get(setup.arithmetic)
         self.t = time_grid(setup.n_timesteps, torch.float32, problem.y0.device)
         self.loss_scale = LossScale(settings.init_scale)
 
     def __call__(self, batch: torch.Tensor) -> StepResult:
-        copies = ProblemCopies(replace(self.problem, y0=batch))  # fresh each step: a pure-mode cast copies the current weights
+        copies = ProblemCopies(
+            replace(self.problem, y0=batch)
+        )  # fresh each step: a pure-mode cast copies the current weights
         prepared = self.arithmetic.prepare(self.mode, copies, self.dtype, ArithmeticRequest())
         settings = self.loss_scale.settings(self.settings) if self.setup.scaling == "grad" else self.settings
         outcome = run_once(prepared, copies, self.library, self.method, self.scaling, settings, self.t, torch.float32)
@@ -76,6 +83,8 @@ class SetupStep:
             self.loss_scale.update(outcome.final_scale, outcome.retries, finite)
         loss = float(outcome.loss) if outcome.loss is not None and bool(torch.isfinite(outcome.loss)) else None
         if not finite:
-            return StepResult(loss, None, outcome.final_scale, f"{outcome.failure.failure_class}: {outcome.failure.message}")
+            return StepResult(
+                loss, None, outcome.final_scale, f"{outcome.failure.failure_class}: {outcome.failure.message}"
+            )
         gradients = [g.to(torch.float32) for g in outcome.grads[1:]]  # grads[0] is y0's
         return StepResult(loss, gradients, outcome.final_scale, None)

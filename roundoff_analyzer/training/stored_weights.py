@@ -17,6 +17,7 @@ Use it in your own loop as the training does:
     optimizer.step()
     lost_fraction = stored.after_step(before, optimizer)
 """
+
 from __future__ import annotations
 
 import math
@@ -61,13 +62,21 @@ class StoredWeights:
         ```
     """
 
-    def __init__(self, params: list[torch.Tensor], weights: str = MASTER, update: str = "nearest", optimizer_state: str = "float32",
-                 seed: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        params: list[torch.Tensor],
+        weights: str = MASTER,
+        update: str = "nearest",
+        optimizer_state: str = "float32",
+        seed: int = 0,
+    ) -> None:
         self.params, self.weights, self.optimizer_state = params, weights, optimizer_state
         self.format, self.rule = weight_format(weights), UPDATES.get(update)
         # The stochastic-rounding stream: its own generator on the weights' device, saved with the resume state.
         self.generator = torch.Generator(device=params[0].device if params else "cpu").manual_seed(seed)
-        self.compensation = [torch.zeros_like(p) for p in params] if self.format is not None and self.rule.compensated else None
+        self.compensation = (
+            [torch.zeros_like(p) for p in params] if self.format is not None and self.rule.compensated else None
+        )
         if self.format is not None:
             with torch.no_grad():
                 for p in params:
@@ -107,14 +116,22 @@ class StoredWeights:
     def optimizer_state_bytes(self, optimizer: torch.optim.Optimizer) -> int:
         """The optimizer's per-weight state (moments, momentum) in the format it lives in, plus the compensation buffers."""
         per_value = bytes_per_value(self.weights if self.optimizer_state == "weights" else MASTER)
-        values = sum(v.numel() for state in optimizer.state.values() for v in state.values()
-                     if torch.is_tensor(v) and v.is_floating_point() and v.dim() > 0)  # fmt: skip
+        values = sum(
+            v.numel()
+            for state in optimizer.state.values()
+            for v in state.values()
+            if torch.is_tensor(v) and v.is_floating_point() and v.dim() > 0
+        )
         buffers = sum(c.numel() for c in self.compensation or ()) * bytes_per_value(self.weights)
         return values * per_value + buffers
 
     def state_dict(self) -> dict:
-        return {"compensation": [c.detach().cpu().clone() for c in self.compensation] if self.compensation is not None else None,
-                "generator": self.generator.get_state()}  # fmt: skip
+        return {
+            "compensation": [c.detach().cpu().clone() for c in self.compensation]
+            if self.compensation is not None
+            else None,
+            "generator": self.generator.get_state(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         if self.compensation is not None and state.get("compensation") is not None:

@@ -4,10 +4,11 @@ Batch k comes from the problem's batch sampler (`Problem.batch_sampler(k)`), a f
 only, so every setup, and a resumed run, sees the same stream. Batches 1 … V are held out for the
 validation loss and never trained on; iteration i (1-based) trains on batch V + i.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -47,11 +48,17 @@ def batch_stream(problem: Problem, model_name: str, val_batches: int, iters: int
     try:
         last = stream.train_batch(iters)  # a data file with too few rows raises InputError
     except InputError as exc:
-        raise InputError(f"the last iteration trains on batch {stream.train_index(iters)} ({val_batches} held out, then one per "
-                         f"iteration), which the data cannot give: {exc}") from None
+        raise InputError(
+            f"the last iteration trains on batch {stream.train_index(iters)} ({val_batches} held out, then one per "
+            f"iteration), which the data cannot give: {exc}"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - a user's sampler failed
-        raise InputError(f"model {model_name}: sample_batch({stream.train_index(iters)}) raised {one_line(exc)}") from None
+        raise InputError(
+            f"model {model_name}: sample_batch({stream.train_index(iters)}) raised {one_line(exc)}"
+        ) from None
     if last.shape != problem.y0.shape:
-        raise InputError(f"model {model_name}: sample_batch({stream.train_index(iters)}) returned shape "
-                         f"{tuple(last.shape)}; expected y0's {tuple(problem.y0.shape)}")  # fmt: skip
+        raise InputError(
+            f"model {model_name}: sample_batch({stream.train_index(iters)}) returned shape "
+            f"{tuple(last.shape)}; expected y0's {tuple(problem.y0.shape)}"
+        )
     return stream

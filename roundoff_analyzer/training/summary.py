@@ -1,6 +1,7 @@
 """One row per setup, from the training log alone (pure functions of the tables): its final training and validation
 loss, against the first setup's, its time per iteration, its mean lost-update fraction and how often it clipped;
 peak memory and the bytes of weights and optimizer state come from the setups' own runs."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -32,21 +33,24 @@ def setup_summary(log: pd.DataFrame, setups: list[dict], runs: dict) -> pd.DataF
             continue
         last = steps.iloc[-1]
         validated = own[own["val_loss"].notna()]
-        rows.append({
-            "setup": setup["label"], **{key: setup[key] for key in SETUP_KEYS},
-            **{key: setup.get(key, default) for key, default in SETUP_DEFAULTS.items()},
-            "iterations": int(last["iteration"]),
-            "final_loss": float(last["loss"]) if pd.notna(last["loss"]) else None,
-            "final_val_loss": float(validated.iloc[-1]["val_loss"]) if not validated.empty else None,
-            "val_loss_iteration": int(validated.iloc[-1]["iteration"]) if not validated.empty else None,
-            "skipped_steps": int(steps["skipped"].sum()),
-            "time_per_iter_s": float(steps["iter_time_s"].mean()),
-            "peak_memory_bytes": _measured(runs, setup["label"], "peak_memory_bytes"),
-            "lost_update_fraction": _mean(steps["lost_update_fraction"]),
-            "weight_bytes": _measured(runs, setup["label"], "weight_bytes"),
-            "optimizer_state_bytes": _measured(runs, setup["label"], "optimizer_state_bytes"),
-            "clipped_steps": int(steps["clipped"].fillna(False).astype(bool).sum()),
-        })  # fmt: skip
+        rows.append(
+            {
+                "setup": setup["label"],
+                **{key: setup[key] for key in SETUP_KEYS},
+                **{key: setup.get(key, default) for key, default in SETUP_DEFAULTS.items()},
+                "iterations": int(last["iteration"]),
+                "final_loss": float(last["loss"]) if pd.notna(last["loss"]) else None,
+                "final_val_loss": float(validated.iloc[-1]["val_loss"]) if not validated.empty else None,
+                "val_loss_iteration": int(validated.iloc[-1]["iteration"]) if not validated.empty else None,
+                "skipped_steps": int(steps["skipped"].sum()),
+                "time_per_iter_s": float(steps["iter_time_s"].mean()),
+                "peak_memory_bytes": _measured(runs, setup["label"], "peak_memory_bytes"),
+                "lost_update_fraction": _mean(steps["lost_update_fraction"]),
+                "weight_bytes": _measured(runs, setup["label"], "weight_bytes"),
+                "optimizer_state_bytes": _measured(runs, setup["label"], "optimizer_state_bytes"),
+                "clipped_steps": int(steps["clipped"].fillna(False).astype(bool).sum()),
+            }
+        )
     table = pd.DataFrame(rows)
     if table.empty:
         return table
@@ -55,9 +59,11 @@ def setup_summary(log: pd.DataFrame, setups: list[dict], runs: dict) -> pd.DataF
     table["loss_rel_to_reference"] = [relative_to(v, reference["final_loss"]) for v in table["final_loss"]]
     table["time_rel_to_reference"] = table["time_per_iter_s"] / reference["time_per_iter_s"]
     table["memory_rel_to_reference"] = [
-        m / reference["peak_memory_bytes"] if pd.notna(m) and pd.notna(reference["peak_memory_bytes"]) and reference["peak_memory_bytes"] else None
+        m / reference["peak_memory_bytes"]
+        if pd.notna(m) and pd.notna(reference["peak_memory_bytes"]) and reference["peak_memory_bytes"]
+        else None
         for m in table["peak_memory_bytes"]
-    ]  # fmt: skip
+    ]
     for column in ("peak_memory_bytes", "weight_bytes", "optimizer_state_bytes"):
         table[column] = table[column].astype("Int64")
     return table

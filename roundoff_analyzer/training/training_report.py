@@ -2,6 +2,7 @@
 its lost updates and the memory its weights and optimizer state save; then the code of the rounding that held), then
 the loss curves side by side and each setup's final losses, time and memory against the first setup's. Written from
 the folder's tables and manifest only (reading a folder never runs code from it)."""
+
 from __future__ import annotations
 
 import os
@@ -29,13 +30,20 @@ def write_training_report(root: Path, out: Path | None = None) -> Path:
     manifest = train_folder.read_manifest(root, "the training report cannot say what was trained") or {}
     missing = [name for name in (train_folder.LOG, train_folder.SUMMARY) if not (root / name).is_file()]
     if missing:
-        raise InputError(f"training folder '{root}' has no {' and no '.join(missing)}: its training has not finished; "
-                         "run the same `roundoff train` command again to finish it")  # fmt: skip
+        raise InputError(
+            f"training folder '{root}' has no {' and no '.join(missing)}: its training has not finished; "
+            "run the same `roundoff train` command again to finish it"
+        )
     log = read_log(root / train_folder.LOG)
     summary = with_later_columns(read_table(root / train_folder.SUMMARY, SUMMARY_TABLE))
     figure = save(loss_figure(log, list(summary["setup"])), root / train_folder.FIGURES, LOSS_FIGURE)
     path = Path(out) if out is not None else root / train_folder.REPORT
-    text = render(manifest, summary, log, Path(os.path.relpath(figure, path.resolve().parent if out is not None else root)).as_posix())
+    text = render(
+        manifest,
+        summary,
+        log,
+        Path(os.path.relpath(figure, path.resolve().parent if out is not None else root)).as_posix(),
+    )
     atomic_write_bytes(path, text.encode())
     return path
 
@@ -64,7 +72,9 @@ def _size(value) -> str:
 
 def _optimizer(manifest: dict) -> str:
     name = manifest.get("optimizer", "Adam")
-    return {"Adam": "Adam", "adam": "Adam", "adamw": "AdamW", "sgd": "SGD with momentum"}.get(name, f"the optimizer `{name}`")
+    return {"Adam": "Adam", "adam": "Adam", "adamw": "AdamW", "sgd": "SGD with momentum"}.get(
+        name, f"the optimizer `{name}`"
+    )
 
 
 def _loss(value) -> str:
@@ -84,7 +94,9 @@ def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str
         "## Outcome",
         "",
     ]
-    lines += _statements(summary, log) + _answer_code(manifest, summary, log) + ["", "## Setups", "", _table(summary), ""]
+    lines += (
+        _statements(summary, log) + _answer_code(manifest, summary, log) + ["", "## Setups", "", _table(summary), ""]
+    )
     lines += [
         "Final loss: the training loss of the last iteration's batch (the same batch for every setup). Validation loss: "
         f"{manifest.get('validation', 'the held-out batches')}, computed the same way for every setup. Time: the step alone "
@@ -116,10 +128,14 @@ def _statements(summary: pd.DataFrame, log: pd.DataFrame) -> list[str]:
     rows = {row.setup: row for row in summary.itertuples(index=False)}
     lines = [_verdict_line(verdict, rows[verdict.setup], reference) for verdict in setup_verdicts(summary, log)]
     if len(summary) == 1:
-        lines.append(f"- One setup, `{reference['setup']}`: final validation loss {_loss(reference['final_val_loss'])}.")
+        lines.append(
+            f"- One setup, `{reference['setup']}`: final validation loss {_loss(reference['final_val_loss'])}."
+        )
     if reference["skipped_steps"]:
-        lines.append(f"- `{reference['setup']}`, the setup the others are compared with: "
-                     f"{fmt.plural(int(reference['skipped_steps']), 'step')} of {int(reference['iterations'])} skipped (non-finite gradient).")
+        lines.append(
+            f"- `{reference['setup']}`, the setup the others are compared with: "
+            f"{fmt.plural(int(reference['skipped_steps']), 'step')} of {int(reference['iterations'])} skipped (non-finite gradient)."
+        )
     lines += _clipping(summary)
     return lines
 
@@ -127,17 +143,26 @@ def _statements(summary: pd.DataFrame, log: pd.DataFrame) -> list[str]:
 def _verdict_line(verdict: SetupVerdict, row, reference: pd.Series) -> str:
     if verdict.holds is None:
         return f"- `{row.setup}`: no validation loss to compare with `{reference['setup']}`'s."
-    departs = (f"first beyond {COMPARABLE:.0%} of it at iteration {verdict.departs_at}" if verdict.departs_at is not None
-               else f"never beyond {COMPARABLE:.0%} of it where validated")
-    parts = [f"- `{row.setup}`: **{'holds' if verdict.holds else 'does not hold'}**, final validation loss {_loss(row.final_val_loss)} "
-             f"against {_loss(reference['final_val_loss'])} ({_percent(verdict.val_loss_rel)}, {'within' if verdict.holds else 'not within'} "
-             f"{COMPARABLE:.0%}); {departs}"]  # fmt: skip
+    departs = (
+        f"first beyond {COMPARABLE:.0%} of it at iteration {verdict.departs_at}"
+        if verdict.departs_at is not None
+        else f"never beyond {COMPARABLE:.0%} of it where validated"
+    )
+    parts = [
+        f"- `{row.setup}`: **{'holds' if verdict.holds else 'does not hold'}**, final validation loss {_loss(row.final_val_loss)} "
+        f"against {_loss(reference['final_val_loss'])} ({_percent(verdict.val_loss_rel)}, {'within' if verdict.holds else 'not within'} "
+        f"{COMPARABLE:.0%}); {departs}"
+    ]
     if verdict.lost_update_fraction is not None:
         parts.append(f"lost updates {_fraction(verdict.lost_update_fraction)} of weight entries per step")
     if verdict.stored_bytes_rel is not None:
-        parts.append(f"weights + optimizer state {_size(verdict.stored_bytes)}, {_ratio(verdict.stored_bytes_rel)} of the first's")
-    parts.append(f"time per iteration {_ratio(row.time_rel_to_reference)}"
-                 + (f", peak memory {_ratio(row.memory_rel_to_reference)}" if fmt.present(row.memory_rel_to_reference) else ""))
+        parts.append(
+            f"weights + optimizer state {_size(verdict.stored_bytes)}, {_ratio(verdict.stored_bytes_rel)} of the first's"
+        )
+    parts.append(
+        f"time per iteration {_ratio(row.time_rel_to_reference)}"
+        + (f", peak memory {_ratio(row.memory_rel_to_reference)}" if fmt.present(row.memory_rel_to_reference) else "")
+    )
     line = "; ".join(parts)
     if row.skipped_steps:
         line += f"; {fmt.plural(int(row.skipped_steps), 'step')} skipped (non-finite gradient)"
@@ -147,7 +172,9 @@ def _verdict_line(verdict: SetupVerdict, row, reference: pd.Series) -> str:
 def _clipping(summary: pd.DataFrame) -> list[str]:
     if not summary["clipped_steps"].fillna(0).astype(int).any():
         return []
-    counts = ", ".join(f"`{r.setup}` {int(r.clipped_steps)} of {int(r.iterations)}" for r in summary.itertuples(index=False))
+    counts = ", ".join(
+        f"`{r.setup}` {int(r.clipped_steps)} of {int(r.iterations)}" for r in summary.itertuples(index=False)
+    )
     return [f"- Clipped (gradient norm above clip_grad_norm): {counts} steps."]
 
 
@@ -157,9 +184,14 @@ def _answer_code(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame) -> li
         return []
     best = best_low_weights(summary, setup_verdicts(summary, log))
     if best is None:
-        return ["", f"No setup with weights in a low format held within {COMPARABLE:.0%}: keep float32 master weights "
-                    f"(`{summary.iloc[0]['setup']}`)."]  # fmt: skip
-    optimizer = (manifest.get("optimizer_description") or "torch.optim.Adam(params, lr)").replace("lr)", f"lr={manifest.get('lr')})")
+        return [
+            "",
+            f"No setup with weights in a low format held within {COMPARABLE:.0%}: keep float32 master weights "
+            f"(`{summary.iloc[0]['setup']}`).",
+        ]
+    optimizer = (manifest.get("optimizer_description") or "torch.optim.Adam(params, lr)").replace(
+        "lr)", f"lr={manifest.get('lr')})"
+    )
     clip = manifest.get("clip_grad_norm")
     lines = [
         "",
@@ -171,7 +203,7 @@ def _answer_code(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame) -> li
         "from roundoff_analyzer.training.stored_weights import StoredWeights",
         "",
         "params = [p for p in func.parameters() if p.requires_grad]",
-        f"stored = StoredWeights(params, \"{best['weights']}\", \"{best['update']}\", optimizer_state=\"{best['optimizer_state']}\", seed=0)"
+        f'stored = StoredWeights(params, "{best["weights"]}", "{best["update"]}", optimizer_state="{best["optimizer_state"]}", seed=0)'
         f"  # rounds the weights into {best['weights']}",
         f"optimizer = {optimizer}",
         "for batch in batches:",
@@ -179,7 +211,9 @@ def _answer_code(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame) -> li
         "    loss.backward()",
     ]
     if fmt.present(clip):
-        lines.append(f"    torch.nn.utils.clip_grad_norm_(params, {clip:g})  # on the unscaled gradient (after scaler.unscale_)")
+        lines.append(
+            f"    torch.nn.utils.clip_grad_norm_(params, {clip:g})  # on the unscaled gradient (after scaler.unscale_)"
+        )
     lines += [
         "    before = stored.before_step()",
         "    optimizer.step()",
@@ -191,12 +225,37 @@ def _answer_code(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame) -> li
 
 
 def _table(summary: pd.DataFrame) -> str:
-    headers = ["setup", "iterations", "skipped", "final loss", "vs first", "final val loss", "vs first", "lost updates",
-               "weights + state", "time / iter", "vs first", "peak memory", "vs first"]  # fmt: skip
+    headers = [
+        "setup",
+        "iterations",
+        "skipped",
+        "final loss",
+        "vs first",
+        "final val loss",
+        "vs first",
+        "lost updates",
+        "weights + state",
+        "time / iter",
+        "vs first",
+        "peak memory",
+        "vs first",
+    ]
     rows = [
-        [r.setup, fmt.integer(r.iterations), fmt.integer(r.skipped_steps), _loss(r.final_loss), _percent(r.loss_rel_to_reference),
-         _loss(r.final_val_loss), _percent(r.val_loss_rel_to_reference), _fraction(r.lost_update_fraction), _size(stored_bytes(r)),
-         f"{r.time_per_iter_s:.3g} s", _ratio(r.time_rel_to_reference), _mib(r.peak_memory_bytes), _ratio(r.memory_rel_to_reference)]  # fmt: skip
+        [
+            r.setup,
+            fmt.integer(r.iterations),
+            fmt.integer(r.skipped_steps),
+            _loss(r.final_loss),
+            _percent(r.loss_rel_to_reference),
+            _loss(r.final_val_loss),
+            _percent(r.val_loss_rel_to_reference),
+            _fraction(r.lost_update_fraction),
+            _size(stored_bytes(r)),
+            f"{r.time_per_iter_s:.3g} s",
+            _ratio(r.time_rel_to_reference),
+            _mib(r.peak_memory_bytes),
+            _ratio(r.memory_rel_to_reference),
+        ]
         for r in summary.itertuples(index=False)
     ]
     return fmt.markdown_table(rows, headers)
@@ -224,7 +283,11 @@ def _overview(manifest: dict) -> list[str]:
     items = [
         f"- Model `{manifest.get('model')}` ({options}); data: {manifest.get('data_source')}.",
         f"- {manifest.get('iters')} iterations of {_optimizer(manifest)} (lr {manifest.get('lr')}"
-        + (f", gradient norm clipped to {manifest['clip_grad_norm']:g}" if fmt.present(manifest.get("clip_grad_norm")) else "")
+        + (
+            f", gradient norm clipped to {manifest['clip_grad_norm']:g}"
+            if fmt.present(manifest.get("clip_grad_norm"))
+            else ""
+        )
         + "), a fresh batch each; checkpoints at "
         f"{fmt.listing(manifest.get('save_at') or [])}; {manifest.get('val_batches')} held-out batches.",
         f"- Solves: {first.get('method')} on n_timesteps {first.get('n_timesteps')}, mode {first.get('mode')}; device "

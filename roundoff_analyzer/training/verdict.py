@@ -1,6 +1,7 @@
 """The verdict of a training, per setup against the first (pure functions of the summary and the log): within 2% of
 its final validation loss or not, the first validated iteration where it departs beyond 2%, and the bytes of weights
 and optimizer state it saves; and which of the setups with weights in a low format held."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,12 +53,17 @@ def setup_verdicts(summary: pd.DataFrame, log: pd.DataFrame) -> list[SetupVerdic
     for row in summary.iloc[1:].itertuples(index=False):
         rel = row.val_loss_rel_to_reference
         own_bytes = stored_bytes(row)
-        verdicts.append(SetupVerdict(
-            row.setup, None if pd.isna(rel) else bool(abs(rel) <= COMPARABLE), None if pd.isna(rel) else float(rel),
-            departs_at(log, row.setup, reference["setup"]),
-            None if pd.isna(row.lost_update_fraction) else float(row.lost_update_fraction), own_bytes,
-            own_bytes / reference_bytes if own_bytes is not None and reference_bytes else None,
-        ))  # fmt: skip
+        verdicts.append(
+            SetupVerdict(
+                row.setup,
+                None if pd.isna(rel) else bool(abs(rel) <= COMPARABLE),
+                None if pd.isna(rel) else float(rel),
+                departs_at(log, row.setup, reference["setup"]),
+                None if pd.isna(row.lost_update_fraction) else float(row.lost_update_fraction),
+                own_bytes,
+                own_bytes / reference_bytes if own_bytes is not None and reference_bytes else None,
+            )
+        )
     return verdicts
 
 
@@ -67,5 +73,8 @@ def best_low_weights(summary: pd.DataFrame, verdicts: list[SetupVerdict]) -> pd.
     candidates = summary[summary["setup"].isin(held) & (summary["weights"] != "float32")]
     if candidates.empty:
         return None
-    order = sorted(candidates.itertuples(index=True), key=lambda r: (held[r.setup].stored_bytes or 0, abs(held[r.setup].val_loss_rel)))
+    order = sorted(
+        candidates.itertuples(index=True),
+        key=lambda r: (held[r.setup].stored_bytes or 0, abs(held[r.setup].val_loss_rel)),
+    )
     return summary.loc[order[0].Index]

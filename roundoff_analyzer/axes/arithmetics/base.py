@@ -1,4 +1,5 @@
 """The arithmetic axis: a dtype's arithmetic run by the device itself, or emulated in float32."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,7 +37,9 @@ class Arithmetic(Protocol):
 
     def unsupported_reason(self, dtype: DtypeSpec, device: torch.device) -> str | None: ...
 
-    def prepare(self, mode: Mode, copies: ProblemCopies, dtype: DtypeSpec, request: ArithmeticRequest) -> PreparedRun: ...
+    def prepare(
+        self, mode: Mode, copies: ProblemCopies, dtype: DtypeSpec, request: ArithmeticRequest
+    ) -> PreparedRun: ...
 
 
 ARITHMETICS: Registry[Arithmetic] = Registry("arithmetic")

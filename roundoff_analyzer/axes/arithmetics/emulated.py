@@ -10,8 +10,10 @@ from .base import ARITHMETICS, tensor_scaling
 
 class Emulated:
     name = "emulated"
-    description = ("float32 arithmetic rounded to the format wherever the low dtype would hold a value (docs/emulation.md)"
-                   "; default for fp8 and eXmY formats")  # fmt: skip
+    description = (
+        "float32 arithmetic rounded to the format wherever the low dtype would hold a value (docs/emulation.md)"
+        "; default for fp8 and eXmY formats"
+    )
 
     def skip_reason(self, dtype, rounding):
         return None
@@ -21,7 +23,11 @@ class Emulated:
 
     def prepare(self, mode, copies, dtype, request):
         settings = EmulationSettings(
-            dtype.format, request.rounding, bool(tensor_scaling(dtype, self.name, request.fp8_scaling)), mode.name == "pure", request.repeat,
+            dtype.format,
+            request.rounding,
+            bool(tensor_scaling(dtype, self.name, request.fp8_scaling)),
+            mode.name == "pure",
+            request.repeat,
             cache_weights=getattr(mode, "cache_enabled", True),
         )
         # The mode's own preparation in float32 gives the parameters and inputs; the emulation replaces its dtype.
@@ -30,7 +36,9 @@ class Emulated:
         saturations = Saturations()
         if settings.pure:
             prepared = _rounded_copy(prepared, emulate(settings, device_type, saturations))
-        return replace(prepared, context=lambda: emulate(settings, device_type, saturations), silent_overflow=saturations.first)
+        return replace(
+            prepared, context=lambda: emulate(settings, device_type, saturations), silent_overflow=saturations.first
+        )
 
 
 def _rounded_copy(prepared: PreparedRun, emulation) -> PreparedRun:

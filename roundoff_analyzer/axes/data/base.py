@@ -1,9 +1,11 @@
 """The data axis: where a model's fixed batch of points comes from (synthetic, toy densities, BSDS300)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -31,7 +33,13 @@ class DataSource(Protocol):
     options_type: type[DataOptions]
 
     def load(
-        self, path: Path | None, options: DataOptions, rows: int, columns: int, generator: torch.Generator, start: int = 0
+        self,
+        path: Path | None,
+        options: DataOptions,
+        rows: int,
+        columns: int,
+        generator: torch.Generator,
+        start: int = 0,
     ) -> Batch:
         """`rows` points of `columns` coordinates; generated sources draw from `generator`, files read from row `start`."""
         ...

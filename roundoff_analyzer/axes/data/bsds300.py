@@ -3,6 +3,7 @@
 Nothing is downloaded: the user names the file. Only the first `rows` rows of the chosen split are
 read, so a run does not load the million training rows it does not use.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -25,7 +26,9 @@ class BSDS300Options(DataOptions):
 
 class BSDS300:
     name = "bsds300"
-    description = f"BSDS300 image patches from the MAF preprocessing's HDF5 file ({', '.join(SPLITS)}; {COLUMNS} columns)"
+    description = (
+        f"BSDS300 image patches from the MAF preprocessing's HDF5 file ({', '.join(SPLITS)}; {COLUMNS} columns)"
+    )
     needs_path = True
     columns = COLUMNS
     options_type = BSDS300Options
@@ -42,7 +45,9 @@ class BSDS300:
                     )
                 points = torch.from_numpy(np.asarray(split[start : start + rows], dtype=np.float32))
         except OSError as exc:
-            raise InputError(f"'{path}' cannot be read as an HDF5 file ({one_line(exc)}); expected BSDS300 with {EXPECTED}") from None
+            raise InputError(
+                f"'{path}' cannot be read as an HDF5 file ({one_line(exc)}); expected BSDS300 with {EXPECTED}"
+            ) from None
         label = f"bsds300: the first {rows} rows of split '{options.split}' of {path.resolve()} ({COLUMNS} columns)"
         return Batch(points, label)
 

@@ -3,6 +3,7 @@
 Examples: `synthetic`, `2spirals`, `bsds300:data/BSDS300.hdf5`, `bsds300:data/BSDS300.hdf5?split=test`.
 How many rows are read is the model's `batch` option, so the batch size has one home.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,16 +27,26 @@ class DataRequest:
     options: DataOptions
 
     def load(
-        self, rows: int, columns: int, generator: torch.Generator, model: str, dimension_option: str | None = None, start: int = 0
+        self,
+        rows: int,
+        columns: int,
+        generator: torch.Generator,
+        model: str,
+        dimension_option: str | None = None,
+        start: int = 0,
     ) -> Batch:
         """The batch for `model`, which takes `rows` points of `columns` coordinates (set by `-o dimension_option`)."""
         fixed = self.source.columns
         if fixed is not None and fixed != columns:
             hint = f"; set -o {dimension_option}={fixed}" if dimension_option else ""
-            raise InputError(f"data '{self.text}' has {fixed} columns, but model {model} takes points of {columns}{hint}")
+            raise InputError(
+                f"data '{self.text}' has {fixed} columns, but model {model} takes points of {columns}{hint}"
+            )
         batch = self.source.load(self.path, self.options, rows, columns, generator, start)
         if tuple(batch.points.shape) != (rows, columns):
-            raise InputError(f"data '{self.text}' gave points of shape {tuple(batch.points.shape)}; expected ({rows}, {columns})")
+            raise InputError(
+                f"data '{self.text}' gave points of shape {tuple(batch.points.shape)}; expected ({rows}, {columns})"
+            )
         return batch
 
 
@@ -50,7 +61,9 @@ def parse_data(text: str) -> DataRequest:
         raise InputError(f"data '{text}': {source.name} is generated in code and takes no file path")
     path = Path(path_text).expanduser() if path_text else None
     if path is not None and not path.is_file():
-        raise InputError(f"data file '{path}' does not exist (nothing is downloaded; give the path of the file you have)")
+        raise InputError(
+            f"data file '{path}' does not exist (nothing is downloaded; give the path of the file you have)"
+        )
     return DataRequest(text, source, path, _options(source, text, query))
 
 
@@ -67,4 +80,6 @@ def _options(source: DataSource, text: str, query: str) -> DataOptions:
         err = exc.errors()[0]
         problem = "is unknown" if err["type"] == "extra_forbidden" else phrase(err)
         allowed = ", ".join(source.options_type.model_fields) or "none"
-        raise InputError(f"data '{text}': option '{err['loc'][0]}' {problem}; options of {source.name}: {allowed}") from None
+        raise InputError(
+            f"data '{text}': option '{err['loc'][0]}' {problem}; options of {source.name}: {allowed}"
+        ) from None

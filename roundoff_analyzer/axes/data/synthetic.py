@@ -1,4 +1,5 @@
 """Standard normal points of whatever shape the model asks for: the stand-in when no data file is given."""
+
 from __future__ import annotations
 
 import torch

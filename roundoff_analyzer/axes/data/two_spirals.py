@@ -1,4 +1,5 @@
 """FFJORD's `2spirals` toy density, generated in code from the model's seed."""
+
 from __future__ import annotations
 
 import math

@@ -1,10 +1,11 @@
 """The dtype axis: a low-precision format with its unit roundoff, range and device support."""
+
 from __future__ import annotations
 
 import math
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import torch
 
@@ -71,7 +72,7 @@ class DtypeSpec:
         return _trial(self.torch_dtype, device.type)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _trial(dtype: torch.dtype, device_type: str) -> str | None:
     # Asking the device to do the work is the only check that matches what a run will meet.
     try:

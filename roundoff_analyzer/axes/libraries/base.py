@@ -1,4 +1,5 @@
 """The library axis: something that solves an ODE on the time grid and lets autograd reach y0 and the parameters."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """Libraries whose package is optional: listed when their packages are installed, imported only when a sweep uses
 them (importing torchode or torchdyn costs seconds), and otherwise listed with the line that installs them."""
+
 from __future__ import annotations
 
 import importlib

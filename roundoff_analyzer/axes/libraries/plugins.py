@@ -5,6 +5,7 @@ The object is a SolverLibrary (see base.py): an instance, or a class or function
 A library named by its location is registered under that location, which is also its name in the results (as a
 model named by its factory is); one from an entry point under the entry point's name.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -66,7 +67,9 @@ def _library(what: str, made) -> SolverLibrary:
             raise InputError(f"{what}: making the library raised {one_line(exc)}") from None
     missing = [member for member in _MEMBERS if not hasattr(made, member)]
     if missing:
-        raise InputError(f"{what}: a {type(made).__name__} is not a solver library; it lacks {', '.join(missing)} (see SolverLibrary)")
+        raise InputError(
+            f"{what}: a {type(made).__name__} is not a solver library; it lacks {', '.join(missing)} (see SolverLibrary)"
+        )
     return made
 
 

@@ -1,4 +1,5 @@
 """Counting what a solve costs: function evaluations, and an adaptive solver's accepted and rejected steps."""
+
 from __future__ import annotations
 
 import torch

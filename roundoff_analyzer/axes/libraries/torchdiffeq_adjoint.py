@@ -21,7 +21,9 @@ class TorchdiffeqAdjointLibrary:
     def solve(self, func, y0, t, method, scaler, report):
         params = tuple(p for p in func.parameters() if p.requires_grad)
         if method.adaptive:
-            return adaptive_solve(torchdiffeq.odeint_adjoint, self.name, func, y0, t, method, report, adjoint_params=params)
+            return adaptive_solve(
+                torchdiffeq.odeint_adjoint, self.name, func, y0, t, method, report, adjoint_params=params
+            )
         return torchdiffeq.odeint_adjoint(func, y0, t, method=solver_name(method), adjoint_params=params)
 
 

@@ -16,7 +16,9 @@ class _GridRungeKutta(ExplicitRungeKutta):
 
     def __init__(self, term, method):
         a = [list(row) for row in method.a]
-        super().__init__(term, ButcherTableau.from_lists(c=list(method.c), a=a, b=list(method.b), b_err=[0.0] * method.n_stages))
+        super().__init__(
+            term, ButcherTableau.from_lists(c=list(method.c), a=a, b=list(method.b), b_err=[0.0] * method.n_stages)
+        )
 
     def convergence_order(self):
         return 1  # read only by adaptive controllers; this method runs under torchode's fixed-step controller
@@ -45,11 +47,16 @@ class TorchodeLibrary:
             # torchode flags the budget once `max_steps` steps were attempted; one more lets a solve that needs exactly
             # `max_steps` finish, as with the other libraries.
             # Gradients through the solution, not through the step-size choice (as torchdiffeq's adaptive solvers).
-            solver = torchode.AutoDiffAdjoint(stepper, controller, max_steps=method.max_steps + 1, backprop_through_step_size_control=False)
+            solver = torchode.AutoDiffAdjoint(
+                stepper, controller, max_steps=method.max_steps + 1, backprop_through_step_size_control=False
+            )
             dt0 = None
         else:
             stepper = torchode.Euler(term) if method.name == "euler" else _GridRungeKutta(term, method)
-            solver, dt0 = torchode.AutoDiffAdjoint(stepper, torchode.FixedStepController()), ((t[-1] - t[0]) / (t.numel() - 1)).reshape(1)
+            solver, dt0 = (
+                torchode.AutoDiffAdjoint(stepper, torchode.FixedStepController()),
+                ((t[-1] - t[0]) / (t.numel() - 1)).reshape(1),
+            )
         problem = torchode.InitialValueProblem(y0=y0.reshape(1, -1), t_eval=t.reshape(1, -1))
         solution = solver.solve(problem, dt0=dt0)
         steps, accepted = int(solution.stats["n_steps"]), int(solution.stats["n_accepted"])

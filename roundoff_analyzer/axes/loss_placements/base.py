@@ -1,8 +1,10 @@
 """The loss_in axis: where the loss is formed from the solver's output, outside the run's low-precision context or inside it."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Callable, Protocol
+from typing import Protocol
 
 import torch
 

@@ -1,4 +1,5 @@
 """The method axis: explicit Runge-Kutta tableaux on a fixed grid, and adaptive embedded pairs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -49,7 +50,7 @@ class AdaptiveRK:
 
     adaptive = True
 
-    def with_settings(self, **settings: float) -> "AdaptiveRK":
+    def with_settings(self, **settings: float) -> AdaptiveRK:
         """This method with other `rtol`, `atol` or `max_steps`."""
         return replace(self, **settings)
 
@@ -61,5 +62,6 @@ def tableau_of(library, method: Method) -> str:
     """The rule `library` runs for `method`: its own `tableau_name(method)` where it has one, else the method's."""
     named = getattr(library, "tableau_name", None)
     return named(method) if callable(named) else getattr(method, "tableau", method.name)
+
 
 METHODS: Registry[Method] = Registry("method")

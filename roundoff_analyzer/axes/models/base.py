@@ -1,8 +1,10 @@
 """The model axis: a factory that turns validated options into one ODE problem (dynamics, y0, loss)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError

@@ -3,12 +3,14 @@
 `torch.load(..., weights_only=True)` unpickles tensors and plain containers only. The state dict
 may be the file itself or sit under one of the keys training scripts commonly use.
 """
+
 from __future__ import annotations
 
 import hashlib
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
@@ -26,12 +28,16 @@ def load_checkpoint(func: torch.nn.Module, path: str | Path, model: str) -> dict
     if not path.is_file():
         raise InputError(f"checkpoint '{path}' does not exist")
     try:
-        with warnings.catch_warnings():  # torch warns about a plain pickle's protocol before refusing it: the refusal says enough
+        with (
+            warnings.catch_warnings()
+        ):  # torch warns about a plain pickle's protocol before refusing it: the refusal says enough
             warnings.simplefilter("ignore")
             content = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - whatever the unpickler refuses, the file is bad input
         reason = _reason(exc)
-        raise InputError(f"checkpoint '{path}' is not a weights file that loads without running code from it ({reason})") from None
+        raise InputError(
+            f"checkpoint '{path}' is not a weights file that loads without running code from it ({reason})"
+        ) from None
     state = _state_dict(content, path)
     _check_fits(state, func.state_dict(), path, model)
     with torch.no_grad():
@@ -62,12 +68,16 @@ def _state_dict(content: Any, path: Path) -> Mapping[str, torch.Tensor]:
     )
 
 
-def _check_fits(state: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor], path: Path, model: str) -> None:
+def _check_fits(
+    state: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor], path: Path, model: str
+) -> None:
     problems = []
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]
     reshaped = [
-        f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in expected.items() if k in state and state[k].shape != v.shape
+        f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
     ]
     for what, names in (("missing", missing), ("not in the model", unexpected), ("shape in file vs model", reshaped)):
         if names:

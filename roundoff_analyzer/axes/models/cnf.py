@@ -7,6 +7,7 @@ closed form, so the right-hand side never calls autograd and the native solver's
 differentiates it like any other function. Parameter names follow torchdiffeq's example
 (`hyper_net.fc1.weight`, ...), so its `func_state_dict` checkpoints load with `--checkpoint`.
 """
+
 from __future__ import annotations
 
 import math
@@ -92,9 +93,12 @@ class CNF:
         func = CNFDynamics(HyperNetwork(DIMENSION, options.hidden, options.width, generator))
         batch = load_batch(self, data, options.batch, DIMENSION, generator)
         return Problem(
-            func=func.to(device), y0=_state(batch.points).to(device), loss=negative_log_likelihood, data_source=batch.label,
+            func=func.to(device),
+            y0=_state(batch.points).to(device),
+            loss=negative_log_likelihood,
+            data_source=batch.label,
             batch_sampler=batch_sampler(self, data, options, options.batch, DIMENSION, _state, device),
-        )  # fmt: skip
+        )
 
 
 def _state(points: torch.Tensor) -> torch.Tensor:

@@ -8,11 +8,13 @@ refused like a built-in model's. The factory returns `(func, y0, loss)`: the rig
 model's data as an initial state shaped like y0, for the gradient-noise measurement. It runs after `torch.manual_seed(seed)`, so weights it draws are the same in every
 run of a sweep and in a resumed one.
 """
+
 from __future__ import annotations
 
 import inspect
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from pydantic import ConfigDict, Field, TypeAdapter, create_model
@@ -69,10 +71,14 @@ class FactoryModel:
             def sampler(k: int) -> torch.Tensor:
                 batch = sample_batch(k)
                 if not isinstance(batch, torch.Tensor) or batch.shape != y0.shape:
-                    raise InputError(f"model {self.name}: sample_batch({k}) returned {getattr(batch, 'shape', type(batch).__name__)}; expected y0's shape {tuple(y0.shape)}")
+                    raise InputError(
+                        f"model {self.name}: sample_batch({k}) returned {getattr(batch, 'shape', type(batch).__name__)}; expected y0's shape {tuple(y0.shape)}"
+                    )
                 return batch.detach().to(device=device, dtype=torch.float32)
 
-        return Problem(func=func, y0=y0, loss=loss, data_source=f"built by the factory {self.name}", batch_sampler=sampler)
+        return Problem(
+            func=func, y0=y0, loss=loss, data_source=f"built by the factory {self.name}", batch_sampler=sampler
+        )
 
 
 def load_factory(name: str) -> FactoryModel:
@@ -81,13 +87,19 @@ def load_factory(name: str) -> FactoryModel:
     target = name.rpartition(":")[0]
     if factory is None:
         defined = [k for k, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__]
-        raise InputError(f"model '{name}': {target} has no factory '{attribute}' (it defines: {', '.join(defined) or 'no functions'})")
+        raise InputError(
+            f"model '{name}': {target} has no factory '{attribute}' (it defines: {', '.join(defined) or 'no functions'})"
+        )
     if not callable(factory):
         raise InputError(f"model '{name}': {target}.{attribute} is a {type(factory).__name__}, not a function")
     _check_is_a_factory(name, module, target, attribute, factory)
     try:
         return FactoryModel(name, factory)
-    except (NameError, TypeError, ValueError) as exc:  # annotations that do not evaluate, or a signature pydantic refuses
+    except (
+        NameError,
+        TypeError,
+        ValueError,
+    ) as exc:  # annotations that do not evaluate, or a signature pydantic refuses
         raise InputError(f"model '{name}': cannot read the factory's options: {one_line(exc)}") from None
 
 
@@ -96,21 +108,33 @@ def _check_is_a_factory(name: str, module, target: str, attribute: str, factory)
     user named (not one it imported, such as `os.system` seen through `os`), outside Python's standard
     library, whose options can all be given by keyword. Checked before it is called."""
     if module.__name__.split(".")[0] in sys.stdlib_module_names:
-        raise InputError(f"model '{name}': {target} is part of Python's standard library, not a module of model factories")
+        raise InputError(
+            f"model '{name}': {target} is part of Python's standard library, not a module of model factories"
+        )
     if not (inspect.isfunction(factory) or inspect.isclass(factory)):
-        raise InputError(f"model '{name}': {target}.{attribute} is a {type(factory).__name__}; a factory is a Python function "
-                         f"(or class) defined in {target}")  # fmt: skip
+        raise InputError(
+            f"model '{name}': {target}.{attribute} is a {type(factory).__name__}; a factory is a Python function "
+            f"(or class) defined in {target}"
+        )
     if getattr(factory, "__module__", None) != module.__name__:
-        raise InputError(f"model '{name}': {target}.{attribute} is defined in {factory.__module__}, not in {target}; "
-                         f"name the module that defines the factory")  # fmt: skip
+        raise InputError(
+            f"model '{name}': {target}.{attribute} is defined in {factory.__module__}, not in {target}; "
+            f"name the module that defines the factory"
+        )
     try:
         parameters = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError) as exc:
         raise InputError(f"model '{name}': cannot read the factory's signature: {one_line(exc)}") from None
-    positional = [p.name for p in parameters if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.default is inspect.Parameter.empty]
+    positional = [
+        p.name
+        for p in parameters
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.default is inspect.Parameter.empty
+    ]
     if positional:
-        raise InputError(f"model '{name}': the factory's parameter(s) {', '.join(positional)} are positional-only; "
-                         "options are given by keyword")  # fmt: skip
+        raise InputError(
+            f"model '{name}': the factory's parameter(s) {', '.join(positional)} are positional-only; "
+            "options are given by keyword"
+        )
 
 
 def _option_annotation(name: str, option: str, annotation: Any) -> Any:
@@ -120,8 +144,10 @@ def _option_annotation(name: str, option: str, annotation: Any) -> Any:
         TypeAdapter(annotation)
     except Exception as exc:  # noqa: BLE001 - PydanticSchemaGenerationError and whatever else an odd annotation raises
         shown = getattr(annotation, "__qualname__", None) or repr(annotation)
-        raise InputError(f"model '{name}': the factory's option '{option}' is annotated {shown}, which an -o value cannot be "
-                         f"converted to ({type(exc).__name__}); annotate it with int, float, str, bool or a list of them") from None
+        raise InputError(
+            f"model '{name}': the factory's option '{option}' is annotated {shown}, which an -o value cannot be "
+            f"converted to ({type(exc).__name__}); annotate it with int, float, str, bool or a list of them"
+        ) from None
     return annotation
 
 
@@ -150,9 +176,12 @@ def _unpack(name: str, made: Any) -> tuple[torch.nn.Module, torch.Tensor, Callab
         raise InputError(f"model {name}: the factory returned {type(made).__name__}; expected {expected}")
     func, y0, loss, sample_batch = (*made, None) if len(made) == 3 else made
     if (
-        not isinstance(func, torch.nn.Module) or not isinstance(y0, torch.Tensor) or not y0.is_floating_point()
-        or not callable(loss) or not (sample_batch is None or callable(sample_batch))
-    ):  # fmt: skip
+        not isinstance(func, torch.nn.Module)
+        or not isinstance(y0, torch.Tensor)
+        or not y0.is_floating_point()
+        or not callable(loss)
+        or not (sample_batch is None or callable(sample_batch))
+    ):
         got = f"({type(func).__name__}, {getattr(y0, 'dtype', type(y0).__name__)}, {type(loss).__name__})"
         raise InputError(f"model {name}: the factory returned {got}; expected {expected}")
     return func, y0, loss, sample_batch
@@ -172,6 +201,9 @@ def _check_contract(name: str, func: torch.nn.Module, y0: torch.Tensor, loss: Ca
         shape = tuple(getattr(derivative, "shape", ()))
         raise InputError(f"model {name}: f(t, y0) returned shape {shape}; expected y0's {tuple(y0.shape)}")
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
-        got = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
+        got = (
+            f"a tensor of shape {tuple(value.shape)}"
+            if isinstance(value, torch.Tensor)
+            else f"a {type(value).__name__}"
+        )
         raise InputError(f"model {name}: loss(trajectory) must return a scalar tensor, got {got}")
-

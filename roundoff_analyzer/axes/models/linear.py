@@ -1,4 +1,5 @@
 """dy/dt = A y: a problem with a closed-form solution, for tests and for checking a solver's order."""
+
 from __future__ import annotations
 
 import torch
@@ -54,7 +55,9 @@ class Linear:
             loss=_trajectory_loss,
             data_source=batch.label,
             exact_solution=exact_solution,
-            batch_sampler=batch_sampler(self, data, options, options.batch, options.d, lambda points: points, device, "d"),
+            batch_sampler=batch_sampler(
+                self, data, options, options.batch, options.d, lambda points: points, device, "d"
+            ),
         )
 
 

@@ -4,6 +4,7 @@ N is a ResNet whose activation is the antiderivative of tanh, log(exp(x) + exp(-
 (x, log-det, L, HJB) and the right-hand side never calls autograd, so the low-precision run sees
 the same arithmetic a trained OT-Flow model does.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,7 +27,9 @@ class OTFlowOptions(ModelOptions):
     n_layers: int = Field(2, ge=2, description="ResNet layers, the opening layer included (OT-Flow's nTh)")
     alpha: tuple[float, float, float] = Field((1.0, 2000.0, 800.0), description="loss weights (a0, a1, a2)")
     batch: int = Field(64, gt=0, description="samples in the fixed batch")
-    jit: bool = Field(False, description="compile the activation helpers with torch.jit.script, as the OT-Flow code does")
+    jit: bool = Field(
+        False, description="compile the activation helpers with torch.jit.script, as the OT-Flow code does"
+    )
 
     @field_validator("alpha", mode="before")
     @classmethod
@@ -170,7 +173,9 @@ class OTFlow:
             y0=y0.to(device),
             loss=otflow_loss(options.d, options.alpha),
             data_source=batch.label,
-            batch_sampler=batch_sampler(self, data, options, options.batch, options.d, _state, device, dimension_option="d"),
+            batch_sampler=batch_sampler(
+                self, data, options, options.batch, options.d, _state, device, dimension_option="d"
+            ),
         )
 
 

@@ -16,7 +16,9 @@ class AutocastMode:
         # float32 needs no autocast: the run is then plain single precision.
         enabled = dtype != torch.float32
         cache = self.cache_enabled
-        return PreparedRun(problem.func, y0, lambda: torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache))
+        return PreparedRun(
+            problem.func, y0, lambda: torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache)
+        )
 
 
 MODES.register(AutocastMode())

@@ -8,7 +8,9 @@ class AutocastNoCacheMode(AutocastMode):
     (with the cache, the shares are summed on the one low-precision copy, in the low dtype)."""
 
     name = "autocast-nocache"
-    description = "as autocast, with torch.autocast(..., cache_enabled=False): weight gradients summed over the steps in float32"
+    description = (
+        "as autocast, with torch.autocast(..., cache_enabled=False): weight gradients summed over the steps in float32"
+    )
     cache_enabled = False
 
 

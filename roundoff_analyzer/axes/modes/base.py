@@ -1,10 +1,12 @@
 """The mode axis: what is low precision: the arithmetic only (autocast) or parameters and inputs too (pure)."""
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 import torch
 

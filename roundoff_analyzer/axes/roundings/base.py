@@ -1,4 +1,5 @@
 """The rounding axis: how emulated arithmetic rounds a value to the format (hardware always rounds to nearest)."""
+
 from __future__ import annotations
 
 from typing import Protocol

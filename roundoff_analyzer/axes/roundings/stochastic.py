@@ -3,8 +3,10 @@ from .base import ROUNDINGS
 
 class Stochastic:
     name = "stochastic"
-    description = ("emulated only: round up with probability equal to the distance from the value below; with --repeats K, "
-                   "the spread of the K runs gives sig_digits_* without a reference")  # fmt: skip
+    description = (
+        "emulated only: round up with probability equal to the distance from the value below; with --repeats K, "
+        "the spread of the K runs gives sig_digits_* without a reference"
+    )
     random = True
 
 

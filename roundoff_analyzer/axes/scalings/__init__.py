@@ -1,3 +1,4 @@
+# ruff: noqa: I001  (the imports register values; their order is the order the values are listed and swept)
 from .base import SCALINGS, BackwardResult, Scaling, ScalerSettings
 from . import dynamic, grad, none  # noqa: F401  (registrations)
 

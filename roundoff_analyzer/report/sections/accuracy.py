@@ -1,5 +1,6 @@
 """The accuracy section: each setup's errors over n_timesteps, relative and in units of u, how the parameter-gradient
 error grows with n_timesteps, the least accurate parameter gradients, and the error figures."""
+
 from __future__ import annotations
 
 import pandas as pd

@@ -1,5 +1,6 @@
 """The range-of-the-adjoint section: the adjoint's largest magnitude per backward step against the dtype's range, drawn
 at the largest n_timesteps and wherever a run failed."""
+
 from __future__ import annotations
 
 from .. import formatting as fmt
@@ -12,7 +13,9 @@ def section(inputs: SectionInputs) -> list[str]:
 
 
 def adjoint_range(figures: dict[str, tuple[str, str]]) -> list[str]:
-    drawn = sorted((int(name.rsplit("_n", 1)[1]), paths) for name, paths in figures.items() if name.startswith(ADJOINT_FIGURE))
+    drawn = sorted(
+        (int(name.rsplit("_n", 1)[1]), paths) for name, paths in figures.items() if name.startswith(ADJOINT_FIGURE)
+    )
     if not drawn:
         return []
     lines = [

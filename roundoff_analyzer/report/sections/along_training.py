@@ -1,6 +1,7 @@
 """The report's "Along training" section, for a sweep over several checkpoints: the figure, the table of the
 parameter-gradient error at each checkpoint, what the errors do as training proceeds, and how the training run
 itself ended where its folder says so (`training_summary.parquet`, read as data only)."""
+
 from __future__ import annotations
 
 import os
@@ -37,13 +38,17 @@ def _movement(trend: Trend) -> str:
     first, last = fmt.error(values[moved.first]), fmt.error(values[moved.last])
     if moved.kind in ("grows", "falls"):
         a, b = moved.steepest
-        return (f"{name} {moved.kind} {fmt.in_u(moved.factor)}× from iteration {moved.first} to {moved.last} "
-                f"({first} → {last}), most between {a} and {b}{failed}.")  # fmt: skip
+        return (
+            f"{name} {moved.kind} {fmt.in_u(moved.factor)}× from iteration {moved.first} to {moved.last} "
+            f"({first} → {last}), most between {a} and {b}{failed}."
+        )
     low, high = fmt.error(min(values.values())), fmt.error(max(values.values()))
     if moved.kind == "stays":
         return f"{name} stays within {fmt.in_u(ALONG_TRAINING)}× from iteration {moved.first} to {moved.last} ({low} – {high}){failed}."
-    return (f"{name} varies {fmt.in_u(moved.factor)}× between iterations {moved.first} and {moved.last} ({low} – {high}) "
-            f"but ends within {fmt.in_u(ALONG_TRAINING)}× of where it started ({first} → {last}){failed}.")  # fmt: skip
+    return (
+        f"{name} varies {fmt.in_u(moved.factor)}× between iterations {moved.first} and {moved.last} ({low} – {high}) "
+        f"but ends within {fmt.in_u(ALONG_TRAINING)}× of where it started ({first} → {last}){failed}."
+    )
 
 
 TABLE_HEADERS = ("iteration", "checkpoint", "parameter gradient error / u", "ratio to first")
@@ -55,8 +60,9 @@ def training_table(results: pd.DataFrame) -> str:
     varying = varying_columns(found)
     rows = [
         [trend_label(t, varying), str(i), name, fmt.in_u(u), fmt.in_u(r)]
-        for t in found for i, name, u, r in zip(t.iterations, t.checkpoints, t.over_u, t.ratios)
-    ]  # fmt: skip
+        for t in found
+        for i, name, u, r in zip(t.iterations, t.checkpoints, t.over_u, t.ratios)
+    ]
     return fmt.markdown_table(rows, ["setup", *TABLE_HEADERS])
 
 
@@ -81,19 +87,29 @@ def summary_sentence(path: Path, summary: pd.DataFrame) -> str:
     """How the training setups' final validation losses compared, from the training summary's own numbers."""
     parts = []
     for index, row in enumerate(summary.itertuples(index=False)):
-        relative = "the reference" if index == 0 else (
-            f"{row.val_loss_rel_to_reference:+.2%} against it" if fmt.present(row.val_loss_rel_to_reference) else fmt.MISSING
+        relative = (
+            "the reference"
+            if index == 0
+            else (
+                f"{row.val_loss_rel_to_reference:+.2%} against it"
+                if fmt.present(row.val_loss_rel_to_reference)
+                else fmt.MISSING
+            )
         )
         parts.append(f"{row.setup} {fmt.in_u(row.final_val_loss)} ({relative})")
     # A path, not a link: the train folder may lie outside whatever holds the report (a clone, a copied folder).
-    return f"Training itself (`{path.as_posix()}`, relative to this report): final validation loss {fmt.listing(parts)}."
+    return (
+        f"Training itself (`{path.as_posix()}`, relative to this report): final validation loss {fmt.listing(parts)}."
+    )
 
 
 def section(inputs: SectionInputs) -> list[str]:
     return along_training_section(inputs.every_checkpoint, inputs.sweep.manifest, inputs.figures, inputs.sweep.path)
 
 
-def along_training_section(results: pd.DataFrame, manifest: dict, figures: dict[str, tuple[str, str]], report_folder: Path) -> list[str]:
+def along_training_section(
+    results: pd.DataFrame, manifest: dict, figures: dict[str, tuple[str, str]], report_folder: Path
+) -> list[str]:
     found = trends(results, STATED_METRIC)
     if not found and TRAINING_FIGURE not in figures:
         return []
@@ -103,17 +119,24 @@ def along_training_section(results: pd.DataFrame, manifest: dict, figures: dict[
         "",
         f"Each setup's errors at each checkpoint with a training iteration, at n_timesteps = {n} (the sweep's largest), "
         f"against that checkpoint's own float64 reference. An error grows (falls) along training when it is at least "
-        f"{fmt.in_u(ALONG_TRAINING)}× larger (smaller) at the last checkpoint than at the first; \"most between\" names the "
+        f'{fmt.in_u(ALONG_TRAINING)}× larger (smaller) at the last checkpoint than at the first; "most between" names the '
         "two consecutive checkpoints between which it moved most that way.",
         "",
     ]
     lines += [f"- {s}" for s in statements(results)]
     if TRAINING_FIGURE in figures:
         png, svg = figures[TRAINING_FIGURE]
-        lines += ["", f"![errors in units of u against the training iteration, n_timesteps = {n}]({png}) ([SVG]({svg}))"]
+        lines += [
+            "",
+            f"![errors in units of u against the training iteration, n_timesteps = {n}]({png}) ([SVG]({svg}))",
+        ]
     if found:
-        lines += ["", f"Parameter-gradient error at n_timesteps = {n}, in units of u, and its ratio to the setup's first checkpoint:", "",
-                  training_table(results)]  # fmt: skip
+        lines += [
+            "",
+            f"Parameter-gradient error at n_timesteps = {n}, in units of u, and its ratio to the setup's first checkpoint:",
+            "",
+            training_table(results),
+        ]
     summary = training_summary(manifest)
     if summary is not None:
         path, table = summary

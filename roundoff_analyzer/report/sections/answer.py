@@ -1,5 +1,6 @@
 """The answer, in words: per dtype one sentence (what to train with, or not to and why), the lines it changes in the
 user's code, and what it costs; at the top of the report, at the end of `roundoff sweep` and in `roundoff show`."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -38,11 +39,19 @@ def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
         )
     if not a.train:
         return f"**{a.dtype}**: do not train in {a.dtype}. Its best setup here, {_setup(a)}, is {a.judgement.label}: {describe(a.judgement)}."
-    steps = f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps = {a.timesteps[0]}"
+    steps = (
+        f"n_timesteps {fmt.value_range(a.timesteps, str)}"
+        if len(a.timesteps) > 1
+        else f"n_timesteps = {a.timesteps[0]}"
+    )
     text = (
         f"**{a.dtype}**: train with {a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, "
         f"{steps} under `{a.mode}` ({a.judgement.label}"
-        + (f": the parameter-gradient roundoff is at most {fmt.in_u(a.judgement.to_noise.value)}× the gradient noise" if a.judgement.to_noise else "")
+        + (
+            f": the parameter-gradient roundoff is at most {fmt.in_u(a.judgement.to_noise.value)}× the gradient noise"
+            if a.judgement.to_noise
+            else ""
+        )
         + ")."
     )
     if a.roundoff_dominates:
@@ -73,7 +82,11 @@ def kept_sentence(kept: answering.Kept, dtype: str) -> str:
     ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
     if kept.time_ratio is not None:
         text += f" It takes {ratio(kept.time_ratio)} the time of the same runs keeping nothing"
-        text += f" and {ratio(kept.memory_ratio)} their peak memory." if kept.memory_ratio is not None else " (peak memory not recorded)."
+        text += (
+            f" and {ratio(kept.memory_ratio)} their peak memory."
+            if kept.memory_ratio is not None
+            else " (peak memory not recorded)."
+        )
     return text
 
 
@@ -108,7 +121,11 @@ def cost_sentence(a: answering.Answer, device: str | None) -> str:
     ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
     if c.time_ratio is not None:
         text = f"Cost {where}: {ratio(c.time_ratio)} float32's time"
-        text += f", {ratio(c.memory_ratio)} its peak memory" if c.memory_ratio is not None and c.memory_measured else ", peak memory not recorded"
+        text += (
+            f", {ratio(c.memory_ratio)} its peak memory"
+            if c.memory_ratio is not None and c.memory_measured
+            else ", peak memory not recorded"
+        )
     else:
         text = (
             f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward; no float32 run to compare "
@@ -145,9 +162,17 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
     solve = f"trajectory = odeint(func, {y0}, torch.linspace(0, 1, {a.n_timesteps + 1}), {', '.join(solve_args)})"
     inside = a.loss_in == "autocast"
     if not inside:
-        loss = "loss = loss_fn(trajectory.float())  # formed in float32" + (", outside autocast" if a.mode != "pure" else "") + ", as measured"
+        loss = (
+            "loss = loss_fn(trajectory.float())  # formed in float32"
+            + (", outside autocast" if a.mode != "pure" else "")
+            + ", as measured"
+        )
     else:
-        loss = "loss = loss_fn(trajectory)  # formed " + (f"from the {a.dtype} output" if a.mode == "pure" else "inside autocast") + ", as measured"
+        loss = (
+            "loss = loss_fn(trajectory)  # formed "
+            + (f"from the {a.dtype} output" if a.mode == "pure" else "inside autocast")
+            + ", as measured"
+        )
     lines = _imports(a)
     if a.kept is not None:
         lines.append(f'roundoff_analyzer.keep_float32(func, "{a.kept.value}")  # once, after building the model')
@@ -160,7 +185,11 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
         lines += [f"    {solve}", f"    {loss}"]
     else:
         cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
-        lines += ["    optimizer.zero_grad()", f'    with torch.autocast("{device_type}", dtype={dtype}{cache}):', f"        {solve}"]
+        lines += [
+            "    optimizer.zero_grad()",
+            f'    with torch.autocast("{device_type}", dtype={dtype}{cache}):',
+            f"        {solve}",
+        ]
         lines.append(f"        {loss}" if inside else f"    {loss}")
     backward = "    scaler.scale(loss).backward()" if a.scaling == "grad" else "    loss.backward()"
     if a.scaling == "dynamic":
@@ -170,11 +199,17 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
         # The sweep measured the gradient, not what an optimizer does with low-precision weights.
         if a.scaling == "grad":
             lines.append("    # the gradients are scaler.get_scale() times the true ones: divide them by it before use")
-        return lines + [f"    # this sweep measured these gradients; an update of {a.dtype} weights is a training's question (`roundoff train --mode pure`)"]
+        return lines + [
+            f"    # this sweep measured these gradients; an update of {a.dtype} weights is a training's question (`roundoff train --mode pure`)"
+        ]
     clip = "    torch.nn.utils.clip_grad_norm_(func.parameters(), max_norm)  # if you clip"
     if a.scaling == "grad":
-        return lines + ["    scaler.unscale_(optimizer)  # the true gradients, before any clip", f"{clip}: after unscale_",
-                        "    scaler.step(optimizer)", "    scaler.update()"]  # fmt: skip
+        return lines + [
+            "    scaler.unscale_(optimizer)  # the true gradients, before any clip",
+            f"{clip}: after unscale_",
+            "    scaler.step(optimizer)",
+            "    scaler.update()",
+        ]
     return lines + [clip, "    optimizer.step()"]
 
 
@@ -198,7 +233,10 @@ def section(inputs: SectionInputs) -> list[str]:
 
 
 def answer_section(
-    results: pd.DataFrame, device: str | None, manifest: dict | None = None, figures: dict[str, tuple[str, str]] | None = None
+    results: pd.DataFrame,
+    device: str | None,
+    manifest: dict | None = None,
+    figures: dict[str, tuple[str, str]] | None = None,
 ) -> list[str]:
     """The chosen setup first, then per dtype its sentence (the emulated formats of a format search summarised)."""
     rows, at = judged(results)
@@ -216,7 +254,12 @@ def answer_section(
     searched = format_search_lines(rows, formats, figures or {})
     if searched:
         lines += ([] if lines[-1] == "" else [""]) + searched
-    return lines + ([] if lines[-1] == "" else [""]) + ["Words used in this report:", ""] + [f"- {line}" for line in glossary(results)]
+    return (
+        lines
+        + ([] if lines[-1] == "" else [""])
+        + ["Words used in this report:", ""]
+        + [f"- {line}" for line in glossary(results)]
+    )
 
 
 def per_dtype(found: list[answering.Answer], formats: list) -> list[answering.Answer]:
@@ -236,10 +279,16 @@ def headline(rows: pd.DataFrame, found: list[answering.Answer], manifest: dict, 
             f"{best.judgement.label}: {describe(best.judgement)}. {on}"
         )
     a = chosen.answer
-    steps = f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps {a.timesteps[0]}"
+    steps = (
+        f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps {a.timesteps[0]}"
+    )
     loss = f", the loss formed {LOSS_WORDS.get(chosen.loss_in, f'in `{chosen.loss_in}`')}" if chosen.loss_in else ""
     what = f"{a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, {steps} under `{a.mode}`{loss}"
-    emulated = " (emulated in software here: what it would do, not code to train with today)" if a.arithmetic == "emulated" else ""
+    emulated = (
+        " (emulated in software here: what it would do, not code to train with today)"
+        if a.arithmetic == "emulated"
+        else ""
+    )
     return f"**Train with {a.dtype}**: {what}{emulated}. {_reason(chosen, device)} {on}"
 
 
@@ -247,17 +296,27 @@ def _reason(chosen: choosing.Choice, device: str | None) -> str:
     j = chosen.answer.judgement
     parts = []
     if j.to_noise is not None:
-        parts.append(f"its parameter-gradient roundoff is at most {fmt.in_u(j.to_noise.value)}× the gradient noise (safe for training up to {rules.WELL_UNDER:g}×)")
+        parts.append(
+            f"its parameter-gradient roundoff is at most {fmt.in_u(j.to_noise.value)}× the gradient noise (safe for training up to {rules.WELL_UNDER:g}×)"
+        )
     else:
-        parts.append(f"its parameter-gradient roundoff is at most {fmt.error(j.worst_grad)} ({j.label}; the gradient noise was not measured)")
+        parts.append(
+            f"its parameter-gradient roundoff is at most {fmt.error(j.worst_grad)} ({j.label}; the gradient noise was not measured)"
+        )
     if chosen.float32_grad and j.worst_grad is not None and chosen.answer.dtype.split()[0] != "float32":
-        parts.append(f"{fmt.in_u(j.worst_grad / chosen.float32_grad)}× float32's ({fmt.error(j.worst_grad)} against {fmt.error(chosen.float32_grad)})")
+        parts.append(
+            f"{fmt.in_u(j.worst_grad / chosen.float32_grad)}× float32's ({fmt.error(j.worst_grad)} against {fmt.error(chosen.float32_grad)})"
+        )
     c = chosen.answer.cost
     if device is not None and str(device).startswith("cuda") and c is not None and c.time_ratio is not None:
         parts.append(f"at {fmt.value_range(c.time_ratio, lambda v: f'{v:.2f}×')} float32's time")
     r = chosen.runner_up
     if r is not None:
-        noise = f"{fmt.in_u(r.judgement.to_noise.value)}× the noise" if r.judgement.to_noise else fmt.error(r.judgement.worst_grad)
+        noise = (
+            f"{fmt.in_u(r.judgement.to_noise.value)}× the noise"
+            if r.judgement.to_noise
+            else fmt.error(r.judgement.worst_grad)
+        )
         parts.append(f"next best {r.dtype} ({r.judgement.label}, {noise})")
     return f"Why: {'; '.join(parts)}."
 
@@ -278,7 +337,13 @@ def judged_on(manifest: dict, rows: pd.DataFrame) -> str:
     else:
         weights = "weights the manifest does not name"
     source = manifest.get("data_source")
-    data = "synthetic data" if is_synthetic(source) else f"the data {source}" if source else "data the manifest does not name"
+    data = (
+        "synthetic data"
+        if is_synthetic(source)
+        else f"the data {source}"
+        if source
+        else "data the manifest does not name"
+    )
     return f"Judged on {weights} and {data}."
 
 
@@ -295,7 +360,11 @@ def glossary(results: pd.DataFrame) -> list[str]:
         words.append(
             "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for torchdiffeq's "
             "fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and sums the gradients in float32"
-            + (" (`native-low` returns the stored low-precision states as the trajectory)." if (ran["library"] == "native-low").any() else ".")
+            + (
+                " (`native-low` returns the stored low-precision states as the trajectory)."
+                if (ran["library"] == "native-low").any()
+                else "."
+            )
         )
     if (ran["scaling"] == "grad").any():
         words.append(
@@ -308,7 +377,9 @@ def glossary(results: pd.DataFrame) -> list[str]:
             "adjoint by its own power-of-two scale, and halves it and redoes the step when the product overflows."
         )
     if ran["mode"].str.startswith("autocast").any():
-        words.append("**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype and keeps the weights in float32.")
+        words.append(
+            "**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype and keeps the weights in float32."
+        )
     words.append(
         "**adjoint**: the gradient of the loss with respect to the state at one time step, which the backward pass carries "
         "from t = 1 back to t = 0; it is where low precision overflows or underflows first."

@@ -1,4 +1,5 @@
 """The cost section: time (forward + backward) and peak memory per setup, against float32 where the sweep ran it."""
+
 from __future__ import annotations
 
 import pandas as pd

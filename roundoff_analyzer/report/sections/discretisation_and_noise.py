@@ -1,14 +1,18 @@
 """Roundoff beside what it competes with: the discretisation error per grid, and the gradient noise."""
+
 from __future__ import annotations
 
 import pandas as pd
 
 from .. import formatting as fmt
-from ..findings import GRID_COLUMNS, sweep_timesteps
+from ..findings import GRID_COLUMNS
 from ..section_inputs import SectionInputs
 
 # (header, roundoff column, discretisation column) of the quantities set side by side.
-QUANTITIES = (("solution", "sol_rel_err", "disc_sol_rel_err"), ("param. gradient", "grad_params_rel_err", "disc_grad_params_rel_err"))
+QUANTITIES = (
+    ("solution", "sol_rel_err", "disc_sol_rel_err"),
+    ("param. gradient", "grad_params_rel_err", "disc_grad_params_rel_err"),
+)
 # Up to this many dtypes get their own roundoff columns; beyond, one pair of columns spans them all.
 FEW_DTYPE_COLUMNS = 4
 
@@ -45,13 +49,17 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
         )
         return lines
     batches = int(results["grad_noise_batches"].dropna().iloc[0])
-    per_dtype = "; ".join(
-        f"{d}: parameter-gradient roundoff {fmt.value_range(runs['grad_params_rel_err'], fmt.error)}, "
-        f"{fmt.value_range(runs['roundoff_to_noise'], fmt.in_u)}× the noise"
-        for d, runs in ok.groupby("dtype", sort=False)
-    ) if ok["dtype"].nunique() <= fmt.FEW else (
-        f"over the {ok['dtype'].nunique()} dtypes, parameter-gradient roundoff {fmt.value_range(ok['grad_params_rel_err'], fmt.error)}, "
-        f"{fmt.value_range(ok['roundoff_to_noise'], fmt.in_u)}× the noise (per format in the answer's table)"
+    per_dtype = (
+        "; ".join(
+            f"{d}: parameter-gradient roundoff {fmt.value_range(runs['grad_params_rel_err'], fmt.error)}, "
+            f"{fmt.value_range(runs['roundoff_to_noise'], fmt.in_u)}× the noise"
+            for d, runs in ok.groupby("dtype", sort=False)
+        )
+        if ok["dtype"].nunique() <= fmt.FEW
+        else (
+            f"over the {ok['dtype'].nunique()} dtypes, parameter-gradient roundoff {fmt.value_range(ok['grad_params_rel_err'], fmt.error)}, "
+            f"{fmt.value_range(ok['roundoff_to_noise'], fmt.in_u)}× the noise (per format in the answer's table)"
+        )
     )
     lines.append(
         f"**Gradient noise** {fmt.in_u(noise.iloc[0])}: the relative spread of the float64 parameter gradient over "
@@ -64,11 +72,17 @@ def _grid_table(results: pd.DataFrame, ok: pd.DataFrame, dtypes: list[str]) -> s
     grids = results.dropna(subset=["disc_sol_rel_err"]).drop_duplicates(GRID_COLUMNS)
     order = {lib: i for i, lib in enumerate(results["library"].unique())}
     methods = {m: i for i, m in enumerate(results["method"].unique())}
-    grids = grids.sort_values(["library", "method", "n_timesteps"], key=lambda c: c.map(order) if c.name == "library" else (
-        c.map(methods) if c.name == "method" else c))  # fmt: skip
+    grids = grids.sort_values(
+        ["library", "method", "n_timesteps"],
+        key=lambda c: c.map(order) if c.name == "library" else (c.map(methods) if c.name == "method" else c),
+    )
     rows = []
     for _, grid in grids.iterrows():
-        runs = ok[(ok["library"] == grid["library"]) & (ok["method"] == grid["method"]) & (ok["n_timesteps"] == grid["n_timesteps"])]
+        runs = ok[
+            (ok["library"] == grid["library"])
+            & (ok["method"] == grid["method"])
+            & (ok["n_timesteps"] == grid["n_timesteps"])
+        ]
         cells = [grid["library"], grid["method"], str(int(grid["n_timesteps"]))]
         cells += [_disc(grid, disc) for _, _, disc in QUANTITIES]
         for dtype in dtypes or [None]:
@@ -77,7 +91,9 @@ def _grid_table(results: pd.DataFrame, ok: pd.DataFrame, dtypes: list[str]) -> s
         rows.append(cells)
     headers = ["library", "method", "n_timesteps"] + [f"discretisation: {h}" for h, _, _ in QUANTITIES]
     every = f"roundoff over the {ok['dtype'].nunique()} dtypes"
-    headers += [f"{d} roundoff: {h}" for d in dtypes for h, _, _ in QUANTITIES] or [f"{every}: {h}" for h, _, _ in QUANTITIES]
+    headers += [f"{d} roundoff: {h}" for d in dtypes for h, _, _ in QUANTITIES] or [
+        f"{every}: {h}" for h, _, _ in QUANTITIES
+    ]
     return fmt.bounded_table(rows, headers)
 
 

@@ -1,4 +1,5 @@
 """The key findings section: each failure group with its count, message, cause and remedy; what scaling rescued."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -6,7 +7,17 @@ import pandas as pd
 from .. import formatting as fmt
 from .. import tables
 from ..causes import explain
-from ..findings import FailureGroup, GrowthGroup, Rescue, failure_groups, growth_groups, largest_error, overflow_progressions, rescues, without_step
+from ..findings import (
+    FailureGroup,
+    GrowthGroup,
+    Rescue,
+    failure_groups,
+    growth_groups,
+    largest_error,
+    overflow_progressions,
+    rescues,
+    without_step,
+)
 from ..recovered import recovered_paragraph
 from ..section_inputs import SectionInputs
 
@@ -18,7 +29,9 @@ def section(inputs: SectionInputs) -> list[str]:
     return key_findings(inputs.results, inputs.sweep.manifest, inputs.with_mode, inputs.sweep.profile)
 
 
-def key_findings(results: pd.DataFrame, manifest: dict, with_mode: bool, profile: pd.DataFrame | None = None) -> list[str]:
+def key_findings(
+    results: pd.DataFrame, manifest: dict, with_mode: bool, profile: pd.DataFrame | None = None
+) -> list[str]:
     groups = failure_groups(results)
     ran = results[results["status"] != "skipped"]
     if groups:
@@ -63,7 +76,9 @@ def error_growth(results: pd.DataFrame, with_mode: bool) -> list[str]:
     lines += [f"- {growth_sentence(g, with_mode)}" for g in groups[:GROWTH_SHOWN]]
     if len(groups) > GROWTH_SHOWN:
         rest = len(groups) - GROWTH_SHOWN
-        lines.append(f"- {fmt.plural(rest, 'more group')} of setups grow{'s' if rest == 1 else ''} less; the accuracy section has every setup's ratio.")
+        lines.append(
+            f"- {fmt.plural(rest, 'more group')} of setups grow{'s' if rest == 1 else ''} less; the accuracy section has every setup's ratio."
+        )
     return lines
 
 
@@ -80,13 +95,19 @@ def growth_sentence(group: GrowthGroup, with_mode: bool) -> str:
     )
 
 
-def failure_group(number: int, group: FailureGroup, results: pd.DataFrame, manifest: dict, with_mode: bool, rescued: bool) -> list[str]:
+def failure_group(
+    number: int, group: FailureGroup, results: pd.DataFrame, manifest: dict, with_mode: bool, rescued: bool
+) -> list[str]:
     explanation = explain(group, manifest)
     kind = f"{group.failure_type}: " if group.failure_type else ""
-    message_note = " (the numbers differ between runs; each run's message is in the table)" if group.messages_differ else ""
+    message_note = (
+        " (the numbers differ between runs; each run's message is in the table)" if group.messages_differ else ""
+    )
     stepped = [m for m in group.rows["failure_message"].dropna() if without_step(m) != m]
     if stepped and not group.messages_differ:
-        message_note = f" (where the step is known it ends with it, e.g. `{stepped[0][len(without_step(stepped[0])):].strip()}`)"
+        message_note = (
+            f" (where the step is known it ends with it, e.g. `{stepped[0][len(without_step(stepped[0])) :].strip()}`)"
+        )
     lines = [
         f"### {number}. {group.failure_class}: {fmt.plural(group.count, 'configuration')}",
         "",
@@ -141,10 +162,15 @@ def dtype_comparison(results: pd.DataFrame) -> list[str]:
     if ok["dtype"].nunique() < 2:
         return []
     spans = {d: runs for d, runs in ok.groupby("dtype", sort=False)}
-    described = "; ".join(fmt.bounded_items([
-        f"{d} {fmt.value_range(r['grad_params_rel_err'], fmt.error)} ({fmt.value_range(r['grad_params_rel_err_over_u'], fmt.in_u)} u)"
-        for d, r in spans.items()
-    ], "more dtypes")).rstrip(".")
+    described = "; ".join(
+        fmt.bounded_items(
+            [
+                f"{d} {fmt.value_range(r['grad_params_rel_err'], fmt.error)} ({fmt.value_range(r['grad_params_rel_err_over_u'], fmt.in_u)} u)"
+                for d, r in spans.items()
+            ],
+            "more dtypes",
+        )
+    ).rstrip(".")
     text = f"**Which dtype**: parameter-gradient errors of the runs without failure: {described}."
     ranked = sorted(spans, key=lambda d: spans[d]["grad_params_rel_err"].max())
     first, second = ranked[0], ranked[1]

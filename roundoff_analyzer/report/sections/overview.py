@@ -1,4 +1,5 @@
 """The overview section: when, what, on which data and machine, and how the grid multiplies out."""
+
 from __future__ import annotations
 
 import re
@@ -30,7 +31,10 @@ def overview(sweep: SweepFolder) -> list[str]:
     ]
     lines = ["## Overview", ""] + [f"- {item}" for item in items if item]
     if not manifest:
-        lines += ["", "manifest.json is missing or unreadable: date, model options, data, device and versions are unknown."]
+        lines += [
+            "",
+            "manifest.json is missing or unreadable: date, model options, data, device and versions are unknown.",
+        ]
     return lines
 
 
@@ -70,7 +74,11 @@ def _model(manifest: dict, results: pd.DataFrame) -> str:
 
 
 def _option(value) -> str:
-    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+    return (
+        ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+        if isinstance(value, (list, tuple))
+        else str(value)
+    )
 
 
 def _data(manifest: dict) -> str | None:
@@ -118,7 +126,9 @@ def _grid(manifest: dict, results: pd.DataFrame) -> str:
     timesteps = grid.get("timesteps") or sweep_timesteps(results)
     methods = grid.get("methods") or list(results["method"].unique())
     modes = grid.get("modes") or list(results["mode"].unique())
-    triples = grid.get("library_dtype_scaling") or [list(t) for t in results[["library", "dtype", "scaling"]].drop_duplicates().itertuples(index=False)]
+    triples = grid.get("library_dtype_scaling") or [
+        list(t) for t in results[["library", "dtype", "scaling"]].drop_duplicates().itertuples(index=False)
+    ]
     # The arithmetic axis runs some triples more than once (hardware and emulated, nearest and stochastic).
     precision_columns = [c for c in ("library", "dtype", "scaling", "arithmetic", "rounding") if c in results.columns]
     cells = max(len(triples), len(results[precision_columns].drop_duplicates()))
@@ -130,7 +140,10 @@ def _grid(manifest: dict, results: pd.DataFrame) -> str:
     )
     if cells != len(triples) or "arithmetic" in grid:
         pairs = results[["dtype", "arithmetic", "rounding"]].drop_duplicates().itertuples(index=False)
-        text += f", in {cells} runs per (n_timesteps, method, mode) by dtype arithmetic rounding: " + fmt.bounded_listing(" ".join(p) for p in pairs)
+        text += (
+            f", in {cells} runs per (n_timesteps, method, mode) by dtype arithmetic rounding: "
+            + fmt.bounded_listing(" ".join(p) for p in pairs)
+        )
     if len(results) != planned:
         text += f". results.parquet holds {len(results)} of them: the sweep did not finish"
     several = [c for c in manifest.get("checkpoints") or [] if isinstance(c, dict)]
@@ -157,7 +170,8 @@ def _outcome(results: pd.DataFrame) -> str:
     skipped = results[results["status"] == "skipped"]
     for reason, runs in skipped.groupby(skipped["skip_reason"].fillna("no reason recorded"), sort=False):
         setups = fmt.listing(
-            f"{s[0]} {s[1]} {s[2]} {s[3]}" for s in runs[["library", "method", "dtype", "scaling"]].drop_duplicates().itertuples(index=False)
+            f"{s[0]} {s[1]} {s[2]} {s[3]}"
+            for s in runs[["library", "method", "dtype", "scaling"]].drop_duplicates().itertuples(index=False)
         )
         text += f". Skipped {len(runs)} ({setups}, at n_timesteps {fmt.listing(sorted(set(runs['n_timesteps'])))}): {reason}"
     return text

@@ -3,6 +3,7 @@ the worst run of each dtype, where an overflow began and the modules ranked by t
 they come to the dtype's range; then what keeping modules in float32 did. Its size is bounded whatever the grid:
 one run and at most MODULE_ROWS modules per dtype, at most KEPT_LINES lines on keep_float32.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,7 +18,14 @@ MODULE_ROWS = 5  # per dtype: the modules that add the most roundoff, then those
 KEPT_LINES = 4
 SECTION = "## Where the roundoff comes from"
 VECTOR_FIELD = "(vector field)"
-HEADERS = ("module", "phase", "local roundoff / u", "largest magnitude / dtype max", "share below smallest normal", "first non-finite step")
+HEADERS = (
+    "module",
+    "phase",
+    "local roundoff / u",
+    "largest magnitude / dtype max",
+    "share below smallest normal",
+    "first non-finite step",
+)
 
 
 @dataclass(frozen=True)
@@ -65,38 +73,60 @@ def origin(rows: pd.DataFrame) -> Origin | None:
     hit = rows[rows["first_nonfinite_step"].notna()]
     if hit.empty:
         return None
-    produced = hit["produced_nonfinite"].fillna(False).astype(bool) if "produced_nonfinite" in hit else pd.Series(False, index=hit.index)
+    produced = (
+        hit["produced_nonfinite"].fillna(False).astype(bool)
+        if "produced_nonfinite" in hit
+        else pd.Series(False, index=hit.index)
+    )
     ordered = hit.assign(
-        _phase=(hit["phase"] == "backward").astype(int), _produced=(~produced).astype(int), _whole=(hit["module"] == VECTOR_FIELD).astype(int),
+        _phase=(hit["phase"] == "backward").astype(int),
+        _produced=(~produced).astype(int),
+        _whole=(hit["module"] == VECTOR_FIELD).astype(int),
         _call=hit["first_nonfinite_call"] if "first_nonfinite_call" in hit else 0,
-    ).sort_values(["_phase", "first_nonfinite_step", "_produced", "_whole", "_call"])  # fmt: skip
+    ).sort_values(["_phase", "first_nonfinite_step", "_produced", "_whole", "_call"])
     first = ordered.iloc[0]
-    return Origin(str(first["module"]), str(first["phase"]), int(first["first_nonfinite_step"]), bool(first["_produced"] == 0))
+    return Origin(
+        str(first["module"]), str(first["phase"]), int(first["first_nonfinite_step"]), bool(first["_produced"] == 0)
+    )
 
 
 def ranked(rows: pd.DataFrame, unit_roundoff: float, limit: int = MODULE_ROWS) -> pd.DataFrame:
     """The modules that add the most roundoff (largest local roundoff), then those nearest the range's limits (the
     largest magnitude against the dtype's max, the largest share below its smallest normal), at most `limit` rows."""
     leaves = rows[rows["module"] != VECTOR_FIELD]
-    by_error = leaves[leaves["local_rel_err"].notna()].sort_values("local_rel_err", ascending=False).head(max(limit - 2, 1))
+    by_error = (
+        leaves[leaves["local_rel_err"].notna()].sort_values("local_rel_err", ascending=False).head(max(limit - 2, 1))
+    )
     rest = leaves.drop(by_error.index)
     by_range = rest.sort_values("max_abs_over_dtype_max", ascending=False).head(1)
     by_underflow = rest.drop(by_range.index)
-    by_underflow = by_underflow[by_underflow["below_normal_share"].fillna(0) > 0].sort_values("below_normal_share", ascending=False).head(1)
+    by_underflow = (
+        by_underflow[by_underflow["below_normal_share"].fillna(0) > 0]
+        .sort_values("below_normal_share", ascending=False)
+        .head(1)
+    )
     return pd.concat([by_error, by_range, by_underflow]).head(limit)
 
 
 def _table(rows: pd.DataFrame, unit_roundoff: float) -> str:
     cells = [
-        [f"`{r.module}`", r.phase, fmt.in_u(r.local_rel_err / unit_roundoff if fmt.present(r.local_rel_err) else None),
-         fmt.error(r.max_abs_over_dtype_max), fmt.in_u(r.below_normal_share), fmt.integer(r.first_nonfinite_step)]
+        [
+            f"`{r.module}`",
+            r.phase,
+            fmt.in_u(r.local_rel_err / unit_roundoff if fmt.present(r.local_rel_err) else None),
+            fmt.error(r.max_abs_over_dtype_max),
+            fmt.in_u(r.below_normal_share),
+            fmt.integer(r.first_nonfinite_step),
+        ]
         for r in rows.itertuples()
-    ]  # fmt: skip
+    ]
     return fmt.markdown_table(cells, HEADERS)
 
 
 def _run_label(run: pd.Series) -> str:
-    kept = f", {run['status']}" + (f" ({run['failure_class']})" if run["status"] == "failed" and fmt.present(run.get("failure_class")) else "")
+    kept = f", {run['status']}" + (
+        f" ({run['failure_class']})" if run["status"] == "failed" and fmt.present(run.get("failure_class")) else ""
+    )
     return f"{run['library']} {run['method']} n = {int(run['n_timesteps'])} {run['scaling']} {run['mode']}{kept}"
 
 
@@ -105,12 +135,20 @@ def origin_sentence(found: Origin | None, run: pd.Series | None = None) -> str:
         failed = run is not None and run["status"] == "failed" and fmt.present(run.get("failure_message"))
         # What sums over the calls (a weight's gradient over the steps, on autocast's one low-precision copy) is no
         # module's output: the run's own failure says where it was found.
-        return ("No module's output, nor a gradient reaching or leaving a module in one call, was non-finite"
-                + (f"; the run's failure: {run['failure_message']}." if failed else "."))
-    where = "the vector field's own code, outside its leaf modules," if found.module == VECTOR_FIELD else f"`{found.module}`"
+        return "No module's output, nor a gradient reaching or leaving a module in one call, was non-finite" + (
+            f"; the run's failure: {run['failure_message']}." if failed else "."
+        )
+    where = (
+        "the vector field's own code, outside its leaf modules,"
+        if found.module == VECTOR_FIELD
+        else f"`{found.module}`"
+    )
     what = {
         ("forward", True): "its output turned non-finite from finite inputs",
-        ("backward", True): "the gradient it passed on (to its inputs and parameters) turned non-finite from a finite one",
+        (
+            "backward",
+            True,
+        ): "the gradient it passed on (to its inputs and parameters) turned non-finite from a finite one",
     }.get((found.phase, found.produced), f"a non-finite value reached it ({found.phase})")
     return f"The overflow began in {where} at {found.phase} step {found.step}: {what}."
 
@@ -128,8 +166,10 @@ def kept_lines(results: pd.DataFrame) -> list[str]:
         failed_before = runs[runs["status_plain"] == "failed"]
         rescued = failed_before[failed_before["status"] == "ok"]
         ok = runs[runs["status"] == "ok"]
-        text = (f"Keeping `{value}` in float32 ({dtype}): {len(rescued)} of the {len(failed_before)} runs that failed without "
-                f"it ran ok; {len(ok)} of {len(runs)} ran ok")  # fmt: skip
+        text = (
+            f"Keeping `{value}` in float32 ({dtype}): {len(rescued)} of the {len(failed_before)} runs that failed without "
+            f"it ran ok; {len(ok)} of {len(runs)} ran ok"
+        )
         if ok["grad_params_rel_err_over_u"].notna().any():
             text += f", parameter-gradient error {fmt.value_range(ok['grad_params_rel_err_over_u'], fmt.in_u)} u"
             both = ok[ok["grad_params_rel_err_over_u_plain"].notna()]
@@ -137,7 +177,9 @@ def kept_lines(results: pd.DataFrame) -> list[str]:
                 text += f" (without it {fmt.value_range(both['grad_params_rel_err_over_u_plain'], fmt.in_u)} u on the same runs)"
         lines.append(f"- {text}.")
     if len(lines) > KEPT_LINES:
-        lines = lines[:KEPT_LINES] + [f"- ... and {len(lines) - KEPT_LINES} more (results.parquet, column keep_float32)."]
+        lines = lines[:KEPT_LINES] + [
+            f"- ... and {len(lines) - KEPT_LINES} more (results.parquet, column keep_float32)."
+        ]
     return lines
 
 
@@ -149,12 +191,13 @@ def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None) -> list
     if modules is None or modules.empty:
         return []
     lines = [
-        SECTION, "",
+        SECTION,
+        "",
         "Each module of the vector field was watched over one more run of each configuration (`modules.parquet`): its "
         "local roundoff is its own error (the module re-run in float64 on the very input the run gave it, and backward "
         "its vector-Jacobian product with the very gradient that reached it), not the error it inherits. Per dtype, its worst run:",
         "",
-    ]  # fmt: skip
+    ]
     for dtype, run in worst_runs(results, modules).items():
         rows = rows_of(modules, run)
         lines += [f"**{dtype}**, {_run_label(run)}. {origin_sentence(origin(rows), run)}", ""]

@@ -3,6 +3,7 @@
 Advice weighs accuracy as well as failures: a scaling that cuts the error tenfold is recommended even where
 nothing failed, and a method is preferred on its total error (discretisation + roundoff), never on roundoff alone.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -25,9 +26,13 @@ def section(inputs: SectionInputs) -> list[str]:
 
 def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
     items = (
-        scaling_needed(results, with_mode) + scaling_that_pays(results, with_mode) + method_advice(results)
-        + best_per_dtype(results, with_mode) + growth_contrasts(results, with_mode) + weight_cache(results)
-    )  # fmt: skip
+        scaling_needed(results, with_mode)
+        + scaling_that_pays(results, with_mode)
+        + method_advice(results)
+        + best_per_dtype(results, with_mode)
+        + growth_contrasts(results, with_mode)
+        + weight_cache(results)
+    )
     items += eight_bit_verdicts(results, with_mode)
     if not items:
         return []
@@ -41,7 +46,11 @@ def _has_total(results: pd.DataFrame) -> bool:
 def best_per_dtype(results: pd.DataFrame, with_mode: bool) -> list[str]:
     total = _has_total(results)
     metric = TOTAL if total else "grad_params_rel_err"
-    what = "total parameter-gradient error (against the fine reference: discretisation and roundoff)" if total else "parameter-gradient error"
+    what = (
+        "total parameter-gradient error (against the fine reference: discretisation and roundoff)"
+        if total
+        else "parameter-gradient error"
+    )
     items = []
     for dtype, best in most_accurate(results, metric).items():
         if best is None:
@@ -64,7 +73,11 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
         places = []
         for r in (r for r in found if r.dtype == dtype):
             mode = f" ({r.mode})" if with_mode else ""
-            fix = f"{fmt.either([f'`{s}`' for s in r.rescued_by])} worked there" if r.rescued_by else "no scaling in this sweep worked there"
+            fix = (
+                f"{fmt.either([f'`{s}`' for s in r.rescued_by])} worked there"
+                if r.rescued_by
+                else "no scaling in this sweep worked there"
+            )
             places.append(f"{r.library} {r.method}{mode} at n = {fmt.listing(n for n, _ in r.failed_without)} ({fix})")
         items.append(f"**{dtype} needs scaling** where it failed without it: {'; '.join(places)}.")
     cut = {(u.dtype, u.mode) for u, _, _ in rules.strong_cuts(results)}
@@ -72,13 +85,20 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
     for (dtype, mode), runs in unscaled.groupby(["dtype", "mode"], sort=False):
         if not (runs["status"] == "ok").all() or dtype in {r.dtype for r in found} or (dtype, mode) in cut:
             continue
-        scaled = results[(results["dtype"] == dtype) & (results["mode"] == mode) & (results["scaling"] != "none") & (results["status"] == "ok")]
+        scaled = results[
+            (results["dtype"] == dtype)
+            & (results["mode"] == mode)
+            & (results["scaling"] != "none")
+            & (results["status"] == "ok")
+        ]
         mode_text = f" ({mode})" if with_mode else ""
         if scaled.empty:
             tail = "this sweep ran no scaling strategy to compare it with."
         else:
             tail = f"no scaling strategy of this sweep ({fmt.listing(scaled['scaling'].unique())}) cut its parameter-gradient error {rules.CUTS:g}× or more."
-        items.append(f"**{dtype} without scaling**{mode_text} ran at every n_timesteps with every library and method it was run with, and {tail}")
+        items.append(
+            f"**{dtype} without scaling**{mode_text} ran at every n_timesteps with every library and method it was run with, and {tail}"
+        )
     return items
 
 

@@ -1,12 +1,13 @@
 """The report's first section: per dtype, whether it is safe for this model, and the numbers that decided it."""
+
 from __future__ import annotations
 
 import pandas as pd
 
 from ...judging import verdict as rules
 from .. import formatting as fmt
-from ..training_findings import last_checkpoint
 from ..section_inputs import SectionInputs
+from ..training_findings import last_checkpoint
 
 VERDICT_ANCHOR = "the-verdict"
 
@@ -34,11 +35,18 @@ def section(inputs: SectionInputs) -> list[str]:
 def verdict_section(results: pd.DataFrame) -> list[str]:
     found = rules.verdicts(results)
     if not found:
-        return ["## Verdict", "", "Nothing ran (every configuration was skipped), so there is nothing to judge; see the overview."]
+        return [
+            "## Verdict",
+            "",
+            "Nothing ran (every configuration was skipped), so there is nothing to judge; see the overview.",
+        ]
     with_mode = len({v.mode for v in found}) > 1
     with_loss_in = _with_loss_in(found)
     lines = ["## Verdict", ""]
-    lines += [f"- {item}" for item in fmt.bounded_items([sentence(v, with_mode, with_loss_in) for v in found], "more verdicts")]
+    lines += [
+        f"- {item}"
+        for item in fmt.bounded_items([sentence(v, with_mode, with_loss_in) for v in found], "more verdicts")
+    ]
     lines += ["", _yardsticks(results), "", _table(found, with_mode, with_loss_in)]
     return lines
 
@@ -63,16 +71,24 @@ def sentence(v: rules.Verdict, with_mode: bool, with_loss_in: bool = False) -> s
     if v.label == rules.NEEDS_SCALING:
         before = describe(unscaled) if unscaled is not None else ""
         # A factor near 1 says nothing worth a word: the scaling rescued failures, not accuracy.
-        cut = f" cuts the parameter-gradient error {fmt.in_u(v.reduction)}× and" if v.reduction and v.reduction >= 1.5 else ""
+        cut = (
+            f" cuts the parameter-gradient error {fmt.in_u(v.reduction)}× and"
+            if v.reduction and v.reduction >= 1.5
+            else ""
+        )
         return f"{head} Without scaling {before}. `{chosen.scaling}`{cut} makes it {chosen.label}: {describe(chosen)}."
-    text = f"{head} {'Without scaling' if chosen.scaling == 'none' else f'With `{chosen.scaling}`'}, {describe(chosen)}."
+    text = (
+        f"{head} {'Without scaling' if chosen.scaling == 'none' else f'With `{chosen.scaling}`'}, {describe(chosen)}."
+    )
     better = [s for s in v.setups if s is not chosen and s.scaling != "none" and not s.failures]
     if chosen.scaling == "none" and better:
         factors = [(s, v.cut_by(s)) for s in better]
         strong = [(s, f) for s, f in factors if f is not None and f >= rules.CUTS]
         if strong:
             s, f = max(strong, key=lambda pair: pair[1])
-            text += f" `{s.scaling}` still cuts the parameter-gradient error {fmt.in_u(f)}× (to {fmt.error(s.worst_grad)})."
+            text += (
+                f" `{s.scaling}` still cuts the parameter-gradient error {fmt.in_u(f)}× (to {fmt.error(s.worst_grad)})."
+            )
     return text
 
 
@@ -85,8 +101,10 @@ def describe(j: rules.SetupJudgement) -> str:
     parts = []
     if j.mostly_error is not None:
         e = j.mostly_error
-        parts.append(f"the {e.quantity} error reaches {e.value:.0%} ({_where(e)}): more error than {e.quantity}, unsafe whatever "
-                     "the yardsticks say")  # fmt: skip
+        parts.append(
+            f"the {e.quantity} error reaches {e.value:.0%} ({_where(e)}): more error than {e.quantity}, unsafe whatever "
+            "the yardsticks say"
+        )
     if j.worst_grad is not None:
         in_u = f" ({fmt.in_u(j.worst_grad_over_u)} u)" if j.worst_grad_over_u is not None else ""
         parts.append(f"the parameter-gradient roundoff reaches {fmt.error(j.worst_grad)}{in_u}")
@@ -95,9 +113,13 @@ def describe(j: rules.SetupJudgement) -> str:
     elif not j.noise_known:
         parts.append("the gradient noise is unknown")
     if j.to_disc is not None:
-        parts.append(f"at most {_ratio(j.to_disc.value)} the discretisation error ({j.to_disc.quantity}, {_where(j.to_disc)}){_consequence(j)}")
+        parts.append(
+            f"at most {_ratio(j.to_disc.value)} the discretisation error ({j.to_disc.quantity}, {_where(j.to_disc)}){_consequence(j)}"
+        )
     if j.unresolved:
-        parts.append(f"the discretisation error is too small to resolve at {fmt.listing(f'{m} n = {n}' for m, n in j.unresolved)}")
+        parts.append(
+            f"the discretisation error is too small to resolve at {fmt.listing(f'{m} n = {n}' for m, n in j.unresolved)}"
+        )
     return "; ".join(parts) if parts else "no error was measured"
 
 
@@ -126,7 +148,8 @@ def _yardsticks(results: pd.DataFrame) -> str:
     noise_text = (
         f"the gradient noise is {fmt.in_u(noise.iloc[0])} (relative spread of the float64 parameter gradient over "
         f"{int(batches.iloc[0])} other batches of the data)"
-        if not noise.empty else "the gradient noise was not measured (see docs/yardsticks.md: a model needs a batch sampler)"
+        if not noise.empty
+        else "the gradient noise was not measured (see docs/yardsticks.md: a model needs a batch sampler)"
     )
     return (
         f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; the "
@@ -143,14 +166,31 @@ def _table(found: list[rules.Verdict], with_mode: bool, with_loss_in: bool) -> s
     for v in found:
         for j in v.setups:
             rows.append(
-                [j.dtype, j.library] + ([j.mode] if with_mode else []) + ([j.loss_in] if with_loss_in else []) + [
-                    j.scaling, j.label, f"{j.n_ran - len(j.failures)} of {j.n_ran}", fmt.error(j.worst_grad),
-                    fmt.in_u(j.worst_grad_over_u), fmt.in_u(j.to_noise.value) if j.to_noise else fmt.MISSING,
+                [j.dtype, j.library]
+                + ([j.mode] if with_mode else [])
+                + ([j.loss_in] if with_loss_in else [])
+                + [
+                    j.scaling,
+                    j.label,
+                    f"{j.n_ran - len(j.failures)} of {j.n_ran}",
+                    fmt.error(j.worst_grad),
+                    fmt.in_u(j.worst_grad_over_u),
+                    fmt.in_u(j.to_noise.value) if j.to_noise else fmt.MISSING,
                     fmt.in_u(j.to_disc.value) if j.to_disc else fmt.MISSING,
                 ]
-            )  # fmt: skip
-    headers = ["dtype", "library"] + (["mode"] if with_mode else []) + (["loss in"] if with_loss_in else []) + [
-        "scaling", "setup", "ok", "param. gradient roundoff (max)", "in u", "roundoff / noise (max)",
-        "roundoff / discretisation (max)",
-    ]  # fmt: skip
+            )
+    headers = (
+        ["dtype", "library"]
+        + (["mode"] if with_mode else [])
+        + (["loss in"] if with_loss_in else [])
+        + [
+            "scaling",
+            "setup",
+            "ok",
+            "param. gradient roundoff (max)",
+            "in u",
+            "roundoff / noise (max)",
+            "roundoff / discretisation (max)",
+        ]
+    )
     return fmt.bounded_table(rows, headers)

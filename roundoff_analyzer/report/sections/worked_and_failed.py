@@ -1,4 +1,5 @@
 """The last section: every setup by outcome (worked at every n_timesteps, at some, failed, skipped)."""
+
 from __future__ import annotations
 
 import pandas as pd

@@ -2,10 +2,11 @@
 `path/to/file.py:factory`, the plug-in way of models) called as `factory(params, lr)` and returning a
 torch.optim.Optimizer. Whichever it is, it steps in float32 on the weights' stored values; low-precision
 weights then round its step as the update axis says."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import torch
 
@@ -36,8 +37,10 @@ def resolve_optimizer(name: str) -> OptimizerSpec:
     if name in OPTIMIZERS:
         return OPTIMIZERS.get(name)
     if ":" not in name:
-        raise InputError(f"unknown optimizer '{name}'; known: {', '.join(OPTIMIZERS.names())}, or package.module:factory "
-                         "or path/to/file.py:factory (factory(params, lr) returning a torch.optim.Optimizer)")  # fmt: skip
+        raise InputError(
+            f"unknown optimizer '{name}'; known: {', '.join(OPTIMIZERS.names())}, or package.module:factory "
+            "or path/to/file.py:factory (factory(params, lr) returning a torch.optim.Optimizer)"
+        )
     what = f"optimizer '{name}'"
     _, attribute, factory = load_attribute(what, name, FACTORY_FORMS)
     if not callable(factory):

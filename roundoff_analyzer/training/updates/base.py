@@ -4,6 +4,7 @@ A rule takes the stored weights `w` (float32 tensors whose every value is a valu
 the optimizer computed in float32, and the rule's compensation buffer (None for rules without one), and returns
 the new stored weights; a rule with a buffer updates it in place. Every result is a value of `fmt`.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -20,8 +21,14 @@ class UpdateRule(Protocol):
     compensated: bool  # keeps a per-weight compensation buffer (in the weights' format)
     stochastic: bool  # draws from the training's rounding stream
 
-    def apply(self, w: torch.Tensor, delta: torch.Tensor, compensation: torch.Tensor | None, fmt: NumberFormat,
-              generator: torch.Generator) -> torch.Tensor: ...  # fmt: skip
+    def apply(
+        self,
+        w: torch.Tensor,
+        delta: torch.Tensor,
+        compensation: torch.Tensor | None,
+        fmt: NumberFormat,
+        generator: torch.Generator,
+    ) -> torch.Tensor: ...
 
 
 UPDATES: Registry[UpdateRule] = Registry("update")

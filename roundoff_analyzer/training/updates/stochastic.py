@@ -4,7 +4,9 @@ from .base import UPDATES
 
 class Stochastic:
     name = "stochastic"
-    description = "w + delta rounded stochastically (exactly, up with probability its distance from the value below): unbiased"
+    description = (
+        "w + delta rounded stochastically (exactly, up with probability its distance from the value below): unbiased"
+    )
     compensated, stochastic = False, True
 
     def apply(self, w, delta, compensation, fmt, generator):

@@ -5,7 +5,9 @@ from .compensated import compensated_sum
 
 class StochasticKahan:
     name = "stochastic-kahan"
-    description = "stochastic rounding of the compensated sum, the compensation buffer (weights' format) carrying what it dropped"
+    description = (
+        "stochastic rounding of the compensated sum, the compensation buffer (weights' format) carrying what it dropped"
+    )
     compensated = stochastic = True
 
     def apply(self, w, delta, compensation, fmt, generator):
