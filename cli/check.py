@@ -45,9 +45,7 @@ def check(
     markdown: Path | None = typer.Option(
         None, "--markdown", help="Write a markdown summary here (for a CI comment or job summary)."
     ),
-    junit: Path | None = typer.Option(
-        None, "--junit", help="Write JUnit XML here: one test case per configuration."
-    ),
+    junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML here: one test case per configuration."),
     update_baseline: bool = typer.Option(
         False,
         "--update-baseline",

@@ -77,9 +77,7 @@ def sweep(
     scaling: str | None = typer.Option(
         None, help="Scaling strategies: {scalings}.", show_default="the default grid", rich_help_panel=GRID
     ),
-    mode: str | None = typer.Option(
-        None, help="Modes: {modes}.", show_default=_default("mode"), rich_help_panel=GRID
-    ),
+    mode: str | None = typer.Option(None, help="Modes: {modes}.", show_default=_default("mode"), rich_help_panel=GRID),
     loss_in: str | None = typer.Option(
         None,
         "--loss-in",
