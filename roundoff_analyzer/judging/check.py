@@ -205,7 +205,8 @@ def _validate(table: pd.DataFrame, name: str) -> None:
     missing = [column for column in REQUIRED_COLUMNS if column not in table.columns]
     if missing:
         raise InputError(
-            f"{name} is not a results table (no column {', '.join(missing)}); give a sweep folder or its results.parquet"
+            f"{name} is not a results table (no column {', '.join(missing)}); give a sweep folder or its "
+            "results.parquet"
         )
     _validate_kinds(table, name)
     duplicated = table.duplicated(list(CONFIG_COLUMNS))
@@ -224,7 +225,8 @@ def _validate_kinds(table: pd.DataFrame, name: str) -> None:
             and values.notna().any()
         ):
             raise InputError(
-                f"{name}: column {column} holds {values.dtype} values, not numbers; give a results table written by roundoff sweep"
+                f"{name}: column {column} holds {values.dtype} values, not numbers; give a results table written by "
+                "roundoff sweep"
             )
     if not pd.api.types.is_integer_dtype(table["n_timesteps"]) and len(table):
         raise InputError(f"{name}: column n_timesteps holds {table['n_timesteps'].dtype} values, not whole numbers")

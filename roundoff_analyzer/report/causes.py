@@ -28,14 +28,18 @@ def explain(group: FailureGroup, manifest: dict) -> Explanation:
 _FIXED = {
     "dtype_mismatch": Explanation(
         "An operation received tensors of two different dtypes at once. Under autocast this happens when a tensor was "
-        "cast by hand (inputs cast to the low dtype, or a `.half()` inside the model) while autocast ran in another dtype.",
-        "Leave the casting to autocast: keep inputs and parameters in float32 (autocast mode) and remove explicit casts "
+        "cast by hand (inputs cast to the low dtype, or a `.half()` inside the model) while autocast ran in another "
+        "dtype.",
+        "Leave the casting to autocast: keep inputs and parameters in float32 (autocast mode) and remove explicit "
+        "casts "
         "from the model.",
     ),
     "torchscript_dtype_mismatch": Explanation(
-        "An operation received tensors of two different dtypes inside the TorchScript interpreter: scripted functions are "
+        "An operation received tensors of two different dtypes inside the TorchScript interpreter: scripted "
+        "functions are "
         "compiled ahead of time and autocast does not recast what reaches them.",
-        "Script nothing in the model (plain Python functions), or cast the scripted function's inputs to one dtype explicitly.",
+        "Script nothing in the model (plain Python functions), or cast the scripted function's inputs to one dtype "
+        "explicitly.",
     ),
 }
 
@@ -63,11 +67,15 @@ def _overflow(group: FailureGroup, manifest: dict) -> Explanation:
     if not reference.empty and "dtype_max" in rows:
         span = fmt.value_range(reference, fmt.in_u)
         if (reference > rows.loc[reference.index, "dtype_max"]).any():
-            cause += f" The float64 reference's largest adjoint entry is {span}, beyond that limit: the exact adjoint does not fit in {dtypes}."
+            cause += (
+                f" The float64 reference's largest adjoint entry is {span}, beyond that limit: the exact "
+                f"adjoint does not fit in {dtypes}."
+            )
         else:
             cause += (
                 f" The float64 reference's largest adjoint entry is {span}, within that limit: what left the range was"
-                " a value computed from the adjoint (a product or sum inside the backward pass, or a parameter gradient)."
+                " a value computed from the adjoint (a product or sum inside the backward pass, or a parameter "
+                "gradient)."
             )
     if phases == ["forward"]:
         remedy = (
@@ -76,14 +84,17 @@ def _overflow(group: FailureGroup, manifest: dict) -> Explanation:
         )
     else:
         remedy = (
-            "Scale the backward pass down: `grad` (loss scaling, which halves the scale after each non-finite gradient) "
+            "Scale the backward pass down: `grad` (loss scaling, which halves the scale after each non-finite "
+            "gradient) "
             "or, with the native solver, `dynamic` (the adjoint is rescaled at every step)."
         )
         wide, narrow = "bfloat16", "float16"
         if narrow in set(rows["dtype"]) and wide in DTYPES:
             remedy += (
-                f" Or use {wide}: its largest finite number is {fmt.in_u(_dtype_fact(wide, 'max'))}, at a larger unit roundoff "
-                f"({fmt.error(_dtype_fact(wide, 'unit_roundoff'))} against {narrow}'s {fmt.error(_dtype_fact(narrow, 'unit_roundoff'))})."
+                f" Or use {wide}: its largest finite number is {fmt.in_u(_dtype_fact(wide, 'max'))}, at a larger "
+                "unit roundoff "
+                f"({fmt.error(_dtype_fact(wide, 'unit_roundoff'))} against {narrow}'s "
+                f"{fmt.error(_dtype_fact(narrow, 'unit_roundoff'))})."
             )
     return Explanation(cause, remedy)
 
@@ -92,7 +103,8 @@ def _underflow(group: FailureGroup, manifest: dict) -> Explanation:
     dtypes = list(group.rows["dtype"].unique())
     floors = [f"{d}: {fmt.in_u(_dtype_fact(d, 'smallest_subnormal'))}" for d in dtypes if d in DTYPES]
     cause = (
-        "The gradients stayed finite but their norm collapsed against the float64 reference (the message gives both norms): "
+        "The gradients stayed finite but their norm collapsed against the float64 reference (the message gives both "
+        "norms): "
         "what happens when gradient entries fall below the dtype's smallest subnormal number"
         f"{' (' + '; '.join(floors) + ')' if floors else ''} and are flushed to zero."
     )
@@ -134,10 +146,14 @@ def _gradscaler_fp16_unscale(group: FailureGroup, manifest: dict) -> Explanation
 def _unsupported(group: FailureGroup, manifest: dict) -> Explanation:
     device = manifest.get("device_description") or manifest.get("device") or "this device"
     cause = (
-        f"The device ({device}) or the solver library cannot run {_dtypes(group.rows)} as asked; the message says which "
+        f"The device ({device}) or the solver library cannot run {_dtypes(group.rows)} as asked; the message says "
+        "which "
         "refused and why."
     )
-    remedy = "Run where the dtype and the library's mixed precision are supported, or leave them out of the grid (--dtype, --library)."
+    remedy = (
+        "Run where the dtype and the library's mixed precision are supported, or leave them out of the grid "
+        "(--dtype, --library)."
+    )
     return Explanation(cause, remedy)
 
 
@@ -145,7 +161,8 @@ def _step_budget_exhausted(group: FailureGroup, manifest: dict) -> Explanation:
     control = (manifest.get("fingerprint") or {}).get("step_control") or {}
     budget = f" ({control['max_steps']} steps)" if control.get("max_steps") else ""
     cause = (
-        f"The adaptive solver's error estimate, computed in {_dtypes(group.rows)}, kept rejecting or shrinking steps: it "
+        f"The adaptive solver's error estimate, computed in {_dtypes(group.rows)}, kept rejecting or shrinking "
+        "steps: it "
         f"used its whole step budget{budget} before the end of the time grid."
     )
     remedy = (
@@ -166,11 +183,13 @@ def _step_size_underflow(group: FailureGroup, manifest: dict) -> Explanation:
         f"rtol {control['rtol']:g}, atol {control['atol']:g}" if control.get("rtol") is not None else "the tolerances"
     )
     cause = (
-        f"The adaptive solver shrank its step until t + dt == t in {_dtypes(group.rows)}: {asked} against a unit roundoff "
+        f"The adaptive solver shrank its step until t + dt == t in {_dtypes(group.rows)}: {asked} against a unit "
+        "roundoff "
         f"of {resolves or 'the dtype'}; a tolerance near or below it cannot be met by a state held in that dtype."
     )
     remedy = (
-        "Set --rtol well above the dtype's unit roundoff (the error estimate is itself computed in the dtype and carries "
+        "Set --rtol well above the dtype's unit roundoff (the error estimate is itself computed in the dtype and "
+        "carries "
         "its roundoff), keep the state in float32 (an autocast mode), or use a fixed-grid method."
     )
     return Explanation(cause, remedy)

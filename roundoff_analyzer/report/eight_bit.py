@@ -28,7 +28,10 @@ def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
     u = float(runs["unit_roundoff"].iloc[0])
     scaled = runs["fp8_scaling"].dropna().unique() if "fp8_scaling" in runs.columns else []
     tensor_scaling = ", per-tensor fp8 scaling " + ("on" if all(scaled) else "off") if len(scaled) else ""
-    head = f"**8-bit {dtype}** (u = {fmt.error(u)}{tensor_scaling}): {len(ok)} of {len(ran)} configurations ran without failure"
+    head = (
+        f"**8-bit {dtype}** (u = {fmt.error(u)}{tensor_scaling}): {len(ok)} of {len(ran)} configurations ran "
+        "without failure"
+    )
     if len(ok) < len(ran):
         classes = ran.loc[ran["status"] == "failed", "failure_class"].value_counts()
         head += f" (failed: {', '.join(f'{c} {n}' for c, n in classes.items())})"
@@ -39,5 +42,11 @@ def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
         f" ({fmt.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else ""
     )
     if best.worst < ONE_DIGIT:
-        return f"{head}; with {setups} its parameter-gradient error is {worst} at every n_timesteps: usable (at least one correct digit)."
-    return f"{head}; its best setup, {setups}, reaches a parameter-gradient error {worst}: no correct digit left, not usable."
+        return (
+            f"{head}; with {setups} its parameter-gradient error is {worst} at every n_timesteps: usable (at "
+            "least one correct digit)."
+        )
+    return (
+        f"{head}; its best setup, {setups}, reaches a parameter-gradient error {worst}: no correct digit left, "
+        "not usable."
+    )

@@ -20,8 +20,10 @@ def tableau_notes(results: pd.DataFrame) -> list[str]:
             continue
         parts = [f"{fmt.listing(list(libraries))} ran `{tableau}`" for tableau, libraries in by_tableau]
         notes.append(
-            f"At method `{method}` the libraries ran different tableaux: {'; '.join(parts)}. Each run's error is against "
-            "the float64 run of its own library, so the errors compare; the solutions themselves differ by the tableaux' "
+            f"At method `{method}` the libraries ran different tableaux: {'; '.join(parts)}. Each run's error is "
+            "against "
+            "the float64 run of its own library, so the errors compare; the solutions themselves differ by the "
+            "tableaux' "
             "discretisation error (the `tableau` column of results.parquet names each row's rule)."
         )
     return notes

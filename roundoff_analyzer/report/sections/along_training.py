@@ -44,7 +44,10 @@ def _movement(trend: Trend) -> str:
         )
     low, high = fmt.error(min(values.values())), fmt.error(max(values.values()))
     if moved.kind == "stays":
-        return f"{name} stays within {fmt.in_u(ALONG_TRAINING)}× from iteration {moved.first} to {moved.last} ({low} – {high}){failed}."
+        return (
+            f"{name} stays within {fmt.in_u(ALONG_TRAINING)}× from iteration {moved.first} to {moved.last} ({low} "
+            f"– {high}){failed}."
+        )
     return (
         f"{name} varies {fmt.in_u(moved.factor)}× between iterations {moved.first} and {moved.last} ({low} – {high}) "
         f"but ends within {fmt.in_u(ALONG_TRAINING)}× of where it started ({first} → {last}){failed}."
@@ -117,9 +120,11 @@ def along_training_section(
     lines = [
         f"## {SECTION}",
         "",
-        f"Each setup's errors at each checkpoint with a training iteration, at n_timesteps = {n} (the sweep's largest), "
+        f"Each setup's errors at each checkpoint with a training iteration, at n_timesteps = {n} (the sweep's "
+        "largest), "
         f"against that checkpoint's own float64 reference. An error grows (falls) along training when it is at least "
-        f'{fmt.in_u(ALONG_TRAINING)}× larger (smaller) at the last checkpoint than at the first; "most between" names the '
+        f'{fmt.in_u(ALONG_TRAINING)}× larger (smaller) at the last checkpoint than at the first; "most between" '
+        "names the "
         "two consecutive checkpoints between which it moved most that way.",
         "",
     ]
@@ -133,7 +138,8 @@ def along_training_section(
     if found:
         lines += [
             "",
-            f"Parameter-gradient error at n_timesteps = {n}, in units of u, and its ratio to the setup's first checkpoint:",
+            f"Parameter-gradient error at n_timesteps = {n}, in units of u, and its ratio to the setup's first "
+            "checkpoint:",
             "",
             training_table(results),
         ]

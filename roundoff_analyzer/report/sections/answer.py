@@ -33,12 +33,16 @@ def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
     if not a.train and not a.judgement.noise_known and not a.judgement.failures:
         # Only the accuracy was judged: nothing says whether training would feel the roundoff.
         return (
-            f"**{a.dtype}**: no answer for training: the gradient noise was not measured (`--noise-batches 0`, or a model without a batch sampler), "
+            f"**{a.dtype}**: no answer for training: the gradient noise was not measured (`--noise-batches 0`, or a "
+            "model without a batch sampler), "
             f"so nothing here says whether training feels the roundoff. For accuracy, its best setup is {_setup(a)}: "
             f"{describe(a.judgement)}."
         )
     if not a.train:
-        return f"**{a.dtype}**: do not train in {a.dtype}. Its best setup here, {_setup(a)}, is {a.judgement.label}: {describe(a.judgement)}."
+        return (
+            f"**{a.dtype}**: do not train in {a.dtype}. Its best setup here, {_setup(a)}, is {a.judgement.label}: "
+            f"{describe(a.judgement)}."
+        )
     steps = (
         f"n_timesteps {fmt.value_range(a.timesteps, str)}"
         if len(a.timesteps) > 1
@@ -67,15 +71,27 @@ def kept_sentence(kept: answering.Kept, dtype: str) -> str:
     """What keeping the modules in float32 bought, the one change it takes and what it costs against keeping nothing."""
     names = fmt.listing(f"`{p}`" for p in kept.value.split("+"))
     if kept.turns_safe:
-        text = f"Keeping {names} in float32 is what makes {dtype} trainable here: without it, {dtype} is {kept.without.label}."
+        text = (
+            f"Keeping {names} in float32 is what makes {dtype} trainable here: without it, {dtype} is "
+            f"{kept.without.label}."
+        )
     elif kept.turns_setup_safe:
         same = kept.same_without
-        text = f"Keeping {names} in float32 is what makes this setup trainable: without it, {same.library} with {_scaling(same.scaling)} is {same.label}"
+        text = (
+            f"Keeping {names} in float32 is what makes this setup trainable: without it, {same.library} with "
+            f"{_scaling(same.scaling)} is {same.label}"
+        )
         if kept.without is not None:
-            text += f" ({dtype}'s best setup without it, {kept.without.library} with {_scaling(kept.without.scaling)}, is {kept.without.label})"
+            text += (
+                f" ({dtype}'s best setup without it, {kept.without.library} with "
+                f"{_scaling(kept.without.scaling)}, is {kept.without.label})"
+            )
         text += "."
     elif kept.without is not None:
-        text = f"Without keeping {names} in float32, {dtype}'s best setup, {kept.without.library} with {_scaling(kept.without.scaling)}, is {kept.without.label}."
+        text = (
+            f"Without keeping {names} in float32, {dtype}'s best setup, {kept.without.library} with "
+            f"{_scaling(kept.without.scaling)}, is {kept.without.label}."
+        )
     else:
         text = f"These runs keep {names} in float32."
     text += f' The one change: `roundoff_analyzer.keep_float32(func, "{kept.value}")` once the model is built.'
@@ -128,7 +144,8 @@ def cost_sentence(a: answering.Answer, device: str | None) -> str:
         )
     else:
         text = (
-            f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward; no float32 run to compare "
+            f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward; no float32 run "
+            "to compare "
             "with (add `--dtype float32`)"
         )
     if device is not None and str(device).startswith("cpu"):
@@ -200,7 +217,8 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
         if a.scaling == "grad":
             lines.append("    # the gradients are scaler.get_scale() times the true ones: divide them by it before use")
         return lines + [
-            f"    # this sweep measured these gradients; an update of {a.dtype} weights is a training's question (`roundoff train --mode pure`)"
+            f"    # this sweep measured these gradients; an update of {a.dtype} weights is a training's question "
+            "(`roundoff train --mode pure`)"
         ]
     clip = "    torch.nn.utils.clip_grad_norm_(func.parameters(), max_norm)  # if you clip"
     if a.scaling == "grad":
@@ -283,7 +301,10 @@ def headline(rows: pd.DataFrame, found: list[answering.Answer], manifest: dict, 
         f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps {a.timesteps[0]}"
     )
     loss = f", the loss formed {LOSS_WORDS.get(chosen.loss_in, f'in `{chosen.loss_in}`')}" if chosen.loss_in else ""
-    what = f"{a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, {steps} under `{a.mode}`{loss}"
+    what = (
+        f"{a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, {steps} under "
+        f"`{a.mode}`{loss}"
+    )
     emulated = (
         " (emulated in software here: what it would do, not code to train with today)"
         if a.arithmetic == "emulated"
@@ -297,15 +318,18 @@ def _reason(chosen: choosing.Choice, device: str | None) -> str:
     parts = []
     if j.to_noise is not None:
         parts.append(
-            f"its parameter-gradient roundoff is at most {fmt.in_u(j.to_noise.value)}× the gradient noise (safe for training up to {rules.WELL_UNDER:g}×)"
+            f"its parameter-gradient roundoff is at most {fmt.in_u(j.to_noise.value)}× the gradient noise (safe for "
+            f"training up to {rules.WELL_UNDER:g}×)"
         )
     else:
         parts.append(
-            f"its parameter-gradient roundoff is at most {fmt.error(j.worst_grad)} ({j.label}; the gradient noise was not measured)"
+            f"its parameter-gradient roundoff is at most {fmt.error(j.worst_grad)} ({j.label}; the gradient noise "
+            "was not measured)"
         )
     if chosen.float32_grad and j.worst_grad is not None and chosen.answer.dtype.split()[0] != "float32":
         parts.append(
-            f"{fmt.in_u(j.worst_grad / chosen.float32_grad)}× float32's ({fmt.error(j.worst_grad)} against {fmt.error(chosen.float32_grad)})"
+            f"{fmt.in_u(j.worst_grad / chosen.float32_grad)}× float32's ({fmt.error(j.worst_grad)} against "
+            f"{fmt.error(chosen.float32_grad)})"
         )
     c = chosen.answer.cost
     if device is not None and str(device).startswith("cuda") and c is not None and c.time_ratio is not None:
@@ -352,14 +376,18 @@ def glossary(results: pd.DataFrame) -> list[str]:
     ran = results[results["status"] != "skipped"]
     units = fmt.unit_roundoffs(ran, "in")
     words = [
-        "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same time grid.",
-        f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error of 10 u "
+        "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same time "
+        "grid.",
+        f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error "
+        "of 10 u "
         "is what ten such roundings can add up to.",
     ]
     if ran["library"].isin(["native", "native-low"]).any():
         words.append(
-            "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for torchdiffeq's "
-            "fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and sums the gradients in float32"
+            "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for "
+            "torchdiffeq's "
+            "fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and sums the "
+            "gradients in float32"
             + (
                 " (`native-low` returns the stored low-precision states as the trajectory)."
                 if (ran["library"] == "native-low").any()
@@ -368,26 +396,32 @@ def glossary(results: pd.DataFrame) -> list[str]:
         )
     if (ran["scaling"] == "grad").any():
         words.append(
-            "**grad**: loss scaling with `torch.amp.GradScaler`: the loss is multiplied by a large scale before the backward "
+            "**grad**: loss scaling with `torch.amp.GradScaler`: the loss is multiplied by a large scale before the "
+            "backward "
             "pass, so that small gradients do not underflow, and the scale is backed off after a non-finite gradient."
         )
     if (ran["scaling"] == "dynamic").any():
         words.append(
-            "**dynamic**: the native solver's adjoint scaling (`DynamicAdjointScaler`): each backward step multiplies the "
+            "**dynamic**: the native solver's adjoint scaling (`DynamicAdjointScaler`): each backward step "
+            "multiplies the "
             "adjoint by its own power-of-two scale, and halves it and redoes the step when the product overflows."
         )
     if ran["mode"].str.startswith("autocast").any():
         words.append(
-            "**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype and keeps the weights in float32."
+            "**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype "
+            "and keeps the weights in float32."
         )
     words.append(
-        "**adjoint**: the gradient of the loss with respect to the state at one time step, which the backward pass carries "
+        "**adjoint**: the gradient of the loss with respect to the state at one time step, which the backward pass "
+        "carries "
         "from t = 1 back to t = 0; it is where low precision overflows or underflows first."
     )
     if "disc_sol_rel_err" in ran and ran["disc_sol_rel_err"].notna().any():
         words.append(
-            "**discretisation error**: how far the float64 solution on the sweep's time grid is from a fine reference: the "
-            "error of the method and its n_timesteps. Where the roundoff exceeds it, more steps no longer make the result "
+            "**discretisation error**: how far the float64 solution on the sweep's time grid is from a fine "
+            "reference: the "
+            "error of the method and its n_timesteps. Where the roundoff exceeds it, more steps no longer make the "
+            "result "
             "more accurate in that dtype."
         )
     if "grad_noise_rel" in ran and ran["grad_noise_rel"].notna().any():

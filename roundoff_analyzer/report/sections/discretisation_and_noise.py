@@ -31,11 +31,15 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
     lines = [
         "## Roundoff against discretisation error and gradient noise",
         "",
-        f"The discretisation error is each library's float64 run on that grid against a fine reference: the same problem "
-        f"solved once in float64 by the classical RK4 with {int(fine['fine_ref_steps'])} steps on [0, 1], through every grid "
+        "The discretisation error is each library's float64 run on that grid against a fine reference: the same "
+        "problem "
+        f"solved once in float64 by the classical RK4 with {int(fine['fine_ref_steps'])} steps on [0, 1], through "
+        "every grid "
         f"point of the sweep. Solved again with half the steps, it moves by 15 times its own estimated error: "
-        f"{fmt.error(fine['fine_ref_final_rel_err'])} in the final state, {fmt.error(fine['fine_ref_grad_params_rel_err'])} "
-        f"in the parameter gradient. A discretisation error below 3 times that is marked ≈ (not resolved). The roundoff "
+        f"{fmt.error(fine['fine_ref_final_rel_err'])} in the final state, "
+        f"{fmt.error(fine['fine_ref_grad_params_rel_err'])} "
+        "in the parameter gradient. A discretisation error below 3 times that is marked ≈ (not resolved). The "
+        "roundoff "
         f"columns give, per dtype, the min – max over the scalings of the runs without failure.",
         "",
         _grid_table(results, ok, dtypes),
@@ -44,7 +48,8 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
     lines.append("")
     if noise.empty:
         lines.append(
-            "The gradient noise was not measured (`--noise-batches 0`, or a model without a batch sampler), so the gradient "
+            "The gradient noise was not measured (`--noise-batches 0`, or a model without a batch sampler), so the "
+            "gradient "
             "roundoff has no training yardstick here."
         )
         return lines
@@ -57,7 +62,8 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
         )
         if ok["dtype"].nunique() <= fmt.FEW
         else (
-            f"over the {ok['dtype'].nunique()} dtypes, parameter-gradient roundoff {fmt.value_range(ok['grad_params_rel_err'], fmt.error)}, "
+            f"over the {ok['dtype'].nunique()} dtypes, parameter-gradient roundoff "
+            f"{fmt.value_range(ok['grad_params_rel_err'], fmt.error)}, "
             f"{fmt.value_range(ok['roundoff_to_noise'], fmt.in_u)}× the noise (per format in the answer's table)"
         )
     )

@@ -36,7 +36,10 @@ def key_findings(
     ran = results[results["status"] != "skipped"]
     if groups:
         counts = ", ".join(f"{g.count} {g.failure_class}" for g in groups)
-        summary = f"{len(groups)} failure {'group' if len(groups) == 1 else 'groups'} among {len(ran)} configurations that ran: {counts}."
+        summary = (
+            f"{len(groups)} failure {'group' if len(groups) == 1 else 'groups'} among {len(ran)} "
+            f"configurations that ran: {counts}."
+        )
     else:
         skipped = len(results) - len(ran)
         summary = f"No configuration failed: all {len(ran)} that ran gave finite solutions and gradients" + (
@@ -50,8 +53,10 @@ def key_findings(
         mode = f" {largest['mode']}" if with_mode else ""
         lines += [
             "",
-            f"**Largest parameter-gradient roundoff** of a run without failure: {fmt.error(largest['grad_params_rel_err'])} "
-            f"({fmt.in_u(largest['grad_params_rel_err_over_u'])} u), {largest['dtype']} {largest['library']} {largest['method']} "
+            "**Largest parameter-gradient roundoff** of a run without failure: "
+            f"{fmt.error(largest['grad_params_rel_err'])} "
+            f"({fmt.in_u(largest['grad_params_rel_err_over_u'])} u), {largest['dtype']} {largest['library']} "
+            f"{largest['method']} "
             f"scaling {largest['scaling']}{mode} at n = {int(largest['n_timesteps'])}.",
         ]
     lines += error_growth(results, with_mode)
@@ -77,7 +82,8 @@ def error_growth(results: pd.DataFrame, with_mode: bool) -> list[str]:
     if len(groups) > GROWTH_SHOWN:
         rest = len(groups) - GROWTH_SHOWN
         lines.append(
-            f"- {fmt.plural(rest, 'more group')} of setups grow{'s' if rest == 1 else ''} less; the accuracy section has every setup's ratio."
+            f"- {fmt.plural(rest, 'more group')} of setups grow{'s' if rest == 1 else ''} less; the accuracy section "
+            "has every setup's ratio."
         )
     return lines
 
@@ -90,7 +96,8 @@ def growth_sentence(group: GrowthGroup, with_mode: bool) -> str:
     ends = fmt.value_range([g.values[-1] for g in group.members], fmt.error)
     starts = fmt.value_range([g.values[0] for g in group.members], fmt.error)
     return (
-        f"{group.dtype} {group.library} {group.method}{mode} (scaling {fmt.either(scalings)}): the parameter-gradient error "
+        f"{group.dtype} {group.library} {group.method}{mode} (scaling {fmt.either(scalings)}): the "
+        "parameter-gradient error "
         f"grows {factors}× from n = {first.timesteps[0]} to n = {first.timesteps[-1]} ({starts} → {ends})."
     )
 
@@ -149,7 +156,10 @@ def rescue_sentence(rescue: Rescue, with_mode: bool) -> str:
     mode = f" ({rescue.mode})" if with_mode else ""
     failed_at = fmt.listing(n for n, _ in rescue.failed_without)
     classes = fmt.listing(dict.fromkeys(c for _, c in rescue.failed_without))
-    text = f"**{rescue.dtype}**, {rescue.library} {rescue.method}{mode}: without scaling it failed at n = {failed_at} ({classes})"
+    text = (
+        f"**{rescue.dtype}**, {rescue.library} {rescue.method}{mode}: without scaling it failed at n = "
+        f"{failed_at} ({classes})"
+    )
     parts = [f"`{s}` worked at n = {fmt.listing(n)}" for s, n in rescue.rescued_by.items()]
     parts += [f"`{s}` failed too at n = {fmt.listing(n)}" for s, n in rescue.failed_with.items()]
     if not parts:
@@ -165,7 +175,8 @@ def dtype_comparison(results: pd.DataFrame) -> list[str]:
     described = "; ".join(
         fmt.bounded_items(
             [
-                f"{d} {fmt.value_range(r['grad_params_rel_err'], fmt.error)} ({fmt.value_range(r['grad_params_rel_err_over_u'], fmt.in_u)} u)"
+                f"{d} {fmt.value_range(r['grad_params_rel_err'], fmt.error)} "
+                f"({fmt.value_range(r['grad_params_rel_err_over_u'], fmt.in_u)} u)"
                 for d, r in spans.items()
             ],
             "more dtypes",

@@ -87,7 +87,10 @@ def _data(manifest: dict) -> str | None:
         return None
     if is_synthetic(source):
         detail = re.sub(r"^synthetic\s*:?\s*", "", source, flags=re.I)
-        return f"**Data**: **synthetic**{f' ({detail})' if detail else ''}; no data file was given, so the numbers are for synthetic inputs"
+        return (
+            f"**Data**: **synthetic**{f' ({detail})' if detail else ''}; no data file was given, so the numbers "
+            "are for synthetic inputs"
+        )
     return f"**Data**: {source}"
 
 
@@ -113,7 +116,8 @@ def _settings(manifest: dict) -> str | None:
     scaler = manifest.get("scaler") or {}
     if scaler:
         parts.append(
-            f"loss scaler starts at {scaler.get('init_scale', fmt.MISSING):g}, multiplies by {scaler.get('backoff_factor', fmt.MISSING):g} "
+            f"loss scaler starts at {scaler.get('init_scale', fmt.MISSING):g}, multiplies by "
+            f"{scaler.get('backoff_factor', fmt.MISSING):g} "
             f"after a non-finite gradient, at most {scaler.get('max_retries', fmt.MISSING)} retries"
         )
     if manifest.get("timeout_s"):
@@ -135,7 +139,8 @@ def _grid(manifest: dict, results: pd.DataFrame) -> str:
     planned = len(timesteps) * len(methods) * len(modes) * cells
     text = (
         f"**Configurations**: {planned} = {len(timesteps)} n_timesteps ({fmt.listing(timesteps)}) × "
-        f"{fmt.plural(len(methods), 'method')} ({fmt.listing(methods)}) × {fmt.plural(len(modes), 'mode')} ({fmt.listing(modes)}) × "
+        f"{fmt.plural(len(methods), 'method')} ({fmt.listing(methods)}) × {fmt.plural(len(modes), 'mode')} "
+        f"({fmt.listing(modes)}) × "
         f"{len(triples)} (library, dtype, scaling) triples: {_triples(triples)}"
     )
     if cells != len(triples) or "arithmetic" in grid:
@@ -148,7 +153,10 @@ def _grid(manifest: dict, results: pd.DataFrame) -> str:
         text += f". results.parquet holds {len(results)} of them: the sweep did not finish"
     several = [c for c in manifest.get("checkpoints") or [] if isinstance(c, dict)]
     if len(several) > 1:  # the other sections see one checkpoint's rows: the grid was run once per checkpoint
-        text += f"; the grid ran once for each of {len(several)} checkpoints ({planned * len(several)} in all), the counts here are the judged checkpoint's"
+        text += (
+            f"; the grid ran once for each of {len(several)} checkpoints ({planned * len(several)} in all), the "
+            "counts here are the judged checkpoint's"
+        )
     return text
 
 
@@ -173,5 +181,8 @@ def _outcome(results: pd.DataFrame) -> str:
             f"{s[0]} {s[1]} {s[2]} {s[3]}"
             for s in runs[["library", "method", "dtype", "scaling"]].drop_duplicates().itertuples(index=False)
         )
-        text += f". Skipped {len(runs)} ({setups}, at n_timesteps {fmt.listing(sorted(set(runs['n_timesteps'])))}): {reason}"
+        text += (
+            f". Skipped {len(runs)} ({setups}, at n_timesteps {fmt.listing(sorted(set(runs['n_timesteps'])))}): "
+            f"{reason}"
+        )
     return text

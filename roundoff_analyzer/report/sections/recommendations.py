@@ -95,9 +95,13 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
         if scaled.empty:
             tail = "this sweep ran no scaling strategy to compare it with."
         else:
-            tail = f"no scaling strategy of this sweep ({fmt.listing(scaled['scaling'].unique())}) cut its parameter-gradient error {rules.CUTS:g}× or more."
+            tail = (
+                f"no scaling strategy of this sweep ({fmt.listing(scaled['scaling'].unique())}) cut its "
+                f"parameter-gradient error {rules.CUTS:g}× or more."
+            )
         items.append(
-            f"**{dtype} without scaling**{mode_text} ran at every n_timesteps with every library and method it was run with, and {tail}"
+            f"**{dtype} without scaling**{mode_text} ran at every n_timesteps with every library and method it was "
+            f"run with, and {tail}"
         )
     return items
 
@@ -139,8 +143,10 @@ def method_advice(results: pd.DataFrame) -> list[str]:
                 f"{m} {fmt.value_range(runs.loc[runs['method'] == m, TOTAL], fmt.error)}" for m in [best, *rest]
             )
             items.append(
-                f"**Method ({dtype})**: prefer {best}. Its total parameter-gradient error (discretisation and roundoff, "
-                f"against the fine reference) is the smallest in each of the {pairs} pairs of runs that differ only in the "
+                f"**Method ({dtype})**: prefer {best}. Its total parameter-gradient error (discretisation and "
+                "roundoff, "
+                f"against the fine reference) is the smallest in each of the {pairs} pairs of runs that differ only "
+                "in the "
                 f"method; over all runs without failure: {spans}."
             )
     return items
@@ -161,8 +167,10 @@ def growth_contrasts(results: pd.DataFrame, with_mode: bool) -> list[str]:
         items.append(
             f"**Error growth with n_timesteps** ({method}, {dtype}, scaling {scalings}{mode_text}): {grows}'s "
             f"parameter-gradient error grows {fmt.value_range([c.grows.factor for c in found], fmt.in_u)}× from n = "
-            f"{g.timesteps[0]} to n = {g.timesteps[-1]} (to {fmt.value_range([c.grows.values[-1] for c in found], fmt.error)}), "
-            f"while {flat}'s stays within {fmt.value_range([v for c in found for v in c.flat.values], fmt.error)}: at the "
+            f"{g.timesteps[0]} to n = {g.timesteps[-1]} (to "
+            f"{fmt.value_range([c.grows.values[-1] for c in found], fmt.error)}), "
+            f"while {flat}'s stays within {fmt.value_range([v for c in found for v in c.flat.values], fmt.error)}: "
+            "at the "
             f"larger n_timesteps of this sweep, prefer {flat}."
         )
     return items
@@ -192,15 +200,18 @@ def weight_cache(results: pd.DataFrame) -> list[str]:
     items = []
     for library, pairs in confirmed.items():
         items.append(
-            f"**Autocast's weight cache** ({library}, {_setups_phrase([c for c, _ in pairs])}): the parameter-gradient error "
-            f"grows {fmt.value_range([c.factor for c, _ in pairs], fmt.in_u)}× from the smallest to the largest n_timesteps "
+            f"**Autocast's weight cache** ({library}, {_setups_phrase([c for c, _ in pairs])}): the "
+            "parameter-gradient error "
+            f"grows {fmt.value_range([c.factor for c, _ in pairs], fmt.in_u)}× from the smallest to the largest "
+            "n_timesteps "
             f"under `autocast` and {fmt.value_range([u.factor for _, u in pairs], fmt.in_u)}× with the cache off: pass "
             "`cache_enabled=False` to `torch.autocast` around the solve."
         )
     for library, found in suspected.items():
         items.append(
             f"**Autocast's weight cache?** ({library}, {_setups_phrase(found)}): the parameter-gradient error grows "
-            f"{fmt.value_range([g.factor for g in found], fmt.in_u)}× from the smallest to the largest n_timesteps; if it is "
+            f"{fmt.value_range([g.factor for g in found], fmt.in_u)}× from the smallest to the largest n_timesteps; "
+            "if it is "
             f"the cache's low-precision sum over the steps, `--mode autocast,{UNCACHED}` shows it."
         )
     return items

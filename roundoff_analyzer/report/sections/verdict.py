@@ -102,7 +102,8 @@ def describe(j: rules.SetupJudgement) -> str:
     if j.mostly_error is not None:
         e = j.mostly_error
         parts.append(
-            f"the {e.quantity} error reaches {e.value:.0%} ({_where(e)}): more error than {e.quantity}, unsafe whatever "
+            f"the {e.quantity} error reaches {e.value:.0%} ({_where(e)}): more error than {e.quantity}, unsafe "
+            "whatever "
             "the yardsticks say"
         )
     if j.worst_grad is not None:
@@ -114,11 +115,13 @@ def describe(j: rules.SetupJudgement) -> str:
         parts.append("the gradient noise is unknown")
     if j.to_disc is not None:
         parts.append(
-            f"at most {_ratio(j.to_disc.value)} the discretisation error ({j.to_disc.quantity}, {_where(j.to_disc)}){_consequence(j)}"
+            f"at most {_ratio(j.to_disc.value)} the discretisation error ({j.to_disc.quantity}, "
+            f"{_where(j.to_disc)}){_consequence(j)}"
         )
     if j.unresolved:
         parts.append(
-            f"the discretisation error is too small to resolve at {fmt.listing(f'{m} n = {n}' for m, n in j.unresolved)}"
+            "the discretisation error is too small to resolve at "
+            f"{fmt.listing(f'{m} n = {n}' for m, n in j.unresolved)}"
         )
     return "; ".join(parts) if parts else "no error was measured"
 
@@ -155,8 +158,10 @@ def _yardsticks(results: pd.DataFrame) -> str:
         f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; the "
         f"discretisation error is that float64 run against a fine reference (see below). *safe*: nothing failed and "
         f"every roundoff is at most {rules.WELL_UNDER:g}× both; *safe for training*: at most {rules.WELL_UNDER:g}× the "
-        f"noise but not that far under the discretisation error somewhere; *borderline*: above {rules.WELL_UNDER:g}× the "
-        f"noise; *unsafe*: a failure, or at least {rules.AT_OR_ABOVE:g}× the noise; *needs scaling*: a scaling strategy "
+        f"noise but not that far under the discretisation error somewhere; *borderline*: above {rules.WELL_UNDER:g}× "
+        "the "
+        f"noise; *unsafe*: a failure, or at least {rules.AT_OR_ABOVE:g}× the noise; *needs scaling*: a scaling "
+        "strategy "
         "earns a better verdict than none. docs/verdict.md has the rules."
     )
 
