@@ -54,7 +54,8 @@ class Kept:
 
     @property
     def turns_setup_safe(self) -> bool:
-        """Keeping the modules made the setup chosen trainable, which it is not without them (the dtype may be, another way)."""
+        """Keeping the modules made the setup chosen trainable, which
+        it is not without them (the dtype may be, another way)."""
         return self.same_without is not None and self.same_without.label not in TRAINABLE
 
 
@@ -70,7 +71,8 @@ class Answer:
     ]  # the chosen method's (quantity, smallest n where roundoff >= discretisation)
     cost: Cost | None
     arithmetic: str  # "hardware", or "emulated" when the chosen runs computed in emulated arithmetic
-    # The same setup with its loss formed elsewhere, where that earned another label (None: not measured, or the same label).
+    # The same setup with its loss formed elsewhere, where that earned
+    # another label (None: not measured, or the same label).
     other_placement: rules.SetupJudgement | None = None
     kept: Kept | None = None  # where the chosen runs kept modules in float32: what that bought and cost
 
@@ -80,7 +82,8 @@ class Answer:
 
     @property
     def n_timesteps(self) -> int | None:
-        """The n_timesteps to train with: the first at which more steps stop buying accuracy, else the largest that ran."""
+        """The n_timesteps to train with: the first at which more
+        steps stop buying accuracy, else the largest that ran."""
         if not self.timesteps:
             return None
         beyond = [n for _, n in self.roundoff_dominates if n in self.timesteps]

@@ -97,9 +97,9 @@ class Comparison:
 
     `configurations`: one row per configuration on either side, with the configuration columns,
     `label`, `presence` (both, new only, baseline only), `status_new` and `status_baseline` (empty
-    where the configuration is absent), `verdict`
-    and `reasons` (what changed, in words; empty when nothing did). `metrics`: one row per (configuration, metric) compared,
-    with `baseline`, `new`, `allowed`, `ratio` (new / baseline) and `verdict`.
+    where the configuration is absent), `verdict` and `reasons` (what changed, in words; empty when nothing did).
+    `metrics`: one row per (configuration, metric) compared, with `baseline`, `new`, `allowed`, `ratio`
+    (new / baseline) and `verdict`.
     """
 
     configurations: pd.DataFrame
@@ -135,7 +135,8 @@ def _counted(count: int, word: str) -> str:
 
 
 def grid_differences(new: pd.DataFrame, baseline: pd.DataFrame) -> list[str]:
-    """Where two results tables' grids differ, one phrase per configuration column: 'mode: baseline autocast, now pure'."""
+    """Where two results tables' grids differ, one phrase per configuration
+    column: 'mode: baseline autocast, now pure'."""
     found = []
     for column in CONFIG_COLUMNS:
         before, after = (list(dict.fromkeys(map(str, t[column]))) if column in t else [] for t in (baseline, new))

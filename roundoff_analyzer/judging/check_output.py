@@ -55,7 +55,8 @@ def _md(value) -> str:
 
 
 def junit_xml(comparison: Comparison) -> ET.ElementTree:
-    """One test case per configuration: regressions fail, configurations skipped in both (or missing and not ok) skip."""
+    """One test case per configuration: regressions fail, configurations
+    skipped in both (or missing and not ok) skip."""
     counts = comparison.counts()
     skipped = counts[SKIPPED] + counts[MISSING]
     attributes = {

@@ -24,7 +24,8 @@ def manifest_of(path: Path) -> Path | None:
 
 
 def read_setup(path: Path) -> dict[str, Any] | None:
-    """The setup of the sweep at `path` (None when there is no manifest to say it); an unreadable manifest is an InputError."""
+    """The setup of the sweep at `path` (None when there is no manifest
+    to say it); an unreadable manifest is an InputError."""
     manifest_path = manifest_of(path)
     if manifest_path is None:
         return None

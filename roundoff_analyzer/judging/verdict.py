@@ -123,7 +123,8 @@ def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
 
 
 def labelled(runs: pd.DataFrame) -> pd.DataFrame:
-    """`runs` with `dtype` the label a verdict judges them under ('float16 emulated', 'float16 keeping head in float32')."""
+    """`runs` with `dtype` the label a verdict judges them under
+    ('float16 emulated', 'float16 keeping head in float32')."""
     return _with_format_labels(runs)
 
 
@@ -169,7 +170,8 @@ def reduction_runs(results: pd.DataFrame, judgement: SetupJudgement) -> pd.DataF
 
 
 def _mostly_error(ok: pd.DataFrame) -> Worst | None:
-    """The largest relative error above MOSTLY_ERROR over the runs, of the first quantity (in ERROR_QUANTITIES' order) that has one."""
+    """The largest relative error above MOSTLY_ERROR over the runs, of
+    the first quantity (in ERROR_QUANTITIES' order) that has one."""
     for column, quantity in ERROR_QUANTITIES:
         worst = _worst(ok, column, quantity)
         if worst is not None and worst.value > MOSTLY_ERROR:

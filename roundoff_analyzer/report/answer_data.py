@@ -1,4 +1,5 @@
-"""The answer and the verdicts as plain data (dicts of numbers and words), for a notebook that should not parse markdown."""
+"""The answer and the verdicts as plain data (dicts of numbers
+and words), for a notebook that should not parse markdown."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from .sections.verdict import describe, judged
 
 
 def answer_records(results: pd.DataFrame, device: str | None = None) -> dict[str, dict[str, Any]]:
-    """Per dtype label, the answer the report gives: what to train with (or not), the numbers behind it, and the code."""
+    """Per dtype label, the answer the report gives: what to train
+    with (or not), the numbers behind it, and the code."""
     rows, _ = judged(results)
     records = {}
     for a in answering.answers(rows):

@@ -32,7 +32,8 @@ def at_checkpoint(sweep: SweepFolder, checkpoint: str) -> SweepFolder:
 
 
 def judged_rows(sweep: SweepFolder) -> tuple[SweepFolder, str | None]:
-    """What the report's other sections judge: a sweep over several checkpoints at its last in training, and its name."""
+    """What the report's other sections judge: a sweep over several
+    checkpoints at its last in training, and its name."""
     last = last_checkpoint(sweep.results)
     return (at_checkpoint(sweep, last), last) if last else (sweep, None)
 

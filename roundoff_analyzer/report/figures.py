@@ -96,7 +96,8 @@ def adjoint_range_figure(
 ) -> Figure | None:
     """Largest adjoint magnitude held in the low dtype per backward step, at `n` (default: the largest n_timesteps),
     against the dtype's range. A non-finite step is marked failed only where `results` say its run failed (without
-    `results`, every run is taken as failed there); in a run that ended ok it is marked as an overflow it recovered from."""
+    `results`, every run is taken as failed there); in a run that ended ok it is marked as an overflow it recovered
+    from."""
     backward = profile[profile["phase"] == "backward"] if profile is not None else pd.DataFrame()
     if backward.empty:
         return None

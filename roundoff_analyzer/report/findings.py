@@ -121,7 +121,8 @@ def overflow_progressions(rows: pd.DataFrame) -> list[OverflowProgression]:
 
 @dataclass(frozen=True)
 class Rescue:
-    """A (library, method, dtype, mode) that failed without scaling at some n_timesteps, and what each scaling did there."""
+    """A (library, method, dtype, mode) that failed without scaling
+    at some n_timesteps, and what each scaling did there."""
 
     library: str
     method: str
@@ -193,7 +194,8 @@ def growths(results: pd.DataFrame, metric: str = "grad_params_rel_err") -> list[
 
 @dataclass(frozen=True)
 class Contrast:
-    """Two libraries on the same method, dtype, scaling, mode and n_timesteps: one's error grows, the other's stays flat."""
+    """Two libraries on the same method, dtype, scaling, mode and
+    n_timesteps: one's error grows, the other's stays flat."""
 
     grows: Growth
     flat: Growth
@@ -225,7 +227,8 @@ class Best:
 
 
 def most_accurate(results: pd.DataFrame, metric: str = "grad_params_rel_err") -> dict[str, Best | None]:
-    """Per dtype: among setups that ran without failure at every n_timesteps of the sweep, the smallest worst-case error."""
+    """Per dtype: among setups that ran without failure at every
+    n_timesteps of the sweep, the smallest worst-case error."""
     every_n = set(sweep_timesteps(results))
     best: dict[str, Best | None] = {}
     for dtype, runs in results.groupby("dtype", sort=False):

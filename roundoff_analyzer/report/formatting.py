@@ -58,7 +58,8 @@ def setup_label(setup: Sequence, with_mode: bool) -> str:
 
 
 def setups_label(setups: Sequence[Sequence], with_mode: bool) -> str:
-    """Several setups in one phrase; those that differ only in scaling share one: 'native euler float16 (scaling none or grad)'."""
+    """Several setups in one phrase; those that differ only in scaling
+    share one: 'native euler float16 (scaling none or grad)'."""
     by_rest: dict[tuple, list[str]] = {}
     for setup in setups:
         named = dict(zip(SETUP_COLUMNS, setup))

@@ -1,4 +1,5 @@
-"""The report's tables, as markdown: accuracy ranges per setup, error growth with n_timesteps, a failure group's runs."""
+"""The report's tables, as markdown: accuracy ranges per setup,
+error growth with n_timesteps, a failure group's runs."""
 
 from __future__ import annotations
 

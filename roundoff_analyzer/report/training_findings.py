@@ -80,7 +80,8 @@ class Trend:
 
 
 def trends(results: pd.DataFrame, metric: str = STATED_METRIC) -> list[Trend]:
-    """One trend per setup and train folder with at least two checkpoints with an iteration, at the largest n_timesteps."""
+    """One trend per setup and train folder with at least two checkpoints
+    with an iteration, at the largest n_timesteps."""
     if not checkpoints_in(results) or "train_iteration" not in results.columns:
         return []
     runs = results[results["checkpoint"].astype(str).ne("") & results["train_iteration"].notna()]

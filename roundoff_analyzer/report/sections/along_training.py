@@ -58,7 +58,8 @@ TABLE_HEADERS = ("iteration", "checkpoint", "parameter gradient error / u", "rat
 
 
 def training_table(results: pd.DataFrame) -> str:
-    """Per setup and checkpoint, the parameter-gradient error in units of u and its ratio to the setup's first checkpoint."""
+    """Per setup and checkpoint, the parameter-gradient error in
+    units of u and its ratio to the setup's first checkpoint."""
     found = trends(results, STATED_METRIC)
     varying = varying_columns(found)
     rows = [

@@ -157,7 +157,8 @@ def cost_sentence(a: answering.Answer, device: str | None) -> str:
 
 def code_method(library: str, method: str) -> str:
     """The method name to write for the answer's solver: the drop-in's `rk4` is the classical rule, as the native rows
-    ran it, but warns that torchdiffeq's is the 3/8 rule; `rk4_classical` names the measured rule without the warning."""
+    ran it, but warns that torchdiffeq's is the 3/8 rule; `rk4_classical` names the measured rule without the
+    warning."""
     return "rk4_classical" if library in ("native", "native-low") and method == "rk4" else method
 
 

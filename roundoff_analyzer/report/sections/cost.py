@@ -21,7 +21,7 @@ def cost(results: pd.DataFrame) -> list[str]:
     has_memory = ok["peak_memory_bytes"].notna().any()
     float32 = ok[(ok["dtype"] == "float32") & (ok["scaling"] == "none")].set_index(GRID_COLUMNS + ["mode"])
     rows = []
-    for (dtype, library, scaling, mode), runs in ok.groupby(["dtype", "library", "scaling", "mode"], sort=False):
+    for (dtype, library, scaling, _mode), runs in ok.groupby(["dtype", "library", "scaling", "mode"], sort=False):
         cells = [dtype, library, scaling, fmt.value_range(runs["time_s"], lambda v: f"{v:.3g}")]
         if not float32.empty:
             ratios = [

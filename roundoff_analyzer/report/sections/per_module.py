@@ -82,7 +82,7 @@ def origin(rows: pd.DataFrame) -> Origin | None:
         _phase=(hit["phase"] == "backward").astype(int),
         _produced=(~produced).astype(int),
         _whole=(hit["module"] == VECTOR_FIELD).astype(int),
-        _call=hit["first_nonfinite_call"] if "first_nonfinite_call" in hit else 0,
+        _call=hit.get("first_nonfinite_call", 0),
     ).sort_values(["_phase", "first_nonfinite_step", "_produced", "_whole", "_call"])
     first = ordered.iloc[0]
     return Origin(
@@ -154,7 +154,8 @@ def origin_sentence(found: Origin | None, run: pd.Series | None = None) -> str:
 
 
 def kept_lines(results: pd.DataFrame) -> list[str]:
-    """Per dtype and keep_float32 value: how many runs failing without it ran ok with it, and the error they then had."""
+    """Per dtype and keep_float32 value: how many runs failing
+    without it ran ok with it, and the error they then had."""
     if "keep_float32" not in results or (results["keep_float32"] == "none").all():
         return []
     keys = [c for c in CONFIG_COLUMNS if c in results and c != "keep_float32"]
