@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -67,7 +68,7 @@ def parse_tolerances(factors: list[str], floors_u: list[str]) -> Tolerances:
     default = Tolerance(factor_for.pop(None, DEFAULT_FACTOR), floor_for.pop(None, DEFAULT_FLOOR_U))
     per_metric = {
         metric: Tolerance(factor_for.get(metric, default.factor), floor_for.get(metric, default.floor_u))
-        for metric in sorted(set(factor_for) | set(floor_for))
+        for metric in sorted({m for m in (*factor_for, *floor_for) if m is not None})
     }
     return Tolerances(default, per_metric)
 
@@ -75,8 +76,8 @@ def parse_tolerances(factors: list[str], floors_u: list[str]) -> Tolerances:
 def _parse_overrides(entries: list[str], option: str, minimum: float) -> dict[str | None, float]:
     values: dict[str | None, float] = {}
     for entry in entries:
-        metric, _, text = entry.rpartition("=")
-        metric = metric.strip() or None
+        named, _, text = entry.rpartition("=")
+        metric = named.strip() or None
         if metric is not None and metric not in ERROR_METRICS:
             raise InputError(f"--{option} '{entry}': unknown metric '{metric}'; metrics are {', '.join(ERROR_METRICS)}")
         try:
@@ -179,7 +180,8 @@ def compare(
     merged["presence"] = merged["presence"].map(
         {"both": "both", "left_only": "new only", "right_only": "baseline only"}
     )
-    rows, metric_rows = [], []
+    rows: list[dict[str, Any]] = []
+    metric_rows: list[dict[str, Any]] = []
     for record in merged.to_dict("records"):
         verdict, reasons, metrics = _judge(record, tolerances)
         key = {column: record[column] for column in CONFIG_COLUMNS}
@@ -276,7 +278,7 @@ def _judge(record: dict, tolerances: Tolerances) -> tuple[str, list[str], list[d
 def _judge_errors(record: dict, tolerances: Tolerances) -> tuple[str, list[str], list[dict]]:
     """Both sides ok: compare every error metric."""
     u = _number(record["unit_roundoff_new"]) or _number(record["unit_roundoff_baseline"]) or 0.0
-    reasons = {REGRESSION: [], IMPROVEMENT: []}
+    reasons: dict[str, list[str]] = {REGRESSION: [], IMPROVEMENT: []}
     metrics = []
     for metric in ERROR_METRICS:
         before, after = _number(record[f"{metric}_baseline"]), _number(record[f"{metric}_new"])

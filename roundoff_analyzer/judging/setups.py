@@ -43,7 +43,7 @@ def read_setup(path: Path) -> dict[str, Any] | None:
     }
 
 
-def _checkpoint_hashes(manifest: dict[str, Any]) -> list[str] | None:
+def _checkpoint_hashes(manifest: dict[str, Any]) -> list[str | None] | None:
     """The weights of a sweep over several checkpoints, one sha256 each, in the sweep's order."""
     listed = manifest.get("checkpoints")
     if not isinstance(listed, list) or len(listed) < 2:
@@ -53,7 +53,7 @@ def _checkpoint_hashes(manifest: dict[str, Any]) -> list[str] | None:
 
 def differences(new: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     """What differs between two setups, in words: `model options: hidden 32 vs 8` (new first)."""
-    found = []
+    found: list[str] = []
     for key in new:
         a, b = new[key], baseline.get(key)
         if _canonical(a) == _canonical(b) or (key == "model options" and found and found[0].startswith("model:")):

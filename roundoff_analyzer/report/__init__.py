@@ -33,10 +33,10 @@ def write_report(folder: str | Path, out: str | Path | None = None) -> Path:
     if target.is_dir():
         raise InputError(f"--out '{target}' is a folder; give the path of the markdown file to write")
     target.parent.mkdir(parents=True, exist_ok=True)
-    links = {}
+    links: dict[str, tuple[str, str]] = {}
     for name, figure in draw_figures(sweep).items():
         png = figures.save(figure, sweep.path / FIGURES, name)
-        links[name] = tuple(_relative(path, target.parent) for path in (png, png.with_suffix(".svg")))
+        links[name] = (_relative(png, target.parent), _relative(png.with_suffix(".svg"), target.parent))
     atomic_write_bytes(target, render(sweep, links).encode())
     return target
 
@@ -47,7 +47,8 @@ def draw_figures(sweep: SweepFolder) -> dict:
     along training."""
     along = along_training_figure(sweep.results)
     sweep, _ = judged_rows(sweep)
-    results, profile = placements_as_modes(sweep.results), placements_as_modes(sweep.profile)
+    results = placements_as_modes(sweep.results)
+    profile = placements_as_modes(sweep.profile) if sweep.profile is not None else None
     ran = results[results["status"] != "skipped"]
     drawn = (
         {name: figures.error_figure(ran, metric) for name, metric in figures.ERROR_FIGURES.items()}

@@ -8,15 +8,18 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.cm import ScalarMappable
 from matplotlib.collections import LineCollection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.typing import ColorType
 
 from ..axes.dtypes import DTYPES
 from ..judging.format_search import bit_layout
@@ -51,7 +54,7 @@ _RANGE_SHOWN = 1e4
 _COINCIDE = 1e-3
 
 
-def line_label(library: str, scaling: str, mode: str, with_mode: bool) -> str:
+def line_label(library: str, scaling: str, mode: str, *, with_mode: bool) -> str:
     return f"{library} {scaling} {mode}" if with_mode else f"{library} {scaling}"
 
 
@@ -242,7 +245,7 @@ def _grouped_panel(
             )
     for key in panel[list(LINE_COLUMNS)].drop_duplicates().itertuples(index=False):
         # The legend's entry for the setup: its line style in grey (the colour is the mantissa bits, on the colour bar).
-        ax.plot([], [], **{**styles[tuple(key)], "color": "0.4"}, label=line_label(*key, with_mode))
+        ax.plot([], [], **{**styles[tuple(key)], "color": "0.4"}, label=line_label(*key, with_mode=with_mode))
     return any_failed
 
 
@@ -293,7 +296,7 @@ def _coinciding(lines: dict[tuple, pd.Series]) -> list[tuple[tuple, tuple]]:
     return found
 
 
-def _mark_failed(ax, x, values: pd.Series, index: int, color: str, recovered: bool = False) -> None:
+def _mark_failed(ax, x, values: pd.Series, index: int, color: ColorType, recovered: bool = False) -> None:
     """× (○ for an overflow the run recovered from) at the value where there is one, else in the band at the top of
     the panel (not at a data value)."""
     finite = values.gt(0) & values.lt(float("inf"))
@@ -317,7 +320,7 @@ def _mark_failed(ax, x, values: pd.Series, index: int, color: str, recovered: bo
         ax.plot(x[~finite], [height] * int((~finite).sum()), transform=ax.get_xaxis_transform(), **style)
 
 
-def _error_panel(ax, panel: pd.DataFrame, metric: str, styles: dict, with_mode: bool) -> None:
+def _error_panel(ax, panel: pd.DataFrame, metric: str, styles: dict, with_mode: bool) -> bool:
     u = float(panel["unit_roundoff"].iloc[0])
     dtype = panel["dtype"].iloc[0]
     any_failed = False
@@ -327,7 +330,7 @@ def _error_panel(ax, panel: pd.DataFrame, metric: str, styles: dict, with_mode: 
         drawn = runs[runs[metric] > 0]
         drawn_lines[key] = drawn.set_index("n_timesteps")[metric]
         # A line with no finite point still gets its legend entry, so a setup that always failed is not missing.
-        ax.plot(drawn["n_timesteps"], drawn[metric], label=line_label(*key, with_mode), **styles[key])
+        ax.plot(drawn["n_timesteps"], drawn[metric], label=line_label(*key, with_mode=with_mode), **styles[key])
         failed = runs[runs["status"] == "failed"]
         if not failed.empty:
             any_failed = True
@@ -349,7 +352,9 @@ def _note_coinciding(ax, pairs: list[tuple[tuple, tuple]], with_mode: bool) -> N
     if pairs:
         # One pair per line, inside the panel and outside the layout: a long note on one line made constrained
         # layout shrink the panels to nothing (and warn) when many lines coincide.
-        text = "\n".join(f"{line_label(*a, with_mode)} = {line_label(*b, with_mode)}" for a, b in pairs)
+        text = "\n".join(
+            f"{line_label(*a, with_mode=with_mode)} = {line_label(*b, with_mode=with_mode)}" for a, b in pairs
+        )
         note = ax.text(
             0.01,
             0.01,
@@ -373,7 +378,12 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
     for index, (key, runs) in enumerate(panel.groupby(list(LINE_COLUMNS), sort=False)):
         runs = runs.sort_values("step")
         drawn = runs[runs["held"] > 0]
-        ax.plot(drawn["step"], drawn["held"], label=line_label(*key, with_mode), **{**styles[key], "markersize": 3})
+        ax.plot(
+            drawn["step"],
+            drawn["held"],
+            label=line_label(*key, with_mode=with_mode),
+            **{**styles[key], "markersize": 3},
+        )
         for recovered, label in ((False, FAILED_LABEL), (True, RECOVERED_LABEL)):
             broken = runs[runs["broken"] & ((runs["status"] != "failed") == recovered)]
             if not broken.empty:
@@ -399,7 +409,7 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
         else:
             outside.append(f"{name} {level:.3g}")
     ax.set_yscale("log")
-    ax.set_ylim(*_limits(data, *[v for v in (largest, normal) if _within_view(v, data)]))
+    ax.set_ylim(*_limits(data, *[v for v in (largest, normal) if v is not None and _within_view(v, data)]))
     if outside:
         ax.set_title(f"\n({' and '.join(outside)}: off the scale)")
     ax.set_xlabel("backward step (0 = first step back from t = 1)")
@@ -414,7 +424,7 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
 
 def figure_legend(fig: Figure, any_failed: bool, recovered: bool = False) -> None:
     """One legend for the figure: each label once, whichever panel drew it first."""
-    handles: dict[str, object] = {}
+    handles: dict[str, Artist] = {}
     for ax in fig.axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
@@ -447,7 +457,7 @@ def format_search_figure(found: list, threshold: float, unsafe: float) -> Figure
             [f.to_noise if f.to_noise is not None and not f.judgement.failures else math.nan for f in formats],
             dtype=float,
         )
-        style = {
+        style: dict[str, Any] = {
             "color": f"C{index % 10}",
             "marker": _MARKERS[index % len(_MARKERS)],
             "linestyle": _LINESTYLES[index % len(_LINESTYLES)],

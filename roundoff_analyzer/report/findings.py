@@ -33,7 +33,7 @@ _STEP_CLAUSE = re.compile(r" at (forward|backward) step \d+$")
 
 def is_synthetic(data_source: str | None) -> bool:
     """Whether the manifest's data source says the batch was made up rather than read from a data set."""
-    return bool(data_source) and "synthetic" in data_source.lower()
+    return data_source is not None and "synthetic" in data_source.lower()
 
 
 def sweep_timesteps(results: pd.DataFrame) -> list[int]:
@@ -318,13 +318,16 @@ class GrowthGroup:
 
 def growth_groups(results: pd.DataFrame) -> list[GrowthGroup]:
     """Every growing setup, grouped over scalings that share a grid, the steepest group first."""
-    grouped: dict[tuple, list[Growth]] = {}
+    grouped: dict[tuple[str, str, str, str, tuple[int, ...]], list[Growth]] = {}
     for growth in growths(results):
         if growth.factor >= GROWS:
             named = dict(zip(SETUP_COLUMNS, growth.setup))
             key = (named["library"], named["method"], named["dtype"], named["mode"], growth.timesteps)
             grouped.setdefault(key, []).append(growth)
-    groups = [GrowthGroup(*key[:4], tuple(members)) for key, members in grouped.items()]
+    groups = [
+        GrowthGroup(library, method, dtype, mode, tuple(members))
+        for (library, method, dtype, mode, _), members in grouped.items()
+    ]
     return sorted(groups, key=lambda g: -g.largest_factor)
 
 

@@ -34,7 +34,8 @@ def along_training_figure(results: pd.DataFrame) -> Figure | None:
         return None
     fig = Figure(figsize=(5.2 * len(by_metric), 4.6), layout="constrained")
     axes = fig.subplots(1, len(by_metric), squeeze=False)[0]
-    n, iterations = None, set()
+    n: int | None = None
+    iterations: set[int] = set()
     for ax, (metric, found) in zip(axes, by_metric.items()):
         varying = varying_columns(found)
         for index, trend in enumerate(found):

@@ -37,6 +37,7 @@ def _movement(trend: Trend) -> str:
     values = {i: v for i, v in trend.measured}
     first, last = fmt.error(values[moved.first]), fmt.error(values[moved.last])
     if moved.kind in ("grows", "falls"):
+        assert moved.steepest is not None  # a trend that grows or falls has its steepest step
         a, b = moved.steepest
         return (
             f"{name} {moved.kind} {fmt.in_u(moved.factor)}× from iteration {moved.first} to {moved.last} "

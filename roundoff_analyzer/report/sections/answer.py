@@ -71,12 +71,14 @@ def kept_sentence(kept: answering.Kept, dtype: str) -> str:
     """What keeping the modules in float32 bought, the one change it takes and what it costs against keeping nothing."""
     names = fmt.listing(f"`{p}`" for p in kept.value.split("+"))
     if kept.turns_safe:
+        assert kept.without is not None  # turns_safe compares against it
         text = (
             f"Keeping {names} in float32 is what makes {dtype} trainable here: without it, {dtype} is "
             f"{kept.without.label}."
         )
     elif kept.turns_setup_safe:
         same = kept.same_without
+        assert same is not None  # turns_setup_safe compares against it
         text = (
             f"Keeping {names} in float32 is what makes this setup trainable: without it, {same.library} with "
             f"{_scaling(same.scaling)} is {same.label}"
@@ -169,6 +171,8 @@ def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
     Nothing for "do not", nor for a format emulated in software: no torch dtype computes in it."""
     if not a.train or a.arithmetic == "emulated":
         return []
+    # A training answer has its method, chosen among the methods that ran, so at one n_timesteps at least.
+    assert a.method is not None and a.n_timesteps is not None
     device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
     dtype = f"torch.{a.dtype.split()[0]}"
     solve_args = [f'method="{code_method(a.library, a.method)}"']

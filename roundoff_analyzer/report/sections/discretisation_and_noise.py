@@ -91,7 +91,8 @@ def _grid_table(results: pd.DataFrame, ok: pd.DataFrame, dtypes: list[str]) -> s
         ]
         cells = [grid["library"], grid["method"], str(int(grid["n_timesteps"]))]
         cells += [_disc(grid, disc) for _, _, disc in QUANTITIES]
-        for dtype in dtypes or [None]:
+        columns: list[str | None] = [*dtypes] if dtypes else [None]  # None: one pair of columns over them all
+        for dtype in columns:
             at = runs[runs["dtype"] == dtype] if dtype is not None else runs
             cells += [fmt.value_range(at[roundoff], fmt.error) for _, roundoff, _ in QUANTITIES]
         rows.append(cells)

@@ -132,12 +132,13 @@ def _run_label(run: pd.Series) -> str:
 
 def origin_sentence(found: Origin | None, run: pd.Series | None = None) -> str:
     if found is None:
-        failed = run is not None and run["status"] == "failed" and fmt.present(run.get("failure_message"))
         # What sums over the calls (a weight's gradient over the steps, on autocast's one low-precision copy) is no
         # module's output: the run's own failure says where it was found.
-        return "No module's output, nor a gradient reaching or leaving a module in one call, was non-finite" + (
-            f"; the run's failure: {run['failure_message']}." if failed else "."
-        )
+        if run is not None and run["status"] == "failed" and fmt.present(run.get("failure_message")):
+            ending = f"; the run's failure: {run['failure_message']}."
+        else:
+            ending = "."
+        return "No module's output, nor a gradient reaching or leaving a module in one call, was non-finite" + ending
     where = (
         "the vector field's own code, outside its leaf modules,"
         if found.module == VECTOR_FIELD
