@@ -27,17 +27,15 @@ def explain(group: FailureGroup, manifest: dict) -> Explanation:
 # Classes whose explanation needs none of the group's numbers.
 _FIXED = {
     "dtype_mismatch": Explanation(
-        "An operation received tensors of two different dtypes at once. Under autocast this happens when a tensor was "
-        "cast by hand (inputs cast to the low dtype, or a `.half()` inside the model) while autocast ran in another "
-        "dtype.",
+        "An operation received tensors of two different dtypes at once. Under autocast this happens when a tensor "
+        "was cast by hand (inputs cast to the low dtype, or a `.half()` inside the model) while autocast ran in "
+        "another dtype.",
         "Leave the casting to autocast: keep inputs and parameters in float32 (autocast mode) and remove explicit "
-        "casts "
-        "from the model.",
+        "casts from the model.",
     ),
     "torchscript_dtype_mismatch": Explanation(
         "An operation received tensors of two different dtypes inside the TorchScript interpreter: scripted "
-        "functions are "
-        "compiled ahead of time and autocast does not recast what reaches them.",
+        "functions are compiled ahead of time and autocast does not recast what reaches them.",
         "Script nothing in the model (plain Python functions), or cast the scripted function's inputs to one dtype "
         "explicitly.",
     ),
@@ -68,13 +66,13 @@ def _overflow(group: FailureGroup, manifest: dict) -> Explanation:
         span = fmt.value_range(reference, fmt.in_u)
         if (reference > rows.loc[reference.index, "dtype_max"]).any():
             cause += (
-                f" The float64 reference's largest adjoint entry is {span}, beyond that limit: the exact "
-                f"adjoint does not fit in {dtypes}."
+                f" The float64 reference's largest adjoint entry is {span}, beyond that limit: the exact adjoint "
+                f"does not fit in {dtypes}."
             )
         else:
             cause += (
-                f" The float64 reference's largest adjoint entry is {span}, within that limit: what left the range was"
-                " a value computed from the adjoint (a product or sum inside the backward pass, or a parameter "
+                f" The float64 reference's largest adjoint entry is {span}, within that limit: what left the range "
+                "was a value computed from the adjoint (a product or sum inside the backward pass, or a parameter "
                 "gradient)."
             )
     if phases == ["forward"]:
@@ -85,15 +83,13 @@ def _overflow(group: FailureGroup, manifest: dict) -> Explanation:
     else:
         remedy = (
             "Scale the backward pass down: `grad` (loss scaling, which halves the scale after each non-finite "
-            "gradient) "
-            "or, with the native solver, `dynamic` (the adjoint is rescaled at every step)."
+            "gradient) or, with the native solver, `dynamic` (the adjoint is rescaled at every step)."
         )
         wide, narrow = "bfloat16", "float16"
         if narrow in set(rows["dtype"]) and wide in DTYPES:
             remedy += (
                 f" Or use {wide}: its largest finite number is {fmt.in_u(_dtype_fact(wide, 'max'))}, at a larger "
-                "unit roundoff "
-                f"({fmt.error(_dtype_fact(wide, 'unit_roundoff'))} against {narrow}'s "
+                f"unit roundoff ({fmt.error(_dtype_fact(wide, 'unit_roundoff'))} against {narrow}'s "
                 f"{fmt.error(_dtype_fact(narrow, 'unit_roundoff'))})."
             )
     return Explanation(cause, remedy)
@@ -104,9 +100,8 @@ def _underflow(group: FailureGroup, manifest: dict) -> Explanation:
     floors = [f"{d}: {fmt.in_u(_dtype_fact(d, 'smallest_subnormal'))}" for d in dtypes if d in DTYPES]
     cause = (
         "The gradients stayed finite but their norm collapsed against the float64 reference (the message gives both "
-        "norms): "
-        "what happens when gradient entries fall below the dtype's smallest subnormal number"
-        f"{' (' + '; '.join(floors) + ')' if floors else ''} and are flushed to zero."
+        "norms): what happens when gradient entries fall below the dtype's smallest subnormal "
+        f"number{' (' + '; '.join(floors) + ')' if floors else ''} and are flushed to zero."
     )
     remedy = "Scale the backward pass up: `grad` loss scaling, or the native solver's `dynamic` adjoint scaling."
     return Explanation(cause, remedy)
@@ -147,8 +142,7 @@ def _unsupported(group: FailureGroup, manifest: dict) -> Explanation:
     device = manifest.get("device_description") or manifest.get("device") or "this device"
     cause = (
         f"The device ({device}) or the solver library cannot run {_dtypes(group.rows)} as asked; the message says "
-        "which "
-        "refused and why."
+        "which refused and why."
     )
     remedy = (
         "Run where the dtype and the library's mixed precision are supported, or leave them out of the grid "
@@ -162,8 +156,7 @@ def _step_budget_exhausted(group: FailureGroup, manifest: dict) -> Explanation:
     budget = f" ({control['max_steps']} steps)" if control.get("max_steps") else ""
     cause = (
         f"The adaptive solver's error estimate, computed in {_dtypes(group.rows)}, kept rejecting or shrinking "
-        "steps: it "
-        f"used its whole step budget{budget} before the end of the time grid."
+        f"steps: it used its whole step budget{budget} before the end of the time grid."
     )
     remedy = (
         "Set --rtol and --atol well above the dtype's unit roundoff, raise --max-steps, or use a fixed-grid method."
@@ -184,13 +177,12 @@ def _step_size_underflow(group: FailureGroup, manifest: dict) -> Explanation:
     )
     cause = (
         f"The adaptive solver shrank its step until t + dt == t in {_dtypes(group.rows)}: {asked} against a unit "
-        "roundoff "
-        f"of {resolves or 'the dtype'}; a tolerance near or below it cannot be met by a state held in that dtype."
+        f"roundoff of {resolves or 'the dtype'}; a tolerance near or below it cannot be met by a state held in that "
+        "dtype."
     )
     remedy = (
         "Set --rtol well above the dtype's unit roundoff (the error estimate is itself computed in the dtype and "
-        "carries "
-        "its roundoff), keep the state in float32 (an autocast mode), or use a fixed-grid method."
+        "carries its roundoff), keep the state in float32 (an autocast mode), or use a fixed-grid method."
     )
     return Explanation(cause, remedy)
 

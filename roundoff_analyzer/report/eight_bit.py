@@ -29,8 +29,8 @@ def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
     scaled = runs["fp8_scaling"].dropna().unique() if "fp8_scaling" in runs.columns else []
     tensor_scaling = ", per-tensor fp8 scaling " + ("on" if all(scaled) else "off") if len(scaled) else ""
     head = (
-        f"**8-bit {dtype}** (u = {fmt.error(u)}{tensor_scaling}): {len(ok)} of {len(ran)} configurations ran "
-        "without failure"
+        f"**8-bit {dtype}** (u = {fmt.error(u)}{tensor_scaling}): {len(ok)} of {len(ran)} configurations ran without "
+        "failure"
     )
     if len(ok) < len(ran):
         classes = ran.loc[ran["status"] == "failed", "failure_class"].value_counts()
@@ -43,10 +43,10 @@ def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
     )
     if best.worst < ONE_DIGIT:
         return (
-            f"{head}; with {setups} its parameter-gradient error is {worst} at every n_timesteps: usable (at "
-            "least one correct digit)."
+            f"{head}; with {setups} its parameter-gradient error is {worst} at every n_timesteps: usable (at least "
+            "one correct digit)."
         )
     return (
-        f"{head}; its best setup, {setups}, reaches a parameter-gradient error {worst}: no correct digit left, "
-        "not usable."
+        f"{head}; its best setup, {setups}, reaches a parameter-gradient error {worst}: no correct digit left, not "
+        "usable."
     )

@@ -67,8 +67,7 @@ def narrowest_safe_line(found: list[search.FormatResult]) -> str:
     return (
         f"**Narrowest format safe for training: {best.dtype}** ({layout(best)}), with {_setup(best.judgement)}: its "
         f"parameter-gradient roundoff is at most {fmt.in_u(best.to_noise)}× the gradient noise (safe for training up "
-        "to "
-        f"{rules.WELL_UNDER:g}×), {fmt.error(best.judgement.worst_grad)} relative "
+        f"to {rules.WELL_UNDER:g}×), {fmt.error(best.judgement.worst_grad)} relative "
         f"({fmt.in_u(best.judgement.worst_grad_over_u)} u).{narrower}"
     )
 

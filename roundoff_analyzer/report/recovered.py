@@ -66,21 +66,19 @@ def recovered_paragraph(profile: pd.DataFrame | None, results: pd.DataFrame, wit
         scale = f", at scale {r.scale:g}" if r.scale is not None else ""
         items.append(
             f"- {fmt.setup_label(r.setup, with_mode)} at n = {r.n_timesteps}: backward "
-            f"{'step' if len(r.steps) == 1 else 'steps'} "
-            f"{spans(r.steps)} ({len(r.steps)} of {r.of_steps}{scale})"
+            f"{'step' if len(r.steps) == 1 else 'steps'} {spans(r.steps)} ({len(r.steps)} of {r.of_steps}{scale})"
         )
     return [
         f"**Overflows the runs recovered from.** In {fmt.plural(len(found), 'run')} without failure the adjoint, "
-        "multiplied "
-        "by the loss or adjoint scale in effect and cast to the low dtype, was not finite at some backward steps (○ in "
-        "the figures of the adjoint's range):",
+        "multiplied by the loss or adjoint scale in effect and cast to the low dtype, was not finite at some "
+        "backward steps (○ in the figures of the adjoint's range):",
         "",
         *items,
         "",
         "They still count as `ok`: their solution, loss and gradients came out finite and are measured against the "
-        "float64 reference like every other run. What overflowed was the copy of the adjoint in the low dtype; where "
-        "the model's increment is wider than the low dtype (an operation such as `torch.cat` with a float32 input "
-        "promotes it to float32) the backward's product takes the wider adjoint, and a scaler that saw a non-finite "
-        "product redid the step at a smaller scale, so the overflow never reached the gradients. A larger scale "
-        "makes this more likely: `grad`'s loss scale multiplies every adjoint.",
+        "float64 reference like every other run. What overflowed was the copy of the adjoint in the low dtype; "
+        "where the model's increment is wider than the low dtype (an operation such as `torch.cat` with a float32 "
+        "input promotes it to float32) the backward's product takes the wider adjoint, and a scaler that saw a "
+        "non-finite product redid the step at a smaller scale, so the overflow never reached the gradients. A "
+        "larger scale makes this more likely: `grad`'s loss scale multiplies every adjoint.",
     ]

@@ -21,9 +21,7 @@ def tableau_notes(results: pd.DataFrame) -> list[str]:
         parts = [f"{fmt.listing(list(libraries))} ran `{tableau}`" for tableau, libraries in by_tableau]
         notes.append(
             f"At method `{method}` the libraries ran different tableaux: {'; '.join(parts)}. Each run's error is "
-            "against "
-            "the float64 run of its own library, so the errors compare; the solutions themselves differ by the "
-            "tableaux' "
-            "discretisation error (the `tableau` column of results.parquet names each row's rule)."
+            "against the float64 run of its own library, so the errors compare; the solutions themselves differ by "
+            "the tableaux' discretisation error (the `tableau` column of results.parquet names each row's rule)."
         )
     return notes

@@ -28,9 +28,8 @@ def accuracy(
         "## Accuracy",
         "",
         f"Each cell is the min – max over n_timesteps ({timesteps}) of the runs that produced a finite value, failed "
-        "runs "
-        "included (an overflow in the backward pass still leaves the solution error measured); `ok` counts the runs "
-        f"without failure. {fmt.MISSING} means no run of that setup produced the value.",
+        "runs included (an overflow in the backward pass still leaves the solution error measured); `ok` counts the "
+        f"runs without failure. {fmt.MISSING} means no run of that setup produced the value.",
         "",
         *(line for note in tableau_notes(results) for line in (note, "")),
         "### Relative error",
@@ -61,8 +60,7 @@ def accuracy(
                 "### Least accurate parameter gradients",
                 "",
                 f"Per dtype, the {WORST_PARAMETERS} parameters with the largest gradient error over the runs without "
-                "failure, "
-                "and a run where it was that large.",
+                "failure, and a run where it was that large.",
                 "",
                 tables.worst_parameters_table(worst, with_mode),
             ]
@@ -75,7 +73,6 @@ def accuracy(
         lines.append(
             "One line per library × scaling; the dotted line is the unit roundoff u. A × marks a failed run: at its "
             "value where it has one, in the grey band at the top of the panel where it has none. Skipped "
-            "configurations "
-            "are not drawn."
+            "configurations are not drawn."
         )
     return lines

@@ -22,17 +22,13 @@ def adjoint_range(figures: dict[str, tuple[str, str]]) -> list[str]:
         "## Range of the adjoint",
         "",
         "The largest magnitude of the adjoint of the state as the low dtype holds it at each backward step "
-        "(multiplied by "
-        "the loss or adjoint scale in effect, then rounded to the low dtype), against the dtype's largest finite "
-        "number and "
-        "its smallest normal number (where they lie near the data); the grey lines are each library's float64 "
-        "reference "
-        "(unscaled). A × marks a step with a non-finite value in a run that failed, a ○ one in a run that still "
-        "ended ok "
-        "(its backward used a wider adjoint, or its scaler redid the step; the key findings list them), each in the "
-        "grey "
-        "band at the top when the value itself is not finite. Drawn at the largest n_timesteps and at every "
-        f"n_timesteps where a run failed: n = {fmt.listing(n for n, _ in drawn)}.",
+        "(multiplied by the loss or adjoint scale in effect, then rounded to the low dtype), against the dtype's "
+        "largest finite number and its smallest normal number (where they lie near the data); the grey lines are "
+        "each library's float64 reference (unscaled). A × marks a step with a non-finite value in a run that "
+        "failed, a ○ one in a run that still ended ok (its backward used a wider adjoint, or its scaler redid the "
+        "step; the key findings list them), each in the grey band at the top when the value itself is not finite. "
+        "Drawn at the largest n_timesteps and at every n_timesteps where a run failed: n = "
+        f"{fmt.listing(n for n, _ in drawn)}.",
     ]
     for n, (png, svg) in drawn:
         lines += ["", f"![largest adjoint magnitude per backward step, n_timesteps = {n}]({png}) ([SVG]({svg}))"]

@@ -46,8 +46,8 @@ def _movement(trend: Trend) -> str:
     low, high = fmt.error(min(values.values())), fmt.error(max(values.values()))
     if moved.kind == "stays":
         return (
-            f"{name} stays within {fmt.in_u(ALONG_TRAINING)}× from iteration {moved.first} to {moved.last} ({low} "
-            f"– {high}){failed}."
+            f"{name} stays within {fmt.in_u(ALONG_TRAINING)}× from iteration {moved.first} to {moved.last} ({low} – "
+            f"{high}){failed}."
         )
     return (
         f"{name} varies {fmt.in_u(moved.factor)}× between iterations {moved.first} and {moved.last} ({low} – {high}) "

@@ -34,9 +34,8 @@ def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
         # Only the accuracy was judged: nothing says whether training would feel the roundoff.
         return (
             f"**{a.dtype}**: no answer for training: the gradient noise was not measured (`--noise-batches 0`, or a "
-            "model without a batch sampler), "
-            f"so nothing here says whether training feels the roundoff. For accuracy, its best setup is {_setup(a)}: "
-            f"{describe(a.judgement)}."
+            "model without a batch sampler), so nothing here says whether training feels the roundoff. For "
+            f"accuracy, its best setup is {_setup(a)}: {describe(a.judgement)}."
         )
     if not a.train:
         return (
@@ -85,8 +84,8 @@ def kept_sentence(kept: answering.Kept, dtype: str) -> str:
         )
         if kept.without is not None:
             text += (
-                f" ({dtype}'s best setup without it, {kept.without.library} with "
-                f"{_scaling(kept.without.scaling)}, is {kept.without.label})"
+                f" ({dtype}'s best setup without it, {kept.without.library} with {_scaling(kept.without.scaling)}, "
+                f"is {kept.without.label})"
             )
         text += "."
     elif kept.without is not None:
@@ -147,8 +146,7 @@ def cost_sentence(a: answering.Answer, device: str | None) -> str:
     else:
         text = (
             f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward; no float32 run "
-            "to compare "
-            "with (add `--dtype float32`)"
+            "to compare with (add `--dtype float32`)"
         )
     if device is not None and str(device).startswith("cpu"):
         text += "; on a CPU low precision is emulated in software, so its speed says nothing of a GPU's"
@@ -381,18 +379,16 @@ def glossary(results: pd.DataFrame) -> list[str]:
     ran = results[results["status"] != "skipped"]
     units = fmt.unit_roundoffs(ran, "in")
     words = [
-        "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same time "
-        "grid.",
+        "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same "
+        "time grid.",
         f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error "
-        "of 10 u "
-        "is what ten such roundings can add up to.",
+        "of 10 u is what ten such roundings can add up to.",
     ]
     if ran["library"].isin(["native", "native-low"]).any():
         words.append(
             "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for "
-            "torchdiffeq's "
-            "fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and sums the "
-            "gradients in float32"
+            "torchdiffeq's fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and "
+            "sums the gradients in float32"
             + (
                 " (`native-low` returns the stored low-precision states as the trajectory)."
                 if (ran["library"] == "native-low").any()
@@ -402,14 +398,14 @@ def glossary(results: pd.DataFrame) -> list[str]:
     if (ran["scaling"] == "grad").any():
         words.append(
             "**grad**: loss scaling with `torch.amp.GradScaler`: the loss is multiplied by a large scale before the "
-            "backward "
-            "pass, so that small gradients do not underflow, and the scale is backed off after a non-finite gradient."
+            "backward pass, so that small gradients do not underflow, and the scale is backed off after a "
+            "non-finite gradient."
         )
     if (ran["scaling"] == "dynamic").any():
         words.append(
             "**dynamic**: the native solver's adjoint scaling (`DynamicAdjointScaler`): each backward step "
-            "multiplies the "
-            "adjoint by its own power-of-two scale, and halves it and redoes the step when the product overflows."
+            "multiplies the adjoint by its own power-of-two scale, and halves it and redoes the step when the "
+            "product overflows."
         )
     if ran["mode"].str.startswith("autocast").any():
         words.append(
@@ -418,16 +414,13 @@ def glossary(results: pd.DataFrame) -> list[str]:
         )
     words.append(
         "**adjoint**: the gradient of the loss with respect to the state at one time step, which the backward pass "
-        "carries "
-        "from t = 1 back to t = 0; it is where low precision overflows or underflows first."
+        "carries from t = 1 back to t = 0; it is where low precision overflows or underflows first."
     )
     if "disc_sol_rel_err" in ran and ran["disc_sol_rel_err"].notna().any():
         words.append(
             "**discretisation error**: how far the float64 solution on the sweep's time grid is from a fine "
-            "reference: the "
-            "error of the method and its n_timesteps. Where the roundoff exceeds it, more steps no longer make the "
-            "result "
-            "more accurate in that dtype."
+            "reference: the error of the method and its n_timesteps. Where the roundoff exceeds it, more steps no "
+            "longer make the result more accurate in that dtype."
         )
     if "grad_noise_rel" in ran and ran["grad_noise_rel"].notna().any():
         words.append(

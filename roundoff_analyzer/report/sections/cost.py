@@ -45,18 +45,16 @@ def cost(results: pd.DataFrame) -> list[str]:
     memory = "" if has_memory else " Peak memory was not recorded on this device."
     if (ok["scaling"] == "grad").any():
         memory += (
-            " `grad`'s times include the search for its loss scale: extra backward passes at other scales, to find the "
-            "largest whose gradients are finite (`scale_retries` backoffs from the initial scale), where training "
-            "with a "
-            "GradScaler runs one backward pass per step."
+            " `grad`'s times include the search for its loss scale: extra backward passes at other scales, to find "
+            "the largest whose gradients are finite (`scale_retries` backoffs from the initial scale), where "
+            "training with a GradScaler runs one backward pass per step."
         )
     return [
         "## Cost",
         "",
         "Time of the forward and backward pass of the runs without failure, min – max over n_timesteps "
-        f"({timesteps}) and "
-        f"methods; {note}.{memory} Low precision on a CPU is emulated in software and is often slower than float32: "
-        "judge speed on the device you will train on.",
+        f"({timesteps}) and methods; {note}.{memory} Low precision on a CPU is emulated in software and is often "
+        "slower than float32: judge speed on the device you will train on.",
         "",
         fmt.bounded_table(rows, headers),
     ]

@@ -32,15 +32,12 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
         "## Roundoff against discretisation error and gradient noise",
         "",
         "The discretisation error is each library's float64 run on that grid against a fine reference: the same "
-        "problem "
-        f"solved once in float64 by the classical RK4 with {int(fine['fine_ref_steps'])} steps on [0, 1], through "
-        "every grid "
-        f"point of the sweep. Solved again with half the steps, it moves by 15 times its own estimated error: "
-        f"{fmt.error(fine['fine_ref_final_rel_err'])} in the final state, "
-        f"{fmt.error(fine['fine_ref_grad_params_rel_err'])} "
-        "in the parameter gradient. A discretisation error below 3 times that is marked ≈ (not resolved). The "
-        "roundoff "
-        f"columns give, per dtype, the min – max over the scalings of the runs without failure.",
+        f"problem solved once in float64 by the classical RK4 with {int(fine['fine_ref_steps'])} steps on [0, 1], "
+        "through every grid point of the sweep. Solved again with half the steps, it moves by 15 times its own "
+        f"estimated error: {fmt.error(fine['fine_ref_final_rel_err'])} in the final state, "
+        f"{fmt.error(fine['fine_ref_grad_params_rel_err'])} in the parameter gradient. A discretisation error below "
+        "3 times that is marked ≈ (not resolved). The roundoff columns give, per dtype, the min – max over the "
+        "scalings of the runs without failure.",
         "",
         _grid_table(results, ok, dtypes),
     ]
@@ -49,8 +46,7 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
     if noise.empty:
         lines.append(
             "The gradient noise was not measured (`--noise-batches 0`, or a model without a batch sampler), so the "
-            "gradient "
-            "roundoff has no training yardstick here."
+            "gradient roundoff has no training yardstick here."
         )
         return lines
     batches = int(results["grad_noise_batches"].dropna().iloc[0])

@@ -37,8 +37,8 @@ def key_findings(
     if groups:
         counts = ", ".join(f"{g.count} {g.failure_class}" for g in groups)
         summary = (
-            f"{len(groups)} failure {'group' if len(groups) == 1 else 'groups'} among {len(ran)} "
-            f"configurations that ran: {counts}."
+            f"{len(groups)} failure {'group' if len(groups) == 1 else 'groups'} among {len(ran)} configurations that "
+            f"ran: {counts}."
         )
     else:
         skipped = len(results) - len(ran)
@@ -54,10 +54,9 @@ def key_findings(
         lines += [
             "",
             "**Largest parameter-gradient roundoff** of a run without failure: "
-            f"{fmt.error(largest['grad_params_rel_err'])} "
-            f"({fmt.in_u(largest['grad_params_rel_err_over_u'])} u), {largest['dtype']} {largest['library']} "
-            f"{largest['method']} "
-            f"scaling {largest['scaling']}{mode} at n = {int(largest['n_timesteps'])}.",
+            f"{fmt.error(largest['grad_params_rel_err'])} ({fmt.in_u(largest['grad_params_rel_err_over_u'])} u), "
+            f"{largest['dtype']} {largest['library']} {largest['method']} scaling {largest['scaling']}{mode} at n = "
+            f"{int(largest['n_timesteps'])}.",
         ]
     lines += error_growth(results, with_mode)
     for paragraph in dtype_comparison(results):
@@ -97,8 +96,8 @@ def growth_sentence(group: GrowthGroup, with_mode: bool) -> str:
     starts = fmt.value_range([g.values[0] for g in group.members], fmt.error)
     return (
         f"{group.dtype} {group.library} {group.method}{mode} (scaling {fmt.either(scalings)}): the "
-        "parameter-gradient error "
-        f"grows {factors}× from n = {first.timesteps[0]} to n = {first.timesteps[-1]} ({starts} → {ends})."
+        f"parameter-gradient error grows {factors}× from n = {first.timesteps[0]} to n = {first.timesteps[-1]} "
+        f"({starts} → {ends})."
     )
 
 
@@ -157,8 +156,8 @@ def rescue_sentence(rescue: Rescue, with_mode: bool) -> str:
     failed_at = fmt.listing(n for n, _ in rescue.failed_without)
     classes = fmt.listing(dict.fromkeys(c for _, c in rescue.failed_without))
     text = (
-        f"**{rescue.dtype}**, {rescue.library} {rescue.method}{mode}: without scaling it failed at n = "
-        f"{failed_at} ({classes})"
+        f"**{rescue.dtype}**, {rescue.library} {rescue.method}{mode}: without scaling it failed at n = {failed_at} "
+        f"({classes})"
     )
     parts = [f"`{s}` worked at n = {fmt.listing(n)}" for s, n in rescue.rescued_by.items()]
     parts += [f"`{s}` failed too at n = {fmt.listing(n)}" for s, n in rescue.failed_with.items()]

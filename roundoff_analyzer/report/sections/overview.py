@@ -88,8 +88,8 @@ def _data(manifest: dict) -> str | None:
     if is_synthetic(source):
         detail = re.sub(r"^synthetic\s*:?\s*", "", source, flags=re.I)
         return (
-            f"**Data**: **synthetic**{f' ({detail})' if detail else ''}; no data file was given, so the numbers "
-            "are for synthetic inputs"
+            f"**Data**: **synthetic**{f' ({detail})' if detail else ''}; no data file was given, so the numbers are "
+            "for synthetic inputs"
         )
     return f"**Data**: {source}"
 
@@ -117,8 +117,8 @@ def _settings(manifest: dict) -> str | None:
     if scaler:
         parts.append(
             f"loss scaler starts at {scaler.get('init_scale', fmt.MISSING):g}, multiplies by "
-            f"{scaler.get('backoff_factor', fmt.MISSING):g} "
-            f"after a non-finite gradient, at most {scaler.get('max_retries', fmt.MISSING)} retries"
+            f"{scaler.get('backoff_factor', fmt.MISSING):g} after a non-finite gradient, at most "
+            f"{scaler.get('max_retries', fmt.MISSING)} retries"
         )
     if manifest.get("timeout_s"):
         parts.append(f"time limit {manifest['timeout_s']:g} s per configuration")
@@ -140,8 +140,7 @@ def _grid(manifest: dict, results: pd.DataFrame) -> str:
     text = (
         f"**Configurations**: {planned} = {len(timesteps)} n_timesteps ({fmt.listing(timesteps)}) × "
         f"{fmt.plural(len(methods), 'method')} ({fmt.listing(methods)}) × {fmt.plural(len(modes), 'mode')} "
-        f"({fmt.listing(modes)}) × "
-        f"{len(triples)} (library, dtype, scaling) triples: {_triples(triples)}"
+        f"({fmt.listing(modes)}) × {len(triples)} (library, dtype, scaling) triples: {_triples(triples)}"
     )
     if cells != len(triples) or "arithmetic" in grid:
         pairs = results[["dtype", "arithmetic", "rounding"]].drop_duplicates().itertuples(index=False)

@@ -170,16 +170,15 @@ def kept_lines(results: pd.DataFrame) -> list[str]:
         ok = runs[runs["status"] == "ok"]
         text = (
             f"Keeping `{value}` in float32 ({dtype}): {len(rescued)} of the {len(failed_before)} runs that failed "
-            "without "
-            f"it ran ok; {len(ok)} of {len(runs)} ran ok"
+            f"without it ran ok; {len(ok)} of {len(runs)} ran ok"
         )
         if ok["grad_params_rel_err_over_u"].notna().any():
             text += f", parameter-gradient error {fmt.value_range(ok['grad_params_rel_err_over_u'], fmt.in_u)} u"
             both = ok[ok["grad_params_rel_err_over_u_plain"].notna()]
             if not both.empty:
                 text += (
-                    f" (without it {fmt.value_range(both['grad_params_rel_err_over_u_plain'], fmt.in_u)} u on "
-                    "the same runs)"
+                    f" (without it {fmt.value_range(both['grad_params_rel_err_over_u_plain'], fmt.in_u)} u on the "
+                    "same runs)"
                 )
         lines.append(f"- {text}.")
     if len(lines) > KEPT_LINES:
@@ -199,10 +198,10 @@ def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None) -> list
     lines = [
         SECTION,
         "",
-        "Each module of the vector field was watched over one more run of each configuration (`modules.parquet`): its "
-        "local roundoff is its own error (the module re-run in float64 on the very input the run gave it, and backward "
-        "its vector-Jacobian product with the very gradient that reached it), not the error it inherits. Per dtype, "
-        "its worst run:",
+        "Each module of the vector field was watched over one more run of each configuration (`modules.parquet`): "
+        "its local roundoff is its own error (the module re-run in float64 on the very input the run gave it, and "
+        "backward its vector-Jacobian product with the very gradient that reached it), not the error it inherits. "
+        "Per dtype, its worst run:",
         "",
     ]
     for dtype, run in worst_runs(results, modules).items():

@@ -144,10 +144,8 @@ def method_advice(results: pd.DataFrame) -> list[str]:
             )
             items.append(
                 f"**Method ({dtype})**: prefer {best}. Its total parameter-gradient error (discretisation and "
-                "roundoff, "
-                f"against the fine reference) is the smallest in each of the {pairs} pairs of runs that differ only "
-                "in the "
-                f"method; over all runs without failure: {spans}."
+                f"roundoff, against the fine reference) is the smallest in each of the {pairs} pairs of runs that "
+                f"differ only in the method; over all runs without failure: {spans}."
             )
     return items
 
@@ -168,10 +166,9 @@ def growth_contrasts(results: pd.DataFrame, with_mode: bool) -> list[str]:
             f"**Error growth with n_timesteps** ({method}, {dtype}, scaling {scalings}{mode_text}): {grows}'s "
             f"parameter-gradient error grows {fmt.value_range([c.grows.factor for c in found], fmt.in_u)}× from n = "
             f"{g.timesteps[0]} to n = {g.timesteps[-1]} (to "
-            f"{fmt.value_range([c.grows.values[-1] for c in found], fmt.error)}), "
-            f"while {flat}'s stays within {fmt.value_range([v for c in found for v in c.flat.values], fmt.error)}: "
-            "at the "
-            f"larger n_timesteps of this sweep, prefer {flat}."
+            f"{fmt.value_range([c.grows.values[-1] for c in found], fmt.error)}), while {flat}'s stays within "
+            f"{fmt.value_range([v for c in found for v in c.flat.values], fmt.error)}: at the larger n_timesteps of "
+            f"this sweep, prefer {flat}."
         )
     return items
 
@@ -201,18 +198,16 @@ def weight_cache(results: pd.DataFrame) -> list[str]:
     for library, pairs in confirmed.items():
         items.append(
             f"**Autocast's weight cache** ({library}, {_setups_phrase([c for c, _ in pairs])}): the "
-            "parameter-gradient error "
-            f"grows {fmt.value_range([c.factor for c, _ in pairs], fmt.in_u)}× from the smallest to the largest "
-            "n_timesteps "
-            f"under `autocast` and {fmt.value_range([u.factor for _, u in pairs], fmt.in_u)}× with the cache off: pass "
+            f"parameter-gradient error grows {fmt.value_range([c.factor for c, _ in pairs], fmt.in_u)}× from the "
+            "smallest to the largest n_timesteps under `autocast` and "
+            f"{fmt.value_range([u.factor for _, u in pairs], fmt.in_u)}× with the cache off: pass "
             "`cache_enabled=False` to `torch.autocast` around the solve."
         )
     for library, found in suspected.items():
         items.append(
             f"**Autocast's weight cache?** ({library}, {_setups_phrase(found)}): the parameter-gradient error grows "
             f"{fmt.value_range([g.factor for g in found], fmt.in_u)}× from the smallest to the largest n_timesteps; "
-            "if it is "
-            f"the cache's low-precision sum over the steps, `--mode autocast,{UNCACHED}` shows it."
+            f"if it is the cache's low-precision sum over the steps, `--mode autocast,{UNCACHED}` shows it."
         )
     return items
 

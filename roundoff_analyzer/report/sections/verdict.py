@@ -103,8 +103,7 @@ def describe(j: rules.SetupJudgement) -> str:
         e = j.mostly_error
         parts.append(
             f"the {e.quantity} error reaches {e.value:.0%} ({_where(e)}): more error than {e.quantity}, unsafe "
-            "whatever "
-            "the yardsticks say"
+            "whatever the yardsticks say"
         )
     if j.worst_grad is not None:
         in_u = f" ({fmt.in_u(j.worst_grad_over_u)} u)" if j.worst_grad_over_u is not None else ""
@@ -156,13 +155,11 @@ def _yardsticks(results: pd.DataFrame) -> str:
     )
     return (
         f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; the "
-        f"discretisation error is that float64 run against a fine reference (see below). *safe*: nothing failed and "
-        f"every roundoff is at most {rules.WELL_UNDER:g}× both; *safe for training*: at most {rules.WELL_UNDER:g}× the "
-        f"noise but not that far under the discretisation error somewhere; *borderline*: above {rules.WELL_UNDER:g}× "
-        "the "
-        f"noise; *unsafe*: a failure, or at least {rules.AT_OR_ABOVE:g}× the noise; *needs scaling*: a scaling "
-        "strategy "
-        "earns a better verdict than none. docs/verdict.md has the rules."
+        "discretisation error is that float64 run against a fine reference (see below). *safe*: nothing failed and "
+        f"every roundoff is at most {rules.WELL_UNDER:g}× both; *safe for training*: at most {rules.WELL_UNDER:g}× "
+        "the noise but not that far under the discretisation error somewhere; *borderline*: above "
+        f"{rules.WELL_UNDER:g}× the noise; *unsafe*: a failure, or at least {rules.AT_OR_ABOVE:g}× the noise; *needs "
+        "scaling*: a scaling strategy earns a better verdict than none. docs/verdict.md has the rules."
     )
 
 
