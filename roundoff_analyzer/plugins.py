@@ -30,7 +30,7 @@ the same way, and an installed solver library by an entry point in the group `LI
 Registering a name twice raises ValueError. Failures a library or a scaling names: `StepBudgetExhausted` (an
 adaptive solve ran out of `max_steps`), `LibraryUnsupported` (the configuration cannot run as asked),
 `ScalerExhausted` (a scaler halved its scale as often as it may).
-"""
+"""  # noqa: E501 (the axis table's rows are markdown table rows, which cannot wrap)
 
 from __future__ import annotations
 

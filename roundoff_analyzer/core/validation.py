@@ -66,7 +66,8 @@ def _holds_bool(value: Any) -> bool:
 
 def bool_given_for_number(values: dict[str, Any], model: type[BaseModel]) -> tuple[str, Any] | None:
     """The first key (`scaler.max_retries`) whose value is true/false where `model` takes no true/false, with the value.
-    pydantic would read true as 1 (`timesteps = [true]` would run n_timesteps 1); a file that says true meant something else."""
+    pydantic would read true as 1 (`timesteps = [true]` would run n_timesteps 1); a file that says true meant something
+    else."""
     for key, value in values.items():
         field = model.model_fields.get(key)
         if field is None:

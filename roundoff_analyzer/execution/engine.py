@@ -1,5 +1,6 @@
 """The sweep engine: a plan, with the registered executors, run into the folder's shards (what the folder does not hold
-yet), then the shards combined into the tables. config -> plan (planning/) -> executor (here) -> shards -> tables (storage/)."""
+yet), then the shards combined into the tables. config -> plan (planning/) -> executor (here) -> shards -> tables
+(storage/)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class SweepInterrupted(Exception):
 
 
 class SweepIncomplete(Exception):
-    """Nobody asked to stop, yet configurations have no result (a worker died, a Slurm task failed); the rest is on disk."""
+    """Nobody asked to stop, yet configurations have no result (a worker died, a Slurm task
+    failed); the rest is on disk."""
 
     def __init__(self, out_dir: Path, n_done: int, n_total: int, problems: list[str]) -> None:
         super().__init__(

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from multiprocessing.context import BaseContext
 
 # What a worker imports before it measures anything; everything torch-heavy is beneath these.
-# The guard first (standard library only): the server ends with the process that started it, even while it imports torch.
+# The guard first (standard library only): the server ends with the process that started
+# it, even while it imports torch.
 PRELOAD = [
     "roundoff_analyzer.execution.fork_server_guard",
     "torch",

@@ -58,15 +58,16 @@ class Worker:
             expected = expected if isinstance(expected, dict) else {}
             differs = sorted(key for key in rebuilt if expected.get(key) != rebuilt[key])
             raise SweepMismatch(
-                f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now (in: {', '.join(differs)}): "
+                f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now "
+                f"(in: {', '.join(differs)}): "
                 "another data file, checkpoint or model code here, or the folder was replaced with --force"
             )
-        self.problems = ProcessProblems.of(
-            self.plan, self.store
-        )  # cast copies and yardsticks, once per process and checkpoint
+        # cast copies and yardsticks, once per process and checkpoint
+        self.problems = ProcessProblems.of(self.plan, self.store)
 
     def prepare_yardsticks(self, first: int, checkpoint: str = "") -> None:
-        """Every piece of one checkpoint's yardsticks, computed, awaited or read, from piece `first` (modulo their number) on."""
+        """Every piece of one checkpoint's yardsticks, computed, awaited or read, from piece
+        `first` (modulo their number) on."""
         tasks = [task for task in yardstick_tasks(self.plan) if task[0] == checkpoint]
         for i in range(len(tasks)):
             self.problems.prepare(tasks[(first + i) % len(tasks)])

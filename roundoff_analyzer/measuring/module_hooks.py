@@ -117,7 +117,8 @@ class ModuleObserver:
             for name, m in func.named_modules()
             if not name or not any(True for _ in m.children())
         }
-        # float64 copies, made before any hook is attached; a kept-in-float32 forward is copied too, and leaves float64 as it is.
+        # float64 copies, made before any hook is attached; a kept-in-float32 forward is copied
+        # too, and leaves float64 as it is.
         self.float64 = {name: _float64_copy(m) for name, m in self.modules.items()}
         self.stats = {(name, phase): ModuleStats() for name in self.modules for phase in ("forward", "backward")}
         self.phase = "forward"

@@ -33,7 +33,8 @@ class TableauWarning(UserWarning):
 
 RK4_WARNING = (
     "method='rk4' here is the classical Runge-Kutta rule (the paper's, rampde's, and the one this project's sweeps run "
-    "as rk4); torchdiffeq's 'rk4' is Kutta's 3/8 rule, so the solutions differ by the two rules' discretisation errors. "
+    "as rk4); torchdiffeq's 'rk4' is Kutta's 3/8 rule, so the solutions differ by the two rules' discretisation "
+    "errors. "
     "Pass method='rk4_38' for torchdiffeq's rule, or method='rk4_classical' for this one without this warning."
 )
 
@@ -177,7 +178,8 @@ def _tableau(method) -> ExplicitRK:
         )
     if method in _MULTISTEP:
         raise ValueError(
-            f"method {method!r} is a multistep (Adams) method; this solver runs one-step Runge-Kutta rules: {', '.join(fixed)}"
+            f"method {method!r} is a multistep (Adams) method; "
+            f"this solver runs one-step Runge-Kutta rules: {', '.join(fixed)}"
         )
     if (
         method in METHODS

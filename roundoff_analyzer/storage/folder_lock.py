@@ -7,6 +7,7 @@ them holds the lock.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import json
@@ -60,12 +61,10 @@ class FolderLock:
     def release(self) -> None:
         if self._descriptor is None:
             return
-        try:
-            # A finished folder keeps no lock file; it is removed while still locked, so that a process waiting on it
-            # sees that it is gone (acquire checks) rather than taking a lock nobody else can see.
+        # A finished folder keeps no lock file; it is removed while still locked, so that a process waiting on it
+        # sees that it is gone (acquire checks) rather than taking a lock nobody else can see.
+        with contextlib.suppress(OSError):
             self.path.unlink()
-        except OSError:
-            pass
         fcntl.flock(self._descriptor, fcntl.LOCK_UN)
         os.close(self._descriptor)
         self._descriptor = None

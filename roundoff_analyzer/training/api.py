@@ -78,7 +78,8 @@ def plan(
 def run(
     plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: Callable[[], bool] | None = None
 ) -> TrainResult:
-    """Train every setup of the plan in turn, resuming what the folder holds; raises loop.TrainingInterrupted on a stop."""
+    """Train every setup of the plan in turn, resuming what the folder holds; raises
+    loop.TrainingInterrupted on a stop."""
     progress, stop_requested = progress or NoProgress(), stop_requested or (lambda: False)
     root = plan.out
     root.mkdir(parents=True, exist_ok=True)

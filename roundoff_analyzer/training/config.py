@@ -1,4 +1,5 @@
-"""What `roundoff train` is asked to do, validated: from a TOML file, the command line, or both (the command line wins)."""
+"""What `roundoff train` is asked to do, validated: from a TOML file, the command line, or
+both (the command line wins)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def _state_in(value: str | None) -> str | None:
 
 
 class SetupEntry(BaseModel):
-    """One `[[setups]]` table: a (library, dtype, scaling, weights, update) to train, where the product of the lists is not wanted."""
+    """One `[[setups]]` table: a (library, dtype, scaling, weights, update) to train, where the product
+    of the lists is not wanted."""
 
     model_config = ConfigDict(extra="forbid")
     dtype: str
@@ -165,7 +167,8 @@ def save_points(config: TrainConfig) -> list[int]:
 
 
 def resolve(file: str | Path | None, overrides: dict[str, Any]) -> TrainConfig:
-    """File values, then command-line values on top (tables such as model options and scaler settings merge key by key)."""
+    """File values, then command-line values on top (tables such as model options and scaler
+    settings merge key by key)."""
     values: dict[str, Any] = load_toml(file) if file else {}
     if file:
         # Checked on its own first, so that a mistake in the file is reported against the file.

@@ -83,7 +83,8 @@ class StoredWeights:
                     p.copy_(round_nearest(p.float(), self.format))
 
     def before_step(self) -> list[torch.Tensor]:
-        """The stored values before the optimizer steps (nothing for float32 master weights, which keep its step as is)."""
+        """The stored values before the optimizer steps (nothing for float32 master weights,
+        which keep its step as is)."""
         return [] if self.format is None else [p.detach().clone() for p in self.params]
 
     @torch.no_grad()
@@ -106,7 +107,7 @@ class StoredWeights:
 
     def _round_state(self, optimizer: torch.optim.Optimizer) -> None:
         for state in optimizer.state.values():
-            for key, value in state.items():
+            for value in state.values():
                 if torch.is_tensor(value) and value.is_floating_point() and value.dim() > 0:
                     value.copy_(round_nearest(value.float(), self.format))
 
@@ -114,7 +115,8 @@ class StoredWeights:
         return sum(p.numel() for p in self.params) * bytes_per_value(self.weights)
 
     def optimizer_state_bytes(self, optimizer: torch.optim.Optimizer) -> int:
-        """The optimizer's per-weight state (moments, momentum) in the format it lives in, plus the compensation buffers."""
+        """The optimizer's per-weight state (moments, momentum) in the format it lives in,
+        plus the compensation buffers."""
         per_value = bytes_per_value(self.weights if self.optimizer_state == "weights" else MASTER)
         values = sum(
             v.numel()

@@ -26,7 +26,8 @@ class SetupVerdict:
 
 
 def departs_at(log: pd.DataFrame, setup: str, reference: str) -> int | None:
-    """The first iteration where both validation losses were computed and `setup`'s is beyond COMPARABLE of `reference`'s."""
+    """The first iteration where both validation losses were computed and `setup`'s is beyond
+    COMPARABLE of `reference`'s."""
     validated = log[log["val_loss"].notna() & log["setup"].isin([setup, reference])]
     table = validated.pivot_table(index="iteration", columns="setup", values="val_loss", aggfunc="first").sort_index()
     if setup not in table or reference not in table:
@@ -68,7 +69,8 @@ def setup_verdicts(summary: pd.DataFrame, log: pd.DataFrame) -> list[SetupVerdic
 
 
 def best_low_weights(summary: pd.DataFrame, verdicts: list[SetupVerdict]) -> pd.Series | None:
-    """Of the setups with weights in a low format that held, the one storing the fewest bytes (then the closest loss)."""
+    """Of the setups with weights in a low format that held, the one storing the fewest
+    bytes (then the closest loss)."""
     held = {v.setup: v for v in verdicts if v.holds}
     candidates = summary[summary["setup"].isin(held) & (summary["weights"] != "float32")]
     if candidates.empty:
