@@ -32,9 +32,8 @@ class TableauWarning(UserWarning):
 
 
 RK4_WARNING = (
-    "method='rk4' here is the classical Runge-Kutta rule (the paper's, rampde's, and the one this project's sweeps run "
-    "as rk4); torchdiffeq's 'rk4' is Kutta's 3/8 rule, so the solutions differ by the two rules' discretisation "
-    "errors. "
+    "method='rk4' here is the classical Runge-Kutta rule (rampde's, and the one this project's sweeps run as rk4); "
+    "torchdiffeq's 'rk4' is Kutta's 3/8 rule, so the solutions differ by the two rules' discretisation errors. "
     "Pass method='rk4_38' for torchdiffeq's rule, or method='rk4_classical' for this one without this warning."
 )
 
@@ -60,9 +59,9 @@ def odeint(
 
     `method` (no default: torchdiffeq's default, dopri5, is adaptive, and this solver steps on fixed grids only):
     "euler", "midpoint", "heun2", "heun3", "rk4_38" (Kutta's 3/8 rule: torchdiffeq's "rk4"), "rk4_classical" (the
-    classical rule, the paper's and rampde's) and "rk4", which here is the classical rule and warns
-    (`TableauWarning`) that torchdiffeq's "rk4" is the 3/8 rule; or an `ExplicitRK` tableau. Adaptive methods and
-    torchdiffeq's Adams methods raise an error naming them.
+    classical rule, rampde's and that of its paper, "Mixed Precision Training of Neural ODEs") and "rk4", which here
+    is the classical rule and warns (`TableauWarning`) that torchdiffeq's "rk4" is the 3/8 rule; or an `ExplicitRK`
+    tableau. Adaptive methods and torchdiffeq's Adams methods raise an error naming them.
 
     As in torchdiffeq: `rtol` and `atol` are accepted and unused (`atol` is the tolerance of an event's time);
     `options` may hold `step_size` or `grid_constructor(func, y0, t)` (the grid stepped on; the states at `t` are
