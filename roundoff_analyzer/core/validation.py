@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -33,7 +34,7 @@ _MUST = {
 }
 
 
-def location(error: dict[str, Any]) -> str:
+def location(error: Mapping[str, Any]) -> str:
     """`scaler.backoff_factor`; a list entry as `timesteps[0]`."""
     text = ""
     for part in error["loc"]:
@@ -41,7 +42,7 @@ def location(error: dict[str, Any]) -> str:
     return text or "?"
 
 
-def phrase(error: dict[str, Any]) -> str:
+def phrase(error: Mapping[str, Any]) -> str:
     """What is wrong with the value, e.g. "must be greater than 0 (got 0)"; a validator's own message as it is."""
     kind = error["type"]
     if kind == "value_error":

@@ -116,6 +116,7 @@ class EmulatedPrecision(TorchFunctionMode):
         self.settings = settings
         self.saturations = saturations if saturations is not None else Saturations()
         fmt = settings.format
+        self.generator: torch.Generator | None
         if settings.rounding == "stochastic":
             self.generator = generator or torch.Generator().manual_seed(settings.seed)
             self.value_round: ValueRound = partial(round_stochastic, fmt=fmt, generator=self.generator)

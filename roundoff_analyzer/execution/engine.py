@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -17,7 +18,7 @@ from ..planning.manifest import fingerprint, row_settings, timestamp
 from ..planning.manifest import manifest as sweep_manifest
 from ..planning.sweep_plan import SweepPlan, default_out_dir, make_plan
 from ..storage.results import ResultStore
-from .base import Execution, ExecutionReport, NoProgress, Progress
+from .base import Execution, ExecutionReport, Executor, NoProgress, Progress, planned
 from .executors import EXECUTORS
 
 __all__ = [
@@ -66,7 +67,7 @@ class SweepOutcome:
 def plan(config: SweepConfig, checked: bool = False) -> SweepPlan:
     """The sweep `config` asks for, checked and built before anything touches the disk, its executor one of those
     registered (planning/sweep_plan.py's make_plan)."""
-    return make_plan(config, EXECUTORS, checked)
+    return make_plan(config, planned(EXECUTORS), checked)
 
 
 def run(
@@ -96,10 +97,13 @@ def _run_locked(
     done = store.completed()
     pending = [c for c in plan.configurations if c.id not in done]
     progress.start(n_total, n_total - len(pending))
-    if store.set_aside_note():
-        progress.note(store.set_aside_note())
+    set_aside = store.set_aside_note()
+    if set_aside:
+        progress.note(set_aside)
+    # The plan's executor is one of EXECUTORS (see `plan`): planning knows it only as far as it plans.
+    executor = cast(Executor, plan.executor)
     try:
-        report = plan.executor.run(Execution(plan, store, pending, progress, stop_requested))
+        report = executor.run(Execution(plan, store, pending, progress, stop_requested))
     except KeyboardInterrupt:  # one the executor did not catch itself (e.g. while submitting): what is on disk stays
         report = ExecutionReport(interrupted=True)
     except OSError as exc:  # the machine stopped it (a full disk, a folder made read-only): say how far it got

@@ -159,6 +159,7 @@ class ProcessesExecutor:
 
     def run(self, execution: Execution) -> ExecutionReport:
         plan, report = execution.plan, ExecutionReport()
+        assert plan.config.workers is not None  # planning chose the number of processes
         groups = reference_groups(execution.pending)
         n_workers = min(plan.config.workers, len(groups))
         if n_workers == 0:
@@ -170,6 +171,7 @@ class ProcessesExecutor:
         # The yardsticks' pieces go first, so that the processes compute them side by side before measuring.
         for group in [*(yardstick_tasks(plan) if n_workers > 1 else ()), *groups, *[None] * (n_workers - 1)]:
             tasks.put(group)
+        assert plan.threads is not None  # planning chose them for an executor that runs here
         threads = plan.threads.threads  # chosen for a share of the cores (core/threads.py)
         out_dir = str(execution.store.root.resolve())
         setups = [

@@ -17,7 +17,7 @@ from ..planning.manifest import fingerprint, row_settings
 from ..planning.sweep_plan import make_plan
 from ..storage.results import ResultStore
 from . import local  # noqa: F401  (registers the executor a worker plans with; a worker process may import nothing else)
-from .base import EXECUTORS
+from .base import EXECUTORS, planned
 from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
 from .parent_death import exit_if_sweep_died
 
@@ -48,7 +48,7 @@ class Worker:
             torch.set_num_threads(setup.threads)
         # Inside a worker the configurations run right here, one after another.
         here = setup.config.model_copy(update={"executor": "local", "workers": 1, "device": setup.device})
-        self.plan = make_plan(here, EXECUTORS, checked=True)
+        self.plan = make_plan(here, planned(EXECUTORS), checked=True)
         rebuilt = fingerprint(self.plan)
         # Shards written here carry the fingerprint of the sweep rebuilt here, which must be the folder's.
         self.store = ResultStore(Path(setup.out_dir), rebuilt, row_settings(self.plan))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -38,8 +38,46 @@ RK4_WARNING = (
 )
 
 
+@overload
+def odeint(
+    func: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    y0: torch.Tensor,
+    t: torch.Tensor,
+    rtol: float | torch.Tensor = ...,
+    atol: float | torch.Tensor = ...,
+    method: str | ExplicitRK | None = ...,
+    options: dict[str, Any] | None = ...,
+    event_fn: None = ...,
+    *,
+    scaler: DynamicAdjointScaler | None = ...,
+    report: SolveReport | None = ...,
+    params: Sequence[torch.Tensor] | None = ...,
+    trajectory_dtype: native.TrajectoryDtype = ...,
+    step_product: native.StepProduct = ...,
+) -> torch.Tensor: ...
+
+
+@overload
 def odeint(
     func: Callable[[torch.Tensor, State], State],
+    y0: State,
+    t: torch.Tensor,
+    rtol: float | torch.Tensor = ...,
+    atol: float | torch.Tensor = ...,
+    method: str | ExplicitRK | None = ...,
+    options: dict[str, Any] | None = ...,
+    event_fn: Callable[[torch.Tensor, State], torch.Tensor] | None = ...,
+    *,
+    scaler: DynamicAdjointScaler | None = ...,
+    report: SolveReport | None = ...,
+    params: Sequence[torch.Tensor] | None = ...,
+    trajectory_dtype: native.TrajectoryDtype = ...,
+    step_product: native.StepProduct = ...,
+) -> State | tuple[torch.Tensor, State]: ...
+
+
+def odeint(
+    func: Callable[[torch.Tensor, Any], State],
     y0: State,
     t: torch.Tensor,
     rtol: float | torch.Tensor = 1e-7,
@@ -160,9 +198,12 @@ def odeint(
         return event_t.to(t.dtype), state.split(states, 2)
     if t.numel() == 1:
         return state.split(state.flat[None].clone(), 1)
-    if step_size is None and constructor is None:
+    if step_size is not None:
+        grid = step_size_grid(t, step_size)
+    elif constructor is not None:
+        grid = checked_grid(constructor(func, y0, t), t)
+    else:
         return state.split(solve(state.flat, t), t.numel())
-    grid = step_size_grid(t, step_size) if step_size is not None else checked_grid(constructor(func, y0, t), t)
     return state.split(read_off(solve(state.flat, grid), grid, t, interp, slope), t.numel())
 
 
@@ -192,7 +233,9 @@ def _tableau(method) -> ExplicitRK:
         raise ValueError(f"unknown method {method!r}; allowed: {', '.join(fixed)}")
     if method == "rk4":
         warnings.warn(RK4_WARNING, TableauWarning, stacklevel=3)
-    return METHODS.get(method)
+    tableau = METHODS.get(method)
+    assert isinstance(tableau, ExplicitRK)  # a fixed-grid method, checked above
+    return tableau
 
 
 def _check_time(t, with_event: bool) -> None:

@@ -122,7 +122,9 @@ def weighted_slopes(
             toward = math.copysign(1.0, h_value if h_value is not None else float(h.detach()))
             time = _next_float(time, toward if not stages else -toward)
         stages.append(func(time, stage_y))
-    return sum(b * k for b, k in zip(tableau.b, stages) if b)
+    weighted = sum(b * k for b, k in zip(tableau.b, stages) if b)
+    assert isinstance(weighted, torch.Tensor)  # every tableau has a nonzero weight
+    return weighted
 
 
 def _next_float(time: torch.Tensor, toward: float) -> torch.Tensor:

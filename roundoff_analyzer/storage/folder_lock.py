@@ -48,14 +48,14 @@ class FolderLock:
             # The holder removed the file on release after this process opened it: the lock is on a file no longer
             # in the folder, so take it again on the folder's own.
             os.close(descriptor)
-        holder = {
+        this_process = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv)[:500],
         }
         os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, json.dumps(holder).encode(), 0)
+        os.pwrite(descriptor, json.dumps(this_process).encode(), 0)
         self._descriptor = descriptor
 
     def release(self) -> None:

@@ -439,7 +439,7 @@ class ResultStore:
 
 
 def _explode(table: pa.Table, column: str, fields: list[pa.Field]) -> pa.Table:
-    rows = []
+    rows: list[dict[str, Any]] = []
     keys = table.select(list(CONFIG_COLUMNS)).to_pylist()
     for key, nested in zip(keys, table.column(column).to_pylist()):
         rows.extend({**key, **item} for item in nested or [])

@@ -21,6 +21,7 @@ Use it in your own loop as the training does:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -64,7 +65,7 @@ class StoredWeights:
 
     def __init__(
         self,
-        params: list[torch.Tensor],
+        params: Sequence[torch.Tensor],
         weights: str = MASTER,
         update: str = "nearest",
         optimizer_state: str = "float32",
@@ -102,14 +103,15 @@ class StoredWeights:
             lost += int(((delta != 0) & (p == old)).sum())
             total += p.numel()
         if self.optimizer_state == "weights":
-            self._round_state(optimizer)
+            self._round_state(optimizer, self.format)
         return lost / total if total else 0.0
 
-    def _round_state(self, optimizer: torch.optim.Optimizer) -> None:
+    @staticmethod
+    def _round_state(optimizer: torch.optim.Optimizer, fmt: NumberFormat) -> None:
         for state in optimizer.state.values():
             for value in state.values():
                 if torch.is_tensor(value) and value.is_floating_point() and value.dim() > 0:
-                    value.copy_(round_nearest(value.float(), self.format))
+                    value.copy_(round_nearest(value.float(), fmt))
 
     def weight_bytes(self) -> int:
         return sum(p.numel() for p in self.params) * bytes_per_value(self.weights)

@@ -4,6 +4,7 @@ and optimizer state it saves; and which of the setups with weights in a low form
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -40,7 +41,7 @@ def departs_at(log: pd.DataFrame, setup: str, reference: str) -> int | None:
 
 
 def stored_bytes(row) -> int | None:
-    weights, state = getattr(row, "weight_bytes", None), getattr(row, "optimizer_state_bytes", None)
+    weights, state = getattr(row, "weight_bytes", math.nan), getattr(row, "optimizer_state_bytes", math.nan)
     return int(weights) + int(state) if pd.notna(weights) and pd.notna(state) else None
 
 
@@ -77,6 +78,11 @@ def best_low_weights(summary: pd.DataFrame, verdicts: list[SetupVerdict]) -> pd.
         return None
     order = sorted(
         candidates.itertuples(index=True),
-        key=lambda r: (held[r.setup].stored_bytes or 0, abs(held[r.setup].val_loss_rel)),
+        key=lambda r: _fewest_bytes_then_closest(held[r.setup]),
     )
     return summary.loc[order[0].Index]
+
+
+def _fewest_bytes_then_closest(verdict: SetupVerdict) -> tuple[int, float]:
+    assert verdict.val_loss_rel is not None  # it held: its validation loss was compared
+    return verdict.stored_bytes or 0, abs(verdict.val_loss_rel)
