@@ -16,7 +16,9 @@ from ..planning.config import SweepConfig
 from ..planning.manifest import fingerprint, row_settings
 from ..planning.sweep_plan import make_plan
 from ..storage.results import ResultStore
-from . import local  # noqa: F401  (registers the executor a worker plans with; a worker process may import nothing else)
+
+# Registers the executor a worker plans with (a worker process may import nothing else).
+from . import local  # noqa: F401
 from .base import EXECUTORS, planned
 from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
 from .parent_death import exit_if_sweep_died
