@@ -5,21 +5,30 @@ an object that follows the axis's protocol, registered under its `name` with the
 from then on the sweep, `roundoff list` and the error messages in this process know it. The built-in values are
 registered the same way (`roundoff_analyzer/axes/methods/heun.py` is two lines).
 
-| axis (sweep key) | implement | register with |
-| --- | --- | --- |
-| model (`model`) | `ModelSpec`: `options_type` (a `ModelOptions`), `build(options, device, data)` returning a `Problem` | `register_model` |
-| data (`data`) | `DataSource`: `load(...)` returning a `Batch` | `register_data_source` |
-| solver library (`library`) | `SolverLibrary`: `unsupported_method_reason(method)`, `solve(func, y0, t, method, scaler, report)` | `register_library` |
-| method (`method`) | an `ExplicitRK` tableau (fixed grid) or an `AdaptiveRK` pair | `register_method` |
-| dtype (`dtype`) | a `DtypeSpec` | `register_dtype` |
-| loss scaling (`scaling`) | `Scaling`: `skip_reason`, `adjoint_scaler`, `backward` returning a `BackwardResult` | `register_scaling` |
-| mode (`mode`) | `Mode`: `prepare(copies, dtype)` returning a `PreparedRun` | `register_mode` |
-| arithmetic (`arithmetic`) | `Arithmetic`: `prepare(mode, copies, dtype, request)` | `register_arithmetic` |
-| rounding (`rounding`) | `Rounding` | `register_rounding` |
-| loss placement (`loss_in`) | `LossPlacement`: `form(loss, trajectory, context, loss_dtype)` | `register_loss_placement` |
-| weight update (`update`, training) | `UpdateRule`: `apply(w, delta, compensation, fmt, generator)` | `register_update` |
-| optimizer (`optimizer`, training) | an `OptimizerSpec` around `build(params, lr)` | `register_optimizer` |
-| executor (`executor`) | `Executor`: `target_device(config)`, `settings(config)`, `run(execution)` returning an `ExecutionReport` | `register_executor` |
+Each axis (its sweep key in parentheses), what a value of it implements, and the function that registers it:
+
+- model (`model`): `ModelSpec`: `options_type` (a `ModelOptions`), `build(options, device, data)` returning a
+  `Problem`; registered with `register_model`.
+- data (`data`): `DataSource`: `load(...)` returning a `Batch`; registered with `register_data_source`.
+- solver library (`library`): `SolverLibrary`: `unsupported_method_reason(method)`,
+  `solve(func, y0, t, method, scaler, report)`; registered with `register_library`.
+- method (`method`): an `ExplicitRK` tableau (fixed grid) or an `AdaptiveRK` pair; registered with
+  `register_method`.
+- dtype (`dtype`): a `DtypeSpec`; registered with `register_dtype`.
+- loss scaling (`scaling`): `Scaling`: `skip_reason`, `adjoint_scaler`, `backward` returning a
+  `BackwardResult`; registered with `register_scaling`.
+- mode (`mode`): `Mode`: `prepare(copies, dtype)` returning a `PreparedRun`; registered with `register_mode`.
+- arithmetic (`arithmetic`): `Arithmetic`: `prepare(mode, copies, dtype, request)`; registered with
+  `register_arithmetic`.
+- rounding (`rounding`): `Rounding`; registered with `register_rounding`.
+- loss placement (`loss_in`): `LossPlacement`: `form(loss, trajectory, context, loss_dtype)`; registered with
+  `register_loss_placement`.
+- weight update (`update`, training): `UpdateRule`: `apply(w, delta, compensation, fmt, generator)`;
+  registered with `register_update`.
+- optimizer (`optimizer`, training): an `OptimizerSpec` around `build(params, lr)`; registered with
+  `register_optimizer`.
+- executor (`executor`): `Executor`: `target_device(config)`, `settings(config)`, `run(execution)` returning
+  an `ExecutionReport`; registered with `register_executor`.
 
 A value registered here exists in the process that registered it: use it from Python (`roundoff_analyzer.sweep`
 with `executor="local"`). The command line and worker processes find a user's code by where it lives instead:

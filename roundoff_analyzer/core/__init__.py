@@ -1,1 +1,2 @@
-"""Foundations every stage uses: errors, the registry, text, JSON and file safety, input validation, devices, threads."""
+"""Foundations every stage uses: errors, the registry, text, JSON and file safety, input
+validation, devices, threads."""

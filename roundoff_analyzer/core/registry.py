@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 from .errors import InputError
 
 T = TypeVar("T")
+
+
+class Named(Protocol):
+    """What an item registered without an explicit name has: its own `name`."""
+
+    name: str
 
 
 class Registry(Generic[T]):
@@ -19,7 +25,7 @@ class Registry(Generic[T]):
 
     def register(self, item: T, name: str | None = None) -> T:
         """Register `item` under its own `name`, or under `name` (a user's object named by where it lives)."""
-        name = name or item.name
+        name = name or cast(Named, item).name
         if name in self._items:
             raise ValueError(f"{self.axis} '{name}' is registered twice")
         self._items[name] = item

@@ -32,7 +32,7 @@ def temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write `path` through a temporary file in the same folder, then rename it into place.
 
     The temporary is created exclusively and without following links, and removed when writing fails
@@ -100,7 +100,7 @@ def remove_abandoned_temporaries(folder: Path, min_age_s: float = 0.0) -> list[P
     """Delete `.NAME.tmp-PID` files in `folder` (not below it) whose process is gone; returns them.
 
     Only plain files and links directly in the folder are removed (a link itself, never its target)."""
-    removed = []
+    removed: list[Path] = []
     if not folder.is_dir() or folder.is_symlink():
         return removed
     now = time.time()

@@ -42,14 +42,18 @@ def source_sha256(spec: str) -> str | None:
     None where there is no such file to read (a built-in, a namespace)."""
     target, _, attribute = spec.rpartition(":")
     try:
-        path = (
-            Path(target)
-            if target.endswith(".py") or "/" in target
-            else Path(importlib.util.find_spec(target).origin or "")
-        )
+        path = Path(target) if target.endswith(".py") or "/" in target else _module_file(target)
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except (AttributeError, ImportError, OSError, ValueError):
         return _loaded_source_sha256(target, attribute)
+
+
+def _module_file(name: str) -> Path:
+    """The file the module `name` is found in ("" where it has none); ImportError where there is no such module."""
+    found = importlib.util.find_spec(name)
+    if found is None:
+        raise ImportError(f"no module named {name!r}")
+    return Path(found.origin or "")
 
 
 def _loaded_source_sha256(module_name: str, attribute: str) -> str | None:
@@ -70,8 +74,9 @@ def function_spec(what: str, function: Any, forms: str) -> str:
     """`package.module:name` (or `path/to/file.py:name` for a file the tool loaded) for a function given itself: the
     name a sweep records and loads it by, as if it had been given as text. It must be defined at the top level of its
     module, so that the name finds it again."""
-    module_name, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
-    module = sys.modules.get(module_name or "")
+    module_name: str = getattr(function, "__module__", None) or ""
+    name = getattr(function, "__qualname__", "")
+    module = sys.modules.get(module_name)
     if module is None or getattr(module, name, None) is not function:
         raise InputError(
             f"{what} {name or function!r} is not defined at the top level of a module (a lambda or a function defined "

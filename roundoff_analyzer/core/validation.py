@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -33,7 +34,7 @@ _MUST = {
 }
 
 
-def location(error: dict[str, Any]) -> str:
+def location(error: Mapping[str, Any]) -> str:
     """`scaler.backoff_factor`; a list entry as `timesteps[0]`."""
     text = ""
     for part in error["loc"]:
@@ -41,7 +42,7 @@ def location(error: dict[str, Any]) -> str:
     return text or "?"
 
 
-def phrase(error: dict[str, Any]) -> str:
+def phrase(error: Mapping[str, Any]) -> str:
     """What is wrong with the value, e.g. "must be greater than 0 (got 0)"; a validator's own message as it is."""
     kind = error["type"]
     if kind == "value_error":
@@ -66,7 +67,8 @@ def _holds_bool(value: Any) -> bool:
 
 def bool_given_for_number(values: dict[str, Any], model: type[BaseModel]) -> tuple[str, Any] | None:
     """The first key (`scaler.max_retries`) whose value is true/false where `model` takes no true/false, with the value.
-    pydantic would read true as 1 (`timesteps = [true]` would run n_timesteps 1); a file that says true meant something else."""
+    pydantic would read true as 1 (`timesteps = [true]` would run n_timesteps 1); a file that says true meant something
+    else."""
     for key, value in values.items():
         field = model.model_fields.get(key)
         if field is None:

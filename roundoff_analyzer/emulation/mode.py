@@ -86,7 +86,8 @@ class Saturations:
 
 
 def power_of_two_scale(x: torch.Tensor, fmt: NumberFormat) -> torch.Tensor:
-    """2^k with the largest |x| times 2^k at most the format's max (1 for an all-zero or non-finite x), as fp8 recipes scale."""
+    """2^k with the largest |x| times 2^k at most the format's max (1 for an all-zero or
+    non-finite x), as fp8 recipes scale."""
     amax = x.detach().abs().amax().to(torch.float32)
     exponent = torch.floor(torch.log2(fmt.max / amax)).clamp(-126, 126)
     return torch.where(torch.isfinite(exponent) & (amax > 0), torch.exp2(exponent), torch.ones_like(amax))
@@ -115,6 +116,7 @@ class EmulatedPrecision(TorchFunctionMode):
         self.settings = settings
         self.saturations = saturations if saturations is not None else Saturations()
         fmt = settings.format
+        self.generator: torch.Generator | None
         if settings.rounding == "stochastic":
             self.generator = generator or torch.Generator().manual_seed(settings.seed)
             self.value_round: ValueRound = partial(round_stochastic, fmt=fmt, generator=self.generator)
@@ -219,7 +221,7 @@ class EmulatedPrecision(TorchFunctionMode):
         kind = self._kinds.get(func)
         if kind is None:
             kind = self._kinds[func] = self._kind(func)
-        if kind == _IGNORE or kind == _IN_PLACE:
+        if kind in (_IGNORE, _IN_PLACE):
             return func(*args, **kwargs)
         if kind == _LOW_OP:
             args = tuple(self._op_input(a) for a in args)
@@ -254,7 +256,8 @@ class EmulatedPrecision(TorchFunctionMode):
 
 
 def _promotes_to_low(args) -> bool:
-    """Whether torch's type promotion of these inputs would give the low dtype: every participating floating input is low."""
+    """Whether torch's type promotion of these inputs would give the low dtype: every
+    participating floating input is low."""
     dims_low = dims_other = scalars_low = scalars_other = False
     for arg in args:
         items = arg if isinstance(arg, (list, tuple)) else (arg,)

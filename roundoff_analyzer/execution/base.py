@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 from ..axes.grid import Configuration
 from ..core.registry import Registry
@@ -63,6 +63,12 @@ class Executor(PlannedExecutor, Protocol):
 
 
 EXECUTORS: Registry[Executor] = Registry("executor")
+
+
+def planned(executors: Registry[Executor]) -> Registry[PlannedExecutor]:
+    """`executors` as planning reads them: it only looks one up and asks what planning needs (a Registry is invariant
+    in its items' type, so a registry of executors is not one of planned executors by itself)."""
+    return cast("Registry[PlannedExecutor]", executors)
 
 
 class NoProgress:

@@ -1,5 +1,6 @@
 """The sweep engine: a plan, with the registered executors, run into the folder's shards (what the folder does not hold
-yet), then the shards combined into the tables. config -> plan (planning/) -> executor (here) -> shards -> tables (storage/)."""
+yet), then the shards combined into the tables. config -> plan (planning/) -> executor (here) -> shards -> tables
+(storage/)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -16,7 +18,7 @@ from ..planning.manifest import fingerprint, row_settings, timestamp
 from ..planning.manifest import manifest as sweep_manifest
 from ..planning.sweep_plan import SweepPlan, default_out_dir, make_plan
 from ..storage.results import ResultStore
-from .base import Execution, ExecutionReport, NoProgress, Progress
+from .base import Execution, ExecutionReport, Executor, NoProgress, Progress, planned
 from .executors import EXECUTORS
 
 __all__ = [
@@ -41,7 +43,8 @@ class SweepInterrupted(Exception):
 
 
 class SweepIncomplete(Exception):
-    """Nobody asked to stop, yet configurations have no result (a worker died, a Slurm task failed); the rest is on disk."""
+    """Nobody asked to stop, yet configurations have no result (a worker died, a Slurm task
+    failed); the rest is on disk."""
 
     def __init__(self, out_dir: Path, n_done: int, n_total: int, problems: list[str]) -> None:
         super().__init__(
@@ -64,7 +67,7 @@ class SweepOutcome:
 def plan(config: SweepConfig, checked: bool = False) -> SweepPlan:
     """The sweep `config` asks for, checked and built before anything touches the disk, its executor one of those
     registered (planning/sweep_plan.py's make_plan)."""
-    return make_plan(config, EXECUTORS, checked)
+    return make_plan(config, planned(EXECUTORS), checked)
 
 
 def run(
@@ -94,10 +97,13 @@ def _run_locked(
     done = store.completed()
     pending = [c for c in plan.configurations if c.id not in done]
     progress.start(n_total, n_total - len(pending))
-    if store.set_aside_note():
-        progress.note(store.set_aside_note())
+    set_aside = store.set_aside_note()
+    if set_aside:
+        progress.note(set_aside)
+    # The plan's executor is one of EXECUTORS (see `plan`): planning knows it only as far as it plans.
+    executor = cast(Executor, plan.executor)
     try:
-        report = plan.executor.run(Execution(plan, store, pending, progress, stop_requested))
+        report = executor.run(Execution(plan, store, pending, progress, stop_requested))
     except KeyboardInterrupt:  # one the executor did not catch itself (e.g. while submitting): what is on disk stays
         report = ExecutionReport(interrupted=True)
     except OSError as exc:  # the machine stopped it (a full disk, a folder made read-only): say how far it got

@@ -38,7 +38,8 @@ JOIN_TIMEOUT_S = 30
 
 
 def worker_devices(device: torch.device, n_workers: int) -> list[str]:
-    """Worker i on GPU i mod (visible GPUs) when the sweep asks for plain `cuda`; otherwise all on the sweep's device."""
+    """Worker i on GPU i mod (visible GPUs) when the sweep asks for plain `cuda`;
+    otherwise all on the sweep's device."""
     if device.type == "cuda" and device.index is None:
         n_gpus = max(1, torch.cuda.device_count())
         return [f"cuda:{i % n_gpus}" for i in range(n_workers)]
@@ -158,16 +159,19 @@ class ProcessesExecutor:
 
     def run(self, execution: Execution) -> ExecutionReport:
         plan, report = execution.plan, ExecutionReport()
+        assert plan.config.workers is not None  # planning chose the number of processes
         groups = reference_groups(execution.pending)
         n_workers = min(plan.config.workers, len(groups))
         if n_workers == 0:
             return report
         spawn = worker_context()
         tasks, events, stop = spawn.Queue(), spawn.Queue(), spawn.Event()
-        # This process is one of the N: it measures from the start while the others start, so N are never slower than one.
+        # This process is one of the N: it measures from the start while the others start,
+        # so N are never slower than one.
         # The yardsticks' pieces go first, so that the processes compute them side by side before measuring.
         for group in [*(yardstick_tasks(plan) if n_workers > 1 else ()), *groups, *[None] * (n_workers - 1)]:
             tasks.put(group)
+        assert plan.threads is not None  # planning chose them for an executor that runs here
         threads = plan.threads.threads  # chosen for a share of the cores (core/threads.py)
         out_dir = str(execution.store.root.resolve())
         setups = [

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ..axes.grid import Configuration
 from ..core.text import printable
@@ -27,7 +35,7 @@ class RichProgress:
             console=console,
             transient=False,
         )
-        self._task = None
+        self._task: TaskID | None = None  # the bar, from `start` on
 
     def __enter__(self) -> RichProgress:
         self._progress.__enter__()
@@ -44,11 +52,15 @@ class RichProgress:
             )
         self._task = self._progress.add_task("", total=total, completed=already_done)
 
+    def _bar(self) -> TaskID:
+        assert self._task is not None, "a sweep's progress starts before its configurations do"
+        return self._task
+
     def begin(self, config: Configuration) -> None:
-        self._progress.update(self._task, description=config.label())
+        self._progress.update(self._bar(), description=config.label())
 
     def finish(self, config: Configuration, row: dict) -> None:
-        self._progress.advance(self._task)
+        self._progress.advance(self._bar())
         if row["status"] == "failed":
             self._progress.console.print(
                 f"[red]failed[/] {escape(printable(config.label()))}: {escape(printable(row['failure_class']))}: "

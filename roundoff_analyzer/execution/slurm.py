@@ -69,7 +69,8 @@ class SlurmExecutor:
             queued = queued_tasks()
         except QueueUnreadable as exc:
             raise InputError(f"cannot read the Slurm queue: {exc}") from None
-        # Tasks of earlier runs still on the cluster keep their configurations; everything else missing is (re)submitted.
+        # Tasks of earlier runs still on the cluster keep their configurations; everything
+        # else missing is (re)submitted.
         tracked = {task: ids for task, ids in log.tasks().items() if task in queued}
         busy = {config_id for ids in tracked.values() for config_id in ids}
         if tracked:

@@ -2,7 +2,8 @@
 knows which configurations are still queued or running on the cluster (and leaves them alone) and
 why a finished task left configurations without a shard.
 
-    <out>/slurm/arrays.json          the arrays submitted: array task ("12_3"; "12" alone for an array of one) -> configuration ids
+    <out>/slurm/arrays.json          the arrays submitted: array task ("12_3"; "12" alone for an array of one)
+                                     -> configuration ids
     <out>/slurm/reports/12_3.json    written by the task as it ends: reference solves, or its error
     <out>/slurm/12_3_0_log.{out,err} the task's output (submitit's naming)
 """

@@ -13,10 +13,11 @@ import multiprocessing
 import multiprocessing.forkserver
 import threading
 from collections.abc import Callable
-from multiprocessing.context import BaseContext
+from multiprocessing.context import BaseContext, ForkServerContext, SpawnContext
 
 # What a worker imports before it measures anything; everything torch-heavy is beneath these.
-# The guard first (standard library only): the server ends with the process that started it, even while it imports torch.
+# The guard first (standard library only): the server ends with the process that started
+# it, even while it imports torch.
 PRELOAD = [
     "roundoff_analyzer.execution.fork_server_guard",
     "torch",
@@ -26,7 +27,7 @@ PRELOAD = [
 ]
 
 
-def worker_context() -> BaseContext:
+def worker_context() -> SpawnContext | ForkServerContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")

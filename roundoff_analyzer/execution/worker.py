@@ -16,8 +16,10 @@ from ..planning.config import SweepConfig
 from ..planning.manifest import fingerprint, row_settings
 from ..planning.sweep_plan import make_plan
 from ..storage.results import ResultStore
-from . import local  # noqa: F401  (registers the executor a worker plans with; a worker process may import nothing else)
-from .base import EXECUTORS
+
+# Registers the executor a worker plans with (a worker process may import nothing else).
+from . import local  # noqa: F401
+from .base import EXECUTORS, planned
 from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
 from .parent_death import exit_if_sweep_died
 
@@ -48,7 +50,7 @@ class Worker:
             torch.set_num_threads(setup.threads)
         # Inside a worker the configurations run right here, one after another.
         here = setup.config.model_copy(update={"executor": "local", "workers": 1, "device": setup.device})
-        self.plan = make_plan(here, EXECUTORS, checked=True)
+        self.plan = make_plan(here, planned(EXECUTORS), checked=True)
         rebuilt = fingerprint(self.plan)
         # Shards written here carry the fingerprint of the sweep rebuilt here, which must be the folder's.
         self.store = ResultStore(Path(setup.out_dir), rebuilt, row_settings(self.plan))
@@ -58,15 +60,16 @@ class Worker:
             expected = expected if isinstance(expected, dict) else {}
             differs = sorted(key for key in rebuilt if expected.get(key) != rebuilt[key])
             raise SweepMismatch(
-                f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now (in: {', '.join(differs)}): "
+                f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now "
+                f"(in: {', '.join(differs)}): "
                 "another data file, checkpoint or model code here, or the folder was replaced with --force"
             )
-        self.problems = ProcessProblems.of(
-            self.plan, self.store
-        )  # cast copies and yardsticks, once per process and checkpoint
+        # cast copies and yardsticks, once per process and checkpoint
+        self.problems = ProcessProblems.of(self.plan, self.store)
 
     def prepare_yardsticks(self, first: int, checkpoint: str = "") -> None:
-        """Every piece of one checkpoint's yardsticks, computed, awaited or read, from piece `first` (modulo their number) on."""
+        """Every piece of one checkpoint's yardsticks, computed, awaited or read, from piece
+        `first` (modulo their number) on."""
         tasks = [task for task in yardstick_tasks(self.plan) if task[0] == checkpoint]
         for i in range(len(tasks)):
             self.problems.prepare(tasks[(first + i) % len(tasks)])

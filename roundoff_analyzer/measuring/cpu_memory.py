@@ -28,9 +28,9 @@ class PeakMemory:
 def cpu_peak_memory() -> Iterator[PeakMemory]:
     """`.bytes`: the most the CPU allocator held at once inside the block, beyond what it held before."""
     result = PeakMemory()
-    # kineto, the profiler's backend, writes a line to stderr at every start and stop (`USDT:... profiler_start`), at its
-    # severity 5; a level of 6, read when the profiler is first used, keeps the user's terminal clean. A level set by the
-    # user is kept.
+    # kineto, the profiler's backend, writes a line to stderr at every start and stop (`USDT:... profiler_start`),
+    # at its severity 5; a level of 6, read when the profiler is first used, keeps the user's terminal clean. A level
+    # set by the user is kept.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     with profile(
         activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False, with_stack=False

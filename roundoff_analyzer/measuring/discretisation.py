@@ -4,9 +4,9 @@ Roundoff means little without the discretisation error beside it: euler at n = 8
 solution while float16 adds 1e-4. So each (library, method, n_timesteps) float64 reference is also compared
 with one float64 solve by the classical RK4 on a grid that holds every output point of every n_timesteps of
 the sweep and refines each gap between them to steps of at most 1 / (FINE_FACTOR · largest n_timesteps).
-For a smooth problem RK4 at that grid is FINE_FACTOR⁴ = 256 times more accurate than RK4 at the sweep's finest grid; the solve is
-repeated at half that density and the difference between the two (divided by 15, RK4's 2⁴ − 1) estimates
-the fine reference's own error, which the manifest records.
+For a smooth problem RK4 at that grid is FINE_FACTOR⁴ = 256 times more accurate than RK4 at the sweep's finest
+grid; the solve is repeated at half that density and the difference between the two (divided by 15, RK4's
+2⁴ − 1) estimates the fine reference's own error, which the manifest records.
 
 The loss may read every state on the output grid, so its gradient depends on the grid: for each n_timesteps
 the loss is taken on the fine trajectory sampled at that grid's points, and the gradient is one backward pass

@@ -147,7 +147,8 @@ def step_size_underflow(failure: Failure, rtol: float, dtype: str, unit_roundoff
         else f"the error estimate in {dtype} did not fall below rtol {rtol:.2g} at any representable step"
     )
     remedy = (
-        f"an rtol well above {unit_roundoff:.2g} (the error estimate is itself computed in {dtype} and carries its roundoff), "
+        f"an rtol well above {unit_roundoff:.2g} "
+        f"(the error estimate is itself computed in {dtype} and carries its roundoff), "
         "a state in float32 (an autocast mode), or a fixed grid"
     )
     return Failure(STEP_SIZE_UNDERFLOW, failure.failure_type, f"{failure.message}: {cause}; remedy: {remedy}")

@@ -65,7 +65,7 @@ def batch_gradients(
     func = copies.func_in(torch.float64)
     params = [p for p in func.parameters() if p.requires_grad]
     t = torch.linspace(0.0, 1.0, n_timesteps + 1, dtype=torch.float64, device=device)
-    gradients = []
+    gradients: list[torch.Tensor] = []
     for b in batches:
         try:
             y0 = sampler(b)

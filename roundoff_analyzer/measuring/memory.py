@@ -39,7 +39,8 @@ def gigabytes(n_bytes: float) -> str:
 
 
 def problem_elements(model, options, data) -> int | None:
-    """Elements in the problem's weights and batch, counted on the meta device (None when the model cannot be built there)."""
+    """Elements in the problem's weights and batch, counted on the meta device (None when the
+    model cannot be built there)."""
     try:
         with torch.device("meta"):
             problem = model.build(options, torch.device("meta"), data)
@@ -72,7 +73,8 @@ def allocation_failed(exc: BaseException) -> bool:
 
 # Bytes per state value a configuration holds at least: its float64 reference trajectory and its own float32 one.
 CONFIGURATION_BYTES_PER_VALUE = 8 + 4
-# Per state value of the fine reference: its float64 trajectory, the cotangent as large, and at least two more states per
+# Per state value of the fine reference: its float64 trajectory, the cotangent as large,
+# and at least two more states per
 # step on the tape (bench/memory_estimate.py measured 4.6 states per step in all on otflow: the bound stays below it).
 FINE_BYTES_PER_VALUE = 8 * (1 + 1 + 2)
 # Per point of the fine grid while it is built (fine_grid): a Fraction with its two integers, in a list and a dict.
@@ -112,7 +114,8 @@ def fine_reference_oom(timesteps: list[int], y0: torch.Tensor, device: torch.dev
     if capacity is None or needed <= capacity:
         return None
     return (
-        f"oom: the fine reference ({fine_steps(timesteps)} RK4 steps of {y0.numel()} values) needs at least {gigabytes(needed)}; "
+        f"oom: the fine reference ({fine_steps(timesteps)} RK4 steps of {y0.numel()} values) "
+        f"needs at least {gigabytes(needed)}; "
         f"{device} has {gigabytes(capacity)}; not computed"
     )
 
@@ -131,6 +134,7 @@ def check_grid_fits(timesteps: list[int], y0: torch.Tensor, device: torch.device
     what, needed = max(needs.items(), key=lambda item: item[1])
     if needed > FAR_BEYOND * capacity:
         raise InputError(
-            f"{what} needs at least {gigabytes(needed)} ({y0.numel()} state values), more than {FAR_BEYOND} times all the "
-            f"memory of {device} ({gigabytes(capacity)}); use smaller --timesteps, or --allow-oom to record what cannot fit as oom rows"
+            f"{what} needs at least {gigabytes(needed)} ({y0.numel()} state values), "
+            f"more than {FAR_BEYOND} times all the memory of {device} ({gigabytes(capacity)}); "
+            "use smaller --timesteps, or --allow-oom to record what cannot fit as oom rows"
         )

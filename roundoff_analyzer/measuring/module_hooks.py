@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
@@ -41,6 +41,11 @@ class ModuleStats:
     first_nonfinite_call: int | None = None  # the run's count of watched calls then: orders modules within one step
     n_calls: int = 0
     produced_nonfinite: bool = False  # a non-finite value began here, from finite ones (see `produced`)
+
+    def reset(self) -> None:
+        """Back to nothing folded in (every field its default)."""
+        for each in fields(self):
+            setattr(self, each.name, each.default)
 
     def add(self, value: torch.Tensor, step: int, smallest_normal: float, call: int) -> bool:
         """Fold one output (or gradient) in; False where it held a non-finite value."""
@@ -66,7 +71,7 @@ class ModuleStats:
         gradient it passed on, to its inputs and parameters, from a finite gradient at its output)."""
         if not self.produced_nonfinite:
             self.produced_nonfinite = True
-            if self.first_nonfinite_step is None or self.first_nonfinite_call > call:
+            if self.first_nonfinite_call is None or self.first_nonfinite_call > call:  # set with the step
                 self.first_nonfinite_step, self.first_nonfinite_call = step, call
 
     def add_error(self, error: float) -> None:
@@ -117,7 +122,8 @@ class ModuleObserver:
             for name, m in func.named_modules()
             if not name or not any(True for _ in m.children())
         }
-        # float64 copies, made before any hook is attached; a kept-in-float32 forward is copied too, and leaves float64 as it is.
+        # float64 copies, made before any hook is attached; a kept-in-float32 forward is copied
+        # too, and leaves float64 as it is.
         self.float64 = {name: _float64_copy(m) for name, m in self.modules.items()}
         self.stats = {(name, phase): ModuleStats() for name in self.modules for phase in ("forward", "backward")}
         self.phase = "forward"
@@ -201,7 +207,7 @@ class ModuleObserver:
                 # A new backward pass (a loss scaler's retry): only the last one counts, as for the run's profile.
                 for (_, phase), stats in self.stats.items():
                     if phase == "backward":
-                        stats.__init__()
+                        stats.reset()
             self._last_backward_step = backward_step
             stats = self.stats[(name, "backward")]
             self.calls += 1

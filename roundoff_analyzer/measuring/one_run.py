@@ -31,7 +31,7 @@ class RunOutcome:
 
     trajectory: torch.Tensor | None = None
     loss: torch.Tensor | None = None
-    grads: list[torch.Tensor | None] = field(default_factory=list)  # y0 first, then each parameter
+    grads: list[torch.Tensor] = field(default_factory=list)  # y0 first, then each parameter
     final_scale: float | None = None
     retries: int | None = None
     backward_passes: int | None = None  # a loss scaler may run several to find its scale

@@ -187,9 +187,11 @@ def profile_rows(report: SolveReport, reference: SolveReport) -> list[Row]:
 def _errors(outcome: RunOutcome, reference: RunOutcome) -> dict[str, float | None]:
     errors: dict[str, float | None] = dict.fromkeys(ERROR_METRICS)
     if outcome.trajectory is not None and metrics.all_finite([outcome.trajectory]):
+        assert reference.trajectory is not None  # the float64 reference ran where the run did
         errors["sol_rel_err"] = metrics.rel_err(outcome.trajectory, reference.trajectory)
         errors["final_rel_err"] = metrics.rel_err(outcome.trajectory[-1], reference.trajectory[-1])
     if outcome.loss is not None and metrics.all_finite([outcome.loss]):
+        assert reference.loss is not None
         errors["loss_rel_err"] = metrics.rel_err(outcome.loss, reference.loss)
     if outcome.grads and metrics.all_finite(outcome.grads):
         errors["grad_y0_rel_err"] = metrics.rel_err(outcome.grads[0], reference.grads[0])
@@ -255,8 +257,13 @@ def _significant_digits(outcomes: list[RunOutcome]) -> dict[str, float | None]:
     finished = [o for o in outcomes if o.failure is None and o.grads and metrics.all_finite(o.grads)]
     if len(finished) < 2:
         return {}
-    samples = [quantities(o.trajectory, o.loss, o.grads) for o in finished]
+    samples = [_quantities(o) for o in finished]
     return {column: significant_digits([s[key] for s in samples]) for column, key in zip(SIG_DIGITS, samples[0])}
+
+
+def _quantities(outcome: RunOutcome) -> dict[str, torch.Tensor]:
+    assert outcome.trajectory is not None and outcome.loss is not None  # a finished run has both
+    return quantities(outcome.trajectory, outcome.loss, outcome.grads)
 
 
 def _median(values: list[float | None]) -> float | None:

@@ -1,4 +1,5 @@
-"""The yardsticks' pieces in the results folder (`yardsticks/`), computed once per sweep by whichever process gets there first.
+"""The yardsticks' pieces in the results folder (`yardsticks/`), computed once per sweep by whichever process gets
+there first.
 
 The fine reference and the gradient noise cost as much as a sizeable part of the grid (about a quarter of
 the default otflow sweep), and every process that measures configurations needs them. Saving each piece
@@ -13,6 +14,7 @@ its key matches: the sweep's fingerprint, its n_timesteps and its noise batches.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -73,10 +75,9 @@ class YardstickFiles:
         return content
 
     def _save(self, piece: str, content: dict[str, Any]) -> None:
-        try:
+        # A full disk costs this sweep's other processes a solve of their own, never a result.
+        with contextlib.suppress(OSError):
             atomic_write(self._path(piece), lambda file: torch.save({**content, "key": self.key}, file))
-        except OSError:
-            pass  # a full disk costs this sweep's other processes a solve of their own, never a result
 
     def _path(self, piece: str) -> Path:
         return self.folder / f"{piece}.pt"

@@ -190,20 +190,21 @@ def context_columns(
     (`errors`: the run's error against its reference), and the gradient noise: each None where unknown."""
     columns: dict[str, float | int | None] = dict.fromkeys(CONTEXT_COLUMNS)
     solution: FineSolution | None = fine.at.get(n_timesteps) if fine is not None else None
-    if solution is not None:
+    if fine is not None and solution is not None:
         columns["fine_ref_steps"] = fine.fine_steps
         for metric, estimate in _FINE_ESTIMATES.items():
             columns[fine_error_column(metric)] = fine.estimated_error.get(estimate)
         exact, of_reference = _values(solution), _values(reference)
         of_run = _values(run) if run is not None else dict.fromkeys(DISC_METRICS)
         for metric in DISC_METRICS:
-            if of_reference[metric] is not None and exact[metric] is not None:
-                disc = metrics.rel_err(of_reference[metric], exact[metric])
+            reference_value, exact_value, run_value = of_reference[metric], exact[metric], of_run[metric]
+            if reference_value is not None and exact_value is not None:
+                disc = metrics.rel_err(reference_value, exact_value)
                 columns[disc_column(metric)] = disc
                 if errors.get(metric) is not None and disc > 0:
                     columns[ratio_column(metric)] = errors[metric] / disc
-            if of_run[metric] is not None and exact[metric] is not None:
-                columns[total_column(metric)] = metrics.rel_err(of_run[metric], exact[metric])
+            if run_value is not None and exact_value is not None:
+                columns[total_column(metric)] = metrics.rel_err(run_value, exact_value)
     columns["grad_noise_batches"] = noise.n_batches if noise.rel is not None else None
     columns["grad_noise_rel"] = noise.rel
     if noise.rel and errors.get("grad_params_rel_err") is not None:

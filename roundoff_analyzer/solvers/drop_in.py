@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -32,14 +32,52 @@ class TableauWarning(UserWarning):
 
 
 RK4_WARNING = (
-    "method='rk4' here is the classical Runge-Kutta rule (the paper's, rampde's, and the one this project's sweeps run "
-    "as rk4); torchdiffeq's 'rk4' is Kutta's 3/8 rule, so the solutions differ by the two rules' discretisation errors. "
+    "method='rk4' here is the classical Runge-Kutta rule (rampde's, and the one this project's sweeps run as rk4); "
+    "torchdiffeq's 'rk4' is Kutta's 3/8 rule, so the solutions differ by the two rules' discretisation errors. "
     "Pass method='rk4_38' for torchdiffeq's rule, or method='rk4_classical' for this one without this warning."
 )
 
 
+@overload
+def odeint(
+    func: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    y0: torch.Tensor,
+    t: torch.Tensor,
+    rtol: float | torch.Tensor = ...,
+    atol: float | torch.Tensor = ...,
+    method: str | ExplicitRK | None = ...,
+    options: dict[str, Any] | None = ...,
+    event_fn: None = ...,
+    *,
+    scaler: DynamicAdjointScaler | None = ...,
+    report: SolveReport | None = ...,
+    params: Sequence[torch.Tensor] | None = ...,
+    trajectory_dtype: native.TrajectoryDtype = ...,
+    step_product: native.StepProduct = ...,
+) -> torch.Tensor: ...
+
+
+@overload
 def odeint(
     func: Callable[[torch.Tensor, State], State],
+    y0: State,
+    t: torch.Tensor,
+    rtol: float | torch.Tensor = ...,
+    atol: float | torch.Tensor = ...,
+    method: str | ExplicitRK | None = ...,
+    options: dict[str, Any] | None = ...,
+    event_fn: Callable[[torch.Tensor, State], torch.Tensor] | None = ...,
+    *,
+    scaler: DynamicAdjointScaler | None = ...,
+    report: SolveReport | None = ...,
+    params: Sequence[torch.Tensor] | None = ...,
+    trajectory_dtype: native.TrajectoryDtype = ...,
+    step_product: native.StepProduct = ...,
+) -> State | tuple[torch.Tensor, State]: ...
+
+
+def odeint(
+    func: Callable[[torch.Tensor, Any], State],
     y0: State,
     t: torch.Tensor,
     rtol: float | torch.Tensor = 1e-7,
@@ -59,9 +97,9 @@ def odeint(
 
     `method` (no default: torchdiffeq's default, dopri5, is adaptive, and this solver steps on fixed grids only):
     "euler", "midpoint", "heun2", "heun3", "rk4_38" (Kutta's 3/8 rule: torchdiffeq's "rk4"), "rk4_classical" (the
-    classical rule, the paper's and rampde's) and "rk4", which here is the classical rule and warns
-    (`TableauWarning`) that torchdiffeq's "rk4" is the 3/8 rule; or an `ExplicitRK` tableau. Adaptive methods and
-    torchdiffeq's Adams methods raise an error naming them.
+    classical rule, rampde's and that of its paper, "Mixed Precision Training of Neural ODEs") and "rk4", which here
+    is the classical rule and warns (`TableauWarning`) that torchdiffeq's "rk4" is the 3/8 rule; or an `ExplicitRK`
+    tableau. Adaptive methods and torchdiffeq's Adams methods raise an error naming them.
 
     As in torchdiffeq: `rtol` and `atol` are accepted and unused (`atol` is the tolerance of an event's time);
     `options` may hold `step_size` or `grid_constructor(func, y0, t)` (the grid stepped on; the states at `t` are
@@ -160,9 +198,12 @@ def odeint(
         return event_t.to(t.dtype), state.split(states, 2)
     if t.numel() == 1:
         return state.split(state.flat[None].clone(), 1)
-    if step_size is None and constructor is None:
+    if step_size is not None:
+        grid = step_size_grid(t, step_size)
+    elif constructor is not None:
+        grid = checked_grid(constructor(func, y0, t), t)
+    else:
         return state.split(solve(state.flat, t), t.numel())
-    grid = step_size_grid(t, step_size) if step_size is not None else checked_grid(constructor(func, y0, t), t)
     return state.split(read_off(solve(state.flat, grid), grid, t, interp, slope), t.numel())
 
 
@@ -177,7 +218,8 @@ def _tableau(method) -> ExplicitRK:
         )
     if method in _MULTISTEP:
         raise ValueError(
-            f"method {method!r} is a multistep (Adams) method; this solver runs one-step Runge-Kutta rules: {', '.join(fixed)}"
+            f"method {method!r} is a multistep (Adams) method; "
+            f"this solver runs one-step Runge-Kutta rules: {', '.join(fixed)}"
         )
     if (
         method in METHODS
@@ -191,7 +233,9 @@ def _tableau(method) -> ExplicitRK:
         raise ValueError(f"unknown method {method!r}; allowed: {', '.join(fixed)}")
     if method == "rk4":
         warnings.warn(RK4_WARNING, TableauWarning, stacklevel=3)
-    return METHODS.get(method)
+    tableau = METHODS.get(method)
+    assert isinstance(tableau, ExplicitRK)  # a fixed-grid method, checked above
+    return tableau
 
 
 def _check_time(t, with_event: bool) -> None:

@@ -7,8 +7,9 @@ only those N+1 stored states are kept for backward. Backward: walk the grid back
 step's weighted slopes from its stored state, take their vector-Jacobian product with the adjoint
 by autograd (optionally under a dynamic adjoint scale), and only then multiply by h, in float32:
 the adjoint that enters the low-precision product is not shrunk by the step size, so a small
-adjoint does not sink into the low dtype's subnormals as n_timesteps grows. This is the paper's
-ordering (rampde's, in the backward); torchdiffeq and torchode multiply by h inside the low-precision graph.
+adjoint does not sink into the low dtype's subnormals as n_timesteps grows. This is the ordering of
+"Mixed Precision Training of Neural ODEs", the paper behind rampde (rampde's, in the backward); torchdiffeq and
+torchode multiply by h inside the low-precision graph.
 In the forward rampde forms h * S in the low dtype (a float32 0-dim h times a low-precision S stays low) and
 adds that to its float32 state; `step_product="low"` does the same, for a comparison with it.
 Adjoint and parameter gradients accumulate in (at least) float32. One step's graph is freed before
@@ -121,7 +122,9 @@ def weighted_slopes(
             toward = math.copysign(1.0, h_value if h_value is not None else float(h.detach()))
             time = _next_float(time, toward if not stages else -toward)
         stages.append(func(time, stage_y))
-    return sum(b * k for b, k in zip(tableau.b, stages) if b)
+    weighted = sum(b * k for b, k in zip(tableau.b, stages) if b)
+    assert isinstance(weighted, torch.Tensor)  # every tableau has a nonzero weight
+    return weighted
 
 
 def _next_float(time: torch.Tensor, toward: float) -> torch.Tensor:

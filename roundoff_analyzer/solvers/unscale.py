@@ -19,7 +19,7 @@ def unscale_and_check(parts: Sequence[torch.Tensor], scale: float | None) -> boo
         return True
     found = torch.zeros(1, dtype=torch.float32, device=parts[0].device)
     inverse = 1.0 if scale is None else 1.0 / scale
-    if not _exact_in_float32(inverse):
+    if scale is not None and not _exact_in_float32(inverse):  # no scale: an inverse of 1, exact
         # Outside float32's range the kernel's float32 inverse would round; divide the plain way.
         for part in parts:
             part.div_(scale)

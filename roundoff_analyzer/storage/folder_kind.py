@@ -43,7 +43,8 @@ def refuse_foreign_folder(
         f" and {len(foreign) - _SHOWN} more" if len(foreign) > _SHOWN else ""
     )
     raise InputError(
-        f"output folder '{printable(root)}' holds files roundoff did not write ({shown}); {kind} writes only into an empty "
+        f"output folder '{printable(root)}' holds files roundoff did not write ({shown}); "
+        f"{kind} writes only into an empty "
         f"folder, a folder it created or a folder of {kind}, --force included: use another --out"
     )
 

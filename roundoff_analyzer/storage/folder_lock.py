@@ -7,6 +7,7 @@ them holds the lock.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import json
@@ -47,25 +48,23 @@ class FolderLock:
             # The holder removed the file on release after this process opened it: the lock is on a file no longer
             # in the folder, so take it again on the folder's own.
             os.close(descriptor)
-        holder = {
+        this_process = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv)[:500],
         }
         os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, json.dumps(holder).encode(), 0)
+        os.pwrite(descriptor, json.dumps(this_process).encode(), 0)
         self._descriptor = descriptor
 
     def release(self) -> None:
         if self._descriptor is None:
             return
-        try:
-            # A finished folder keeps no lock file; it is removed while still locked, so that a process waiting on it
-            # sees that it is gone (acquire checks) rather than taking a lock nobody else can see.
+        # A finished folder keeps no lock file; it is removed while still locked, so that a process waiting on it
+        # sees that it is gone (acquire checks) rather than taking a lock nobody else can see.
+        with contextlib.suppress(OSError):
             self.path.unlink()
-        except OSError:
-            pass
         fcntl.flock(self._descriptor, fcntl.LOCK_UN)
         os.close(self._descriptor)
         self._descriptor = None

@@ -193,7 +193,8 @@ def atomic_write_parquet(table: pa.Table, path: Path) -> None:
 
 
 def refuse_other_kind(root: Path, kind: str, other_manifest: str, other_kind: str) -> None:
-    """Refuse a folder holding another kind's results, --force or not: --force replaces only a folder of its own kind."""
+    """Refuse a folder holding another kind's results, --force or not: --force replaces
+    only a folder of its own kind."""
     if (Path(root) / other_manifest).is_file():
         raise InputError(
             f"output folder '{root}' holds {other_kind} ({other_manifest}), not {kind}; --force replaces only "
@@ -242,7 +243,8 @@ class ResultStore:
         self.shards = self.root / SHARDS
         # The digest every shard written here carries, and every shard reused must carry (None: not checked).
         self.digest = None if fingerprint is None else fingerprint_digest(fingerprint)
-        self.settings = settings  # what else the rows depend on (planning/manifest.py's row_settings); a shard written with others is set aside
+        # What else the rows depend on (planning/manifest.py's row_settings); a shard written with others is set aside.
+        self.settings = settings
         self.lock = FolderLock(self.root)
         self.before_write: Callable[[], None] = lambda: None  # a worker's: end the process if its sweep is gone
         self.set_aside: list[tuple[Path, str]] = []  # (where a shard went, why) since this store was made
@@ -262,7 +264,8 @@ class ResultStore:
             found = found if isinstance(found, dict) else {}
             differs = sorted(k for k in fingerprint if found.get(k) != fingerprint[k])
             raise InputError(
-                f"output folder '{self.root}' holds a different sweep (differs in: {', '.join(differs) or 'everything'}); "
+                f"output folder '{self.root}' holds a different sweep "
+                f"(differs in: {', '.join(differs) or 'everything'}); "
                 "use another --out, or --force to replace it"
             )
 
@@ -303,7 +306,8 @@ class ResultStore:
             found = found if isinstance(found, dict) else {}
             differs = sorted(k for k in manifest["fingerprint"] if found.get(k) != manifest["fingerprint"][k])
             raise InputError(
-                f"output folder '{self.root}' holds a different sweep (differs in: {', '.join(differs) or 'everything'}); "
+                f"output folder '{self.root}' holds a different sweep "
+                f"(differs in: {', '.join(differs) or 'everything'}); "
                 "use another --out, or --force to replace it"
             )
         if existing is not None and found != manifest["fingerprint"] and self.shards.is_dir():
@@ -321,7 +325,8 @@ class ResultStore:
         self.write_manifest(manifest)
 
     def _hash_unhashed_shards(self) -> None:
-        """A folder from before content hashes: its shards are hashed as they are, once; from then on they must match."""
+        """A folder from before content hashes: its shards are hashed as they are, once;
+        from then on they must match."""
         for shard in self.shards.glob("*.parquet"):
             if shard.is_file() and not shard.is_symlink() and not hash_path(shard).exists():
                 atomic_write_bytes(hash_path(shard), content_hash(shard.read_bytes()).encode())
@@ -404,12 +409,14 @@ class ResultStore:
         pq.write_table(table, sink)
         data = sink.getvalue().to_pybytes()
         path = self.shards / f"{config.id}.parquet"
-        # The hash first: a shard never stands without it, and a hash left without its shard (a crash between) is overwritten.
+        # The hash first: a shard never stands without it, and a hash left without its shard (a
+        # crash between) is overwritten.
         atomic_write_bytes(hash_path(path), content_hash(data).encode())
         atomic_write_bytes(path, data)
 
     def read_row(self, config: Configuration) -> dict[str, Any]:
-        """One finished configuration's row, as `measure` produced it (for progress shown from shards written elsewhere)."""
+        """One finished configuration's row, as `measure` produced it (for progress shown
+        from shards written elsewhere)."""
         return pq.read_table(self.shards / f"{config.id}.parquet", columns=RESULT_SCHEMA.names).to_pylist()[0]
 
     def combine(self, order: Iterable[Configuration]) -> pd.DataFrame:
@@ -432,7 +439,7 @@ class ResultStore:
 
 
 def _explode(table: pa.Table, column: str, fields: list[pa.Field]) -> pa.Table:
-    rows = []
+    rows: list[dict[str, Any]] = []
     keys = table.select(list(CONFIG_COLUMNS)).to_pylist()
     for key, nested in zip(keys, table.column(column).to_pylist()):
         rows.extend({**key, **item} for item in nested or [])

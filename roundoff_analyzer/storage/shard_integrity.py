@@ -34,8 +34,8 @@ def fingerprint_digest(fingerprint: Any) -> str:
     return hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def settings_json(settings: dict[str, Any] | None) -> str | None:
-    return None if settings is None else json.dumps(settings, sort_keys=True, default=str)
+def settings_json(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, sort_keys=True, default=str)
 
 
 def with_fingerprint(table: pa.Table, digest: str | None, settings: dict[str, Any] | None = None) -> pa.Table:

@@ -100,5 +100,5 @@ def read_table(path: Path | str, spec: TableSchema) -> pd.DataFrame:
     table = conform(table, spec, path)
     try:
         return table.to_pandas()
-    except Exception as exc:  # noqa: BLE001 - pandas metadata written by hand can name columns or types that are not there
+    except Exception as exc:  # noqa: BLE001 - pandas metadata written by hand can name columns or types not there
         raise InputError(f"cannot read '{path}' as {spec.what}: {one_line(exc)}") from None

@@ -27,7 +27,8 @@ SUMMARY_SCHEMA = pa.schema(
             "memory_rel_to_reference",
         )
     ]
-    # Added with the weights axis: a summary written before reads them as float32 master weights updated to nearest, measured nothing.
+    # Added with the weights axis: a summary written before reads them as float32 master weights
+    # updated to nearest, measured nothing.
     + [pa.field(name, pa.string()) for name in ("weights", "update", "optimizer_state")]
     + [pa.field("lost_update_fraction", pa.float64())]
     + [pa.field(name, pa.int64()) for name in ("weight_bytes", "optimizer_state_bytes", "clipped_steps")]

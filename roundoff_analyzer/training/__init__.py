@@ -1,6 +1,8 @@
-"""`roundoff train`: train a model in one or more precisions (of compute and of the weights), saving checkpoints a sweep can load.
+"""`roundoff train`: train a model in one or more precisions (of compute and of the weights), saving checkpoints a
+sweep can load.
 
-Importing the package is cheap (`roundoff train --help` reads the defaults of its config): torch loads on first use of these names.
+Importing the package is cheap (`roundoff train --help` reads the defaults of its config): torch loads on first use
+of these names.
 """
 
 __all__ = ["TrainResult", "TrainProgress", "TrainingInterrupted", "plan", "run", "train"]

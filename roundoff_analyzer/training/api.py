@@ -78,7 +78,8 @@ def plan(
 def run(
     plan: TrainPlan, progress: TrainProgress | None = None, stop_requested: Callable[[], bool] | None = None
 ) -> TrainResult:
-    """Train every setup of the plan in turn, resuming what the folder holds; raises loop.TrainingInterrupted on a stop."""
+    """Train every setup of the plan in turn, resuming what the folder holds; raises
+    loop.TrainingInterrupted on a stop."""
     progress, stop_requested = progress or NoProgress(), stop_requested or (lambda: False)
     root = plan.out
     root.mkdir(parents=True, exist_ok=True)
@@ -113,7 +114,9 @@ def run(
         atomic_write_parquet(summary_table(summary), root / train_folder.SUMMARY)
         train_folder.write_manifest(root, {**manifest, "finished_at": train_folder.now()})
         write_training_report(root)
-        return TrainResult(root, train_folder.read_manifest(root), log, summary)
+        finished = train_folder.read_manifest(root)
+        assert finished is not None  # written just above
+        return TrainResult(root, finished, log, summary)
     finally:
         lock.release()
 

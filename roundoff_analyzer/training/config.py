@@ -1,14 +1,16 @@
-"""What `roundoff train` is asked to do, validated: from a TOML file, the command line, or both (the command line wins)."""
+"""What `roundoff train` is asked to do, validated: from a TOML file, the command line, or
+both (the command line wins)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, conint, field_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationInfo, field_validator
 
 from ..axes.scaler_settings import ScalerSettings
 from ..core.errors import InputError
+from ..core.registry import Registry
 from ..planning.config import axis_registry, checked_data, load_libraries, load_toml, merged, names_in
 from ..planning.config import validate as validate_schema
 
@@ -34,14 +36,26 @@ def _training_registry(axis: str):
     return axis_registry(axis)
 
 
-def _state_in(value: str | None) -> str | None:
+def _check_state(value: str | None) -> None:
     if value is not None and value not in STATE_IN:
         raise ValueError(f"'{value}' is not a place for the optimizer's state; allowed: {', '.join(STATE_IN)}")
-    return value
+
+
+def _known(registry: Registry, values: list[str]) -> list[str]:
+    """`values`, each known to `registry` (else a ValueError naming the unknown ones and what is allowed)."""
+    known = names_in(registry, values)
+    assert known is not None  # a list given, the same list back
+    return known
+
+
+def _field(info: ValidationInfo) -> str:
+    assert info.field_name is not None  # a field validator's: it validates a field
+    return info.field_name
 
 
 class SetupEntry(BaseModel):
-    """One `[[setups]]` table: a (library, dtype, scaling, weights, update) to train, where the product of the lists is not wanted."""
+    """One `[[setups]]` table: a (library, dtype, scaling, weights, update) to train, where the product
+    of the lists is not wanted."""
 
     model_config = ConfigDict(extra="forbid")
     dtype: str
@@ -56,12 +70,13 @@ class SetupEntry(BaseModel):
     def _name(cls, value: str, info: ValidationInfo) -> str:
         if info.field_name == "library":
             load_libraries([value])
-        return names_in(_training_registry(info.field_name), [value])[0]
+        return _known(_training_registry(_field(info)), [value])[0]
 
     @field_validator("optimizer_state")
     @classmethod
     def _state(cls, value: str | None) -> str | None:
-        return _state_in(value)
+        _check_state(value)
+        return value
 
 
 class TrainConfig(BaseModel):
@@ -73,9 +88,9 @@ class TrainConfig(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict, description="model options, as `-o key=value`")
     data: str | None = Field(None, description="NAME[:PATH][?key=value&...] (e.g. 2spirals)")
     iters: PositiveInt = Field(DEFAULT_ITERS, description="optimizer steps per setup")
-    save_at: list[conint(ge=0)] | None = Field(
+    save_at: list[NonNegativeInt] | None = Field(
         None, description="iterations whose weights are saved (default: 0; the last is always saved)"
-    )  # type: ignore[valid-type]
+    )
     resume_every: PositiveInt = Field(
         DEFAULT_RESUME_EVERY, description="iterations between resume states (besides every checkpoint)"
     )
@@ -84,7 +99,7 @@ class TrainConfig(BaseModel):
     val_every: PositiveInt | None = Field(
         None, description="iterations between validation losses besides the saved ones (default: saved ones only)"
     )
-    timesteps: conint(gt=0) = Field(32, description="n_timesteps of every setup's solves (one value)")  # type: ignore[valid-type]
+    timesteps: PositiveInt = Field(32, description="n_timesteps of every setup's solves (one value)")
     method: str = Field("rk4", description="fixed-grid method of every setup (one value)")
     library: list[str] = Field(default_factory=lambda: ["native"])
     dtype: list[str] = Field(default_factory=lambda: ["float32"])
@@ -131,26 +146,28 @@ class TrainConfig(BaseModel):
     def _axis_names(cls, value, info: ValidationInfo):
         if info.field_name == "library":
             load_libraries(value)
-        return list(dict.fromkeys(names_in(axis_registry(info.field_name), value)))
+        return list(dict.fromkeys(_known(axis_registry(_field(info)), value)))
 
     @field_validator("weights", "update")
     @classmethod
     def _training_axis_names(cls, value, info: ValidationInfo):
-        return list(dict.fromkeys(names_in(_training_registry(info.field_name), value)))
+        return list(dict.fromkeys(_known(_training_registry(_field(info)), value)))
 
     @field_validator("optimizer_state")
     @classmethod
     def _state(cls, value: str) -> str:
-        return _state_in(value)
+        _check_state(value)
+        return value
 
     @field_validator("method", "mode")
     @classmethod
     def _single_name(cls, value: str, info: ValidationInfo) -> str:
-        return names_in(axis_registry(info.field_name), [value])[0]
+        return _known(axis_registry(_field(info)), [value])[0]
 
 
 def validate(values: dict[str, Any], source: str = "command line") -> TrainConfig:
     config = validate_schema(values, source, TrainConfig)
+    assert isinstance(config, TrainConfig)  # validated as the schema it was given
     beyond = [k for k in config.save_at or () if k > config.iters]
     if beyond:
         raise InputError(
@@ -165,7 +182,8 @@ def save_points(config: TrainConfig) -> list[int]:
 
 
 def resolve(file: str | Path | None, overrides: dict[str, Any]) -> TrainConfig:
-    """File values, then command-line values on top (tables such as model options and scaler settings merge key by key)."""
+    """File values, then command-line values on top (tables such as model options and scaler
+    settings merge key by key)."""
     values: dict[str, Any] = load_toml(file) if file else {}
     if file:
         # Checked on its own first, so that a mistake in the file is reported against the file.

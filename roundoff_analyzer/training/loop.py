@@ -201,7 +201,8 @@ def train_setup(
 
 
 def _peak_memory(step: SetupStep, batch: torch.Tensor, device: torch.device) -> int | None:
-    """The peak of one more step's forward and backward (not applied), measured apart: the CPU's profiler slows every op."""
+    """The peak of one more step's forward and backward (not applied), measured apart: the
+    CPU's profiler slows every op."""
     loss_scale = replace(
         step.loss_scale
     )  # the extra step must not move the loss scale a longer training would resume with

@@ -59,8 +59,9 @@ def fingerprint(
     device: torch.device,
     optimizer: OptimizerSpec,
 ) -> dict:
-    """What decides the weights of every setup; `iters`, `save_at` and further setups may change and the training resumes.
-    Adam without clipping, which every training before those settings existed used, adds nothing (such folders resume)."""
+    """What decides the weights of every setup; `iters`, `save_at` and further setups may change and the training
+    resumes. Adam without clipping, which every training before those settings existed used, adds nothing (such folders
+    resume)."""
     later = {
         **({"optimizer": optimizer.record()} if optimizer.name != "adam" else {}),
         **({"clip_grad_norm": config.clip_grad_norm} if config.clip_grad_norm is not None else {}),

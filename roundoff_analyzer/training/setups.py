@@ -53,8 +53,8 @@ class TrainSetup(Configuration):
 
     @property
     def label(self) -> str:
-        """A file-name-safe name: the folder `setups/<label>` and the `setup` column (float32 master weights add nothing,
-        so labels from before the weights axis stay the same)."""
+        """A file-name-safe name: the folder `setups/<label>` and the `setup` column (float32 master weights add
+        nothing, so labels from before the weights axis stay the same)."""
         parts = [self.dtype, self.library, self.scaling]
         if self.weights != MASTER_WEIGHTS:
             parts += [f"weights_{self.weights}", self.update] + (

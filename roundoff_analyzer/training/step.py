@@ -78,13 +78,12 @@ class SetupStep:
         prepared = self.arithmetic.prepare(self.mode, copies, self.dtype, ArithmeticRequest())
         settings = self.loss_scale.settings(self.settings) if self.setup.scaling == "grad" else self.settings
         outcome = run_once(prepared, copies, self.library, self.method, self.scaling, settings, self.t, torch.float32)
-        finite = outcome.failure is None
+        failure = outcome.failure
+        finite = failure is None
         if self.setup.scaling == "grad":
             self.loss_scale.update(outcome.final_scale, outcome.retries, finite)
         loss = float(outcome.loss) if outcome.loss is not None and bool(torch.isfinite(outcome.loss)) else None
-        if not finite:
-            return StepResult(
-                loss, None, outcome.final_scale, f"{outcome.failure.failure_class}: {outcome.failure.message}"
-            )
+        if failure is not None:
+            return StepResult(loss, None, outcome.final_scale, f"{failure.failure_class}: {failure.message}")
         gradients = [g.to(torch.float32) for g in outcome.grads[1:]]  # grads[0] is y0's
         return StepResult(loss, gradients, outcome.final_scale, None)

@@ -21,6 +21,7 @@ Use it in your own loop as the training does:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -64,7 +65,7 @@ class StoredWeights:
 
     def __init__(
         self,
-        params: list[torch.Tensor],
+        params: Sequence[torch.Tensor],
         weights: str = MASTER,
         update: str = "nearest",
         optimizer_state: str = "float32",
@@ -83,7 +84,8 @@ class StoredWeights:
                     p.copy_(round_nearest(p.float(), self.format))
 
     def before_step(self) -> list[torch.Tensor]:
-        """The stored values before the optimizer steps (nothing for float32 master weights, which keep its step as is)."""
+        """The stored values before the optimizer steps (nothing for float32 master weights,
+        which keep its step as is)."""
         return [] if self.format is None else [p.detach().clone() for p in self.params]
 
     @torch.no_grad()
@@ -101,20 +103,22 @@ class StoredWeights:
             lost += int(((delta != 0) & (p == old)).sum())
             total += p.numel()
         if self.optimizer_state == "weights":
-            self._round_state(optimizer)
+            self._round_state(optimizer, self.format)
         return lost / total if total else 0.0
 
-    def _round_state(self, optimizer: torch.optim.Optimizer) -> None:
+    @staticmethod
+    def _round_state(optimizer: torch.optim.Optimizer, fmt: NumberFormat) -> None:
         for state in optimizer.state.values():
-            for key, value in state.items():
+            for value in state.values():
                 if torch.is_tensor(value) and value.is_floating_point() and value.dim() > 0:
-                    value.copy_(round_nearest(value.float(), self.format))
+                    value.copy_(round_nearest(value.float(), fmt))
 
     def weight_bytes(self) -> int:
         return sum(p.numel() for p in self.params) * bytes_per_value(self.weights)
 
     def optimizer_state_bytes(self, optimizer: torch.optim.Optimizer) -> int:
-        """The optimizer's per-weight state (moments, momentum) in the format it lives in, plus the compensation buffers."""
+        """The optimizer's per-weight state (moments, momentum) in the format it lives in,
+        plus the compensation buffers."""
         per_value = bytes_per_value(self.weights if self.optimizer_state == "weights" else MASTER)
         values = sum(
             v.numel()

@@ -23,8 +23,8 @@ def _mean(values: pd.Series) -> float | None:
 
 
 def setup_summary(log: pd.DataFrame, setups: list[dict], runs: dict) -> pd.DataFrame:
-    """`setups`: the manifest's setup objects, the reference first; a setup without log rows is left out. `runs`: label ->
-    what its run measured (`peak_memory_bytes`, `weight_bytes`, `optimizer_state_bytes`)."""
+    """`setups`: the manifest's setup objects, the reference first; a setup without log rows is left out. `runs`:
+    label -> what its run measured (`peak_memory_bytes`, `weight_bytes`, `optimizer_state_bytes`)."""
     rows = []
     for setup in setups:
         own = log[log["setup"] == setup["label"]].sort_values("iteration")

@@ -1,7 +1,7 @@
-"""`training_report.md`: answer first (per setup: within 2% of the first setup's validation loss or not, where it departs,
-its lost updates and the memory its weights and optimizer state save; then the code of the rounding that held), then
-the loss curves side by side and each setup's final losses, time and memory against the first setup's. Written from
-the folder's tables and manifest only (reading a folder never runs code from it)."""
+"""`training_report.md`: answer first (per setup: within 2% of the first setup's validation loss or not, where it
+departs, its lost updates and the memory its weights and optimizer state save; then the code of the rounding that
+held), then the loss curves side by side and each setup's final losses, time and memory against the first setup's.
+Written from the folder's tables and manifest only (reading a folder never runs code from it)."""
 
 from __future__ import annotations
 
@@ -86,10 +86,11 @@ def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str
     lines = [
         f"# Training report: {manifest.get('model', '?')}",
         "",
-        f"Written by roundoff-analyzer {__version__} from `{train_folder.LOG}` and `{train_folder.SUMMARY}`; every number is read "
-        f"from those tables. Each setup trained the same initial weights on the same batches with {_optimizer(manifest)} on its "
-        "weights (float32 master weights, or weights stored in a low format that each step is rounded into); relative "
-        "differences are against the first setup" + (f", `{reference['setup']}`." if reference is not None else "."),
+        f"Written by roundoff-analyzer {__version__} from `{train_folder.LOG}` and `{train_folder.SUMMARY}`; "
+        "every number is read from those tables. Each setup trained the same initial weights on the same batches "
+        f"with {_optimizer(manifest)} on its weights (float32 master weights, or weights stored in a low format that "
+        "each step is rounded into); relative differences are against the first setup"
+        + (f", `{reference['setup']}`." if reference is not None else "."),
         "",
         "## Outcome",
         "",
@@ -98,13 +99,14 @@ def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str
         _statements(summary, log) + _answer_code(manifest, summary, log) + ["", "## Setups", "", _table(summary), ""]
     )
     lines += [
-        "Final loss: the training loss of the last iteration's batch (the same batch for every setup). Validation loss: "
-        f"{manifest.get('validation', 'the held-out batches')}, computed the same way for every setup. Time: the step alone "
-        "(forward, backward, the optimizer's update and its rounding into the weights), mean over the iterations. Peak memory: "
-        "one more step's forward and backward, measured apart (CUDA allocator's peak, or on the CPU the allocator's events "
-        "from torch.profiler). Lost updates: per step, the fraction of weight entries whose update was nonzero but left the "
-        "stored weight unchanged, mean over the steps (float32 master weights: not measured). Weights + state: the bytes "
-        "of the weights in their format and of the optimizer's per-weight state (and compensation buffers) in theirs.",
+        "Final loss: the training loss of the last iteration's batch (the same batch for every setup). "
+        f"Validation loss: {manifest.get('validation', 'the held-out batches')}, computed the same way for every "
+        "setup. Time: the step alone (forward, backward, the optimizer's update and its rounding into the weights), "
+        "mean over the iterations. Peak memory: one more step's forward and backward, measured apart (CUDA "
+        "allocator's peak, or on the CPU the allocator's events from torch.profiler). Lost updates: per step, the "
+        "fraction of weight entries whose update was nonzero but left the stored weight unchanged, mean over the steps "
+        "(float32 master weights: not measured). Weights + state: the bytes of the weights in their format and of the "
+        "optimizer's per-weight state (and compensation buffers) in theirs.",
         "",
     ]
     if not summary.empty:
@@ -134,7 +136,8 @@ def _statements(summary: pd.DataFrame, log: pd.DataFrame) -> list[str]:
     if reference["skipped_steps"]:
         lines.append(
             f"- `{reference['setup']}`, the setup the others are compared with: "
-            f"{fmt.plural(int(reference['skipped_steps']), 'step')} of {int(reference['iterations'])} skipped (non-finite gradient)."
+            f"{fmt.plural(int(reference['skipped_steps']), 'step')} of {int(reference['iterations'])} skipped "
+            "(non-finite gradient)."
         )
     lines += _clipping(summary)
     return lines
@@ -149,15 +152,16 @@ def _verdict_line(verdict: SetupVerdict, row, reference: pd.Series) -> str:
         else f"never beyond {COMPARABLE:.0%} of it where validated"
     )
     parts = [
-        f"- `{row.setup}`: **{'holds' if verdict.holds else 'does not hold'}**, final validation loss {_loss(row.final_val_loss)} "
-        f"against {_loss(reference['final_val_loss'])} ({_percent(verdict.val_loss_rel)}, {'within' if verdict.holds else 'not within'} "
-        f"{COMPARABLE:.0%}); {departs}"
+        f"- `{row.setup}`: **{'holds' if verdict.holds else 'does not hold'}**, "
+        f"final validation loss {_loss(row.final_val_loss)} against {_loss(reference['final_val_loss'])} "
+        f"({_percent(verdict.val_loss_rel)}, {'within' if verdict.holds else 'not within'} {COMPARABLE:.0%}); {departs}"
     ]
     if verdict.lost_update_fraction is not None:
         parts.append(f"lost updates {_fraction(verdict.lost_update_fraction)} of weight entries per step")
     if verdict.stored_bytes_rel is not None:
         parts.append(
-            f"weights + optimizer state {_size(verdict.stored_bytes)}, {_ratio(verdict.stored_bytes_rel)} of the first's"
+            f"weights + optimizer state {_size(verdict.stored_bytes)}, "
+            f"{_ratio(verdict.stored_bytes_rel)} of the first's"
         )
     parts.append(
         f"time per iteration {_ratio(row.time_rel_to_reference)}"
@@ -193,17 +197,19 @@ def _answer_code(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame) -> li
         "lr)", f"lr={manifest.get('lr')})"
     )
     clip = manifest.get("clip_grad_norm")
+    state_format = best["weights"] if best["optimizer_state"] == "weights" else "float32"
     lines = [
         "",
-        f"The rounding that held with the fewest bytes, `{best['setup']}`: weights in {best['weights']}, update `{best['update']}`, "
-        f"the optimizer's state in {best['weights'] if best['optimizer_state'] == 'weights' else 'float32'}, as this training ran it "
+        f"The rounding that held with the fewest bytes, `{best['setup']}`: weights in {best['weights']}, "
+        f"update `{best['update']}`, the optimizer's state in {state_format}, as this training ran it "
         f"(forward and backward in {best['dtype']}, mode {best['mode']}, scaling {best['scaling']}):",
         "",
         "```python",
-        "from roundoff_analyzer.training.stored_weights import StoredWeights",
+        "from roundoff_analyzer import StoredWeights",
         "",
         "params = [p for p in func.parameters() if p.requires_grad]",
-        f'stored = StoredWeights(params, "{best["weights"]}", "{best["update"]}", optimizer_state="{best["optimizer_state"]}", seed=0)'
+        f'stored = StoredWeights(params, "{best["weights"]}", "{best["update"]}", '
+        f'optimizer_state="{best["optimizer_state"]}", seed=0)'
         f"  # rounds the weights into {best['weights']}",
         f"optimizer = {optimizer}",
         "for batch in batches:",
@@ -262,7 +268,8 @@ def _table(summary: pd.DataFrame) -> str:
 
 
 def _along_training(log: pd.DataFrame, setups: list[str]) -> str:
-    """The validation loss at every iteration where it was computed, each setup beside the first (relative difference)."""
+    """The validation loss at every iteration where it was computed, each setup beside the
+    first (relative difference)."""
     validated = log[log["val_loss"].notna() & log["setup"].isin(setups)]
     table = validated.pivot_table(index="iteration", columns="setup", values="val_loss", aggfunc="first")
     reference = setups[0]

@@ -4,6 +4,7 @@ and optimizer state it saves; and which of the setups with weights in a low form
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -26,7 +27,8 @@ class SetupVerdict:
 
 
 def departs_at(log: pd.DataFrame, setup: str, reference: str) -> int | None:
-    """The first iteration where both validation losses were computed and `setup`'s is beyond COMPARABLE of `reference`'s."""
+    """The first iteration where both validation losses were computed and `setup`'s is beyond
+    COMPARABLE of `reference`'s."""
     validated = log[log["val_loss"].notna() & log["setup"].isin([setup, reference])]
     table = validated.pivot_table(index="iteration", columns="setup", values="val_loss", aggfunc="first").sort_index()
     if setup not in table or reference not in table:
@@ -39,7 +41,7 @@ def departs_at(log: pd.DataFrame, setup: str, reference: str) -> int | None:
 
 
 def stored_bytes(row) -> int | None:
-    weights, state = getattr(row, "weight_bytes", None), getattr(row, "optimizer_state_bytes", None)
+    weights, state = getattr(row, "weight_bytes", math.nan), getattr(row, "optimizer_state_bytes", math.nan)
     return int(weights) + int(state) if pd.notna(weights) and pd.notna(state) else None
 
 
@@ -68,13 +70,19 @@ def setup_verdicts(summary: pd.DataFrame, log: pd.DataFrame) -> list[SetupVerdic
 
 
 def best_low_weights(summary: pd.DataFrame, verdicts: list[SetupVerdict]) -> pd.Series | None:
-    """Of the setups with weights in a low format that held, the one storing the fewest bytes (then the closest loss)."""
+    """Of the setups with weights in a low format that held, the one storing the fewest
+    bytes (then the closest loss)."""
     held = {v.setup: v for v in verdicts if v.holds}
     candidates = summary[summary["setup"].isin(held) & (summary["weights"] != "float32")]
     if candidates.empty:
         return None
     order = sorted(
         candidates.itertuples(index=True),
-        key=lambda r: (held[r.setup].stored_bytes or 0, abs(held[r.setup].val_loss_rel)),
+        key=lambda r: _fewest_bytes_then_closest(held[r.setup]),
     )
     return summary.loc[order[0].Index]
+
+
+def _fewest_bytes_then_closest(verdict: SetupVerdict) -> tuple[int, float]:
+    assert verdict.val_loss_rel is not None  # it held: its validation loss was compared
+    return verdict.stored_bytes or 0, abs(verdict.val_loss_rel)

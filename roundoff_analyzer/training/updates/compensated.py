@@ -12,7 +12,8 @@ from ...emulation.rounding import round_nearest
 def compensated_sum(
     w: torch.Tensor, delta: torch.Tensor, compensation: torch.Tensor, fmt: NumberFormat, rounded
 ) -> torch.Tensor:
-    """`rounded(w + delta + compensation)`; the compensation becomes what that rounding dropped, rounded to nearest in `fmt`."""
+    """`rounded(w + delta + compensation)`; the compensation becomes what that rounding dropped,
+    rounded to nearest in `fmt`."""
     exact = w + (delta + compensation)
     new = rounded(exact)
     compensation.copy_(round_nearest(exact - new, fmt))

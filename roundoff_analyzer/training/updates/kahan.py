@@ -5,7 +5,10 @@ from .compensated import compensated_sum
 
 class Kahan:
     name = "kahan"
-    description = "round to nearest, with a compensation buffer in the weights' format carrying what rounding dropped into the next step"
+    description = (
+        "round to nearest, with a compensation buffer in the weights' format carrying what rounding dropped into the "
+        "next step"
+    )
     compensated, stochastic = True, False
 
     def apply(self, w, delta, compensation, fmt, generator):
