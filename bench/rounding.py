@@ -42,7 +42,10 @@ def main() -> None:
         fmt = DTYPES.get(name).format
         cast_s, reference = _timed(lambda v: round_by_cast(v, fmt), x)
         ours_s, ours = _timed(lambda v: round_nearest(v, fmt), x)
-        line = f"{name:12s} torch cast {cast_s * 1e3:7.1f} ms   round_nearest {ours_s * 1e3:7.1f} ms, bitwise equal {_same(ours, reference):.4%}"
+        line = (
+            f"{name:12s} torch cast {cast_s * 1e3:7.1f} ms   round_nearest {ours_s * 1e3:7.1f} ms, bitwise equal "
+            f"{_same(ours, reference):.4%}"
+        )
         if pychop is not None:
             chop = pychop.Chop(exp_bits=fmt.exponent_bits, sig_bits=fmt.mantissa_bits, rmode=1, subnormal=True)
             chop_s, chopped = _timed(chop, x)

@@ -34,13 +34,19 @@ def check(
         "--factor",
         "--tolerance",
         metavar="[METRIC=]FACTOR",
-        help=f"Allowed growth of an error: FACTOR x baseline (+ the floor). FACTOR for every metric, or METRIC=FACTOR (repeatable). Default {DEFAULT_FACTOR:g}.",
+        help=(
+            "Allowed growth of an error: FACTOR x baseline (+ the floor). FACTOR for every metric, or METRIC=FACTOR "
+            f"(repeatable). Default {DEFAULT_FACTOR:g}."
+        ),
     ),
     floor_u: list[str] = typer.Option(
         [],
         "--floor-u",
         metavar="[METRIC=]UNITS",
-        help=f"Floor added to the allowed error, in units of the dtype's unit roundoff u; for every metric or METRIC=UNITS (repeatable). Default {DEFAULT_FLOOR_U:g}.",
+        help=(
+            "Floor added to the allowed error, in units of the dtype's unit roundoff u; for every metric or "
+            f"METRIC=UNITS (repeatable). Default {DEFAULT_FLOOR_U:g}."
+        ),
     ),
     markdown: Path | None = typer.Option(
         None, "--markdown", help="Write a markdown summary here (for a CI comment or job summary)."
@@ -98,7 +104,8 @@ def check(
             )
     style = "red" if comparison.regressed else "green"
     console.print(
-        f"[bold {style}]{headline(comparison)}[/]. {comparison.summary()}. Tolerance: {comparison.tolerances.describe()}.",
+        f"[bold {style}]{headline(comparison)}[/]. {comparison.summary()}. Tolerance: "
+        f"{comparison.tolerances.describe()}.",
         highlight=False,
     )
     if markdown:

@@ -20,7 +20,8 @@ EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 1
 
 
-# An error line echoes what it was given; past this it says how much it left out (a 200,000-character name stays a line).
+# An error line echoes what it was given; past this it says how much it left out (a 200,000-character name stays a
+# line).
 MAX_LINE = 2000
 
 
@@ -65,7 +66,8 @@ def split_ints(value: str | None, what: str) -> list[int] | None:
 
 
 def model_options(pairs: list[str]) -> dict[str, str] | None:
-    """`-o key=value` options as a dict (None without any); the models' parser loads torch, so only when options are given."""
+    """`-o key=value` options as a dict (None without any); the models' parser loads torch, so only when options are
+    given."""
     if not pairs:
         return None
     from roundoff_analyzer.axes.models import parse_option_pairs

@@ -70,7 +70,8 @@ def list_axes(
         "your own",
         "yes",
         escape(
-            f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a SolverLibrary; see docs/own-code.md)"
+            f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a "
+            "SolverLibrary; see docs/own-code.md)"
         ),
     )
     for method in METHODS:

@@ -21,7 +21,8 @@ def report(
         None, "--out", help="Markdown file to write (default: FOLDER/report.md, or FOLDER/training_report.md)."
     ),
 ) -> None:
-    """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables, or of a training."""
+    """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables, or of a
+    training."""
     # Here, not at the top: pandas, matplotlib and torch load only when a report is written.
     from roundoff_analyzer.core.safe_files import refuse_links
     from roundoff_analyzer.report import FIGURES, REPORT, write_report

@@ -20,7 +20,10 @@ def show(
         None,
         "--where",
         "-w",
-        help="""Filter, e.g. "dtype == 'float16' and status == 'failed'": columns, numbers, 'strings', == != < <= > >=, in [..], and, or, not (see docs/report.md).""",
+        help=(
+            """Filter, e.g. "dtype == 'float16' and status == 'failed'": columns, numbers, 'strings', """
+            "== != < <= > >=, in [..], and, or, not (see docs/report.md)."
+        ),
     ),
 ) -> None:
     """Show the results of a sweep as a table; failures in red, skipped in yellow."""

@@ -42,7 +42,8 @@ def _default(field: str, fields=_FIELDS) -> str:
 
 
 @reports_input_errors
-@inert_breakpoints()  # from the model's first evaluation (the plan checks it) to the last row: nobody sits at a pdb prompt
+# from the model's first evaluation (the plan checks it) to the last row: nobody sits at a pdb prompt
+@inert_breakpoints()
 def sweep(
     model: str | None = typer.Option(
         None,
@@ -81,7 +82,10 @@ def sweep(
     loss_in: str | None = typer.Option(
         None,
         "--loss-in",
-        help="Where the loss is formed: {loss_placements} (float32: after the solve, outside autocast; autocast: inside it, as most training scripts write it).",
+        help=(
+            "Where the loss is formed: {loss_placements} (float32: after the solve, outside autocast; autocast: "
+            "inside it, as most training scripts write it)."
+        ),
         show_default=_default("loss_in"),
         rich_help_panel=GRID,
     ),
@@ -96,14 +100,20 @@ def sweep(
     data: str | None = typer.Option(
         None,
         "--data",
-        help="Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, test).",
+        help=(
+            "Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, "
+            "test)."
+        ),
         show_default="the model's",
         rich_help_panel=MODEL,
     ),
     checkpoint: str | None = typer.Option(
         None,
         "--checkpoint",
-        help="Trained weights: a state-dict file, a `roundoff train` folder (each of its checkpoints: the grid runs once per checkpoint), or a comma list of both.",
+        help=(
+            "Trained weights: a state-dict file, a `roundoff train` folder (each of its checkpoints: the grid runs "
+            "once per checkpoint), or a comma list of both."
+        ),
         show_default="random weights from the seed",
         rich_help_panel=MODEL,
     ),
@@ -268,8 +278,10 @@ def sweep(
     keep_float32: str | None = typer.Option(
         None,
         "--keep-float32",
-        help="Modules of the vector field run in float32 out of autocast, as a grid axis: none, or module "
-        "names or glob patterns joined with + (e.g. potential.layers.0, '*norm*'); several values separated by commas.",
+        help=(
+            "Modules of the vector field run in float32 out of autocast, as a grid axis: none, or module names or glob "
+            "patterns joined with + (e.g. potential.layers.0, '*norm*'); several values separated by commas."
+        ),
         show_default="none",
         rich_help_panel=GRID,
     ),
@@ -277,8 +289,10 @@ def sweep(
         None,
         "--per-module",
         metavar="",
-        help="Measure each module of the vector field per time step, forward and backward: range "
-        "and local roundoff (modules.parquet; one extra, untimed run per configuration).",
+        help=(
+            "Measure each module of the vector field per time step, forward and backward: range "
+            "and local roundoff (modules.parquet; one extra, untimed run per configuration)."
+        ),
         rich_help_panel=OUTPUT,
     ),
     cpu_memory: bool | None = typer.Option(
@@ -291,7 +305,10 @@ def sweep(
 ) -> None:
     """Run a model's ODE over n_timesteps x method x library x dtype x scaling x mode, against a float64 reference.
 
-    Without --library, --dtype and --scaling, each (n_timesteps, method) runs the seven (library, dtype, scaling) triples of the default grid: bfloat16 without scaling on torchdiffeq and on native; float16 on torchdiffeq with none and grad; float16 on native with none, grad and dynamic. Naming any of these three axes sweeps the full product of the axes named (the others take all their values).
+    Without --library, --dtype and --scaling, each (n_timesteps, method) runs the seven (library, dtype, scaling)
+    triples of the default grid: bfloat16 without scaling on torchdiffeq and on native; float16 on torchdiffeq with none
+    and grad; float16 on native with none, grad and dynamic. Naming any of these three axes sweeps the full product of
+    the axes named (the others take all their values).
     """
     started = time.monotonic()
     console = wide_console()
@@ -343,7 +360,8 @@ def sweep(
         "atol": atol,
         "max_steps": max_steps,
     }
-    # Here, not at the top, and after the lists above are checked: torch, pandas and matplotlib load only when a sweep runs.
+    # Here, not at the top, and after the lists above are checked: torch, pandas and matplotlib load only when a sweep
+    # runs.
     from roundoff_analyzer import api
     from roundoff_analyzer.execution import engine as sweeping
     from roundoff_analyzer.report import REPORT
@@ -360,7 +378,8 @@ def sweep(
     )
     plan, out_dir = planned.plan, planned.out
     console.print(
-        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {escape(printable(out_dir))}",
+        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> "
+        f"{escape(printable(out_dir))}",
         highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)

@@ -54,7 +54,8 @@ KEPT_COLUMNS = (("kept in float32", "keep_float32", str),)
 
 # What a column's numbers mean, in the caption where the column is shown.
 _NOTES = {
-    "scale": "scale: where the scaler ended (grad: the loss scale of the GradScaler whose gradients were finite; dynamic: "
+    "scale": "scale: where the scaler ended (grad: the loss scale of the GradScaler whose gradients were finite; "
+    "dynamic: "
     "the native solver's last adjoint scale, a power of two)",
     "step": "step: the backward step where the overflow was found (0 = the first step back from t = 1)",
 }
@@ -82,7 +83,8 @@ def _checkpoint_columns(results: pd.DataFrame) -> tuple:
     return CHECKPOINT_COLUMNS
 
 
-# Shown beside the mode only where a row formed its loss elsewhere than in float32, so that other tables stay as they were.
+# Shown beside the mode only where a row formed its loss elsewhere than in float32, so that other tables stay as they
+# were.
 LOSS_IN_COLUMN = ("loss in", "loss_in", str)
 
 

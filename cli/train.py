@@ -81,7 +81,10 @@ def train(
     data: str | None = typer.Option(
         None,
         "--data",
-        help="Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, test).",
+        help=(
+            "Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, "
+            "test)."
+        ),
         show_default="the model's",
         rich_help_panel=MODEL,
     ),
@@ -153,13 +156,19 @@ def train(
     ),
     weights: str | None = typer.Option(
         None,
-        help="Where the weights live, one setup each: float32 (master weights), or stored in bfloat16, float16, eXmY (e.g. e8m7), the forward running on them.",
+        help=(
+            "Where the weights live, one setup each: float32 (master weights), or stored in bfloat16, float16, eXmY "
+            "(e.g. e8m7), the forward running on them."
+        ),
         show_default=_default("weights"),
         rich_help_panel=WEIGHTS,
     ),
     update: str | None = typer.Option(
         None,
-        help="How a step is rounded into low-precision weights, one setup each: nearest, stochastic, kahan, stochastic-kahan.",
+        help=(
+            "How a step is rounded into low-precision weights, one setup each: nearest, stochastic, kahan, "
+            "stochastic-kahan."
+        ),
         show_default=_default("update"),
         rich_help_panel=WEIGHTS,
     ),
@@ -173,7 +182,10 @@ def train(
     optimizer: str | None = typer.Option(
         None,
         "--optimizer",
-        help="adam, adamw, sgd (momentum 0.9), or package.module:factory / path/to/file.py:factory, called factory(params, lr).",
+        help=(
+            "adam, adamw, sgd (momentum 0.9), or package.module:factory / path/to/file.py:factory, called "
+            "factory(params, lr)."
+        ),
         show_default=_default("optimizer"),
         rich_help_panel=WEIGHTS,
     ),
@@ -227,9 +239,13 @@ def train(
         rich_help_panel=OUTPUT,
     ),
 ) -> None:
-    """Train a model with an optimizer (Adam by default) on its own loss, a fresh batch every iteration, once per (library, dtype, scaling, weights, update) setup.
+    """Train a model with an optimizer (Adam by default) on its own loss, a fresh batch every iteration, once per
+    (library, dtype, scaling, weights, update) setup.
 
-    Every setup starts from the same weights and sees the same batches. Checkpoints (iter_<iteration>.pt, a state dict loadable with --checkpoint) and their metadata go to DIR/checkpoints for the first setup and DIR/setups/<label>/checkpoints for the others; killed and started again with the same command, the training resumes from its last saved state.
+    Every setup starts from the same weights and sees the same batches. Checkpoints (iter_<iteration>.pt, a state dict
+    loadable with --checkpoint) and their metadata go to DIR/checkpoints for the first setup and
+    DIR/setups/<label>/checkpoints for the others; killed and started again with the same command, the training resumes
+    from its last saved state.
     """
     console = wide_console()
     options = model_options(option) or {}
@@ -272,7 +288,8 @@ def train(
         model, config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None}
     )
     console.print(
-        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {len(plan.setups)} setup(s) x {plan.config.iters} "
+        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {len(plan.setups)} setup(s) x "
+        f"{plan.config.iters} "
         f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {escape(printable(plan.out))}",
         highlight=False,
     )
@@ -292,7 +309,8 @@ def train(
         raise typer.Exit(stop.exit_code) from None
     except KeyboardInterrupt:  # a second Ctrl-C: the last resume state written stays
         stderr.print(
-            f"interrupted: the last saved state of each setup is in {printable(plan.out)}; run the same command again to resume",
+            f"interrupted: the last saved state of each setup is in {printable(plan.out)}; run the same command again "
+            "to resume",
             highlight=False,
             markup=False,
         )

@@ -145,7 +145,8 @@ class SlurmCluster:
                     "MpiDefault=none",
                     "SchedulerType=sched/backfill",
                     "SelectType=select/cons_tres",
-                    "SelectTypeParameters=CR_CPU",  # one CPU per task by default, so two array tasks run at once on 2 CPUs
+                    # one CPU per task by default, so two array tasks run at once on 2 CPUs
+                    "SelectTypeParameters=CR_CPU",
                     "ReturnToService=2",
                     "SlurmdTimeout=30",
                     "InactiveLimit=0",

@@ -77,7 +77,8 @@ def write_train_folder(root: Path, iterations=ITERATIONS) -> Path:
     (root / "checkpoints").mkdir(parents=True)
     for k, iteration in enumerate(iterations):
         generator = torch.Generator().manual_seed(iteration)
-        # Weights that grow as training goes on, as trained weights do: errors then differ from checkpoint to checkpoint.
+        # Weights that grow as training goes on, as trained weights do: errors then differ from checkpoint to
+        # checkpoint.
         state = {
             name: value * 3.0**k + 0.1 * torch.randn(value.shape, generator=generator)
             for name, value in problem.func.state_dict().items()
@@ -167,7 +168,8 @@ def test_every_checkpoint_of_the_folder_runs_the_grid_in_iteration_order(along, 
 
 
 def test_each_checkpoint_has_its_own_references(along):
-    """Rows at different checkpoints differ: the float64 references (and the fine reference and noise) are each checkpoint's."""
+    """Rows at different checkpoints differ: the float64 references (and the fine reference and noise) are each
+    checkpoint's."""
     table = results(along).set_index(["library", "n_timesteps", "checkpoint"])
     for column in ("grad_params_rel_err", "disc_grad_params_rel_err", "grad_noise_rel", "reference_max_abs_adjoint"):
         per_checkpoint = table[column].unstack("checkpoint")
@@ -184,7 +186,8 @@ def test_first_checkpoint_equals_a_sweep_of_that_file_alone_bit_for_bit(along, t
     assert result.exit_code == 0, result.output
     single, several = results(out), results(along)
     at_first = several[several.checkpoint == "cnf_train/iter_0000000"].reset_index(drop=True)
-    # One checkpoint is the sweep it always was: no checkpoint name (so its ids and folders are as before), its iteration known.
+    # One checkpoint is the sweep it always was: no checkpoint name (so its ids and folders are as before), its
+    # iteration known.
     assert (single["checkpoint"] == "").all() and (single["train_iteration"] == 0).all()
     columns = [c for c in RESULT_COLUMNS_EXCEPT_COST(single) if c != "checkpoint"]
     pd.testing.assert_frame_equal(single[columns], at_first[columns], check_exact=True)

@@ -93,7 +93,8 @@ SAME_RULE = {"euler": "euler", "midpoint": "midpoint", "heun2": "heun2", "heun3"
 
 
 class _Field(torch.nn.Module):
-    """A small network field with a term in t that jumps just after t = 0.25 (a step from 0.25 sees it only with `perturb`)."""
+    """A small network field with a term in t that jumps just after t = 0.25 (a step from 0.25 sees it only with
+    `perturb`)."""
 
     def __init__(self) -> None:
         super().__init__()

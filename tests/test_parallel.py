@@ -66,7 +66,8 @@ def test_groups_keep_each_reference_together_costliest_first():
 
 
 def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_path):
-    """Workers rebuild the sweep themselves; one that rebuilt something else (other weights here) must not mix in its shards."""
+    """Workers rebuild the sweep themselves; one that rebuilt something else (other weights here) must not mix in its
+    shards."""
     request = config.validate(
         {
             "model": "linear",

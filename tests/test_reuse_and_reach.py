@@ -322,7 +322,8 @@ def test_4_a_factory_that_quits_or_cannot_be_read_is_one_line(tmp_path, code, mo
 def test_4_a_library_that_quits_is_one_line(tmp_path):
     plugin = tmp_path / "quitting.py"
     plugin.write_text(
-        "import sys\nfrom roundoff_analyzer.axes.libraries.native import NativeLibrary\n\n\nclass Quitting(NativeLibrary):\n"
+        "import sys\nfrom roundoff_analyzer.axes.libraries.native import NativeLibrary\n\n\nclass "
+        "Quitting(NativeLibrary):\n"
         "    name = 'quitting'\n\n    def solve(self, *args, **kwargs):\n        sys.exit(3)\n"
     )
     for library, expected in (("sys:exit", "called sys.exit(None)"), (f"{plugin}:Quitting", "called sys.exit(3)")):

@@ -84,7 +84,10 @@ def test_a_piece_saved_under_another_key_is_computed_again(tmp_path):
 
 
 def test_a_process_waits_while_another_holds_a_piece_and_computes_it_when_that_one_dies(tmp_path):
-    hold = "import fcntl, os, sys, time; d = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(d, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
+    hold = (
+        "import fcntl, os, sys, time; d = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(d, "
+        "fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
+    )
     holder = subprocess.Popen(
         [sys.executable, "-c", hold, str(tmp_path / ".fine.lock")], stdout=subprocess.PIPE, text=True
     )

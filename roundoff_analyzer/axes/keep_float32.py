@@ -216,5 +216,6 @@ def kept_in_float32(root: nn.Module, value: str) -> Iterator[list[str]]:
 
 
 def is_kept(module: nn.Module) -> bool:
-    """Whether `module`'s forward, or one of its methods, runs in float32 (keep_float32 or kept_in_float32 wrapped it)."""
+    """Whether `module`'s forward, or one of its methods, runs in float32 (keep_float32 or kept_in_float32 wrapped
+    it)."""
     return bool(module.__dict__.get(_KEPT))

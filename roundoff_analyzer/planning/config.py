@@ -64,7 +64,8 @@ def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
     unknown = [v for v in values if v not in registry]
     if unknown:
         raise ValueError(
-            f"unknown {registry.axis} {', '.join(repr(shortened(v)) for v in unknown)}; allowed: {', '.join(registry.allowed())}"
+            f"unknown {registry.axis} {', '.join(repr(shortened(v)) for v in unknown)}; allowed: "
+            f"{', '.join(registry.allowed())}"
         )
     return values
 
@@ -146,8 +147,10 @@ class SweepConfig(BaseModel):
     data: str | None = Field(None, description="NAME[:PATH][?key=value&...] (e.g. bsds300:BSDS300.hdf5?split=test)")
     checkpoint: str | list[str] | None = Field(
         None,
-        description="trained weights for the model's ODE function: a weights file, a `roundoff train` folder (each of its "
-        "checkpoints), or a comma list (or list) of both",
+        description=(
+            "trained weights for the model's ODE function: a weights file, a `roundoff train` folder (each of its "
+            "checkpoints), or a comma list (or list) of both"
+        ),
     )
     timesteps: list[conint(gt=0, le=MAX_TIMESTEPS)] = Field(default_factory=lambda: list(DEFAULT_TIMESTEPS))  # type: ignore[valid-type]
     method: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS))
@@ -157,8 +160,10 @@ class SweepConfig(BaseModel):
     mode: list[str] = Field(default_factory=lambda: ["autocast"])
     loss_in: list[str] = Field(
         default_factory=lambda: ["float32"],
-        description="where the loss is formed: float32 (after the solve, outside autocast, "
-        "from the output cast to float32: what the answer's code shows by default) or autocast (inside the autocast block)",
+        description=(
+            "where the loss is formed: float32 (after the solve, outside autocast, from the output cast to float32: "
+            "what the answer's code shows by default) or autocast (inside the autocast block)"
+        ),
     )
     device: str = "auto"
     repeats: PositiveInt = 1
@@ -177,13 +182,17 @@ class SweepConfig(BaseModel):
     )
     executor: str | None = Field(
         None,
-        description="where the configurations run: local, processes or slurm (default: processes "
-        "when more than one worker runs, else local)",
+        description=(
+            "where the configurations run: local, processes or slurm (default: processes "
+            "when more than one worker runs, else local)"
+        ),
     )
     workers: PositiveInt | None = Field(
         None,
-        description="worker processes on this machine (executor processes; default: one "
-        "per core for a grid of 2,000 or more right-hand-side evaluations on the CPU, else 1)",
+        description=(
+            "worker processes on this machine (executor processes; default: one "
+            "per core for a grid of 2,000 or more right-hand-side evaluations on the CPU, else 1)"
+        ),
     )
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     rtol: float = Field(
@@ -203,17 +212,24 @@ class SweepConfig(BaseModel):
     )
     cpu_memory: bool = Field(
         False,
-        description="on the CPU, fill peak_memory_bytes from the allocator's profiler events, "
-        "in one extra untimed run per configuration",
+        description=(
+            "on the CPU, fill peak_memory_bytes from the allocator's profiler events, "
+            "in one extra untimed run per configuration"
+        ),
     )
     allow_oom: bool = Field(
         False,
-        description="run a grid whose estimated memory is far beyond the device's, recording what "
-        "cannot fit as oom rows (without it such a grid is refused)",
+        description=(
+            "run a grid whose estimated memory is far beyond the device's, recording what "
+            "cannot fit as oom rows (without it such a grid is refused)"
+        ),
     )
     fp8_scaling: bool = Field(
         True,
-        description="emulated formats of 8 bits or fewer: per-tensor power-of-two scaling of low-precision op inputs and outputs",
+        description=(
+            "emulated formats of 8 bits or fewer: per-tensor power-of-two scaling of low-precision op inputs "
+            "and outputs"
+        ),
     )
 
     @field_validator("rounding", mode="after")
@@ -228,13 +244,17 @@ class SweepConfig(BaseModel):
     )
     keep_float32: list[str] | None = Field(
         None,
-        description="modules of the vector field run in float32 out of autocast: none, or module names or glob patterns "
-        "joined with + (e.g. potential.layers.0, *norm*); each value a run of the grid (default: none)",
+        description=(
+            "modules of the vector field run in float32 out of autocast: none, or module names or glob patterns "
+            "joined with + (e.g. potential.layers.0, *norm*); each value a run of the grid (default: none)"
+        ),
     )
     per_module: bool = Field(
         False,
-        description="measure each module of the vector field per time step, forward and backward, "
-        "in one extra untimed run per configuration (modules.parquet)",
+        description=(
+            "measure each module of the vector field per time step, forward and backward, "
+            "in one extra untimed run per configuration (modules.parquet)"
+        ),
     )
 
     @field_validator("keep_float32")
@@ -296,7 +316,8 @@ class SweepConfig(BaseModel):
 
 
 def checked_data(value: str | None) -> str | None:
-    """A `data` value after checking its source, file and options (a ValueError, which pydantic reports against the key)."""
+    """A `data` value after checking its source, file and options (a ValueError, which pydantic reports against the
+    key)."""
     from ..axes.data import parse_data
 
     if value is not None:
@@ -308,7 +329,8 @@ def checked_data(value: str | None) -> str | None:
 
 
 def load_libraries(names: list[str] | None) -> None:
-    """Libraries named by their location (a user's) are loaded and registered here; a missing package says how to install it."""
+    """Libraries named by their location (a user's) are loaded and registered here; a missing package says how to
+    install it."""
     from ..axes.libraries import resolve_library
 
     for name in names or ():
@@ -350,7 +372,8 @@ def _unknown_keys(errors: list[dict], schema: type[BaseModel]) -> str:
     for table, found in tables.items():
         names = ", ".join(repr(location(err)) for err in found)
         parts.append(
-            f"{names} unknown key{'s' if len(found) > 1 else ''}; allowed: {', '.join(_keys_at(found[0]['loc'], schema))}"
+            f"{names} unknown key{'s' if len(found) > 1 else ''}; allowed: "
+            f"{', '.join(_keys_at(found[0]['loc'], schema))}"
         )
     return "; ".join(parts)
 
@@ -389,7 +412,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 
 
 def resolve(file: str | Path | None, overrides: dict[str, Any], source: str = "command line") -> SweepConfig:
-    """File values, then command-line values on top (tables such as model options, scaler and slurm settings merge key by key).
+    """File values, then command-line values on top (tables such as model options, scaler and slurm settings merge key
+    by key).
     `source` is what an error calls the overrides ("" from Python: the key alone says where)."""
     values: dict[str, Any] = load_toml(file) if file else {}
     if file:

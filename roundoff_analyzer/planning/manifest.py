@@ -26,7 +26,8 @@ def timestamp() -> str:
 
 
 def manifest(plan: SweepPlan) -> dict:
-    """`manifest.json` as a sweep starts: what decides the numbers (the fingerprint), how it is run, and the versions."""
+    """`manifest.json` as a sweep starts: what decides the numbers (the fingerprint), how it is run, and the
+    versions."""
     config = plan.config
     grid = {
         "timesteps": list(plan.grid.timesteps),
@@ -57,7 +58,8 @@ def manifest(plan: SweepPlan) -> dict:
         "problem_sha256": problem_hash(plan.problem),
     }
     if len(plan.checkpoints) > 1:
-        # Only for several checkpoints, so that folders of a single one still resume; the path does not decide the numbers.
+        # Only for several checkpoints, so that folders of a single one still resume; the path does not decide the
+        # numbers.
         fingerprint["checkpoints"] = [
             {k: c.record[k] for k in ("name", "sha256", "iteration")} for c in plan.checkpoints
         ]
@@ -119,7 +121,8 @@ def row_settings(plan: SweepPlan) -> dict:
 
 
 def fingerprint(plan: SweepPlan) -> dict:
-    """What decides the numbers, as `manifest.json` stores it: a worker that rebuilt the plan checks it against the folder's."""
+    """What decides the numbers, as `manifest.json` stores it: a worker that rebuilt the plan checks it against the
+    folder's."""
     return json.loads(json.dumps(manifest(plan)["fingerprint"]))
 
 

@@ -41,7 +41,8 @@ class DataSource(Protocol):
         generator: torch.Generator,
         start: int = 0,
     ) -> Batch:
-        """`rows` points of `columns` coordinates; generated sources draw from `generator`, files read from row `start`."""
+        """`rows` points of `columns` coordinates; generated sources draw from `generator`, files read from row
+        `start`."""
         ...
 
 

@@ -61,7 +61,8 @@ class DtypeSpec:
 
     def describe(self) -> str:
         return (
-            f"unit roundoff u = {self.unit_roundoff:.3g}, max {self.max:.3g}, smallest normal {self.smallest_normal:.3g}, "
+            f"unit roundoff u = {self.unit_roundoff:.3g}, max {self.max:.3g}, smallest normal "
+            f"{self.smallest_normal:.3g}, "
             f"smallest subnormal {self.smallest_subnormal:.3g}; default arithmetic {self.default_arithmetic}"
         )
 

@@ -9,8 +9,8 @@ register_optional(
     "torchode_lib",
     ("torchode",),
     'pip install -e ".[torchode]" in the roundoff-analyzer checkout',
-    "fixed steps (its Euler; the other fixed-grid tableaux, rk4 the classical one, through its generic explicit Runge-Kutta), dopri5 and tsit5 "
-    "adaptive with its integral controller; the whole batch is one problem",
+    "fixed steps (its Euler; the other fixed-grid tableaux, rk4 the classical one, through its generic explicit "
+    "Runge-Kutta), dopri5 and tsit5 adaptive with its integral controller; the whole batch is one problem",
 )
 # torchdyn's declared requirements (torchvision, pytorch-lightning, ...) would replace the installed torch with another
 # build; its solvers import only these.

@@ -13,7 +13,10 @@ METHODS.register(
         "rk4",
         **_CLASSICAL,
         tableau=CLASSICAL,
-        description="classical Runge-Kutta, order 4 (each library's own rk4: torchdiffeq's is the 3/8 rule, see the tableau column)",
+        description=(
+            "classical Runge-Kutta, order 4 (each library's own rk4: torchdiffeq's is the 3/8 rule, see the "
+            "tableau column)"
+        ),
     )
 )
 METHODS.register(ExplicitRK(CLASSICAL, **_CLASSICAL, description="classical Runge-Kutta, order 4, in every library"))
