@@ -30,7 +30,7 @@ from roundoff_analyzer.report.checkpoint_scope import scope_note
 from roundoff_analyzer.report.training_findings import ALONG_TRAINING, last_checkpoint, trends
 
 from .conftest import WIDE_TABLES, as_written_before_content_hashes, results, run_cli
-from .test_parallel import RESULT_COLUMNS_EXCEPT_COST
+from .test_parallel import result_columns_except_cost
 from .test_resume import shards
 
 TINY_CNF = {"hidden": "8", "width": "8", "batch": "16"}
@@ -189,7 +189,7 @@ def test_first_checkpoint_equals_a_sweep_of_that_file_alone_bit_for_bit(along, t
     # One checkpoint is the sweep it always was: no checkpoint name (so its ids and folders are as before), its
     # iteration known.
     assert (single["checkpoint"] == "").all() and (single["train_iteration"] == 0).all()
-    columns = [c for c in RESULT_COLUMNS_EXCEPT_COST(single) if c != "checkpoint"]
+    columns = [c for c in result_columns_except_cost(single) if c != "checkpoint"]
     pd.testing.assert_frame_equal(single[columns], at_first[columns], check_exact=True)
     manifest = json.loads((out / "manifest.json").read_text())
     assert "checkpoints" not in manifest["fingerprint"] and manifest["checkpoint"]["path"] == str(first.resolve())
@@ -344,7 +344,7 @@ def test_an_interrupted_sweep_over_checkpoints_resumes_without_recomputing(train
     assert outcome.reference_solves == 2
 
     uninterrupted = sweep.run(sweep.plan(plan.config), tmp_path / "whole")
-    columns = RESULT_COLUMNS_EXCEPT_COST(uninterrupted.results)
+    columns = result_columns_except_cost(uninterrupted.results)
     pd.testing.assert_frame_equal(outcome.results[columns], uninterrupted.results[columns], check_exact=True)
 
 
@@ -430,7 +430,7 @@ def test_two_workers_give_the_sequential_rows_over_checkpoints(along, train_fold
     )
     outcome = sweep.run(sweep.plan(request), tmp_path / "parallel")
     parallel, sequential = results(tmp_path / "parallel"), results(along)
-    columns = RESULT_COLUMNS_EXCEPT_COST(sequential)
+    columns = result_columns_except_cost(sequential)
     pd.testing.assert_frame_equal(parallel[columns], sequential[columns], check_exact=True)
     assert outcome.reference_solves == PER_CHECKPOINT * len(
         ITERATIONS

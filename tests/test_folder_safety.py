@@ -6,6 +6,7 @@ its `--out` changed (a snapshot of the test's own folder, the output folder left
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -141,10 +142,8 @@ def test_8_a_damaged_shard_reruns_exactly_its_configuration(tmp_path, uninterrup
 def children(pid: int) -> set[int]:
     found = set()
     for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
+        with contextlib.suppress(OSError):
             found |= {int(c) for c in (task / "children").read_text().split()}
-        except OSError:
-            pass
     return found
 
 

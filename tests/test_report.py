@@ -243,7 +243,7 @@ def check_prose_numbers(text: str, table: pd.DataFrame, parameters: pd.DataFrame
 def sections(text: str) -> list[tuple[int, str, str]]:
     """(level, heading, the text up to the next heading of the same or a higher level)."""
     lines = text.splitlines()
-    heads = [(i, len(l) - len(l.lstrip("#"))) for i, l in enumerate(lines) if re.match(r"^#+ ", l)]
+    heads = [(i, len(line) - len(line.lstrip("#"))) for i, line in enumerate(lines) if re.match(r"^#+ ", line)]
     found = []
     for k, (i, level) in enumerate(heads):
         end = next((j for j, lv in heads[k + 1 :] if lv <= level), len(lines))
@@ -434,7 +434,7 @@ def test_report_without_failures_says_so_and_has_no_empty_section(tiny_sweep):
         "Cause.",
     ):
         assert absent not in text
-    for level, heading, body in sections(text):
+    for _level, heading, body in sections(text):
         assert body.strip(), f"empty section {heading!r}"
     assert "**Data**: **synthetic**" in text
     assert (

@@ -19,7 +19,7 @@ from roundoff_analyzer.measuring.yardstick_files import YARDSTICKS, YardstickFil
 from roundoff_analyzer.measuring.yardsticks import PIECES, Yardsticks
 from roundoff_analyzer.planning import config
 
-from .test_parallel import RESULT_COLUMNS_EXCEPT_COST
+from .test_parallel import result_columns_except_cost
 
 CPU = torch.device("cpu")
 
@@ -59,7 +59,7 @@ def test_a_resumed_sweep_reads_the_saved_pieces_instead_of_solving_again(tmp_pat
     ).results
     assert seen and all(mtimes == saved for mtimes in seen)  # read, never written again, while the sweep went on
     assert resumed["grad_noise_rel"].notna().all() and resumed["disc_grad_params_rel_err"].notna().all()
-    columns = RESULT_COLUMNS_EXCEPT_COST(reference)
+    columns = result_columns_except_cost(reference)
     pd.testing.assert_frame_equal(resumed[columns], reference[columns], check_exact=True)
 
 

@@ -369,7 +369,7 @@ def _unknown_keys(errors: list[dict], schema: type[BaseModel]) -> str:
     for err in errors:
         tables.setdefault(tuple(err["loc"][:-1]), []).append(err)
     parts = []
-    for table, found in tables.items():
+    for found in tables.values():
         names = ", ".join(repr(location(err)) for err in found)
         parts.append(
             f"{names} unknown key{'s' if len(found) > 1 else ''}; allowed: "

@@ -3,6 +3,7 @@ another sweep), the settings its rows depend on, and how and with what it was ru
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import importlib.metadata
@@ -154,10 +155,8 @@ def _optional_versions() -> dict:
     """Versions of the optional solver packages installed here."""
     versions = {}
     for package in ("torchode", "torchdyn", "rampde"):
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            pass
     return versions
 
 
