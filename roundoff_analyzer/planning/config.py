@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
 
@@ -29,10 +29,13 @@ MIN_TIMEOUT_S = 1e-3
 DEFAULT_NOISE_BATCHES = 16
 
 # Each sweep axis given by name; axis_registry gives the registry its names must come from.
+# A config schema: SweepConfig, or another such as training's.
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
 AXES = ("method", "library", "dtype", "scaling", "mode", "arithmetic", "rounding", "loss_in")
 
 
-def axis_registry(axis: str) -> Registry:
+def axis_registry(axis: str) -> Registry[Any]:
     """The registry of `axis`, imported when a value is checked: the registries import torch, and the schema (whose
     defaults `roundoff sweep --help` shows) does not need them."""
     from ..axes.arithmetics import ARITHMETICS
@@ -44,7 +47,7 @@ def axis_registry(axis: str) -> Registry:
     from ..axes.roundings import ROUNDINGS
     from ..axes.scalings import SCALINGS
 
-    return {
+    registries: dict[str, Registry[Any]] = {
         "method": METHODS,
         "library": LIBRARIES,
         "dtype": DTYPES,
@@ -53,7 +56,8 @@ def axis_registry(axis: str) -> Registry:
         "arithmetic": ARITHMETICS,
         "rounding": ROUNDINGS,
         "loss_in": LOSS_PLACEMENTS,
-    }[axis]
+    }
+    return registries[axis]
 
 
 def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
@@ -297,6 +301,7 @@ class SweepConfig(BaseModel):
     @field_validator(*AXES)
     @classmethod
     def _axis_names(cls, value, info: ValidationInfo):
+        assert info.field_name is not None  # pydantic names the field a field validator runs for
         if info.field_name == "library":
             load_libraries(value)
         return names_in(axis_registry(info.field_name), value)
@@ -340,9 +345,15 @@ def load_libraries(names: list[str] | None) -> None:
             raise ValueError(str(exc)) from None
 
 
-def validate(
-    values: dict[str, Any], source: str = "command line", schema: type[BaseModel] | None = None
-) -> SweepConfig:
+@overload
+def validate(values: dict[str, Any], source: str = ..., schema: None = None) -> SweepConfig: ...
+
+
+@overload
+def validate(values: dict[str, Any], source: str, schema: type[ConfigT]) -> ConfigT: ...
+
+
+def validate(values: dict[str, Any], source: str = "command line", schema: type[BaseModel] | None = None) -> BaseModel:
     """`values` as a SweepConfig (or `schema`, such as training's config); a problem is one InputError line."""
     schema = schema or SweepConfig
     given_bool = bool_given_for_number(values, schema)

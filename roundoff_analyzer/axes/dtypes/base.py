@@ -36,7 +36,10 @@ class DtypeSpec:
 
     @property
     def format(self) -> NumberFormat:
-        return self.number_format or format_of(self.name, self.torch_dtype)
+        if self.number_format is not None:
+            return self.number_format
+        assert self.torch_dtype is not None, f"dtype {self.name} has neither a number format nor a torch dtype"
+        return format_of(self.name, self.torch_dtype)
 
     @property
     def unit_roundoff(self) -> float:
