@@ -38,9 +38,8 @@ def report(
             printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False
         )
         return
-    refuse_links(
-        folder, [FIGURES] + ([] if out else [REPORT])
-    )  # written into the folder: never through a link out of it
+    # written into the folder: never through a link out of it
+    refuse_links(folder, [FIGURES] + ([] if out else [REPORT]))
     written = write_report(folder, out)
     Console(highlight=False, soft_wrap=True).print(
         printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False

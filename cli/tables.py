@@ -98,10 +98,11 @@ def _with_loss_in(columns: tuple, results: pd.DataFrame) -> tuple:
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
     kept = "keep_float32" in results and results["keep_float32"].fillna("none").ne("none").any()
     columns = _with_loss_in(COLUMNS, results) + (KEPT_COLUMNS if kept else ()) + _checkpoint_columns(results)
+    # a folder from before a column existed shows it empty
     texts = {
         column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
         for _, column, fmt in columns
-    }  # a folder from before a column existed shows it empty
+    }
     shown, same, empty = [], [], []
     for header, column, fmt in columns:
         values = set(texts[column])

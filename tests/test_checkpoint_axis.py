@@ -432,9 +432,8 @@ def test_two_workers_give_the_sequential_rows_over_checkpoints(along, train_fold
     parallel, sequential = results(tmp_path / "parallel"), results(along)
     columns = result_columns_except_cost(sequential)
     pd.testing.assert_frame_equal(parallel[columns], sequential[columns], check_exact=True)
-    assert outcome.reference_solves == PER_CHECKPOINT * len(
-        ITERATIONS
-    )  # one per (checkpoint, library, method, n_timesteps)
+    # one per (checkpoint, library, method, n_timesteps)
+    assert outcome.reference_solves == PER_CHECKPOINT * len(ITERATIONS)
 
 
 def test_folders_from_before_the_axis_resume_and_read_with_one_set_of_weights(tmp_path):

@@ -67,6 +67,5 @@ def test_the_profiler_says_nothing_on_stderr():
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
     )
     assert out.returncode == 0 and int(out.stdout) > 0, out.stderr
-    assert not re.search(r"\.cpp:\d+\]", out.stderr), (
-        out.stderr
-    )  # kineto's lines: `USDT:<time> <pid> <File>.cpp:<line>] ...`
+    # kineto's lines: `USDT:<time> <pid> <File>.cpp:<line>] ...`
+    assert not re.search(r"\.cpp:\d+\]", out.stderr), out.stderr

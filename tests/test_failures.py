@@ -134,9 +134,8 @@ def test_dtype_mismatch_eager_and_out_of_torchscript(tmp_path):
         "Half" in scripted.loc["bfloat16", "failure_message"]
         and "BFloat16" in scripted.loc["bfloat16", "failure_message"]
     )
-    assert (
-        "TorchScript" not in scripted.loc["bfloat16", "failure_message"]
-    )  # the headline, not the interpreter's preamble
+    # the headline, not the interpreter's preamble
+    assert "TorchScript" not in scripted.loc["bfloat16", "failure_message"]
 
 
 @pytest.mark.slow  # waits out real time limits: 20 s

@@ -352,9 +352,8 @@ def test_6_where_filters_rows_like_the_same_condition_in_pandas(uninterrupted, w
     table = results(uninterrupted)
     shown = run_cli("show", uninterrupted, "--where", where)
     assert shown.exit_code == 0, shown.output
-    assert f"{expected(table).sum()} of {len(table)} configurations" in " ".join(
-        shown.stdout.split()
-    )  # the title may wrap
+    # the title may wrap
+    assert f"{expected(table).sum()} of {len(table)} configurations" in " ".join(shown.stdout.split())
 
 
 @pytest.mark.parametrize(

@@ -78,9 +78,8 @@ def test_the_placements_are_an_axis_of_their_own(tmp_path):
     assert "loss" not in default.describe() and default.configurations("otflow")[0].loss_in == "float32"
     shown = run_cli("show", result.folder, "--where", "loss_in == 'autocast'", columns=200).stdout
     assert "loss in autocast" in shown and "overflow" in shown  # the caption names the placement every row shares
-    assert re.search(
-        r"loss in\s+status", run_cli("show", result.folder, columns=200).stdout
-    )  # a column beside the mode
+    # a column beside the mode
+    assert re.search(r"loss in\s+status", run_cli("show", result.folder, columns=200).stdout)
     listed = run_cli("list", columns=200).stdout
     assert re.search(r"loss_in\s+│?\s*autocast", listed) and re.search(r"loss_in\s+│?\s*float32", listed)
     refused = run_cli("sweep", "--model", "otflow", "--loss-in", "float16", "--out", tmp_path / "never")

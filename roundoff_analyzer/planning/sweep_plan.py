@@ -110,9 +110,8 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         config = config.model_copy(update={"workers": workers})
     executor = executors.get(config.executor_name)
     device = executor.target_device(config)
-    warm_up = getattr(
-        executor, "warm_up", None
-    )  # optional: what takes seconds to start starts while the problem is built
+    # optional: what takes seconds to start starts while the problem is built
+    warm_up = getattr(executor, "warm_up", None)
     if warm_up is not None:
         warm_up(config)
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will
