@@ -161,7 +161,7 @@ def changes_table(comparison: Comparison) -> Table:
     return table
 
 
-def _write(path: Path, write: Callable[[Path], None]) -> None:
+def _write(path: Path, write: Callable[[Path], object]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write(path)

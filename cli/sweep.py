@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -312,7 +313,7 @@ def sweep(
     """
     started = time.monotonic()
     console = wide_console()
-    overrides = {
+    overrides: dict[str, Any] = {
         "model": model,
         "options": model_options(option),
         "data": data,
@@ -403,6 +404,7 @@ def sweep(
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir), stop.exit_code)
     outcome = result.run
+    assert outcome is not None  # a sweep that ran says how (only a folder opened with `load` has no run)
     console.print(results_table(result.results, title=f"{plan.model.name}: error against the float64 reference"))
     print_judgement(console, result.results, out_dir)
     counts = result.results["status"].value_counts().to_dict()

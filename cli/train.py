@@ -34,7 +34,7 @@ _FIELDS = TrainConfig.model_fields
 
 def _default(field: str) -> str:
     info = _FIELDS[field]
-    value = info.default_factory() if info.default_factory else info.default
+    value = info.get_default(call_default_factory=True)
     return (
         ",".join(map(str, value))
         if isinstance(value, list)

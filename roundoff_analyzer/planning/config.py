@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
+from pydantic_core import ErrorDetails
 
 from ..axes.names import axis_names
 from ..axes.scaler_settings import ScalerSettings
@@ -374,9 +375,9 @@ def validate(values: dict[str, Any], source: str = "command line", schema: type[
         raise InputError(f"{prefix}'{location(err)}' {phrase(err)}") from None
 
 
-def _unknown_keys(errors: list[dict], schema: type[BaseModel]) -> str:
+def _unknown_keys(errors: list[ErrorDetails], schema: type[BaseModel]) -> str:
     """`'a', 'b' unknown keys; allowed: ...`, for each table that holds some (the top level, [slurm], ...)."""
-    tables: dict[tuple, list[dict]] = {}
+    tables: dict[tuple, list[ErrorDetails]] = {}
     for err in errors:
         tables.setdefault(tuple(err["loc"][:-1]), []).append(err)
     parts = []

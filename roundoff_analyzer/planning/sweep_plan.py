@@ -99,9 +99,12 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         config.loss_in,
         config.keep_float32,
     )
+    # SweepConfig's validator has joined a list of checkpoints into one comma list.
+    assert not isinstance(config.checkpoint, list)
     files = expand_checkpoints(config.checkpoint) if config.checkpoint else []
-    workers_reason = "--workers" if config.workers is not None else None
-    if config.workers is None:
+    workers = config.workers
+    workers_reason = "--workers" if workers is not None else None
+    if workers is None:
         workers, workers_reason = (
             (1, f"executor {config.executor}")
             if config.executor not in (None, "processes")
@@ -131,9 +134,7 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
     )
     grid = replace(grid, checkpoints=tuple(c.name for c in checkpoints) or ("",))
-    threads = (
-        choose_threads(problem.func, problem.y0, device, config.threads, config.workers) if executor.runs_here else None
-    )
+    threads = choose_threads(problem.func, problem.y0, device, config.threads, workers) if executor.runs_here else None
     return SweepPlan(
         config,
         model,
