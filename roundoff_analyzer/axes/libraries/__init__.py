@@ -26,7 +26,7 @@ register_optional(
     "rampde_lib",
     ("rampde",),
     "pip install git+https://github.com/EmoryMLIP/rampde",
-    "the paper's mixed-precision fixed-grid solver (euler, rk4 = rk4_classical), without its internal loss scaler; "
+    "rampde's mixed-precision fixed-grid solver (euler, rk4 = rk4_classical), without its internal loss scaler; "
     "mixed precision under CUDA autocast only",
 )
 load_entry_points()
