@@ -26,7 +26,8 @@ register_optional(
     "rampde_lib",
     ("rampde",),
     "pip install git+https://github.com/EmoryMLIP/rampde",
-    "rampde's mixed-precision fixed-grid solver (euler, rk4 = rk4_classical), without its internal loss scaler; "
+    'the mixed-precision fixed-grid solver of "Mixed Precision Training of Neural ODEs" (euler, rk4 = '
+    "rk4_classical), without its internal loss scaler; "
     "mixed precision under CUDA autocast only",
 )
 load_entry_points()
