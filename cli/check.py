@@ -25,9 +25,15 @@ VERDICT_STYLE = {"regression": "red", "improvement": "green", "new": "cyan", "mi
 
 @reports_input_errors
 def check(
-    results: Path = typer.Argument(..., help="New results: a sweep folder or its results.parquet."),
+    results: Path = typer.Argument(
+        ...,
+        help="New results: a sweep folder or its results.parquet.",
+    ),
     baseline: Path = typer.Option(
-        ..., "--baseline", "-b", help="Baseline results: a sweep folder or a results Parquet file."
+        ...,
+        "--baseline",
+        "-b",
+        help="Baseline results: a sweep folder or a results Parquet file.",
     ),
     factor: list[str] = typer.Option(
         [],
@@ -49,9 +55,15 @@ def check(
         ),
     ),
     markdown: Path | None = typer.Option(
-        None, "--markdown", help="Write a markdown summary here (for a CI comment or job summary)."
+        None,
+        "--markdown",
+        help="Write a markdown summary here (for a CI comment or job summary).",
     ),
-    junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML here: one test case per configuration."),
+    junit: Path | None = typer.Option(
+        None,
+        "--junit",
+        help="Write JUnit XML here: one test case per configuration.",
+    ),
     update_baseline: bool = typer.Option(
         False,
         "--update-baseline",

@@ -11,9 +11,14 @@ from .common import reports_input_errors, wide_console
 
 @reports_input_errors
 def list_axes(
-    device: str = typer.Option("auto", help="Device to check dtypes against."),
+    device: str = typer.Option(
+        "auto",
+        help="Device to check dtypes against.",
+    ),
     library: list[str] = typer.Option(
-        [], "--library", help="Also load your own library (package.module:object or path/to/file.py:object)."
+        [],
+        "--library",
+        help="Also load your own library (package.module:object or path/to/file.py:object).",
     ),
 ) -> None:
     """Show every value of every axis, and whether it can run on this machine."""

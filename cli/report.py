@@ -15,10 +15,13 @@ from .common import reports_input_errors
 @reports_input_errors
 def report(
     folder: Path = typer.Argument(
-        ..., help="Sweep folder (what `roundoff sweep --out` wrote), or a training folder (`roundoff train --out`)."
+        ...,
+        help="Sweep folder (what `roundoff sweep --out` wrote), or a training folder (`roundoff train --out`).",
     ),
     out: Path | None = typer.Option(
-        None, "--out", help="Markdown file to write (default: FOLDER/report.md, or FOLDER/training_report.md)."
+        None,
+        "--out",
+        help="Markdown file to write (default: FOLDER/report.md, or FOLDER/training_report.md).",
     ),
 ) -> None:
     """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables, or of a

@@ -15,7 +15,10 @@ from .judgement import print_judgement
 
 @reports_input_errors
 def show(
-    folder: Path = typer.Argument(..., help="Sweep folder, or a results .parquet file."),
+    folder: Path = typer.Argument(
+        ...,
+        help="Sweep folder, or a results .parquet file.",
+    ),
     where: str | None = typer.Option(
         None,
         "--where",

@@ -54,7 +54,11 @@ def sweep(
         rich_help_panel=MODEL,
     ),
     config: Path | None = typer.Option(
-        None, "--config", "-c", help="TOML file with the sweep; options given here override it.", rich_help_panel=MODEL
+        None,
+        "--config",
+        "-c",
+        help="TOML file with the sweep; options given here override it.",
+        rich_help_panel=MODEL,
     ),
     timesteps: str | None = typer.Option(
         None,
@@ -65,7 +69,10 @@ def sweep(
         rich_help_panel=GRID,
     ),
     method: str | None = typer.Option(
-        None, help="Methods: {methods}.", show_default=_default("method"), rich_help_panel=GRID
+        None,
+        help="Methods: {methods}.",
+        show_default=_default("method"),
+        rich_help_panel=GRID,
     ),
     library: str | None = typer.Option(
         None,
@@ -74,12 +81,23 @@ def sweep(
         rich_help_panel=GRID,
     ),
     dtype: str | None = typer.Option(
-        None, help="Low-precision dtypes: {dtypes}.", show_default="the default grid", rich_help_panel=GRID
+        None,
+        help="Low-precision dtypes: {dtypes}.",
+        show_default="the default grid",
+        rich_help_panel=GRID,
     ),
     scaling: str | None = typer.Option(
-        None, help="Scaling strategies: {scalings}.", show_default="the default grid", rich_help_panel=GRID
+        None,
+        help="Scaling strategies: {scalings}.",
+        show_default="the default grid",
+        rich_help_panel=GRID,
     ),
-    mode: str | None = typer.Option(None, help="Modes: {modes}.", show_default=_default("mode"), rich_help_panel=GRID),
+    mode: str | None = typer.Option(
+        None,
+        help="Modes: {modes}.",
+        show_default=_default("mode"),
+        rich_help_panel=GRID,
+    ),
     loss_in: str | None = typer.Option(
         None,
         "--loss-in",
@@ -147,7 +165,10 @@ def sweep(
         rich_help_panel=SCALING,
     ),
     device: str | None = typer.Option(
-        None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=EXECUTION
+        None,
+        help="auto, cpu, cuda or cuda:N.",
+        show_default=_default("device"),
+        rich_help_panel=EXECUTION,
     ),
     repeats: int | None = typer.Option(
         None,
@@ -156,7 +177,10 @@ def sweep(
         rich_help_panel=EXECUTION,
     ),
     timeout: float | None = typer.Option(
-        None, help="Time limit per configuration, in seconds.", show_default="none", rich_help_panel=EXECUTION
+        None,
+        help="Time limit per configuration, in seconds.",
+        show_default="none",
+        rich_help_panel=EXECUTION,
     ),
     executor: str | None = typer.Option(
         None,
@@ -187,7 +211,11 @@ def sweep(
         rich_help_panel=EXECUTION,
     ),
     slurm_gpus_per_task: int | None = typer.Option(
-        None, "--slurm-gpus-per-task", help="slurm: GPUs per task.", show_default="none", rich_help_panel=EXECUTION
+        None,
+        "--slurm-gpus-per-task",
+        help="slurm: GPUs per task.",
+        show_default="none",
+        rich_help_panel=EXECUTION,
     ),
     slurm_option: list[str] = typer.Option(
         [],
@@ -260,7 +288,9 @@ def sweep(
         rich_help_panel=GRID,
     ),
     rounding: str | None = typer.Option(
-        None, help="Rounding of emulated arithmetic: {roundings} (default nearest).", rich_help_panel=GRID
+        None,
+        help="Rounding of emulated arithmetic: {roundings} (default nearest).",
+        rich_help_panel=GRID,
     ),
     fp8_scaling: bool | None = typer.Option(
         None,

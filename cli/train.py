@@ -69,7 +69,12 @@ def train(
         rich_help_panel=MODEL,
     ),
     option: list[str] = typer.Option(
-        [], "--option", "-o", help="Model option key=value (repeatable).", show_default=False, rich_help_panel=MODEL
+        [],
+        "--option",
+        "-o",
+        help="Model option key=value (repeatable).",
+        show_default=False,
+        rich_help_panel=MODEL,
     ),
     seed: int | None = typer.Option(
         None,
@@ -89,7 +94,11 @@ def train(
         rich_help_panel=MODEL,
     ),
     iters: int | None = typer.Option(
-        None, "--iters", help="Optimizer steps per setup.", show_default=_default("iters"), rich_help_panel=TRAINING
+        None,
+        "--iters",
+        help="Optimizer steps per setup.",
+        show_default=_default("iters"),
+        rich_help_panel=TRAINING,
     ),
     save_at: str | None = typer.Option(
         None,
@@ -106,7 +115,11 @@ def train(
         rich_help_panel=TRAINING,
     ),
     lr: float | None = typer.Option(
-        None, "--lr", help="The optimizer's learning rate.", show_default=_default("lr"), rich_help_panel=TRAINING
+        None,
+        "--lr",
+        help="The optimizer's learning rate.",
+        show_default=_default("lr"),
+        rich_help_panel=TRAINING,
     ),
     val_batches: int | None = typer.Option(
         None,
@@ -149,10 +162,16 @@ def train(
         rich_help_panel=PRECISION,
     ),
     scaling: str | None = typer.Option(
-        None, help="Scalings, one setup each: {scalings}.", show_default=_default("scaling"), rich_help_panel=PRECISION
+        None,
+        help="Scalings, one setup each: {scalings}.",
+        show_default=_default("scaling"),
+        rich_help_panel=PRECISION,
     ),
     mode: str | None = typer.Option(
-        None, help="Mode: {modes} (one value).", show_default=_default("mode"), rich_help_panel=PRECISION
+        None,
+        help="Mode: {modes} (one value).",
+        show_default=_default("mode"),
+        rich_help_panel=PRECISION,
     ),
     weights: str | None = typer.Option(
         None,
@@ -197,7 +216,11 @@ def train(
         rich_help_panel=TRAINING,
     ),
     init_scale: float | None = typer.Option(
-        None, "--init-scale", help="grad: initial loss scale.", show_default="65536", rich_help_panel=PRECISION
+        None,
+        "--init-scale",
+        help="grad: initial loss scale.",
+        show_default="65536",
+        rich_help_panel=PRECISION,
     ),
     backoff_factor: float | None = typer.Option(
         None,
@@ -214,7 +237,10 @@ def train(
         rich_help_panel=PRECISION,
     ),
     device: str | None = typer.Option(
-        None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=TRAINING
+        None,
+        help="auto, cpu, cuda or cuda:N.",
+        show_default=_default("device"),
+        rich_help_panel=TRAINING,
     ),
     threads: int | None = typer.Option(
         None,
