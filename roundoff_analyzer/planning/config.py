@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Annotated, Any, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, ValidationInfo, field_validator
 from pydantic_core import ErrorDetails
 
 from ..axes.names import axis_names
@@ -142,6 +142,10 @@ def parse_sbatch_options(pairs: list[str]) -> dict[str, str | bool]:
     return options
 
 
+# One n_timesteps value of the grid.
+NTimesteps = Annotated[int, Field(gt=0, le=MAX_TIMESTEPS)]
+
+
 class SweepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -157,7 +161,7 @@ class SweepConfig(BaseModel):
             "checkpoints), or a comma list (or list) of both"
         ),
     )
-    timesteps: list[conint(gt=0, le=MAX_TIMESTEPS)] = Field(default_factory=lambda: list(DEFAULT_TIMESTEPS))  # type: ignore[valid-type]
+    timesteps: list[NTimesteps] = Field(default_factory=lambda: list(DEFAULT_TIMESTEPS))
     method: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS))
     library: list[str] | None = None
     dtype: list[str] | None = None
