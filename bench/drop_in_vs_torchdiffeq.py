@@ -1,4 +1,5 @@
-"""The drop-in `roundoff_analyzer.solvers.odeint` against torchdiffeq's `odeint` on the same fixed-grid problems, float64.
+"""The drop-in `roundoff_analyzer.solvers.odeint` against torchdiffeq's `odeint` on the same fixed-grid problems,
+float64.
 
 For every method whose rule both have (torchdiffeq's rk4 is the 3/8 rule, `rk4_38` here), with
 `options=dict(step_size=...)` (linear and cubic read-off, and perturb), on an increasing and a decreasing grid: the

@@ -53,7 +53,8 @@ def main() -> None:
         print(f"{arithmetic:9s} wall time (without references) {wall:8.2f} s   forward+backward {inside:8.2f} s")
     (hw_wall, hw_inside), (em_wall, em_inside) = timings["hardware"], timings["emulated"]
     print(
-        f"emulated / hardware: wall time {em_wall / hw_wall:.2f}x, forward+backward {em_inside / hw_inside:.2f}x (target <= 1.5x)"
+        f"emulated / hardware: wall time {em_wall / hw_wall:.2f}x, forward+backward {em_inside / hw_inside:.2f}x "
+        "(target <= 1.5x)"
     )
 
 

@@ -57,7 +57,8 @@ def main() -> None:
         solve_on_fine_grid(copies, timesteps, fine_steps(timesteps), plan.device)
     bound = fine_reference_bytes(timesteps, n_values)
     print(
-        f"{'fine reference (' + str(fine_steps(timesteps)) + ' RK4 steps)':<34} {bound:>12,} {peak.bytes:>12,} {peak.bytes / bound:>13.2f}"
+        f"{'fine reference (' + str(fine_steps(timesteps)) + ' RK4 steps)':<34} {bound:>12,} {peak.bytes:>12,} "
+        f"{peak.bytes / bound:>13.2f}"
     )
 
 

@@ -251,7 +251,8 @@ def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
         ratios = [r["vs_torchdiffeq"] for r in rows if r["setup"] == Setup("native", dtype)]
         if ratios:
             lines.append(
-                f"  {dtype:9s} median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}  ({len(ratios)} sizes)"
+                f"  {dtype:9s} median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}  "
+                f"({len(ratios)} sizes)"
             )
     lines.append("peak of forward + backward / native float32's (target for float16 <= 60% with the low trajectory):")
     for dtype in [d for d in dtypes if d != "float32"]:
@@ -267,7 +268,8 @@ def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
             ]
             if shares:
                 lines.append(
-                    f"  {setup.label:42s} median {statistics.median(shares):.0%}  range {min(shares):.0%}-{max(shares):.0%}  ({len(shares)} sizes)"
+                    f"  {setup.label:42s} median {statistics.median(shares):.0%}  range "
+                    f"{min(shares):.0%}-{max(shares):.0%}  ({len(shares)} sizes)"
                 )
     return lines
 

@@ -72,7 +72,8 @@ def compare(name: str, base: dict, target: float, workers: int) -> None:
     print(f"--workers 1            {one_s:8.2f} s  ({one_refs} reference solves)")
     print(f"--workers {workers:<12d} {many_s:8.2f} s  ({many_refs} reference solves)")
     print(
-        f"speedup                {speedup:8.2f}x (target >= {target}x on 2 cores: {'met' if speedup >= target else 'NOT met'})"
+        f"speedup                {speedup:8.2f}x (target >= {target}x on 2 cores: "
+        f"{'met' if speedup >= target else 'NOT met'})"
     )
     print(
         f"identical results      {'yes' if same_rows and not unequal else 'NO'}: configurations, statuses and all "

@@ -9,7 +9,8 @@ measured in this one run:
   - this checkout without --per-module / the baseline (target: not above 1 beyond the noise of the alternation);
   - with --per-module / without it (the overhead of watching every module).
 
-    python bench/per_module_cost.py --baseline /path/to/main [--baseline-python python3] [--rounds 2] [-- --model otflow ...]
+    python bench/per_module_cost.py --baseline /path/to/main [--baseline-python python3] [--rounds 2] [-- --model otflow
+    ...]
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def main() -> None:
             took, running, cpu, load = run(python, cwd, [*args.sweep, *extra], Path(folder) / f"run{i}")
             times[name].append((took, running, cpu))
             print(
-                f"{name:18s} command {took:7.1f} s, configurations {running:7.1f} s, CPU {cpu:7.1f} s  (load average before: {load})",
+                f"{name:18s} command {took:7.1f} s, configurations {running:7.1f} s, CPU {cpu:7.1f} s  (load average "
+                f"before: {load})",
                 flush=True,
             )
     median = {name: [statistics.median(run[i] for run in v) for i in range(3)] for name, v in times.items()}

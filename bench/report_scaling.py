@@ -57,7 +57,8 @@ def main() -> None:
         many = measure(Path(folder) / "many", args.many)
     for key in few:
         print(
-            f"{key:>20}: {args.few} formats {few[key]:10.3g}   {args.many} formats {many[key]:10.3g}   ratio {many[key] / few[key]:.2f}"
+            f"{key:>20}: {args.few} formats {few[key]:10.3g}   {args.many} formats {many[key]:10.3g}   ratio "
+            f"{many[key] / few[key]:.2f}"
         )
 
 

@@ -40,9 +40,12 @@ def main() -> None:
     x = torch.randn(10**6, generator=generator) * 2.0 ** torch.randint(-40, 40, (10**6,), generator=generator).float()
     for name in ("float16", "bfloat16", "float8_e4m3", "float8_e5m2"):
         fmt = DTYPES.get(name).format
-        cast_s, reference = _timed(lambda v: round_by_cast(v, fmt), x)
-        ours_s, ours = _timed(lambda v: round_nearest(v, fmt), x)
-        line = f"{name:12s} torch cast {cast_s * 1e3:7.1f} ms   round_nearest {ours_s * 1e3:7.1f} ms, bitwise equal {_same(ours, reference):.4%}"
+        cast_s, reference = _timed(lambda v, fmt=fmt: round_by_cast(v, fmt), x)
+        ours_s, ours = _timed(lambda v, fmt=fmt: round_nearest(v, fmt), x)
+        line = (
+            f"{name:12s} torch cast {cast_s * 1e3:7.1f} ms   round_nearest {ours_s * 1e3:7.1f} ms, bitwise equal "
+            f"{_same(ours, reference):.4%}"
+        )
         if pychop is not None:
             chop = pychop.Chop(exp_bits=fmt.exponent_bits, sig_bits=fmt.mantissa_bits, rmode=1, subnormal=True)
             chop_s, chopped = _timed(chop, x)

@@ -54,12 +54,14 @@ def main() -> None:
     print(f"reference solves          {outcome.reference_seconds:8.2f} s  ({outcome.reference_solves} solves)")
     print(f"fine reference            {fine.seconds:8.2f} s  ({fine.fine_steps} rk4 steps, and half that to check it)")
     print(
-        f"gradient noise            {noise.seconds:8.2f} s  ({noise.n_batches} batches at n_timesteps {noise.n_timesteps})"
+        f"gradient noise            {noise.seconds:8.2f} s  ({noise.n_batches} batches at n_timesteps "
+        f"{noise.n_timesteps})"
     )
     print(f"context / reference solves = {context_seconds / outcome.reference_seconds:.2f}")
     if plan.config.workers == 1:
         print(
-            f"outside solver and refs   {overhead:8.2f} s  = {overhead / outcome.wall_seconds:.1%} of wall time (target <= 10%)"
+            f"outside solver and refs   {overhead:8.2f} s  = {overhead / outcome.wall_seconds:.1%} of wall time "
+            "(target <= 10%)"
         )
     else:  # the times above are summed over processes that ran side by side
         print(f"summed times / wall time  {accounted / outcome.wall_seconds:8.2f}  (processes side by side)")

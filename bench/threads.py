@@ -110,18 +110,21 @@ def main() -> None:
     busy_ratio = median[("one core busy", "choice")] / min(median[("one core busy", name)] for name in settings)
     quiet_ratio = median[("no extra load", "choice")] / median[("no extra load", default)]
     print(
-        f"busy:  choice / best setting     = {busy_ratio:.2f}x (target <= {BUSY_TARGET}: {'met' if busy_ratio <= BUSY_TARGET else 'NOT met'})"
+        f"busy:  choice / best setting     = {busy_ratio:.2f}x (target <= {BUSY_TARGET}: "
+        f"{'met' if busy_ratio <= BUSY_TARGET else 'NOT met'})"
     )
     print(
-        f"no extra load: choice / torch's default = {quiet_ratio:.2f}x (target <= {QUIET_TARGET}: {'met' if quiet_ratio <= QUIET_TARGET else 'NOT met'})"
+        f"no extra load: choice / torch's default = {quiet_ratio:.2f}x (target <= {QUIET_TARGET}: "
+        f"{'met' if quiet_ratio <= QUIET_TARGET else 'NOT met'})"
     )
     print(
-        f"busy:  torch's default / choice  = {median[('one core busy', default)] / median[('one core busy', 'choice')]:.2f}x"
+        "busy:  torch's default / choice  = "
+        f"{median[('one core busy', default)] / median[('one core busy', 'choice')]:.2f}x"
     )
     unequal = [c for c in ERROR_COLUMNS if not all(t[c].equals(tables[0][c]) for t in tables[1:])]
     print(
-        f"identical results: {'yes, all' if not unequal else 'NO'} {len(tables)} runs, {len(ERROR_COLUMNS)} error columns"
-        + (f"; differing: {', '.join(unequal)}" if unequal else " equal bit for bit")
+        f"identical results: {'yes, all' if not unequal else 'NO'} {len(tables)} runs, {len(ERROR_COLUMNS)} error "
+        "columns" + (f"; differing: {', '.join(unequal)}" if unequal else " equal bit for bit")
     )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 

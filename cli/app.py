@@ -33,7 +33,12 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _options(
     version: bool | None = typer.Option(
-        None, "--version", metavar="", callback=_print_version, is_eager=True, help="Show the version and exit."
+        None,
+        "--version",
+        metavar="",
+        callback=_print_version,
+        is_eager=True,
+        help="Show the version and exit.",
     ),
 ) -> None:
     """Measure what float16 and bfloat16 do to neural ODE solutions and gradients, against a float64 reference."""

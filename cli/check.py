@@ -25,27 +25,45 @@ VERDICT_STYLE = {"regression": "red", "improvement": "green", "new": "cyan", "mi
 
 @reports_input_errors
 def check(
-    results: Path = typer.Argument(..., help="New results: a sweep folder or its results.parquet."),
+    results: Path = typer.Argument(
+        ...,
+        help="New results: a sweep folder or its results.parquet.",
+    ),
     baseline: Path = typer.Option(
-        ..., "--baseline", "-b", help="Baseline results: a sweep folder or a results Parquet file."
+        ...,
+        "--baseline",
+        "-b",
+        help="Baseline results: a sweep folder or a results Parquet file.",
     ),
     factor: list[str] = typer.Option(
         [],
         "--factor",
         "--tolerance",
         metavar="[METRIC=]FACTOR",
-        help=f"Allowed growth of an error: FACTOR x baseline (+ the floor). FACTOR for every metric, or METRIC=FACTOR (repeatable). Default {DEFAULT_FACTOR:g}.",
+        help=(
+            "Allowed growth of an error: FACTOR x baseline (+ the floor). FACTOR for every metric, or METRIC=FACTOR "
+            f"(repeatable). Default {DEFAULT_FACTOR:g}."
+        ),
     ),
     floor_u: list[str] = typer.Option(
         [],
         "--floor-u",
         metavar="[METRIC=]UNITS",
-        help=f"Floor added to the allowed error, in units of the dtype's unit roundoff u; for every metric or METRIC=UNITS (repeatable). Default {DEFAULT_FLOOR_U:g}.",
+        help=(
+            "Floor added to the allowed error, in units of the dtype's unit roundoff u; for every metric or "
+            f"METRIC=UNITS (repeatable). Default {DEFAULT_FLOOR_U:g}."
+        ),
     ),
     markdown: Path | None = typer.Option(
-        None, "--markdown", help="Write a markdown summary here (for a CI comment or job summary)."
+        None,
+        "--markdown",
+        help="Write a markdown summary here (for a CI comment or job summary).",
     ),
-    junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML here: one test case per configuration."),
+    junit: Path | None = typer.Option(
+        None,
+        "--junit",
+        help="Write JUnit XML here: one test case per configuration.",
+    ),
     update_baseline: bool = typer.Option(
         False,
         "--update-baseline",
@@ -98,7 +116,8 @@ def check(
             )
     style = "red" if comparison.regressed else "green"
     console.print(
-        f"[bold {style}]{headline(comparison)}[/]. {comparison.summary()}. Tolerance: {comparison.tolerances.describe()}.",
+        f"[bold {style}]{headline(comparison)}[/]. {comparison.summary()}. Tolerance: "
+        f"{comparison.tolerances.describe()}.",
         highlight=False,
     )
     if markdown:
@@ -154,7 +173,7 @@ def changes_table(comparison: Comparison) -> Table:
     return table
 
 
-def _write(path: Path, write: Callable[[Path], None]) -> None:
+def _write(path: Path, write: Callable[[Path], object]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -14,26 +14,28 @@ from roundoff_analyzer.core.environment import os_error_line
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.core.text import shortened
 
-F = TypeVar("F", bound=Callable)
+P = ParamSpec("P")
+R = TypeVar("R")
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 1
 
 
-# An error line echoes what it was given; past this it says how much it left out (a 200,000-character name stays a line).
+# An error line echoes what it was given; past this it says how much it left out (a 200,000-character name stays a
+# line).
 MAX_LINE = 2000
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     stderr.print(f"error: {shortened(message, MAX_LINE)}", markup=False)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
-def reports_input_errors(command: F) -> F:
+def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
     """Bad input is one line on stderr and exit 2, never a traceback."""
 
     @functools.wraps(command)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(*args, **kwargs)
         except InputError as exc:
@@ -42,7 +44,7 @@ def reports_input_errors(command: F) -> F:
             stderr.print(f"error: cannot go on: {os_error_line(exc)}", markup=False)
             raise typer.Exit(EXIT_ENVIRONMENT) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def split_list(value: str | None, what: str) -> list[str] | None:
@@ -65,7 +67,8 @@ def split_ints(value: str | None, what: str) -> list[int] | None:
 
 
 def model_options(pairs: list[str]) -> dict[str, str] | None:
-    """`-o key=value` options as a dict (None without any); the models' parser loads torch, so only when options are given."""
+    """`-o key=value` options as a dict (None without any); the models' parser loads torch, so only when options are
+    given."""
     if not pairs:
         return None
     from roundoff_analyzer.axes.models import parse_option_pairs

@@ -3,6 +3,9 @@ shown, from `roundoff_analyzer.axes.names`, so that help imports no registry and
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 import typer.core
 
 from roundoff_analyzer.axes.names import axis_names
@@ -37,7 +40,20 @@ def _prepare(command, ctx) -> None:
                 param.help = param.help.replace(placeholder, axis_values(placeholder))
 
 
+def unwrapped(help_text: str | None) -> str | None:
+    """A docstring's paragraphs each on one line: the source wraps them at its line length, help wraps them at the
+    terminal's width."""
+    if not help_text:
+        return help_text
+    paragraphs = inspect.cleandoc(help_text).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in paragraph.splitlines()) for paragraph in paragraphs)
+
+
 class Command(typer.core.TyperCommand):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = unwrapped(self.help)
+
     def format_help(self, ctx, formatter) -> None:
         _prepare(self, ctx)
         super().format_help(ctx, formatter)

@@ -3,7 +3,8 @@ scheduler's time limit, `kill`, a container stopping) stops at once: Slurm sends
 nothing may wait for the configuration in progress, which is abandoned (its shard was never written).
 
 Either way the finished configurations stay on disk, and the command says how to resume (exit 130 after Ctrl-C,
-143 after SIGTERM: the shell's codes for the two signals). A sweep that lost configurations without being asked to stop (a
+143 after SIGTERM: the shell's codes for the two signals). A sweep that lost configurations without being asked to stop
+(a
 worker died, a Slurm task failed) says why and how to retry them (exit 1).
 """
 
@@ -81,7 +82,8 @@ def stop_after_current(
 
 def report_interrupted(console: Console, stopped: SweepInterrupted, exit_code: int = EXIT_INTERRUPTED) -> None:
     console.print(
-        f"interrupted: {stopped.n_done} of {stopped.n_total} configurations are done and saved in {printable(stopped.out_dir)} "
+        f"interrupted: {stopped.n_done} of {stopped.n_total} configurations are done and saved in "
+        f"{printable(stopped.out_dir)} "
         f"(results.parquet holds them); run the same command again to run the other {stopped.n_total - stopped.n_done}",
         highlight=False,
         markup=False,
@@ -92,11 +94,13 @@ def report_interrupted(console: Console, stopped: SweepInterrupted, exit_code: i
 
 
 def report_incomplete(console: Console, incomplete: SweepIncomplete) -> None:
-    """Configurations lost without a stop request (a worker died, a Slurm task failed): each cause, then how to retry."""
+    """Configurations lost without a stop request (a worker died, a Slurm task failed): each cause, then how to
+    retry."""
     for problem in incomplete.problems:
         console.print(f"error: {printable(problem)}", highlight=False, markup=False)
     console.print(
-        f"{incomplete.n_done} of {incomplete.n_total} configurations are done and saved in {printable(incomplete.out_dir)}; "
+        f"{incomplete.n_done} of {incomplete.n_total} configurations are done and saved in "
+        f"{printable(incomplete.out_dir)}; "
         f"run the same command again to retry the other {incomplete.n_total - incomplete.n_done}",
         highlight=False,
         markup=False,

@@ -11,9 +11,14 @@ from .common import reports_input_errors, wide_console
 
 @reports_input_errors
 def list_axes(
-    device: str | None = typer.Option("auto", help="Device to check dtypes against."),
+    device: str = typer.Option(
+        "auto",
+        help="Device to check dtypes against.",
+    ),
     library: list[str] = typer.Option(
-        [], "--library", help="Also load your own library (package.module:object or path/to/file.py:object)."
+        [],
+        "--library",
+        help="Also load your own library (package.module:object or path/to/file.py:object).",
     ),
 ) -> None:
     """Show every value of every axis, and whether it can run on this machine."""
@@ -58,8 +63,8 @@ def list_axes(
         fields = ", ".join(f"{k}={v.default}" for k, v in source.options_type.model_fields.items())
         usage = f"--data {source.name}" + (":PATH" if source.needs_path else "") + (f"?{fields}" if fields else "")
         table.add_row("data", source.name, "yes", escape(f"{source.description}; {usage}"))
-    for name, library in zip(LIBRARIES.names(), LIBRARIES):
-        table.add_row("library", escape(name), "yes", escape(library.description))
+    for name, solver_library in zip(LIBRARIES.names(), LIBRARIES):
+        table.add_row("library", escape(name), "yes", escape(solver_library.description))
     for missing in MISSING_LIBRARIES:
         install = f"; install: {missing.install}" if missing.install else ""
         table.add_row(
@@ -70,7 +75,8 @@ def list_axes(
         "your own",
         "yes",
         escape(
-            f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a SolverLibrary; see docs/own-code.md)"
+            f"--library {LIBRARY_FORMS}, or an installed package's entry point in the group {ENTRY_POINT_GROUP} (a "
+            "SolverLibrary; see docs/own-code.md)"
         ),
     )
     for method in METHODS:

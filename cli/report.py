@@ -15,13 +15,17 @@ from .common import reports_input_errors
 @reports_input_errors
 def report(
     folder: Path = typer.Argument(
-        ..., help="Sweep folder (what `roundoff sweep --out` wrote), or a training folder (`roundoff train --out`)."
+        ...,
+        help="Sweep folder (what `roundoff sweep --out` wrote), or a training folder (`roundoff train --out`).",
     ),
     out: Path | None = typer.Option(
-        None, "--out", help="Markdown file to write (default: FOLDER/report.md, or FOLDER/training_report.md)."
+        None,
+        "--out",
+        help="Markdown file to write (default: FOLDER/report.md, or FOLDER/training_report.md).",
     ),
 ) -> None:
-    """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables, or of a training."""
+    """Write a markdown report of a sweep (findings, accuracy tables, figures) from its Parquet tables, or of a
+    training."""
     # Here, not at the top: pandas, matplotlib and torch load only when a report is written.
     from roundoff_analyzer.core.safe_files import refuse_links
     from roundoff_analyzer.report import FIGURES, REPORT, write_report
@@ -37,9 +41,8 @@ def report(
             printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False
         )
         return
-    refuse_links(
-        folder, [FIGURES] + ([] if out else [REPORT])
-    )  # written into the folder: never through a link out of it
+    # written into the folder: never through a link out of it
+    refuse_links(folder, [FIGURES] + ([] if out else [REPORT]))
     written = write_report(folder, out)
     Console(highlight=False, soft_wrap=True).print(
         printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False

@@ -15,12 +15,18 @@ from .judgement import print_judgement
 
 @reports_input_errors
 def show(
-    folder: Path = typer.Argument(..., help="Sweep folder, or a results .parquet file."),
+    folder: Path = typer.Argument(
+        ...,
+        help="Sweep folder, or a results .parquet file.",
+    ),
     where: str | None = typer.Option(
         None,
         "--where",
         "-w",
-        help="""Filter, e.g. "dtype == 'float16' and status == 'failed'": columns, numbers, 'strings', == != < <= > >=, in [..], and, or, not (see docs/report.md).""",
+        help=(
+            """Filter, e.g. "dtype == 'float16' and status == 'failed'": columns, numbers, 'strings', """
+            "== != < <= > >=, in [..], and, or, not (see docs/report.md)."
+        ),
     ),
 ) -> None:
     """Show the results of a sweep as a table; failures in red, skipped in yellow."""

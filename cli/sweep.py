@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -42,7 +43,8 @@ def _default(field: str, fields=_FIELDS) -> str:
 
 
 @reports_input_errors
-@inert_breakpoints()  # from the model's first evaluation (the plan checks it) to the last row: nobody sits at a pdb prompt
+# from the model's first evaluation (the plan checks it) to the last row: nobody sits at a pdb prompt
+@inert_breakpoints()
 def sweep(
     model: str | None = typer.Option(
         None,
@@ -52,7 +54,11 @@ def sweep(
         rich_help_panel=MODEL,
     ),
     config: Path | None = typer.Option(
-        None, "--config", "-c", help="TOML file with the sweep; options given here override it.", rich_help_panel=MODEL
+        None,
+        "--config",
+        "-c",
+        help="TOML file with the sweep; options given here override it.",
+        rich_help_panel=MODEL,
     ),
     timesteps: str | None = typer.Option(
         None,
@@ -63,7 +69,10 @@ def sweep(
         rich_help_panel=GRID,
     ),
     method: str | None = typer.Option(
-        None, help="Methods: {methods}.", show_default=_default("method"), rich_help_panel=GRID
+        None,
+        help="Methods: {methods}.",
+        show_default=_default("method"),
+        rich_help_panel=GRID,
     ),
     library: str | None = typer.Option(
         None,
@@ -72,16 +81,30 @@ def sweep(
         rich_help_panel=GRID,
     ),
     dtype: str | None = typer.Option(
-        None, help="Low-precision dtypes: {dtypes}.", show_default="the default grid", rich_help_panel=GRID
+        None,
+        help="Low-precision dtypes: {dtypes}.",
+        show_default="the default grid",
+        rich_help_panel=GRID,
     ),
     scaling: str | None = typer.Option(
-        None, help="Scaling strategies: {scalings}.", show_default="the default grid", rich_help_panel=GRID
+        None,
+        help="Scaling strategies: {scalings}.",
+        show_default="the default grid",
+        rich_help_panel=GRID,
     ),
-    mode: str | None = typer.Option(None, help="Modes: {modes}.", show_default=_default("mode"), rich_help_panel=GRID),
+    mode: str | None = typer.Option(
+        None,
+        help="Modes: {modes}.",
+        show_default=_default("mode"),
+        rich_help_panel=GRID,
+    ),
     loss_in: str | None = typer.Option(
         None,
         "--loss-in",
-        help="Where the loss is formed: {loss_placements} (float32: after the solve, outside autocast; autocast: inside it, as most training scripts write it).",
+        help=(
+            "Where the loss is formed: {loss_placements} (float32: after the solve, outside autocast; autocast: "
+            "inside it, as most training scripts write it)."
+        ),
         show_default=_default("loss_in"),
         rich_help_panel=GRID,
     ),
@@ -96,14 +119,20 @@ def sweep(
     data: str | None = typer.Option(
         None,
         "--data",
-        help="Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, test).",
+        help=(
+            "Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, "
+            "test)."
+        ),
         show_default="the model's",
         rich_help_panel=MODEL,
     ),
     checkpoint: str | None = typer.Option(
         None,
         "--checkpoint",
-        help="Trained weights: a state-dict file, a `roundoff train` folder (each of its checkpoints: the grid runs once per checkpoint), or a comma list of both.",
+        help=(
+            "Trained weights: a state-dict file, a `roundoff train` folder (each of its checkpoints: the grid runs "
+            "once per checkpoint), or a comma list of both."
+        ),
         show_default="random weights from the seed",
         rich_help_panel=MODEL,
     ),
@@ -136,7 +165,10 @@ def sweep(
         rich_help_panel=SCALING,
     ),
     device: str | None = typer.Option(
-        None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=EXECUTION
+        None,
+        help="auto, cpu, cuda or cuda:N.",
+        show_default=_default("device"),
+        rich_help_panel=EXECUTION,
     ),
     repeats: int | None = typer.Option(
         None,
@@ -145,7 +177,10 @@ def sweep(
         rich_help_panel=EXECUTION,
     ),
     timeout: float | None = typer.Option(
-        None, help="Time limit per configuration, in seconds.", show_default="none", rich_help_panel=EXECUTION
+        None,
+        help="Time limit per configuration, in seconds.",
+        show_default="none",
+        rich_help_panel=EXECUTION,
     ),
     executor: str | None = typer.Option(
         None,
@@ -176,7 +211,11 @@ def sweep(
         rich_help_panel=EXECUTION,
     ),
     slurm_gpus_per_task: int | None = typer.Option(
-        None, "--slurm-gpus-per-task", help="slurm: GPUs per task.", show_default="none", rich_help_panel=EXECUTION
+        None,
+        "--slurm-gpus-per-task",
+        help="slurm: GPUs per task.",
+        show_default="none",
+        rich_help_panel=EXECUTION,
     ),
     slurm_option: list[str] = typer.Option(
         [],
@@ -249,7 +288,9 @@ def sweep(
         rich_help_panel=GRID,
     ),
     rounding: str | None = typer.Option(
-        None, help="Rounding of emulated arithmetic: {roundings} (default nearest).", rich_help_panel=GRID
+        None,
+        help="Rounding of emulated arithmetic: {roundings} (default nearest).",
+        rich_help_panel=GRID,
     ),
     fp8_scaling: bool | None = typer.Option(
         None,
@@ -268,8 +309,10 @@ def sweep(
     keep_float32: str | None = typer.Option(
         None,
         "--keep-float32",
-        help="Modules of the vector field run in float32 out of autocast, as a grid axis: none, or module "
-        "names or glob patterns joined with + (e.g. potential.layers.0, '*norm*'); several values separated by commas.",
+        help=(
+            "Modules of the vector field run in float32 out of autocast, as a grid axis: none, or module names or glob "
+            "patterns joined with + (e.g. potential.layers.0, '*norm*'); several values separated by commas."
+        ),
         show_default="none",
         rich_help_panel=GRID,
     ),
@@ -277,8 +320,10 @@ def sweep(
         None,
         "--per-module",
         metavar="",
-        help="Measure each module of the vector field per time step, forward and backward: range "
-        "and local roundoff (modules.parquet; one extra, untimed run per configuration).",
+        help=(
+            "Measure each module of the vector field per time step, forward and backward: range "
+            "and local roundoff (modules.parquet; one extra, untimed run per configuration)."
+        ),
         rich_help_panel=OUTPUT,
     ),
     cpu_memory: bool | None = typer.Option(
@@ -291,11 +336,14 @@ def sweep(
 ) -> None:
     """Run a model's ODE over n_timesteps x method x library x dtype x scaling x mode, against a float64 reference.
 
-    Without --library, --dtype and --scaling, each (n_timesteps, method) runs the seven (library, dtype, scaling) triples of the default grid: bfloat16 without scaling on torchdiffeq and on native; float16 on torchdiffeq with none and grad; float16 on native with none, grad and dynamic. Naming any of these three axes sweeps the full product of the axes named (the others take all their values).
+    Without --library, --dtype and --scaling, each (n_timesteps, method) runs the seven (library, dtype, scaling)
+    triples of the default grid: bfloat16 without scaling on torchdiffeq and on native; float16 on torchdiffeq with none
+    and grad; float16 on native with none, grad and dynamic. Naming any of these three axes sweeps the full product of
+    the axes named (the others take all their values).
     """
     started = time.monotonic()
     console = wide_console()
-    overrides = {
+    overrides: dict[str, Any] = {
         "model": model,
         "options": model_options(option),
         "data": data,
@@ -343,7 +391,8 @@ def sweep(
         "atol": atol,
         "max_steps": max_steps,
     }
-    # Here, not at the top, and after the lists above are checked: torch, pandas and matplotlib load only when a sweep runs.
+    # Here, not at the top, and after the lists above are checked: torch, pandas and matplotlib load only when a sweep
+    # runs.
     from roundoff_analyzer import api
     from roundoff_analyzer.execution import engine as sweeping
     from roundoff_analyzer.report import REPORT
@@ -360,7 +409,8 @@ def sweep(
     )
     plan, out_dir = planned.plan, planned.out
     console.print(
-        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> {escape(printable(out_dir))}",
+        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> "
+        f"{escape(printable(out_dir))}",
         highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
@@ -384,6 +434,7 @@ def sweep(
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir), stop.exit_code)
     outcome = result.run
+    assert outcome is not None  # a sweep that ran says how (only a folder opened with `load` has no run)
     console.print(results_table(result.results, title=f"{plan.model.name}: error against the float64 reference"))
     print_judgement(console, result.results, out_dir)
     counts = result.results["status"].value_counts().to_dict()

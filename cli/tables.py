@@ -54,7 +54,8 @@ KEPT_COLUMNS = (("kept in float32", "keep_float32", str),)
 
 # What a column's numbers mean, in the caption where the column is shown.
 _NOTES = {
-    "scale": "scale: where the scaler ended (grad: the loss scale of the GradScaler whose gradients were finite; dynamic: "
+    "scale": "scale: where the scaler ended (grad: the loss scale of the GradScaler whose gradients were finite; "
+    "dynamic: "
     "the native solver's last adjoint scale, a power of two)",
     "step": "step: the backward step where the overflow was found (0 = the first step back from t = 1)",
 }
@@ -82,7 +83,8 @@ def _checkpoint_columns(results: pd.DataFrame) -> tuple:
     return CHECKPOINT_COLUMNS
 
 
-# Shown beside the mode only where a row formed its loss elsewhere than in float32, so that other tables stay as they were.
+# Shown beside the mode only where a row formed its loss elsewhere than in float32, so that other tables stay as they
+# were.
 LOSS_IN_COLUMN = ("loss in", "loss_in", str)
 
 
@@ -96,10 +98,11 @@ def _with_loss_in(columns: tuple, results: pd.DataFrame) -> tuple:
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
     kept = "keep_float32" in results and results["keep_float32"].fillna("none").ne("none").any()
     columns = _with_loss_in(COLUMNS, results) + (KEPT_COLUMNS if kept else ()) + _checkpoint_columns(results)
+    # a folder from before a column existed shows it empty
     texts = {
         column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]
         for _, column, fmt in columns
-    }  # a folder from before a column existed shows it empty
+    }
     shown, same, empty = [], [], []
     for header, column, fmt in columns:
         values = set(texts[column])

@@ -34,7 +34,7 @@ _FIELDS = TrainConfig.model_fields
 
 def _default(field: str) -> str:
     info = _FIELDS[field]
-    value = info.default_factory() if info.default_factory else info.default
+    value = info.get_default(call_default_factory=True)
     return (
         ",".join(map(str, value))
         if isinstance(value, list)
@@ -69,7 +69,12 @@ def train(
         rich_help_panel=MODEL,
     ),
     option: list[str] = typer.Option(
-        [], "--option", "-o", help="Model option key=value (repeatable).", show_default=False, rich_help_panel=MODEL
+        [],
+        "--option",
+        "-o",
+        help="Model option key=value (repeatable).",
+        show_default=False,
+        rich_help_panel=MODEL,
     ),
     seed: int | None = typer.Option(
         None,
@@ -81,12 +86,19 @@ def train(
     data: str | None = typer.Option(
         None,
         "--data",
-        help="Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, test).",
+        help=(
+            "Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, "
+            "test)."
+        ),
         show_default="the model's",
         rich_help_panel=MODEL,
     ),
     iters: int | None = typer.Option(
-        None, "--iters", help="Optimizer steps per setup.", show_default=_default("iters"), rich_help_panel=TRAINING
+        None,
+        "--iters",
+        help="Optimizer steps per setup.",
+        show_default=_default("iters"),
+        rich_help_panel=TRAINING,
     ),
     save_at: str | None = typer.Option(
         None,
@@ -103,7 +115,11 @@ def train(
         rich_help_panel=TRAINING,
     ),
     lr: float | None = typer.Option(
-        None, "--lr", help="The optimizer's learning rate.", show_default=_default("lr"), rich_help_panel=TRAINING
+        None,
+        "--lr",
+        help="The optimizer's learning rate.",
+        show_default=_default("lr"),
+        rich_help_panel=TRAINING,
     ),
     val_batches: int | None = typer.Option(
         None,
@@ -146,20 +162,32 @@ def train(
         rich_help_panel=PRECISION,
     ),
     scaling: str | None = typer.Option(
-        None, help="Scalings, one setup each: {scalings}.", show_default=_default("scaling"), rich_help_panel=PRECISION
+        None,
+        help="Scalings, one setup each: {scalings}.",
+        show_default=_default("scaling"),
+        rich_help_panel=PRECISION,
     ),
     mode: str | None = typer.Option(
-        None, help="Mode: {modes} (one value).", show_default=_default("mode"), rich_help_panel=PRECISION
+        None,
+        help="Mode: {modes} (one value).",
+        show_default=_default("mode"),
+        rich_help_panel=PRECISION,
     ),
     weights: str | None = typer.Option(
         None,
-        help="Where the weights live, one setup each: float32 (master weights), or stored in bfloat16, float16, eXmY (e.g. e8m7), the forward running on them.",
+        help=(
+            "Where the weights live, one setup each: float32 (master weights), or stored in bfloat16, float16, eXmY "
+            "(e.g. e8m7), the forward running on them."
+        ),
         show_default=_default("weights"),
         rich_help_panel=WEIGHTS,
     ),
     update: str | None = typer.Option(
         None,
-        help="How a step is rounded into low-precision weights, one setup each: nearest, stochastic, kahan, stochastic-kahan.",
+        help=(
+            "How a step is rounded into low-precision weights, one setup each: nearest, stochastic, kahan, "
+            "stochastic-kahan."
+        ),
         show_default=_default("update"),
         rich_help_panel=WEIGHTS,
     ),
@@ -173,7 +201,10 @@ def train(
     optimizer: str | None = typer.Option(
         None,
         "--optimizer",
-        help="adam, adamw, sgd (momentum 0.9), or package.module:factory / path/to/file.py:factory, called factory(params, lr).",
+        help=(
+            "adam, adamw, sgd (momentum 0.9), or package.module:factory / path/to/file.py:factory, called "
+            "factory(params, lr)."
+        ),
         show_default=_default("optimizer"),
         rich_help_panel=WEIGHTS,
     ),
@@ -185,7 +216,11 @@ def train(
         rich_help_panel=TRAINING,
     ),
     init_scale: float | None = typer.Option(
-        None, "--init-scale", help="grad: initial loss scale.", show_default="65536", rich_help_panel=PRECISION
+        None,
+        "--init-scale",
+        help="grad: initial loss scale.",
+        show_default="65536",
+        rich_help_panel=PRECISION,
     ),
     backoff_factor: float | None = typer.Option(
         None,
@@ -202,7 +237,10 @@ def train(
         rich_help_panel=PRECISION,
     ),
     device: str | None = typer.Option(
-        None, help="auto, cpu, cuda or cuda:N.", show_default=_default("device"), rich_help_panel=TRAINING
+        None,
+        help="auto, cpu, cuda or cuda:N.",
+        show_default=_default("device"),
+        rich_help_panel=TRAINING,
     ),
     threads: int | None = typer.Option(
         None,
@@ -227,9 +265,13 @@ def train(
         rich_help_panel=OUTPUT,
     ),
 ) -> None:
-    """Train a model with an optimizer (Adam by default) on its own loss, a fresh batch every iteration, once per (library, dtype, scaling, weights, update) setup.
+    """Train a model with an optimizer (Adam by default) on its own loss, a fresh batch every iteration, once per
+    (library, dtype, scaling, weights, update) setup.
 
-    Every setup starts from the same weights and sees the same batches. Checkpoints (iter_<iteration>.pt, a state dict loadable with --checkpoint) and their metadata go to DIR/checkpoints for the first setup and DIR/setups/<label>/checkpoints for the others; killed and started again with the same command, the training resumes from its last saved state.
+    Every setup starts from the same weights and sees the same batches. Checkpoints (iter_<iteration>.pt, a state dict
+    loadable with --checkpoint) and their metadata go to DIR/checkpoints for the first setup and
+    DIR/setups/<label>/checkpoints for the others; killed and started again with the same command, the training resumes
+    from its last saved state.
     """
     console = wide_console()
     options = model_options(option) or {}
@@ -272,7 +314,8 @@ def train(
         model, config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None}
     )
     console.print(
-        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {len(plan.setups)} setup(s) x {plan.config.iters} "
+        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {len(plan.setups)} setup(s) x "
+        f"{plan.config.iters} "
         f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {escape(printable(plan.out))}",
         highlight=False,
     )
@@ -292,7 +335,8 @@ def train(
         raise typer.Exit(stop.exit_code) from None
     except KeyboardInterrupt:  # a second Ctrl-C: the last resume state written stays
         stderr.print(
-            f"interrupted: the last saved state of each setup is in {printable(plan.out)}; run the same command again to resume",
+            f"interrupted: the last saved state of each setup is in {printable(plan.out)}; run the same command again "
+            "to resume",
             highlight=False,
             markup=False,
         )

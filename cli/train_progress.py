@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from roundoff_analyzer.core.text import printable
 
@@ -22,7 +30,7 @@ class TrainRichProgress:
             console=console,
             transient=False,
         )
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> TrainRichProgress:
         self._progress.__enter__()
@@ -39,6 +47,7 @@ class TrainRichProgress:
         self._task = self._progress.add_task("", total=total, completed=done, setup=printable(setup), loss="—")
 
     def step(self, iteration: int, loss: float | None) -> None:
+        assert self._task is not None, "start() comes before the first step"
         self._progress.update(self._task, completed=iteration, loss=f"{loss:.4g}" if loss is not None else "non-finite")
 
     def note(self, text: str) -> None:

@@ -1,7 +1,8 @@
 """A solver library of your own, measured by roundoff: explicit Runge-Kutta on the fixed grid, autograd through
 every stage, each state kept in float32 whatever the stages were evaluated in.
 
-    roundoff sweep --model otflow --library examples/unrolled_solver.py:library --dtype float16,bfloat16 --scaling none,grad
+    roundoff sweep --model otflow --library examples/unrolled_solver.py:library --dtype float16,bfloat16 --scaling
+    none,grad
 
 `library` follows roundoff_analyzer.plugins.SolverLibrary: a name, a description, whether it scales the adjoint
 in a backward of its own (the `dynamic` scaling), which methods it cannot run, and `solve`.

@@ -17,7 +17,8 @@ TINY_OTFLOW = ["-o", "d=3", "-o", "hidden=8", "-o", "batch=16"]
 OVERFLOWING_OTFLOW = [*TINY_OTFLOW, "-o", "alpha=1,2e5,8e4"]
 
 
-# A width for tests that read the cells of a table: no cell of the tables they read wraps at it, whatever the terminal's.
+# A width for tests that read the cells of a table: no cell of the tables they read wraps at it, whatever the
+# terminal's.
 WIDE_TABLES = 400
 
 

@@ -48,7 +48,8 @@ class Case:
 
     @property
     def key(self) -> str:
-        return f"{self.model}-{self.dtype}-{self.mode}-{self.method}-{'dynamic' if self.scaler else 'none'}-{'report' if self.report else 'plain'}"
+        scaler = "dynamic" if self.scaler else "none"
+        return f"{self.model}-{self.dtype}-{self.mode}-{self.method}-{scaler}-{'report' if self.report else 'plain'}"
 
 
 def cases() -> list[Case]:

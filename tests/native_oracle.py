@@ -7,11 +7,11 @@ finiteness tensor by tensor, and adds gradients one tensor at a time. Run in the
 same machine, the two must agree bit for bit; float32 kernels differ between CPUs, so numbers frozen on
 one machine are no oracle for another.
 
-The arithmetic (the paper's, as rampde does it): forward, the slopes k_i and their weighted sum
-S = sum_i b_i k_i in the autocast dtype, then y <- y + h * S in the state's dtype, each state stored
-in the low dtype. Backward, for each step from the last: rebuild S from the stored state, take the
-vector-Jacobian product of S with the (scaled) adjoint in the low dtype, unscale, and only then
-multiply by h in float32 and add to the adjoint and the parameter gradients.
+The arithmetic (rampde's, from its paper "Mixed Precision Training of Neural ODEs"): forward, the slopes
+k_i and their weighted sum S = sum_i b_i k_i in the autocast dtype, then y <- y + h * S in the state's
+dtype, each state stored in the low dtype. Backward, for each step from the last: rebuild S from the
+stored state, take the vector-Jacobian product of S with the (scaled) adjoint in the low dtype, unscale,
+and only then multiply by h in float32 and add to the adjoint and the parameter gradients.
 """
 
 from __future__ import annotations

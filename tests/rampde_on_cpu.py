@@ -4,7 +4,8 @@ oracle for the native solver.
 rampde reads CUDA's autocast state and opens `autocast(device_type="cuda")` regions, so on a CPU it
 runs everything in float32. `load(folder)` writes a copy of the installed package into `folder` with
 those device names turned to "cpu" and imports it under another name; its arithmetic is otherwise
-rampde's own, line for line. None when rampde is not installed (MIT; not on PyPI: install a wheel of its public release).
+rampde's own, line for line. None when rampde is not installed (MIT; not on PyPI: install a wheel of its public
+release).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ child of the test process, run in the foreground, and `stop()` ends each of them
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import secrets
@@ -78,10 +79,8 @@ class SlurmCluster:
                 process.wait(timeout=15)
         # A job step's slurmstepd outlives slurmd when it cannot report back; it carries our SLURM_CONF.
         for pid in self._descendants_by_conf():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     def log_tail(self, lines: int = 15) -> str:
         parts = []
@@ -145,7 +144,8 @@ class SlurmCluster:
                     "MpiDefault=none",
                     "SchedulerType=sched/backfill",
                     "SelectType=select/cons_tres",
-                    "SelectTypeParameters=CR_CPU",  # one CPU per task by default, so two array tasks run at once on 2 CPUs
+                    # one CPU per task by default, so two array tasks run at once on 2 CPUs
+                    "SelectTypeParameters=CR_CPU",
                     "ReturnToService=2",
                     "SlurmdTimeout=30",
                     "InactiveLimit=0",
@@ -159,10 +159,11 @@ class SlurmCluster:
         )
 
     def _spawn(self, name: str, command: list[str]) -> None:
-        log = open(self.root / f"{name}.stdout.log", "wb")
-        self._processes[name] = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.root
-        )
+        # The daemon writes to its own copy of the descriptor; ours closes once it has started.
+        with open(self.root / f"{name}.stdout.log", "wb") as log:
+            self._processes[name] = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.root
+            )
         log.close()
 
     def _cancel_jobs(self) -> None:

@@ -53,9 +53,10 @@ def test_errors_ten_times_smaller_in_the_baseline_fail_and_name_the_configuratio
         return frame
 
     baseline = baseline_from(tiny_sweep, tmp_path / "baseline", shrink)
+    # read from the changes table
     result = run_cli(
         "check", tiny_sweep, "--baseline", baseline, "--markdown", tmp_path / "check.md", columns=WIDE_TABLES
-    )  # read from the changes table
+    )
     assert result.exit_code == 1, result.output
     markdown = (tmp_path / "check.md").read_text()
     for _, row in ok_rows(pd.read_parquet(tiny_sweep / "results.parquet")).iterrows():
@@ -76,9 +77,8 @@ def test_a_configuration_that_was_ok_and_now_failed_fails(tiny_sweep, tmp_path):
     now.loc[broken.name, list(ERROR_METRICS)] = None
     now.to_parquet(tmp_path / "now.parquet", index=False)
 
-    result = run_cli(
-        "check", tmp_path / "now.parquet", "--baseline", tiny_sweep, columns=WIDE_TABLES
-    )  # read from the changes table
+    # read from the changes table
+    result = run_cli("check", tmp_path / "now.parquet", "--baseline", tiny_sweep, columns=WIDE_TABLES)
     assert result.exit_code == 1, result.output
     assert label(broken) in result.stdout and "was ok, now failed (overflow)" in result.stdout
 

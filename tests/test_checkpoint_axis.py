@@ -30,7 +30,7 @@ from roundoff_analyzer.report.checkpoint_scope import scope_note
 from roundoff_analyzer.report.training_findings import ALONG_TRAINING, last_checkpoint, trends
 
 from .conftest import WIDE_TABLES, as_written_before_content_hashes, results, run_cli
-from .test_parallel import RESULT_COLUMNS_EXCEPT_COST
+from .test_parallel import result_columns_except_cost
 from .test_resume import shards
 
 TINY_CNF = {"hidden": "8", "width": "8", "batch": "16"}
@@ -77,7 +77,8 @@ def write_train_folder(root: Path, iterations=ITERATIONS) -> Path:
     (root / "checkpoints").mkdir(parents=True)
     for k, iteration in enumerate(iterations):
         generator = torch.Generator().manual_seed(iteration)
-        # Weights that grow as training goes on, as trained weights do: errors then differ from checkpoint to checkpoint.
+        # Weights that grow as training goes on, as trained weights do: errors then differ from checkpoint to
+        # checkpoint.
         state = {
             name: value * 3.0**k + 0.1 * torch.randn(value.shape, generator=generator)
             for name, value in problem.func.state_dict().items()
@@ -167,7 +168,8 @@ def test_every_checkpoint_of_the_folder_runs_the_grid_in_iteration_order(along, 
 
 
 def test_each_checkpoint_has_its_own_references(along):
-    """Rows at different checkpoints differ: the float64 references (and the fine reference and noise) are each checkpoint's."""
+    """Rows at different checkpoints differ: the float64 references (and the fine reference and noise) are each
+    checkpoint's."""
     table = results(along).set_index(["library", "n_timesteps", "checkpoint"])
     for column in ("grad_params_rel_err", "disc_grad_params_rel_err", "grad_noise_rel", "reference_max_abs_adjoint"):
         per_checkpoint = table[column].unstack("checkpoint")
@@ -184,9 +186,10 @@ def test_first_checkpoint_equals_a_sweep_of_that_file_alone_bit_for_bit(along, t
     assert result.exit_code == 0, result.output
     single, several = results(out), results(along)
     at_first = several[several.checkpoint == "cnf_train/iter_0000000"].reset_index(drop=True)
-    # One checkpoint is the sweep it always was: no checkpoint name (so its ids and folders are as before), its iteration known.
+    # One checkpoint is the sweep it always was: no checkpoint name (so its ids and folders are as before), its
+    # iteration known.
     assert (single["checkpoint"] == "").all() and (single["train_iteration"] == 0).all()
-    columns = [c for c in RESULT_COLUMNS_EXCEPT_COST(single) if c != "checkpoint"]
+    columns = [c for c in result_columns_except_cost(single) if c != "checkpoint"]
     pd.testing.assert_frame_equal(single[columns], at_first[columns], check_exact=True)
     manifest = json.loads((out / "manifest.json").read_text())
     assert "checkpoints" not in manifest["fingerprint"] and manifest["checkpoint"]["path"] == str(first.resolve())
@@ -341,7 +344,7 @@ def test_an_interrupted_sweep_over_checkpoints_resumes_without_recomputing(train
     assert outcome.reference_solves == 2
 
     uninterrupted = sweep.run(sweep.plan(plan.config), tmp_path / "whole")
-    columns = RESULT_COLUMNS_EXCEPT_COST(uninterrupted.results)
+    columns = result_columns_except_cost(uninterrupted.results)
     pd.testing.assert_frame_equal(outcome.results[columns], uninterrupted.results[columns], check_exact=True)
 
 
@@ -427,11 +430,10 @@ def test_two_workers_give_the_sequential_rows_over_checkpoints(along, train_fold
     )
     outcome = sweep.run(sweep.plan(request), tmp_path / "parallel")
     parallel, sequential = results(tmp_path / "parallel"), results(along)
-    columns = RESULT_COLUMNS_EXCEPT_COST(sequential)
+    columns = result_columns_except_cost(sequential)
     pd.testing.assert_frame_equal(parallel[columns], sequential[columns], check_exact=True)
-    assert outcome.reference_solves == PER_CHECKPOINT * len(
-        ITERATIONS
-    )  # one per (checkpoint, library, method, n_timesteps)
+    # one per (checkpoint, library, method, n_timesteps)
+    assert outcome.reference_solves == PER_CHECKPOINT * len(ITERATIONS)
 
 
 def test_folders_from_before_the_axis_resume_and_read_with_one_set_of_weights(tmp_path):

@@ -100,7 +100,10 @@ def test_the_cli_starts_without_torch_pandas_or_matplotlib():
 
 
 def test_bad_lists_are_refused_before_torch_is_imported():
-    script = "from roundoff_cli.app import app\ntry:\n    app({!r})\nexcept SystemExit as exit:\n    print('exit', exit.code)"
+    script = (
+        "from roundoff_cli.app import app\ntry:\n    app({!r})\nexcept SystemExit as exit:\n    print('exit', "
+        "exit.code)"
+    )
     for args in (["sweep", "-m", "otflow", "--timesteps", "8,x"], ["train", "-m", "cnf", "--save-at", "0,,5"]):
         probe = f"{script.format(args)}\nimport sys\nprint('torch' in sys.modules)"
         out = subprocess.run(

@@ -66,7 +66,8 @@ def _loss(trajectory):
 
 
 def _stability_matrix(method: str, h_a: torch.Tensor) -> torch.Tensor:
-    """One step's matrix: euler I + hA, rk4 (classical or the 3/8 rule alike on a linear problem) its Taylor polynomial."""
+    """One step's matrix: euler I + hA, rk4 (classical or the 3/8 rule alike on a linear problem) its Taylor
+    polynomial."""
     eye = torch.eye(h_a.shape[0], dtype=h_a.dtype)
     if method == "euler":
         return eye + h_a
@@ -111,7 +112,8 @@ def test_discretisation_error_matches_the_closed_form(linear_sweep):
             # less of euler's, so the measured discretisation error agrees with the closed form to 1e-3 of itself.
             assert math.isclose(getattr(row, column), value, rel_tol=1e-3), (row.method, row.n_timesteps, column)
         # The run's total error is its roundoff and the discretisation error together (the triangle inequality; the
-        # roundoff is relative to the float64 run's gradient, whose norm is within the discretisation error of the exact one).
+        # roundoff is relative to the float64 run's gradient, whose norm is within the discretisation error of the exact
+        # one).
         disc = expected["disc_grad_params_rel_err"]
         assert abs(row.total_grad_params_rel_err - disc) <= row.grad_params_rel_err * (1 + disc) * 1.001 + 1e-12
         assert row.grad_params_roundoff_to_disc == pytest.approx(row.grad_params_rel_err / row.disc_grad_params_rel_err)

@@ -56,13 +56,16 @@ def test_a_sweep_with_cpu_memory_fills_peak_memory(tmp_path):
 
 
 def test_the_profiler_says_nothing_on_stderr():
-    """kineto prints `USDT:... profiler_start` at every profile unless told otherwise: none of it reaches the terminal."""
-    script = "import torch\nfrom roundoff_analyzer.measuring.cpu_memory import cpu_peak_memory\nwith cpu_peak_memory() as peak:\n    torch.ones(1000)\nprint(peak.bytes)"
+    """kineto prints `USDT:... profiler_start` at every profile unless told otherwise: none of it reaches the
+    terminal."""
+    script = (
+        "import torch\nfrom roundoff_analyzer.measuring.cpu_memory import cpu_peak_memory\nwith "
+        "cpu_peak_memory() as peak:\n    torch.ones(1000)\nprint(peak.bytes)"
+    )
     env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
     out = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
     )
     assert out.returncode == 0 and int(out.stdout) > 0, out.stderr
-    assert not re.search(r"\.cpp:\d+\]", out.stderr), (
-        out.stderr
-    )  # kineto's lines: `USDT:<time> <pid> <File>.cpp:<line>] ...`
+    # kineto's lines: `USDT:<time> <pid> <File>.cpp:<line>] ...`
+    assert not re.search(r"\.cpp:\d+\]", out.stderr), out.stderr

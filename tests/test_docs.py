@@ -296,7 +296,7 @@ def doc_problems(text: str) -> list[str]:
             problems += command_problems(span.removeprefix("$ "))
         elif span.startswith("python bench/"):
             problems += _bench_problems(span)
-        elif not re.match(r"^(pip|python|pytest|sbatch|mkdocs|git|srun)\b", span):
+        elif not re.match(r"^(pip|python3?|pytest|ruff|mypy|sbatch|mkdocs|git|srun)\b", span):
             unknown = [opt for opt in _OPTION.findall(span) if opt not in all_options]
             problems += [f"no `roundoff` command has {opt}" for opt in unknown]
         if _PATH.match(span) and not theirs and not any(mark in span for mark in "<*{") and not (ROOT / span).exists():

@@ -238,9 +238,8 @@ def test_fp8_sweep_runs_emulated_by_default_with_the_format_u(tmp_path):
     assert "- **float8_e4m3**: do not train in float8_e4m3." in answer  # it overflowed
     assert "```python" not in answer  # no torch dtype computes in an emulated format: no code to write
     show = run_cli("show", out, "--where", "dtype == 'float8_e4m3'")
-    assert show.exit_code == 0 and "1 of 3 configurations" in " ".join(
-        show.output.split()
-    )  # the table's title, wrapped to its width
+    # the table's title, wrapped to its width
+    assert show.exit_code == 0 and "1 of 3 configurations" in " ".join(show.output.split())
 
 
 def test_hardware_fp8_on_a_cpu_is_a_failed_row_that_says_why(tmp_path):

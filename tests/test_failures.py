@@ -134,9 +134,8 @@ def test_dtype_mismatch_eager_and_out_of_torchscript(tmp_path):
         "Half" in scripted.loc["bfloat16", "failure_message"]
         and "BFloat16" in scripted.loc["bfloat16", "failure_message"]
     )
-    assert (
-        "TorchScript" not in scripted.loc["bfloat16", "failure_message"]
-    )  # the headline, not the interpreter's preamble
+    # the headline, not the interpreter's preamble
+    assert "TorchScript" not in scripted.loc["bfloat16", "failure_message"]
 
 
 @pytest.mark.slow  # waits out real time limits: 20 s
@@ -215,7 +214,8 @@ def test_otflow_torchscript_variant_runs_and_matches_eager(tmp_path):
 
 def test_headline_takes_the_error_line_out_of_a_torchscript_trace():
     trace = RuntimeError(
-        "The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript (most recent call last):\n"
+        "The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript (most recent call "
+        "last):\n"
         '  File "x.py", line 3\n    return torch.mv(h, w)\nRuntimeError: addmv input tensors must have the same dtype\n'
     )
     assert headline(trace) == "RuntimeError: addmv input tensors must have the same dtype"
@@ -249,7 +249,10 @@ def test_an_adaptive_step_that_underflows_is_its_own_class_naming_cause_and_reme
         "--no-report",
     )
     assert result.exit_code == 0, result.output
-    warning = "warning: rtol 1e-07 is below float16's unit roundoff 0.00049: dopri5 in pure float16 can fail with step_size_underflow"
+    warning = (
+        "warning: rtol 1e-07 is below float16's unit roundoff 0.00049: dopri5 in pure float16 can fail with "
+        "step_size_underflow"
+    )
     assert warning in " ".join(result.output.split())
     row = results(tmp_path / "s").iloc[0]
     assert row.failure_class == "step_size_underflow", row.failure_message

@@ -6,6 +6,7 @@ its `--out` changed (a snapshot of the test's own folder, the output folder left
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -28,7 +29,8 @@ from roundoff_analyzer.storage.shard_integrity import FINGERPRINT_KEY, fingerpri
 
 from .conftest import results, run_cli, snapshot
 
-# 2 n_timesteps x euler x the default grid's 7 triples = 14 configurations of a few tenths of a second each, 4 reference groups.
+# 2 n_timesteps x euler x the default grid's 7 triples = 14 configurations of a few tenths of a second each, 4 reference
+# groups.
 GRID = ["--model", "linear", "--timesteps", "2,4", "--method", "euler", "--device", "cpu", "--no-report"]
 N_CONFIGURATIONS = 14
 # What decides a configuration's numbers (times and memory are measurements of the machine).
@@ -140,10 +142,8 @@ def test_8_a_damaged_shard_reruns_exactly_its_configuration(tmp_path, uninterrup
 def children(pid: int) -> set[int]:
     found = set()
     for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
+        with contextlib.suppress(OSError):
             found |= {int(c) for c in (task / "children").read_text().split()}
-        except OSError:
-            pass
     return found
 
 
@@ -219,7 +219,8 @@ def test_3_force_does_not_follow_a_linked_shards_folder(tmp_path):
 
 
 def test_3_a_temporary_name_linked_outside_is_replaced_not_written_through(tmp_path):
-    """A sweep writes results.parquet through `.results.parquet.tmp-<its pid>`; a link planted there must not lead out."""
+    """A sweep writes results.parquet through `.results.parquet.tmp-<its pid>`; a link planted there must not lead
+    out."""
     out, target = tmp_path / "sweep", tmp_path / "target.txt"
     target.write_text("stays as it is")
     out.mkdir()
@@ -351,9 +352,8 @@ def test_6_where_filters_rows_like_the_same_condition_in_pandas(uninterrupted, w
     table = results(uninterrupted)
     shown = run_cli("show", uninterrupted, "--where", where)
     assert shown.exit_code == 0, shown.output
-    assert f"{expected(table).sum()} of {len(table)} configurations" in " ".join(
-        shown.stdout.split()
-    )  # the title may wrap
+    # the title may wrap
+    assert f"{expected(table).sum()} of {len(table)} configurations" in " ".join(shown.stdout.split())
 
 
 @pytest.mark.parametrize(
@@ -401,7 +401,10 @@ def test_9_a_full_disk_stops_the_sweep_with_one_line_saying_how_far_it_got(tmp_p
     disk = tmp_path / "disk"
     disk.mkdir()
     sweep = " ".join([sys.executable, "-m", "roundoff_cli", "sweep", *GRID, "--out", f"{disk}/out"])
-    script = f"mount -t tmpfs -o size=96k tmpfs {disk} && {sweep}; echo rc=$?; ls {disk}/out/shards | grep -c parquet; ls -a {disk}/out {disk}/out/shards"
+    script = (
+        f"mount -t tmpfs -o size=96k tmpfs {disk} && {sweep}; echo rc=$?; ls {disk}/out/shards | grep -c "
+        f"parquet; ls -a {disk}/out {disk}/out/shards"
+    )
     done = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=600)
     line = one_error_line(done.stderr)
     n_shards = int(done.stdout.split("rc=")[1].splitlines()[1])
@@ -514,7 +517,8 @@ def test_10_a_sweep_of_skipped_configurations_finishes(tmp_path):
     assert run_cli("check", out, "--baseline", out).exit_code == 0
 
 
-# The report of such a sweep: tests/test_report.py::test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_report
+# The report of such a sweep:
+# tests/test_report.py::test_all_failed_all_skipped_and_single_configuration_sweeps_each_give_a_report
 
 
 # --- 11: manifests that are not what a sweep writes ---------------------------------------------------------------

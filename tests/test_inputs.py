@@ -143,6 +143,7 @@ def test_cnf_sweep_runs_end_to_end(tmp_path):
 
 
 def test_cnf_config_file_holds_the_papers_grid():
+    """configs/cnf_2spirals.toml: the grid of the roundoff study in "Mixed Precision Training of Neural ODEs"."""
     plan = sweep.plan(config.resolve(REPO / "configs" / "cnf_2spirals.toml", {"options": {"batch": 4}}))
     assert plan.grid.timesteps == (64, 128, 256, 512, 1024, 2048, 4096) and plan.grid.methods == ("euler", "rk4")
     assert len(plan.grid.triples) == 7 and len(plan.configurations) == 98

@@ -102,7 +102,8 @@ def test_the_imports_have_no_circle():
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One circle of `graph` as the path around it, or None: a depth-first walk that meets a module still on its path."""
+    """One circle of `graph` as the path around it, or None: a depth-first walk that meets a module still on its
+    path."""
     state: dict[str, str] = {}
     path: list[str] = []
 
@@ -137,7 +138,8 @@ def test_the_api_names_are_plain_functions_with_their_own_signatures():
 
 
 def test_importing_the_package_adds_no_import_hook():
-    """The package changes nothing in how Python finds modules: `sys.meta_path` is as long after the import as before."""
+    """The package changes nothing in how Python finds modules: `sys.meta_path` is as long after the import as
+    before."""
     code = "import sys; before = len(sys.meta_path); import roundoff_analyzer; print(before, len(sys.meta_path))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120

@@ -35,7 +35,8 @@ def _assert_float32_close(table: pd.DataFrame) -> None:
     assert table[table.status == "skipped"].skip_reason.str.contains("method|adaptive|fixed-grid").all()
 
 
-@pytest.mark.slow  # seven fixed-grid methods (the two rk4 rules, midpoint, heun2, heun3 among them) × every library: ~45 s at load 12
+# seven fixed-grid methods (the two rk4 rules, midpoint, heun2, heun3 among them) × every library: ~45 s at load 12
+@pytest.mark.slow
 def test_float32_every_installed_library_and_fixed_grid_method_is_within_1e5_of_float64(tmp_path):
     table = sweep(
         tmp_path / "s",
@@ -211,7 +212,8 @@ def test_list_names_each_missing_library_with_its_install_line():
 
 @pytest.mark.skipif(
     importlib.util.find_spec("rampde") is None,
-    reason='rampde, the library of "Mixed Precision Training of Neural ODEs", is not installed (not on PyPI: pip install a wheel of its public release)',
+    reason='rampde, the library of "Mixed Precision Training of Neural ODEs", is not installed (not on PyPI: pip '
+    "install a wheel of its public release)",
 )
 def test_rampde_refuses_cpu_autocast_with_the_reason_and_runs_float32(tmp_path):
     table = sweep(

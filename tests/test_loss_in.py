@@ -62,7 +62,8 @@ def test_the_placements_are_an_axis_of_their_own(tmp_path):
     assert inside["status"] == "failed" and inside["failure_class"] == "overflow"
     assert "non-finite loss (formed inside autocast)" in inside["failure_message"]
     assert rows.loc[("native-low", "float32"), "status"] == "ok"
-    # torchdiffeq returns float32 states, and OT-Flow's loss has no matrix product: the two placements agree bit for bit.
+    # torchdiffeq returns float32 states, and OT-Flow's loss has no matrix product: the two placements agree bit for
+    # bit.
     assert (
         rows.loc[("torchdiffeq", "autocast"), "grad_params_rel_err"]
         == rows.loc[("torchdiffeq", "float32"), "grad_params_rel_err"]
@@ -77,9 +78,8 @@ def test_the_placements_are_an_axis_of_their_own(tmp_path):
     assert "loss" not in default.describe() and default.configurations("otflow")[0].loss_in == "float32"
     shown = run_cli("show", result.folder, "--where", "loss_in == 'autocast'", columns=200).stdout
     assert "loss in autocast" in shown and "overflow" in shown  # the caption names the placement every row shares
-    assert re.search(
-        r"loss in\s+status", run_cli("show", result.folder, columns=200).stdout
-    )  # a column beside the mode
+    # a column beside the mode
+    assert re.search(r"loss in\s+status", run_cli("show", result.folder, columns=200).stdout)
     listed = run_cli("list", columns=200).stdout
     assert re.search(r"loss_in\s+│?\s*autocast", listed) and re.search(r"loss_in\s+│?\s*float32", listed)
     refused = run_cli("sweep", "--model", "otflow", "--loss-in", "float16", "--out", tmp_path / "never")
@@ -100,7 +100,8 @@ def test_rows_written_before_the_axis_read_as_float32(tmp_path):
 
 
 def _code_against_rows(code: list[str], a: answering.Answer, results: pd.DataFrame) -> None:
-    """The code block says what the answer's rows ran: the library, method, n_timesteps, mode, scaling and loss placement."""
+    """The code block says what the answer's rows ran: the library, method, n_timesteps, mode, scaling and loss
+    placement."""
     text = "\n".join(code)
     ran = results[
         (results["dtype"] == a.dtype)

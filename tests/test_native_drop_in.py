@@ -93,7 +93,8 @@ SAME_RULE = {"euler": "euler", "midpoint": "midpoint", "heun2": "heun2", "heun3"
 
 
 class _Field(torch.nn.Module):
-    """A small network field with a term in t that jumps just after t = 0.25 (a step from 0.25 sees it only with `perturb`)."""
+    """A small network field with a term in t that jumps just after t = 0.25 (a step from 0.25 sees it only with
+    `perturb`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -143,9 +144,8 @@ def test_equals_torchdiffeq_in_float64_with_its_options(method, options, reverse
     assert float((got - want).detach().abs().max()) <= 1e-12
     for g, w in zip(got_grads, want_grads):
         assert float((g - w).abs().max()) <= 1e-12 * max(1.0, float(w.abs().max()))
-    assert (
-        got_steps == pytest.approx(want_steps, abs=1e-12) and len(got_steps) > 2
-    )  # callback_step, as torchdiffeq calls it
+    # callback_step, as torchdiffeq calls it
+    assert got_steps == pytest.approx(want_steps, abs=1e-12) and len(got_steps) > 2
 
 
 def test_perturb_decides_the_side_of_a_jump_at_a_grid_point():

@@ -56,10 +56,11 @@ def test_the_metadata_matches_the_code():
     assert sys.version_info[:2] >= minimum
     assert project["license"] == "MIT" and (ROOT / "LICENSE").read_text().startswith("MIT License")
     torch_bound = next(d for d in project["dependencies"] if d.startswith("torch>="))
+    # torch.get_autocast_dtype
     assert tuple(int(p) for p in torch_bound.removeprefix("torch>=").split(".")[:2]) >= (
         2,
         4,
-    )  # torch.get_autocast_dtype
+    )
 
 
 def test_every_subpackage_is_in_the_wheel():

@@ -25,10 +25,12 @@ from roundoff_analyzer.storage.results import ResultStore
 from .conftest import results
 from .test_resume import shards, wait_for_first_shard
 
+
 # Everything a configuration's numbers decide; times and memory are measurements of the machine, not results.
-RESULT_COLUMNS_EXCEPT_COST = lambda table: [
-    c for c in table.columns if not c.startswith("time_") and c != "peak_memory_bytes"
-]  # noqa: E731
+def result_columns_except_cost(table):
+    return [c for c in table.columns if not c.startswith("time_") and c != "peak_memory_bytes"]
+
+
 # Default otflow, rk4 at 16 steps: 7 configurations in 2 reference groups, up to a second or two each (float16 `grad`).
 SLOW_GRID = ["--model", "otflow", "--timesteps", "16", "--method", "rk4", "--device", "cpu", "--no-report"]
 N_SLOW = 7
@@ -45,7 +47,7 @@ def test_two_workers_give_the_sequential_results_bit_for_bit(tiny_sweep, tmp_pat
     outcome = sweep.run(sweep.plan(tiny_otflow_request(workers=2)), tmp_path / "parallel")
     parallel, sequential = results(tmp_path / "parallel"), results(tiny_sweep)
     assert len(parallel) == len(sequential) == 28
-    columns = RESULT_COLUMNS_EXCEPT_COST(sequential)
+    columns = result_columns_except_cost(sequential)
     pd.testing.assert_frame_equal(parallel[columns], sequential[columns], check_exact=True)
 
     # Work went out by reference: one solve per (library, method, n_timesteps) that ran, none twice.
@@ -66,7 +68,8 @@ def test_groups_keep_each_reference_together_costliest_first():
 
 
 def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_path):
-    """Workers rebuild the sweep themselves; one that rebuilt something else (other weights here) must not mix in its shards."""
+    """Workers rebuild the sweep themselves; one that rebuilt something else (other weights here) must not mix in its
+    shards."""
     request = config.validate(
         {
             "model": "linear",

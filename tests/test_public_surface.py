@@ -51,7 +51,9 @@ PLUGIN_SCRIPT = textwrap.dedent(
     import torch
     import roundoff_analyzer as ra
     from roundoff_analyzer.execution.local import LocalExecutor
-    from roundoff_analyzer.plugins import ExplicitRK, ModelOptions, Problem, register_executor, register_method, register_model
+    from roundoff_analyzer.plugins import (
+        ExplicitRK, ModelOptions, Problem, register_executor, register_method, register_model,
+    )
     from roundoff_analyzer.solvers import odeint
 
 
@@ -77,8 +79,8 @@ PLUGIN_SCRIPT = textwrap.dedent(
 
         def build(self, options, device, data=None):
             y0 = torch.linspace(0.5, 2.0, options.batch, device=device).reshape(-1, 1)
-            return Problem(func=Decay(options.rate).to(device), y0=y0, loss=lambda trajectory: trajectory[-1].square().mean(),
-                           data_source="generated in code")
+            return Problem(func=Decay(options.rate).to(device), y0=y0,
+                           loss=lambda trajectory: trajectory[-1].square().mean(), data_source="generated in code")
 
 
     class CountingExecutor(LocalExecutor):  # the local executor under another name, counting its runs
@@ -92,15 +94,18 @@ PLUGIN_SCRIPT = textwrap.dedent(
 
     register_model(DecayModel())
     register_executor(CountingExecutor())
-    register_method(ExplicitRK("ralston2", a=((), (2 / 3,)), b=(0.25, 0.75), c=(0.0, 2 / 3), description="Ralston, order 2"))
+    register_method(
+        ExplicitRK("ralston2", a=((), (2 / 3,)), b=(0.25, 0.75), c=(0.0, 2 / 3), description="Ralston, order 2")
+    )
 
     func, y0 = Decay(1.0), torch.ones(1, 1, dtype=torch.float64)
     t = torch.linspace(0.0, 1.0, 33, dtype=torch.float64)
     final = odeint(func.double(), y0, t, method="ralston2")[-1].item()
     print("odeint", abs(final - torch.exp(torch.tensor(-1.0)).item()) < 1e-4)
 
-    result = ra.sweep(model="decay", method="ralston2", library="native", dtype="bfloat16", scaling="none", timesteps=[4],
-                      executor="counting", device="cpu", noise_batches=0, out=sys.argv[1], report=False, progress=False)
+    result = ra.sweep(model="decay", method="ralston2", library="native", dtype="bfloat16", scaling="none",
+                      timesteps=[4], executor="counting", device="cpu", noise_batches=0, out=sys.argv[1], report=False,
+                      progress=False)
     rows = result.results
     print("sweep", len(rows), sorted(set(rows["model"])), sorted(set(rows["method"])), sorted(set(rows["status"])))
     print("executor", CountingExecutor.runs, result.manifest["execution"]["executor"])

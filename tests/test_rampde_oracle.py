@@ -29,7 +29,8 @@ def rampde(tmp_path_factory):
     module = rampde_on_cpu.load(tmp_path_factory.mktemp("rampde"))
     if module is None:
         pytest.skip(
-            'rampde, the library of "Mixed Precision Training of Neural ODEs", is not installed (not on PyPI: pip install a wheel of its public release)'
+            'rampde, the library of "Mixed Precision Training of Neural ODEs", is not installed (not on PyPI: pip '
+            "install a wheel of its public release)"
         )
     return module
 

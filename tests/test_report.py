@@ -1,4 +1,5 @@
-"""`roundoff report` and `roundoff show` on real small sweeps: what the report says, and that its numbers are the Parquet's.
+"""`roundoff report` and `roundoff show` on real small sweeps: what the report says, and that its numbers are the
+Parquet's.
 
 The checks read the report as a reader would: its markdown tables are parsed back into numbers and each is compared
 with the Parquet value it claims to show, at the precision it is printed with.
@@ -242,7 +243,7 @@ def check_prose_numbers(text: str, table: pd.DataFrame, parameters: pd.DataFrame
 def sections(text: str) -> list[tuple[int, str, str]]:
     """(level, heading, the text up to the next heading of the same or a higher level)."""
     lines = text.splitlines()
-    heads = [(i, len(l) - len(l.lstrip("#"))) for i, l in enumerate(lines) if re.match(r"^#+ ", l)]
+    heads = [(i, len(line) - len(line.lstrip("#"))) for i, line in enumerate(lines) if re.match(r"^#+ ", line)]
     found = []
     for k, (i, level) in enumerate(heads):
         end = next((j for j, lv in heads[k + 1 :] if lv <= level), len(lines))
@@ -305,7 +306,8 @@ def test_skipped_configurations_are_counted_with_their_reason(overflow_sweep):
 # --- the answer -----------------------------------------------------------------------------------------------------
 
 ANSWER = re.compile(
-    r"^- \*\*(?P<dtype>[\w ]+)\*\*: train with (?P<library>[\w.:/-]+), (?P<scaling>no scaling|`[\w-]+` [\w ]+ scaling), "
+    r"^- \*\*(?P<dtype>[\w ]+)\*\*: train with (?P<library>[\w.:/-]+), (?P<scaling>no scaling|`[\w-]+` [\w ]+ "
+    r"scaling), "
     r"(?P<method>\w+), n_timesteps (?P<steps>\d+(?: – \d+)?|= \d+) under `(?P<mode>[\w-]+)` \((?P<label>[a-z ]+)"
     r"(?:: the parameter-gradient roundoff is at most (?P<noise>\S+)× the gradient noise)?\)\.(?P<rest>.*)$",
     re.M,
@@ -316,7 +318,8 @@ DO_NOT = re.compile(
     re.M,
 )
 BEYOND = re.compile(
-    r"More steps buy no accuracy in [\w ]+ beyond n = (?P<n>\d+): from there the roundoff of the (?P<what>[\w ]+?) exceeds"
+    r"More steps buy no accuracy in [\w ]+ beyond n = (?P<n>\d+): from there the roundoff of the (?P<what>[\w ]+?) "
+    r"exceeds"
 )
 COST = re.compile(r"Cost on \w+: (?P<seconds>\S+(?: – \S+)?) s forward \+ backward")
 LABELS = (verdict.SAFE, verdict.TRAINING, verdict.BORDERLINE, verdict.UNSAFE)
@@ -406,7 +409,10 @@ def test_show_and_sweep_end_with_the_answer_and_a_filter_says_what_it_filters(ov
     judged = judgement(unfiltered.stdout)
     assert "answer: float16: train with" in judged
     table = results(overflow_sweep)
-    scope = f"judge the whole sweep ({len(table)} configurations), not only the {(table.status != 'ok').sum()} that --where shows"
+    scope = (
+        f"judge the whole sweep ({len(table)} configurations), not only the {(table.status != 'ok').sum()} that "
+        "--where shows"
+    )
     assert scope in " ".join(filtered.stdout.split()) and "the whole sweep" not in unfiltered.stdout
     # Under the filter the verdict and the answer are the whole sweep's, word for word.
     assert judgement(filtered.stdout) == judged
@@ -428,7 +434,7 @@ def test_report_without_failures_says_so_and_has_no_empty_section(tiny_sweep):
         "Cause.",
     ):
         assert absent not in text
-    for level, heading, body in sections(text):
+    for _level, heading, body in sections(text):
         assert body.strip(), f"empty section {heading!r}"
     assert "**Data**: **synthetic**" in text
     assert (

@@ -313,16 +313,16 @@ def test_3_the_folders_this_project_wrote_still_read():
 def test_4_a_factory_that_quits_or_cannot_be_read_is_one_line(tmp_path, code, model, expected):
     (tmp_path / "user.py").write_text(code)
     refused = run_cli("sweep", "--model", model.format(file=tmp_path / "user.py"), *SMALL, "--out", tmp_path / "out")
-    assert refused.exit_code == 2 and expected in one_error_line(
-        refused
-    )  # before: exit 0 and nothing said, or a traceback
+    # before: exit 0 and nothing said, or a traceback
+    assert refused.exit_code == 2 and expected in one_error_line(refused)
     assert not (tmp_path / "out").exists()
 
 
 def test_4_a_library_that_quits_is_one_line(tmp_path):
     plugin = tmp_path / "quitting.py"
     plugin.write_text(
-        "import sys\nfrom roundoff_analyzer.axes.libraries.native import NativeLibrary\n\n\nclass Quitting(NativeLibrary):\n"
+        "import sys\nfrom roundoff_analyzer.axes.libraries.native import NativeLibrary\n\n\nclass "
+        "Quitting(NativeLibrary):\n"
         "    name = 'quitting'\n\n    def solve(self, *args, **kwargs):\n        sys.exit(3)\n"
     )
     for library, expected in (("sys:exit", "called sys.exit(None)"), (f"{plugin}:Quitting", "called sys.exit(3)")):

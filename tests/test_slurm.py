@@ -24,7 +24,8 @@ from roundoff_analyzer.planning import config
 from .conftest import results, run_cli
 from .slurm_cluster import ClusterUnavailable, SlurmCluster, missing_programs
 
-# linear, euler, n_timesteps 2 and 4: 14 configurations in 4 reference groups (4 array tasks), under a second of work each.
+# linear, euler, n_timesteps 2 and 4: 14 configurations in 4 reference groups (4 array tasks), under a second of work
+# each.
 GRID = ["--model", "linear", "--timesteps", "2,4", "--method", "euler", "--device", "cpu", "--no-report"]
 N_CONFIGURATIONS, N_GROUPS = 14, 4
 TIMEOUT_S = 300
@@ -40,7 +41,8 @@ def cluster(tmp_path_factory):
     missing = missing_programs()
     if missing:
         pytest.skip(
-            f"Slurm and munge are not installed here (missing {', '.join(missing)}; apt-get install slurmctld slurmd slurm-client munge)"
+            f"Slurm and munge are not installed here (missing {', '.join(missing)}; apt-get install slurmctld slurmd "
+            "slurm-client munge)"
         )
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
     try:

@@ -135,8 +135,9 @@ def test_choosing_costs_no_torch_dynamo_import():
     """Counting matmuls with a dispatch mode would import torch._dynamo: seconds in every worker that starts (a worker
     plans with checked=True: the memory bound, built on the meta device, was computed by the sweep's own process)."""
     code = (
-        "import sys, torch; from roundoff_analyzer.planning import config; from roundoff_analyzer.execution import engine as sweep; "
-        "sweep.plan(config.validate({'model': 'otflow', 'device': 'cpu'}), checked=True); print('torch._dynamo' in sys.modules)"
+        "import sys, torch; from roundoff_analyzer.planning import config; from roundoff_analyzer.execution import "
+        "engine as sweep; sweep.plan(config.validate({'model': 'otflow', 'device': 'cpu'}), checked=True); "
+        "print('torch._dynamo' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"

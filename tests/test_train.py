@@ -358,9 +358,8 @@ def test_the_loss_scale_carries_over_as_gradscaler_carries_it():
 
 
 def test_a_data_file_too_short_for_the_stream_is_refused(tmp_path):
-    path = write_bsds300(
-        tmp_path / "BSDS300.hdf5", rows=24
-    )  # batches 0 … 5 of 4 rows: 1 … 4 held out, 5 for iteration 1
+    # batches 0 … 5 of 4 rows: 1 … 4 held out, 5 for iteration 1
+    path = write_bsds300(tmp_path / "BSDS300.hdf5", rows=24)
     args = [
         "train",
         "-m",

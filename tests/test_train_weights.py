@@ -270,7 +270,8 @@ def test_a_log_from_before_the_axis_reads_as_float32_master_weights():
     assert (log["weights"] == "float32").all() and (log["update"] == "nearest").all() and not log["clipped"].any()
 
 
-@pytest.mark.slow  # a low-precision-weight training killed for real, resumed, and trained again uninterrupted: 20 s on an idle 2-core CPU
+# a low-precision-weight training killed for real, resumed, and trained again uninterrupted: 20 s on an idle 2-core CPU
+@pytest.mark.slow
 def test_killed_low_weight_training_resumes_bit_for_bit(tmp_path):
     out = tmp_path / "killed"
     command = [

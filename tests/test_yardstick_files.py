@@ -19,7 +19,7 @@ from roundoff_analyzer.measuring.yardstick_files import YARDSTICKS, YardstickFil
 from roundoff_analyzer.measuring.yardsticks import PIECES, Yardsticks
 from roundoff_analyzer.planning import config
 
-from .test_parallel import RESULT_COLUMNS_EXCEPT_COST
+from .test_parallel import result_columns_except_cost
 
 CPU = torch.device("cpu")
 
@@ -59,7 +59,7 @@ def test_a_resumed_sweep_reads_the_saved_pieces_instead_of_solving_again(tmp_pat
     ).results
     assert seen and all(mtimes == saved for mtimes in seen)  # read, never written again, while the sweep went on
     assert resumed["grad_noise_rel"].notna().all() and resumed["disc_grad_params_rel_err"].notna().all()
-    columns = RESULT_COLUMNS_EXCEPT_COST(reference)
+    columns = result_columns_except_cost(reference)
     pd.testing.assert_frame_equal(resumed[columns], reference[columns], check_exact=True)
 
 
@@ -84,7 +84,10 @@ def test_a_piece_saved_under_another_key_is_computed_again(tmp_path):
 
 
 def test_a_process_waits_while_another_holds_a_piece_and_computes_it_when_that_one_dies(tmp_path):
-    hold = "import fcntl, os, sys, time; d = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(d, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
+    hold = (
+        "import fcntl, os, sys, time; d = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(d, "
+        "fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
+    )
     holder = subprocess.Popen(
         [sys.executable, "-c", hold, str(tmp_path / ".fine.lock")], stdout=subprocess.PIPE, text=True
     )

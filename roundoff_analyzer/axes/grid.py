@@ -74,7 +74,12 @@ class Configuration:
     @property
     def id(self) -> str:
         """A file-name-safe identity, stable across runs."""
-        return f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-{self.scaling}-{self.mode}{self._precision('-')}{'-ckpt-' + file_safe(self.checkpoint) if self.checkpoint else ''}{self._loss('-loss-')}{self._kept('-keep-', for_id=True)}"
+        checkpoint = "-ckpt-" + file_safe(self.checkpoint) if self.checkpoint else ""
+        return (
+            f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-"
+            f"{self.scaling}-{self.mode}{self._precision('-')}{checkpoint}{self._loss('-loss-')}"
+            f"{self._kept('-keep-', for_id=True)}"
+        )
 
     def _kept(self, prefix: str, for_id: bool = False) -> str:
         # Nothing kept adds nothing, so that ids and labels from before the axis stay the same. Patterns that differ
@@ -102,7 +107,11 @@ class Configuration:
         return asdict(self)
 
     def label(self) -> str:
-        return f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} {self.mode}{self._precision(' ')}{self._loss(' loss in ')}{' @ ' + self.checkpoint if self.checkpoint else ''}{self._kept(' keep_float32=')}"
+        return (
+            f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} "
+            f"{self.mode}{self._precision(' ')}{self._loss(' loss in ')}"
+            f"{' @ ' + self.checkpoint if self.checkpoint else ''}{self._kept(' keep_float32=')}"
+        )
 
 
 @dataclass(frozen=True)
@@ -115,7 +124,8 @@ class Grid:
     # None: each dtype's default arithmetic (emulated for stochastic rounding); else the product.
     arithmetics: tuple[str, ...] | None = None
     roundings: tuple[str, ...] = ("nearest",)
-    # Values given more than once, as "axis value" (each runs once); said in the description, not part of the sweep's identity.
+    # Values given more than once, as "axis value" (each runs once); said in the description, not part of the sweep's
+    # identity.
     repeated: tuple[str, ...] = field(default=(), compare=False)
     # Checkpoint names, the grid run once per name; ("",): the sweep's single set of weights.
     checkpoints: tuple[str, ...] = ("",)
@@ -229,8 +239,8 @@ class Grid:
         )
         kept = f" x {len(self.kept)} keep_float32" if self.kept != ("none",) else ""
         described = (
-            f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x {triples}{placements}{kept} "
-            f"= {per_checkpoint} configurations"
+            f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x "
+            f"{triples}{placements}{kept} = {per_checkpoint} configurations"
         )
         if len(self.checkpoints) > 1:
             # Sweeps of a single checkpoint keep the description (part of their fingerprint) they always had.

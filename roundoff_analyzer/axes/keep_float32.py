@@ -26,7 +26,7 @@ import functools
 import types
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import nn
@@ -128,7 +128,8 @@ def float32_call(fn: F) -> F:
                     stack.enter_context(torch.autocast(device, enabled=False))
             return fn(*_up(args), **_up(kwargs))
 
-    return in_float32  # type: ignore[return-value]
+    # The wrapper takes what `fn` takes (its tensors cast on the way in), which a plain wrapper's type cannot say.
+    return cast(F, in_float32)
 
 
 def _wrap(module: nn.Module, method: str = "forward") -> bool:
@@ -216,5 +217,6 @@ def kept_in_float32(root: nn.Module, value: str) -> Iterator[list[str]]:
 
 
 def is_kept(module: nn.Module) -> bool:
-    """Whether `module`'s forward, or one of its methods, runs in float32 (keep_float32 or kept_in_float32 wrapped it)."""
+    """Whether `module`'s forward, or one of its methods, runs in float32 (keep_float32 or kept_in_float32 wrapped
+    it)."""
     return bool(module.__dict__.get(_KEPT))

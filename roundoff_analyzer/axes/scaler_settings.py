@@ -1,4 +1,5 @@
-"""The loss scaler's and the adjoint scaler's knobs: a module without torch, so `roundoff sweep --help` shows their defaults at once."""
+"""The loss scaler's and the adjoint scaler's knobs: a module without torch, so `roundoff sweep --help` shows their
+defaults at once."""
 
 from __future__ import annotations
 

@@ -68,7 +68,8 @@ def _folder_checkpoints(folder: Path) -> list[Path]:
     files = [f for f in files if f.is_file()]
     if not files:
         raise InputError(
-            f"checkpoint '{folder}' is a folder with no checkpoints (expected {folder / CHECKPOINTS_FOLDER / CHECKPOINT_GLOB}, "
+            f"checkpoint '{folder}' is a folder with no checkpoints (expected "
+            f"{folder / CHECKPOINTS_FOLDER / CHECKPOINT_GLOB}, "
             "as `roundoff train --out` writes them); give a weights file, a train folder or a comma list of them"
         )
     return sorted(files, key=lambda f: (_iteration_order(f), f.name))
@@ -83,7 +84,8 @@ def _iteration_order(file: Path) -> int:
 
 
 def _unique_names(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
-    """Two files of the same short name are named by their paths as given; names must stay distinct as file names too."""
+    """Two files of the same short name are named by their paths as given; names must stay distinct as file names
+    too."""
     counts: dict[str, int] = {}
     for _, name in files:
         counts[name] = counts.get(name, 0) + 1

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, ValidationInfo, conint, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, ValidationInfo, field_validator
+from pydantic_core import ErrorDetails
 
 from ..axes.names import axis_names
 from ..axes.scaler_settings import ScalerSettings
@@ -29,10 +30,13 @@ MIN_TIMEOUT_S = 1e-3
 DEFAULT_NOISE_BATCHES = 16
 
 # Each sweep axis given by name; axis_registry gives the registry its names must come from.
+# A config schema: SweepConfig, or another such as training's.
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
 AXES = ("method", "library", "dtype", "scaling", "mode", "arithmetic", "rounding", "loss_in")
 
 
-def axis_registry(axis: str) -> Registry:
+def axis_registry(axis: str) -> Registry[Any]:
     """The registry of `axis`, imported when a value is checked: the registries import torch, and the schema (whose
     defaults `roundoff sweep --help` shows) does not need them."""
     from ..axes.arithmetics import ARITHMETICS
@@ -44,7 +48,7 @@ def axis_registry(axis: str) -> Registry:
     from ..axes.roundings import ROUNDINGS
     from ..axes.scalings import SCALINGS
 
-    return {
+    registries: dict[str, Registry[Any]] = {
         "method": METHODS,
         "library": LIBRARIES,
         "dtype": DTYPES,
@@ -53,7 +57,8 @@ def axis_registry(axis: str) -> Registry:
         "arithmetic": ARITHMETICS,
         "rounding": ROUNDINGS,
         "loss_in": LOSS_PLACEMENTS,
-    }[axis]
+    }
+    return registries[axis]
 
 
 def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
@@ -64,7 +69,8 @@ def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:
     unknown = [v for v in values if v not in registry]
     if unknown:
         raise ValueError(
-            f"unknown {registry.axis} {', '.join(repr(shortened(v)) for v in unknown)}; allowed: {', '.join(registry.allowed())}"
+            f"unknown {registry.axis} {', '.join(repr(shortened(v)) for v in unknown)}; allowed: "
+            f"{', '.join(registry.allowed())}"
         )
     return values
 
@@ -136,6 +142,10 @@ def parse_sbatch_options(pairs: list[str]) -> dict[str, str | bool]:
     return options
 
 
+# One n_timesteps value of the grid.
+NTimesteps = Annotated[int, Field(gt=0, le=MAX_TIMESTEPS)]
+
+
 class SweepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -146,10 +156,12 @@ class SweepConfig(BaseModel):
     data: str | None = Field(None, description="NAME[:PATH][?key=value&...] (e.g. bsds300:BSDS300.hdf5?split=test)")
     checkpoint: str | list[str] | None = Field(
         None,
-        description="trained weights for the model's ODE function: a weights file, a `roundoff train` folder (each of its "
-        "checkpoints), or a comma list (or list) of both",
+        description=(
+            "trained weights for the model's ODE function: a weights file, a `roundoff train` folder (each of its "
+            "checkpoints), or a comma list (or list) of both"
+        ),
     )
-    timesteps: list[conint(gt=0, le=MAX_TIMESTEPS)] = Field(default_factory=lambda: list(DEFAULT_TIMESTEPS))  # type: ignore[valid-type]
+    timesteps: list[NTimesteps] = Field(default_factory=lambda: list(DEFAULT_TIMESTEPS))
     method: list[str] = Field(default_factory=lambda: list(DEFAULT_METHODS))
     library: list[str] | None = None
     dtype: list[str] | None = None
@@ -157,8 +169,10 @@ class SweepConfig(BaseModel):
     mode: list[str] = Field(default_factory=lambda: ["autocast"])
     loss_in: list[str] = Field(
         default_factory=lambda: ["float32"],
-        description="where the loss is formed: float32 (after the solve, outside autocast, "
-        "from the output cast to float32: what the answer's code shows by default) or autocast (inside the autocast block)",
+        description=(
+            "where the loss is formed: float32 (after the solve, outside autocast, from the output cast to float32: "
+            "what the answer's code shows by default) or autocast (inside the autocast block)"
+        ),
     )
     device: str = "auto"
     repeats: PositiveInt = 1
@@ -177,13 +191,17 @@ class SweepConfig(BaseModel):
     )
     executor: str | None = Field(
         None,
-        description="where the configurations run: local, processes or slurm (default: processes "
-        "when more than one worker runs, else local)",
+        description=(
+            "where the configurations run: local, processes or slurm (default: processes "
+            "when more than one worker runs, else local)"
+        ),
     )
     workers: PositiveInt | None = Field(
         None,
-        description="worker processes on this machine (executor processes; default: one "
-        "per core for a grid of 2,000 or more right-hand-side evaluations on the CPU, else 1)",
+        description=(
+            "worker processes on this machine (executor processes; default: one "
+            "per core for a grid of 2,000 or more right-hand-side evaluations on the CPU, else 1)"
+        ),
     )
     slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     rtol: float = Field(
@@ -203,17 +221,24 @@ class SweepConfig(BaseModel):
     )
     cpu_memory: bool = Field(
         False,
-        description="on the CPU, fill peak_memory_bytes from the allocator's profiler events, "
-        "in one extra untimed run per configuration",
+        description=(
+            "on the CPU, fill peak_memory_bytes from the allocator's profiler events, "
+            "in one extra untimed run per configuration"
+        ),
     )
     allow_oom: bool = Field(
         False,
-        description="run a grid whose estimated memory is far beyond the device's, recording what "
-        "cannot fit as oom rows (without it such a grid is refused)",
+        description=(
+            "run a grid whose estimated memory is far beyond the device's, recording what "
+            "cannot fit as oom rows (without it such a grid is refused)"
+        ),
     )
     fp8_scaling: bool = Field(
         True,
-        description="emulated formats of 8 bits or fewer: per-tensor power-of-two scaling of low-precision op inputs and outputs",
+        description=(
+            "emulated formats of 8 bits or fewer: per-tensor power-of-two scaling of low-precision op inputs "
+            "and outputs"
+        ),
     )
 
     @field_validator("rounding", mode="after")
@@ -228,13 +253,17 @@ class SweepConfig(BaseModel):
     )
     keep_float32: list[str] | None = Field(
         None,
-        description="modules of the vector field run in float32 out of autocast: none, or module names or glob patterns "
-        "joined with + (e.g. potential.layers.0, *norm*); each value a run of the grid (default: none)",
+        description=(
+            "modules of the vector field run in float32 out of autocast: none, or module names or glob patterns "
+            "joined with + (e.g. potential.layers.0, *norm*); each value a run of the grid (default: none)"
+        ),
     )
     per_module: bool = Field(
         False,
-        description="measure each module of the vector field per time step, forward and backward, "
-        "in one extra untimed run per configuration (modules.parquet)",
+        description=(
+            "measure each module of the vector field per time step, forward and backward, "
+            "in one extra untimed run per configuration (modules.parquet)"
+        ),
     )
 
     @field_validator("keep_float32")
@@ -277,6 +306,7 @@ class SweepConfig(BaseModel):
     @field_validator(*AXES)
     @classmethod
     def _axis_names(cls, value, info: ValidationInfo):
+        assert info.field_name is not None  # pydantic names the field a field validator runs for
         if info.field_name == "library":
             load_libraries(value)
         return names_in(axis_registry(info.field_name), value)
@@ -296,7 +326,8 @@ class SweepConfig(BaseModel):
 
 
 def checked_data(value: str | None) -> str | None:
-    """A `data` value after checking its source, file and options (a ValueError, which pydantic reports against the key)."""
+    """A `data` value after checking its source, file and options (a ValueError, which pydantic reports against the
+    key)."""
     from ..axes.data import parse_data
 
     if value is not None:
@@ -308,7 +339,8 @@ def checked_data(value: str | None) -> str | None:
 
 
 def load_libraries(names: list[str] | None) -> None:
-    """Libraries named by their location (a user's) are loaded and registered here; a missing package says how to install it."""
+    """Libraries named by their location (a user's) are loaded and registered here; a missing package says how to
+    install it."""
     from ..axes.libraries import resolve_library
 
     for name in names or ():
@@ -318,9 +350,15 @@ def load_libraries(names: list[str] | None) -> None:
             raise ValueError(str(exc)) from None
 
 
-def validate(
-    values: dict[str, Any], source: str = "command line", schema: type[BaseModel] | None = None
-) -> SweepConfig:
+@overload
+def validate(values: dict[str, Any], source: str = ..., schema: None = None) -> SweepConfig: ...
+
+
+@overload
+def validate(values: dict[str, Any], source: str, schema: type[ConfigT]) -> ConfigT: ...
+
+
+def validate(values: dict[str, Any], source: str = "command line", schema: type[BaseModel] | None = None) -> BaseModel:
     """`values` as a SweepConfig (or `schema`, such as training's config); a problem is one InputError line."""
     schema = schema or SweepConfig
     given_bool = bool_given_for_number(values, schema)
@@ -341,16 +379,17 @@ def validate(
         raise InputError(f"{prefix}'{location(err)}' {phrase(err)}") from None
 
 
-def _unknown_keys(errors: list[dict], schema: type[BaseModel]) -> str:
+def _unknown_keys(errors: list[ErrorDetails], schema: type[BaseModel]) -> str:
     """`'a', 'b' unknown keys; allowed: ...`, for each table that holds some (the top level, [slurm], ...)."""
-    tables: dict[tuple, list[dict]] = {}
+    tables: dict[tuple, list[ErrorDetails]] = {}
     for err in errors:
         tables.setdefault(tuple(err["loc"][:-1]), []).append(err)
     parts = []
-    for table, found in tables.items():
+    for found in tables.values():
         names = ", ".join(repr(location(err)) for err in found)
         parts.append(
-            f"{names} unknown key{'s' if len(found) > 1 else ''}; allowed: {', '.join(_keys_at(found[0]['loc'], schema))}"
+            f"{names} unknown key{'s' if len(found) > 1 else ''}; allowed: "
+            f"{', '.join(_keys_at(found[0]['loc'], schema))}"
         )
     return "; ".join(parts)
 
@@ -389,7 +428,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 
 
 def resolve(file: str | Path | None, overrides: dict[str, Any], source: str = "command line") -> SweepConfig:
-    """File values, then command-line values on top (tables such as model options, scaler and slurm settings merge key by key).
+    """File values, then command-line values on top (tables such as model options, scaler and slurm settings merge key
+    by key).
     `source` is what an error calls the overrides ("" from Python: the key alone says where)."""
     values: dict[str, Any] = load_toml(file) if file else {}
     if file:

@@ -3,6 +3,7 @@ another sweep), the settings its rows depend on, and how and with what it was ru
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import importlib.metadata
@@ -26,7 +27,8 @@ def timestamp() -> str:
 
 
 def manifest(plan: SweepPlan) -> dict:
-    """`manifest.json` as a sweep starts: what decides the numbers (the fingerprint), how it is run, and the versions."""
+    """`manifest.json` as a sweep starts: what decides the numbers (the fingerprint), how it is run, and the
+    versions."""
     config = plan.config
     grid = {
         "timesteps": list(plan.grid.timesteps),
@@ -57,7 +59,8 @@ def manifest(plan: SweepPlan) -> dict:
         "problem_sha256": problem_hash(plan.problem),
     }
     if len(plan.checkpoints) > 1:
-        # Only for several checkpoints, so that folders of a single one still resume; the path does not decide the numbers.
+        # Only for several checkpoints, so that folders of a single one still resume; the path does not decide the
+        # numbers.
         fingerprint["checkpoints"] = [
             {k: c.record[k] for k in ("name", "sha256", "iteration")} for c in plan.checkpoints
         ]
@@ -119,7 +122,8 @@ def row_settings(plan: SweepPlan) -> dict:
 
 
 def fingerprint(plan: SweepPlan) -> dict:
-    """What decides the numbers, as `manifest.json` stores it: a worker that rebuilt the plan checks it against the folder's."""
+    """What decides the numbers, as `manifest.json` stores it: a worker that rebuilt the plan checks it against the
+    folder's."""
     return json.loads(json.dumps(manifest(plan)["fingerprint"]))
 
 
@@ -151,10 +155,8 @@ def _optional_versions() -> dict:
     """Versions of the optional solver packages installed here."""
     versions = {}
     for package in ("torchode", "torchdyn", "rampde"):
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            pass
     return versions
 
 

@@ -58,7 +58,8 @@ class SweepPlan:
     checkpoint: dict[str, str] | None  # path and sha256 of the weights loaded into the problem
     executor: PlannedExecutor
     threads: ThreadChoice | None = None  # torch threads for each process that measures (None: leave torch's setting)
-    # Every checkpoint, in the grid's order, with a problem of its own (the first is `problem`); empty without --checkpoint.
+    # Every checkpoint, in the grid's order, with a problem of its own (the first is `problem`); empty without
+    # --checkpoint.
     checkpoints: list[SweepCheckpoint] = field(default_factory=list)
     workers_reason: str | None = None  # why config.workers processes: "--workers", or the automatic choice's reason
 
@@ -79,7 +80,8 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
     """Everything that can be wrong with the request is found here, before anything touches the disk:
     the model, its options, the data file, the checkpoint (the problem is built and the weights loaded),
     the executor and its settings. `executors`: where the executor's name is looked up (the registered executors,
-    which run plans and so live above this stage). `checked`: the process that started this one (a worker's) already bounded
+    which run plans and so live above this stage). `checked`: the process that started this one (a worker's) already
+    bounded
     the problem's memory, which costs an import of torch._dynamo (building on the meta device) not worth repeating."""
     model = resolve_model(config.model)
     for library in config.library or ():
@@ -97,9 +99,12 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         config.loss_in,
         config.keep_float32,
     )
+    # SweepConfig's validator has joined a list of checkpoints into one comma list.
+    assert not isinstance(config.checkpoint, list)
     files = expand_checkpoints(config.checkpoint) if config.checkpoint else []
-    workers_reason = "--workers" if config.workers is not None else None
-    if config.workers is None:
+    workers = config.workers
+    workers_reason = "--workers" if workers is not None else None
+    if workers is None:
         workers, workers_reason = (
             (1, f"executor {config.executor}")
             if config.executor not in (None, "processes")
@@ -108,12 +113,12 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         config = config.model_copy(update={"workers": workers})
     executor = executors.get(config.executor_name)
     device = executor.target_device(config)
-    warm_up = getattr(
-        executor, "warm_up", None
-    )  # optional: what takes seconds to start starts while the problem is built
+    # optional: what takes seconds to start starts while the problem is built
+    warm_up = getattr(executor, "warm_up", None)
     if warm_up is not None:
         warm_up(config)
-    # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will do.
+    # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will
+    # do.
     build_on, data = (
         device if executor.runs_here else torch.device("cpu"),
         parse_data(config.data) if config.data else None,
@@ -129,9 +134,7 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
     )
     grid = replace(grid, checkpoints=tuple(c.name for c in checkpoints) or ("",))
-    threads = (
-        choose_threads(problem.func, problem.y0, device, config.threads, config.workers) if executor.runs_here else None
-    )
+    threads = choose_threads(problem.func, problem.y0, device, config.threads, workers) if executor.runs_here else None
     return SweepPlan(
         config,
         model,
@@ -156,14 +159,16 @@ def refuse_unmatched_modules(func: torch.nn.Module, kept: tuple[str, ...]) -> No
             names = [name for name, _ in func.named_modules() if name]
             listed = ", ".join(names[:12]) + (f" ... ({len(names)} in all)" if len(names) > 12 else "")
             raise InputError(
-                f"keep_float32 {shortened(missing[0])!r} matches no module of the vector field; its modules: {listed or 'none'}"
+                f"keep_float32 {shortened(missing[0])!r} matches no module of the vector field; its modules: "
+                f"{listed or 'none'}"
             )
 
 
 def build_problem(
     model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True
 ) -> Problem:
-    """The problem, after making sure a built-in model's options fit in memory at all (a user's factory runs once only)."""
+    """The problem, after making sure a built-in model's options fit in memory at all (a user's factory runs once
+    only)."""
     if bound_memory and model.name in MODELS:
         memory.check_problem_fits(model, options, data, device)
     try:

@@ -20,7 +20,7 @@ def tolerance_warnings(methods, dtypes, modes, rtol: float) -> list[str]:
         u = DTYPES.get(name).unit_roundoff
         if rtol < u:
             lines.append(
-                f"warning: rtol {rtol:g} is below {name}'s unit roundoff {u:.2g}: {', '.join(adaptive)} in pure {name} can "
-                f"fail with step_size_underflow; set --rtol well above {u:.2g}"
+                f"warning: rtol {rtol:g} is below {name}'s unit roundoff {u:.2g}: {', '.join(adaptive)} in pure "
+                f"{name} can fail with step_size_underflow; set --rtol well above {u:.2g}"
             )
     return lines

@@ -30,7 +30,8 @@ def auto_workers(configurations: list[Configuration], device: torch.device) -> t
     if evaluations < AUTO_MIN_EVALUATIONS:
         return (
             1,
-            f"{evaluations:,} right-hand-side evaluations, below {AUTO_MIN_EVALUATIONS:,}: processes would cost more than they save",
+            f"{evaluations:,} right-hand-side evaluations, below {AUTO_MIN_EVALUATIONS:,}: processes would cost more "
+            "than they save",
         )
     workers = min(cores, len(groups))
     return workers, f"{evaluations:,} right-hand-side evaluations in {len(groups)} reference groups, {cores} cores"

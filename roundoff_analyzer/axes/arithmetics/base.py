@@ -23,7 +23,8 @@ class ArithmeticRequest:
 
 
 def tensor_scaling(dtype: DtypeSpec, arithmetic: str, fp8_scaling: bool) -> bool | None:
-    """Whether a run scales per tensor (None where the question does not arise: hardware, or a format wider than 8 bits)."""
+    """Whether a run scales per tensor (None where the question does not arise: hardware, or a format wider than 8
+    bits)."""
     if arithmetic == "hardware" or dtype.bits > FP8_BITS:
         return None
     return fp8_scaling

@@ -26,11 +26,25 @@ class Batch:
 
 
 class DataSource(Protocol):
-    name: str
-    description: str
-    needs_path: bool
-    columns: int | None  # fixed by the source (BSDS300: 63), or None when the model decides
-    options_type: type[DataOptions]
+    """A source of points. The attributes are read-only properties here so that class attributes, narrower types
+    (`columns = 2`) and frozen fields fulfil them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def needs_path(self) -> bool: ...
+
+    @property
+    def columns(self) -> int | None:
+        """Fixed by the source (BSDS300: 63), or None when the model decides."""
+        ...
+
+    @property
+    def options_type(self) -> type[DataOptions]: ...
 
     def load(
         self,
@@ -41,7 +55,8 @@ class DataSource(Protocol):
         generator: torch.Generator,
         start: int = 0,
     ) -> Batch:
-        """`rows` points of `columns` coordinates; generated sources draw from `generator`, files read from row `start`."""
+        """`rows` points of `columns` coordinates; generated sources draw from `generator`, files read from row
+        `start`."""
         ...
 
 

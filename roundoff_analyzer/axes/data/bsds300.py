@@ -40,8 +40,8 @@ class BSDS300:
                 split = file[options.split]
                 if split.shape[0] < start + rows:
                     raise InputError(
-                        f"BSDS300 file '{path}': split '{options.split}' has {split.shape[0]} rows, "
-                        f"fewer than the {start + rows} asked for (-o batch{f', batch {start // rows} of them' if start else ''})"
+                        f"BSDS300 file '{path}': split '{options.split}' has {split.shape[0]} rows, fewer than the "
+                        f"{start + rows} asked for (-o batch{f', batch {start // rows} of them' if start else ''})"
                     )
                 points = torch.from_numpy(np.asarray(split[start : start + rows], dtype=np.float32))
         except OSError as exc:
@@ -60,7 +60,8 @@ def _check_layout(file: h5py.File, path) -> None:
             raise InputError(f"BSDS300 file '{path}' has no dataset '{split}' (found: {found}); expected {EXPECTED}")
         if dataset.ndim != 2 or dataset.shape[1] != COLUMNS or dataset.dtype.kind != "f":
             raise InputError(
-                f"BSDS300 file '{path}': dataset '{split}' holds {dataset.dtype} of shape {dataset.shape}; expected {EXPECTED}"
+                f"BSDS300 file '{path}': dataset '{split}' holds {dataset.dtype} of shape {dataset.shape}; expected "
+                f"{EXPECTED}"
             )
 
 

@@ -36,7 +36,10 @@ class DtypeSpec:
 
     @property
     def format(self) -> NumberFormat:
-        return self.number_format or format_of(self.name, self.torch_dtype)
+        if self.number_format is not None:
+            return self.number_format
+        assert self.torch_dtype is not None, f"dtype {self.name} has neither a number format nor a torch dtype"
+        return format_of(self.name, self.torch_dtype)
 
     @property
     def unit_roundoff(self) -> float:
@@ -61,7 +64,8 @@ class DtypeSpec:
 
     def describe(self) -> str:
         return (
-            f"unit roundoff u = {self.unit_roundoff:.3g}, max {self.max:.3g}, smallest normal {self.smallest_normal:.3g}, "
+            f"unit roundoff u = {self.unit_roundoff:.3g}, max {self.max:.3g}, smallest normal "
+            f"{self.smallest_normal:.3g}, "
             f"smallest subnormal {self.smallest_subnormal:.3g}; default arithmetic {self.default_arithmetic}"
         )
 

@@ -9,8 +9,8 @@ register_optional(
     "torchode_lib",
     ("torchode",),
     'pip install -e ".[torchode]" in the roundoff-analyzer checkout',
-    "fixed steps (its Euler; the other fixed-grid tableaux, rk4 the classical one, through its generic explicit Runge-Kutta), dopri5 and tsit5 "
-    "adaptive with its integral controller; the whole batch is one problem",
+    "fixed steps (its Euler; the other fixed-grid tableaux, rk4 the classical one, through its generic explicit "
+    "Runge-Kutta), dopri5 and tsit5 adaptive with its integral controller; the whole batch is one problem",
 )
 # torchdyn's declared requirements (torchvision, pytorch-lightning, ...) would replace the installed torch with another
 # build; its solvers import only these.
@@ -26,7 +26,8 @@ register_optional(
     "rampde_lib",
     ("rampde",),
     "pip install git+https://github.com/EmoryMLIP/rampde",
-    "the paper's mixed-precision fixed-grid solver (euler, rk4 = rk4_classical), without its internal loss scaler; "
+    'the mixed-precision fixed-grid solver of "Mixed Precision Training of Neural ODEs" (euler, rk4 = '
+    "rk4_classical), without its internal loss scaler; "
     "mixed precision under CUDA autocast only",
 )
 load_entry_points()

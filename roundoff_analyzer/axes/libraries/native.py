@@ -4,7 +4,10 @@ from .base import LIBRARIES
 
 class NativeLibrary:
     name = "native"
-    description = "this project's mixed-precision solver: low-precision stored states, hand-written backward, dynamic adjoint scaling"
+    description = (
+        "this project's mixed-precision solver: low-precision stored states, hand-written backward, dynamic "
+        "adjoint scaling"
+    )
     supports_adjoint_scaling = True
 
     def unsupported_method_reason(self, method):

@@ -12,7 +12,10 @@ class NativeLowTrajectoryLibrary(NativeLibrary):
     """
 
     name = "native-low"
-    description = "the native solver returning its stored low-precision states as the trajectory, as rampde does (less memory; the loss sees rounded states)"
+    description = (
+        "the native solver returning its stored low-precision states as the trajectory, as rampde does "
+        "(less memory; the loss sees rounded states)"
+    )
 
     def solve(self, func, y0, t, method, scaler, report):
         return native.odeint(func, y0, t, method, scaler=scaler, report=report, trajectory_dtype="low")

@@ -68,7 +68,8 @@ def _library(what: str, made) -> SolverLibrary:
     missing = [member for member in _MEMBERS if not hasattr(made, member)]
     if missing:
         raise InputError(
-            f"{what}: a {type(made).__name__} is not a solver library; it lacks {', '.join(missing)} (see SolverLibrary)"
+            f"{what}: a {type(made).__name__} is not a solver library; it lacks {', '.join(missing)} (see "
+            "SolverLibrary)"
         )
     return made
 

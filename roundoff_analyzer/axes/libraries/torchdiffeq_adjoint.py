@@ -7,7 +7,8 @@ from .torchdiffeq_lib import adaptive_solve, solver_name, tableau_name, unsuppor
 class TorchdiffeqAdjointLibrary:
     name = "torchdiffeq-adjoint"
     description = (
-        f"torchdiffeq {torchdiffeq.__version__} odeint_adjoint: the continuous adjoint (optimise, then discretise), solved "
+        f"torchdiffeq {torchdiffeq.__version__} odeint_adjoint: the continuous adjoint (optimise, then discretise), "
+        "solved "
         "backward in time by the same method; the backward runs outside the forward's autocast, as loss.backward() does"
     )
     supports_adjoint_scaling = False

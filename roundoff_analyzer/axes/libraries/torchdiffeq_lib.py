@@ -70,7 +70,10 @@ class _ProbedDynamics(torch.nn.Module):
 
 class TorchdiffeqLibrary:
     name = "torchdiffeq"
-    description = f"torchdiffeq {torchdiffeq.__version__}, autograd through every stage (its rk4 is the 3/8 rule, rk4_38; dopri5 adaptive)"
+    description = (
+        f"torchdiffeq {torchdiffeq.__version__}, autograd through every stage (its rk4 is the 3/8 rule, "
+        "rk4_38; dopri5 adaptive)"
+    )
     supports_adjoint_scaling = False
 
     def unsupported_method_reason(self, method):

@@ -10,7 +10,10 @@ class TorchdynLibrary:
 
     def unsupported_method_reason(self, method):
         if method.adaptive:
-            return "torchdyn's adaptive odeint takes no step budget and does not report its steps, which an adaptive run records"
+            return (
+                "torchdyn's adaptive odeint takes no step budget and does not report its steps, which an adaptive "
+                "run records"
+            )
         if _SOLVER_NAMES.get(method.name, method.name) not in _FIXED_GRID:
             return f"torchdyn has no fixed-grid method '{method.name}'"
         return None

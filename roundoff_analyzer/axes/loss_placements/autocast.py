@@ -4,8 +4,8 @@ from .base import LOSS_PLACEMENTS
 class InsideAutocast:
     name = "autocast"
     description = (
-        "the loss formed inside the run's autocast block, from the solver's output as returned, as a training script writes "
-        "it (in pure mode: from the low-precision output)"
+        "the loss formed inside the run's autocast block, from the solver's output as returned, as a training script "
+        "writes it (in pure mode: from the low-precision output)"
     )
     where = "inside autocast"
 

@@ -1,4 +1,5 @@
-"""The loss_in axis: where the loss is formed from the solver's output, outside the run's low-precision context or inside it."""
+"""The loss_in axis: where the loss is formed from the solver's output, outside the run's low-precision context or
+inside it."""
 
 from __future__ import annotations
 

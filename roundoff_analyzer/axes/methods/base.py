@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ...core.registry import Registry
 
@@ -51,8 +52,11 @@ class AdaptiveRK:
     adaptive = True
 
     def with_settings(self, **settings: float) -> AdaptiveRK:
-        """This method with other `rtol`, `atol` or `max_steps`."""
-        return replace(self, **settings)
+        """This method with other `rtol`, `atol` or `max_steps` (another name is a TypeError)."""
+        # The sweep's step control arrives as one dict of numbers; `replace` checks the names and the dataclass
+        # holds what it is given, so the values pass through untouched.
+        changes: dict[str, Any] = dict(settings)
+        return replace(self, **changes)
 
 
 Method = ExplicitRK | AdaptiveRK

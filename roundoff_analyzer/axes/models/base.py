@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,22 +44,37 @@ class Problem:
     batch_sampler: Callable[[int], torch.Tensor] | None = None
 
 
-class ModelSpec(Protocol):
-    name: str
-    description: str
-    options_type: type[ModelOptions]
-    # The `--data` used when none is given; None for models that bring their own data (users' factories).
-    default_data: str | None
+OptionsT = TypeVar("OptionsT", bound=ModelOptions)
 
-    def build(self, options: ModelOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
+
+class ModelSpec(Protocol[OptionsT]):
+    """A model: its options' type, and `build`, which takes options of that type. The attributes are read-only
+    properties here so that a class attribute, a narrower type (`default_data = "synthetic"`) or a frozen field
+    fulfils them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def options_type(self) -> type[OptionsT]: ...
+
+    @property
+    def default_data(self) -> str | None:
+        """The `--data` used when none is given; None for models that bring their own data (users' factories)."""
+        ...
+
+    def build(self, options: OptionsT, device: torch.device, data: DataRequest | None = None) -> Problem:
         """The problem, its points taken from `data` (default: `default_data`)."""
         ...
 
 
-MODELS: Registry[ModelSpec] = Registry("model")
+MODELS: Registry[ModelSpec[Any]] = Registry("model")
 
 
-def parse_options(model: ModelSpec, raw: Mapping[str, Any]) -> ModelOptions:
+def parse_options(model: ModelSpec[Any], raw: Mapping[str, Any]) -> ModelOptions:
     """Validate options (from `-o key=value` or a config file); one line per problem in the error."""
     try:
         return model.options_type(**dict(raw))
@@ -94,7 +109,7 @@ def seeded_generator(seed: int) -> torch.Generator:
 
 
 def load_batch(
-    model: ModelSpec,
+    model: ModelSpec[Any],
     data: DataRequest | None,
     rows: int,
     columns: int,
@@ -103,12 +118,15 @@ def load_batch(
     start: int = 0,
 ) -> Batch:
     """The model's fixed batch from `data`, or from the model's default source; a file is read from row `start`."""
-    request = data if data is not None else parse_data(model.default_data)
-    return request.load(rows, columns, generator, model.name, dimension_option, start)
+    if data is None:
+        # Built-in models call this, and each names its default source; users' factories bring their own data.
+        assert model.default_data is not None, f"model {model.name} has no default data"
+        data = parse_data(model.default_data)
+    return data.load(rows, columns, generator, model.name, dimension_option, start)
 
 
 def batch_sampler(
-    model: ModelSpec,
+    model: ModelSpec[Any],
     data: DataRequest | None,
     options: ModelOptions,
     rows: int,

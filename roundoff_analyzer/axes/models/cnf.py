@@ -1,4 +1,5 @@
-"""The 2-D hypernetwork CNF of the paper's roundoff study (torchdiffeq's `examples/cnf.py`, FFJORD's toy data).
+"""The 2-D hypernetwork CNF of the roundoff study in "Mixed Precision Training of Neural ODEs" (the paper behind
+rampde), after torchdiffeq's `examples/cnf.py`, on FFJORD's toy data.
 
 A hypernetwork maps t through two tanh layers of `hidden` units to the weights of `width` planar
 units: w_i, u_i (gated by sigmoid(g_i)) and b_i. The point moves as dz/dt = mean_i u_i tanh(w_i.z + b_i)

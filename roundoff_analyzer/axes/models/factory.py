@@ -5,7 +5,8 @@ by pydantic against the parameters' annotations (or their defaults' types), and 
 refused like a built-in model's. The factory returns `(func, y0, loss)`: the right-hand side as an
 `nn.Module` f(t, y), the initial state, and the loss of the whole trajectory of shape
 (N+1, *y0.shape); optionally a fourth element, `sample_batch(k)`, that returns batch k >= 1 of the
-model's data as an initial state shaped like y0, for the gradient-noise measurement. It runs after `torch.manual_seed(seed)`, so weights it draws are the same in every
+model's data as an initial state shaped like y0, for the gradient-noise measurement. It runs after
+`torch.manual_seed(seed)`, so weights it draws are the same in every
 run of a sweep and in a resumed one.
 """
 
@@ -72,7 +73,8 @@ class FactoryModel:
                 batch = sample_batch(k)
                 if not isinstance(batch, torch.Tensor) or batch.shape != y0.shape:
                     raise InputError(
-                        f"model {self.name}: sample_batch({k}) returned {getattr(batch, 'shape', type(batch).__name__)}; expected y0's shape {tuple(y0.shape)}"
+                        f"model {self.name}: sample_batch({k}) returned "
+                        f"{getattr(batch, 'shape', type(batch).__name__)}; expected y0's shape {tuple(y0.shape)}"
                     )
                 return batch.detach().to(device=device, dtype=torch.float32)
 
@@ -88,7 +90,8 @@ def load_factory(name: str) -> FactoryModel:
     if factory is None:
         defined = [k for k, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__]
         raise InputError(
-            f"model '{name}': {target} has no factory '{attribute}' (it defines: {', '.join(defined) or 'no functions'})"
+            f"model '{name}': {target} has no factory '{attribute}' (it defines: "
+            f"{', '.join(defined) or 'no functions'})"
         )
     if not callable(factory):
         raise InputError(f"model '{name}': {target}.{attribute} is a {type(factory).__name__}, not a function")
@@ -119,7 +122,7 @@ def _check_is_a_factory(name: str, module, target: str, attribute: str, factory)
     if getattr(factory, "__module__", None) != module.__name__:
         raise InputError(
             f"model '{name}': {target}.{attribute} is defined in {factory.__module__}, not in {target}; "
-            f"name the module that defines the factory"
+            "name the module that defines the factory"
         )
     try:
         parameters = inspect.signature(factory).parameters.values()
@@ -188,7 +191,8 @@ def _unpack(name: str, made: Any) -> tuple[torch.nn.Module, torch.Tensor, Callab
 
 
 def _check_contract(name: str, func: torch.nn.Module, y0: torch.Tensor, loss: Callable) -> None:
-    """One float32 evaluation of f and of the loss, so that a broken contract is one line now, not a failed row per run."""
+    """One float32 evaluation of f and of the loss, so that a broken contract is one line now, not a failed row per
+    run."""
     try:
         with torch.no_grad():
             derivative = func(torch.zeros((), device=y0.device), y0)

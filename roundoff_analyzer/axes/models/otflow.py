@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 from pydantic import Field, field_validator
@@ -84,18 +84,19 @@ class OTFlowPotential(nn.Module):
         """grad_s Phi (batch, d+1) and the trace of the Hessian in x alone (batch,)."""
         d, h = self.d, self.step
         antiderivative_tanh, tanh_derivative = _helpers(self.jit)
+        layers = [cast(nn.Linear, layer) for layer in self.layers]  # a ModuleList's items are typed as Module
         opening = self.opening(s)
         activations = [antiderivative_tanh(opening)]
         pre_activations = []
-        for layer in self.layers:
+        for layer in layers:
             pre = layer(activations[-1])
             pre_activations.append(pre)
             activations.append(activations[-1] + h * antiderivative_tanh(pre))
 
         # z[i] = dPhi/du_i, walked back from the output weights.
         z = [self.w.expand_as(opening)] * len(activations)
-        for i in range(len(self.layers), 0, -1):
-            layer = self.layers[i - 1]
+        for i in range(len(layers), 0, -1):
+            layer = layers[i - 1]
             z[i - 1] = z[i] + h * torch.matmul(torch.tanh(pre_activations[i - 1]) * z[i], layer.weight)
         tanh_opening = torch.tanh(opening)
         symmetric_a = self.A.t() @ self.A
@@ -104,7 +105,7 @@ class OTFlowPotential(nn.Module):
         opening_x = self.opening.weight[:, :d]
         trace = torch.matmul(tanh_derivative(opening) * z[0], (opening_x**2).sum(dim=1))
         jacobian = tanh_opening.unsqueeze(2) * opening_x.unsqueeze(0)  # du_0/dx: (batch, m, d)
-        for i, layer in enumerate(self.layers, start=1):
+        for i, layer in enumerate(layers, start=1):
             pre = pre_activations[i - 1]
             k_jacobian = torch.matmul(layer.weight, jacobian)
             trace = trace + h * ((tanh_derivative(pre) * z[i]).unsqueeze(2) * k_jacobian**2).sum(dim=(1, 2))

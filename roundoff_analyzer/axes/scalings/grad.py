@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 
@@ -76,7 +77,8 @@ class GradScaling(Scaling):
         # is k. k is found from `hint` (the k of a similar run: two backward passes when it is right) or by
         # bisection (about log2(max_retries) passes instead of k + 1).
         scales = backoff_scales(settings.init_scale, settings.backoff_factor, settings.max_retries, loss.device)
-        optimizer = _Leaves(leaves)
+        # unscale_ reads only `param_groups`, which _Leaves has; its annotation asks for a whole Optimizer.
+        optimizer = cast(torch.optim.Optimizer, _Leaves(leaves))
         last: list[int] = []
         passes = [0]
 
