@@ -37,7 +37,7 @@ def main() -> None:
         stored = StoredWeights(params, setup.weights, setup.update, setup.optimizer_state, plan.options.seed)
         runs.append(
             (
-                setup.label,
+                setup.setup_label,
                 SetupStep(setup, problem, plan.config.scaler),
                 params,
                 stored,

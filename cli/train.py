@@ -320,7 +320,7 @@ def train(
         highlight=False,
     )
     console.print(
-        f"data: {plan.problem.data_source}; setups: {', '.join(s.label for s in plan.setups)}",
+        f"data: {plan.problem.data_source}; setups: {', '.join(s.setup_label for s in plan.setups)}",
         highlight=False,
         markup=False,
     )

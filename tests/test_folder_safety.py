@@ -33,8 +33,11 @@ from .conftest import results, run_cli, snapshot
 # groups.
 GRID = ["--model", "linear", "--timesteps", "2,4", "--method", "euler", "--device", "cpu", "--no-report"]
 N_CONFIGURATIONS = 14
+
+
 # What decides a configuration's numbers (times and memory are measurements of the machine).
-NUMBERS = lambda table: [c for c in table.columns if not c.startswith("time_") and c != "peak_memory_bytes"]  # noqa: E731
+def decisive_columns(table):
+    return [c for c in table.columns if not c.startswith("time_") and c != "peak_memory_bytes"]
 
 
 def outside(tmp_path: Path, *outs: Path) -> dict:
@@ -66,7 +69,9 @@ def by_configuration(table: pd.DataFrame) -> pd.DataFrame:
 def assert_same_numbers(folder: Path, reference: Path) -> None:
     table, expected = by_configuration(results(folder)), by_configuration(results(reference))
     assert len(table) == len(expected) and not table.duplicated(list(CONFIG_COLUMNS)).any()
-    pd.testing.assert_frame_equal(table[NUMBERS(expected)], expected[NUMBERS(expected)], check_exact=True)
+    pd.testing.assert_frame_equal(
+        table[decisive_columns(expected)], expected[decisive_columns(expected)], check_exact=True
+    )
 
 
 def shard_paths(out: Path) -> list[Path]:

@@ -400,10 +400,10 @@ def test_roundoff_report_rewrites_a_training_report_from_its_tables(trained, tmp
 def test_the_shipped_training_configs_hold_what_the_readme_says():
     configs = Path(__file__).resolve().parents[1] / "configs"
     cpu = resolve(configs / "cnf_2spirals_train.toml", {})
-    assert [s.label for s in choose_setups(cpu).setups] == ["float32-native-none", "float16-native-dynamic"]
+    assert [s.setup_label for s in choose_setups(cpu).setups] == ["float32-native-none", "float16-native-dynamic"]
     assert (cpu.iters, cpu.save_at, cpu.val_every, cpu.timesteps, cpu.device) == (300, [0, 100, 300], 25, 16, "auto")
     gpu = resolve(configs / "cnf_2spirals_train_gpu.toml", {})
-    assert [s.label for s in choose_setups(gpu).setups] == [
+    assert [s.setup_label for s in choose_setups(gpu).setups] == [
         "float32-native-none",
         "float16-native-dynamic",
         "float16-torchdiffeq-grad",

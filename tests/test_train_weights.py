@@ -132,7 +132,7 @@ def test_setups_of_the_weights_axis():
             "update": ["nearest", "kahan"],
         },
     )
-    labels = [s.label for s in choose_setups(config).setups]
+    labels = [s.setup_label for s in choose_setups(config).setups]
     assert labels == [
         "float32-native-none",
         "bfloat16-native-none",
@@ -150,7 +150,7 @@ def test_setups_of_the_weights_axis():
             ],
         },
     )
-    assert [s.label for s in choose_setups(entries).setups] == [
+    assert [s.setup_label for s in choose_setups(entries).setups] == [
         "bfloat16-native-none-weights_bfloat16-stochastic-state_bfloat16"
     ]
 
@@ -348,7 +348,7 @@ def test_clipping_sees_the_unscaled_gradient_with_gradscaler(tmp_path):
 def test_the_committed_weights_report_is_the_shipped_config():
     config = resolve(REPOSITORY / "configs" / "cnf_2spirals_weights.toml", {})
     manifest = json.loads((REPOSITORY / "reports" / "cnf-weights" / "train_manifest.json").read_text())
-    assert [s.label for s in choose_setups(config).setups] == [s["label"] for s in manifest["setups"]]
+    assert [s.setup_label for s in choose_setups(config).setups] == [s["label"] for s in manifest["setups"]]
     assert (config.iters, config.lr, config.timesteps, config.options) == (
         manifest["iters"],
         manifest["lr"],

@@ -104,9 +104,9 @@ def run(
 
         with torch_threads(plan.threads):
             for index, setup in enumerate(plan.setups):
-                folder = root / train_folder.setup_folder(index, setup.label)
-                runs[setup.label] = train_setup(
-                    plan, setup, folder, initial, validation, progress, stop_requested, saved(setup.label)
+                folder = root / train_folder.setup_folder(index, setup.setup_label)
+                runs[setup.setup_label] = train_setup(
+                    plan, setup, folder, initial, validation, progress, stop_requested, saved(setup.setup_label)
                 )
         _write_log(root, runs)
         log = read_log(root / train_folder.LOG)
@@ -165,7 +165,7 @@ def _write_log(root: Path, runs: dict[str, SetupRun]) -> None:
 
 def _earlier_runs(plan: TrainPlan, manifest: dict) -> dict[str, SetupRun]:
     """Setups trained into this folder by an earlier command and not asked for now: their rows stay in the log."""
-    asked = {s.label for s in plan.setups}
+    asked = {s.setup_label for s in plan.setups}
     runs = {}
     for entry in manifest["setups"]:
         if entry["label"] not in asked:
@@ -178,7 +178,7 @@ def _earlier_runs(plan: TrainPlan, manifest: dict) -> dict[str, SetupRun]:
 def _manifest(plan: TrainPlan) -> dict:
     config = plan.config
     earlier = plan.resumable or {}
-    asked = [{**s.as_dict(), "folder": train_folder.setup_folder(i, s.label)} for i, s in enumerate(plan.setups)]
+    asked = [{**s.as_dict(), "folder": train_folder.setup_folder(i, s.setup_label)} for i, s in enumerate(plan.setups)]
     labels = {s["label"] for s in asked}
     setups = asked + [s for s in earlier.get("setups", []) if isinstance(s, dict) and s.get("label") not in labels]
     return {

@@ -114,7 +114,7 @@ def train_setup(
         stored.load_state_dict(state.get("stored_weights") or {})
         run = SetupRun.from_state(state)
         start = state["iteration"]
-    label, iters = setup.label, config.iters
+    label, iters = setup.setup_label, config.iters
     if start >= iters:
         progress.note(f"{label}: already trained to iteration {start} in {folder}")
         return run

@@ -78,7 +78,7 @@ def fingerprint(
         "mode": config.mode,
         "val_batches": config.val_batches,
         "scaler": config.scaler.model_dump(mode="json"),
-        "reference_setup": reference.label,
+        "reference_setup": reference.setup_label,
         "device": device.type,
         "validation": f"float32 native {VALIDATION_METHOD}",
     }
@@ -110,7 +110,7 @@ def plan_training(
         dtype = DTYPES.get(setup.dtype)
         reason = ARITHMETICS.get(setup.arithmetic).unsupported_reason(dtype, device)
         if reason:
-            raise InputError(f"setup {setup.label} cannot run on {device}: {reason}")
+            raise InputError(f"setup {setup.setup_label} cannot run on {device}: {reason}")
     problem = build_problem(model, options, device, parse_data(config.data) if config.data else None)
     stream = batch_stream(problem, model.name, config.val_batches, config.iters)
     threads = choose_threads(problem.func, problem.y0, device, config.threads)
@@ -142,9 +142,9 @@ def plan_training(
 def _refuse_shorter(folder: Path, setups: list[TrainSetup], iters: int) -> None:
     """A folder whose setups trained past `iters` already: going back is not resuming."""
     for index, setup in enumerate(setups):
-        state = load_resume(folder / setup_folder(index, setup.label))
+        state = load_resume(folder / setup_folder(index, setup.setup_label))
         if state is not None and state["iteration"] > iters:
             raise InputError(
-                f"output folder '{folder}' holds setup {setup.label} trained to iteration {state['iteration']}, "
+                f"output folder '{folder}' holds setup {setup.setup_label} trained to iteration {state['iteration']}, "
                 f"past --iters {iters}; give --iters {state['iteration']} or more, another --out, or --force"
             )

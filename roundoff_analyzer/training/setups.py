@@ -52,7 +52,7 @@ class TrainSetup(Configuration):
     optimizer_state: str = "float32"
 
     @property
-    def label(self) -> str:
+    def setup_label(self) -> str:
         """A file-name-safe name: the folder `setups/<label>` and the `setup` column (float32 master weights add
         nothing, so labels from before the weights axis stay the same)."""
         parts = [self.dtype, self.library, self.scaling]
@@ -63,7 +63,7 @@ class TrainSetup(Configuration):
         return "-".join(file_safe(part) for part in parts)
 
     def as_dict(self) -> dict:
-        return {"label": self.label, **{name: getattr(self, name) for name in SETUP_FIELDS}}
+        return {"label": self.setup_label, **{name: getattr(self, name) for name in SETUP_FIELDS}}
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def choose_setups(config: TrainConfig) -> SetupChoice:
         )
         implementation = LIBRARIES.get(library)
         reason = SCALINGS.get(scaling).skip_reason(implementation) or implementation.unsupported_method_reason(method)
-        (left_out.append(f"{setup.label}: {reason}") if reason else setups.append(setup))
+        (left_out.append(f"{setup.setup_label}: {reason}") if reason else setups.append(setup))
     if method.adaptive:
         raise InputError(f"method '{config.method}' is adaptive; training steps on a fixed grid (euler or rk4)")
     if not setups:
