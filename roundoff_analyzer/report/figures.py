@@ -52,6 +52,7 @@ _FAILED_BAND = 0.15  # share of a panel's height, at its top, where failed runs 
 _RANGE_SHOWN = 1e4
 # Lines whose values agree to this relative tolerance at every n_timesteps are said to coincide.
 _COINCIDE = 1e-3
+_DPI = 110  # the PNG's resolution (an SVG is resolution-free)
 
 
 def line_label(library: str, scaling: str, mode: str, *, with_mode: bool) -> str:
@@ -153,13 +154,24 @@ def non_finite_steps(profile: pd.DataFrame) -> pd.Series:
 def save(fig: Figure, folder: Path, stem: str) -> Path:
     """PNG (for the report) and SVG beside it, each written atomically; returns the PNG's path."""
     folder.mkdir(parents=True, exist_ok=True)
+    _fix_layout(fig)
     for kind, metadata in (("png", None), ("svg", {"Date": None})):  # no date: the same data gives the same SVG
         buffer = io.BytesIO()
         # A fixed salt makes the SVG's element ids, and so the file, the same for the same data.
         with matplotlib.rc_context({"svg.hashsalt": f"roundoff-{stem}"}):
-            fig.savefig(buffer, format=kind, dpi=110, metadata=metadata)
+            fig.savefig(buffer, format=kind, dpi=_DPI, metadata=metadata)
         atomic_write_bytes(folder / f"{stem}.{kind}", buffer.getvalue())
     return folder / f"{stem}.png"
+
+
+def _fix_layout(fig: Figure) -> None:
+    """Lay the figure out once and keep that layout for every file saved: with its layout engine left on, each
+    `savefig` lays it out again and draws it twice (once only to measure)."""
+    fig.set_dpi(_DPI)
+    fig.draw_without_rendering()
+    # None (not "none", whose placeholder engine still costs the measuring draw); rc settings could name an engine.
+    with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)
 
 
 def _styles(runs: pd.DataFrame) -> dict[tuple, dict]:

@@ -12,9 +12,8 @@ import json
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -42,6 +41,9 @@ from .shard_integrity import (
     with_fingerprint,
 )
 from .table_schemas import TableSchema, read_table
+
+if TYPE_CHECKING:  # pandas is the parent's: a worker process writes shards with pyarrow alone
+    import pandas as pd
 
 MANIFEST = "manifest.json"
 TRAIN_MANIFEST = "train_manifest.json"  # a training's folder (training/folder.py): never a sweep's, even with --force
@@ -472,6 +474,8 @@ def with_tableau(table: pd.DataFrame) -> pd.DataFrame:
         return table
     if "tableau" in table.columns and not table["tableau"].isna().any():
         return table
+    import pandas as pd
+
     table = table.copy()
     recorded = table["tableau"] if "tableau" in table.columns else pd.Series(None, index=table.index, dtype=object)
     ran = table["status"] != "skipped" if "status" in table.columns else pd.Series(True, index=table.index)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.errors import InputError, one_line
+
+if TYPE_CHECKING:  # pyarrow's to_pandas imports pandas where a table is read: a worker process never does
+    import pandas as pd
 
 
 @dataclass(frozen=True)
