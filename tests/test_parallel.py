@@ -17,12 +17,14 @@ import torch
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
 from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.execution.processes import worker_devices
+from roundoff_analyzer.execution.start_method import PRELOAD
 from roundoff_analyzer.execution.worker import SweepMismatch, Worker, WorkerSetup
 from roundoff_analyzer.planning import config
 from roundoff_analyzer.planning.groups import reference_groups, reference_key
 from roundoff_analyzer.storage.results import ResultStore
 
 from .conftest import results
+from .test_cli import imported_heavy
 from .test_resume import shards, wait_for_first_shard
 
 
@@ -86,6 +88,13 @@ def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_pa
     other = request.model_copy(update={"options": {"seed": 1}})
     with pytest.raises(SweepMismatch, match=r"differs from the one .* holds now \(in: model, problem_sha256\)"):
         Worker(WorkerSetup(other, str(tmp_path / "sweep"), "cpu", threads=None))
+
+
+def test_the_fork_server_imports_what_a_run_needs_and_not_the_tables_libraries():
+    """A worker is ready once the server has imported its preload: torch and the measuring stage, not pandas or
+    matplotlib (the tables and the report are the sweep's own process's); pyarrow writes the shards."""
+    loaded = imported_heavy("import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in PRELOAD))
+    assert sorted(loaded) == ["pyarrow", "torch"]
 
 
 def test_workers_share_the_sweeps_device():

@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable
 from multiprocessing.context import BaseContext, ForkServerContext, SpawnContext
 
-# What a worker imports before it measures anything; everything torch-heavy is beneath these.
+# What a worker imports before it measures anything; everything torch-heavy is beneath these. Not pandas or
+# matplotlib: the tables and the report are the parent's, and a worker writes its shards with pyarrow.
 # The guard first (standard library only): the server ends with the process that started
 # it, even while it imports torch.
 PRELOAD = [
