@@ -165,6 +165,41 @@ def test_the_fine_reference_bound_names_its_size_and_the_limit():
     )
 
 
+@pytest.mark.parametrize(
+    "model, options",
+    [
+        ("otflow", {}),
+        ("otflow", {"d": "3", "hidden": "7", "n_layers": "4", "batch": "5"}),
+        ("cnf", {"hidden": "5", "width": "3", "batch": "7"}),
+        ("linear", {"d": "6", "batch": "2"}),
+    ],
+)
+def test_a_built_in_models_counted_size_is_what_it_builds(model, options):
+    import torch
+
+    from roundoff_analyzer.axes.models import parse_options, resolve_model
+    from roundoff_analyzer.measuring.memory import problem_elements
+
+    spec = resolve_model(model)
+    parsed = parse_options(spec, options)
+    problem = spec.build(parsed, torch.device("cpu"))
+    built = problem.y0.numel() + sum(t.numel() for t in problem.func.state_dict().values())
+    assert problem_elements(spec, parsed, None) == built
+
+
+def test_planning_a_sweep_imports_no_dynamo():
+    """Bounding the problem's memory once built it on the meta device, whose kernels import torch._dynamo (a second)."""
+    script = (
+        "import sys\n"
+        "from roundoff_analyzer import api\n"
+        "api.plan_sweep('otflow', timesteps=[8], workers=1)\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
+
+
 # --- SIGTERM ----------------------------------------------------------------------------------------------------------
 
 

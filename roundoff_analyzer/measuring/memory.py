@@ -1,11 +1,12 @@
 """Memory that can never fit, found before anything is allocated.
 
 Lower bounds, each against everything the device has (not what is free now, which changes):
-the problem itself (its float32 weights and batch plus the float64 copy the reference needs), found
-by building it on PyTorch's `meta` device, where nothing is allocated; one configuration's float64
-reference trajectory and its own float32 one, (n_timesteps + 1) states of y0's size each; and the
-yardsticks' fine reference (discretisation.py): its grid of exact fractions while it is built, its float64
-trajectory, the cotangent of the same size and at least two more states per step on the tape. A problem over the
+the problem itself (its float32 weights and batch plus the float64 copy the reference needs), counted from
+a built-in model's options, or found by building a model on PyTorch's `meta` device, where nothing is
+allocated; one configuration's float64 reference trajectory and its own float32 one, (n_timesteps + 1)
+states of y0's size each; and the yardsticks' fine reference (discretisation.py): its grid of exact
+fractions while it is built, its float64 trajectory, the cotangent of the same size and at least two more
+states per step on the tape. A problem over the
 bound is bad input (exit 2); a configuration over it is an `oom` row that never ran, a fine reference over
 it leaves the context columns empty; a grid whose largest need is more than FAR_BEYOND times the device is
 refused before anything runs, unless asked for (`allow_oom`).
@@ -39,8 +40,12 @@ def gigabytes(n_bytes: float) -> str:
 
 
 def problem_elements(model, options, data) -> int | None:
-    """Elements in the problem's weights and batch, counted on the meta device (None when the
-    model cannot be built there)."""
+    """Elements in the problem's weights and batch: counted from the options where the model can (the built-in ones,
+    whose build on the meta device would import torch._dynamo, over a second, for PyTorch's meta versions of
+    `normal_`, `randn`, `cat` and `eye`), else built on the meta device (None when the model cannot be built there)."""
+    count = getattr(model, "problem_elements", None)
+    if count is not None:
+        return count(options)
     try:
         with torch.device("meta"):
             problem = model.build(options, torch.device("meta"), data)

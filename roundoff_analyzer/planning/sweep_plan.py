@@ -81,8 +81,7 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
     the model, its options, the data file, the checkpoint (the problem is built and the weights loaded),
     the executor and its settings. `executors`: where the executor's name is looked up (the registered executors,
     which run plans and so live above this stage). `checked`: the process that started this one (a worker's) already
-    bounded
-    the problem's memory, which costs an import of torch._dynamo (building on the meta device) not worth repeating."""
+    bounded the problem's memory, which for a model built on the meta device costs an import of torch._dynamo."""
     model = resolve_model(config.model)
     for library in config.library or ():
         resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet

@@ -89,6 +89,11 @@ class CNF:
     options_type = CNFOptions
     default_data = "2spirals"
 
+    def problem_elements(self, options: CNFOptions) -> int:
+        """Elements of the hypernetwork's weights and of the batch's states, without building them."""
+        hidden, planar = options.hidden, 3 * options.width * DIMENSION + options.width
+        return 2 * hidden + (hidden + 1) * hidden + (hidden + 1) * planar + options.batch * (DIMENSION + 1)
+
     def build(self, options: CNFOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
         generator = seeded_generator(options.seed)
         func = CNFDynamics(HyperNetwork(DIMENSION, options.hidden, options.width, generator))

@@ -37,6 +37,10 @@ class Linear:
     options_type = LinearOptions
     default_data = "synthetic"
 
+    def problem_elements(self, options: LinearOptions) -> int:
+        """Elements of A and of the batch, without building them."""
+        return options.d * options.d + options.batch * options.d
+
     def build(self, options: LinearOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
         generator = seeded_generator(options.seed)
         skew = torch.randn(options.d, options.d, generator=generator)

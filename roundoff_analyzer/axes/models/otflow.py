@@ -163,6 +163,12 @@ class OTFlow:
     options_type = OTFlowOptions
     default_data = "synthetic"
 
+    def problem_elements(self, options: OTFlowOptions) -> int:
+        """Elements of the weights (OTFlowPotential's layers) and of the batch's states, without building them."""
+        d1, hidden, rank = options.d + 1, options.hidden, min(10, options.d)
+        weights = d1 * hidden + hidden + (options.n_layers - 1) * (hidden + 1) * hidden + hidden + rank * d1 + d1 + 1
+        return weights + options.batch * (options.d + 3)
+
     def build(self, options: OTFlowOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
         generator = seeded_generator(options.seed)
         potential = OTFlowPotential(options.d, options.hidden, options.n_layers, generator, jit=options.jit)
