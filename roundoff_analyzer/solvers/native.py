@@ -110,6 +110,7 @@ def weighted_slopes(
     # slope's dtype, as in rampde's and torchdiffeq's stages.
     scaled: dict[float, torch.Tensor] = {1.0: h}
     stages: list[torch.Tensor] = []
+    width = h if h_value is None else h_value
     for a_row, c in zip(tableau.a, tableau.c):
         stage_y = y
         for a_ij, k_j in zip(a_row, stages):
@@ -117,7 +118,7 @@ def weighted_slopes(
                 if a_ij not in scaled:
                     scaled[a_ij] = h * a_ij
                 stage_y = stage_y + scaled[a_ij] * k_j
-        time = t + c * (h if h_value is None else h_value)
+        time = t + c * width
         if perturb and (not stages or (c == 1.0 and len(stages) == len(tableau.c) - 1)):
             toward = math.copysign(1.0, h_value if h_value is not None else float(h.detach()))
             time = _next_float(time, toward if not stages else -toward)
@@ -157,10 +158,11 @@ class _NativeSolve(torch.autograd.Function):
         if separate:
             trajectory[0] = y
         perturb, low_product, callback = stepping.perturb, stepping.step_product == "low", stepping.step_callback
-        for k, (h, h_value) in enumerate(steps):
+        # One op for every step's start rather than one indexing per step.
+        for k, (start, (h, h_value)) in enumerate(zip(t.unbind(), steps)):
             if callback is not None:
-                callback(t[k], y, h)
-            slopes = weighted_slopes(func, tableau, t[k], y, h, h_value, perturb)
+                callback(start, y, h)
+            slopes = weighted_slopes(func, tableau, start, y, h, h_value, perturb)
             y = y + ((h * slopes).to(y.dtype) if low_product else h * slopes.to(y.dtype))
             stored[k + 1] = store(y)
             if separate:
@@ -207,12 +209,15 @@ class _NativeSolve(torch.autograd.Function):
         param_grads = [torch.zeros(p.shape, dtype=accumulate, device=p.device) for p in params]
         # Gradients with respect to the grid: each step's ends enter its increment as two more inputs.
         grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[7] else None
+        points = t.detach().unbind()  # the stage times need no graph: a gradient for t goes through `ends`
         with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
             for k in reversed(range(n_steps)):
                 ends = (
-                    (t[k].detach().requires_grad_(), t[k + 1].detach().requires_grad_()) if grad_t is not None else None
+                    (points[k].detach().requires_grad_(), points[k + 1].detach().requires_grad_())
+                    if grad_t is not None
+                    else None
                 )
-                vjp_y, vjp_params, held, finite = step(t[k], steps[k], stored[k], adjoint, ends)
+                vjp_y, vjp_params, held, finite = step(points[k], steps[k], stored[k], adjoint, ends)
                 if grad_t is not None:
                     *vjp_params, grad_start, grad_end = vjp_params
                     grad_t[k] += grad_start
