@@ -65,7 +65,9 @@ _FILE_OPTIONS = {"--model", "-m", "--library", "--optimizer"}
 _STATED_DEFAULT = re.compile(r"`(--[a-z][a-z0-9-]*)`(?:, default |, | \(|, default\s)(\d[\d.]*(?:e[+-]?\d+)?)\b")
 # Documents a reader of the repository does not have: a source file of the project's planning, an issue number, a
 # folder beside the checkout. A page says what the thing is instead.
-_OUTSIDE_DOCUMENT = re.compile(r"\bseed 0\d\d\b|\bSPEC\b|\b[Ii]ssue #?\d+|\.\./shared\b")
+_OUTSIDE_DOCUMENT = re.compile(r"\bseed 0\d\d\b|\bSPEC\b|\b[Ii]ssue #?\d+")
+# A relative path that climbs folders ("../x"), in a link or in prose; "..." (an elision) is not one.
+_PARENT_PATH = re.compile(r"(?<![.\w])(?:\.\./)+[\w.\-/]*")
 # A file and a class it defines, named together: "`roundoff_analyzer/x/y.py`, `ClassName`".
 _FILE_AND_NAME = re.compile(r"`((?:roundoff_analyzer|cli|bench|tests)/[\w/]+\.py)`, `([A-Z]\w*)`")
 _SEPARATORS = {"&&", "||", "|", ";", ">", "2>&1"}
@@ -276,8 +278,20 @@ def _install_problems(text: str) -> list[str]:
     return problems
 
 
-def doc_problems(text: str) -> list[str]:
-    """Everything `text` (a markdown page) names that the code does not have, one line each."""
+def _outside_path_problems(text: str, folder: Path) -> list[str]:
+    """Relative paths of `text` that leave the repository or name nothing in it, read from `folder`: a user's clone
+    has nothing beside it."""
+    problems = []
+    for path in _PARENT_PATH.findall(text):
+        target = (folder / path).resolve()
+        if not target.is_relative_to(ROOT) or not target.exists():
+            problems.append(f"{path!r} leaves the repository or names nothing in it")
+    return problems
+
+
+def doc_problems(text: str, folder: Path = ROOT) -> list[str]:
+    """Everything `text` (a markdown page in `folder`) names that the code or the repository does not have, one
+    line each."""
     problems: list[str] = []
     all_options = set().union(*cli_options().values(), *bench_options().values(), OTHER_PROGRAMS_OPTIONS)
     fenced = _FENCE.findall(text)
@@ -314,12 +328,13 @@ def doc_problems(text: str) -> list[str]:
     problems += _default_problems(text)
     problems += _install_problems(text)
     problems += [f"{name!r} names a document outside the repository" for name in _OUTSIDE_DOCUMENT.findall(text)]
+    problems += _outside_path_problems(text, folder)
     return problems
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 def test_a_page_names_only_what_exists(page: Path) -> None:
-    assert doc_problems(page.read_text(encoding="utf-8")) == []
+    assert doc_problems(page.read_text(encoding="utf-8"), page.parent) == []
 
 
 def test_a_wrong_option_is_caught() -> None:
@@ -399,9 +414,15 @@ def test_an_install_from_an_index_or_a_wrong_extra_is_caught() -> None:
 
 
 def test_a_document_outside_the_repository_is_caught() -> None:
-    text = "As seed 000 reports (SPEC section 4, issue #15), take the wheel from ../shared/wheels."
+    text = "As seed 000 reports (SPEC section 4, issue #15), take the wheel from ../wheels beside the checkout."
     assert doc_problems(text) == [
-        f"{name!r} names a document outside the repository" for name in ("seed 000", "SPEC", "issue #15", "../shared")
+        *(f"{name!r} names a document outside the repository" for name in ("seed 000", "SPEC", "issue #15")),
+        "'../wheels' leaves the repository or names nothing in it",
+    ]
+    # Inside the repository, a climb to a file it has is fine; to one it lacks is not.
+    assert doc_problems("[the guide](../docs/index.md)", ROOT / "reports") == []
+    assert doc_problems("[gone](../docs/nowhere.md)", ROOT / "reports") == [
+        "'../docs/nowhere.md' leaves the repository or names nothing in it"
     ]
 
 
