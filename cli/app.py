@@ -9,6 +9,7 @@ from roundoff_analyzer import __version__
 from .check import check
 from .help_format import Command, Group
 from .list_axes import list_axes
+from .process_exit import exit_without_teardown
 from .report import report
 from .show import show
 from .sweep import sweep
@@ -53,4 +54,9 @@ app.command("train", cls=Command)(train)
 
 
 def main() -> None:
-    app()
+    """The `roundoff` command. Typer ends every invocation with SystemExit, whose status is kept."""
+    try:
+        app()
+    except SystemExit as stop:
+        exit_without_teardown(stop.code)
+    exit_without_teardown(0)

@@ -13,7 +13,9 @@ from rich.markup import escape
 from roundoff_analyzer.axes.scaler_settings import ScalerSettings
 from roundoff_analyzer.core.breakpoints import inert_breakpoints
 from roundoff_analyzer.core.text import printable
+from roundoff_analyzer.execution.start_method import warm_up_workers
 from roundoff_analyzer.planning import config as sweep_config
+from roundoff_analyzer.planning.workers import may_use_processes
 
 from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import (
@@ -391,6 +393,12 @@ def sweep(
         "atol": atol,
         "max_steps": max_steps,
     }
+    # A sweep that may run in worker processes starts their fork server first: it imports torch on a core of its own
+    # while this process imports torch, pandas and matplotlib below (planning then decides whether it is used). It is
+    # judged on the settings as given, since validating them imports torch.
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if may_use_processes({**(sweep_config.load_toml(config) if config else {}), **given}):
+        warm_up_workers()
     # Here, not at the top, and after the lists above are checked: torch, pandas and matplotlib load only when a sweep
     # runs.
     from roundoff_analyzer import api

@@ -125,7 +125,7 @@ def test_gradient_noise_matches_the_closed_form(linear_sweep):
     covariance has trace 2 Σ_p ‖M_p‖²_F; a batch mean of BATCH rows has 1/BATCH of that spread."""
     problem = _problem()
     a = problem.func.linear.weight.detach().double()
-    n = 8  # the noise grid: 16 steps, or the sweep's largest n_timesteps if smaller
+    n = 8  # the noise grid: 8 steps, or the sweep's largest n_timesteps if smaller
 
     def row_gradient(y: torch.Tensor) -> torch.Tensor:
         # The batch loss is the mean of the rows' losses, so the batch gradient is the mean of these.

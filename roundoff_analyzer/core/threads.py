@@ -12,13 +12,14 @@ up to 2²⁸). The thread count does not change the numbers on the CPUs tried (s
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from .cores import available_cores
 
 # Multiply-adds of one matmul from which a second thread paid off (see above).
 PARALLEL_MATMUL_MACS = 2**23
@@ -31,10 +32,6 @@ class ThreadChoice:
 
     def as_dict(self) -> dict:
         return {"threads": self.threads, "threads_reason": self.reason}
-
-
-def available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class _LargestMatmul(TorchFunctionMode):

@@ -16,8 +16,6 @@ import os
 import queue
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import torch
 
@@ -30,7 +28,7 @@ from ..planning.groups import reference_groups
 from .base import EXECUTORS, Execution, ExecutionReport
 from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
 from .parent_death import die_with_parent
-from .start_method import start_processes, warm_up, worker_context
+from .start_method import children_ignore_sigint, start_processes, warm_up_workers, worker_context
 from .worker import Worker, WorkerSetup
 
 POLL_S = 0.2
@@ -78,19 +76,6 @@ def worker_main(index: int, setup: WorkerSetup, tasks, events, stop, parent_pid:
             )  # a full disk says which file and why
             events.put(("failed", index, f"worker {index}, {group[0].label()}: {cause}"))
     events.put(("exit", index, None))
-
-
-@contextmanager
-def _children_ignore_sigint() -> Iterator[None]:
-    """Processes started inside inherit SIGINT ignored, so a Ctrl-C cannot reach them before they set it up."""
-    if threading.current_thread() is threading.main_thread():  # signal handlers can be set there only
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-    else:
-        yield
 
 
 def measure_here(execution: Execution, tasks, report: ExecutionReport) -> ExecutionReport:
@@ -154,8 +139,7 @@ class ProcessesExecutor:
 
     def warm_up(self, config) -> None:
         if config.workers > 1:
-            with _children_ignore_sigint():
-                warm_up(worker_context())
+            warm_up_workers()
 
     def run(self, execution: Execution) -> ExecutionReport:
         plan, report = execution.plan, ExecutionReport()
@@ -190,7 +174,7 @@ class ProcessesExecutor:
             f"this process and {n_workers - 1} worker process(es), {threads} torch thread(s) each, "
             f"{len(groups)} reference groups"
         )
-        with _children_ignore_sigint():
+        with children_ignore_sigint():
             starter = start_processes(spawn, processes, lambda i, exc: _not_started(events, i, exc))
         collector = threading.Thread(
             target=self._collect, args=(execution, processes, events, stop, report), daemon=True

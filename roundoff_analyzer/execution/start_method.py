@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.forkserver
+import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from multiprocessing.context import BaseContext, ForkServerContext, SpawnContext
 
 # What a worker imports before it measures anything; everything torch-heavy is beneath these. Not pandas or
@@ -38,9 +40,30 @@ def worker_context() -> SpawnContext | ForkServerContext:
 
 def warm_up(context: BaseContext) -> None:
     """Start the fork server now, if that is how workers start: it imports torch in the background meanwhile.
-    Call it in the main thread with SIGINT ignored, as `start_processes` does: the server's children inherit that."""
+    Call it with SIGINT ignored (`children_ignore_sigint`), as `start_processes` does: the server's children inherit
+    that."""
     if context.get_start_method() == "forkserver":
         multiprocessing.forkserver.ensure_running()
+
+
+def warm_up_workers() -> None:
+    """Start the workers' fork server now, in the background: a process that will start workers calls it as early as
+    it knows it may (the command line: before it imports torch itself, so that both import side by side)."""
+    with children_ignore_sigint():
+        warm_up(worker_context())
+
+
+@contextmanager
+def children_ignore_sigint() -> Iterator[None]:
+    """Processes started inside inherit SIGINT ignored, so a Ctrl-C cannot reach them before they set it up."""
+    if threading.current_thread() is threading.main_thread():  # signal handlers can be set there only
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    else:
+        yield
 
 
 def start_processes(

@@ -24,7 +24,10 @@ from ..core.errors import InputError
 from ..solvers import odeint
 from . import metrics
 
-NOISE_TIMESTEPS = 16
+# The batches' spread hardly depends on the grid, so a coarse one does: with 16 batches, grad_noise_rel at 8 steps
+# against 16 differed by 0.04% (otflow), 6e-9 relative (cnf) and 0.5% (linear), each at its default options, where
+# the estimate's own sampling error is about 1/sqrt(2(B - 1)) = 18%; 8 steps cost otflow 1.0 s against 2.4 s.
+NOISE_TIMESTEPS = 8
 
 
 @dataclass(frozen=True)

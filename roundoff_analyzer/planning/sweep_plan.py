@@ -24,7 +24,7 @@ from ..measuring import memory
 from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
 from .config import SweepConfig
 from .tolerances import tolerance_warnings
-from .workers import auto_workers
+from .workers import EXECUTORS_WITH_PROCESSES, auto_workers
 
 
 class PlannedExecutor(Protocol):
@@ -106,7 +106,7 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
     if workers is None:
         workers, workers_reason = (
             (1, f"executor {config.executor}")
-            if config.executor not in (None, "processes")
+            if config.executor not in EXECUTORS_WITH_PROCESSES
             else auto_workers(grid.configurations(model.name), resolve_device(config.device))
         )
         config = config.model_copy(update={"workers": workers})
