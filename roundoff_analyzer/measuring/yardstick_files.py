@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from ..core.safe_files import atomic_write
+from .gradient_noise import NOISE_TIMESTEPS
 
 YARDSTICKS = "yardsticks"
 
@@ -37,6 +38,9 @@ def yardstick_key(
     fingerprint_digest: str | None, timesteps: list[int], noise_batches: int, checkpoint: str = ""
 ) -> str:
     key = {"sweep": fingerprint_digest, "timesteps": sorted(timesteps), "noise_batches": noise_batches}
+    # Pieces saved by a version that drew the noise on another grid are not this version's: a resumed sweep
+    # recomputes them rather than mixing two grids in one estimate.
+    key["noise_timesteps"] = NOISE_TIMESTEPS
     if checkpoint:  # one of several checkpoints: the problem is that checkpoint's
         key["checkpoint"] = checkpoint
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
