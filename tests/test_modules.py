@@ -190,3 +190,31 @@ def test_shards_written_before_the_axis_are_resumed(tmp_path):
     assert again.run.reference_solves == 0
     assert not (tmp_path / "s" / "set_aside").exists()
     assert (again.results["keep_float32"] == "none").all()
+
+
+def test_the_module_table_of_a_searching_loss_scaler_is_that_of_the_pass_that_counted(tmp_path):
+    """`grad` searches its loss scale over several backward passes, the one that counted not always the last; the
+    module table is that pass's, as in a run that starts at the scale found and needs one pass."""
+    common = {
+        "options": {"d": "3", "hidden": "8", "batch": "16"},
+        "timesteps": [8],
+        "method": "euler",
+        "library": "native",
+        "dtype": "float16",
+        "scaling": "grad",
+        "per_module": True,
+        "noise_batches": 0,
+        "report": False,
+        "progress": False,
+    }
+    searched = ra.sweep("otflow", out=tmp_path / "searched", **common)
+    found = searched.results.iloc[0]
+    assert found["status"] == "ok" and found["scale_retries"] >= 2
+    direct = ra.sweep("otflow", out=tmp_path / "direct", scaler={"init_scale": float(found["final_scale"])}, **common)
+    assert direct.results.iloc[0]["scale_retries"] == 0
+
+    def backward(modules: pd.DataFrame) -> pd.DataFrame:
+        return modules[modules["phase"] == "backward"].reset_index(drop=True)
+
+    assert len(backward(searched.modules)) > 1
+    pd.testing.assert_frame_equal(backward(searched.modules), backward(direct.modules))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -41,11 +41,6 @@ class ModuleStats:
     first_nonfinite_call: int | None = None  # the run's count of watched calls then: orders modules within one step
     n_calls: int = 0
     produced_nonfinite: bool = False  # a non-finite value began here, from finite ones (see `produced`)
-
-    def reset(self) -> None:
-        """Back to nothing folded in (every field its default)."""
-        for each in fields(self):
-            setattr(self, each.name, each.default)
 
     def add(self, value: torch.Tensor, step: int, smallest_normal: float, call: int) -> bool:
         """Fold one output (or gradient) in; False where it held a non-finite value."""
@@ -130,6 +125,7 @@ class ModuleObserver:
         self.step = 0
         self._busy = False  # set while a module is re-run: the re-run's own calls are not the run's
         self._last_backward_step = -1
+        self._earlier_passes: list[dict[tuple[str, str], ModuleStats]] = []  # backward passes before the current one
         self.calls = 0  # watched calls so far, forward then backward (a hook's output counts once it is done)
         self._handles: list = []
 
@@ -147,6 +143,12 @@ class ModuleObserver:
 
     def begin_backward(self) -> None:
         self.phase = "backward"
+
+    def keep_backward_pass(self, passes_after: int) -> None:
+        """Keep the statistics of the backward pass that counted, `passes_after` passes before the last."""
+        if 0 < passes_after <= len(self._earlier_passes):  # (passes of one step each are not told apart)
+            self.stats.update(self._earlier_passes[-passes_after])
+        self._earlier_passes.clear()
 
     def _on_call(self, module, args) -> None:
         if self._busy or not args:
@@ -204,10 +206,10 @@ class ModuleObserver:
             if self._busy:
                 return
             if backward_step < self._last_backward_step:
-                # A new backward pass (a loss scaler's retry): only the last one counts, as for the run's profile.
-                for (_, phase), stats in self.stats.items():
-                    if phase == "backward":
-                        stats.reset()
+                # A new backward pass (a loss scaler's search): each pass's statistics are kept apart, and the run
+                # says which one counted (keep_backward_pass), as for its profile.
+                self._earlier_passes.append({key: stats for key, stats in self.stats.items() if key[1] == "backward"})
+                self.stats.update({key: ModuleStats() for key in self._earlier_passes[-1]})
             self._last_backward_step = backward_step
             stats = self.stats[(name, "backward")]
             self.calls += 1

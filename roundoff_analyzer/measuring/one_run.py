@@ -97,7 +97,9 @@ def run_once(
         outcome.final_scale, outcome.retries = result.final_scale, result.retries
         outcome.backward_passes = result.passes
         # Keep the backward profile of the attempt that counted (a loss scaler may have retried).
-        outcome.report.backward = _last_attempt(outcome.report, t)
+        outcome.report.backward = _counted_attempt(outcome.report, t, result.passes_after_counted())
+        if observer is not None:
+            observer.keep_backward_pass(result.passes_after_counted())
         if not metrics.all_finite(outcome.grads):
             outcome.failure = _gradient_overflow(outcome)
     except SystemExit as exc:  # the model's or a library's code tried to end the process: the sweep stops, in one line
@@ -108,17 +110,20 @@ def run_once(
             outcome.report.n_function_evals = counted.calls
         if outcome.failure.final_scale is not None:
             outcome.final_scale, outcome.retries = outcome.failure.final_scale, outcome.failure.retries
-            # An exhausted loss scaler's last attempt is the one that counted, as for one that succeeded.
-            outcome.report.backward = _last_attempt(outcome.report, t)
+            # An exhausted loss scaler's last attempt is the one that counted.
+            outcome.report.backward = _counted_attempt(outcome.report, t, 0)
     finally:
         for leaf in leaves:
             leaf.grad = None
     return outcome
 
 
-def _last_attempt(report: SolveReport, t: torch.Tensor) -> list[StepRecord]:
-    """The per-step backward records of the last backward pass, in step order (earlier passes were retries)."""
-    return sorted(report.backward[-(t.numel() - 1) :], key=lambda r: r.backward_step)
+def _counted_attempt(report: SolveReport, t: torch.Tensor, passes_after: int) -> list[StepRecord]:
+    """The per-step backward records of the backward pass that counted, in step order: the other passes were a loss
+    scaler's search, `passes_after` of them after the one that counted."""
+    per_pass = t.numel() - 1
+    end = len(report.backward) - passes_after * per_pass
+    return sorted(report.backward[max(end - per_pass, 0) : max(end, 0)], key=lambda r: r.backward_step)
 
 
 def _gradient_overflow(outcome: RunOutcome) -> Failure:

@@ -20,6 +20,12 @@ class BackwardResult:
     final_scale: float | None = None
     retries: int | None = None
     passes: int = 1  # backward passes it took
+    # Which of them gave `grads` (0 = the first); None: the last. The solver's per-step record and a module
+    # observer's statistics are read from that pass.
+    counted_pass: int | None = None
+
+    def passes_after_counted(self) -> int:
+        return 0 if self.counted_pass is None else self.passes - 1 - self.counted_pass
 
 
 class Scaling(Protocol):

@@ -35,20 +35,29 @@ def backoff_scales(init_scale: float, backoff_factor: float, max_retries: int, d
     return scales
 
 
-def first_finite(finite_at: Callable[[int], bool], n: int) -> int:
-    """The smallest k in [0, n) with finite_at(k), or n when none: k = 0 first (the common case with no
-    retry), then bisection. It relies on finiteness being monotone in k (a smaller scale never
-    overflows where a larger did not) and checks it where it matters: the answer was seen finite and
-    k - 1 non-finite, or k = 0."""
-    if finite_at(0):
-        return 0
-    non_finite, finite = 0, n  # finite_at(non_finite) was False; n stands for "none within the retries"
-    while finite - non_finite > 1:
-        middle = (non_finite + finite) // 2
-        if finite_at(middle):
-            finite = middle
+def first_finite(finite_at: Callable[[int], bool], n: int, guess: int | None = None) -> int:
+    """The smallest k in [0, n) with finite_at(k), or n when none. Without a guess: k = 0 first (the common case with
+    no retry), then bisection (about log2(n) calls instead of k + 1). With one: the guess, then its neighbour on the
+    side the answer lies, so two calls when the answer is the guess or the next k, then bisection. It relies on
+    finiteness being monotone in k (a smaller scale never overflows where a larger did not) and checks it where it
+    matters: the answer was seen finite and k - 1 non-finite, or k = 0. A wrong guess costs calls, never the answer."""
+    non_finite, finite = -1, n  # the largest k seen non-finite (-1: none) and the smallest seen finite (n: none)
+
+    def probe(k: int) -> None:
+        nonlocal non_finite, finite
+        if finite_at(k):
+            finite = k
         else:
-            non_finite = middle
+            non_finite = k
+
+    start = 0 if guess is None else min(max(guess, 0), n - 1)
+    probe(start)
+    if guess is not None and finite - non_finite > 1:
+        neighbour = start - 1 if finite == start else start + 1
+        if 0 <= neighbour < n:
+            probe(neighbour)
+    while finite - non_finite > 1:
+        probe((non_finite + finite) // 2)
     return finite
 
 
@@ -74,15 +83,17 @@ class GradScaling(Scaling):
         hint: int | None = None,
     ) -> BackwardResult:
         # The result is GradScaler's after k backoffs, k the fewest that give finite gradients, and `retries`
-        # is k. k is found from `hint` (the k of a similar run: two backward passes when it is right) or by
-        # bisection (about log2(max_retries) passes instead of k + 1).
+        # is k. k is found from `hint` (the k of a similar run: two backward passes when it is k or k - 1) or by
+        # bisection (about log2(max_retries) passes instead of k + 1). The gradients of the smallest finite k seen
+        # are kept, so the pass that counted is never run again.
         scales = backoff_scales(settings.init_scale, settings.backoff_factor, settings.max_retries, loss.device)
         # unscale_ reads only `param_groups`, which _Leaves has; its annotation asks for a whole Optimizer.
         optimizer = cast(torch.optim.Optimizer, _Leaves(leaves))
-        last: list[int] = []
-        passes = [0]
+        passes = 0
+        kept: dict[int, tuple[int, list[torch.Tensor | None]]] = {}  # k -> (its pass, its gradients)
 
         def finite_at(k: int) -> bool:
+            nonlocal passes
             # The real GradScaler, so that its own checks (e.g. its refusal of float16 gradients) apply.
             # Growth is switched off: one measurement is one step, never long enough to grow.
             scaler = torch.amp.GradScaler(loss.device.type, init_scale=scales[k], growth_interval=2**31 - 1)
@@ -90,11 +101,14 @@ class GradScaling(Scaling):
                 leaf.grad = None
             scaler.scale(loss).backward(retain_graph=True)
             scaler.unscale_(optimizer)
-            last[:] = [k]
-            passes[0] += 1
-            return all(leaf.grad is None or bool(torch.isfinite(leaf.grad).all()) for leaf in leaves)
+            passes += 1
+            finite = all(leaf.grad is None or bool(torch.isfinite(leaf.grad).all()) for leaf in leaves)
+            if finite:  # a later pass sets the leaves' gradients again: these are kept aside, untouched
+                kept.clear()
+                kept[k] = (passes - 1, [leaf.grad for leaf in leaves])
+            return finite
 
-        k = first_finite(finite_at, len(scales)) if hint is None else first_finite_near(finite_at, len(scales), hint)
+        k = first_finite(finite_at, len(scales), hint)
         if k == len(scales):
             raise ScalerExhausted(
                 f"loss scale still gives non-finite gradients after {settings.max_retries} retries "
@@ -102,24 +116,8 @@ class GradScaling(Scaling):
                 final_scale=scales[-1],
                 retries=settings.max_retries,
             )
-        if last != [k]:  # the gradients and the solver's per-step record must be those of the pass that counted
-            finite_at(k)
-        return BackwardResult([leaf.grad for leaf in leaves], final_scale=scales[k], retries=k, passes=passes[0])
-
-
-def first_finite_near(finite_at: Callable[[int], bool], n: int, guess: int) -> int:
-    """first_finite's answer, looked for at `guess` first: k - 1 then k, two calls when the guess is right,
-    ending on k. Otherwise the search goes on where the answer must lie, as first_finite does there. It
-    relies on the same monotony as first_finite, and on nothing else: a wrong guess costs calls, never
-    the answer."""
-    guess = min(max(guess, 0), n)
-    if guess == 0:
-        return first_finite(finite_at, n)
-    if finite_at(guess - 1):
-        return first_finite(finite_at, guess - 1) if guess > 1 else 0  # guess - 1 stands for "finite" there
-    if guess == n or finite_at(guess):
-        return guess
-    return guess + 1 + first_finite(lambda j: finite_at(guess + 1 + j), n - guess - 1) if guess + 1 < n else n
+        counted_pass, grads = kept[k]
+        return BackwardResult(grads, final_scale=scales[k], retries=k, passes=passes, counted_pass=counted_pass)
 
 
 SCALINGS.register(GradScaling())
