@@ -4,6 +4,7 @@ worker leave whole shards and a sweep that resumes; on several GPUs the workers 
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -16,11 +17,13 @@ import torch
 
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
 from roundoff_analyzer.execution import engine as sweep
-from roundoff_analyzer.execution.processes import worker_devices
-from roundoff_analyzer.execution.start_method import PRELOAD
+from roundoff_analyzer.execution.base import Execution, ExecutionReport, NoProgress
+from roundoff_analyzer.execution.processes import measure_here, worker_devices
+from roundoff_analyzer.execution.start_method import PRELOAD, worker_context
 from roundoff_analyzer.execution.worker import SweepMismatch, Worker, WorkerSetup
 from roundoff_analyzer.planning import config
 from roundoff_analyzer.planning.groups import reference_groups, reference_key
+from roundoff_analyzer.planning.manifest import manifest
 from roundoff_analyzer.storage.results import ResultStore
 
 from .conftest import results
@@ -58,6 +61,25 @@ def test_two_workers_give_the_sequential_results_bit_for_bit(tiny_sweep, tmp_pat
     manifest = ResultStore(tmp_path / "parallel").read_manifest()
     assert manifest["execution"]["executor"] == "processes" and manifest["execution"]["workers"] == 2
     assert manifest["execution"]["threads"] == 1  # a tiny problem: one thread per worker (core/threads.py)
+
+
+def test_this_process_takes_one_end_of_work_and_leaves_the_workers_theirs(tmp_path):
+    """Each process, this one included, gets its own None once the groups are gone: this process stops at the first
+    it takes and leaves the rest to the workers, rather than waiting on an empty queue for work that will not come."""
+    plan = sweep.plan(tiny_otflow_request(workers=1))
+    store = ResultStore(tmp_path / "sweep")
+    store.open(manifest(plan))
+    tasks = worker_context().Queue()
+    for end in (None, None):
+        tasks.put(end)
+    try:
+        execution = Execution(plan, store, [], NoProgress(), lambda: False)
+        measure_here(execution, tasks, ExecutionReport())
+        assert tasks.get(timeout=5) is None  # the worker's end is still there
+        with pytest.raises(queue.Empty):
+            tasks.get(timeout=0.2)
+    finally:
+        store.close()
 
 
 def test_groups_keep_each_reference_together_costliest_first():

@@ -89,8 +89,7 @@ def measure_here(execution: Execution, tasks, report: ExecutionReport) -> Execut
                 group = tasks.get(timeout=1.0)
             except queue.Empty:
                 return mine
-            if group is None:  # a worker's signal to end: the groups are gone
-                tasks.put(None)
+            if group is None:  # the groups are gone (one None for each process)
                 return mine
             if isinstance(group, tuple):
                 problems.prepare(group)
@@ -153,7 +152,8 @@ class ProcessesExecutor:
         # This process is one of the N: it measures from the start while the others start,
         # so N are never slower than one.
         # The yardsticks' pieces go first, so that the processes compute them side by side before measuring.
-        for group in [*(yardstick_tasks(plan) if n_workers > 1 else ()), *groups, *[None] * (n_workers - 1)]:
+        # Then one None per process, this one's included: a process that finds the queue empty would wait for more.
+        for group in [*(yardstick_tasks(plan) if n_workers > 1 else ()), *groups, *[None] * n_workers]:
             tasks.put(group)
         assert plan.threads is not None  # planning chose them for an executor that runs here
         threads = plan.threads.threads  # chosen for a share of the cores (core/threads.py)
