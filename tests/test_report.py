@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from pathlib import Path
 
+import matplotlib
 import pandas as pd
 import pytest
 from matplotlib.image import imread
@@ -18,8 +20,9 @@ from matplotlib.image import imread
 from roundoff_analyzer.axes.dtypes import DTYPES
 from roundoff_analyzer.judging import verdict
 from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
-from roundoff_analyzer.report import draw_figures, read_sweep_folder
+from roundoff_analyzer.report import FIGURES, draw_figures, read_sweep_folder
 from roundoff_analyzer.report.causes import explain
+from roundoff_analyzer.report.figure_files import save_figures
 from roundoff_analyzer.report.figures import FAILED_LABEL, RECOVERED_LABEL, adjoint_range_figure, error_figure
 from roundoff_analyzer.report.findings import FailureGroup, overflow_progressions
 from roundoff_analyzer.report.formatting import markdown_table
@@ -837,3 +840,36 @@ def test_weight_cache_advice_follows_the_numbers(tiny_sweep):
     assert advice and all("pass `cache_enabled=False`" in item for item in advice)
     # Where the cache-free runs grow as much, the cache is not to blame.
     assert not weight_cache(pd.concat([steep, steep.assign(mode="autocast-nocache")]))
+
+
+def _copied_without_figures(folder: Path, to: Path) -> Path:
+    shutil.copytree(folder, to)
+    shutil.rmtree(to / FIGURES, ignore_errors=True)
+    return to
+
+
+def _figure_files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted((folder / FIGURES).iterdir())}
+
+
+@pytest.mark.slow  # the report's figures saved twice, and a helper process forked
+def test_figures_saved_beside_a_helper_process_are_the_same_files_in_this_processs_style(overflow_sweep, tmp_path):
+    alone = _copied_without_figures(overflow_sweep, tmp_path / "alone")
+    helped = _copied_without_figures(overflow_sweep, tmp_path / "helped")
+    with matplotlib.rc_context({"lines.linewidth": 2.5, "font.size": 11.0}):  # a style of the user's own
+        saved_alone = save_figures(read_sweep_folder(alone), helper=False)
+        saved_helped = save_figures(read_sweep_folder(helped), helper=True)
+    assert [p.name for p in saved_alone] == [p.name for p in saved_helped] and len(saved_alone) >= 2
+    assert _figure_files(alone) == _figure_files(helped)
+    default_style = _copied_without_figures(overflow_sweep, tmp_path / "default")
+    save_figures(read_sweep_folder(default_style), helper=False)
+    assert _figure_files(default_style).keys() == _figure_files(alone).keys()
+    assert _figure_files(default_style) != _figure_files(alone)  # the style reached every file, the helper's too
+
+
+def test_a_helper_that_fails_leaves_its_figures_to_this_process(overflow_sweep, tmp_path):
+    folder = _copied_without_figures(overflow_sweep, tmp_path / "sweep")
+    sweep = read_sweep_folder(folder)
+    (folder / "results.parquet").unlink()  # the helper reads the tables from the folder: it cannot
+    saved = save_figures(sweep, helper=True)
+    assert [p.stem for p in saved] == list(draw_figures(sweep)) and all(p.is_file() for p in saved)

@@ -38,12 +38,23 @@ def worker_context() -> SpawnContext | ForkServerContext:
     return context
 
 
+_server_started = False  # by this process, which it outlives as long as this process runs
+
+
 def warm_up(context: BaseContext) -> None:
     """Start the fork server now, if that is how workers start: it imports torch in the background meanwhile.
     Call it with SIGINT ignored (`children_ignore_sigint`), as `start_processes` does: the server's children inherit
     that."""
+    global _server_started
     if context.get_start_method() == "forkserver":
         multiprocessing.forkserver.ensure_running()
+        _server_started = True
+
+
+def fork_server_started() -> bool:
+    """Whether this process has started the workers' fork server, so that a process forked from it is ready at once,
+    with torch imported (one started for the first time would first import it)."""
+    return _server_started
 
 
 def warm_up_workers() -> None:
