@@ -13,8 +13,8 @@ import pytest
 
 from roundoff_analyzer.planning.workers import may_use_processes
 
-# Runs the sweep command in a fresh interpreter and prints, for each time the command started the workers' fork
-# server, whether torch had been imported by then.
+# Runs the sweep command in a fresh interpreter, once per argument list, and prints after each the list of the times
+# the command started the workers' fork server so far, each as whether torch had been imported by then.
 EARLY_START = """
 import sys
 import roundoff_cli.sweep as command
@@ -26,33 +26,34 @@ def recording():
 command.warm_up_workers = recording
 from typer.testing import CliRunner
 from roundoff_cli.app import app
-result = CliRunner().invoke(app, {args!r})
-print("exit", result.exit_code, "warm-ups", seen)
+for args in {runs!r}:
+    result = CliRunner().invoke(app, args)
+    print("exit", result.exit_code, "warm-ups", seen)
 """
 
 TINY_GRID = ["sweep", "--model", "linear", "--timesteps", "2,4", "--method", "euler", "--device", "cpu", "--no-report"]
 
 
-def _early_starts(args: list[str]) -> str:
+@pytest.mark.skipif(os.cpu_count() == 1, reason="needs two cores for two workers")
+def test_a_sweep_with_workers_starts_their_fork_server_before_it_imports_torch_and_one_without_starts_none(tmp_path):
+    runs = [
+        [*TINY_GRID, "--workers", "2", "--out", str(tmp_path / "two")],
+        # Refused in planning, after the point where a fork server would have been started.
+        [*TINY_GRID, "--workers", "1", "-o", "nosuch=1", "--out", str(tmp_path / "one")],
+        [*TINY_GRID, "--executor", "local", "-o", "nosuch=1", "--out", str(tmp_path / "local")],
+    ]
     out = subprocess.run(
-        [sys.executable, "-c", EARLY_START.format(args=args)],
+        [sys.executable, "-c", EARLY_START.format(runs=runs)],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
         timeout=300,
     )
-    assert "exit 0" in out.stdout, out.stdout + out.stderr
-    return out.stdout.rpartition("warm-ups")[2].strip()
-
-
-@pytest.mark.skipif(os.cpu_count() == 1, reason="needs two cores for two workers")
-def test_a_sweep_with_workers_starts_their_fork_server_before_it_imports_torch(tmp_path):
-    assert _early_starts([*TINY_GRID, "--workers", "2", "--out", str(tmp_path / "two")]) == "[False]"
-
-
-def test_a_sweep_in_one_process_starts_no_fork_server(tmp_path):
-    assert _early_starts([*TINY_GRID, "--workers", "1", "--out", str(tmp_path / "one")]) == "[]"
-    assert _early_starts([*TINY_GRID, "--executor", "local", "--out", str(tmp_path / "local")]) == "[]"
+    assert out.stdout.splitlines() == [
+        "exit 0 warm-ups [False]",
+        "exit 2 warm-ups [False]",
+        "exit 2 warm-ups [False]",
+    ], out.stdout + out.stderr
 
 
 def test_whether_a_sweep_may_use_processes_is_judged_from_its_settings():

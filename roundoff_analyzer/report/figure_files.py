@@ -12,6 +12,7 @@ process's matplotlib settings; should the helper fail, this process saves its fi
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -42,7 +43,8 @@ def save_figures(sweep: SweepFolder, helper: bool | None = None) -> list[Path]:
     helped = names[len(names) - max(1, len(names) // HELPER_SHARE) :] if helper and len(names) > 1 else []
     folder = sweep.path / FIGURES
     saved: dict[str, Path | None] = {}
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=worker_context()) if helped else _nothing() as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=worker_context()) if helped else None
+    with pool if pool is not None else contextlib.nullcontext():
         pending = pool.submit(save_in_helper, sweep.path, helped, _style()) if pool is not None else None
         for name in names:
             if name not in helped:
@@ -86,14 +88,4 @@ def _result(pending: concurrent.futures.Future | None) -> list[str] | None:
     try:
         return pending.result()
     except Exception:  # noqa: BLE001 - a helper that failed (or died) costs its figures a second drawing, no more
-        return None
-
-
-class _nothing:
-    """No pool: the figures are saved here only."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
         return None
