@@ -90,7 +90,8 @@ class GradScaling(Scaling):
         # unscale_ reads only `param_groups`, which _Leaves has; its annotation asks for a whole Optimizer.
         optimizer = cast(torch.optim.Optimizer, _Leaves(leaves))
         passes = 0
-        kept: dict[int, tuple[int, list[torch.Tensor | None]]] = {}  # k -> (its pass, its gradients)
+        # The smallest finite k seen (each finite probe of the search is smaller) -> (its pass, its gradients).
+        kept: dict[int, tuple[int, list[torch.Tensor | None]]] = {}
 
         def finite_at(k: int) -> bool:
             nonlocal passes
