@@ -66,7 +66,10 @@ def sweep(
         None,
         "--timesteps",
         "-n",
-        help="n_timesteps values (time steps on [0, 1]).",
+        help=(
+            "n_timesteps values: equal time steps of each solve (on [0, 1] for a model of (func, y0, loss); across "
+            "each solve's span for a model given as a training step)."
+        ),
         show_default=_default("timesteps"),
         rich_help_panel=GRID,
     ),
@@ -105,9 +108,10 @@ def sweep(
         "--loss-in",
         help=(
             "Where the loss is formed: {loss_placements} (float32: after the solve, outside autocast; autocast: "
-            "inside it, as most training scripts write it)."
+            "inside it, as most training scripts write it; for a model given as a training step, float32 puts its "
+            "solves alone under autocast, autocast the whole step)."
         ),
-        show_default=_default("loss_in"),
+        show_default="float32; autocast for a model given as a training step",
         rich_help_panel=GRID,
     ),
     option: list[str] = typer.Option(

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from roundoff_analyzer.core.text import printable
+from roundoff_analyzer.report.formatting import span
 
 from .progress import STATUS_STYLE
 
@@ -57,7 +58,7 @@ _NOTES = {
     "scale": "scale: where the scaler ended (grad: the loss scale of the GradScaler whose gradients were finite; "
     "dynamic: "
     "the native solver's last adjoint scale, a power of two)",
-    "step": "step: the backward step where the overflow was found (0 = the first step back from t = 1)",
+    "step": "step: the backward step where the overflow was found (0 = the first step back from t = {t1})",
 }
 
 
@@ -112,7 +113,8 @@ def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
             same.append(f"{header} {values.pop()}")
         else:
             shown.append((header, column, fmt))
-    notes = [_NOTES[header] for header, _, _ in shown if header in _NOTES]
+    t1 = span(results)[1]
+    notes = [_NOTES[header].format(t1=t1) for header, _, _ in shown if header in _NOTES]
     caption = "; ".join(
         filter(
             None,

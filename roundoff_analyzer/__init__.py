@@ -4,10 +4,12 @@
     result = ra.sweep(model="otflow", timesteps=[8, 32])   # a SweepResult: .results, .figures(), .folder
     result = ra.load("results/otflow-20260101-120000")     # a finished sweep folder
     trained = ra.train(model="cnf", iters=500, dtype=["float32", "float16"], scaling="dynamic")   # a TrainResult
+    ra.Problem(model=model, step=step, sample_batch=sample_batch)   # your training step, for a factory to return
     ra.keep_float32(func, "potential.layers.0")            # run a module of your model in float32 under autocast
 
-The public surface is three modules: this one (what a user calls, the results, the errors to catch, the progress
-protocols and `StoredWeights`, the low-precision weights the training steps with),
+The public surface is three modules: this one (what a user calls, `Problem`, the training step a model's factory
+returns, the results, the errors to catch, the progress protocols and `StoredWeights`, the low-precision weights the
+training steps with),
 `roundoff_analyzer.solvers` (the native mixed-precision solver, a drop-in for torchdiffeq's `odeint`) and
 `roundoff_analyzer.plugins` (what an author of a model, solver library or other axis value implements and registers).
 Every other module is internal and may move.
@@ -26,6 +28,7 @@ from .core.version import __version__
 if TYPE_CHECKING:
     from .api import SweepResult, load, sweep
     from .axes.keep_float32 import keep_float32
+    from .axes.models.problem import NoMoreBatches, Problem
     from .execution.base import Progress
     from .execution.engine import SweepIncomplete, SweepInterrupted
     from .training.api import TrainResult, train
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "InputError",
+    "NoMoreBatches",
+    "Problem",
     "Progress",
     "StoredWeights",
     "SweepIncomplete",
@@ -60,6 +65,8 @@ _LAZY = {
     "TrainResult": ".training.api",
     "TrainingInterrupted": ".training.loop",
     "keep_float32": ".axes.keep_float32",
+    "Problem": ".axes.models.problem",
+    "NoMoreBatches": ".axes.models.problem",
     "StoredWeights": ".training.stored_weights",
     "Progress": ".execution.base",
     "TrainProgress": ".training.loop",

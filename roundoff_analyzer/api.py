@@ -57,6 +57,8 @@ class SweepResult:
         profile: `profile.parquet`, the largest state and adjoint per time step; None when the folder has none.
         modules: `modules.parquet`, each module's range and local roundoff (a sweep with `per_module=True`);
             else None.
+        part_errors: `part_errors.parquet`, the errors of each part where a quantity has several (the parameter
+            gradient of each top-level submodule, each part of a tuple state); else None.
         run: How the run went (reference solves, wall time); None for a folder opened with `load`.
 
     Example:
@@ -72,6 +74,7 @@ class SweepResult:
     param_errors: pd.DataFrame | None
     profile: pd.DataFrame | None
     modules: pd.DataFrame | None = None
+    part_errors: pd.DataFrame | None = None
     run: sweeping.SweepOutcome | None = field(default=None, kw_only=True)
 
     def figures(self) -> dict[str, Figure]:
@@ -88,7 +91,15 @@ class SweepResult:
             ```
         """
         return _draw_figures(
-            SweepFolder(self.folder, self.results, self.manifest, self.param_errors, self.profile, self.modules)
+            SweepFolder(
+                self.folder,
+                self.results,
+                self.manifest,
+                self.param_errors,
+                self.profile,
+                self.modules,
+                self.part_errors,
+            )
         )
 
     @cached_property
@@ -106,7 +117,7 @@ class SweepResult:
             print(answer["code"])
             ```
         """
-        return answer_records(self.results, self.manifest.get("device"))
+        return answer_records(self.results, self.manifest.get("device"), self.manifest.get("problem"))
 
     @cached_property
     def verdicts(self) -> list[dict[str, Any]]:
@@ -270,7 +281,9 @@ def load(folder: str | Path) -> SweepResult:
         ```
     """
     read = read_sweep_folder(folder)
-    return SweepResult(read.path, read.results, read.manifest, read.param_errors, read.profile, read.modules)
+    return SweepResult(
+        read.path, read.results, read.manifest, read.param_errors, read.profile, read.modules, read.part_errors
+    )
 
 
 def _as_list(value: Any) -> Any:

@@ -8,7 +8,8 @@ registered the same way (`roundoff_analyzer/axes/methods/heun.py` is two lines).
 Each axis (its sweep key in parentheses), what a value of it implements, and the function that registers it:
 
 - model (`model`): `ModelSpec`: `options_type` (a `ModelOptions`), `build(options, device, data)` returning a
-  `Problem`; registered with `register_model`.
+  `Problem` (a training step: `model`, `step(model, batch, odeint)`, `sample_batch(k)`) or a `TrajectoryProblem`
+  (`func`, `y0`, the `loss` of the whole trajectory on [0, 1]); registered with `register_model`.
 - data (`data`): `DataSource`: `load(...)` returning a `Batch`; registered with `register_data_source`.
 - solver library (`library`): `SolverLibrary`: `unsupported_method_reason(method)`,
   `solve(func, y0, t, method, scaler, report)`; registered with `register_library`.
@@ -21,7 +22,8 @@ Each axis (its sweep key in parentheses), what a value of it implements, and the
 - arithmetic (`arithmetic`): `Arithmetic`: `prepare(mode, copies, dtype, request)`; registered with
   `register_arithmetic`.
 - rounding (`rounding`): `Rounding`; registered with `register_rounding`.
-- loss placement (`loss_in`): `LossPlacement`: `form(loss, trajectory, context, loss_dtype)`; registered with
+- loss placement (`loss_in`): `LossPlacement`: `step_in_context` (whether the whole step runs inside the run's
+  autocast or emulation, or only its solves, their output cast to the loss's dtype); registered with
   `register_loss_placement`.
 - weight update (`update`, training): `UpdateRule`: `apply(w, delta, compensation, fmt, generator)`;
   registered with `register_update`.
@@ -50,7 +52,7 @@ from .axes.libraries import ENTRY_POINT_GROUP as LIBRARY_ENTRY_POINT_GROUP
 from .axes.libraries import LIBRARIES, SolverLibrary
 from .axes.loss_placements import LOSS_PLACEMENTS, LossPlacement
 from .axes.methods import METHODS, AdaptiveRK, ExplicitRK, Method
-from .axes.models import MODELS, ModelOptions, ModelSpec, Problem
+from .axes.models import MODELS, ModelOptions, ModelSpec, NoMoreBatches, Problem, TrajectoryProblem
 from .axes.modes import MODES, Mode, PreparedRun, ProblemCopies
 from .axes.names import REGISTERED_EXECUTORS
 from .axes.roundings import ROUNDINGS, Rounding
@@ -82,10 +84,12 @@ __all__ = [
     "Mode",
     "ModelOptions",
     "ModelSpec",
+    "NoMoreBatches",
     "OptimizerSpec",
     "PreparedRun",
     "Problem",
     "ProblemCopies",
+    "TrajectoryProblem",
     "Rounding",
     "ScalerExhausted",
     "ScalerSettings",

@@ -5,20 +5,19 @@ never run twice."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from roundoff_analyzer.axes.libraries import LIBRARIES
 from roundoff_analyzer.axes.methods import METHODS
-from roundoff_analyzer.axes.models import parse_options, resolve_model
+from roundoff_analyzer.axes.models import TrajectoryProblem, parse_options, resolve_model
 from roundoff_analyzer.axes.modes import MODES, ProblemCopies
 from roundoff_analyzer.axes.scalings import SCALINGS, BackwardResult, ScalerSettings
 from roundoff_analyzer.axes.scalings.base import ScalingRegistry
 from roundoff_analyzer.axes.scalings.grad import _Leaves, first_finite
 from roundoff_analyzer.core.errors import ScalerExhausted
-from roundoff_analyzer.measuring.one_run import RunOutcome, run_once, time_grid
+from roundoff_analyzer.measuring.one_run import RunOutcome, run_once
 
 
 class GradScalerLoop:
@@ -54,7 +53,6 @@ def copies() -> ProblemCopies:
 
 def measure(copies, scaling, library, method, n, settings, hint=None) -> RunOutcome:
     prepared = MODES.get("autocast").prepare(copies, torch.float16)
-    t = time_grid(n, torch.float32, torch.device("cpu"))
     return run_once(
         prepared,
         copies,
@@ -62,7 +60,7 @@ def measure(copies, scaling, library, method, n, settings, hint=None) -> RunOutc
         METHODS.get(method),
         scaling,
         settings,
-        t,
+        n,
         torch.float32,
         scale_hint=hint,
     )
@@ -87,7 +85,9 @@ class ReluField(torch.nn.Module):
 def relu_copies() -> ProblemCopies:
     torch.manual_seed(0)
     y0 = torch.randn(16, 3, generator=torch.Generator().manual_seed(1))
-    problem = SimpleNamespace(func=ReluField(), y0=y0, loss=lambda trajectory: 1e3 * trajectory[-1].pow(2).sum())
+    problem = TrajectoryProblem(
+        func=ReluField(), y0=y0, loss=lambda trajectory: 1e3 * trajectory[-1].pow(2).sum(), data_source="in the test"
+    )
     return ProblemCopies(problem)
 
 

@@ -126,7 +126,7 @@ def test_results_written_before_the_axis_read_as_keeping_nothing():
 
 def test_a_pattern_naming_no_module_is_refused_with_the_modules_named(tmp_path):
     with pytest.raises(
-        InputError, match="keep_float32 'outr' matches no module of the vector field; its modules: inner, identity"
+        InputError, match="keep_float32 'outr' matches no module of the model; its modules: inner, identity"
     ):
         ra.sweep(AMPLIFIED_MLP, timesteps=[4], keep_float32="outr", out=tmp_path / "s", progress=False)
     assert not (tmp_path / "s").exists()

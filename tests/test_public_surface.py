@@ -52,7 +52,7 @@ PLUGIN_SCRIPT = textwrap.dedent(
     import roundoff_analyzer as ra
     from roundoff_analyzer.execution.local import LocalExecutor
     from roundoff_analyzer.plugins import (
-        ExplicitRK, ModelOptions, Problem, register_executor, register_method, register_model,
+        ExplicitRK, ModelOptions, TrajectoryProblem, register_executor, register_method, register_model,
     )
     from roundoff_analyzer.solvers import odeint
 
@@ -79,8 +79,9 @@ PLUGIN_SCRIPT = textwrap.dedent(
 
         def build(self, options, device, data=None):
             y0 = torch.linspace(0.5, 2.0, options.batch, device=device).reshape(-1, 1)
-            return Problem(func=Decay(options.rate).to(device), y0=y0,
-                           loss=lambda trajectory: trajectory[-1].square().mean(), data_source="generated in code")
+            return TrajectoryProblem(func=Decay(options.rate).to(device), y0=y0,
+                                     loss=lambda trajectory: trajectory[-1].square().mean(),
+                                     data_source="generated in code")
 
 
     class CountingExecutor(LocalExecutor):  # the local executor under another name, counting its runs

@@ -157,8 +157,8 @@ def test_allow_oom_records_oom_rows_and_never_computes_what_cannot_fit(tmp_path,
 def test_the_fine_reference_bound_names_its_size_and_the_limit():
     import torch
 
-    assert fine_reference_oom([8, 32], torch.zeros(64, 3), torch.device("cpu")) is None
-    reason = fine_reference_oom([int(RUNAWAY)], torch.zeros(64, 3), torch.device("cpu"))
+    assert fine_reference_oom([8, 32], 64 * 3, torch.device("cpu")) is None
+    reason = fine_reference_oom([int(RUNAWAY)], 64 * 3, torch.device("cpu"))
     assert (
         reason.startswith("oom: the fine reference (400000000 RK4 steps of 192 values) needs at least")
         and "not computed" in reason

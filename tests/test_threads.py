@@ -25,22 +25,27 @@ def otflow_problem(**options):
     return model.build(parse_options(model, options), torch.device("cpu"))
 
 
+def field_at_zero(problem):
+    """One evaluation of the vector field at (0, y0)."""
+    return lambda: problem.func(torch.zeros(()), problem.y0)
+
+
 def test_the_largest_matmul_is_counted_from_one_evaluation():
     problem = otflow_problem(d=4, hidden=16, batch=8)
     # The ResNet's hidden layer multiplies (8 x 16) by (16 x 16), the largest product at this size.
-    macs = largest_matmul_macs(problem.func, problem.y0)
+    macs = largest_matmul_macs(field_at_zero(problem))
     assert macs == 8 * 16 * 16
 
 
 def test_small_problems_get_one_thread_large_ones_the_cores_of_their_share():
     small, large = otflow_problem(), otflow_problem(hidden=512, batch=512)
     cpu = torch.device("cpu")
-    assert choose_threads(small.func, small.y0, cpu, None).threads == 1
-    assert largest_matmul_macs(large.func, large.y0) >= PARALLEL_MATMUL_MACS
-    assert choose_threads(large.func, large.y0, cpu, None).threads == available_cores()
-    assert choose_threads(large.func, large.y0, cpu, None, processes=available_cores()).threads == 1
-    assert choose_threads(small.func, small.y0, cpu, 3) == choose_threads(large.func, large.y0, cpu, 3)
-    assert choose_threads(small.func, small.y0, cpu, 3).threads == 3
+    assert choose_threads(field_at_zero(small), cpu, None).threads == 1
+    assert largest_matmul_macs(field_at_zero(large)) >= PARALLEL_MATMUL_MACS
+    assert choose_threads(field_at_zero(large), cpu, None).threads == available_cores()
+    assert choose_threads(field_at_zero(large), cpu, None, processes=available_cores()).threads == 1
+    assert choose_threads(field_at_zero(small), cpu, 3) == choose_threads(field_at_zero(large), cpu, 3)
+    assert choose_threads(field_at_zero(small), cpu, 3).threads == 3
 
 
 def sweep_with_threads(request: dict, threads: int, out) -> tuple[pd.DataFrame, dict]:
@@ -85,7 +90,7 @@ def test_on_a_large_problem_threads_move_only_the_float32_loss_reduction(tmp_pat
         "device": "cpu",
     }
     problem = sweep.plan(config.validate(request)).problem
-    assert largest_matmul_macs(problem.func, problem.y0) >= PARALLEL_MATMUL_MACS
+    assert largest_matmul_macs(field_at_zero(problem)) >= PARALLEL_MATMUL_MACS
     (one, _), (two, _) = (sweep_with_threads(request, n, tmp_path / str(n)) for n in (1, 2))
     loss = [c for c in one.columns if c.startswith("loss_rel_err")]
     pd.testing.assert_frame_equal(one.drop(columns=loss), two.drop(columns=loss), check_exact=True)

@@ -12,7 +12,7 @@ up to 2²⁸). The thread count does not change the numbers on the CPUs tried (s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -53,16 +53,16 @@ class _LargestMatmul(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def largest_matmul_macs(func: torch.nn.Module, y0: torch.Tensor) -> int:
-    """Multiply-adds of the largest matrix product in one evaluation of f(0, y0)."""
+def largest_matmul_macs(evaluate: Callable[[], object]) -> int:
+    """Multiply-adds of the largest matrix product that `evaluate()` (one evaluation of the model) computes."""
     recorder = _LargestMatmul()
-    with torch.no_grad(), recorder:
-        func(torch.zeros((), dtype=y0.dtype, device=y0.device), y0)
+    with recorder:
+        evaluate()
     return recorder.macs
 
 
 def choose_threads(
-    func: torch.nn.Module, y0: torch.Tensor, device: torch.device, requested: int | None, processes: int = 1
+    evaluate: Callable[[], object], device: torch.device, requested: int | None, processes: int = 1
 ) -> ThreadChoice:
     """`requested` when given; else one thread, unless the problem's largest matmul is large enough for
     more to pay off on the CPU, when this machine's cores are shared among `processes`."""
@@ -71,7 +71,7 @@ def choose_threads(
     share = max(1, available_cores() // processes)
     if device.type != "cpu":
         return ThreadChoice(1, f"{device.type}: the CPU only launches kernels")
-    macs = largest_matmul_macs(func, y0)
+    macs = largest_matmul_macs(evaluate)
     if macs < PARALLEL_MATMUL_MACS or share == 1:
         return ThreadChoice(
             1,

@@ -22,7 +22,7 @@ def process_yardsticks(plan: SweepPlan, copies: ProblemCopies, store: ResultStor
     timesteps, noise_batches = list(plan.grid.timesteps), plan.config.noise_batches
     folder = store.root / YARDSTICKS / file_safe(checkpoint) if checkpoint else store.root / YARDSTICKS
     files = YardstickFiles(folder, yardstick_key(store.digest, timesteps, noise_batches, checkpoint), plan.device)
-    return Yardsticks(copies, timesteps, noise_batches, plan.device, files)
+    return Yardsticks(copies, timesteps, noise_batches, plan.device, files, plan.shape.state_values)
 
 
 @dataclass
@@ -61,6 +61,7 @@ def sweep_context(plan: SweepPlan, copies: ProblemCopies, yardsticks: Yardsticks
         ReferenceCache(copies, config.scaler),
         plan.device,
         config.scaler,
+        plan.shape,
         config.repeats,
         config.timeout,
         step_control=step_control,

@@ -12,6 +12,10 @@ The loss may read every state on the output grid, so its gradient depends on the
 the loss is taken on the fine trajectory sampled at that grid's points, and the gradient is one backward pass
 of the native solver (states stored, steps recomputed; memory grows with the states only). n_timesteps whose
 loss reads only states they share (a loss of the final state) share one backward pass.
+
+A model given as its training step reads the states at its own output times, the same for every n_timesteps: its
+fine reference is that step run once in float64, every solve in FINE_FACTOR · (largest n_timesteps) equal RK4 steps
+across its span (at least MIN_FINE_STEPS), and it serves every n_timesteps.
 """
 
 from __future__ import annotations
@@ -22,9 +26,13 @@ from math import ceil
 
 import torch
 
+from ..axes.libraries import LIBRARIES
+from ..axes.loss_placements import LOSS_PLACEMENTS
+from ..axes.methods import METHODS
 from ..axes.modes import ProblemCopies, cast_run
-from ..solvers import odeint
+from ..solvers import SolveReport, odeint
 from . import metrics
+from .one_run import configured_odeint, step_forward
 
 FINE_FACTOR = 4
 # Even the smallest sweep gets a fine grid of at least this many steps on [0, 1].
@@ -33,11 +41,13 @@ MIN_FINE_STEPS = 64
 
 @dataclass
 class FineSolution:
-    """The fine reference seen through one n_timesteps: its N + 1 output states, the loss on them, and its gradients."""
+    """The fine reference seen through one n_timesteps: its first solve's output states, the loss, and its
+    gradients."""
 
     trajectory: torch.Tensor
     loss: torch.Tensor
-    grads: list[torch.Tensor]  # y0 first, then each trainable parameter, as RunOutcome.grads
+    grads: list[torch.Tensor]  # the batch's inputs first (y0), then each trainable parameter, as RunOutcome.grads
+    n_inputs: int = 1
 
 
 @dataclass
@@ -77,28 +87,38 @@ def fine_steps(timesteps: list[int]) -> int:
     return max(FINE_FACTOR * max(timesteps), MIN_FINE_STEPS)
 
 
+def _rel_err_or_none(value: torch.Tensor | None, reference: torch.Tensor | None) -> float | None:
+    return None if value is None or reference is None else metrics.rel_err(value, reference)
+
+
 def combine_fine(
     steps: int, fine: dict[int, FineSolution], half: dict[int, FineSolution], seconds: float
 ) -> FineReference:
     """The fine reference from its two solves (which may have run in different processes)."""
-    estimated = {
-        name: max(metrics.rel_err(pick(half[n]), pick(fine[n])) / 15 for n in fine)
-        for name, pick in (
-            ("final_state", lambda s: s.trajectory[-1]),
-            ("grad_y0", lambda s: s.grads[0]),
-            ("grad_params", lambda s: metrics.flatten(s.grads[1:])),
-        )
-    }
+    picks = (
+        ("final_state", lambda s: s.trajectory[-1]),
+        ("grad_y0", lambda s: metrics.joined(s.grads[: s.n_inputs])),
+        ("grad_params", lambda s: metrics.flatten(s.grads[s.n_inputs :])),
+    )
+    estimated = {}
+    for name, pick in picks:
+        errors = [_rel_err_or_none(pick(half[n]), pick(fine[n])) for n in fine]
+        if None not in errors:  # a batch without floating-point inputs has no input gradient
+            estimated[name] = max(e / 15 for e in errors if e is not None)
     return FineReference(steps, fine, estimated, seconds)
 
 
 def solve_on_fine_grid(
     copies: ProblemCopies, timesteps: list[int], steps: int, device: torch.device
 ) -> dict[int, FineSolution]:
+    """A trajectory problem's fine reference: one solve through every output point of every n_timesteps, and the loss
+    read through each n_timesteps' points (one backward pass per distinct cotangent)."""
+    trajectory_problem = copies.trajectory
+    assert trajectory_problem is not None, "a step's fine reference is solve_step_on_fine_grid's"
     prepared = cast_run(copies, torch.float64)
     t, index = fine_grid(timesteps, steps)
     t = t.to(device)
-    trajectory = odeint(prepared.func, prepared.y0, t, method="rk4_classical")
+    trajectory = odeint(prepared.model, prepared.batch, t, method="rk4_classical")
     leaves = prepared.leaves
     solutions: dict[int, FineSolution] = {}
     done: list[tuple[torch.Tensor, list[torch.Tensor]]] = []  # (cotangent on the fine grid, gradients)
@@ -106,7 +126,7 @@ def solve_on_fine_grid(
         points = index[n].to(device)
         sampled = trajectory.detach()[points].requires_grad_(True)
         with torch.enable_grad():
-            loss = copies.problem.loss(sampled)
+            loss = trajectory_problem.loss(sampled)
             (on_points,) = torch.autograd.grad(loss, sampled)
         cotangent = torch.zeros_like(trajectory)
         cotangent[points] = on_points
@@ -117,3 +137,26 @@ def solve_on_fine_grid(
             done.append((cotangent, grads))
         solutions[n] = FineSolution(trajectory.detach()[points], loss.detach(), grads)
     return solutions
+
+
+def solve_step_on_fine_grid(copies: ProblemCopies, steps: int, device: torch.device) -> FineSolution:
+    """A model's step in float64 with every solve in `steps` equal steps of the classical RK4 across its span: the
+    fine reference of a step, the same for every n_timesteps (its output times are the step's own)."""
+    prepared = cast_run(copies, torch.float64)
+    placement = LOSS_PLACEMENTS.get("float32")
+    odeint = configured_odeint(
+        prepared,
+        LIBRARIES.get("native"),
+        METHODS.get("rk4_classical"),
+        steps,
+        torch.float64,
+        placement,
+        None,
+        SolveReport(),
+    )
+    leaves = prepared.leaves
+    with torch.enable_grad():
+        loss = step_forward(prepared, copies, odeint, placement)
+        found = torch.autograd.grad(loss, leaves, allow_unused=True)
+    grads = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(found, leaves)]
+    return FineSolution(odeint.solves[0].states, loss.detach(), grads, len(prepared.inputs))

@@ -43,7 +43,8 @@ class ConfigurationTimeout(Exception):
 
 
 class ReferenceFailed(RuntimeError):
-    """The float64 reference of a configuration failed; its configurations fail with the reference's class."""
+    """The float64 reference of a configuration failed: its configurations have nothing to compare with and are
+    skipped with the reference's failure (measure.py), never judged as failures of the low dtype."""
 
     def __init__(self, failure: Failure) -> None:
         super().__init__(f"the float64 reference failed ({failure.failure_class}): {failure.message}")
@@ -90,8 +91,6 @@ def classify_exception(exc: BaseException) -> Failure:
     text = str(exc)
     if isinstance(exc, ScalerExhausted):
         return Failure(SCALER_EXHAUSTED, kind, message, final_scale=exc.final_scale, retries=exc.retries)
-    if isinstance(exc, ReferenceFailed):
-        return Failure(exc.failure.failure_class, exc.failure.failure_type, f"float64 reference: {exc.failure.message}")
     if isinstance(exc, StepBudgetExhausted):
         return Failure(STEP_BUDGET_EXHAUSTED, kind, message)
     if isinstance(exc, ConfigurationTimeout):

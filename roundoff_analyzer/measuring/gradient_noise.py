@@ -15,19 +15,28 @@ batch's gradient: a relative error of the same kind as `grad_params_rel_err`, so
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 
-from ..axes.modes import ProblemCopies
+from ..axes.libraries import LIBRARIES
+from ..axes.loss_placements import LOSS_PLACEMENTS
+from ..axes.methods import METHODS
+from ..axes.models import NoMoreBatches
+from ..axes.models.inputs import on_device
+from ..axes.modes import PreparedRun, ProblemCopies
 from ..core.errors import InputError
-from ..solvers import odeint
+from ..solvers import SolveReport
 from . import metrics
+from .one_run import configured_odeint, step_forward
 
 # The batches' spread hardly depends on the grid, so a coarse one does: with 16 batches, grad_noise_rel at 8 steps
 # against 16 differed by 0.04% (otflow), 6e-9 relative (cnf) and 0.5% (linear), each at its default options, where
 # the estimate's own sampling error is about 1/sqrt(2(B - 1)) = 18%; 8 steps cost otflow 1.0 s against 2.4 s.
 NOISE_TIMESTEPS = 8
+# The float64 solver of the noise's gradients (the spread between batches, not the solver, is measured).
+NOISE_LIBRARY, NOISE_METHOD = "native", "rk4_classical"
 
 
 @dataclass(frozen=True)
@@ -43,7 +52,7 @@ class GradientNoise:
             "grad_noise_rel": self.rel,
             "n_batches": self.n_batches,
             "n_timesteps": self.n_timesteps,
-            "method": "rk4 (native solver, float64)",
+            "method": f"{NOISE_METHOD.removesuffix('_classical')} ({NOISE_LIBRARY} solver, float64)",
             "unknown_because": self.reason,
             "seconds": round(self.seconds, 3),
         }
@@ -60,23 +69,26 @@ def measure_gradient_noise(
 def batch_gradients(
     copies: ProblemCopies, n_timesteps: int, batches: range, device: torch.device
 ) -> tuple[list[torch.Tensor], str | None]:
-    """The flattened float64 parameter gradient of each batch in `batches` (of the model's batch sampler), and why
+    """The flattened float64 parameter gradient of each batch in `batches` (the model's `sample_batch(k)`), and why
     the batches ran out before the range did (None when they did not). A sweep computes the range in parts."""
-    sampler = copies.problem.batch_sampler
-    if sampler is None or not batches:
+    if not copies.problem.has_more_batches or not batches:
         return [], None
-    func = copies.func_in(torch.float64)
-    params = [p for p in func.parameters() if p.requires_grad]
-    t = torch.linspace(0.0, 1.0, n_timesteps + 1, dtype=torch.float64, device=device)
+    model = copies.model_in(torch.float64)
+    params = [p for p in model.parameters() if p.requires_grad]
+    library, method = LIBRARIES.get(NOISE_LIBRARY), METHODS.get(NOISE_METHOD)
+    placement = LOSS_PLACEMENTS.get("float32")
     gradients: list[torch.Tensor] = []
     for b in batches:
         try:
-            y0 = sampler(b)
-        except InputError as exc:  # a data file without rows for another batch: the batches it has must do
+            batch = copies.problem.sample_batch(b)
+        except (InputError, NoMoreBatches) as exc:  # a data file without rows for another batch: those it has must do
             return gradients, str(exc)
-        y0 = y0.detach().to(device=device, dtype=torch.float64)
+        prepared = PreparedRun(model, on_device(batch, device, torch.float64), nullcontext)
+        odeint = configured_odeint(
+            prepared, library, method, n_timesteps, torch.float64, placement, None, SolveReport()
+        )
         with torch.enable_grad():
-            loss = copies.problem.loss(odeint(func, y0, t, method="rk4_classical"))
+            loss = step_forward(prepared, copies, odeint, placement)
             found = torch.autograd.grad(loss, params, allow_unused=True)
         # Kept on the sweep's device, where a piece read back from the folder lands too: a sweep whose pieces were
         # computed partly here and partly by another process (or before a resume) stacks them together.

@@ -10,12 +10,13 @@ from ..axes.keep_float32 import keep_skip_reason, kept_in_float32
 from ..axes.methods import AdaptiveRK, tableau_of
 from ..core.errors import InputError
 from ..core.user_code import quit_line
+from ..solvers.grid_output import equal_grid
 from . import failures
 from .columns import ERROR_METRICS
 from .cpu_memory import cpu_peak_memory
 from .memory import configuration_oom
 from .module_hooks import ModuleObserver
-from .one_run import RunOutcome, time_grid
+from .one_run import RunOutcome
 from .rows import (
     Measurement,
     Row,
@@ -23,6 +24,7 @@ from .rows import (
     failure_columns,
     parameter_error_rows,
     parameter_names,
+    part_error_rows,
     profile_rows,
     run_columns,
     step_columns,
@@ -52,7 +54,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     if reason:
         return Measurement({**row, **failure_columns(failures.unsupported(reason))}, [], [])
 
-    too_large = configuration_oom(config.n_timesteps, context.copies.problem.y0, context.device)
+    too_large = configuration_oom(config.n_timesteps, context.shape.state_values, context.device)
     if too_large:
         return Measurement({**row, **failure_columns(too_large)}, [], [])
     try:
@@ -61,18 +63,28 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         raise InputError(quit_line(f"{library.name} {method.name}: the reference solve", exc)) from None
     except InputError:  # user code that quit (above, or in the reference's own run): the sweep stops
         raise
+    except failures.ReferenceFailed as exc:
+        # Nothing to compare the run with: not a failure of the low dtype, so the verdict does not judge it.
+        return Measurement({**row, "status": "skipped", "skip_reason": reference_skip_reason(exc.failure)}, [], [])
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
         return Measurement({**row, **failure_columns(failures.classify_exception(exc))}, [], [])
     # Autocast modes run the problem's own float32 vector field: the kept modules' forwards are swapped for these runs.
-    with kept_in_float32(context.copies.problem.func, config.keep_float32):
+    with kept_in_float32(context.copies.model, config.keep_float32):
         return _measure_runs(setup, context, row=row, reference=reference)
+
+
+def reference_skip_reason(failure: failures.Failure) -> str:
+    return (
+        f"the float64 reference failed ({failure.failure_class}: {failure.message}), so there is nothing to compare "
+        "the run with"
+    )
 
 
 def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference: RunOutcome) -> Measurement:
     """The configuration's repeats (and its untimed memory and per-module runs, where asked for), as a Measurement
     whose row is `row` completed."""
     config, method, dtype = setup.config, setup.method, setup.dtype
-    t = time_grid(config.n_timesteps, torch.float32, context.device)
+    n_timesteps = config.n_timesteps
     key = hint_key(config)
     if needs_hint(setup, context):
         context.scale_hints[key] = scale_hint(setup, context)
@@ -82,7 +94,7 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
         try:
             with restored_torch_state(), time_limit(context.timeout_s):
                 prepared = setup.prepare(context, repeat)
-                outcome = setup.run(prepared, context, t, context.scale_hints.get(key))
+                outcome = setup.run(prepared, context, n_timesteps, context.scale_hints.get(key))
                 if outcome.retries is not None:
                     context.scale_hints[key] = outcome.retries
                 silent = prepared.silent_overflow() if outcome.failure is None and prepared.silent_overflow else None
@@ -99,7 +111,7 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
         with cpu_peak_memory() as peak:
             # The same name as the timed runs' copy: that copy is freed inside the block, and the peak counts the free.
             prepared = setup.prepare(context)
-            setup.run(prepared, context, t, last.retries)
+            setup.run(prepared, context, n_timesteps, last.retries)
         last.peak_memory_bytes = peak.bytes
     if (
         last.failure is not None
@@ -110,7 +122,7 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
 
     names = parameter_names(context.copies)
     measured = run_columns(config, dtype, outcomes, reference, names)
-    modules = _module_rows(setup, context, t, last.retries) if context.per_module else []
+    modules = _module_rows(setup, context, last.retries) if context.per_module else []
     beside: Row = {}
     if context.yardsticks is not None:
         errors = {name: measured[name] for name in ERROR_METRICS}
@@ -121,18 +133,21 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
         parameter_error_rows(names, last, reference, dtype),
         profile_rows(last.report, reference.report),
         modules,
+        part_error_rows(names, last, reference, dtype),
     )
 
 
-def _module_rows(setup: RunSetup, context: SweepContext, t: torch.Tensor, hint: int | None) -> list[Row]:
+def _module_rows(setup: RunSetup, context: SweepContext, hint: int | None) -> list[Row]:
     """Every module watched over one more run, untimed (the hooks and the float64 re-runs slow it down)."""
     observer = None
+    n_timesteps = setup.config.n_timesteps
     try:
         with restored_torch_state(), time_limit(context.timeout_s):
             prepared = setup.prepare(context)
-            observer = ModuleObserver(prepared.func, t, setup.dtype.max, setup.dtype.smallest_normal, prepared.context)
+            t = equal_grid(0.0, 1.0, n_timesteps, torch.float32, context.device)
+            observer = ModuleObserver(prepared.model, t, setup.dtype.max, setup.dtype.smallest_normal, prepared.context)
             with observer.attached():
-                setup.run(prepared, context, t, hint, observer=observer)
+                setup.run(prepared, context, n_timesteps, hint, observer=observer)
     except failures.ConfigurationTimeout:
         pass  # what was seen until the limit still says where the values went
     return observer.rows() if observer is not None else []

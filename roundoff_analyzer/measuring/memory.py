@@ -18,6 +18,7 @@ import os
 
 import torch
 
+from ..axes.models.inputs import floating_inputs
 from ..core.errors import InputError
 from .discretisation import fine_steps
 from .failures import OOM, Failure
@@ -51,7 +52,8 @@ def problem_elements(model, options, data) -> int | None:
             problem = model.build(options, torch.device("meta"), data)
     except Exception:  # noqa: BLE001 - the real build reports whatever is wrong with the request
         return None
-    return problem.y0.numel() + sum(t.numel() for t in problem.func.state_dict().values())
+    batch = problem.sample_batch(0)
+    return sum(t.numel() for t in floating_inputs(batch)) + sum(t.numel() for t in problem.model.state_dict().values())
 
 
 def check_problem_fits(model, options, data, device: torch.device) -> None:
@@ -99,33 +101,34 @@ def fine_reference_bytes(timesteps: list[int], n_values: int) -> int:
     return points * (n_values * FINE_BYTES_PER_VALUE + FINE_BYTES_PER_POINT)
 
 
-def configuration_oom(n_timesteps: int, y0: torch.Tensor, device: torch.device) -> Failure | None:
-    """An `oom` failure when the configuration's trajectories alone exceed the device."""
+def configuration_oom(n_timesteps: int, n_values: int, device: torch.device) -> Failure | None:
+    """An `oom` failure when the configuration's trajectories alone exceed the device (`n_values`: a state's
+    elements)."""
     capacity = capacity_bytes(device)
-    needed = configuration_bytes(n_timesteps, y0.numel())
+    needed = configuration_bytes(n_timesteps, n_values)
     if capacity is None or needed <= capacity:
         return None
     return Failure(
         OOM,
         "MemoryEstimate",
         f"the float64 reference trajectory and the run's own alone need {gigabytes(needed)} "
-        f"({n_timesteps + 1} states of {y0.numel()} values each); {device} has {gigabytes(capacity)}; not run",
+        f"({n_timesteps + 1} states of {n_values} values each); {device} has {gigabytes(capacity)}; not run",
     )
 
 
-def fine_reference_oom(timesteps: list[int], y0: torch.Tensor, device: torch.device) -> str | None:
+def fine_reference_oom(timesteps: list[int], n_values: int, device: torch.device) -> str | None:
     """Why the fine reference is not computed (its estimate exceeds the device), or None."""
-    capacity, needed = capacity_bytes(device), fine_reference_bytes(timesteps, y0.numel())
+    capacity, needed = capacity_bytes(device), fine_reference_bytes(timesteps, n_values)
     if capacity is None or needed <= capacity:
         return None
     return (
-        f"oom: the fine reference ({fine_steps(timesteps)} RK4 steps of {y0.numel()} values) "
+        f"oom: the fine reference ({fine_steps(timesteps)} RK4 steps of {n_values} values) "
         f"needs at least {gigabytes(needed)}; "
         f"{device} has {gigabytes(capacity)}; not computed"
     )
 
 
-def check_grid_fits(timesteps: list[int], y0: torch.Tensor, device: torch.device) -> None:
+def check_grid_fits(timesteps: list[int], n_values: int, device: torch.device) -> None:
     """Refuse a grid whose largest need (a configuration's, or the fine reference's) is far beyond the device: a
     typing slip (--timesteps 100000000) is told in a second rather than found after minutes of oom rows."""
     capacity = capacity_bytes(device)
@@ -133,13 +136,13 @@ def check_grid_fits(timesteps: list[int], y0: torch.Tensor, device: torch.device
         return
     largest = max(timesteps)
     needs = {
-        f"n_timesteps {largest}": configuration_bytes(largest, y0.numel()),
-        f"the fine reference ({fine_steps(timesteps)} RK4 steps)": fine_reference_bytes(timesteps, y0.numel()),
+        f"n_timesteps {largest}": configuration_bytes(largest, n_values),
+        f"the fine reference ({fine_steps(timesteps)} RK4 steps)": fine_reference_bytes(timesteps, n_values),
     }
     what, needed = max(needs.items(), key=lambda item: item[1])
     if needed > FAR_BEYOND * capacity:
         raise InputError(
-            f"{what} needs at least {gigabytes(needed)} ({y0.numel()} state values), "
+            f"{what} needs at least {gigabytes(needed)} ({n_values} state values), "
             f"more than {FAR_BEYOND} times all the memory of {device} ({gigabytes(capacity)}); "
             "use smaller --timesteps, or --allow-oom to record what cannot fit as oom rows"
         )

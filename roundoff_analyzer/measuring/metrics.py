@@ -26,6 +26,14 @@ def flatten(tensors: Sequence[torch.Tensor], device: torch.device | str = "cpu")
     return torch.cat(flat) if flat else torch.zeros(0, device=device)
 
 
+def joined(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    """One tensor standing for several, for an error over all of them: the tensor itself where there is one (its error
+    computed as it always was), their flat float64 concatenation where there are more, None where there are none."""
+    if len(tensors) == 1:
+        return tensors[0]
+    return flatten(tensors) if tensors else None
+
+
 def all_finite(tensors: Sequence[torch.Tensor | None]) -> bool:
     return all(t is None or bool(torch.isfinite(t).all()) for t in tensors)
 

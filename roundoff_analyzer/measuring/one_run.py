@@ -6,12 +6,12 @@ exactly this too, one run at a time.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
 
 from ..axes.libraries import SolverLibrary
-from ..axes.libraries.steps import CountedDynamics
 from ..axes.loss_placements import DEFAULT_LOSS_IN, LOSS_PLACEMENTS, LossPlacement
 from ..axes.methods import Method
 from ..axes.modes import PreparedRun, ProblemCopies
@@ -19,19 +19,21 @@ from ..axes.scalings import ScalerSettings, Scaling
 from ..core.devices import measured
 from ..core.errors import InputError
 from ..core.user_code import quit_line
-from ..solvers import SolveReport, StepRecord
+from ..solvers import DynamicAdjointScaler, SolveReport, StepRecord
 from . import failures, metrics
 from .failures import Failure
 from .module_hooks import ModuleObserver
+from .solve_calls import ConfiguredOdeint, SolveRecord
 
 
 @dataclass
 class RunOutcome:
     """What one run gave: its solution, loss and gradients (detached), the scaler's end, its times, and its failure."""
 
-    trajectory: torch.Tensor | None = None
+    trajectory: torch.Tensor | None = None  # the first solve's states at its output times (solve_calls.SolveRecord)
     loss: torch.Tensor | None = None
-    grads: list[torch.Tensor] = field(default_factory=list)  # y0 first, then each parameter
+    grads: list[torch.Tensor] = field(default_factory=list)  # the batch's floating-point inputs first, then parameters
+    n_inputs: int = 1  # how many of `grads` are the inputs' (a trajectory problem's: y0's)
     final_scale: float | None = None
     retries: int | None = None
     backward_passes: int | None = None  # a loss scaler may run several to find its scale
@@ -40,10 +42,15 @@ class RunOutcome:
     peak_memory_bytes: int | None = None
     report: SolveReport = field(default_factory=SolveReport)
     failure: Failure | None = None
+    solves: list[SolveRecord] = field(default_factory=list)  # every solve of the step, the first the trajectory's
 
+    @property
+    def input_grads(self) -> list[torch.Tensor]:
+        return self.grads[: self.n_inputs]
 
-def time_grid(n_timesteps: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.linspace(0.0, 1.0, n_timesteps + 1, dtype=dtype, device=device)
+    @property
+    def param_grads(self) -> list[torch.Tensor]:
+        return self.grads[self.n_inputs :]
 
 
 def run_once(
@@ -53,31 +60,36 @@ def run_once(
     method: Method,
     scaling: Scaling,
     settings: ScalerSettings,
-    t: torch.Tensor,
+    n_timesteps: int,
     loss_dtype: torch.dtype,
     scale_hint: int | None = None,
     loss_in: LossPlacement | None = None,
     observer: ModuleObserver | None = None,
 ) -> RunOutcome:
-    """Forward, loss and backward of one run; any exception or non-finite value becomes `failure`.
+    """Forward (the problem's step, its solves by `library` and `method` in `n_timesteps` equal steps each), loss and
+    backward of one run; any exception or non-finite value becomes `failure`. The grid's times are float64 where the
+    loss is (the reference), else float32.
     `scale_hint`: where a searching loss scaler starts (the retries of a similar run); `loss_in`: where the loss is
     formed (default: outside the run's context, in `loss_dtype`); `observer`: told where the backward begins
     (per-module measurement)."""
-    outcome = RunOutcome()
-    loss_in = loss_in or LOSS_PLACEMENTS.get(DEFAULT_LOSS_IN)
-    device = prepared.y0.device
-    adjoint_scaler = scaling.adjoint_scaler(settings)
     leaves = prepared.leaves
-    counted = CountedDynamics(prepared.func)
+    outcome = RunOutcome(n_inputs=len(prepared.inputs))
+    loss_in = loss_in or LOSS_PLACEMENTS.get(DEFAULT_LOSS_IN)
+    device = prepared.device
+    adjoint_scaler = scaling.adjoint_scaler(settings)
+    odeint = configured_odeint(
+        prepared, library, method, n_timesteps, loss_dtype, loss_in, adjoint_scaler, outcome.report
+    )
     try:
         with measured(device) as forward:
-            with prepared.context():
-                trajectory = library.solve(counted, prepared.y0, t, method, adjoint_scaler, outcome.report)
-            outcome.report.n_function_evals = counted.calls
-            loss = loss_in.form(copies.problem.loss, trajectory, prepared.context, loss_dtype)
-        outcome.trajectory, outcome.loss, outcome.forward_s = trajectory.detach(), loss.detach(), forward.seconds
-        outcome.report.record_forward(trajectory)
-        if not metrics.all_finite([trajectory]):
+            try:
+                loss = step_forward(prepared, copies, odeint, loss_in)
+            finally:
+                outcome.report.n_function_evals = odeint.calls
+                outcome.solves = odeint.solves
+        trajectory = odeint.solves[0].states
+        outcome.trajectory, outcome.loss, outcome.forward_s = trajectory, loss.detach(), forward.seconds
+        if not metrics.all_finite([s.states for s in odeint.solves]):
             outcome.failure = failures.overflow("solution", "forward", outcome.report.forward_overflow_step)
             return outcome
         if not metrics.all_finite([loss]):
@@ -97,7 +109,7 @@ def run_once(
         outcome.final_scale, outcome.retries = result.final_scale, result.retries
         outcome.backward_passes = result.passes
         # Keep the backward profile of the attempt that counted (a loss scaler may have retried).
-        outcome.report.backward = _counted_attempt(outcome.report, t, result.passes_after_counted())
+        outcome.report.backward = _counted_attempt(outcome.report, n_timesteps, result.passes_after_counted())
         if observer is not None:
             observer.keep_backward_pass(result.passes_after_counted())
         if not metrics.all_finite(outcome.grads):
@@ -106,29 +118,73 @@ def run_once(
         raise InputError(quit_line(f"{library.name} {method.name}: the solve, the model or its loss", exc)) from None
     except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
         outcome.failure = failures.classify_exception(exc)
-        if outcome.report.n_function_evals is None:  # the forward failed: what it had evaluated until then
-            outcome.report.n_function_evals = counted.calls
         if outcome.failure.final_scale is not None:
             outcome.final_scale, outcome.retries = outcome.failure.final_scale, outcome.failure.retries
             # An exhausted loss scaler's last attempt is the one that counted.
-            outcome.report.backward = _counted_attempt(outcome.report, t, 0)
+            outcome.report.backward = _counted_attempt(outcome.report, n_timesteps, 0)
     finally:
         for leaf in leaves:
             leaf.grad = None
     return outcome
 
 
-def _counted_attempt(report: SolveReport, t: torch.Tensor, passes_after: int) -> list[StepRecord]:
+def configured_odeint(
+    prepared: PreparedRun,
+    library: SolverLibrary,
+    method: Method,
+    n_timesteps: int,
+    loss_dtype: torch.dtype,
+    loss_in: LossPlacement,
+    scaler: DynamicAdjointScaler | None,
+    report: SolveReport,
+) -> ConfiguredOdeint:
+    """The `odeint` a run hands its step: inside the run's context where the step is not, its output then cast to
+    `loss_dtype`; the grid's times float64 where the loss is (the reference), else float32."""
+    outside = not loss_in.step_in_context
+    return ConfiguredOdeint(
+        library,
+        method,
+        n_timesteps,
+        torch.float64 if loss_dtype == torch.float64 else torch.float32,
+        scaler,
+        report,
+        context=prepared.context if outside else None,
+        output_dtype=loss_dtype if outside else None,
+        model=prepared.model,
+    )
+
+
+def step_forward(
+    prepared: PreparedRun, copies: ProblemCopies, odeint: ConfiguredOdeint, loss_in: LossPlacement
+) -> torch.Tensor:
+    """The problem's step on the run's model and batch, inside the run's context where the placement puts it: the
+    loss, checked to be a scalar."""
+    with prepared.context() if loss_in.step_in_context else nullcontext():
+        loss = copies.problem.step(prepared.model, prepared.batch, odeint)
+    if not odeint.solves:
+        raise TypeError("the step called no odeint: a sweep measures the solves of the odeint it hands the step")
+    return checked_loss(loss)
+
+
+def checked_loss(loss: object) -> torch.Tensor:
+    """The step's loss, which must be a scalar tensor (a TypeError names what it was instead)."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        got = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else f"a {type(loss).__name__}"
+        raise TypeError(f"the loss must be a scalar tensor, got {got}")
+    return loss.reshape(())
+
+
+def _counted_attempt(report: SolveReport, n_timesteps: int, passes_after: int) -> list[StepRecord]:
     """The per-step backward records of the backward pass that counted, in step order: the other passes were a loss
     scaler's search, `passes_after` of them after the one that counted."""
-    per_pass = t.numel() - 1
+    per_pass = n_timesteps
     end = len(report.backward) - passes_after * per_pass
     return sorted(report.backward[max(end - per_pass, 0) : max(end, 0)], key=lambda r: r.backward_step)
 
 
 def _gradient_overflow(outcome: RunOutcome) -> Failure:
     # The message names the quantity, not the parameters, so that runs failing for one cause group together.
-    y0_finite, params_finite = metrics.all_finite(outcome.grads[:1]), metrics.all_finite(outcome.grads[1:])
+    y0_finite, params_finite = metrics.all_finite(outcome.input_grads), metrics.all_finite(outcome.param_grads)
     if not (y0_finite or params_finite):
         quantity = "gradient w.r.t. y0 and parameter gradient"
     else:

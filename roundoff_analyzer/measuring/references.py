@@ -12,7 +12,7 @@ from ..axes.methods import Method
 from ..axes.modes import ProblemCopies, cast_run
 from ..axes.scalings import SCALINGS, ScalerSettings
 from . import failures
-from .one_run import RunOutcome, run_once, time_grid
+from .one_run import RunOutcome, run_once
 
 
 class ReferenceCache:
@@ -31,9 +31,8 @@ class ReferenceCache:
         if key not in self._cache:
             start = time.perf_counter()
             prepared = cast_run(self.copies, torch.float64)
-            t = time_grid(n_timesteps, torch.float64, prepared.y0.device)
             none = SCALINGS.get("none")
-            outcome = run_once(prepared, self.copies, library, method, none, self.settings, t, torch.float64)
+            outcome = run_once(prepared, self.copies, library, method, none, self.settings, n_timesteps, torch.float64)
             if outcome.failure is not None:
                 raise failures.ReferenceFailed(outcome.failure)
             self._cache[key] = outcome

@@ -14,6 +14,7 @@ from ..axes.arithmetics import tensor_scaling
 from ..axes.dtypes import DtypeSpec
 from ..axes.grid import Configuration
 from ..axes.methods import AdaptiveRK, Method
+from ..axes.models.inputs import input_names
 from ..axes.modes import ProblemCopies
 from ..axes.roundings import ROUNDINGS
 from ..solvers import SolveReport
@@ -37,11 +38,13 @@ class Measurement:
     parameter_errors: list[Row]
     profile: list[Row]
     modules: list[Row] = field(default_factory=list)  # per module and phase, where asked for (module_hooks.py)
+    parts: list[Row] = field(default_factory=list)  # per submodule or tuple part, where there are several
 
 
 def base_row(config: Configuration, dtype: DtypeSpec, context: SweepContext) -> Row:
     """Every column of the results table: the configuration's, its environment's, and None for what is measured."""
     row: Row = config.as_dict()
+    row.update(t0=context.shape.t0, t1=context.shape.t1)
     row.update(status="ok", failure_class=None, failure_type=None, failure_message=None, skip_reason=None)
     for name in ERROR_METRICS:
         row.update({name: None, f"{name}_over_u": None, f"{name}_spread": None})
@@ -100,8 +103,10 @@ def step_columns(method: Method, outcome: RunOutcome, reference: RunOutcome) -> 
 
 
 def parameter_names(copies: ProblemCopies) -> list[str]:
-    """The names of a run's gradients, in RunOutcome.grads' order: y0, then each trainable parameter."""
-    return ["y0"] + [name for name, p in copies.problem.func.named_parameters() if p.requires_grad]
+    """The names of a run's gradients, in RunOutcome.grads' order: the batch's floating-point inputs (a trajectory
+    problem's: y0; a step's: `batch`, `batch[0]`, `batch['x']`, ...), then each trainable parameter."""
+    root = "y0" if copies.trajectory is not None else "batch"
+    return input_names(copies.batch, root) + [n for n, p in copies.model.named_parameters() if p.requires_grad]
 
 
 def run_columns(
@@ -151,6 +156,43 @@ def parameter_error_rows(names: list[str], last: RunOutcome, reference: RunOutco
     return rows
 
 
+# The part a parameter belongs to when it is the model's own, not a submodule's.
+MODEL_ITSELF = "(model)"
+
+
+def submodule_of(parameter: str) -> str:
+    """The top-level submodule a parameter belongs to (`encoder` of `encoder.rnn.weight_ih`)."""
+    head, dot, _ = parameter.partition(".")
+    return head if dot else MODEL_ITSELF
+
+
+def part_error_rows(names: list[str], last: RunOutcome, reference: RunOutcome, dtype: DtypeSpec) -> list[Row]:
+    """Errors of parts, where there is more than one: the parameter gradient of each top-level submodule (encoder,
+    func, decoder), and the solution and final state of each part of a tuple state (the first solve's)."""
+    rows: list[Row] = []
+
+    def add(metric: str, part: str, error: float) -> None:
+        rows.append({"metric": metric, "part": part, "rel_err": error, "rel_err_over_u": error / dtype.unit_roundoff})
+
+    if last.grads and metrics.all_finite(last.grads):
+        groups: dict[str, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+        for name, grad, ref in zip(names[last.n_inputs :], last.param_grads, reference.param_grads):
+            own, theirs = groups.setdefault(submodule_of(name), ([], []))
+            own.append(grad)
+            theirs.append(ref)
+        if len(groups) > 1:
+            for part, (own, theirs) in groups.items():
+                add("grad_params_rel_err", part, metrics.rel_err(metrics.flatten(own), metrics.flatten(theirs)))
+    sizes = last.solves[0].part_sizes if last.solves else None
+    finite = last.trajectory is not None and metrics.all_finite([last.trajectory])
+    if sizes and finite and last.trajectory is not None and reference.trajectory is not None:
+        parts = zip(last.trajectory.split(sizes, dim=-1), reference.trajectory.split(sizes, dim=-1))
+        for index, (own_part, reference_part) in enumerate(parts):
+            add("sol_rel_err", f"state[{index}]", metrics.rel_err(own_part, reference_part))
+            add("final_rel_err", f"state[{index}]", metrics.rel_err(own_part[-1], reference_part[-1]))
+    return rows
+
+
 def profile_rows(report: SolveReport, reference: SolveReport) -> list[Row]:
     """The largest value per step, forward and backward, beside the reference's."""
     rows: list[Row] = [
@@ -194,13 +236,20 @@ def _errors(outcome: RunOutcome, reference: RunOutcome) -> dict[str, float | Non
         assert reference.loss is not None
         errors["loss_rel_err"] = metrics.rel_err(outcome.loss, reference.loss)
     if outcome.grads and metrics.all_finite(outcome.grads):
-        errors["grad_y0_rel_err"] = metrics.rel_err(outcome.grads[0], reference.grads[0])
+        inputs, reference_inputs = metrics.joined(outcome.input_grads), metrics.joined(reference.input_grads)
+        if inputs is not None and reference_inputs is not None:
+            errors["grad_y0_rel_err"] = metrics.rel_err(inputs, reference_inputs)
         errors["grad_params_rel_err"] = metrics.rel_err(_params(outcome), _params(reference))
     return errors
 
 
 def _params(outcome: RunOutcome) -> torch.Tensor:
-    return metrics.flatten([g for g in outcome.grads[1:] if g is not None])
+    return metrics.flatten([g for g in outcome.param_grads if g is not None])
+
+
+def input_words(names: list[str]) -> str:
+    """What the input gradient is of, in a failure's words: y0 for a trajectory problem, else the batch's inputs."""
+    return "y0" if names == ["y0"] else "the batch's inputs"
 
 
 def _underflow(
@@ -208,18 +257,24 @@ def _underflow(
 ) -> Failure | None:
     """Finite gradients that collapsed: as a whole, parameter by parameter, or a low-precision adjoint
     that went to zero where the reference's did not."""
+    n_inputs = outcome.n_inputs
     pairs = {
-        "gradient w.r.t. y0": (outcome.grads[0], reference.grads[0]),
+        f"gradient w.r.t. {input_words(names[:n_inputs])}": (
+            metrics.joined(outcome.input_grads),
+            metrics.joined(reference.input_grads),
+        ),
         "parameter gradient": (_params(outcome), _params(reference)),
     }
     for quantity, (value, ref) in pairs.items():
+        if value is None or ref is None:
+            continue
         value_norm, reference_norm = metrics.norm(value), metrics.norm(ref)
         if metrics.collapsed(value_norm, reference_norm):
             return failures.underflow(quantity, value_norm, reference_norm)
     # One float32 path can keep the total norm up while every parameter behind a low-precision op lost its gradient.
     lost = [
         name
-        for name, g, ref in zip(names[1:], outcome.grads[1:], reference.grads[1:])
+        for name, g, ref in zip(names[n_inputs:], outcome.param_grads, reference.param_grads)
         if metrics.collapsed(metrics.norm(g), metrics.norm(ref))
     ]
     if lost:
@@ -227,7 +282,7 @@ def _underflow(
         return failures.Failure(
             failures.UNDERFLOW,
             "Collapsed",
-            f"{len(lost)} of {len(names) - 1} parameter gradients collapsed to (nearly) zero: {shown}",
+            f"{len(lost)} of {len(names) - n_inputs} parameter gradients collapsed to (nearly) zero: {shown}",
         )
     zero_share, reference_zero_share = outcome.report.max_zero_share, reference.report.max_zero_share
     if metrics.zeroed(zero_share, reference_zero_share) and params_error is not None and params_error > 0.5:
@@ -258,12 +313,17 @@ def _significant_digits(outcomes: list[RunOutcome]) -> dict[str, float | None]:
     if len(finished) < 2:
         return {}
     samples = [_quantities(o) for o in finished]
-    return {column: significant_digits([s[key] for s in samples]) for column, key in zip(SIG_DIGITS, samples[0])}
+    digits: dict[str, float | None] = {}
+    for column, key in zip(SIG_DIGITS, samples[0]):
+        values = [s[key] for s in samples]
+        present = [v for v in values if v is not None]
+        digits[column] = significant_digits(present) if len(present) == len(values) else None
+    return digits
 
 
-def _quantities(outcome: RunOutcome) -> dict[str, torch.Tensor]:
+def _quantities(outcome: RunOutcome) -> dict[str, torch.Tensor | None]:
     assert outcome.trajectory is not None and outcome.loss is not None  # a finished run has both
-    return quantities(outcome.trajectory, outcome.loss, outcome.grads)
+    return quantities(outcome.trajectory, outcome.loss, outcome.grads, outcome.n_inputs)
 
 
 def _median(values: list[float | None]) -> float | None:

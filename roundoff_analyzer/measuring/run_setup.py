@@ -16,6 +16,7 @@ from ..axes.loss_placements import LOSS_PLACEMENTS, LossPlacement
 from ..axes.methods import METHODS, AdaptiveRK, Method
 from ..axes.modes import MODES, Mode, PreparedRun, ProblemCopies
 from ..axes.scalings import SCALINGS, ScalerSettings, Scaling
+from .contract import ProblemShape
 from .module_hooks import ModuleObserver
 from .one_run import RunOutcome, run_once
 from .references import ReferenceCache
@@ -31,6 +32,7 @@ class SweepContext:
     references: ReferenceCache
     device: torch.device
     settings: ScalerSettings
+    shape: ProblemShape  # the step's solves, as the contract check saw them: their span and sizes
     repeats: int = 1
     timeout_s: float | None = None
     # rtol, atol and max_steps of adaptive methods.
@@ -83,7 +85,7 @@ class RunSetup:
         self,
         prepared: PreparedRun,
         context: SweepContext,
-        t: torch.Tensor,
+        n_timesteps: int,
         scale_hint: int | None,
         observer: ModuleObserver | None = None,
     ) -> RunOutcome:
@@ -94,7 +96,7 @@ class RunSetup:
             self.method,
             self.scaling,
             context.settings,
-            t,
+            n_timesteps,
             torch.float32,
             scale_hint=scale_hint,
             loss_in=self.loss_in,

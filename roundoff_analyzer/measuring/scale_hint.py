@@ -6,11 +6,8 @@ nothing here reaches a table; it exists because a search at a large n_timesteps 
 
 from __future__ import annotations
 
-import torch
-
 from ..axes.grid import Configuration
 from . import failures
-from .one_run import time_grid
 from .run_setup import RunSetup, SweepContext
 from .time_limit import time_limit
 from .torch_state import restored_torch_state
@@ -49,8 +46,7 @@ def scale_hint(setup: RunSetup, context: SweepContext) -> int | None:
     try:
         with restored_torch_state(), time_limit(context.timeout_s):
             prepared = setup.prepare(context)
-            t = time_grid(HINT_TIMESTEPS, torch.float32, context.device)
-            outcome = setup.run(prepared, context, t, None)
+            outcome = setup.run(prepared, context, HINT_TIMESTEPS, None)
     except failures.ConfigurationTimeout:
         return None
     return outcome.retries if outcome.failure is None else None

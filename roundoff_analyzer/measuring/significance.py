@@ -28,12 +28,15 @@ def significant_digits(samples: Sequence[torch.Tensor]) -> float | None:
     return -math.log10(spread / size) if size > 0 else None
 
 
-def quantities(trajectory: torch.Tensor, loss: torch.Tensor, grads: list[torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Each error metric's quantity, keyed like ERROR_METRICS without `_rel_err`."""
+def quantities(
+    trajectory: torch.Tensor, loss: torch.Tensor, grads: list[torch.Tensor], n_inputs: int = 1
+) -> dict[str, torch.Tensor | None]:
+    """Each error metric's quantity, keyed like ERROR_METRICS without `_rel_err` (`grads`: the `n_inputs` inputs'
+    first, then the parameters')."""
     return {
         "sol": trajectory,
         "final": trajectory[-1],
         "loss": loss,
-        "grad_y0": grads[0],
-        "grad_params": metrics.flatten([g for g in grads[1:] if g is not None]),
+        "grad_y0": metrics.joined(grads[:n_inputs]),
+        "grad_params": metrics.flatten([g for g in grads[n_inputs:] if g is not None]),
     }

@@ -14,7 +14,14 @@ import torch
 from ..axes.modes import ProblemCopies
 from ..core.errors import one_line
 from . import metrics
-from .discretisation import FineReference, FineSolution, combine_fine, fine_steps, solve_on_fine_grid
+from .discretisation import (
+    FineReference,
+    FineSolution,
+    combine_fine,
+    fine_steps,
+    solve_on_fine_grid,
+    solve_step_on_fine_grid,
+)
 from .gradient_noise import NOISE_TIMESTEPS, GradientNoise, batch_gradients, noise_from
 from .memory import fine_reference_oom
 from .yardstick_files import YardstickFiles
@@ -84,6 +91,7 @@ class Yardsticks:
         noise_batches: int,
         device: torch.device,
         files: YardstickFiles | None = None,
+        state_values: int | None = None,
     ) -> None:
         self.copies, self.timesteps, self.noise_batches, self.device, self.files = (
             copies,
@@ -92,6 +100,8 @@ class Yardsticks:
             device,
             files,
         )
+        # Elements of the largest state a solve holds (the memory bound of the fine reference); y0's by default.
+        self.state_values = state_values if state_values is not None else _state_values(copies)
         self._pieces: dict[str, dict] = {}
         self._fine: FineReference | None = None
         self._noise: GradientNoise | None = None
@@ -137,17 +147,22 @@ class Yardsticks:
         return self._pieces[piece]
 
     def _solve_fine(self, coarsening: int) -> dict:
-        too_large = fine_reference_oom(self.timesteps, self.copies.problem.y0, self.device)
+        too_large = fine_reference_oom(self.timesteps, self.state_values, self.device)
         if too_large:  # before the grid is built: its points alone may exceed the machine
             return {"failure": too_large}
         started = time.perf_counter()
+        steps = fine_steps(self.timesteps) // coarsening
         try:
-            solved = solve_on_fine_grid(
-                self.copies, self.timesteps, fine_steps(self.timesteps) // coarsening, self.device
-            )
+            if self.copies.trajectory is not None:
+                solved = solve_on_fine_grid(self.copies, self.timesteps, steps, self.device)
+            else:  # a step's output times are its own: one solve serves every n_timesteps
+                solved = dict.fromkeys(self.timesteps, solve_step_on_fine_grid(self.copies, steps, self.device))
         except Exception as exc:  # noqa: BLE001 - without it the rows lack the context columns, nothing more
             return {"failure": f"{type(exc).__name__}: {exc}"}
-        solutions = {n: {"trajectory": s.trajectory, "loss": s.loss, "grads": list(s.grads)} for n, s in solved.items()}
+        solutions = {
+            n: {"trajectory": s.trajectory, "loss": s.loss, "grads": list(s.grads), "n_inputs": s.n_inputs}
+            for n, s in solved.items()
+        }
         return {"solutions": solutions, "seconds": time.perf_counter() - started}
 
     def _noise_timesteps(self) -> int:
@@ -167,19 +182,28 @@ class Yardsticks:
 
 
 def _solutions(piece: dict) -> dict[int, FineSolution]:
-    return {int(n): FineSolution(s["trajectory"], s["loss"], list(s["grads"])) for n, s in piece["solutions"].items()}
+    return {
+        int(n): FineSolution(s["trajectory"], s["loss"], list(s["grads"]), s.get("n_inputs", 1))
+        for n, s in piece["solutions"].items()
+    }
+
+
+def _state_values(copies: ProblemCopies) -> int:
+    trajectory = copies.trajectory
+    assert trajectory is not None, "a step's state size is what its contract check saw (ProblemShape)"
+    return trajectory.y0.numel()
 
 
 def _values(solution) -> dict[str, torch.Tensor | None]:
     """The compared quantities of a run, its reference or the fine solution, by error column."""
-    trajectory, grads = solution.trajectory, solution.grads
+    trajectory, grads, n_inputs = solution.trajectory, solution.grads, solution.n_inputs
     finite_solution = trajectory is not None and metrics.all_finite([trajectory])
     finite_grads = bool(grads) and metrics.all_finite(grads)
     return {
         "sol_rel_err": trajectory if finite_solution else None,
         "final_rel_err": trajectory[-1] if finite_solution else None,
-        "grad_y0_rel_err": grads[0] if finite_grads else None,
-        "grad_params_rel_err": metrics.flatten(grads[1:]) if finite_grads else None,
+        "grad_y0_rel_err": metrics.joined(grads[:n_inputs]) if finite_grads else None,
+        "grad_params_rel_err": metrics.flatten(grads[n_inputs:]) if finite_grads else None,
     }
 
 

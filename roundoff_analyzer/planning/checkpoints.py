@@ -12,12 +12,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..axes.grid import file_safe
-from ..axes.models import Problem, load_checkpoint
+from ..axes.models import ModelProblem, load_checkpoint
 from ..core.errors import InputError
 from ..core.json_files import parse_json
 
@@ -38,7 +38,7 @@ class SweepCheckpoint:
     """One checkpoint of a sweep, its weights loaded into a problem of its own."""
 
     name: str  # the configurations' `checkpoint`: "" when the sweep has a single checkpoint
-    problem: Problem
+    problem: ModelProblem
     record: dict[str, Any]  # name, path, sha256 and iteration, as the manifest lists them
 
     @property
@@ -125,13 +125,13 @@ def sidecar_iteration(weights: Path) -> int | None:
     return iteration
 
 
-def load_checkpoints(problem: Problem, files: list[CheckpointFile], model: str) -> list[SweepCheckpoint]:
-    """One problem per checkpoint, the first `problem` itself: the same batch and loss, each with its weights."""
+def load_checkpoints(problem: ModelProblem, files: list[CheckpointFile], model: str) -> list[SweepCheckpoint]:
+    """One problem per checkpoint, the first `problem` itself: the same batch and step, each with its weights."""
     several = len(files) > 1
     loaded = []
     for index, file in enumerate(files):
-        own = problem if index == 0 else replace(problem, func=copy.deepcopy(problem.func))
-        record = load_checkpoint(own.func, file.path, model)
+        own = problem if index == 0 else problem.with_model(copy.deepcopy(problem.model))
+        record = load_checkpoint(own.model, file.path, model)
         loaded.append(
             SweepCheckpoint(
                 file.name if several else "", own, {"name": file.name, **record, "iteration": file.iteration}

@@ -167,11 +167,13 @@ class SweepConfig(BaseModel):
     dtype: list[str] | None = None
     scaling: list[str] | None = None
     mode: list[str] = Field(default_factory=lambda: ["autocast"])
-    loss_in: list[str] = Field(
-        default_factory=lambda: ["float32"],
+    loss_in: list[str] | None = Field(
+        None,
         description=(
-            "where the loss is formed: float32 (after the solve, outside autocast, from the output cast to float32: "
-            "what the answer's code shows by default) or autocast (inside the autocast block)"
+            "where the loss is formed: float32 (after the solve, outside autocast, from the output cast to float32; "
+            "for a model given as a training step, autocast around its solves only) or autocast (inside the autocast "
+            "block; for a training step, the whole step under autocast). Default: float32 for a model of (func, y0, "
+            "loss), autocast for a training step"
         ),
     )
     device: str = "auto"

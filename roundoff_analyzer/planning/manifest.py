@@ -10,12 +10,14 @@ import importlib.metadata
 import json
 import platform
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from ..axes.methods import METHODS
-from ..axes.models import Problem
+from ..axes.models import ModelProblem, TrajectoryProblem
+from ..axes.models.inputs import tensors_with_names
 from ..core.devices import describe
 from ..core.user_code import source_sha256
 from ..core.version import __version__
@@ -82,6 +84,10 @@ def manifest(plan: SweepPlan) -> dict:
         "model": model,
         "data": config.data or plan.model.default_data,
         "data_source": plan.problem.data_source,
+        "problem": {
+            "form": "trajectory" if isinstance(plan.problem, TrajectoryProblem) else "step",
+            **asdict(plan.shape),
+        },
         "checkpoint": plan.checkpoint,
         "checkpoints": [c.record for c in plan.checkpoints],
         "grid": grid,
@@ -127,10 +133,11 @@ def fingerprint(plan: SweepPlan) -> dict:
     return json.loads(json.dumps(manifest(plan)["fingerprint"]))
 
 
-def problem_hash(problem: Problem) -> str:
+def problem_hash(problem: ModelProblem) -> str:
     """The weights and the batch, bit for bit: the same in every process that rebuilds the sweep's problem."""
     digest = hashlib.sha256()
-    for name, tensor in [("y0", problem.y0), *problem.func.state_dict().items()]:
+    batch = tensors_with_names(problem.sample_batch(0), "y0" if isinstance(problem, TrajectoryProblem) else "batch")
+    for name, tensor in [*batch, *problem.model.state_dict().items()]:
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()

@@ -11,20 +11,25 @@ from typing import Protocol
 import torch
 
 from ..axes.data import parse_data
-from ..axes.grid import Configuration, Grid, file_safe
+from ..axes.grid import AXIS_DEFAULTS, Configuration, Grid, file_safe
 from ..axes.keep_float32 import unmatched
 from ..axes.libraries import resolve_library
-from ..axes.models import MODELS, ModelOptions, ModelSpec, Problem, parse_options, resolve_model, scaled_loss
+from ..axes.models import MODELS, ModelOptions, ModelProblem, ModelSpec, parse_options, resolve_model
+from ..axes.modes import ProblemCopies
 from ..core.devices import resolve_device
 from ..core.errors import InputError, one_line
 from ..core.registry import Registry
 from ..core.text import shortened
 from ..core.threads import ThreadChoice, choose_threads
 from ..measuring import memory
+from ..measuring.contract import ProblemShape, check_contract, evaluate_once, low_precision_failures, precisions_of
 from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
 from .config import SweepConfig
 from .tolerances import tolerance_warnings
 from .workers import EXECUTORS_WITH_PROCESSES, auto_workers
+
+# The module name of a model defined in a notebook or a script run as a program.
+IN_MAIN = "__main__:"
 
 
 class PlannedExecutor(Protocol):
@@ -54,7 +59,7 @@ class SweepPlan:
     grid: Grid
     configurations: list[Configuration]
     device: torch.device
-    problem: Problem
+    problem: ModelProblem
     checkpoint: dict[str, str] | None  # path and sha256 of the weights loaded into the problem
     executor: PlannedExecutor
     threads: ThreadChoice | None = None  # torch threads for each process that measures (None: leave torch's setting)
@@ -62,8 +67,12 @@ class SweepPlan:
     # --checkpoint.
     checkpoints: list[SweepCheckpoint] = field(default_factory=list)
     workers_reason: str | None = None  # why config.workers processes: "--workers", or the automatic choice's reason
+    # The step's solves as the contract check saw them (span, sizes); a trajectory problem's is known without running.
+    shape: ProblemShape = field(default_factory=lambda: ProblemShape(0.0, 1.0, 0))
+    # Lines to say before running: precisions of the grid in which the step raises (their configurations will fail).
+    step_warnings: list[str] = field(default_factory=list)
 
-    def problem_for(self, checkpoint: str) -> Problem:
+    def problem_for(self, checkpoint: str) -> ModelProblem:
         """The problem of the configurations whose `checkpoint` is this name."""
         return next((c.problem for c in self.checkpoints if c.name == checkpoint), self.problem)
 
@@ -73,7 +82,10 @@ class SweepPlan:
     def warnings(self) -> list[str]:
         """What to say before running: an adaptive method's rtol below a dtype's unit roundoff."""
         dtypes = [dtype for _, dtype, _ in self.grid.triples]
-        return tolerance_warnings(self.grid.methods, dtypes, self.grid.modes, self.config.rtol)
+        return [
+            *tolerance_warnings(self.grid.methods, dtypes, self.grid.modes, self.config.rtol),
+            *(f"warning: {line}" for line in self.step_warnings),
+        ]
 
 
 def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked: bool = False) -> SweepPlan:
@@ -95,7 +107,7 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         config.scaling,
         config.arithmetic,
         config.rounding,
-        config.loss_in,
+        config.loss_in or [AXIS_DEFAULTS["loss_in"]],
         config.keep_float32,
     )
     # SweepConfig's validator has joined a list of checkpoints into one comma list.
@@ -104,11 +116,12 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
     workers = config.workers
     workers_reason = "--workers" if workers is not None else None
     if workers is None:
-        workers, workers_reason = (
-            (1, f"executor {config.executor}")
-            if config.executor not in EXECUTORS_WITH_PROCESSES
-            else auto_workers(grid.configurations(model.name), resolve_device(config.device))
-        )
+        if config.executor not in EXECUTORS_WITH_PROCESSES:
+            workers, workers_reason = 1, f"executor {config.executor}"
+        elif model.name.startswith(IN_MAIN) and config.executor is None:
+            workers, workers_reason = 1, "the model is defined in __main__, which worker processes cannot import"
+        else:
+            workers, workers_reason = auto_workers(grid.configurations(model.name), resolve_device(config.device))
         config = config.model_copy(update={"workers": workers})
     executor = executors.get(config.executor_name)
     device = executor.target_device(config)
@@ -123,17 +136,26 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         parse_data(config.data) if config.data else None,
     )
     problem = build_problem(model, options, build_on, data, bound_memory=not checked)
+    if config.loss_in is None:
+        grid = replace(grid, loss_ins=(problem.default_loss_in,))
+        config = config.model_copy(update={"loss_in": [problem.default_loss_in]})
+    copies = ProblemCopies(problem)
+    shape = check_contract(model.name, copies)
+    step_warnings: list[str] = []
+    if not checked:
+        precisions = precisions_of(grid.configurations(model.name))
+        step_warnings = low_precision_failures(copies, precisions, config.fp8_scaling)
     if not checked and not config.allow_oom and executor.runs_here:
-        memory.check_grid_fits(list(grid.timesteps), problem.y0, device)
+        memory.check_grid_fits(list(grid.timesteps), shape.state_values, device)
     if config.loss_scale != 1.0:
-        problem = replace(problem, loss=scaled_loss(problem.loss, config.loss_scale))
-    refuse_unmatched_modules(problem.func, grid.kept)
+        problem = problem.with_loss_scale(config.loss_scale)
+    refuse_unmatched_modules(problem.model, grid.kept)
     checkpoints = load_checkpoints(problem, files, model.name)
     checkpoint = (
         {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
     )
     grid = replace(grid, checkpoints=tuple(c.name for c in checkpoints) or ("",))
-    threads = choose_threads(problem.func, problem.y0, device, config.threads, workers) if executor.runs_here else None
+    threads = choose_threads(evaluate_once(copies), device, config.threads, workers) if executor.runs_here else None
     return SweepPlan(
         config,
         model,
@@ -147,25 +169,27 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         threads,
         checkpoints,
         workers_reason,
+        shape,
+        step_warnings,
     )
 
 
-def refuse_unmatched_modules(func: torch.nn.Module, kept: tuple[str, ...]) -> None:
-    """A keep_float32 pattern that names no module of the vector field is a typo, found before anything runs."""
+def refuse_unmatched_modules(model: torch.nn.Module, kept: tuple[str, ...]) -> None:
+    """A keep_float32 pattern that names no module of the model is a typo, found before anything runs."""
     for value in kept:
-        missing = unmatched(func, value)
+        missing = unmatched(model, value)
         if missing:
-            names = [name for name, _ in func.named_modules() if name]
+            names = [name for name, _ in model.named_modules() if name]
             listed = ", ".join(names[:12]) + (f" ... ({len(names)} in all)" if len(names) > 12 else "")
             raise InputError(
-                f"keep_float32 {shortened(missing[0])!r} matches no module of the vector field; its modules: "
+                f"keep_float32 {shortened(missing[0])!r} matches no module of the model; its modules: "
                 f"{listed or 'none'}"
             )
 
 
 def build_problem(
     model: ModelSpec, options: ModelOptions, device: torch.device, data, bound_memory: bool = True
-) -> Problem:
+) -> ModelProblem:
     """The problem, after making sure a built-in model's options fit in memory at all (a user's factory runs once
     only)."""
     if bound_memory and model.name in MODELS:

@@ -14,9 +14,11 @@ from .sections.answer import answer_sentence, code_lines, placement_line
 from .sections.verdict import describe, judged
 
 
-def answer_records(results: pd.DataFrame, device: str | None = None) -> dict[str, dict[str, Any]]:
-    """Per dtype label, the answer the report gives: what to train
-    with (or not), the numbers behind it, and the code."""
+def answer_records(
+    results: pd.DataFrame, device: str | None = None, problem: dict | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per dtype label, the answer the report gives: what to train with (or not), the numbers behind it, and the code
+    (`problem`: the manifest's record of the model's form)."""
     rows, _ = judged(results)
     records = {}
     for a in answering.answers(rows):
@@ -38,7 +40,7 @@ def answer_records(results: pd.DataFrame, device: str | None = None) -> dict[str
             "reason": describe(j),
             "sentence": _plain(answer_sentence(a, device)),
             "placement": _plain(placement_line(a) or "") or None,
-            "code": "\n".join(code_lines(a, device)),
+            "code": "\n".join(code_lines(a, device, problem)),
             "cost": asdict(a.cost) if a.cost is not None else None,
         }
     return records

@@ -28,6 +28,7 @@ def at_checkpoint(sweep: SweepFolder, checkpoint: str) -> SweepFolder:
         param_errors=cut(sweep.param_errors),
         profile=cut(sweep.profile),
         modules=cut(sweep.modules),
+        part_errors=cut(sweep.part_errors),
     )
 
 

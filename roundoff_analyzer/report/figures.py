@@ -24,6 +24,7 @@ from matplotlib.typing import ColorType
 from ..axes.dtypes import DTYPES
 from ..judging.format_search import bit_layout
 from ..storage.results import atomic_write_bytes
+from .formatting import span
 
 METRIC_NAMES = {
     "sol_rel_err": "solution",
@@ -117,20 +118,25 @@ def adjoint_range_figure(
     for (method, group), ax in axes.items():
         panel = at_n[(at_n["method"] == method) & at_n["dtype"].isin(groups[group])]
         if len(groups[group]) == 1:
-            marked |= _adjoint_panel(ax, panel, group, styles, with_mode)
+            marked |= _adjoint_panel(ax, panel, group, styles, with_mode, backward_steps_label(results))
         else:
             held = panel.assign(held=panel["max_abs_low"].fillna(panel["max_abs"]), broken=non_finite_steps(panel))
             if _grouped_panel(ax, held, "step", "held", styles, with_mode, broken="broken"):
                 marked.add(FAILED_LABEL)
             ax.set_yscale("log")
             ax.set_ylim(*_limits(held["held"].dropna()))
-            ax.set_xlabel("backward step (0 = first step back from t = 1)")
+            ax.set_xlabel(backward_steps_label(results))
             ax.set_ylabel("largest |adjoint| in the low dtype")
         ax.set_title(f"{method}, {group}" + ax.get_title())
     fig.suptitle(f"largest |adjoint| per backward step, n_timesteps = {n}")
     _mantissa_colorbar(fig, at_n, groups)
     figure_legend(fig, FAILED_LABEL in marked, recovered=RECOVERED_LABEL in marked)
     return fig
+
+
+def backward_steps_label(results: pd.DataFrame | None) -> str:
+    """The x axis of a backward profile: steps counted from the end of the (first) solve's span."""
+    return f"backward step (0 = first step back from t = {span(results)[1]})"
 
 
 def with_run_status(profile: pd.DataFrame, results: pd.DataFrame | None) -> pd.DataFrame:
@@ -380,7 +386,7 @@ def _note_coinciding(ax, pairs: list[tuple[tuple, tuple]], with_mode: bool) -> N
         note.set_in_layout(False)
 
 
-def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode: bool) -> set[str]:
+def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode: bool, xlabel: str) -> set[str]:
     held = panel["max_abs_low"].fillna(panel["max_abs"])
     spec = DTYPES.get(dtype) if dtype in DTYPES else None
     largest = spec.max if spec else None
@@ -424,7 +430,7 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
     ax.set_ylim(*_limits(data, *[v for v in (largest, normal) if v is not None and _within_view(v, data)]))
     if outside:
         ax.set_title(f"\n({' and '.join(outside)}: off the scale)")
-    ax.set_xlabel("backward step (0 = first step back from t = 1)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("largest |adjoint| in the low dtype")
     _note_coinciding(
         ax,

@@ -15,6 +15,14 @@ SCALING_WORDS = {"none": "no scaling", "grad": "`grad` loss scaling", "dynamic":
 RANGE_DASH = " – "
 
 
+def span(results: pd.DataFrame | None) -> tuple[str, str]:
+    """The span of the model's (first) solve, t0 and t1 as the report writes them; [0, 1] where not recorded."""
+    if results is None or "t0" not in results or "t1" not in results or results["t0"].isna().all():
+        return "0", "1"
+    row = results.dropna(subset=["t0", "t1"]).iloc[0]
+    return f"{row['t0']:.4g}", f"{row['t1']:.4g}"
+
+
 def present(value) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 

@@ -18,6 +18,8 @@ from ..storage.results import (
     MODULES_TABLE,
     PARAM_ERRORS,
     PARAM_ERRORS_TABLE,
+    PART_ERRORS,
+    PART_ERRORS_TABLE,
     PROFILE,
     PROFILE_TABLE,
     RESULTS,
@@ -37,6 +39,7 @@ class SweepFolder:
     param_errors: pd.DataFrame | None = None
     profile: pd.DataFrame | None = None
     modules: pd.DataFrame | None = None  # modules.parquet, where the sweep measured each module (--per-module)
+    part_errors: pd.DataFrame | None = None  # part_errors.parquet, where a quantity has several parts
 
 
 def read_sweep_folder(path: str | Path) -> SweepFolder:
@@ -61,6 +64,7 @@ def read_sweep_folder(path: str | Path) -> SweepFolder:
         _side_table(path / PARAM_ERRORS, PARAM_ERRORS_TABLE),
         _side_table(path / PROFILE, PROFILE_TABLE),
         _side_table(path / MODULES, MODULES_TABLE),
+        _side_table(path / PART_ERRORS, PART_ERRORS_TABLE),
     )
 
 

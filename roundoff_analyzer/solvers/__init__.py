@@ -6,13 +6,16 @@ adjoint in range.
     with torch.autocast("cuda", dtype=torch.float16):
         states = odeint(func, y0, t, method="rk4_classical", scaler=DynamicAdjointScaler())
 
-`SolveReport` records each step's magnitudes (`report=`), `increment` is one explicit Runge-Kutta step as the solver
+`equal_steps(n)` is the `grid_constructor` option for n equal steps across each solve's span (what a sweep's
+n_timesteps means for a model given as a training step), `SolveReport` records each step's magnitudes (`report=`),
+`increment` is one explicit Runge-Kutta step as the solver
 forms it, and `TableauWarning` is what `method="rk4"` warns (torchdiffeq's "rk4" is the 3/8 rule).
 """
 
 from .drop_in import TableauWarning, odeint
+from .grid_output import equal_steps
 from .native import increment
 from .scaler import DynamicAdjointScaler
 from .step_magnitudes import SolveReport, StepRecord
 
-__all__ = ["odeint", "increment", "DynamicAdjointScaler", "SolveReport", "StepRecord", "TableauWarning"]
+__all__ = ["odeint", "equal_steps", "increment", "DynamicAdjointScaler", "SolveReport", "StepRecord", "TableauWarning"]

@@ -17,8 +17,7 @@ from .events import solve_until_event
 from .grid_output import INTERPOLATIONS, checked_grid, read_off, step_size_grid
 from .scaler import DynamicAdjointScaler
 from .step_magnitudes import SolveReport
-
-State = torch.Tensor | tuple[torch.Tensor, ...]
+from .tuple_state import FlatState, State
 
 # torchdiffeq's methods this solver's arithmetic cannot run, and why (its fixed-grid Runge-Kutta set runs here).
 _MULTISTEP = ("explicit_adams", "implicit_adams", "fixed_adams")
@@ -168,7 +167,7 @@ def odeint(
         raise ValueError(f"option interp must be one of {', '.join(INTERPOLATIONS)}, not {interp!r}")
     _check_time(t, event_fn is not None)
 
-    state = _State.of(y0)
+    state = FlatState.of(y0)
     flat_func = state.dynamics(func)
     if params is None:
         params = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
@@ -251,7 +250,7 @@ def _check_time(t, with_event: bool) -> None:
             raise ValueError("t must be strictly increasing or strictly decreasing")
 
 
-def _step_callback(func, state: _State, tableau: ExplicitRK, t: torch.Tensor):
+def _step_callback(func, state: FlatState, tableau: ExplicitRK, t: torch.Tensor):
     adaptive_only = [name for name in _ADAPTIVE_CALLBACKS if callable(getattr(func, name, None))]
     if adaptive_only:
         warnings.warn(f"Solver '{tableau.name}' does not support callbacks {set(adaptive_only)}", stacklevel=4)
@@ -261,52 +260,3 @@ def _step_callback(func, state: _State, tableau: ExplicitRK, t: torch.Tensor):
     # torchdiffeq passes a decreasing grid's steps as positive dt (it solves in negated time).
     sign = -1.0 if t.numel() > 1 and bool(t[1] < t[0]) else 1.0
     return lambda t0, y, dt: callback(t0, state.unflat(y), sign * dt)
-
-
-class _State:
-    """y0 as the solver holds it (one flat tensor), and how to give the user's functions and results their shape."""
-
-    def __init__(self, flat: torch.Tensor, shapes: list[torch.Size] | None) -> None:
-        self.flat, self.shapes = flat, shapes
-        self.sizes = [shape.numel() for shape in shapes] if shapes is not None else None
-
-    @classmethod
-    def of(cls, y0: State) -> _State:
-        if isinstance(y0, torch.Tensor):
-            return cls(y0, None)
-        parts = tuple(y0)
-        if not parts or not all(isinstance(p, torch.Tensor) for p in parts):
-            raise TypeError("y0 must be a tensor or a non-empty tuple of tensors")
-        if len({p.dtype for p in parts}) > 1:
-            raise TypeError(
-                f"the parts of y0 must share one dtype, got {', '.join(sorted({str(p.dtype) for p in parts}))}"
-            )
-        return cls(torch.cat([p.reshape(-1) for p in parts]), [p.shape for p in parts])
-
-    def unflat(self, flat: torch.Tensor) -> State:
-        return self.split(flat, None)
-
-    def split(self, flat: torch.Tensor, leading: int | None) -> State:
-        if self.shapes is None:
-            return flat
-        lead = () if leading is None else (leading,)
-        pieces = flat.split(self.sizes, dim=-1)
-        return tuple(piece.reshape((*lead, *shape)) for piece, shape in zip(pieces, self.shapes))
-
-    def dynamics(self, func):
-        return func if self.shapes is None else _FlatDynamics(func, self)
-
-    def event(self, event_fn):
-        return event_fn if self.shapes is None else (lambda time, y: event_fn(time, self.unflat(y)))
-
-
-class _FlatDynamics(torch.nn.Module):
-    """f on one flat tensor: split it into the tuple's parts, call f, flatten what it returns."""
-
-    def __init__(self, func, state: _State) -> None:
-        super().__init__()
-        self.func, self.state = func, state
-
-    def forward(self, t, y):
-        derivative = self.func(t, self.state.unflat(y))
-        return torch.cat([d.reshape(-1) for d in derivative])

@@ -70,3 +70,30 @@ def cubic_hermite(start, end, y_start, y_end, f_start, f_end, at):
         + s * s * (3 - 2 * s) * y_end
         + s * s * (s - 1) * h * f_end
     )
+
+
+class EqualSteps:
+    """A `grid_constructor` (torchdiffeq's fixed-grid option, and this package's `odeint`'s): `n_steps` equal steps from
+    t[0] to t[-1], whatever the times in between; the states at `t` are read off the grid by the solver's `interp`."""
+
+    def __init__(self, n_steps: int) -> None:
+        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
+            raise ValueError(f"n_steps must be a whole number of at least 1, not {n_steps!r}")
+        self.n_steps = n_steps
+
+    def __call__(self, func, y0, t: torch.Tensor) -> torch.Tensor:
+        return equal_grid(float(t[0]), float(t[-1]), self.n_steps, t.dtype, t.device)
+
+    def __repr__(self) -> str:
+        return f"equal_steps({self.n_steps})"
+
+
+def equal_steps(n_steps: int) -> EqualSteps:
+    """`options=dict(grid_constructor=equal_steps(32))`: 32 equal steps across each solve's span, as a sweep's
+    n_timesteps = 32 solved it; output times between steps are interpolated (`interp`, linear by default)."""
+    return EqualSteps(n_steps)
+
+
+def equal_grid(t0: float, t1: float, n_steps: int, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    """`n_steps` equal steps from t0 to t1 (either direction); the ends exactly t0 and t1."""
+    return torch.linspace(t0, t1, n_steps + 1, dtype=dtype, device=device)

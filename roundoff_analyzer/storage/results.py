@@ -51,6 +51,7 @@ RESULTS = "results.parquet"
 PARAM_ERRORS = "param_errors.parquet"
 PROFILE = "profile.parquet"
 MODULES = "modules.parquet"
+PART_ERRORS = "part_errors.parquet"
 SHARDS = "shards"
 SHARD_HASHES = "shard_hashes"  # in the manifest: every shard's content hash is recorded beside it
 
@@ -101,6 +102,8 @@ RESULT_SCHEMA = pa.schema(
         pa.field("train_iteration", pa.int64())
     ]  # of the row's checkpoint, from the file beside its weights (null: unknown)
     + [pa.field("tableau", pa.string())]  # the rule the library ran for the row's method (rk4: rk4_classical or rk4_38)
+    # The span of the model's (first) solve: [0, 1] for a trajectory problem, the step's own times otherwise.
+    + [pa.field("t0", pa.float64()), pa.field("t1", pa.float64())]
     + [
         pa.field(name, pa.string()) for name in ENVIRONMENT_COLUMNS
     ]  # where the row was measured (null: before they were recorded)
@@ -136,10 +139,19 @@ MODULE_FIELDS = [
     pa.field("first_nonfinite_call", pa.int64()),
     pa.field("produced_nonfinite", pa.bool_()),
 ]
+# Per part, where a quantity has several (measuring/rows.py, part_error_rows): the parameter gradient of each top-level
+# submodule, the solution and final state of each part of a tuple state.
+PART_FIELDS = [
+    pa.field("metric", pa.string()),
+    pa.field("part", pa.string()),
+    pa.field("rel_err", pa.float64()),
+    pa.field("rel_err_over_u", pa.float64()),
+]
 SHARD_SCHEMA = (
     RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.struct(PARAM_FIELDS))))
     .append(pa.field("profile", pa.list_(pa.struct(PROFILE_FIELDS))))
     .append(pa.field("modules", pa.list_(pa.struct(MODULE_FIELDS))))
+    .append(pa.field("parts", pa.list_(pa.struct(PART_FIELDS))))
 )
 
 # What every version of the tables held; columns added later may be missing from an older folder's.
@@ -167,6 +179,12 @@ MODULES_TABLE = TableSchema(
     (*_KEYS, "module", "phase", "max_abs", "local_rel_err", "first_nonfinite_step"),
     (*_KEYS, "module", "phase"),
 )
+PART_ERRORS_TABLE = TableSchema(
+    "a per-part errors table",
+    pa.schema(_CONFIG_FIELDS + PART_FIELDS),
+    (*_KEYS, *(f.name for f in PART_FIELDS)),
+    (*_KEYS, "metric", "part"),
+)
 
 
 # Everything a sweep writes or deletes in its folder: none of these may be a link out of it.
@@ -176,6 +194,7 @@ WRITTEN_ENTRIES = (
     PARAM_ERRORS,
     PROFILE,
     MODULES,
+    PART_ERRORS,
     SHARDS,
     SET_ASIDE,
     LOCK,
@@ -405,6 +424,7 @@ class ResultStore:
             "parameter_errors": measurement.parameter_errors,
             "profile": measurement.profile,
             "modules": measurement.modules,
+            "parts": measurement.parts,
         }
         table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest, self.settings)
         sink = pa.BufferOutputStream()
@@ -432,11 +452,13 @@ class ResultStore:
             ("profile", PROFILE_FIELDS, PROFILE),
         ):
             atomic_write_parquet(_explode(combined, column, fields), self.root / name)
-        modules = _explode(combined, "modules", MODULE_FIELDS)
-        if modules.num_rows:  # only a sweep asked for them has them: without, no file (and a stale one goes)
-            atomic_write_parquet(modules, self.root / MODULES)
-        elif (self.root / MODULES).is_file():
-            (self.root / MODULES).unlink()
+        # Only a sweep that has them writes these: without, no file (and a stale one goes).
+        for column, fields, name in (("modules", MODULE_FIELDS, MODULES), ("parts", PART_FIELDS, PART_ERRORS)):
+            rows = _explode(combined, column, fields)
+            if rows.num_rows:
+                atomic_write_parquet(rows, self.root / name)
+            elif (self.root / name).is_file():
+                (self.root / name).unlink()
         return with_tableau(combined.select(RESULT_SCHEMA.names).to_pandas())
 
 
@@ -460,7 +482,17 @@ def load_results(path: str | Path) -> pd.DataFrame:
 def read_parquet(path: Path, spec: TableSchema = RESULTS_TABLE) -> pd.DataFrame:
     """A table of a sweep folder, checked against its schema; an unreadable or foreign one is bad input, in one line."""
     table = with_axis_defaults(read_table(path, spec))
-    return with_tableau(table) if spec is RESULTS_TABLE else table
+    return with_span(with_tableau(table)) if spec is RESULTS_TABLE else table
+
+
+def with_span(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before the span was recorded: every model then was one solve on [0, 1]."""
+    if "dtype" not in table.columns or all(c in table.columns and table[c].notna().all() for c in ("t0", "t1")):
+        return table
+    table = table.copy()
+    for column, value in (("t0", 0.0), ("t1", 1.0)):
+        table[column] = table[column].fillna(value) if column in table.columns else value
+    return table
 
 
 # Before rows recorded their tableau each library ran its own rule under a method name; only rk4 differed.

@@ -91,8 +91,8 @@ def run(
             train_folder.clear(root)
         manifest = _manifest(plan)
         train_folder.write_manifest(root, manifest)
-        initial = copy.deepcopy(plan.problem.func.state_dict())
-        validation = [batch.to(plan.problem.y0.device) for batch in plan.stream.validation_set()]
+        initial = copy.deepcopy(plan.problem.model.state_dict())
+        validation = plan.stream.validation_set()
         runs: dict[str, SetupRun] = _earlier_runs(plan, manifest)
 
         def saved(label: str) -> Callable[[SetupRun], None]:

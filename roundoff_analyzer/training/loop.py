@@ -97,7 +97,7 @@ def train_setup(
     """Train `setup` from `initial` weights (or its resume state in `folder`) to `plan.config.iters`; `saved` is called
     after each resume state is written (the caller rewrites the combined log)."""
     config, problem = plan.config, plan.problem
-    func = problem.func
+    func = problem.model
     func.load_state_dict(initial)
     params = [p for p in func.parameters() if p.requires_grad]
     stored = StoredWeights(

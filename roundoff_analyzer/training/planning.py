@@ -13,11 +13,13 @@ from ..axes.arithmetics import ARITHMETICS
 from ..axes.data import parse_data
 from ..axes.dtypes import DTYPES
 from ..axes.grid import file_safe
-from ..axes.models import ModelOptions, ModelSpec, Problem, parse_options, resolve_model
+from ..axes.models import ModelOptions, ModelProblem, ModelSpec, parse_options, resolve_model
+from ..axes.modes import ProblemCopies
 from ..core.devices import resolve_device
 from ..core.errors import InputError
 from ..core.safe_files import out_folder
 from ..core.threads import ThreadChoice, choose_threads
+from ..measuring.contract import evaluate_once
 from ..planning.manifest import problem_hash
 from ..planning.sweep_plan import build_problem
 from .config import TrainConfig, resolve, save_points
@@ -34,7 +36,7 @@ class TrainPlan:
     config: TrainConfig
     model: ModelSpec
     options: ModelOptions
-    problem: Problem  # its func holds the initial weights until training starts
+    problem: ModelProblem  # its model holds the initial weights until training starts
     setups: list[TrainSetup]  # the reference first
     left_out: list[str]
     save_at: list[int]
@@ -54,7 +56,7 @@ class TrainPlan:
 def fingerprint(
     config: TrainConfig,
     options: ModelOptions,
-    problem: Problem,
+    problem: ModelProblem,
     reference: TrainSetup,
     device: torch.device,
     optimizer: OptimizerSpec,
@@ -113,7 +115,7 @@ def plan_training(
             raise InputError(f"setup {setup.setup_label} cannot run on {device}: {reason}")
     problem = build_problem(model, options, device, parse_data(config.data) if config.data else None)
     stream = batch_stream(problem, model.name, config.val_batches, config.iters)
-    threads = choose_threads(problem.func, problem.y0, device, config.threads)
+    threads = choose_threads(evaluate_once(ProblemCopies(problem)), device, config.threads)
     folder = (
         out_folder(out)
         or Path("results") / f"train-{file_safe(model.name)}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"

@@ -7,18 +7,20 @@ copy to the low dtype, whose gradients are brought back to float32 for the optim
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from ..axes.arithmetics import ARITHMETICS, ArithmeticRequest
 from ..axes.dtypes import DTYPES
 from ..axes.libraries import LIBRARIES
+from ..axes.loss_placements import LOSS_PLACEMENTS
 from ..axes.methods import METHODS
-from ..axes.models import Problem
+from ..axes.models import ModelProblem
 from ..axes.modes import MODES, ProblemCopies
 from ..axes.scalings import SCALINGS, ScalerSettings
-from ..measuring.one_run import run_once, time_grid
+from ..measuring.one_run import run_once
 from .setups import TrainSetup
 
 # GradScaler's defaults: after this many finite steps in a row the loss scale grows by this factor.
@@ -57,9 +59,9 @@ class StepResult:
 
 
 class SetupStep:
-    """The loss and gradient of one setup on one batch, with the master weights of `problem.func`."""
+    """The loss and gradient of one setup on one batch, with the master weights of `problem.model`."""
 
-    def __init__(self, setup: TrainSetup, problem: Problem, settings: ScalerSettings) -> None:
+    def __init__(self, setup: TrainSetup, problem: ModelProblem, settings: ScalerSettings) -> None:
         self.setup, self.problem, self.settings = setup, problem, settings
         self.library, self.method = LIBRARIES.get(setup.library), METHODS.get(setup.method)
         self.dtype, self.mode, self.scaling = (
@@ -68,16 +70,24 @@ class SetupStep:
             SCALINGS.get(setup.scaling),
         )
         self.arithmetic = ARITHMETICS.get(setup.arithmetic)
-        self.t = time_grid(setup.n_timesteps, torch.float32, problem.y0.device)
+        self.loss_in = LOSS_PLACEMENTS.get(problem.default_loss_in)
         self.loss_scale = LossScale(settings.init_scale)
 
-    def __call__(self, batch: torch.Tensor) -> StepResult:
-        copies = ProblemCopies(
-            replace(self.problem, y0=batch)
-        )  # fresh each step: a pure-mode cast copies the current weights
+    def __call__(self, batch: Any) -> StepResult:
+        copies = ProblemCopies(self.problem, batch)  # fresh each step: a pure-mode cast copies the current weights
         prepared = self.arithmetic.prepare(self.mode, copies, self.dtype, ArithmeticRequest())
         settings = self.loss_scale.settings(self.settings) if self.setup.scaling == "grad" else self.settings
-        outcome = run_once(prepared, copies, self.library, self.method, self.scaling, settings, self.t, torch.float32)
+        outcome = run_once(
+            prepared,
+            copies,
+            self.library,
+            self.method,
+            self.scaling,
+            settings,
+            self.setup.n_timesteps,
+            torch.float32,
+            loss_in=self.loss_in,
+        )
         failure = outcome.failure
         finite = failure is None
         if self.setup.scaling == "grad":
@@ -85,5 +95,5 @@ class SetupStep:
         loss = float(outcome.loss) if outcome.loss is not None and bool(torch.isfinite(outcome.loss)) else None
         if failure is not None:
             return StepResult(loss, None, outcome.final_scale, f"{failure.failure_class}: {failure.message}")
-        gradients = [g.to(torch.float32) for g in outcome.grads[1:]]  # grads[0] is y0's
+        gradients = [g.to(torch.float32) for g in outcome.param_grads]
         return StepResult(loss, gradients, outcome.final_scale, None)

@@ -4,6 +4,7 @@ from dataclasses import replace
 import torch
 
 from ...emulation import EmulationSettings, Saturations, emulate
+from ..models.inputs import floating_inputs, map_floating
 from ..modes import PreparedRun
 from .base import ARITHMETICS, tensor_scaling
 
@@ -32,7 +33,7 @@ class Emulated:
         )
         # The mode's own preparation in float32 gives the parameters and inputs; the emulation replaces its dtype.
         prepared = mode.prepare(copies, torch.float32)
-        device_type = prepared.y0.device.type
+        device_type = prepared.device.type
         saturations = Saturations()
         if settings.pure:
             prepared = _rounded_copy(prepared, emulate(settings, device_type, saturations))
@@ -43,14 +44,16 @@ class Emulated:
 
 def _rounded_copy(prepared: PreparedRun, emulation) -> PreparedRun:
     """Pure mode: parameters and inputs hold values of the format (stored in float32)."""
-    func = copy.deepcopy(prepared.func)
+    model = copy.deepcopy(prepared.model)
     with torch.no_grad():
-        for parameter in func.parameters():
+        for parameter in model.parameters():
             parameter.copy_(emulation.store(parameter))
             emulation.mark(parameter)
-        y0 = emulation.store(prepared.y0)
-    emulation.mark(y0)
-    return PreparedRun(func, y0.requires_grad_(True), prepared.context)
+        # Stored values are fresh tensors: each is the leaf of its input's gradient.
+        batch = map_floating(prepared.batch, lambda value: emulation.store(value).requires_grad_(True))
+    for value in floating_inputs(batch):
+        emulation.mark(value)
+    return PreparedRun(model, batch, prepared.context)
 
 
 ARITHMETICS.register(Emulated())

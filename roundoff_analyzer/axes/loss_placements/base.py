@@ -1,13 +1,13 @@
 """The loss_in axis: where the loss is formed from the solver's output, outside the run's low-precision context or
-inside it."""
+inside it.
+
+A model's step (its forward and loss, problem.py) runs either inside the run's context as a whole, as a training
+script's step under `torch.autocast` does, or outside it with only its solves inside, each solve's output cast to the
+loss's dtype (float32; float64 for the reference) before the step reads it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Protocol
-
-import torch
 
 from ...core.registry import Registry
 from ..grid import AXIS_DEFAULTS
@@ -18,17 +18,9 @@ class LossPlacement(Protocol):
     description: str
     # Words for a failure: "the loss (formed ...)".
     where: str
-
-    def form(
-        self,
-        loss: Callable[[torch.Tensor], torch.Tensor],
-        trajectory: torch.Tensor,
-        context: Callable[[], AbstractContextManager],
-        loss_dtype: torch.dtype,
-    ) -> torch.Tensor:
-        """The loss of `trajectory`; `context` is the run's (autocast, emulation, or none in pure mode), `loss_dtype`
-        the dtype a loss formed outside it is computed in (float32; float64 for the reference)."""
-        ...
+    # True: the whole step runs inside the run's context (autocast, emulation). False: only its solves do, and what
+    # they return is cast to the loss's dtype.
+    step_in_context: bool
 
 
 LOSS_PLACEMENTS: Registry[LossPlacement] = Registry("loss placement")

@@ -1,5 +1,6 @@
 # ruff: noqa: I001  (the imports register values; their order is the order the values are listed and swept)
-from .base import MODELS, ModelOptions, ModelSpec, Problem, parse_option_pairs, parse_options, scaled_loss
+from .base import MODELS, ModelOptions, ModelSpec, parse_option_pairs, parse_options
+from .problem import ModelProblem, NoMoreBatches, Problem, TrajectoryProblem
 from . import cnf, linear, otflow  # noqa: F401  (registrations)
 from .checkpoint import load_checkpoint
 from .resolve import resolve_model
@@ -7,11 +8,13 @@ from .resolve import resolve_model
 __all__ = [
     "MODELS",
     "ModelOptions",
+    "ModelProblem",
     "ModelSpec",
+    "NoMoreBatches",
     "Problem",
+    "TrajectoryProblem",
     "load_checkpoint",
     "parse_options",
     "parse_option_pairs",
     "resolve_model",
-    "scaled_loss",
 ]

@@ -1,9 +1,9 @@
-"""The model axis: a factory that turns validated options into one ODE problem (dynamics, y0, loss)."""
+"""The model axis: a factory that turns validated options into a problem: a training step, or one ODE solve and the
+loss of its trajectory (problem.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import torch
@@ -13,8 +13,8 @@ from ...core.errors import InputError
 from ...core.registry import Registry
 from ...core.validation import location, phrase
 from ..data import Batch, DataRequest, parse_data
+from .problem import ModelProblem
 
-Loss = Callable[[torch.Tensor], torch.Tensor]
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch's generators accept
 
 
@@ -23,25 +23,6 @@ class ModelOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     seed: int = Field(0, ge=SEED_RANGE[0], le=SEED_RANGE[1], description="seed of the weights and the batch")
-
-
-@dataclass
-class Problem:
-    """One fixed ODE problem: every configuration of a sweep solves this with the same weights and batch.
-
-    `func(t, y)` is the right-hand side (float32 parameters), `y0` the float32 initial state and
-    `loss(trajectory)` a scalar computed in the trajectory's dtype from all N+1 states.
-    """
-
-    func: torch.nn.Module
-    y0: torch.Tensor
-    loss: Loss
-    data_source: str
-    exact_solution: Callable[[torch.Tensor], torch.Tensor] | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
-    # Batch k >= 1 of the model's data as an initial state like y0 (batch 0 is y0 itself); None where the model
-    # cannot draw another batch. Only the gradient-noise measurement uses it.
-    batch_sampler: Callable[[int], torch.Tensor] | None = None
 
 
 OptionsT = TypeVar("OptionsT", bound=ModelOptions)
@@ -66,8 +47,8 @@ class ModelSpec(Protocol[OptionsT]):
         """The `--data` used when none is given; None for models that bring their own data (users' factories)."""
         ...
 
-    def build(self, options: OptionsT, device: torch.device, data: DataRequest | None = None) -> Problem:
-        """The problem, its points taken from `data` (default: `default_data`)."""
+    def build(self, options: OptionsT, device: torch.device, data: DataRequest | None = None) -> ModelProblem:
+        """The problem (a `Problem` or a `TrajectoryProblem`), its points from `data` (default: `default_data`)."""
         ...
 
 
@@ -93,15 +74,6 @@ def parse_option_pairs(pairs: list[str]) -> dict[str, str]:
             raise InputError(f"model option '{pair}' is not of the form key=value")
         options[key.strip()] = value.strip()
     return options
-
-
-def scaled_loss(loss: Loss, factor: float) -> Loss:
-    """The loss times `factor`: a loss scaled far down is how underflow shows itself."""
-
-    def scaled(trajectory: torch.Tensor) -> torch.Tensor:
-        return factor * loss(trajectory)
-
-    return scaled
 
 
 def seeded_generator(seed: int) -> torch.Generator:

@@ -18,7 +18,8 @@ from pydantic import Field
 from torch import nn
 
 from ..data import DataRequest
-from .base import MODELS, ModelOptions, Problem, batch_sampler, load_batch, seeded_generator
+from .base import MODELS, ModelOptions, batch_sampler, load_batch, seeded_generator
+from .problem import TrajectoryProblem
 
 DIMENSION = 2
 
@@ -94,11 +95,11 @@ class CNF:
         hidden, planar = options.hidden, 3 * options.width * DIMENSION + options.width
         return 2 * hidden + (hidden + 1) * hidden + (hidden + 1) * planar + options.batch * (DIMENSION + 1)
 
-    def build(self, options: CNFOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
+    def build(self, options: CNFOptions, device: torch.device, data: DataRequest | None = None) -> TrajectoryProblem:
         generator = seeded_generator(options.seed)
         func = CNFDynamics(HyperNetwork(DIMENSION, options.hidden, options.width, generator))
         batch = load_batch(self, data, options.batch, DIMENSION, generator)
-        return Problem(
+        return TrajectoryProblem(
             func=func.to(device),
             y0=_state(batch.points).to(device),
             loss=negative_log_likelihood,

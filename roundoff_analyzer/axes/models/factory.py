@@ -2,12 +2,12 @@
 
 The factory's keyword parameters are its options: `-o key=value` strings are checked and converted
 by pydantic against the parameters' annotations (or their defaults' types), and an unknown key is
-refused like a built-in model's. The factory returns `(func, y0, loss)`: the right-hand side as an
-`nn.Module` f(t, y), the initial state, and the loss of the whole trajectory of shape
-(N+1, *y0.shape); optionally a fourth element, `sample_batch(k)`, that returns batch k >= 1 of the
-model's data as an initial state shaped like y0, for the gradient-noise measurement. It runs after
-`torch.manual_seed(seed)`, so weights it draws are the same in every
-run of a sweep and in a resumed one.
+refused like a built-in model's. The factory returns a `Problem(model=..., step=..., sample_batch=...)`,
+the training step as the user wrote it (problem.py), or the special case `(func, y0, loss)`: the
+right-hand side as an `nn.Module` f(t, y), the initial state, and the loss of the whole trajectory of
+shape (N+1, *y0.shape); optionally a fourth element, `sample_batch(k)`, that returns batch k >= 1 of
+the model's data as an initial state shaped like y0, for the gradient-noise measurement. It runs after
+`torch.manual_seed(seed)`, so weights it draws are the same in every run of a sweep and in a resumed one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from pydantic import ConfigDict, Field, TypeAdapter, create_model
 from ...core.errors import InputError, one_line
 from ...core.user_code import load_attribute, quit_line
 from ..data import DataRequest
-from .base import SEED_RANGE, ModelOptions, Problem
+from .base import SEED_RANGE, ModelOptions
+from .inputs import floating_inputs, on_device
+from .problem import ModelProblem, NoMoreBatches, Problem, TrajectoryProblem
 
 FORMS = "package.module:factory or path/to/file.py:factory"
 
@@ -48,7 +50,7 @@ class FactoryModel:
         self.takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in self.parameters.values())
         self.options_type = _options_type(name, self.parameters, self.takes_any)
 
-    def build(self, options: ModelOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
+    def build(self, options: ModelOptions, device: torch.device, data: DataRequest | None = None) -> ModelProblem:
         if data is not None:
             raise InputError(f"model {self.name} builds its own data in its factory; --data is for the built-in models")
         arguments = {k: v for k, v in options.model_dump().items() if self.takes_any or k in self.parameters}
@@ -62,25 +64,71 @@ class FactoryModel:
                 raise InputError(quit_line(f"model {self.name}: the factory", exc)) from None
             except Exception as exc:  # noqa: BLE001 - the user's code failed; say where, in one line
                 raise InputError(f"model {self.name}: the factory raised {one_line(exc)}") from None
-        func, y0, loss, sample_batch = _unpack(self.name, made)
-        func = func.to(device=device, dtype=torch.float32)
-        y0 = y0.detach().to(device=device, dtype=torch.float32)
-        _check_contract(self.name, func, y0, loss)
-        sampler = None
-        if sample_batch is not None:
+        if isinstance(made, Problem):
+            return _step_problem(self.name, made, device)
+        return _trajectory_problem(self.name, made, device)
 
-            def sampler(k: int) -> torch.Tensor:
-                batch = sample_batch(k)
-                if not isinstance(batch, torch.Tensor) or batch.shape != y0.shape:
-                    raise InputError(
-                        f"model {self.name}: sample_batch({k}) returned "
-                        f"{getattr(batch, 'shape', type(batch).__name__)}; expected y0's shape {tuple(y0.shape)}"
-                    )
-                return batch.detach().to(device=device, dtype=torch.float32)
 
-        return Problem(
-            func=func, y0=y0, loss=loss, data_source=f"built by the factory {self.name}", batch_sampler=sampler
+def _step_problem(name: str, made: Problem, device: torch.device) -> Problem:
+    """The factory's Problem with its model and batches in float32 on the sweep's device; batch 0 drawn now, so that
+    a sampler that cannot give it is one line."""
+    if not isinstance(made.model, torch.nn.Module) or not callable(made.step) or not callable(made.sample_batch):
+        got = f"model={type(made.model).__name__}, step={type(made.step).__name__}"
+        raise InputError(
+            f"model {name}: the factory's Problem has {got}, sample_batch={type(made.sample_batch).__name__}; "
+            "expected an nn.Module, a function step(model, batch, odeint) and a function sample_batch(k)"
         )
+    sample = made.sample_batch
+
+    def sample_batch(k: int) -> Any:
+        try:
+            batch = sample(k)
+        except (NoMoreBatches, IndexError) as exc:
+            raise NoMoreBatches(f"sample_batch({k}) has no batch {k} ({one_line(exc)})") from None
+        return on_device(batch, device)
+
+    try:
+        batch0 = sample_batch(0)
+    except SystemExit as exc:
+        raise InputError(quit_line(f"model {name}: sample_batch(0)", exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the user's sampler failed on the sweep's own batch
+        raise InputError(f"model {name}: sample_batch(0), the sweep's fixed batch, raised {one_line(exc)}") from None
+    if not floating_inputs(batch0) and not any(True for _ in made.model.parameters()):
+        raise InputError(f"model {name}: neither the batch nor the model holds a floating-point tensor to measure")
+    first = batch0
+
+    def sampled(k: int) -> Any:
+        return first if k == 0 else sample_batch(k)
+
+    return Problem(
+        model=made.model.to(device=device, dtype=torch.float32),
+        step=made.step,
+        sample_batch=sampled,
+        data_source=made.data_source,
+        notes=made.notes,
+    )
+
+
+def _trajectory_problem(name: str, made: Any, device: torch.device) -> TrajectoryProblem:
+    func, y0, loss, sample_batch = _unpack(name, made)
+    func = func.to(device=device, dtype=torch.float32)
+    y0 = y0.detach().to(device=device, dtype=torch.float32)
+    _check_contract(name, func, y0, loss)
+    sampler = None
+    if sample_batch is not None:
+
+        def sampler(k: int) -> torch.Tensor:
+            batch = sample_batch(k)
+            if not isinstance(batch, torch.Tensor) or batch.shape != y0.shape:
+                raise InputError(
+                    f"model {name}: sample_batch({k}) returned "
+                    f"{getattr(batch, 'shape', type(batch).__name__)}; expected y0's shape {tuple(y0.shape)}"
+                )
+            return batch.detach().to(device=device, dtype=torch.float32)
+
+    return TrajectoryProblem(
+        func=func, y0=y0, loss=loss, data_source=f"built by the factory {name}", batch_sampler=sampler
+    )
 
 
 def load_factory(name: str) -> FactoryModel:
@@ -172,8 +220,9 @@ def _options_type(name: str, parameters, takes_any: bool) -> type[ModelOptions]:
 
 def _unpack(name: str, made: Any) -> tuple[torch.nn.Module, torch.Tensor, Callable, Callable | None]:
     expected = (
-        "(func, y0, loss) or (func, y0, loss, sample_batch): an nn.Module f(t, y), a floating-point tensor, "
-        "a callable of the trajectory, and optionally a callable of the batch number"
+        "a roundoff_analyzer.Problem(model=..., step=..., sample_batch=...), or (func, y0, loss) or "
+        "(func, y0, loss, sample_batch): an nn.Module f(t, y), a floating-point tensor, a callable of the trajectory, "
+        "and optionally a callable of the batch number"
     )
     if not isinstance(made, (tuple, list)) or len(made) not in (3, 4):
         raise InputError(f"model {name}: the factory returned {type(made).__name__}; expected {expected}")

@@ -7,7 +7,8 @@ from pydantic import Field
 from torch import nn
 
 from ..data import DataRequest
-from .base import MODELS, ModelOptions, Problem, batch_sampler, load_batch, seeded_generator
+from .base import MODELS, ModelOptions, batch_sampler, load_batch, seeded_generator
+from .problem import TrajectoryProblem
 
 
 class LinearOptions(ModelOptions):
@@ -41,7 +42,7 @@ class Linear:
         """Elements of A and of the batch, without building them."""
         return options.d * options.d + options.batch * options.d
 
-    def build(self, options: LinearOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
+    def build(self, options: LinearOptions, device: torch.device, data: DataRequest | None = None) -> TrajectoryProblem:
         generator = seeded_generator(options.seed)
         skew = torch.randn(options.d, options.d, generator=generator)
         matrix = (skew - skew.t()) - 0.5 * torch.eye(options.d)
@@ -53,7 +54,7 @@ class Linear:
             weight = func.linear.weight.detach().to(t.dtype)
             return torch.stack([y0.to(t) @ torch.linalg.matrix_exp(weight * ti).t() for ti in t])
 
-        return Problem(
+        return TrajectoryProblem(
             func=func,
             y0=y0.to(device),
             loss=_trajectory_loss,

@@ -16,7 +16,8 @@ from pydantic import Field, field_validator
 from torch import nn
 
 from ..data import DataRequest
-from .base import MODELS, ModelOptions, Problem, batch_sampler, load_batch, seeded_generator
+from .base import MODELS, ModelOptions, batch_sampler, load_batch, seeded_generator
+from .problem import TrajectoryProblem
 
 TARGET_VARIANCE = 0.1  # the loss measures x_T against N(0, 0.1 I)
 
@@ -169,13 +170,13 @@ class OTFlow:
         weights = d1 * hidden + hidden + (options.n_layers - 1) * (hidden + 1) * hidden + hidden + rank * d1 + d1 + 1
         return weights + options.batch * (options.d + 3)
 
-    def build(self, options: OTFlowOptions, device: torch.device, data: DataRequest | None = None) -> Problem:
+    def build(self, options: OTFlowOptions, device: torch.device, data: DataRequest | None = None) -> TrajectoryProblem:
         generator = seeded_generator(options.seed)
         potential = OTFlowPotential(options.d, options.hidden, options.n_layers, generator, jit=options.jit)
         batch = load_batch(self, data, options.batch, options.d, generator, dimension_option="d")
         y0 = _state(batch.points)
         func = OTFlowDynamics(potential, options.alpha[0])
-        return Problem(
+        return TrajectoryProblem(
             func=func.to(device),
             y0=y0.to(device),
             loss=otflow_loss(options.d, options.alpha),

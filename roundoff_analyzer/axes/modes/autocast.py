@@ -1,6 +1,7 @@
 import torch
 
-from .base import MODES, PreparedRun
+from ..models.inputs import as_leaves
+from .base import MODES, PreparedRun, run_device
 
 
 class AutocastMode:
@@ -10,14 +11,15 @@ class AutocastMode:
     cache_enabled = True
 
     def prepare(self, copies, dtype):
-        problem = copies.problem
-        y0 = problem.y0.detach().clone().requires_grad_(True)
-        device_type = y0.device.type
+        batch = as_leaves(copies.batch)
+        device_type = run_device(copies.model, batch).type
         # float32 needs no autocast: the run is then plain single precision.
         enabled = dtype != torch.float32
         cache = self.cache_enabled
         return PreparedRun(
-            problem.func, y0, lambda: torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache)
+            copies.model,
+            batch,
+            lambda: torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache),
         )
 
 

@@ -6,41 +6,78 @@ import copy
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Protocol
+from functools import cached_property
+from typing import Any, Protocol
 
 import torch
 
 from ...core.registry import Registry
-from ..models import Problem
+from ..models import ModelProblem, TrajectoryProblem
+from ..models.inputs import as_leaves, floating_inputs
 
 
 @dataclass
 class PreparedRun:
-    func: torch.nn.Module
-    y0: torch.Tensor  # a fresh leaf that requires grad
+    """A run's model and batch, in the run's precision, and the context its arithmetic runs in."""
+
+    model: torch.nn.Module
+    batch: Any  # the batch, its floating-point tensors fresh leaves that require grad (y0 for a trajectory problem)
     context: Callable[[], AbstractContextManager]
     # After the run: (phase, count) of values that left the dtype's range without becoming non-finite
     # (a format that saturates instead of overflowing), or None.
     silent_overflow: Callable[[], tuple[str, int] | None] | None = None
 
     @property
+    def inputs(self) -> list[torch.Tensor]:
+        """The batch's floating-point tensors: the leaves of the input gradient."""
+        return floating_inputs(self.batch)
+
+    @property
     def leaves(self) -> list[torch.Tensor]:
-        return [self.y0, *(p for p in self.func.parameters() if p.requires_grad)]
+        """What a run differentiates: the batch's floating-point inputs, then every trainable parameter."""
+        return [*self.inputs, *(p for p in self.model.parameters() if p.requires_grad)]
+
+    @property
+    def device(self) -> torch.device:
+        return run_device(self.model, self.batch)
 
 
 @dataclass
 class ProblemCopies:
-    """The problem and its copies cast to other dtypes, each made once per sweep."""
+    """The problem, the batch its runs use, and its model cast to other dtypes, each made once per sweep."""
 
-    problem: Problem
+    problem: ModelProblem
+    given_batch: Any = None  # the runs' batch where not the sweep's fixed one (a training step's)
     _casts: dict[torch.dtype, torch.nn.Module] = field(default_factory=dict)
 
-    def func_in(self, dtype: torch.dtype) -> torch.nn.Module:
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.problem.model
+
+    @property
+    def trajectory(self) -> TrajectoryProblem | None:
+        """The problem where it is one solve on [0, 1] whose loss reads every state (its yardsticks take a shortcut)."""
+        return self.problem if isinstance(self.problem, TrajectoryProblem) else None
+
+    @cached_property
+    def batch(self) -> Any:
+        """The runs' batch: the sweep's fixed batch (batch 0) as the model built it (float32, on the sweep's device),
+        unless another was given."""
+        return self.given_batch if self.given_batch is not None else self.problem.sample_batch(0)
+
+    def model_in(self, dtype: torch.dtype) -> torch.nn.Module:
         if dtype == torch.float32:
-            return self.problem.func
+            return self.model
         if dtype not in self._casts:
-            self._casts[dtype] = copy.deepcopy(self.problem.func).to(dtype)
+            self._casts[dtype] = copy.deepcopy(self.model).to(dtype)
         return self._casts[dtype]
+
+
+def run_device(model: torch.nn.Module, batch: Any) -> torch.device:
+    """Where a run computes: its batch's device, or its model's where the batch holds no tensor."""
+    for found in (*floating_inputs(batch), *model.parameters()):
+        return found.device
+    return torch.device("cpu")
 
 
 class Mode(Protocol):
@@ -55,5 +92,4 @@ MODES: Registry[Mode] = Registry("mode")
 
 def cast_run(copies: ProblemCopies, dtype: torch.dtype) -> PreparedRun:
     """Parameters and inputs in `dtype`, no autocast: pure low precision, and also the float64 reference."""
-    y0 = copies.problem.y0.detach().to(dtype).requires_grad_(True)
-    return PreparedRun(copies.func_in(dtype), y0, nullcontext)
+    return PreparedRun(copies.model_in(dtype), as_leaves(copies.batch, dtype), nullcontext)

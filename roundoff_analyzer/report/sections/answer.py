@@ -13,6 +13,7 @@ from .. import formatting as fmt
 from ..findings import is_synthetic
 from ..format_search import format_search_lines, format_search_terminal, summarised
 from ..section_inputs import SectionInputs
+from .step_code import step_code_lines
 from .verdict import describe, judged
 
 SCALING_WORDS = fmt.SCALING_WORDS
@@ -162,17 +163,20 @@ def code_method(library: str, method: str) -> str:
     return "rk4_classical" if library in ("native", "native-low") and method == "rk4" else method
 
 
-def code_lines(a: answering.Answer, device: str | None = None) -> list[str]:
+def code_lines(a: answering.Answer, device: str | None = None, problem: dict | None = None) -> list[str]:
     """The lines to write in a training script for this answer, as its rows ran: the solve, the loss formed where
     they formed it, the scaling they measured (GradScaler's loop with the clip after `unscale_`, or the native
     solver's adjoint scaler) and nothing they did not (no update of low-precision weights after a `pure` run).
-    Nothing for "do not", nor for a format emulated in software: no torch dtype computes in it."""
+    Nothing for "do not", nor for a format emulated in software: no torch dtype computes in it. `problem`: the
+    manifest's record of the model's form; a training step's code calls the user's step."""
     if not a.train or a.arithmetic == "emulated":
         return []
     # A training answer has its method, chosen among the methods that ran, so at one n_timesteps at least.
     assert a.method is not None and a.n_timesteps is not None
     device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
     dtype = f"torch.{a.dtype.split()[0]}"
+    if problem is not None and problem.get("form") == "step":
+        return step_code_lines(a, device_type, dtype, code_method(a.library, a.method), problem)
     solve_args = [f'method="{code_method(a.library, a.method)}"']
     if a.scaling == "dynamic":
         solve_args.append("scaler=DynamicAdjointScaler()")
@@ -269,7 +273,7 @@ def answer_section(
     for a in per_dtype(found, formats):
         placement = placement_line(a)
         lines.append(f"- {at}{answer_sentence(a, device)}" + (f" {placement}" if placement else ""))
-        code = code_lines(a, device)
+        code = code_lines(a, device, (manifest or {}).get("problem"))
         if code:
             lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
     searched = format_search_lines(rows, formats, figures or {})
@@ -412,9 +416,10 @@ def glossary(results: pd.DataFrame) -> list[str]:
             "**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype "
             "and keeps the weights in float32."
         )
+    t0, t1 = fmt.span(results)
     words.append(
         "**adjoint**: the gradient of the loss with respect to the state at one time step, which the backward pass "
-        "carries from t = 1 back to t = 0; it is where low precision overflows or underflows first."
+        f"carries from t = {t1} back to t = {t0}; it is where low precision overflows or underflows first."
     )
     if "disc_sol_rel_err" in ran and ran["disc_sol_rel_err"].notna().any():
         words.append(
@@ -444,5 +449,5 @@ def answer_lines(results: pd.DataFrame, device: str | None, manifest: dict | Non
     for a in per_dtype(found, formats):
         placement = placement_line(a)
         lines.append(plain(f"{at}{answer_sentence(a, device)}{' ' + placement if placement else ''}"))
-        lines += [f"    {line}" for line in code_lines(a, device)]
+        lines += [f"    {line}" for line in code_lines(a, device, (manifest or {}).get("problem"))]
     return lines + [plain(line) for line in format_search_terminal(rows, formats)]

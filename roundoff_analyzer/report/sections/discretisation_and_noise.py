@@ -28,11 +28,13 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
     dtypes = list(ok["dtype"].unique())
     dtypes = dtypes if len(dtypes) <= FEW_DTYPE_COLUMNS else []  # many: one pair of columns over them all
     fine = results.dropna(subset=["fine_ref_steps"]).iloc[0]
+    t0, t1 = fmt.span(results)
     lines = [
         "## Roundoff against discretisation error and gradient noise",
         "",
         "The discretisation error is each library's float64 run on that grid against a fine reference: the same "
-        f"problem solved once in float64 by the classical RK4 with {int(fine['fine_ref_steps'])} steps on [0, 1], "
+        f"problem solved once in float64 by the classical RK4 with {int(fine['fine_ref_steps'])} steps on "
+        f"[{t0}, {t1}], "
         "through every grid point of the sweep. Solved again with half the steps, it moves by 15 times its own "
         f"estimated error: {fmt.error(fine['fine_ref_final_rel_err'])} in the final state, "
         f"{fmt.error(fine['fine_ref_grad_params_rel_err'])} in the parameter gradient. A discretisation error below "

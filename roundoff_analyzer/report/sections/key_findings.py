@@ -139,7 +139,11 @@ def overflow_steps(group: FailureGroup, with_mode: bool) -> list[str]:
     lines = []
     progressions = overflow_progressions(group.rows)
     if progressions:
-        lines += ["**Overflow step by n_timesteps** (backward steps count from t = 1 as the solver walks back):", ""]
+        t1 = fmt.span(group.rows)[1]
+        lines += [
+            f"**Overflow step by n_timesteps** (backward steps count from t = {t1} as the solver walks back):",
+            "",
+        ]
         for p in progressions:
             steps = ", ".join(f"step {s} at n = {n}" for n, s in p.steps)
             lines.append(f"- {fmt.setup_label(p.setup, with_mode)}{f' ({p.phase})' if p.phase else ''}: {steps}")

@@ -1,0 +1,136 @@
+"""The `odeint` a model's step is handed: each call solved by the configuration's library and method, in n_timesteps
+equal steps across the call's span, in the run's precision.
+
+It takes torchdiffeq's signature, `odeint(func, y0, t, rtol, atol, method, options)`, so that a training step written
+for torchdiffeq runs unchanged; the method, tolerances and options it is given are the configuration's to choose and
+are ignored. `y0` may be a tensor or a tuple of tensors (torchdiffeq's convention: the parts travel through the
+library as one flat tensor per time point). `t` may increase or decrease; the grid is n_timesteps equal steps from
+t[0] to t[-1], and each time of `t` between two grid points is read off the step that reaches it by linear
+interpolation, as torchdiffeq's fixed-grid solvers read their grids with `step_size` (its default `interp`). Times on
+the grid (a `t` of two points, or one that the grid refines) are the grid's states, exactly.
+
+The first call is the run's solve of record: its states at `t` are the solution the errors compare, and its report
+holds the per-step profile. Every call counts in the function evaluations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+
+import torch
+
+from ..axes.libraries import SolverLibrary
+from ..axes.libraries.steps import CountedDynamics
+from ..axes.methods import Method
+from ..solvers import DynamicAdjointScaler, SolveReport
+from ..solvers.grid_output import equal_grid, read_off
+from ..solvers.tuple_state import FlatState, State
+
+
+@dataclass
+class SolveRecord:
+    """One call as the run saw it: its span, and its states at its output times (detached; a tuple state's parts
+    concatenated per time point, `part_sizes` saying where each part lies)."""
+
+    t0: float
+    t1: float
+    states: torch.Tensor
+    part_sizes: list[int] | None
+
+
+class ConfiguredOdeint:
+    """`odeint` for a step, as one configuration solves: `library` and `method` in `n_timesteps` equal steps per call,
+    the grid in `time_dtype`. `context`: entered around each solve (the step runs outside the run's context); the
+    output is then cast to `output_dtype`. `report`: the first call's per-step record. `model`: the step's model,
+    whose parameters a vector field that is not itself an `nn.Module` (a function or a bound method closing over
+    them) is differentiated with respect to."""
+
+    def __init__(
+        self,
+        library: SolverLibrary,
+        method: Method,
+        n_timesteps: int,
+        time_dtype: torch.dtype,
+        scaler: DynamicAdjointScaler | None,
+        report: SolveReport,
+        context: Callable[[], AbstractContextManager] | None = None,
+        output_dtype: torch.dtype | None = None,
+        model: torch.nn.Module | None = None,
+    ) -> None:
+        self.library, self.method, self.n_timesteps, self.time_dtype = library, method, n_timesteps, time_dtype
+        self.scaler, self.report = scaler, report
+        self.context, self.output_dtype, self.model = context, output_dtype, model
+        self.solves: list[SolveRecord] = []
+        self.calls = 0  # function evaluations over every solve so far
+
+    def __call__(
+        self,
+        func: Callable[..., State],
+        y0: State,
+        t: torch.Tensor,
+        rtol: float | None = None,
+        atol: float | None = None,
+        method: str | None = None,
+        options: dict | None = None,
+        event_fn: Callable | None = None,
+        **ignored: object,
+    ) -> State:
+        if event_fn is not None:
+            raise NotImplementedError(
+                "an event_fn ends each solve at a time of its own; the sweep compares solves on one grid, so solve to "
+                "a fixed end time"
+            )
+        times = checked_times(t)
+        state = FlatState.of(y0)
+        if times.numel() == 1:
+            return state.split(state.flat[None].clone(), 1)
+        grid = equal_grid(float(times[0]), float(times[-1]), self.n_timesteps, self.time_dtype, state.flat.device)
+        return self._solve(func, state, grid, times.to(device=grid.device, dtype=self.time_dtype))
+
+    def on_grid(self, func: torch.nn.Module, y0: torch.Tensor, t0: float, t1: float) -> torch.Tensor:
+        """The states at every point of the grid from t0 to t1 (a trajectory problem's loss reads them all)."""
+        grid = equal_grid(t0, t1, self.n_timesteps, self.time_dtype, y0.device)
+        solution = self._solve(func, FlatState.of(y0), grid, grid)
+        assert isinstance(solution, torch.Tensor)  # a single tensor's state comes back as one
+        return solution
+
+    def _solve(self, func: Callable[..., State], state: FlatState, grid: torch.Tensor, times: torch.Tensor) -> State:
+        first = not self.solves
+        report = self.report if first else SolveReport()
+        counted = CountedDynamics(state.dynamics(func))
+        if not isinstance(func, torch.nn.Module) and self.model is not None:
+            # Solvers with a backward of their own (native, the adjoint) differentiate the parameters the field's
+            # module holds; a plain function's are not to be found, so the model's stand in for them.
+            counted.add_module("model", self.model)
+        try:
+            with self.context() if self.context is not None else nullcontext():
+                on_grid = self.library.solve(counted, state.flat, grid, self.method, self.scaler, report)
+        finally:
+            self.calls += counted.calls
+        if first:
+            report.record_forward(on_grid)
+        if times.numel() != grid.numel() or not torch.equal(times, grid):
+            on_grid = read_off(on_grid, grid, times, "linear", lambda time, y: counted.func(time, y))
+        if self.output_dtype is not None:
+            on_grid = on_grid.to(self.output_dtype)
+        self.solves.append(SolveRecord(float(grid[0]), float(grid[-1]), on_grid.detach(), state.sizes))
+        return state.split(on_grid, times.numel())
+
+
+def checked_times(t: object) -> torch.Tensor:
+    """`t` as the times of a solve: a 1-D floating-point tensor, strictly increasing or decreasing."""
+    if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.numel() < 1 or not t.is_floating_point():
+        raise ValueError(f"t must be a 1-D floating-point tensor of times, not {_described(t)}")
+    if t.numel() > 1:
+        steps = t[1:] - t[:-1]
+        if not (bool((steps > 0).all()) or bool((steps < 0).all())):
+            raise ValueError("t must be strictly increasing or strictly decreasing")
+    return t.detach()
+
+
+def _described(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dim()}-D {str(value.dtype).removeprefix('torch.')} tensor"
+    return f"a {type(value).__name__}"
