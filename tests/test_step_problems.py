@@ -71,7 +71,7 @@ def torchdiffeq_step_run(problem, n_timesteps: int, low: torch.dtype | None):
     first = []
 
     def odeint(func, y0, t, **ignored):
-        grid = torch.linspace(float(t[0]), float(t[-1]), n_timesteps + 1, dtype=dtype)
+        grid = torch.linspace(float(t[0].detach()), float(t[-1].detach()), n_timesteps + 1, dtype=dtype)
         solved = torchdiffeq.odeint(func, y0, grid, method="rk4")
         parts = solved if isinstance(solved, tuple) else (solved,)
         read = tuple(linear_read_off(grid, part, t.detach().to(dtype)) for part in parts)

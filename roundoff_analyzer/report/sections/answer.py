@@ -283,7 +283,7 @@ def answer_section(
         lines
         + ([] if lines[-1] == "" else [""])
         + ["Words used in this report:", ""]
-        + [f"- {line}" for line in glossary(results)]
+        + [f"- {line}" for line in glossary(results, (manifest or {}).get("problem"))]
     )
 
 
@@ -378,8 +378,9 @@ def judged_on(manifest: dict, rows: pd.DataFrame) -> str:
     return f"Judged on {weights} and {data}."
 
 
-def glossary(results: pd.DataFrame) -> list[str]:
-    """One sentence for each word of the report a reader may not know, for the words this sweep uses."""
+def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
+    """One sentence for each word of the report a reader may not know, for the words this sweep uses (`problem`: the
+    manifest's record of the model's form)."""
     ran = results[results["status"] != "skipped"]
     units = fmt.unit_roundoffs(ran, "in")
     words = [
@@ -388,6 +389,12 @@ def glossary(results: pd.DataFrame) -> list[str]:
         f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error "
         "of 10 u is what ten such roundings can add up to.",
     ]
+    if problem is not None and problem.get("form") == "step":
+        words.append(
+            "**y0**: the model is its training step, so its input is the batch: the gradient w.r.t. y0 is the "
+            "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "
+            "first solve."
+        )
     if ran["library"].isin(["native", "native-low"]).any():
         words.append(
             "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for "
