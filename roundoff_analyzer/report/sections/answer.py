@@ -13,6 +13,7 @@ from .. import formatting as fmt
 from ..findings import is_synthetic
 from ..format_search import format_search_lines, format_search_terminal, summarised
 from ..section_inputs import SectionInputs
+from .code_parts import after_backward, before_loop, solver_arguments
 from .step_code import step_code_lines
 from .verdict import describe, judged
 
@@ -177,11 +178,7 @@ def code_lines(a: answering.Answer, device: str | None = None, problem: dict | N
     dtype = f"torch.{a.dtype.split()[0]}"
     if problem is not None and problem.get("form") == "step":
         return step_code_lines(a, device_type, dtype, code_method(a.library, a.method), problem)
-    solve_args = [f'method="{code_method(a.library, a.method)}"']
-    if a.scaling == "dynamic":
-        solve_args.append("scaler=DynamicAdjointScaler()")
-    if a.library == "native-low":
-        solve_args.append('trajectory_dtype="low"')
+    solve_args = solver_arguments(a, code_method(a.library, a.method))
     y0 = f"y0.to({dtype})" if a.mode == "pure" else "y0"
     solve = f"trajectory = odeint(func, {y0}, torch.linspace(0, 1, {a.n_timesteps + 1}), {', '.join(solve_args)})"
     inside = a.loss_in == "autocast"
@@ -197,14 +194,7 @@ def code_lines(a: answering.Answer, device: str | None = None, problem: dict | N
             + (f"from the {a.dtype} output" if a.mode == "pure" else "inside autocast")
             + ", as measured"
         )
-    lines = _imports(a)
-    if a.kept is not None:
-        lines.append(f'roundoff_analyzer.keep_float32(func, "{a.kept.value}")  # once, after building the model')
-    if a.mode == "pure":
-        lines.append(f"func = func.to({dtype})")
-    if a.scaling == "grad":
-        lines.append(f'scaler = torch.amp.GradScaler("{device_type}")  # once, before the training loop')
-    lines.append("for y0 in batches:")
+    lines = [*_imports(a), *before_loop(a, "func", dtype, device_type), "for y0 in batches:"]
     if a.mode == "pure":
         lines += [f"    {solve}", f"    {loss}"]
     else:
@@ -219,23 +209,7 @@ def code_lines(a: answering.Answer, device: str | None = None, problem: dict | N
     if a.scaling == "dynamic":
         backward += "  # the adjoint scaler leaves the gradients unscaled"
     lines.append(backward)
-    if a.mode == "pure":
-        # The sweep measured the gradient, not what an optimizer does with low-precision weights.
-        if a.scaling == "grad":
-            lines.append("    # the gradients are scaler.get_scale() times the true ones: divide them by it before use")
-        return lines + [
-            f"    # this sweep measured these gradients; an update of {a.dtype} weights is a training's question "
-            "(`roundoff train --mode pure`)"
-        ]
-    clip = "    torch.nn.utils.clip_grad_norm_(func.parameters(), max_norm)  # if you clip"
-    if a.scaling == "grad":
-        return lines + [
-            "    scaler.unscale_(optimizer)  # the true gradients, before any clip",
-            f"{clip}: after unscale_",
-            "    scaler.step(optimizer)",
-            "    scaler.update()",
-        ]
-    return lines + [clip, "    optimizer.step()"]
+    return lines + after_backward(a, "func")
 
 
 def _imports(a: answering.Answer) -> list[str]:

@@ -5,6 +5,7 @@ autocast as the runs placed it (the whole step, or the solves alone)."""
 from __future__ import annotations
 
 from ...judging import answer as answering
+from .code_parts import after_backward, before_loop, solver_arguments
 
 
 def step_code_lines(a: answering.Answer, device_type: str, dtype: str, method: str, problem: dict) -> list[str]:
@@ -12,19 +13,9 @@ def step_code_lines(a: answering.Answer, device_type: str, dtype: str, method: s
     pass, `problem` the manifest's record of the step's solves (their span)."""
     assert a.n_timesteps is not None  # a training answer ran at one n_timesteps at least
     n = a.n_timesteps
-    solver_options = [f'method="{method}"', f"options=dict(grid_constructor=equal_steps({n}))"]
-    if a.scaling == "dynamic":
-        solver_options.append("scaler=DynamicAdjointScaler()")
-    if a.library == "native-low":
-        solver_options.append('trajectory_dtype="low"')
+    solver_options = [*solver_arguments(a, method), f"options=dict(grid_constructor=equal_steps({n}))"]
     span = f"t from {problem['t0']:.4g} to {problem['t1']:.4g}" if "t0" in problem else "its span"
-    lines = ["import functools", *_imports(a)]
-    if a.kept is not None:
-        lines.append(f'roundoff_analyzer.keep_float32(model, "{a.kept.value}")  # once, after building the model')
-    if a.mode == "pure":
-        lines.append(f"model = model.to({dtype})")
-    if a.scaling == "grad":
-        lines.append(f'scaler = torch.amp.GradScaler("{device_type}")  # once, before the training loop')
+    lines = ["import functools", *_imports(a), *before_loop(a, "model", dtype, device_type)]
     cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
     autocast = f'torch.autocast("{device_type}", dtype={dtype}{cache})'
     whole_step = a.loss_in == "autocast" or a.mode == "pure"
@@ -48,20 +39,7 @@ def step_code_lines(a: answering.Answer, device_type: str, dtype: str, method: s
     else:
         lines.append(f"    {call}")
     lines.append("    scaler.scale(loss).backward()" if a.scaling == "grad" else "    loss.backward()")
-    if a.mode == "pure":
-        return lines + [
-            f"    # this sweep measured these gradients; an update of {a.dtype} weights is a training's question "
-            "(`roundoff train --mode pure`)"
-        ]
-    clip = "    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # if you clip"
-    if a.scaling == "grad":
-        return lines + [
-            "    scaler.unscale_(optimizer)  # the true gradients, before any clip",
-            f"{clip}: after unscale_",
-            "    scaler.step(optimizer)",
-            "    scaler.update()",
-        ]
-    return lines + [clip, "    optimizer.step()"]
+    return lines + after_backward(a, "model")
 
 
 def _imports(a: answering.Answer) -> list[str]:
