@@ -13,6 +13,7 @@ from ..core.user_code import quit_line
 from . import failures
 from .columns import ERROR_METRICS
 from .cpu_memory import cpu_peak_memory
+from .kept_share import kept_share
 from .memory import configuration_oom
 from .module_hooks import ModuleObserver
 from .one_run import RunOutcome, time_grid
@@ -110,21 +111,23 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
 
     names = parameter_names(context.copies)
     measured = run_columns(config, dtype, outcomes, reference, names)
-    modules = _module_rows(setup, context, t, last.retries) if context.per_module else []
+    modules = _module_rows(setup, context, t, last) if context.per_module else []
+    # What share of the field's work the kept part does: a setup that keeps all of it is not a low-precision setup.
+    kept = kept_share(setup.prepare(context), t, dtype.torch_dtype) if config.keep_float32 != "none" else {}
     beside: Row = {}
     if context.yardsticks is not None:
         errors = {name: measured[name] for name in ERROR_METRICS}
         yardsticks = context.yardsticks
         beside = context_columns(last, reference, yardsticks.fine(), yardsticks.noise(), config.n_timesteps, errors)
     return Measurement(
-        {**row, **step_columns(method, last, reference), **measured, **beside},
+        {**row, **step_columns(method, last, reference), **measured, **beside, **kept},
         parameter_error_rows(names, last, reference, dtype),
         profile_rows(last.report, reference.report),
         modules,
     )
 
 
-def _module_rows(setup: RunSetup, context: SweepContext, t: torch.Tensor, hint: int | None) -> list[Row]:
+def _module_rows(setup: RunSetup, context: SweepContext, t: torch.Tensor, measured: RunOutcome) -> list[Row]:
     """Every module watched over one more run, untimed (the hooks and the float64 re-runs slow it down)."""
     observer = None
     try:
@@ -132,7 +135,10 @@ def _module_rows(setup: RunSetup, context: SweepContext, t: torch.Tensor, hint: 
             prepared = setup.prepare(context)
             observer = ModuleObserver(prepared.func, t, setup.dtype.max, setup.dtype.smallest_normal, prepared.context)
             with observer.attached():
-                setup.run(prepared, context, t, hint, observer=observer)
+                watched = setup.run(prepared, context, t, measured.retries, observer=observer)
+        if watched.failure is not None and measured.failure is None:
+            observer.stopped(f"the watched run failed where the measured one did not: {watched.failure.message}")
     except failures.ConfigurationTimeout:
-        pass  # what was seen until the limit still says where the values went
+        if observer is not None:  # what was seen until the limit still says where the values went
+            observer.stopped("the watched run stopped at the time limit")
     return observer.rows() if observer is not None else []
