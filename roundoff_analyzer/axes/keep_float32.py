@@ -238,7 +238,9 @@ def keep_float32(target: Any, names: str | None = None) -> Any:
     measured.
 
     Inside, low-precision floating inputs are cast to float32 and autocast is off; float32 and float64 inputs pass
-    unchanged, and the output is float32.
+    unchanged, and the output is float32. Kept by name, a module's weights are kept wherever `target`'s forward uses
+    them: an operation on them outside the module's forward (`torch.mm(layer.weight.t(), v)`, `layer.forward(x)`)
+    runs in float32 too.
 
     Args:
         target: A `torch.nn.Module` (its forward is wrapped), or a function or method (wrapped and returned).

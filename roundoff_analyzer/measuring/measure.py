@@ -11,11 +11,11 @@ from ..axes.methods import AdaptiveRK, tableau_of
 from ..core.errors import InputError
 from ..core.user_code import quit_line
 from . import failures
-from .columns import ERROR_METRICS
+from .columns import ERROR_METRICS, VECTOR_FIELD
 from .cpu_memory import cpu_peak_memory
 from .kept_share import kept_share
 from .memory import configuration_oom
-from .module_hooks import ModuleObserver
+from .module_hooks import ModuleObserver, unwatched
 from .one_run import RunOutcome, time_grid
 from .rows import (
     Measurement,
@@ -133,7 +133,12 @@ def _module_rows(setup: RunSetup, context: SweepContext, t: torch.Tensor, measur
     try:
         with restored_torch_state(), time_limit(context.timeout_s):
             prepared = setup.prepare(context)
-            observer = ModuleObserver(prepared.func, t, setup.dtype.max, setup.dtype.smallest_normal, prepared.context)
+            try:
+                observer = ModuleObserver(
+                    prepared.func, t, setup.dtype.max, setup.dtype.smallest_normal, prepared.context
+                )
+            except Exception as exc:  # noqa: BLE001 - a model the observer cannot copy: one row says so, the sweep goes on
+                return [{"module": VECTOR_FIELD, "phase": "forward", "n_calls": 0, "measurement": unwatched(exc)}]
             with observer.attached():
                 watched = setup.run(prepared, context, t, measured.retries, observer=observer)
         if watched.failure is not None and measured.failure is None:

@@ -36,6 +36,7 @@ from torch import nn
 
 from ..axes.keep_float32 import in_kept_region, is_kept
 from ..axes.parameter_uses import ParameterUses, direct_owners
+from ..core.errors import one_line
 from . import metrics
 from .call_inputs import CallInputs, SavedInputs
 from .columns import COMPLETE, VECTOR_FIELD
@@ -113,8 +114,7 @@ class ModuleStats:
 
 
 def _described(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    line = one_line(exc)
     return line if len(line) <= 200 else line[:199] + "…"
 
 
@@ -182,14 +182,14 @@ class ModuleObserver:
         try:
             self._handles.append(self.func.register_forward_pre_hook(self._on_call))
         except RuntimeError as exc:  # a TorchScript model takes no hooks: nothing of it can be watched
-            self._unwatched.update(dict.fromkeys(self.modules, _unhooked(exc)))
+            self._unwatched.update(dict.fromkeys(self.modules, unwatched(exc)))
             yield self
             return
         for name, module in self.modules.items():
             try:
                 pre = module.register_forward_pre_hook(self._pre_hook(name), with_kwargs=True)
             except RuntimeError as exc:
-                self._unwatched[name] = _unhooked(exc)
+                self._unwatched[name] = unwatched(exc)
                 continue
             self._handles.append(pre)
             self._handles.append(
@@ -436,7 +436,8 @@ class ModuleObserver:
         return rows
 
 
-def _unhooked(exc: RuntimeError) -> str:
+def unwatched(exc: Exception) -> str:
+    """A row's measurement where a module (or the model) could not be watched at all."""
     return f"not watched: {_described(exc).removeprefix('RuntimeError: ')}"
 
 

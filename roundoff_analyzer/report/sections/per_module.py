@@ -108,7 +108,7 @@ def origin(rows: pd.DataFrame) -> Origin | None:
 def ranked(rows: pd.DataFrame, unit_roundoff: float, limit: int = MODULE_ROWS) -> pd.DataFrame:
     """The modules that add the most roundoff (largest local roundoff), then those nearest the range's limits (the
     largest magnitude against the dtype's max, the largest share below its smallest normal), at most `limit` rows."""
-    leaves = _used(rows[rows["module"] != VECTOR_FIELD])
+    leaves = _used(rows[(rows["module"] != VECTOR_FIELD) & (rows["n_calls"] > 0)])
     by_error = (
         leaves[leaves["local_rel_err"].notna()].sort_values("local_rel_err", ascending=False).head(max(limit - 2, 1))
     )
