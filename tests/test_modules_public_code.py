@@ -259,6 +259,8 @@ def test_what_is_kept_is_said_as_it_is(tmp_path):
     found = {a.dtype: a for a in answers(result.results)}
     whole = found["float16 keeping potential.gradient in float32"]
     assert not whole.train and not whole.kept.computes_low
+    record = result.answers["float16 keeping potential.gradient in float32"]
+    assert not record["train"] and record["low_dtype_op_share"] == (0.0, 0.0)
     report = (result.folder / "report.md").read_text()
     answer = report.split("## The answer", 1)[1].split("\n## ", 1)[0]
     assert "**float16 keeping potential.gradient in float32**: not a float16 setup: the kept part runs" in answer

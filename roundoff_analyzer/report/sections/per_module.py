@@ -205,10 +205,7 @@ def outside_line(modules: pd.DataFrame) -> str | None:
 
 def unused_line(modules: pd.DataFrame) -> str | None:
     """One line naming the modules whose output the loss never depends on (in a run whose backward ran to its end)."""
-    if "n_calls_unused" not in modules:
-        return None
-    forward = modules[(modules["phase"] == "forward") & modules["n_calls_unused"].notna()]
-    named = list(dict.fromkeys(forward.loc[forward["n_calls_unused"] >= forward["n_calls"], "module"]))
+    named = list(dict.fromkeys(unused(modules)))
     if not named:
         return None
     return (
