@@ -1,13 +1,14 @@
-"""What the per-module measurement costs, and that the sweep without it is not slower than another checkout's.
+"""What the per-module measurement costs, against another checkout's, and that the sweep without it is not slower.
 
-Runs the default sweep (`roundoff sweep --model otflow`, or the arguments given after --) through the command line:
-alternately with this checkout and with a baseline checkout (`--baseline`, e.g. the main branch's worktree, run
-with `--baseline-python`), `--rounds` times each, then once more here with `--per-module`. Prints each run's wall
+Runs the default sweep (`roundoff sweep --model otflow`, or the arguments given after --) through the command line, with
+this checkout and with a baseline checkout (`--baseline`, e.g. the main branch's worktree, run with
+`--baseline-python`), each without and with `--per-module`, alternating, `--rounds` times each. Prints each run's wall
 time, its time running configurations (as the sweep reports them) and the CPU time of the command and its worker
-processes, the load average before each, and the ratios
-measured in this one run:
+processes, the load average before each, and the ratios measured in this one run (medians over the rounds):
   - this checkout without --per-module / the baseline (target: not above 1 beyond the noise of the alternation);
-  - with --per-module / without it (the overhead of watching every module).
+  - with --per-module / without it, for each checkout (the overhead of watching every module);
+  - this checkout with --per-module / the baseline with it.
+On a machine shared with other jobs, read the CPU time: wall time waits for the cores.
 
     python bench/per_module_cost.py --baseline /path/to/main [--baseline-python python3] [--rounds 2] [-- --model otflow
     ...]
@@ -60,15 +61,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("sweep", nargs="*", default=["--model", "otflow"], help="the sweep's arguments (after --)")
     args = parser.parse_args()
-    times: dict[str, list[tuple[float, float, float]]] = {"baseline": [], "this": [], "this --per-module": []}
+    names = ("baseline", "this", "baseline --per-module", "this --per-module")
+    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as folder:
-        plan = [("baseline", args.baseline_python, args.baseline, []), ("this", sys.executable, HERE, [])] * args.rounds
-        plan.append(("this --per-module", sys.executable, HERE, ["--per-module"]))
+        checkouts = {"baseline": (args.baseline_python, args.baseline), "this": (sys.executable, HERE)}
+        plan = [(name, *checkouts[name.split()[0]], name.split()[1:]) for name in names] * args.rounds
         for i, (name, python, cwd, extra) in enumerate(plan):
             took, running, cpu, load = run(python, cwd, [*args.sweep, *extra], Path(folder) / f"run{i}")
             times[name].append((took, running, cpu))
             print(
-                f"{name:18s} command {took:7.1f} s, configurations {running:7.1f} s, CPU {cpu:7.1f} s  (load average "
+                f"{name:22s} command {took:7.1f} s, configurations {running:7.1f} s, CPU {cpu:7.1f} s  (load average "
                 f"before: {load})",
                 flush=True,
             )
@@ -77,8 +79,11 @@ def main() -> None:
     def ratios(a: str, b: str) -> str:
         return ", ".join(f"{x / y:.2f}" for x, y in zip(median[a], median[b]))
 
-    print(f"this / baseline (median command wall, configurations wall, CPU): {ratios('this', 'baseline')}")
-    print(f"--per-module / without (command wall, configurations wall, CPU): {ratios('this --per-module', 'this')}")
+    print("ratios of the medians (command wall, configurations wall, CPU):")
+    print(f"  this / baseline, without --per-module: {ratios('this', 'baseline')}")
+    print(f"  --per-module / without, baseline: {ratios('baseline --per-module', 'baseline')}")
+    print(f"  --per-module / without, this: {ratios('this --per-module', 'this')}")
+    print(f"  this / baseline, with --per-module: {ratios('this --per-module', 'baseline --per-module')}")
 
 
 if __name__ == "__main__":

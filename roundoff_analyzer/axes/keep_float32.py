@@ -17,25 +17,37 @@ Inside, low-precision floating inputs (float16, bfloat16, 8-bit) are cast to flo
 module's own arithmetic and the gradient flowing back through it are float32; float32 and float64 inputs pass
 unchanged (a float64 run stays float64). Its output is float32: the ops after it cast it down again where autocast
 says so.
+
+Kept by name in a model (`keep_float32(func, names)`, and the sweep's axis), a kept module's weights are kept wherever
+the model computes with them: an operation outside the module's forward that uses them (`torch.mm(layer.weight.t(), x)`,
+`layer.forward(x)` called directly) runs in float32 too, for as long as the model's own forward runs.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
+import threading
 import types
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any, TypeVar, cast
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from .parameter_uses import ParameterUses, direct_owners
 
 NONE = "none"
 SEPARATOR = "+"
 # Device types autocast may be on for; autocast is switched off inside a kept module for each one where it is on.
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 _KEPT = "_roundoff_keep_float32"  # on a module: the names of its methods that run in float32
+_COVERED = (
+    "_roundoff_keep_float32_uses"  # on a model: its forward keeps the kept modules' weights wherever they are used
+)
+_region = threading.local()  # how deep the calling code is inside kept calls
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -126,6 +138,7 @@ def float32_call(fn: F) -> F:
                     continue
                 if on:
                     stack.enter_context(torch.autocast(device, enabled=False))
+            stack.enter_context(_kept_region())
             return fn(*_up(args), **_up(kwargs))
 
     # The wrapper takes what `fn` takes (its tensors cast on the way in), which a plain wrapper's type cannot say.
@@ -147,12 +160,87 @@ def _wrap(module: nn.Module, method: str = "forward") -> bool:
     return True
 
 
+@contextmanager
+def _kept_region() -> Iterator[None]:
+    _region.depth = getattr(_region, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _region.depth -= 1
+
+
+def in_kept_region() -> bool:
+    """Whether the calling code runs inside a kept module or method (or a kept use of its weights)."""
+    return getattr(_region, "depth", 0) > 0
+
+
+class _KeptWeights(TorchFunctionMode):
+    """Operations that use a kept module's weights (or views of them) outside its forward run in float32."""
+
+    def __init__(self, uses: ParameterUses) -> None:
+        super().__init__()
+        self.uses = uses
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not self.uses.owners(args, kwargs):
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs) if in_kept_region() else float32_call(func)(*args, **kwargs)
+        self.uses.note_views(out, args, kwargs)
+        return out
+
+
+def kept_weights(root: nn.Module) -> ParameterUses:
+    """The parameters of the modules under `root` whose forward is kept, by the kept module's name."""
+    kept = {name: module for name, module in root.named_modules() if "forward" in module.__dict__.get(_KEPT, ())}
+    return ParameterUses(
+        {f"{name}.{inner}" if inner else name: m for name, k in kept.items() for inner, m in direct_owners(k).items()}
+    )
+
+
+def _covering_call(fn: F) -> F:
+    """`fn` (a model's forward) run with its kept modules' weights kept wherever it uses them."""
+
+    @functools.wraps(fn)
+    def covering(self, *args, **kwargs):
+        uses = kept_weights(self)
+        if not uses:
+            return fn(self, *args, **kwargs)
+        with _KeptWeights(uses):
+            return fn(self, *args, **kwargs)
+
+    return cast(F, covering)
+
+
+def _cover(root: nn.Module) -> tuple[nn.Module, Any] | None:
+    """Make `root`'s forward keep its kept modules' weights wherever it uses them; what to restore, None where it
+    already does."""
+    if root.__dict__.get(_COVERED):
+        return None
+    own = root.__dict__.get("forward")
+    function = own.__func__ if isinstance(own, types.MethodType) and own.__self__ is root else type(root).forward
+    root.__dict__["forward"] = types.MethodType(_covering_call(function), root)
+    root.__dict__[_COVERED] = True
+    return root, own
+
+
+def _uncover(saved: tuple[nn.Module, Any] | None) -> None:
+    if saved is None:
+        return
+    root, own = saved
+    del root.__dict__["forward"], root.__dict__[_COVERED]
+    if own is not None:
+        root.__dict__["forward"] = own
+
+
 def keep_float32(target: Any, names: str | None = None) -> Any:
     """Run a module or a function in float32 under autocast, from now on: the one change a sweep's `--keep-float32`
     measured.
 
     Inside, low-precision floating inputs are cast to float32 and autocast is off; float32 and float64 inputs pass
-    unchanged, and the output is float32.
+    unchanged, and the output is float32. Kept by name, a module's weights are kept wherever `target`'s forward uses
+    them: an operation on them outside the module's forward (`torch.mm(layer.weight.t(), v)`, `layer.forward(x)`)
+    runs in float32 too.
 
     Args:
         target: A `torch.nn.Module` (its forward is wrapped), or a function or method (wrapped and returned).
@@ -182,6 +270,7 @@ def keep_float32(target: Any, names: str | None = None) -> Any:
             raise ValueError(f"keep_float32: {missing[0]!r} names no module or method of {type(target).__name__}")
         for _, module, method in matching(target, names):
             _wrap(module, method)
+        _cover(target)
         return target
     if isinstance(target, nn.Module):
         _wrap(target)
@@ -192,9 +281,10 @@ def keep_float32(target: Any, names: str | None = None) -> Any:
 
 
 @contextmanager
-def kept_in_float32(root: nn.Module, value: str) -> Iterator[list[str]]:
+def kept_in_float32(root: nn.Module, value: str, cover_forward: bool = True) -> Iterator[list[str]]:
     """What `value` names in `root` runs in float32 inside the block (the methods are restored after it); yields the
-    names kept."""
+    names kept. The kept modules' weights run in float32 wherever `root`'s forward uses them (`cover_forward`), or
+    wherever anything in the block does (a training step's model, whose forward is not what runs)."""
     kept = matching(root, value)
     saved = [
         (module, method, module.__dict__.get(method), module.__dict__.get(_KEPT))
@@ -203,9 +293,13 @@ def kept_in_float32(root: nn.Module, value: str) -> Iterator[list[str]]:
     ]
     for module, method, _, _ in saved:
         _wrap(module, method)
+    covered = _cover(root) if kept and cover_forward else None
+    uses = kept_weights(root) if kept and not cover_forward else None
     try:
-        yield [name for name, _, _ in kept]
+        with _KeptWeights(uses) if uses else nullcontext():
+            yield [name for name, _, _ in kept]
     finally:
+        _uncover(covered)
         for module, method, own, marks in reversed(saved):
             del module.__dict__[method]
             if own is not None:

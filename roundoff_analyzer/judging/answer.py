@@ -46,6 +46,16 @@ class Kept:
     same_without: rules.SetupJudgement | None  # the same library, scaling and mode keeping nothing, where it ran
     time_ratio: tuple[float, float] | None  # forward + backward against the same runs keeping nothing
     memory_ratio: tuple[float, float] | None  # peak memory against the same runs keeping nothing, where measured
+    # Of the field's operations in one evaluation (min – max over the setup's runs; None where not measured): the
+    # share run in the kept part, and the share that computed in the low dtype.
+    op_share: tuple[float, float] | None = None
+    low_share: tuple[float, float] | None = None
+
+    @property
+    def computes_low(self) -> bool:
+        """Whether the setup computes anything in its low dtype: not, where the kept part is all of the field's work
+        (every operation ran in float32), and the setup is float32 with extra casts."""
+        return self.low_share is None or self.low_share[1] > 0
 
     @property
     def turns_safe(self) -> bool:
@@ -157,7 +167,10 @@ def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJu
     same = next(
         (j for j in rules.judge_setups(results) if (j.dtype, j.library, j.scaling, j.mode, j.loss_in) == setup), None
     )
-    return replace(a, kept=Kept(value, chosen.get(without_label), same, time_ratio, memory_ratio))
+    shares = [_span(mine[c]) if c in mine else None for c in ("kept_op_share", "low_dtype_op_share")]
+    kept = Kept(value, chosen.get(without_label), same, time_ratio, memory_ratio, *shares)
+    # A setup that computes nothing in the low dtype is float32 under another name: not one to train "in" that dtype.
+    return replace(a, kept=kept, train=a.train and kept.computes_low)
 
 
 def _other_placement(chosen: rules.SetupJudgement, setups: list[rules.SetupJudgement]) -> rules.SetupJudgement | None:

@@ -157,6 +157,23 @@ def _with_format_labels(runs: pd.DataFrame) -> pd.DataFrame:
 with_format_labels = _with_format_labels  # the public name, for the modules that judge formats
 
 
+def kept_as_dtypes(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with the runs keeping modules in float32 under a dtype of their own ('float16 keeping head in float32'),
+    as the verdict and the answer judge them, and their keep_float32 read as judged: the sections that group by dtype
+    then never weigh a kept setup and the same setup keeping nothing as one."""
+    if "keep_float32" not in runs:
+        return runs
+    kept = runs["keep_float32"].fillna(AXIS_DEFAULTS["keep_float32"]).astype(str)
+    if (kept == AXIS_DEFAULTS["keep_float32"]).all():
+        return runs
+    labels = (
+        runs["dtype"]
+        .astype(str)
+        .where(kept == AXIS_DEFAULTS["keep_float32"], runs["dtype"].astype(str) + " keeping " + kept + " in float32")
+    )
+    return runs.assign(dtype=labels, keep_float32=AXIS_DEFAULTS["keep_float32"])
+
+
 def reduction_runs(results: pd.DataFrame, judgement: SetupJudgement) -> pd.DataFrame:
     labelled = _with_format_labels(with_loss_in(results))
     return labelled[

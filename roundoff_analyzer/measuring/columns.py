@@ -18,3 +18,12 @@ STEP_COLUMNS = (
     "atol",
     "max_steps",
 )
+# Where modules were kept in float32: the share of the field's operations the kept part ran, and the share computed in
+# the low dtype (measuring/kept_share.py).
+KEPT_SHARE_COLUMNS = ("kept_op_share", "low_dtype_op_share")
+# The per-module table (measuring/module_hooks.py): the row of the vector field as a whole, and a row's measurement
+# where every call's local error was recomputed.
+VECTOR_FIELD = "(vector field)"
+# The row of a model given as its training step, as a whole (its own calls, if the step makes any).
+WHOLE_MODEL = "(model)"
+COMPLETE = "complete"

@@ -79,7 +79,7 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
     seen = {}
     for dtype, role in roles.items():
         try:
-            seen[dtype] = _evaluate(copies, cast_run(copies, dtype), placement, dtype)
+            seen[dtype] = evaluate(copies, cast_run(copies, dtype), placement, dtype)
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's step failed: say where, in one line
@@ -111,7 +111,7 @@ def _failure(copies: ProblemCopies, precision: Precision, fp8_scaling: bool) -> 
     request = ArithmeticRequest(precision.rounding, fp8_scaling)
     try:
         prepared = arithmetic.prepare(MODES.get(precision.mode), copies, dtype, request)
-        _evaluate(copies, prepared, LOSS_PLACEMENTS.get(precision.loss_in), torch.float32)
+        evaluate(copies, prepared, LOSS_PLACEMENTS.get(precision.loss_in), torch.float32)
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's step failed in this precision
@@ -119,7 +119,8 @@ def _failure(copies: ProblemCopies, precision: Precision, fp8_scaling: bool) -> 
     return None
 
 
-def _evaluate(copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacement, loss_dtype: torch.dtype) -> list:
+def evaluate(copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacement, loss_dtype: torch.dtype) -> list:
+    """The step's forward on the run's model and batch, one Euler step per solve; its solves' records."""
     library, method = LIBRARIES.get(_CHECK_LIBRARY), METHODS.get(_CHECK_METHOD)
     odeint = configured_odeint(prepared, library, method, _CHECK_STEPS, loss_dtype, loss_in, None, SolveReport())
     try:
@@ -148,6 +149,6 @@ def evaluate_once(copies: ProblemCopies) -> Callable[[], object]:
 
     def step() -> object:
         with torch.no_grad():
-            return _evaluate(copies, cast_run(copies, torch.float32), LOSS_PLACEMENTS.get("float32"), torch.float32)
+            return evaluate(copies, cast_run(copies, torch.float32), LOSS_PLACEMENTS.get("float32"), torch.float32)
 
     return step

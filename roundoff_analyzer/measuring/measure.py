@@ -3,19 +3,17 @@ run against the float64 reference and their outcome turned into rows (`rows.py`)
 
 from __future__ import annotations
 
-import torch
-
 from ..axes.grid import Configuration
 from ..axes.keep_float32 import keep_skip_reason, kept_in_float32
 from ..axes.methods import AdaptiveRK, tableau_of
 from ..core.errors import InputError
 from ..core.user_code import quit_line
-from ..solvers.grid_output import equal_grid
 from . import failures
-from .columns import ERROR_METRICS
+from .columns import ERROR_METRICS, VECTOR_FIELD, WHOLE_MODEL
 from .cpu_memory import cpu_peak_memory
+from .kept_share import kept_share
 from .memory import configuration_oom
-from .module_hooks import ModuleObserver
+from .module_hooks import ModuleObserver, unwatched
 from .one_run import RunOutcome
 from .rows import (
     Measurement,
@@ -69,7 +67,9 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
         return Measurement({**row, **failure_columns(failures.classify_exception(exc))}, [], [])
     # Autocast modes run the problem's own float32 vector field: the kept modules' forwards are swapped for these runs.
-    with kept_in_float32(context.copies.model, config.keep_float32):
+    # A step's model is not what the solver calls: its kept weights are kept wherever the step uses them.
+    whole_step = context.copies.trajectory is None
+    with kept_in_float32(context.copies.model, config.keep_float32, cover_forward=not whole_step):
         return _measure_runs(setup, context, row=row, reference=reference)
 
 
@@ -122,14 +122,18 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
 
     names = parameter_names(context.copies)
     measured = run_columns(config, dtype, outcomes, reference, names)
-    modules = _module_rows(setup, context, last.retries) if context.per_module else []
+    modules = _module_rows(setup, context, last) if context.per_module else []
+    # What share of the field's work the kept part does: a setup that keeps all of it is not a low-precision setup.
+    kept = (
+        kept_share(setup.prepare(context), context.copies, dtype.torch_dtype) if config.keep_float32 != "none" else {}
+    )
     beside: Row = {}
     if context.yardsticks is not None:
         errors = {name: measured[name] for name in ERROR_METRICS}
         yardsticks = context.yardsticks
         beside = context_columns(last, reference, yardsticks.fine(), yardsticks.noise(), config.n_timesteps, errors)
     return Measurement(
-        {**row, **step_columns(method, last, reference), **measured, **beside},
+        {**row, **step_columns(method, last, reference), **measured, **beside, **kept},
         parameter_error_rows(names, last, reference, dtype),
         profile_rows(last.report, reference.report),
         modules,
@@ -137,17 +141,25 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
     )
 
 
-def _module_rows(setup: RunSetup, context: SweepContext, hint: int | None) -> list[Row]:
+def _module_rows(setup: RunSetup, context: SweepContext, measured: RunOutcome) -> list[Row]:
     """Every module watched over one more run, untimed (the hooks and the float64 re-runs slow it down)."""
     observer = None
     n_timesteps = setup.config.n_timesteps
     try:
         with restored_torch_state(), time_limit(context.timeout_s):
             prepared = setup.prepare(context)
-            t = equal_grid(0.0, 1.0, n_timesteps, torch.float32, context.device)
-            observer = ModuleObserver(prepared.model, t, setup.dtype.max, setup.dtype.smallest_normal, prepared.context)
+            root = VECTOR_FIELD if context.copies.trajectory is not None else WHOLE_MODEL
+            try:
+                observer = ModuleObserver(
+                    prepared.model, setup.dtype.max, setup.dtype.smallest_normal, prepared.context, root
+                )
+            except Exception as exc:  # noqa: BLE001 - a model the observer cannot copy: one row says so, the sweep goes on
+                return [{"module": root, "phase": "forward", "n_calls": 0, "measurement": unwatched(exc)}]
             with observer.attached():
-                setup.run(prepared, context, n_timesteps, hint, observer=observer)
+                watched = setup.run(prepared, context, n_timesteps, measured.retries, observer=observer)
+        if watched.failure is not None and measured.failure is None:
+            observer.stopped(f"the watched run failed where the measured one did not: {watched.failure.message}")
     except failures.ConfigurationTimeout:
-        pass  # what was seen until the limit still says where the values went
+        if observer is not None:  # what was seen until the limit still says where the values went
+            observer.stopped("the watched run stopped at the time limit")
     return observer.rows() if observer is not None else []

@@ -1,33 +1,58 @@
-"""Which module: each module of the vector field watched over one run, per time step, forward and backward.
+"""Which module: each module of the model watched over one run, per time step, forward and backward.
 
-For every leaf module (and the vector field as a whole, named VECTOR_FIELD), over the run's calls:
+For every leaf module (and the root as a whole: the vector field, named VECTOR_FIELD, of a trajectory problem; a
+training step's whole model, WHOLE_MODEL), over the run's calls:
 - the largest magnitude of its output (forward) and of the gradient reaching its output (backward), the smallest
   nonzero one, and the share of nonzero values below the dtype's smallest normal;
 - its local roundoff: the module re-run in float64 (a float64 copy of its weights) on the very input the run gave it,
   against the run's output; backward, the vector-Jacobian product with the very gradient that reached its output,
-  recomputed in the run's precision and in float64. So the error the module adds, not the error it inherits;
+  recomputed in the run's precision and in float64. So the error the module adds, not the error it inherits
+  (local_error.py);
 - the first time step where its output (or the gradient reaching it) held a non-finite value.
 
-A call's time step is the step of the time grid whose interval holds the call's t (the vector field's first argument);
-backward steps are counted as the backward walk counts them, 0 being the last time step (as the results' overflow_step).
+What public code does around the hooks is measured too, or said: a module that writes into its input is re-run on a
+copy of the input taken before the call (call_inputs.py); a torch operation that uses a module's weights outside the
+module's call (`torch.mm(layer.weight.t(), x)`, `layer.forward(x)`) is one more call of that module (outside_calls.py),
+and a module that holds weights of its own without being a leaf gets a row for such calls; a call whose output no
+gradient reached, in a backward that ran to its end, adds no local error (the loss does not depend on it); a call whose
+recomputation failed is counted in the row's `measurement`, never dropped in silence.
+
+A call's time step is the step of its solve's time grid whose interval holds the call's t (the vector field's first
+argument); backward steps are counted as the backward walk counts them, 0 being the last time step (as the results'
+overflow_step). A call outside any solve (a training step's encoder or decoder) has no time step.
 The observer watches one run, made for it and not timed: the float64 re-runs cost a multiple of the run itself.
 """
 
 from __future__ import annotations
 
+import copy
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
-from ..axes.keep_float32 import is_kept
-from ..emulation.mode import active_emulation
+from ..axes.keep_float32 import in_kept_region, is_kept
+from ..axes.parameter_uses import ParameterUses, direct_owners
+from ..core.errors import one_line
 from . import metrics
+from .call_inputs import CallInputs, SavedInputs
+from .columns import COMPLETE, VECTOR_FIELD
+from .local_error import NotMeasured, Recomputed, backward_error, first_float, forward_error, in_low_precision
+from .outside_calls import OutsideCalls
 
-VECTOR_FIELD = "(vector field)"  # the row of the vector field as a whole: what its leaf modules' rows add up to
+IN_PLACE = "in place: not measured"  # a call that wrote into its input before a copy of it was taken
+
+
+@dataclass
+class _Call:
+    """One forward call whose output takes a gradient: whether a gradient reached it."""
+
+    reached: bool = False
 
 
 @dataclass
@@ -36,13 +61,16 @@ class ModuleStats:
     min_abs: float = math.inf  # smallest nonzero magnitude
     below_normal: int = 0
     nonzero: int = 0
-    local_rel_err: float | None = None  # the largest over the calls
+    errors: list[tuple[float, _Call | None]] = field(default_factory=list)  # the local error of each measured call
     first_nonfinite_step: int | None = None
     first_nonfinite_call: int | None = None  # the run's count of watched calls then: orders modules within one step
     n_calls: int = 0
     produced_nonfinite: bool = False  # a non-finite value began here, from finite ones (see `produced`)
+    n_outside: int = 0  # calls that were operations on its weights outside its own call
+    calls: list[_Call] = field(default_factory=list)  # forward: the calls whose output takes a gradient
+    not_measured: Counter[str] = field(default_factory=Counter)  # why a call's local error was not recomputed
 
-    def add(self, value: torch.Tensor, step: int, smallest_normal: float, call: int) -> bool:
+    def add(self, value: torch.Tensor, step: int | None, smallest_normal: float, call: int) -> bool:
         """Fold one output (or gradient) in; False where it held a non-finite value."""
         self.n_calls += 1
         magnitude = value.detach().abs()
@@ -61,7 +89,7 @@ class ModuleStats:
                 self.below_normal += int((nonzero < smallest_normal).sum())
         return True
 
-    def produced(self, step: int, call: int) -> None:
+    def produced(self, step: int | None, call: int) -> None:
         """Its own computation turned finite values non-finite (forward: its output from finite inputs; backward: the
         gradient it passed on, to its inputs and parameters, from a finite gradient at its output)."""
         if not self.produced_nonfinite:
@@ -69,61 +97,85 @@ class ModuleStats:
             if self.first_nonfinite_call is None or self.first_nonfinite_call > call:  # set with the step
                 self.first_nonfinite_step, self.first_nonfinite_call = step, call
 
-    def add_error(self, error: float) -> None:
+    def add_error(self, error: float, call: _Call | None = None) -> None:
         if math.isfinite(error):
-            self.local_rel_err = error if self.local_rel_err is None else max(self.local_rel_err, error)
+            self.errors.append((error, call))
+
+    def missed(self, why: str) -> None:
+        self.not_measured[why] += 1
+
+    def local_rel_err(self, backward_done: bool) -> float | None:
+        """The largest local error over the calls; after a backward that ran to its end, over the calls the loss
+        depends on."""
+        errors = [e for e, call in self.errors if not (backward_done and call is not None and not call.reached)]
+        return max(errors) if errors else None
+
+    def measurement(self, stopped: str | None) -> str:
+        said = [f"{why} ({n} of {self.n_calls} calls)" for why, n in self.not_measured.items()]
+        return "; ".join(said + ([stopped] if stopped else [])) or COMPLETE
 
 
-def _tensors(value) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [item for item in value if isinstance(item, torch.Tensor)]
-    return []
+def _described(exc: BaseException) -> str:
+    line = one_line(exc)
+    return line if len(line) <= 200 else line[:199] + "…"
 
 
-def _to64(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().double() if value.is_floating_point() else value
-    if isinstance(value, (tuple, list)):
-        return type(value)(_to64(item) for item in value)
-    return value
-
-
-def _first_float(value) -> torch.Tensor | None:
-    return next((t for t in _tensors(value) if t.is_floating_point()), None)
+def _writes_in_place(func, kwargs: dict) -> bool:
+    """Whether a torch operation writes into an input, by torch's naming (`add_`, `__iadd__`) or an `out=`."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") or "out" in kwargs
 
 
 class ModuleObserver:
-    """Hooks on the leaf modules of `func` (and `func` itself) for one run. `context` re-creates the run's precision
-    (its autocast or emulation), for the backward's recomputation; `time_grid` maps a call's t to its time step."""
+    """Hooks on the leaf modules of `root` (and `root` itself, its row named `root_name`) for one run: the vector field
+    of a trajectory problem, the whole model of a training step. `context` re-creates the run's precision (its autocast
+    or emulation), for the backward's recomputation. Each solve hands its vector field (as the solver calls it) and its
+    grid to `watch_field`: a call's t maps to its time step on that grid; calls outside any solve (an encoder, a
+    decoder) have no time step."""
 
     def __init__(
         self,
-        func: nn.Module,
-        time_grid: torch.Tensor,
+        root: nn.Module,
         dtype_max: float,
         smallest_normal: float,
         context: Callable[[], AbstractContextManager],
+        root_name: str = VECTOR_FIELD,
     ) -> None:
-        self.func = func
-        self.time_grid = time_grid.detach().double().cpu()
-        self.n_steps = max(time_grid.numel() - 1, 1)
+        self.root, self.root_name = root, root_name
+        self.n_steps = 1  # of the solve whose field is running, or ran last
         self.dtype_max, self.smallest_normal = dtype_max, smallest_normal
         self.context = context
         # The modules whose output is a tensor of their own computing, by qualified name; containers only route.
         self.modules = {
-            name or VECTOR_FIELD: m
-            for name, m in func.named_modules()
-            if not name or not any(True for _ in m.children())
+            name or root_name: m for name, m in root.named_modules() if not name or not any(True for _ in m.children())
         }
+        # Every module with a row: the hooked ones, and the containers that hold weights of their own.
+        owners = direct_owners(root, root_name)
+        self.owners = {
+            name or root_name: m
+            for name, m in root.named_modules()
+            if (name or root_name) in self.modules or (name or root_name) in owners
+        }
+        # Weights used where their module's call is not running; the root's own are its own code's.
+        self.uses = ParameterUses({n: m for n, m in owners.items() if n != root_name})
         # float64 copies, made before any hook is attached; a kept-in-float32 forward is copied
         # too, and leaves float64 as it is.
         self.float64 = {name: _float64_copy(m) for name, m in self.modules.items()}
-        self.stats = {(name, phase): ModuleStats() for name in self.modules for phase in ("forward", "backward")}
+        self._recomputed: dict[str, Recomputed] = {}
+        self.stats = {(name, phase): ModuleStats() for name in self.owners for phase in ("forward", "backward")}
         self.phase = "forward"
-        self.step = 0
+        self.step: int | None = None  # the time step of the field's call running now; None outside the solves
         self._busy = False  # set while a module is re-run: the re-run's own calls are not the run's
+        self._running: Counter[str] = Counter()  # the hooked calls running now
+        self._in_field = 0  # calls of a solve's vector field running now
+        self._watching_outside = 0  # OutsideCalls modes entered and not left
+        self._inputs: dict[str, list[CallInputs]] = {name: [] for name in self.modules}
+        self._in_place: set[str] = set()  # modules seen writing into their input: their inputs are copied first
+        self._kept: set[str] = set()  # modules called inside a kept module or method
+        self._backward_done = False
+        self._stopped: str | None = None
+        self._unwatched: dict[str, str] = {}  # modules that refused hooks, and why
+        self._in_graph = True  # whether the field's current call was made with autograd on
         self._last_backward_step = -1
         self._earlier_passes: list[dict[tuple[str, str], ModuleStats]] = []  # backward passes before the current one
         self.calls = 0  # watched calls so far, forward then backward (a hook's output counts once it is done)
@@ -131,15 +183,64 @@ class ModuleObserver:
 
     @contextmanager
     def attached(self) -> Iterator[ModuleObserver]:
-        self._handles.append(self.func.register_forward_pre_hook(self._on_call))
         for name, module in self.modules.items():
-            self._handles.append(module.register_forward_hook(self._forward_hook(name)))
+            try:
+                pre = module.register_forward_pre_hook(self._pre_hook(name), with_kwargs=True)
+            except RuntimeError as exc:  # a TorchScript module takes no hooks: it cannot be watched
+                self._unwatched[name] = unwatched(exc)
+                continue
+            self._handles.append(pre)
+            self._handles.append(
+                module.register_forward_hook(self._forward_hook(name), with_kwargs=True, always_call=True)
+            )
         try:
             yield self
         finally:
             for handle in self._handles:
                 handle.remove()
             self._handles.clear()
+
+    def watch_field(self, field: nn.Module, grid: torch.Tensor) -> None:
+        """One solve's vector field as the solver calls it, and the solve's grid (either direction): its calls set the
+        time step, and inside them operations on weights outside their modules' calls are counted (`watching_weights`,
+        entered after the run's own precision, so that they are seen as that precision leaves them)."""
+        points = grid.detach().double().cpu()
+        descending = points.numel() > 1 and bool(points[-1] < points[0])
+        keys = -points if descending else points
+        n_steps = max(points.numel() - 1, 1)
+
+        def entering(module, args) -> None:
+            self._in_field += 1
+            self._on_call(args, keys, -1.0 if descending else 1.0, n_steps)
+
+        def leaving(module, args, output) -> None:
+            self._in_field -= 1
+            if not self._in_field:
+                self.step = None
+
+        self._handles.append(field.register_forward_pre_hook(entering))
+        self._handles.append(field.register_forward_hook(leaving, always_call=True))
+        if self.uses:
+            forward = field.forward
+
+            def watched(*args, **kwargs):
+                with self.watching_weights():
+                    return forward(*args, **kwargs)
+
+            field.__dict__["forward"] = watched  # the field's wrapper is the solve's own: it ends with it
+
+    @contextmanager
+    def watching_weights(self) -> Iterator[None]:
+        """Operations on weights outside their modules' calls are counted in the block (once, however nested)."""
+        if self._watching_outside or not self.uses:
+            yield
+            return
+        self._watching_outside += 1
+        try:
+            with OutsideCalls(self.uses, self):
+                yield
+        finally:
+            self._watching_outside -= 1
 
     def begin_backward(self) -> None:
         self.phase = "backward"
@@ -149,9 +250,20 @@ class ModuleObserver:
         if 0 < passes_after <= len(self._earlier_passes):  # (passes of one step each are not told apart)
             self.stats.update(self._earlier_passes[-passes_after])
         self._earlier_passes.clear()
+        self._backward_done = True
 
-    def _on_call(self, module, args) -> None:
-        if self._busy or not args:
+    def stopped(self, why: str) -> None:
+        """The watched run ended before the run it stands for did (a time limit): every row says so."""
+        self._stopped = why
+
+    def _on_call(self, args: tuple, keys: torch.Tensor, direction: float, n_steps: int) -> None:
+        if self._busy:
+            return
+        self.n_steps = n_steps
+        # A solver that steps without autograd (the native forward) leaves its calls out of the loss's graph, whatever
+        # the field does inside: whether a gradient reaches them then says nothing of what the loss depends on.
+        self._in_graph = torch.is_grad_enabled()
+        if not args:
             return
         t = args[0]
         value = (
@@ -162,147 +274,208 @@ class ModuleObserver:
             else None
         )
         if value is not None:
-            index = (
-                int(torch.searchsorted(self.time_grid, torch.tensor([value], dtype=torch.float64), right=True)[0]) - 1
-            )
-            self.step = min(max(index, 0), self.n_steps - 1)
+            at = torch.tensor([direction * value], dtype=torch.float64)
+            index = int(torch.searchsorted(keys, at, right=True)[0]) - 1
+            self.step = min(max(index, 0), n_steps - 1)
 
-    def _forward_hook(self, name: str):
-        def hook(module, args, output):
+    # -- the hooked calls and the operations on weights outside them -----------------------------------------------
+
+    def _pre_hook(self, name: str):
+        def hook(module, args, kwargs) -> None:
             if self._busy:
                 return
-            out = _first_float(output)
-            if out is None:
-                return
-            step = self.step
-            # A library that solves the forward without autograd evaluates the field again in the backward, with it:
-            # those calls are not the forward's, but the gradient reaching their outputs is the backward's.
-            self.calls += self.phase == "forward"
-            forward = self.stats[(name, "forward")]
-            if self.phase == "forward" and not forward.add(out, step, self.smallest_normal, self.calls):
-                if metrics.all_finite([a for a in _tensors(args) if a.is_floating_point()]):
-                    forward.produced(step, self.calls)
-            elif self.phase == "forward":
-                self._busy = True
-                try:
-                    with torch.no_grad(), _plain_precision():
-                        reference = _first_float(self.float64[name](*_to64(args)))
-                    if reference is not None and reference.shape == out.shape:
-                        forward.add_error(metrics.rel_err(out, reference))
-                finally:
-                    self._busy = False
-            if out.requires_grad:
-                saved = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
-                # Called where the precision was off (inside a kept method), it is recomputed without it too.
-                low = active_emulation() is not None or any(torch.is_autocast_enabled(d) for d in _autocast_devices())
-                out.register_hook(self._gradient_hook(name, step, saved, low))
+            self._running[name] += 1
+            # The forward's float64 copies are taken before the call: a module may write into its input.
+            forward = self.phase == "forward"
+            self._inputs[name].append(CallInputs.before(args, kwargs, float64=forward, copy=name in self._in_place))
 
         return hook
 
-    def _gradient_hook(self, name: str, step: int, args: tuple, low: bool):
-        backward_step = self.n_steps - 1 - step
+    def _forward_hook(self, name: str):
+        def hook(module, args, kwargs, output) -> None:
+            if self._busy or not self._inputs[name]:
+                return
+            self._running[name] -= 1
+            inputs = self._inputs[name].pop()
+            if inputs.overwritten():
+                self._in_place.add(name)
+            self._measure(name, self._module_recomputed(name), inputs, output, outside=False)
+
+        return hook
+
+    def watching(self) -> bool:
+        return not self._busy
+
+    def running(self, name: str) -> bool:
+        return self._running[name] > 0
+
+    def before_outside_call(self, func, args: tuple, kwargs: dict) -> CallInputs:
+        # Inputs an operation leaves as they were are copied after it, as the modules' are; one that writes into them
+        # is copied first.
+        in_place = _writes_in_place(func, kwargs)
+        return CallInputs.before(args, kwargs, float64=in_place and self.phase == "forward", copy=in_place)
+
+    def outside_call(self, owner: str, func, taken: CallInputs, out: Any) -> None:
+        self.stats[(owner, "forward")].n_outside += self.phase == "forward" and first_float(out) is not None
+        self._measure(owner, Recomputed(func, func), taken, out, outside=True)
+
+    def _module_recomputed(self, name: str) -> Recomputed:
+        if name not in self._recomputed:
+            module, module64 = self.modules[name], self.float64[name]
+            self._recomputed[name] = Recomputed(
+                module,
+                module64,
+                {n: p for n, p in module.named_parameters() if p.requires_grad},
+                dict(module64.named_parameters()),
+            )
+        return self._recomputed[name]
+
+    def _measure(self, name: str, recomputed: Recomputed, inputs: CallInputs, output: Any, outside: bool) -> None:
+        out = first_float(output)
+        if out is None:
+            return
+        step = self.step
+        in_place = inputs.overwritten()
+        if in_kept_region():
+            self._kept.add(name)
+        before = inputs.as_before()
+        # A library that solves the forward without autograd evaluates the field again in the backward, with it:
+        # those calls are not the forward's, but the gradient reaching their outputs is the backward's.
+        forward = self.stats[(name, "forward")]
+        call = None
+        if self.phase == "forward":
+            self.calls += 1
+            finite = forward.add(out, step, self.smallest_normal, self.calls)
+            if not finite and before is not None and metrics.all_finite(_floating(before)):
+                forward.produced(step, self.calls)
+            if out.requires_grad and self._in_graph:
+                call = _Call()
+                forward.calls.append(call)
+            if finite:
+                self._forward_error(forward, recomputed, inputs, out, in_place, call)
+        if out.requires_grad:
+            saved = None if before is None else SavedInputs.of(before, inputs.requires_grad)
+            out.register_hook(self._gradient_hook(name, recomputed, step, saved, in_low_precision(), in_place, call))
+
+    def _forward_error(
+        self, stats: ModuleStats, recomputed: Recomputed, inputs: CallInputs, out: torch.Tensor, in_place: bool, call
+    ) -> None:
+        self._busy = True
+        try:
+            inputs64 = inputs.float64_inputs()
+            if inputs64 is None:
+                stats.missed(IN_PLACE)
+            else:
+                stats.add_error(forward_error(recomputed, inputs64, out, in_place), call)
+        except NotMeasured as exc:
+            stats.missed(f"float64 re-run: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the user's code refused the re-run: the row says so, the run goes on
+            stats.missed(f"float64 re-run failed: {_described(exc)}")
+        finally:
+            self._busy = False
+
+    def _gradient_hook(
+        self,
+        name: str,
+        recomputed: Recomputed,
+        step: int | None,
+        saved: SavedInputs | None,
+        low: bool,
+        in_place: bool,
+        call: _Call | None,
+    ):
+        backward_step = None if step is None else self.n_steps - 1 - step
 
         def hook(grad: torch.Tensor) -> None:
-            if self._busy:
+            # Before the run's backward, or while the field runs, a gradient is the field's own (a divergence taken by
+            # autograd inside its forward), not the run's backward.
+            if self._busy or self.phase == "forward" or self._in_field:
                 return
-            if backward_step < self._last_backward_step:
+            if call is not None:
+                call.reached = True
+            if backward_step is not None and backward_step < self._last_backward_step:
                 # A new backward pass (a loss scaler's search): each pass's statistics are kept apart, and the run
                 # says which one counted (keep_backward_pass), as for its profile.
                 self._earlier_passes.append({key: stats for key, stats in self.stats.items() if key[1] == "backward"})
                 self.stats.update({key: ModuleStats() for key in self._earlier_passes[-1]})
-            self._last_backward_step = backward_step
+            if backward_step is not None:
+                self._last_backward_step = backward_step
             stats = self.stats[(name, "backward")]
             self.calls += 1
-            if stats.add(grad, backward_step, self.smallest_normal, self.calls):
-                self._busy = True
-                try:
-                    error, produced = self._backward_error(name, args, grad, low)
-                finally:
-                    self._busy = False
-                if error is not None:
-                    stats.add_error(error)
-                if produced:
-                    stats.produced(backward_step, self.calls)
+            if not stats.add(grad, backward_step, self.smallest_normal, self.calls):
+                return
+            if saved is None:
+                stats.missed(IN_PLACE)
+                return
+            if saved.overwritten():
+                stats.missed("its input was overwritten in place after the call: not measured")
+                return
+            self._busy = True
+            try:
+                error, produced = backward_error(recomputed, saved, grad, self.context if low else None, in_place)
+            except NotMeasured as exc:
+                stats.missed(f"backward recomputation: {exc}")
+                return
+            except Exception as exc:  # noqa: BLE001 - the user's code refused the recomputation: said in the row
+                stats.missed(f"backward recomputation failed: {_described(exc)}")
+                return
+            finally:
+                self._busy = False
+            if error is not None:
+                stats.add_error(error)
+            if produced:
+                stats.produced(backward_step, self.calls)
 
         return hook
-
-    def _backward_error(
-        self, name: str, args: tuple, grad: torch.Tensor, low_precision: bool
-    ) -> tuple[float | None, bool]:
-        """The vector-Jacobian product with `grad` at the call's input, with respect to the inputs and the module's
-        parameters, recomputed in the run's precision against float64; and whether the recomputed one was non-finite."""
-        inputs = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
-        module, module64 = self.modules[name], self.float64[name]
-        params = [n for n, p in module.named_parameters() if p.requires_grad]
-        if not inputs and not params:
-            return None, False
-        low = [a.clone().requires_grad_(True) if i in inputs else a for i, a in enumerate(args)]
-        high = [_to64(a).requires_grad_(True) if i in inputs else a for i, a in enumerate(args)]
-        own_low, own_high = dict(module.named_parameters()), dict(module64.named_parameters())
-        with torch.enable_grad():
-            with self.context() if low_precision else _plain_precision():
-                out_low = _first_float(module(*low))
-            with _plain_precision():
-                out_high = _first_float(module64(*high))
-            if out_low is None or out_high is None or not out_low.requires_grad:
-                return None, False
-            wrt_low = [low[i] for i in inputs] + [own_low[n] for n in params]
-            wrt_high = [high[i] for i in inputs] + [own_high[n] for n in params]
-            grads_low = torch.autograd.grad(out_low, wrt_low, grad.to(out_low.dtype), allow_unused=True)
-            grads_high = torch.autograd.grad(out_high, wrt_high, grad.double(), allow_unused=True)
-        pairs = [(g, h) for g, h in zip(grads_low, grads_high) if g is not None and h is not None]
-        if not pairs:
-            return None, False
-        if not metrics.all_finite([g for g, _ in pairs]):
-            return None, True
-        return metrics.rel_err(metrics.flatten([g for g, _ in pairs]), metrics.flatten([h for _, h in pairs])), False
 
     def rows(self) -> list[dict]:
         """One row per module and phase, in the order the modules are declared (the vector field's first)."""
         rows = []
         for (name, phase), stats in self.stats.items():
+            if name in self._unwatched and phase == "forward" and not stats.n_calls:
+                rows.append({"module": name, "phase": phase, "n_calls": 0, "measurement": self._unwatched[name]})
+                continue
             if not stats.n_calls:
                 continue
             max_abs = stats.max_abs
+            forward = self.stats[(name, "forward")]
             rows.append(
                 {
                     "module": name,
                     "phase": phase,
                     "n_calls": stats.n_calls,
-                    "kept_float32": is_kept(self.modules[name]),
+                    "kept_float32": is_kept(self.owners[name]) or name in self._kept,
                     "max_abs": max_abs,
                     "max_abs_over_dtype_max": max_abs / self.dtype_max,
                     "min_abs": stats.min_abs if math.isfinite(stats.min_abs) else None,
                     "below_normal_share": stats.below_normal / stats.nonzero if stats.nonzero else None,
-                    "local_rel_err": stats.local_rel_err,
+                    "local_rel_err": stats.local_rel_err(self._backward_done),
                     "first_nonfinite_step": stats.first_nonfinite_step,
                     "first_nonfinite_call": stats.first_nonfinite_call,
                     "produced_nonfinite": stats.produced_nonfinite,
+                    "n_calls_outside": forward.n_outside if phase == "forward" else None,
+                    "n_calls_unused": (
+                        sum(not c.reached for c in stats.calls) if phase == "forward" and self._backward_done else None
+                    ),
+                    "measurement": stats.measurement(self._stopped),
                 }
             )
         return rows
 
 
-def _float64_copy(module: nn.Module) -> nn.Module:
-    import copy
+def unwatched(exc: Exception) -> str:
+    """A row's measurement where a module (or the model) could not be watched at all."""
+    return f"not watched: {_described(exc).removeprefix('RuntimeError: ')}"
 
+
+def _floating(inputs: tuple[tuple, dict]) -> list[torch.Tensor]:
+    args, kwargs = inputs
+    return [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def _float64_copy(module: nn.Module) -> nn.Module:
     duplicate = copy.deepcopy(module).double()
     for sub in duplicate.modules():
         sub._forward_hooks.clear()  # none of ours is attached yet; a user's hook would count the re-runs as calls
         sub._forward_pre_hooks.clear()
     return duplicate
-
-
-@contextmanager
-def _plain_precision() -> Iterator[None]:
-    """No autocast and no emulation (a TorchFunctionMode): a float64 re-run is plain float64 arithmetic."""
-    with ExitStack() as stack:
-        for device in _autocast_devices():
-            stack.enter_context(torch.autocast(device, enabled=False))
-        if active_emulation() is not None:
-            stack.enter_context(torch._C.DisableTorchFunction())
-        yield
-
-
-def _autocast_devices() -> tuple[str, ...]:
-    return ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)

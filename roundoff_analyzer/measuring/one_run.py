@@ -137,6 +137,7 @@ def configured_odeint(
     loss_in: LossPlacement,
     scaler: DynamicAdjointScaler | None,
     report: SolveReport,
+    observer: ModuleObserver | None = None,
 ) -> ConfiguredOdeint:
     """The `odeint` a run hands its step: inside the run's context where the step is not, its output then cast to
     `loss_dtype`; the grid's times float64 where the loss is (the reference), else float32."""
@@ -151,6 +152,7 @@ def configured_odeint(
         context=prepared.context if outside else None,
         output_dtype=loss_dtype if outside else None,
         model=prepared.model,
+        observer=observer,
     )
 
 
@@ -159,7 +161,12 @@ def step_forward(
 ) -> torch.Tensor:
     """The problem's step on the run's model and batch, inside the run's context where the placement puts it: the
     loss, checked to be a scalar."""
-    with prepared.context() if loss_in.step_in_context else nullcontext():
+    observer = odeint.observer if loss_in.step_in_context else None
+    # A watched step's uses of weights outside their modules' calls are counted inside the run's precision.
+    with (
+        prepared.context() if loss_in.step_in_context else nullcontext(),
+        observer.watching_weights() if observer is not None else nullcontext(),
+    ):
         loss = copies.problem.step(prepared.model, prepared.batch, odeint)
     if not odeint.solves:
         raise TypeError("the step called no odeint: a sweep measures the solves of the odeint it hands the step")

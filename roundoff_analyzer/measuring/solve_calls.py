@@ -27,6 +27,7 @@ from ..axes.methods import Method
 from ..solvers import DynamicAdjointScaler, SolveReport
 from ..solvers.grid_output import equal_grid, read_off
 from ..solvers.tuple_state import FlatState, State
+from .module_hooks import ModuleObserver
 
 
 @dataclass
@@ -45,7 +46,7 @@ class ConfiguredOdeint:
     the grid in `time_dtype`. `context`: entered around each solve (the step runs outside the run's context); the
     output is then cast to `output_dtype`. `report`: the first call's per-step record. `model`: the step's model,
     whose parameters a vector field that is not itself an `nn.Module` (a function or a bound method closing over
-    them) is differentiated with respect to."""
+    them) is differentiated with respect to. `observer`: watches each solve's vector field on its grid."""
 
     def __init__(
         self,
@@ -58,10 +59,12 @@ class ConfiguredOdeint:
         context: Callable[[], AbstractContextManager] | None = None,
         output_dtype: torch.dtype | None = None,
         model: torch.nn.Module | None = None,
+        observer: ModuleObserver | None = None,
     ) -> None:
         self.library, self.method, self.n_timesteps, self.time_dtype = library, method, n_timesteps, time_dtype
         self.scaler, self.report = scaler, report
         self.context, self.output_dtype, self.model = context, output_dtype, model
+        self.observer = observer  # told each solve's vector field and grid (per-module measurement)
         self.solves: list[SolveRecord] = []
         self.calls = 0  # function evaluations over every solve so far
 
@@ -104,6 +107,8 @@ class ConfiguredOdeint:
             # Solvers with a backward of their own (native, the adjoint) differentiate the parameters the field's
             # module holds; a plain function's are not to be found, so the model's stand in for them.
             counted.add_module("model", self.model)
+        if self.observer is not None:
+            self.observer.watch_field(counted, grid)
         try:
             with self.context() if self.context is not None else nullcontext():
                 on_grid = self.library.solve(counted, state.flat, grid, self.method, self.scaler, report)

@@ -36,6 +36,9 @@ def answer_records(
             "timesteps": list(a.timesteps),
             "arithmetic": a.arithmetic,
             "keep_float32": a.kept.value if a.kept is not None else "none",
+            # min – max over the runs: the share of the field's operations the kept part ran, and computed in the dtype
+            "kept_op_share": a.kept.op_share if a.kept is not None else None,
+            "low_dtype_op_share": a.kept.low_share if a.kept is not None else None,
             **_numbers(j),
             "reason": describe(j),
             "sentence": _plain(answer_sentence(a, device)),

@@ -22,7 +22,7 @@ from ..core.environment import os_error_line
 from ..core.errors import InputError
 from ..core.json_files import parse_json
 from ..core.safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_links, remove_abandoned_temporaries
-from ..measuring.columns import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS
+from ..measuring.columns import ERROR_METRICS, KEPT_SHARE_COLUMNS, SIG_DIGITS, STEP_COLUMNS
 from ..measuring.environment_columns import ENVIRONMENT_COLUMNS
 from ..measuring.rows import Measurement
 from ..measuring.yardstick_files import YARDSTICKS
@@ -107,6 +107,7 @@ RESULT_SCHEMA = pa.schema(
     + [
         pa.field(name, pa.string()) for name in ENVIRONMENT_COLUMNS
     ]  # where the row was measured (null: before they were recorded)
+    + [pa.field(name, pa.float64()) for name in KEPT_SHARE_COLUMNS]  # where modules were kept in float32
 )
 
 PARAM_FIELDS = [
@@ -138,6 +139,9 @@ MODULE_FIELDS = [
     pa.field("first_nonfinite_step", pa.int64()),
     pa.field("first_nonfinite_call", pa.int64()),
     pa.field("produced_nonfinite", pa.bool_()),
+    pa.field("n_calls_outside", pa.int64()),  # operations on its weights outside its own call, among n_calls
+    pa.field("n_calls_unused", pa.int64()),  # forward calls whose output the loss does not depend on
+    pa.field("measurement", pa.string()),  # "complete", or which recomputations failed and why
 ]
 # Per part, where a quantity has several (measuring/rows.py, part_error_rows): the parameter gradient of each top-level
 # submodule, the solution and final state of each part of a tuple state.

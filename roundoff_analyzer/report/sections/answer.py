@@ -32,6 +32,8 @@ def placement_line(a: answering.Answer) -> str | None:
 
 def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
     """One sentence: dtype, library, scaling, mode, method and n_timesteps; or "do not" and why; and the cost."""
+    if a.kept is not None and not a.kept.computes_low:
+        return kept_throughout_sentence(a)
     if not a.train and not a.judgement.noise_known and not a.judgement.failures:
         # Only the accuracy was judged: nothing says whether training would feel the roundoff.
         return (
@@ -68,6 +70,29 @@ def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
     return f"{text} {cost_sentence(a, device)}"
 
 
+def kept_share_words(kept: answering.Kept, dtype: str) -> str | None:
+    """What share of the field's work the kept part does, as measured: its operations in one evaluation, counted."""
+    if kept.op_share is None:
+        return None
+    percent = lambda v: f"{v:.0%}"  # noqa: E731
+    text = f"the kept part runs {fmt.value_range(kept.op_share, percent)} of the field's operations"
+    if not kept.computes_low:
+        return f"{text}, and the rest compute in float32 too: no operation computes in {dtype}"
+    assert kept.low_share is not None  # computes_low reads it
+    return f"{text}; {fmt.value_range(kept.low_share, percent)} of them compute in {dtype}"
+
+
+def kept_throughout_sentence(a: answering.Answer) -> str:
+    """A setup whose kept part is all of the field's work: float32 with extra casts, not one of its dtype."""
+    assert a.kept is not None
+    dtype = a.dtype.split()[0]
+    share = kept_share_words(a.kept, dtype)
+    return (
+        f"**{a.dtype}**: not a {dtype} setup: {share} (counted over one evaluation of the field). Its runs, "
+        f"{_setup(a)}, are {a.judgement.label} as float32 arithmetic: {describe(a.judgement)}."
+    )
+
+
 def kept_sentence(kept: answering.Kept, dtype: str) -> str:
     """What keeping the modules in float32 bought, the one change it takes and what it costs against keeping nothing."""
     names = fmt.listing(f"`{p}`" for p in kept.value.split("+"))
@@ -97,6 +122,9 @@ def kept_sentence(kept: answering.Kept, dtype: str) -> str:
         )
     else:
         text = f"These runs keep {names} in float32."
+    share = kept_share_words(kept, dtype)
+    if share is not None:
+        text += f" Measured over one evaluation of the field, {share}."
     text += f' The one change: `roundoff_analyzer.keep_float32(func, "{kept.value}")` once the model is built.'
     ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
     if kept.time_ratio is not None:
@@ -272,7 +300,9 @@ def headline(rows: pd.DataFrame, found: list[answering.Answer], manifest: dict, 
     chosen = choosing.choose(rows, found)
     on = judged_on(manifest, rows)
     if chosen is None:
-        best = min(found, key=lambda a: rules.rank(a.judgement))
+        # A setup computing nothing in its dtype (its kept part is the whole field) is no dtype's best.
+        low = [a for a in found if a.kept is None or a.kept.computes_low] or found
+        best = min(low, key=lambda a: rules.rank(a.judgement))
         return (
             f"**No dtype swept is safe for training here.** The best, {best.dtype} with {_setup(best)}, is "
             f"{best.judgement.label}: {describe(best.judgement)}. {on}"

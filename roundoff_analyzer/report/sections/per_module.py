@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...axes.grid import CONFIG_COLUMNS
+from ...measuring.columns import COMPLETE, VECTOR_FIELD
 from .. import formatting as fmt
 from ..section_inputs import SectionInputs
 
 MODULE_ROWS = 5  # per dtype: the modules that add the most roundoff, then those closest to the range's limits
 KEPT_LINES = 4
 SECTION = "## Where the roundoff comes from"
-VECTOR_FIELD = "(vector field)"
 HEADERS = (
     "module",
     "phase",
@@ -67,9 +67,24 @@ def rows_of(modules: pd.DataFrame, run: pd.Series) -> pd.DataFrame:
     return modules[mask]
 
 
+def unused(rows: pd.DataFrame) -> list[str]:
+    """The modules of a run whose every forward call's output no gradient reached, in a backward that ran to its end:
+    the loss does not depend on them, so they are never where its roundoff or its overflow comes from."""
+    if "n_calls_unused" not in rows:
+        return []
+    forward = rows[(rows["phase"] == "forward") & rows["n_calls_unused"].notna()]
+    return [str(m) for m in forward.loc[forward["n_calls_unused"] >= forward["n_calls"], "module"]]
+
+
+def _used(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[~rows["module"].isin(unused(rows))]
+
+
 def origin(rows: pd.DataFrame) -> Origin | None:
     """Where the first non-finite value of a run began: forward before backward, the earliest step; among the modules
-    whose own computation made it, a leaf module before the vector field as a whole (which holds it)."""
+    whose own computation made it, a leaf module before the vector field as a whole (which holds it). Never a module
+    the loss does not depend on."""
+    rows = _used(rows)
     hit = rows[rows["first_nonfinite_step"].notna()]
     if hit.empty:
         return None
@@ -93,7 +108,7 @@ def origin(rows: pd.DataFrame) -> Origin | None:
 def ranked(rows: pd.DataFrame, unit_roundoff: float, limit: int = MODULE_ROWS) -> pd.DataFrame:
     """The modules that add the most roundoff (largest local roundoff), then those nearest the range's limits (the
     largest magnitude against the dtype's max, the largest share below its smallest normal), at most `limit` rows."""
-    leaves = rows[rows["module"] != VECTOR_FIELD]
+    leaves = _used(rows[(rows["module"] != VECTOR_FIELD) & (rows["n_calls"] > 0)])
     by_error = (
         leaves[leaves["local_rel_err"].notna()].sort_values("local_rel_err", ascending=False).head(max(limit - 2, 1))
     )
@@ -123,11 +138,13 @@ def _table(rows: pd.DataFrame, unit_roundoff: float) -> str:
     return fmt.markdown_table(cells, HEADERS)
 
 
-def _run_label(run: pd.Series) -> str:
-    kept = f", {run['status']}" + (
+def _run_label(run: pd.Series, status: bool = True) -> str:
+    label = f"{run['library']} {run['method']} n = {int(run['n_timesteps'])} {run['scaling']} {run['mode']}"
+    if not status:
+        return label
+    return f"{label}, {run['status']}" + (
         f" ({run['failure_class']})" if run["status"] == "failed" and fmt.present(run.get("failure_class")) else ""
     )
-    return f"{run['library']} {run['method']} n = {int(run['n_timesteps'])} {run['scaling']} {run['mode']}{kept}"
 
 
 def origin_sentence(found: Origin | None, run: pd.Series | None = None) -> str:
@@ -152,6 +169,49 @@ def origin_sentence(found: Origin | None, run: pd.Series | None = None) -> str:
         ): "the gradient it passed on (to its inputs and parameters) turned non-finite from a finite one",
     }.get((found.phase, found.produced), f"a non-finite value reached it ({found.phase})")
     return f"The overflow began in {where} at {found.phase} step {found.step}: {what}."
+
+
+def incomplete_line(modules: pd.DataFrame) -> str | None:
+    """One line where a module's extra run or recomputation failed in some calls: how many rows, and the first."""
+    if "measurement" not in modules:
+        return None
+    said = modules[modules["measurement"].notna() & (modules["measurement"] != COMPLETE)]
+    if said.empty:
+        return None
+    first = said.iloc[0]
+    return (
+        f"Not measured in full: {len(said)} of the {len(modules)} module rows (`modules.parquet`, column "
+        f"`measurement`; their local roundoff is over the calls that were measured); the first, `{first['module']}` "
+        f"{first['phase']} in {_run_label(first, status=False)} {first['dtype']}: {first['measurement']}."
+    )
+
+
+def outside_line(modules: pd.DataFrame) -> str | None:
+    """One line naming the modules whose weights the model used outside their call, measured as their calls."""
+    if "n_calls_outside" not in modules:
+        return None
+    forward = modules[(modules["phase"] == "forward") & (modules["n_calls_outside"].fillna(0) > 0)]
+    if forward.empty:
+        return None
+    most = forward.groupby("module", sort=False)[["n_calls_outside", "n_calls"]].max()
+    named = fmt.bounded_listing(
+        f"`{m}` ({int(r.n_calls_outside)} of {int(r.n_calls)} calls)" for m, r in most.iterrows()
+    )
+    return (
+        "Weights used outside their module's call (a direct `.forward(...)`, an operation on `layer.weight`) are "
+        f"counted as calls of the module that owns them: {named}."
+    )
+
+
+def unused_line(modules: pd.DataFrame) -> str | None:
+    """One line naming the modules whose output the loss never depends on (in a run whose backward ran to its end)."""
+    named = list(dict.fromkeys(unused(modules)))
+    if not named:
+        return None
+    return (
+        f"No gradient reached the output of {fmt.bounded_listing(f'`{m}`' for m in named)}: the loss does not depend "
+        "on it, and it is never named as where the roundoff or the overflow comes from."
+    )
 
 
 def kept_lines(results: pd.DataFrame) -> list[str]:
@@ -180,12 +240,25 @@ def kept_lines(results: pd.DataFrame) -> list[str]:
                     f" (without it {fmt.value_range(both['grad_params_rel_err_over_u_plain'], fmt.in_u)} u on the "
                     "same runs)"
                 )
-        lines.append(f"- {text}.")
+        share = _share_words(runs, str(dtype))
+        lines.append(f"- {text}{share}.")
     if len(lines) > KEPT_LINES:
         lines = lines[:KEPT_LINES] + [
             f"- ... and {len(lines) - KEPT_LINES} more (results.parquet, column keep_float32)."
         ]
     return lines
+
+
+def _share_words(runs: pd.DataFrame, dtype: str) -> str:
+    """What share of the field's operations the kept part runs, as its runs measured it (one evaluation, counted)."""
+    if "kept_op_share" not in runs or runs["kept_op_share"].isna().all():
+        return ""
+    percent = lambda v: f"{v:.0%}"  # noqa: E731
+    low = runs["low_dtype_op_share"].dropna()
+    text = f"; the kept part runs {fmt.value_range(runs['kept_op_share'].dropna(), percent)} of the field's operations"
+    if not low.empty and (low == 0).all():
+        return f"{text} and none computes in {dtype}: these runs are float32 arithmetic"
+    return f"{text}, {fmt.value_range(low, percent)} compute in {dtype}" if not low.empty else text
 
 
 def section(inputs: SectionInputs) -> list[str]:
@@ -210,6 +283,9 @@ def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None) -> list
         shown = ranked(rows, float(run["unit_roundoff"]))
         if not shown.empty:
             lines += [_table(shown, float(run["unit_roundoff"])), ""]
+    said = [line for line in (outside_line(modules), unused_line(modules), incomplete_line(modules)) if line]
+    if said:
+        lines += [" ".join(said), ""]
     kept = kept_lines(results)
     if kept:
         lines += kept + [""]

@@ -25,6 +25,9 @@ def section(inputs: SectionInputs) -> list[str]:
 
 
 def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
+    # A setup keeping modules in float32 is a dtype of its own here, as in the answer: never mixed with the same setup
+    # keeping nothing.
+    results = rules.kept_as_dtypes(results)
     items = (
         scaling_needed(results, with_mode)
         + scaling_that_pays(results, with_mode)
@@ -61,9 +64,20 @@ def best_per_dtype(results: pd.DataFrame, with_mode: bool) -> list[str]:
         in_u = f" ({fmt.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else ""
         items.append(
             f"**{dtype}**: the most accurate setup that ran at every n_timesteps is {setups}{tie}: its {what} "
-            f"is at most {fmt.error(best.worst)}{in_u}."
+            f"is at most {fmt.error(best.worst)}{in_u}{_computes_nothing_low(results, dtype)}."
         )
     return items
+
+
+def _computes_nothing_low(results: pd.DataFrame, dtype: str) -> str:
+    """Where the runs of a dtype keeping modules in float32 computed nothing in the low dtype, it says so (the answer
+    does not call it a setup of that dtype)."""
+    runs = results[results["dtype"] == dtype]
+    low = runs["low_dtype_op_share"].dropna() if "low_dtype_op_share" in runs else runs.iloc[0:0]
+    if low.empty or (low > 0).any():
+        return ""
+    low_dtype = dtype.split()[0]
+    return f"; its kept part leaves no operation in {low_dtype}: it is float32 arithmetic, not a {low_dtype} setup"
 
 
 def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
