@@ -341,3 +341,25 @@ def test_training_a_step_trains_every_parameter_of_its_model(tmp_path):
     trained = trained.get("func_state_dict", trained)
     moved = {name for name, value in trained.items() if not torch.equal(value, initial[name])}
     assert {"encoder.cell.weight", "func.net.0.weight", "decoder.2.weight"} <= moved
+
+
+@pytest.mark.parametrize(
+    "path, factory, options, field",
+    [(LATENT, "latent_ode", LATENT_OPTIONS, "func.net.0"), (CNF, "cnf", CNF_OPTIONS, "hyper.0")],
+)
+def test_per_module_watches_every_module_of_the_model_its_encoder_and_decoder_too(
+    tmp_path, path, factory, options, field
+):
+    result = sweep_one(path, factory, options, tmp_path / "modules", library="native", per_module=True)
+    modules = result.modules.set_index(["module", "phase"])
+    rows = result.results
+    assert (rows["status"] == "ok").all()
+    # The vector field's layers are called at every stage of every step (4 steps of rk4), forward and backward.
+    assert modules.loc[(field, "forward"), "n_calls"] == modules.loc[(field, "backward"), "n_calls"] == 16
+    assert (modules["measurement"] == "complete").all()
+    assert modules["local_rel_err"].notna().all()
+    if factory == "latent_ode":  # the encoder and the decoder run outside the solve: once each, no time step
+        for module in ("encoder.read_out", "decoder.2"):
+            assert modules.loc[(module, "forward"), "n_calls"] == 1
+        assert {"encoder.cell", "decoder.0"} <= {name for name, _ in modules.index}
+    assert "Each module of the model was watched" in result.write_report().read_text()

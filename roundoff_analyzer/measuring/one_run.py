@@ -78,7 +78,7 @@ def run_once(
     device = prepared.device
     adjoint_scaler = scaling.adjoint_scaler(settings)
     odeint = configured_odeint(
-        prepared, library, method, n_timesteps, loss_dtype, loss_in, adjoint_scaler, outcome.report
+        prepared, library, method, n_timesteps, loss_dtype, loss_in, adjoint_scaler, outcome.report, observer
     )
     try:
         with measured(device) as forward:

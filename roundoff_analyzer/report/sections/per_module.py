@@ -262,16 +262,18 @@ def _share_words(runs: pd.DataFrame, dtype: str) -> str:
 
 
 def section(inputs: SectionInputs) -> list[str]:
-    return modules_section(inputs.results, inputs.sweep.modules)
+    step = inputs.sweep.manifest.get("problem", {}).get("form") == "step"
+    return modules_section(inputs.results, inputs.sweep.modules, "model" if step else "vector field")
 
 
-def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None) -> list[str]:
+def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None, watched: str = "vector field") -> list[str]:
+    """`watched`: what the modules are of (the vector field; a training step's whole model)."""
     if modules is None or modules.empty:
         return []
     lines = [
         SECTION,
         "",
-        "Each module of the vector field was watched over one more run of each configuration (`modules.parquet`): "
+        f"Each module of the {watched} was watched over one more run of each configuration (`modules.parquet`): "
         "its local roundoff is its own error (the module re-run in float64 on the very input the run gave it, and "
         "backward its vector-Jacobian product with the very gradient that reached it), not the error it inherits. "
         "Per dtype, its worst run:",
