@@ -144,8 +144,8 @@ def test_equals_torchdiffeq_in_float64_with_its_options(method, options, reverse
     assert float((got - want).detach().abs().max()) <= 1e-12
     for g, w in zip(got_grads, want_grads):
         assert float((g - w).abs().max()) <= 1e-12 * max(1.0, float(w.abs().max()))
-    # callback_step, as torchdiffeq calls it: the same steps, each (t0, dt) within 1e-12 (pytest.approx compares flat
-    # sequences only, from pytest 8.4 on)
+    # callback_step, as torchdiffeq calls it: the same steps, each (t0, dt) within 1e-12 (flattened: pytest 9.2's approx
+    # refuses a list of tuples)
     assert len(got_steps) == len(want_steps) > 2
     assert [v for step in got_steps for v in step] == pytest.approx([v for step in want_steps for v in step], abs=1e-12)
 
