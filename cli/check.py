@@ -145,14 +145,15 @@ def _compare_setups(results: Path, baseline: Path, allow_different: bool) -> str
         lacking = results if new_setup is None else baseline
         return f"setups not compared: '{lacking}' has no manifest.json beside its results"
     differs = setups.differences(new_setup, baseline_setup)
+    code = setups.changed_code(results, baseline)
     if not differs:
-        return None
+        return code
     if not allow_different:
         raise InputError(
             f"'{results}' and baseline '{baseline}' were run on different setups ({'; '.join(differs)}); "
             "compare sweeps of one setup, or give --allow-different-setup"
         )
-    return f"setups differ (compared anyway, --allow-different-setup): {'; '.join(differs)}"
+    return f"setups differ (compared anyway, --allow-different-setup): {'; '.join(differs + ([code] if code else []))}"
 
 
 def changes_table(comparison: Comparison) -> Table:

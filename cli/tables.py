@@ -1,6 +1,7 @@
 """The results as a rich table in the terminal, narrow enough for 100 columns: columns that say nothing (the same
 value in every row, or no value at all) are left out and named in the caption, and numbers are written compactly
-and never cut (their columns keep their width; text columns wrap instead)."""
+and never cut (their columns keep their width; text columns wrap instead). A training's summary likewise, and where
+even its narrowest table is wider than the terminal, one paragraph per setup instead."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import re
 
 import pandas as pd
 from rich import box
+from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from roundoff_analyzer.core.text import printable
 from roundoff_analyzer.report.formatting import span
@@ -154,3 +159,68 @@ def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
             cells[at] = f"[{style}]{cells[at]}[/]"
         table.add_row(*cells)
     return table
+
+
+# The training summary's numbers, each right-aligned in a column as wide as its longest value: never folded or cut.
+TRAINING_COLUMNS = (
+    "iterations",
+    "skipped",
+    "final loss",
+    "final val loss",
+    "val vs first",
+    "lost updates",
+    "time / iter",
+)
+TRAINING_TITLE = "training: final losses against the first setup"
+
+
+def _training_rows(summary: pd.DataFrame) -> list[tuple[str, list[str]]]:
+    rows = []
+    for row in summary.itertuples(index=False):
+        rel, lost = row.val_loss_rel_to_reference, row.lost_update_fraction
+        # The interleaved rounds' median where they were timed (training/timing.py), else the training's own mean.
+        timed = getattr(row, "interleaved_iter_s", None)
+        seconds = timed if timed is not None and pd.notna(timed) else row.time_per_iter_s
+        cells = [
+            str(row.iterations),
+            str(row.skipped_steps),
+            _five_digits(row.final_loss),
+            _five_digits(row.final_val_loss),
+            f"{100 * rel:+.3g}%" if pd.notna(rel) else "—",
+            f"{100 * lost:.3g}%" if pd.notna(lost) else "—",
+            f"{seconds:.3g} s" if pd.notna(seconds) else "—",
+        ]
+        rows.append((printable(row.setup), cells))
+    return rows
+
+
+def _five_digits(value) -> str:
+    return f"{value:.5g}" if pd.notna(value) else "—"
+
+
+def training_table(summary: pd.DataFrame) -> Table:
+    """The summary as a table: every column as wide as its longest value (headers wrap between words)."""
+    rows = _training_rows(summary)
+    table = Table(title=TRAINING_TITLE, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("setup", no_wrap=True)
+    for i, header in enumerate(TRAINING_COLUMNS):
+        width = max([len(cells[i]) for _, cells in rows] + [len(word) for word in header.split()])
+        table.add_column(header, justify="right", width=width)
+    for label, cells in rows:
+        table.add_row(escape(label), *cells)
+    return table
+
+
+def print_training_summary(console: Console, summary: pd.DataFrame) -> None:
+    """The table where it fits the terminal with every label and number whole; else a paragraph per setup, which
+    wraps between a name and its value, never inside a number."""
+    table = training_table(summary)
+    # Measured as if the terminal had no edge: rich caps a measurement at the width it is given.
+    if Measurement.get(console, console.options.update_width(10_000), table).minimum <= console.width:
+        console.print(table)
+        return
+    console.print(TRAINING_TITLE, style="italic", highlight=False)
+    for label, cells in _training_rows(summary):
+        console.print(Text(label, style="bold"), overflow="fold")
+        pairs = [f"{header} {cell}" for header, cell in zip(TRAINING_COLUMNS, cells)]
+        console.print(Padding(Text("; ".join(pairs)), (0, 0, 0, 2)), highlight=False)

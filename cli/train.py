@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 # The training's schema imports neither torch nor pandas: --help shows its defaults at once.
 from roundoff_analyzer.core.breakpoints import inert_breakpoints
@@ -18,9 +16,6 @@ from roundoff_analyzer.training.config import TrainConfig
 from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import StopRequests, stop_after_current
 from .train_progress import TrainRichProgress
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 MODEL, TRAINING, PRECISION, WEIGHTS, OUTPUT = (
     "Model and data",
@@ -341,44 +336,10 @@ def train(
             markup=False,
         )
         raise typer.Exit(stop.exit_code) from None
-    console.print(_summary_table(result.summary))
+    from .tables import print_training_summary
+
+    print_training_summary(console, result.summary)
     console.print(
         f"log: {result.folder / LOG}; summary: {result.folder / SUMMARY}; report: {result.folder / REPORT}",
         highlight=False,
     )
-
-
-def _summary_table(summary: pd.DataFrame) -> Table:
-    import pandas as pd
-
-    table = Table(title="training: final losses against the first setup")
-    table.add_column("setup", no_wrap=True)
-    for column in (
-        "iterations",
-        "skipped",
-        "final loss",
-        "final val loss",
-        "val vs first",
-        "lost updates",
-        "time / iter",
-    ):
-        table.add_column(column, overflow="fold")
-    for row in summary.itertuples(index=False):
-        rel, lost = row.val_loss_rel_to_reference, row.lost_update_fraction
-        table.add_row(
-            row.setup,
-            str(row.iterations),
-            str(row.skipped_steps),
-            _number(row.final_loss),
-            _number(row.final_val_loss),
-            f"{100 * rel:+.3g}%" if pd.notna(rel) else "—",
-            f"{100 * lost:.3g}%" if pd.notna(lost) else "—",
-            f"{row.time_per_iter_s:.3g} s",
-        )
-    return table
-
-
-def _number(value) -> str:
-    import pandas as pd
-
-    return f"{value:.5g}" if pd.notna(value) else "—"

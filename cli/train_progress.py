@@ -12,21 +12,30 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Column
 
 from roundoff_analyzer.core.text import printable
+
+# Below this width the bar and the times are left out of the progress lines.
+_NARROW = 72
 
 
 class TrainRichProgress:
     def __init__(self, console: Console) -> None:
         self.console = console
+        # Where the line is too narrow, the setup's label folds and the bar shrinks; on a narrow terminal the times are
+        # left out: the numbers are never cut.
+        label = TextColumn("[bold]{task.fields[setup]}", table_column=Column(overflow="fold", min_width=8))
+        counts = (MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"))
+        timing = (
+            (BarColumn(bar_width=None, table_column=Column(min_width=4, max_width=20)), *counts)
+            + (TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+            if console.width >= _NARROW
+            else counts
+        )
         self._progress = Progress(
-            TextColumn("[bold]{task.fields[setup]}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
+            label,
+            *timing,
             console=console,
             transient=False,
         )

@@ -275,6 +275,10 @@ def _install_problems(text: str) -> list[str]:
     ]
     for group in re.findall(r"pip install -e \"?\.\[([\w,-]+)\]", text):
         problems += [f"pyproject.toml has no extra '{extra}'" for extra in group.split(",") if extra not in extras()]
+    # What the guide installs is what CI tested: the checkout with the lock (docs/ci.md#versions).
+    for line in re.findall(r"pip install -e \"?\.\[[\w,-]+\]\"?[^\n`&]*", text):
+        if "-c constraints.txt" not in line:
+            problems.append(f"{line.strip()!r} installs without the lock (-c constraints.txt)")
     return problems
 
 
@@ -310,7 +314,7 @@ def doc_problems(text: str, folder: Path = ROOT) -> list[str]:
             problems += command_problems(span.removeprefix("$ "))
         elif span.startswith("python bench/"):
             problems += _bench_problems(span)
-        elif not re.match(r"^(pip|python3?|pytest|ruff|mypy|sbatch|mkdocs|git|srun)\b", span):
+        elif not re.match(r"^(pip|python3?|pytest|ruff|mypy|sbatch|mkdocs|git|srun|uv)\b", span):
             unknown = [opt for opt in _OPTION.findall(span) if opt not in all_options]
             problems += [f"no `roundoff` command has {opt}" for opt in unknown]
         if _PATH.match(span) and not theirs and not any(mark in span for mark in "<*{") and not (ROOT / span).exists():
@@ -410,7 +414,9 @@ def test_an_install_from_an_index_or_a_wrong_extra_is_caught() -> None:
     assert doc_problems(text) == [
         "'pip install \"roundoff-analyzer[slurm]\"': roundoff-analyzer is on no package index",
         "pyproject.toml has no extra 'gpu'",
+        "'pip install -e \".[slurm,gpu]\"' installs without the lock (-c constraints.txt)",
     ]
+    assert doc_problems('`pip install -e ".[slurm]" -c constraints.txt`') == []
 
 
 def test_a_document_outside_the_repository_is_caught() -> None:

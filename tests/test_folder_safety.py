@@ -549,6 +549,71 @@ def test_11_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(
         assert read.returncode in (0, 2) and "Traceback" not in read.stderr, read.stderr
 
 
+# A finished sweep with its report: report.md and figures/ are names a user's own folder may hold too.
+REPORTED_GRID = ["--model", "linear", "--timesteps", "2", "--method", "euler", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("reported") / "sweep"
+    assert run_cli("sweep", *REPORTED_GRID, "--out", out).exit_code == 0
+    assert {"report.md", "figures", "shards", "results.parquet"} <= {p.name for p in out.iterdir()}
+    return out
+
+
+def damage_manifest(out: Path, damage: str) -> str:
+    """Damage the folder's manifest.json; returns what the sweep should call the damage."""
+    manifest = out / "manifest.json"
+    data = manifest.read_bytes()
+    if damage == "random bytes":
+        manifest.write_bytes(b"\xff" + random.Random(49).randbytes(len(data) - 1))  # 0xff begins no UTF-8 character
+        return "not UTF-8 text"
+    manifest.write_bytes(data[: len(data) // 3])
+    return "not JSON"
+
+
+@pytest.mark.parametrize("damage", ["random bytes", "cut to a third"])
+def test_11_a_reported_sweep_with_a_damaged_manifest_resumes_to_the_uninterrupted_numbers(tmp_path, reported, damage):
+    out = tmp_path / "sweep"
+    shutil.copytree(reported, out)
+    reason = damage_manifest(out, damage)
+    before = outside(tmp_path, out)
+
+    rerun = run_cli("sweep", *REPORTED_GRID, "--out", out)
+    assert rerun.exit_code == 0, rerun.output
+    assert f"manifest.json was damaged ({reason}): written again from this command" in rerun.stdout
+    n = len(results(reported))
+    assert f"resuming: {n} of {n} configurations are already on disk" in rerun.stdout
+    assert not (out / "set_aside").exists()
+    assert_same_numbers(out, reported)
+    rebuilt, written = (json.loads((folder / "manifest.json").read_text()) for folder in (out, reported))
+    assert rebuilt["fingerprint"] == written["fingerprint"]
+    assert_every_shard_is_this_sweeps(out)
+    assert outside(tmp_path, out) == before
+
+
+@pytest.mark.parametrize("damage", ["random bytes", "cut to a third"])
+def test_11_a_damaged_manifest_no_shard_vouches_for_is_refused_naming_it(tmp_path, reported, damage):
+    # The report and figures with a damaged manifest, and shards whose recorded hashes no longer match: nothing shows
+    # the folder is a sweep's, and the refusal says why rather than calling the files the user's.
+    out = tmp_path / "sweep"
+    shutil.copytree(reported, out)
+    reason = damage_manifest(out, damage)
+    for recorded in (out / "shards").glob("*.sha256"):
+        recorded.write_text("0" * 64)
+    before = snapshot(tmp_path)
+
+    refused = run_cli("sweep", *REPORTED_GRID, "--out", out)
+    assert refused.exit_code == 2
+    line = one_error_line(refused.stderr)
+    assert (
+        f"output folder '{out}' has a damaged manifest.json ({reason}) and no shard whose bytes match their recorded "
+        "content hash, so nothing shows that its files (figures/, report.md) are roundoff's" in line
+    )
+    assert "use another --out" in line
+    assert snapshot(tmp_path) == before
+
+
 @pytest.mark.slow  # three fresh processes, each importing torch: 15-25 s
 def test_11_a_non_numeric_duration_is_one_line_where_the_manifest_is_read(tmp_path, uninterrupted):
     # A manifest value of the wrong kind is one line naming the key; `show` reads no manifest, and a resume

@@ -63,6 +63,32 @@ def test_the_metadata_matches_the_code():
     )
 
 
+def test_the_lock_pins_every_requirement_but_torch_within_what_pyproject_allows():
+    """constraints.txt, which the README and .ci/run install with, is current with pyproject.toml (after a change
+    there, `.ci/lock` writes it again): every requirement of the package and its locked extras pinned, torch not."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    locked = ("dev", "docs", "torchode", "slurm")
+    requirements = [
+        Requirement(r)
+        for r in [*project["dependencies"], *(r for e in locked for r in project["optional-dependencies"][e])]
+    ]
+    text = (ROOT / "constraints.txt").read_text()
+    pins = {canonicalize_name(name): Version(version) for name, version in re.findall(r"^([\w.-]+)==(\S+)", text, re.M)}
+    assert "torch" not in pins  # each user's own build (README)
+    for requirement in requirements:
+        if requirement.name == "torch":
+            continue
+        pinned = pins.get(canonicalize_name(requirement.name))
+        assert pinned is not None, f"constraints.txt pins no {requirement.name}: run .ci/lock"
+        assert requirement.specifier.contains(pinned), (
+            f"constraints.txt pins {requirement.name} {pinned}: not {requirement}"
+        )
+
+
 def test_every_subpackage_is_in_the_wheel():
     packages = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "roundoff_analyzer").rglob("__init__.py")}

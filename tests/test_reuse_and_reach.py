@@ -106,6 +106,32 @@ def test_1_an_edited_factory_file_is_not_reused(tmp_path):
     assert new.equals(results(tmp_path / "fresh").set_index("n_timesteps")["sol_rel_err"]) and not new.equals(old)
 
 
+def test_1_check_says_in_one_line_that_the_baselines_model_ran_other_code(tmp_path):
+    # The same factory name and weights; its file edited between the baseline and the new sweep. The errors are
+    # compared (editing one's own model is what a regression check is for), and one line says the code differs.
+    factory = tmp_path / "field.py"
+    source = FACTORY.format(body="torch.tanh(self.layer(y))")
+    factory.write_text(source)
+    assert run_cli("sweep", "--model", f"{factory}:make", *SMALL, "--out", tmp_path / "baseline").exit_code == 0
+    factory.write_text(source + "# the same field, other code\n")
+    assert run_cli("sweep", "--model", f"{factory}:make", *SMALL, "--out", tmp_path / "new").exit_code == 0
+    old, new = (
+        json.loads((tmp_path / name / "manifest.json").read_text())["settings"]["user_code"][f"{factory}:make"]
+        for name in ("baseline", "new")
+    )
+    assert old != new
+
+    checked = run_cli("check", tmp_path / "new", "--baseline", tmp_path / "baseline")
+    assert checked.exit_code == 0, checked.output
+    said = [line for line in checked.stdout.splitlines() if "code differs" in line]
+    assert said == [
+        f"the code differs from the baseline's: {factory}:make (sha256 {new[:12]} now, {old[:12]} in the baseline); "
+        "the errors are compared across that change"
+    ], checked.stdout
+    same = run_cli("check", tmp_path / "new", "--baseline", tmp_path / "new")
+    assert same.exit_code == 0 and "code differs" not in same.stdout
+
+
 # --- 2. nothing outside what is ours is written or deleted -----------------------------------------------------------
 
 

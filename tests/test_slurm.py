@@ -37,7 +37,7 @@ def cluster(tmp_path_factory):
     try:
         import submitit  # noqa: F401
     except ImportError:
-        pytest.skip('submitit is not installed (pip install -e ".[slurm]" in the checkout)')
+        pytest.skip('submitit is not installed (pip install -e ".[slurm]" -c constraints.txt in the checkout)')
     missing = missing_programs()
     if missing:
         pytest.skip(

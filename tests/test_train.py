@@ -3,8 +3,10 @@ the summary read back against the log, and bad input refused before anything is 
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from rich.console import Console
+from roundoff_cli.train_progress import TrainRichProgress
 
 from roundoff_analyzer import training
 from roundoff_analyzer.axes.models import MODELS, load_checkpoint, parse_options
@@ -21,10 +25,12 @@ from roundoff_analyzer.training.config import resolve
 from roundoff_analyzer.training.files import load_resume
 from roundoff_analyzer.training.setups import choose_setups
 from roundoff_analyzer.training.step import GROWTH_INTERVAL, LossScale
+from roundoff_analyzer.training.timing import TIMING_ROUNDS
 
 from .conftest import run_cli, snapshot
 from .test_inputs import write_bsds300
 
+REPOSITORY = Path(__file__).resolve().parents[1]
 TINY_CNF = {"hidden": 4, "width": 8, "batch": 16}
 TINY_CNF_ARGS = ["-m", "cnf", "-o", "hidden=4", "-o", "width=8", "-o", "batch=16", "-n", "4"]
 TWO_SETUPS = {"dtype": ["float32", "float16"], "scaling": "dynamic"}  # float32 trains unscaled, float16 native dynamic
@@ -449,3 +455,75 @@ def test_a_non_finite_gradient_skips_the_step_and_is_counted(tmp_path):
     rescued = result.folder / "setups" / "float16-torchdiffeq-grad"
     assert any(not torch.equal(w, _last_weights(rescued, 0)[k]) for k, w in _last_weights(rescued, 3).items())
     assert "3 steps of 3 skipped (non-finite gradient)" in (result.folder / "training_report.md").read_text()
+
+
+def test_time_ratios_are_measured_interleaved_with_their_range(trained):
+    summary = pd.read_parquet(trained.folder / "training_summary.parquet")
+    assert (summary["timing_rounds"] == TIMING_ROUNDS).all() and (summary["interleaved_iter_s"] > 0).all()
+    reference, other = summary.iloc[0], summary.iloc[1]
+    assert reference.time_rel_to_reference == reference.time_rel_min == reference.time_rel_max == 1.0
+    assert 0 < other.time_rel_min <= other.time_rel_to_reference <= other.time_rel_max
+    report = (trained.folder / "training_report.md").read_text()
+    ratio = f"{other.time_rel_to_reference:.2f}× ({other.time_rel_min:.2f}–{other.time_rel_max:.2f}×"
+    assert f"time per iteration {ratio} over {TIMING_ROUNDS} interleaved rounds)" in report
+    assert f"each setup ran {TIMING_ROUNDS} more iterations from its final state" in report
+    # The timed iterations are not the training's: the log holds the eight iterations of each setup, no more.
+    assert (trained.log.groupby("setup")["iteration"].max() == 8).all()
+
+
+def test_a_summary_from_before_the_interleaved_timing_says_how_its_times_were_measured(tmp_path):
+    folder = tmp_path / "cnf-weights"
+    shutil.copytree(REPOSITORY / "reports" / "cnf-weights", folder)
+    (folder / "training_report.md").unlink()
+    assert run_cli("report", folder).exit_code == 0
+    text = (folder / "training_report.md").read_text()
+    assert "this folder's summary is from before the interleaved timing" in text
+    assert "interleaved rounds)" not in text
+
+
+def _cells(summary: pd.DataFrame) -> list[str]:
+    """What `roundoff train` and `show` write of each setup: its label and every number, each to be seen whole."""
+    cells = []
+    for row in summary.itertuples(index=False):
+        cells += [row.setup, str(row.iterations), f"{row.final_loss:.5g}", f"{row.final_val_loss:.5g}"]
+        cells += [f"{100 * row.val_loss_rel_to_reference:+.3g}%", f"{row.interleaved_iter_s:.3g} s"]
+    return cells
+
+
+@pytest.mark.parametrize("columns", [200, 80, 60, 40])
+def test_show_on_a_training_folder_prints_its_summary_whole_at_any_width(trained, columns):
+    shown = run_cli("show", trained.folder, columns=columns)
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    # The lines naming the folder are written whole, to be copied; the summary fits the terminal.
+    assert all(len(line) <= columns for line in lines if str(trained.folder) not in line), shown.stdout
+    summary = pd.read_parquet(trained.folder / "training_summary.parquet")
+    for cell in _cells(summary):
+        assert any(cell in line for line in lines), (cell, shown.stdout)  # on one line: not folded or cut
+    assert f"report: {trained.folder / 'training_report.md'}" in shown.stdout.replace("\n", "")
+    assert "no results" not in shown.output
+
+
+def test_show_on_an_unfinished_training_folder_is_one_line(tmp_path):
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "train_manifest.json").write_text(json.dumps({"kind": "roundoff-train"}))
+    refused = run_cli("show", unfinished)
+    assert refused.exit_code == 2
+    assert refused.stderr.strip().splitlines() == [
+        f"error: training folder '{unfinished}' has no training_summary.parquet: its training has not finished; "
+        "run the same `roundoff train` command again to finish it"
+    ]
+
+
+@pytest.mark.parametrize("columns", [120, 80, 50])
+def test_the_progress_lines_never_cut_a_number(columns):
+    console = Console(file=io.StringIO(), width=columns, force_terminal=False)
+    progress = TrainRichProgress(console)
+    for label in ("float32-native-none", "bfloat16-native-none-weights_bfloat16-stochastic_kahan"):
+        progress.start(label, 1500, 0)
+        progress.step(1188, 3.875)
+    console.print(progress._progress.make_tasks_table(progress._progress.tasks))
+    lines = console.file.getvalue().splitlines()
+    assert sum("1188/1500" in line and "loss 3.875" in line for line in lines) == 2, lines
+    assert all(len(line) <= columns for line in lines)

@@ -97,9 +97,9 @@ def _run_locked(
     done = store.completed()
     pending = [c for c in plan.configurations if c.id not in done]
     progress.start(n_total, n_total - len(pending))
-    set_aside = store.set_aside_note()
-    if set_aside:
-        progress.note(set_aside)
+    for note in (store.manifest_note, store.set_aside_note()):
+        if note:
+            progress.note(note)
     # The plan's executor is one of EXECUTORS (see `plan`): planning knows it only as far as it plans.
     executor = cast(Executor, plan.executor)
     try:

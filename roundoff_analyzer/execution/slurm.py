@@ -42,7 +42,7 @@ class SlurmExecutor:
 
     def unavailable_reason(self) -> str | None:
         if importlib.util.find_spec("submitit") is None:
-            return 'needs submitit: pip install -e ".[slurm]" in the roundoff-analyzer checkout'
+            return 'needs submitit: pip install -e ".[slurm]" -c constraints.txt in the roundoff-analyzer checkout'
         if shutil.which("sbatch") is None:
             return "needs Slurm's sbatch on PATH: run it on a node that submits jobs to the cluster"
         return None

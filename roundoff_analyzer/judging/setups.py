@@ -43,6 +43,32 @@ def read_setup(path: Path) -> dict[str, Any] | None:
     }
 
 
+def changed_code(results: Path, baseline: Path) -> str | None:
+    """One line naming the user's code (a `file.py:factory` model, a `--library file.py:object` plug-in) whose file
+    differs between the two sweeps, by the SHA-256 each manifest recorded (None when none does): the same name then
+    ran other code, which a comparison of the errors should say. An unreadable manifest is an InputError."""
+    new, old = _user_code(results), _user_code(baseline)
+    changed = [spec for spec in new if spec in old and new[spec] != old[spec]]
+    if not changed:
+        return None
+    files = "; ".join(
+        f"{spec} (sha256 {_short(new[spec])} now, {_short(old[spec])} in the baseline)" for spec in changed
+    )
+    return f"the code differs from the baseline's: {files}; the errors are compared across that change"
+
+
+def _user_code(path: Path) -> dict[str, Any]:
+    manifest_path = manifest_of(path)
+    if manifest_path is None:
+        return {}
+    manifest = read_manifest(manifest_path, "the setups cannot be compared")
+    return _mapping(_mapping(manifest.get("settings")).get("user_code"))
+
+
+def _short(digest: Any) -> str:
+    return printable(str(digest))[:12] if digest is not None else "none"
+
+
 def _checkpoint_hashes(manifest: dict[str, Any]) -> list[str | None] | None:
     """The weights of a sweep over several checkpoints, one sha256 each, in the sweep's order."""
     listed = manifest.get("checkpoints")

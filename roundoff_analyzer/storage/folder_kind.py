@@ -23,11 +23,16 @@ _SHOWN = 4
 
 
 def refuse_foreign_folder(
-    root: Path, kind: str, own_kind: Callable[[Path], bool], before_manifest: Iterable[str]
+    root: Path,
+    kind: str,
+    own_kind: Callable[[Path], bool],
+    before_manifest: Iterable[str],
+    unknown_because: str | None = None,
 ) -> None:
     """Refuse `root` when it holds anything and is not of `kind`: `own_kind(root)` says whether its manifest is this
     kind's; without such a manifest only `before_manifest` (what the tool writes before its manifest: a lock, an empty
-    shards folder, a damaged manifest) and the tool's temporary files may be there."""
+    shards folder, a damaged manifest) and the tool's temporary files may be there. `unknown_because`: why nothing
+    shows whose the folder is (a damaged manifest), said instead of calling its files the user's."""
     root = Path(root)
     if not root.is_dir() or own_kind(root):
         return
@@ -42,8 +47,13 @@ def refuse_foreign_folder(
     shown = ", ".join(printable(name) for name in foreign[:_SHOWN]) + (
         f" and {len(foreign) - _SHOWN} more" if len(foreign) > _SHOWN else ""
     )
+    holds = (
+        f"holds files roundoff did not write ({shown})"
+        if unknown_because is None
+        else f"{unknown_because}, so nothing shows that its files ({shown}) are roundoff's"
+    )
     raise InputError(
-        f"output folder '{printable(root)}' holds files roundoff did not write ({shown}); "
+        f"output folder '{printable(root)}' {holds}; "
         f"{kind} writes only into an empty "
         f"folder, a folder it created or a folder of {kind}, --force included: use another --out"
     )

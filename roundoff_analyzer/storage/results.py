@@ -38,6 +38,7 @@ from .shard_integrity import (
     hash_problem,
     set_aside,
     shard_problem,
+    vouching_shard,
     with_fingerprint,
 )
 from .table_schemas import TableSchema, read_table
@@ -240,25 +241,49 @@ def refuse_file_path(root: Path) -> None:
 
 # What a sweep may have written before its manifest (a lock, an empty shards folder), or beside a manifest that no
 # longer reads (the shards and the tables say what they are): a folder holding only these is taken as one the sweep
-# created. Not the report and figures/: those names are also a user's own.
+# created. Not the report and figures/: those names are also a user's own, unless a shard vouches for the folder.
 _BEFORE_MANIFEST = (LOCK, SHARDS, SET_ASIDE, YARDSTICKS, "slurm", RESULTS, PARAM_ERRORS, PROFILE)
 
 
-def _manifest_json(root: Path) -> object:
+def _manifest_json(root: Path) -> tuple[object, str | None]:
+    """The folder's `manifest.json` as JSON (None where there is none or it does not parse), and why it is no manifest
+    (None where it holds an object, or is missing)."""
+    path = Path(root) / MANIFEST
+    if not path.is_file():
+        return None, None
     try:
-        return parse_json((Path(root) / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
+        manifest = parse_json(path.read_text())
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except ValueError:
+        return None, "not JSON"
+    except OSError as exc:
+        return None, f"unreadable: {os_error_line(exc)}"
+    if not isinstance(manifest, dict):
+        return manifest, f"a JSON {type(manifest).__name__}, not an object"
+    return manifest, None
 
 
 def refuse_foreign_sweep_folder(root: Path) -> None:
     """Refuse a non-empty folder that is no sweep's (see storage/folder_kind.py); a `manifest.json` of another tool
-    counts as the user's file."""
-    manifest = _manifest_json(root)
-    ours = isinstance(manifest, dict) and manifest.get("tool") == "roundoff-analyzer"
-    foreign_manifest = isinstance(manifest, dict) and not ours
+    counts as the user's file. A folder whose manifest is missing or damaged is a sweep's when one of its shards vouches
+    for it (its bytes match their recorded content hash and carry a sweep's fingerprint): the sweep writes the manifest
+    again, from the command, and the shards' fingerprints say which of them are that sweep's."""
+    manifest, damage = _manifest_json(root)
+    if isinstance(manifest, dict):
+        ours = manifest.get("tool") == "roundoff-analyzer"
+        refuse_foreign_folder(root, "a sweep", lambda _: ours, _BEFORE_MANIFEST)
+        return
+    if vouching_shard(Path(root) / SHARDS) is not None:
+        return
     refuse_foreign_folder(
-        root, "a sweep", lambda _: ours, _BEFORE_MANIFEST if foreign_manifest else (*_BEFORE_MANIFEST, MANIFEST)
+        root,
+        "a sweep",
+        lambda _: False,
+        (*_BEFORE_MANIFEST, MANIFEST),
+        unknown_because=None
+        if damage is None
+        else f"has a damaged {MANIFEST} ({damage}) and no shard whose bytes match their recorded content hash",
     )
 
 
@@ -273,6 +298,7 @@ class ResultStore:
         self.lock = FolderLock(self.root)
         self.before_write: Callable[[], None] = lambda: None  # a worker's: end the process if its sweep is gone
         self.set_aside: list[tuple[Path, str]] = []  # (where a shard went, why) since this store was made
+        self.manifest_note: str | None = None  # a damaged manifest found when the folder was opened, in a line
         self._verified: dict[str, tuple[int, int]] = {}  # shard id -> (mtime_ns, size) when it was last read whole
 
     def check(self, fingerprint: dict[str, Any], force: bool = False) -> None:
@@ -325,7 +351,13 @@ class ResultStore:
         self.settings = manifest.get("settings")
         remove_abandoned_temporaries(self.root)
         remove_abandoned_temporaries(self.shards, min_age_s=ABANDONED_SHARD_TEMPORARY_S)
-        existing = self.read_manifest()
+        found_manifest, damage = _manifest_json(self.root)
+        existing = found_manifest if isinstance(found_manifest, dict) else None
+        if damage is not None:
+            self.manifest_note = (
+                f"{MANIFEST} was damaged ({damage}): written again from this command; the shards carry their sweep's "
+                "fingerprint, so this sweep's are reused and any other is set aside"
+            )
         found = existing.get("fingerprint") if existing is not None else None
         if existing is not None and found != manifest["fingerprint"] and not force:
             found = found if isinstance(found, dict) else {}
@@ -365,16 +397,8 @@ class ResultStore:
         shutil.rmtree(self.root / YARDSTICKS, ignore_errors=True)  # a link there was refused when the folder opened
 
     def read_manifest(self) -> dict[str, Any] | None:
-        path = self.root / MANIFEST
-        if not path.is_file():
-            return None
-        try:
-            manifest = parse_json(path.read_text())
-        except (
-            OSError,
-            ValueError,
-        ):  # unreadable, not JSON, not UTF-8: no manifest to go by (the shards say what they are)
-            return None
+        """The manifest; None where there is none or it is damaged (the shards say what they are)."""
+        manifest, _ = _manifest_json(self.root)
         return manifest if isinstance(manifest, dict) else None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:

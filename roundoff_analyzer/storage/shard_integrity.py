@@ -122,6 +122,24 @@ def hash_problem(shard: Path) -> str | None:
     return None
 
 
+def vouching_shard(shards: Path) -> Path | None:
+    """A shard in `shards` that a sweep wrote, whatever became of its folder's manifest: a plain file whose bytes match
+    the content hash recorded beside it and whose Parquet metadata carries a sweep's fingerprint (None when there is
+    none, `shards` being no folder or a link)."""
+    if shards.is_symlink() or not shards.is_dir():
+        return None
+    for path in sorted(shards.glob("*.parquet")):
+        if path.is_symlink() or not path.is_file() or hash_problem(path) is not None:
+            continue
+        try:
+            metadata = pq.read_schema(path).metadata or {}
+        except Exception:  # noqa: BLE001 - a file pyarrow cannot read vouches for nothing, whatever it raises
+            continue
+        if FINGERPRINT_KEY in metadata:
+            return path
+    return None
+
+
 def set_aside(root: Path, path: Path) -> Path:
     """Move `path` into `root/set_aside/` under a name not taken yet; returns where it went."""
     folder = root / SET_ASIDE

@@ -32,6 +32,10 @@ SUMMARY_SCHEMA = pa.schema(
     + [pa.field(name, pa.string()) for name in ("weights", "update", "optimizer_state")]
     + [pa.field("lost_update_fraction", pa.float64())]
     + [pa.field(name, pa.int64()) for name in ("weight_bytes", "optimizer_state_bytes", "clipped_steps")]
+    # Added with the interleaved timing (training/timing.py): a summary written before has its time ratio from the
+    # training's own iterations, measured one setup after another.
+    + [pa.field(name, pa.float64()) for name in ("interleaved_iter_s", "time_rel_min", "time_rel_max")]
+    + [pa.field("timing_rounds", pa.int64())]
 )
 LATER_COLUMNS = {
     "weights": "float32",
@@ -41,6 +45,10 @@ LATER_COLUMNS = {
     "weight_bytes": None,
     "optimizer_state_bytes": None,
     "clipped_steps": 0,
+    "interleaved_iter_s": None,
+    "time_rel_min": None,
+    "time_rel_max": None,
+    "timing_rounds": None,
 }
 SUMMARY_TABLE = TableSchema(
     "a training summary table",

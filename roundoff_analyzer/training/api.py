@@ -29,6 +29,7 @@ from .log import read_log, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
 from .planning import TrainPlan, option_strings, plan_training
 from .summary import setup_summary
+from .timing import TIMING_ROUNDS, interleaved_times
 from .training_report import write_training_report
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
@@ -102,15 +103,25 @@ def run(
 
             return write
 
+        folders = {s.setup_label: root / train_folder.setup_folder(i, s.setup_label) for i, s in enumerate(plan.setups)}
         with torch_threads(plan.threads):
-            for index, setup in enumerate(plan.setups):
-                folder = root / train_folder.setup_folder(index, setup.setup_label)
+            for setup in plan.setups:
                 runs[setup.setup_label] = train_setup(
-                    plan, setup, folder, initial, validation, progress, stop_requested, saved(setup.setup_label)
+                    plan,
+                    setup,
+                    folders[setup.setup_label],
+                    initial,
+                    validation,
+                    progress,
+                    stop_requested,
+                    saved(setup.setup_label),
                 )
+            progress.note(f"timing: {TIMING_ROUNDS} iterations of each setup, interleaved")
+            final = {label: load_resume(folder) for label, folder in folders.items()}
+            timings = interleaved_times(plan, initial, {k: v for k, v in final.items() if v is not None})
         _write_log(root, runs)
         log = read_log(root / train_folder.LOG)
-        summary = setup_summary(log, manifest["setups"], runs)
+        summary = setup_summary(log, manifest["setups"], runs, timings)
         atomic_write_parquet(summary_table(summary), root / train_folder.SUMMARY)
         train_folder.write_manifest(root, {**manifest, "finished_at": train_folder.now()})
         write_training_report(root)

@@ -26,7 +26,7 @@ from .files import load_resume, save_checkpoint, save_resume
 from .held_out import validation_loss
 from .planning import TrainPlan, option_strings
 from .setups import TrainSetup
-from .step import LossScale, SetupStep
+from .step import LossScale, SetupStep, StepResult
 from .stored_weights import StoredWeights
 
 
@@ -84,6 +84,63 @@ def _state(iteration, func, optimizer, loss_scale: LossScale, stored: StoredWeig
     }
 
 
+@dataclass
+class Restored:
+    """A setup ready to step: the trainable parameters of the problem's function, its stored weights, its optimizer
+    and its step."""
+
+    params: list[torch.nn.Parameter]
+    stored: StoredWeights
+    optimizer: torch.optim.Optimizer
+    step: SetupStep
+
+
+def restore(plan: TrainPlan, setup: TrainSetup, initial: dict, state: dict | None) -> Restored:
+    """`setup` on the plan's problem, from the `initial` weights or, where given, its resume `state`."""
+    func = plan.problem.model
+    func.load_state_dict(initial)
+    params = [p for p in func.parameters() if p.requires_grad]
+    stored = StoredWeights(
+        params, setup.weights, setup.update, setup.optimizer_state, plan.options.seed
+    )  # rounds the initial weights
+    optimizer = plan.optimizer.build(params, plan.config.lr)
+    step = SetupStep(setup, plan.problem, plan.config.scaler)
+    if state is not None:
+        func.load_state_dict(state["func"])
+        optimizer.load_state_dict(state["optimizer"])
+        step.loss_scale = LossScale(**state["loss_scale"])
+        stored.load_state_dict(state.get("stored_weights") or {})
+    return Restored(params, stored, optimizer, step)
+
+
+@dataclass
+class Iteration:
+    """One iteration's step and update: what the log records of it."""
+
+    result: StepResult
+    grad_norm: float | None
+    clipped: bool
+    lost_update_fraction: float | None
+    seconds: float  # the step alone: forward, backward, the optimizer's update and its rounding into the weights
+
+
+def iterate(restored: Restored, batch: torch.Tensor, clip_grad_norm: float | None, device: torch.device) -> Iteration:
+    """One iteration on `batch`: the step, and where its gradient is finite the clipping and the update."""
+    began = time.perf_counter()
+    result = restored.step(batch)
+    grad_norm, clipped, lost = None, False, None
+    if result.gradients is not None:
+        for p, g in zip(restored.params, result.gradients):
+            p.grad = g
+        grad_norm, clipped = clip_gradients(restored.params, clip_grad_norm)
+        before = restored.stored.before_step()
+        restored.optimizer.step()
+        lost = restored.stored.after_step(before, restored.optimizer)
+        restored.optimizer.zero_grad(set_to_none=True)
+    synchronize(device)
+    return Iteration(result, grad_norm, clipped, lost, time.perf_counter() - began)
+
+
 def train_setup(
     plan: TrainPlan,
     setup: TrainSetup,
@@ -98,22 +155,10 @@ def train_setup(
     after each resume state is written (the caller rewrites the combined log)."""
     config, problem = plan.config, plan.problem
     func = problem.model
-    func.load_state_dict(initial)
-    params = [p for p in func.parameters() if p.requires_grad]
-    stored = StoredWeights(
-        params, setup.weights, setup.update, setup.optimizer_state, plan.options.seed
-    )  # rounds the initial weights
-    optimizer = plan.optimizer.build(params, config.lr)
-    step = SetupStep(setup, problem, config.scaler)
-    run, start = SetupRun(), 0
     state = load_resume(folder)
-    if state is not None:
-        func.load_state_dict(state["func"])
-        optimizer.load_state_dict(state["optimizer"])
-        step.loss_scale = LossScale(**state["loss_scale"])
-        stored.load_state_dict(state.get("stored_weights") or {})
-        run = SetupRun.from_state(state)
-        start = state["iteration"]
+    restored = restore(plan, setup, initial, state)
+    stored, optimizer, step = restored.stored, restored.optimizer, restored.step
+    run, start = (SetupRun.from_state(state), state["iteration"]) if state is not None else (SetupRun(), 0)
     label, iters = setup.setup_label, config.iters
     if start >= iters:
         progress.note(f"{label}: already trained to iteration {start} in {folder}")
@@ -151,20 +196,9 @@ def train_setup(
     elapsed = run.rows[-1]["time_s"] if run.rows else 0.0
     for iteration in range(start + 1, iters + 1):
         batch = plan.stream.train_batch(iteration)
-        began = time.perf_counter()
-        result = step(batch)
-        grad_norm, clipped, lost = None, False, None
-        if result.gradients is not None:
-            for p, g in zip(params, result.gradients):
-                p.grad = g
-            grad_norm, clipped = clip_gradients(params, config.clip_grad_norm)
-            before = stored.before_step()
-            optimizer.step()
-            lost = stored.after_step(before, optimizer)
-            optimizer.zero_grad(set_to_none=True)
-        synchronize(plan.device)
-        seconds = time.perf_counter() - began
-        elapsed += seconds
+        done = iterate(restored, batch, config.clip_grad_norm, plan.device)
+        result = done.result
+        elapsed += done.seconds
         last = iteration == iters
         val = checkpoint(iteration, result.loss) if iteration in plan.save_at else None
         if val is None and (last or (config.val_every and iteration % config.val_every == 0)):
@@ -178,13 +212,13 @@ def train_setup(
                 result.gradients is None,
                 result.failure,
                 result.scale,
-                seconds,
+                done.seconds,
                 elapsed,
                 weights=setup.weights,
                 update=setup.update,
-                lost_update_fraction=lost,
-                grad_norm=grad_norm,
-                clipped=clipped,
+                lost_update_fraction=done.lost_update_fraction,
+                grad_norm=done.grad_norm,
+                clipped=done.clipped,
             )
         )
         if last:

@@ -1,8 +1,11 @@
 """One row per setup, from the training log alone (pure functions of the tables): its final training and validation
 loss, against the first setup's, its time per iteration, its mean lost-update fraction and how often it clipped;
-peak memory and the bytes of weights and optimizer state come from the setups' own runs."""
+peak memory and the bytes of weights and optimizer state come from the setups' own runs, and the time against the
+first setup's from the iterations timed interleaved after training (training/timing.py)."""
 
 from __future__ import annotations
+
+import statistics
 
 import pandas as pd
 
@@ -22,9 +25,14 @@ def _mean(values: pd.Series) -> float | None:
     return float(present.mean()) if not present.empty else None
 
 
-def setup_summary(log: pd.DataFrame, setups: list[dict], runs: dict) -> pd.DataFrame:
+def setup_summary(
+    log: pd.DataFrame, setups: list[dict], runs: dict, timings: dict[str, list[float]] | None = None
+) -> pd.DataFrame:
     """`setups`: the manifest's setup objects, the reference first; a setup without log rows is left out. `runs`:
-    label -> what its run measured (`peak_memory_bytes`, `weight_bytes`, `optimizer_state_bytes`)."""
+    label -> what its run measured (`peak_memory_bytes`, `weight_bytes`, `optimizer_state_bytes`). `timings`: label ->
+    its seconds per iteration in each interleaved round; the time ratio of a setup without them, or of any setup where
+    the first has none, is left empty."""
+    timings = timings or {}
     rows = []
     for setup in setups:
         own = log[log["setup"] == setup["label"]].sort_values("iteration")
@@ -49,6 +57,7 @@ def setup_summary(log: pd.DataFrame, setups: list[dict], runs: dict) -> pd.DataF
                 "weight_bytes": _measured(runs, setup["label"], "weight_bytes"),
                 "optimizer_state_bytes": _measured(runs, setup["label"], "optimizer_state_bytes"),
                 "clipped_steps": int(steps["clipped"].fillna(False).astype(bool).sum()),
+                "interleaved_iter_s": statistics.median(timed) if (timed := timings.get(setup["label"])) else None,
             }
         )
     table = pd.DataFrame(rows)
@@ -57,7 +66,11 @@ def setup_summary(log: pd.DataFrame, setups: list[dict], runs: dict) -> pd.DataF
     reference = table.iloc[0]
     table["val_loss_rel_to_reference"] = [relative_to(v, reference["final_val_loss"]) for v in table["final_val_loss"]]
     table["loss_rel_to_reference"] = [relative_to(v, reference["final_loss"]) for v in table["final_loss"]]
-    table["time_rel_to_reference"] = table["time_per_iter_s"] / reference["time_per_iter_s"]
+    ratios = [_round_ratios(timings.get(label), timings.get(reference["setup"])) for label in table["setup"]]
+    table["time_rel_to_reference"] = [statistics.median(r) if r else None for r in ratios]
+    table["time_rel_min"] = [min(r) if r else None for r in ratios]
+    table["time_rel_max"] = [max(r) if r else None for r in ratios]
+    table["timing_rounds"] = pd.array([len(r) if r else None for r in ratios], dtype="Int64")
     table["memory_rel_to_reference"] = [
         m / reference["peak_memory_bytes"]
         if pd.notna(m) and pd.notna(reference["peak_memory_bytes"]) and reference["peak_memory_bytes"]
@@ -67,6 +80,13 @@ def setup_summary(log: pd.DataFrame, setups: list[dict], runs: dict) -> pd.DataF
     for column in ("peak_memory_bytes", "weight_bytes", "optimizer_state_bytes"):
         table[column] = table[column].astype("Int64")
     return table
+
+
+def _round_ratios(own: list[float] | None, reference: list[float] | None) -> list[float]:
+    """A setup's time over the first setup's, round by round: each pair was measured moments apart, under one load."""
+    if not own or not reference:
+        return []
+    return [mine / first for mine, first in zip(own, reference) if first > 0]
 
 
 def _measured(runs: dict, label: str, what: str) -> int | None:

@@ -101,8 +101,8 @@ def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str
     lines += [
         "Final loss: the training loss of the last iteration's batch (the same batch for every setup). "
         f"Validation loss: {manifest.get('validation', 'the held-out batches')}, computed the same way for every "
-        "setup. Time: the step alone (forward, backward, the optimizer's update and its rounding into the weights), "
-        "mean over the iterations. Peak memory: one more step's forward and backward, measured apart (CUDA "
+        f"setup. Time: the step alone (forward, backward, the optimizer's update and its rounding into the weights), "
+        f"{_how_timed(summary)} Peak memory: one more step's forward and backward, measured apart (CUDA "
         "allocator's peak, or on the CPU the allocator's events from torch.profiler). Lost updates: per step, the "
         "fraction of weight entries whose update was nonzero but left the stored weight unchanged, mean over the steps "
         "(float32 master weights: not measured). Weights + state: the bytes of the weights in their format and of the "
@@ -164,13 +164,51 @@ def _verdict_line(verdict: SetupVerdict, row, reference: pd.Series) -> str:
             f"{_ratio(verdict.stored_bytes_rel)} of the first's"
         )
     parts.append(
-        f"time per iteration {_ratio(row.time_rel_to_reference)}"
+        f"time per iteration {_time_ratio(row)}"
         + (f", peak memory {_ratio(row.memory_rel_to_reference)}" if fmt.present(row.memory_rel_to_reference) else "")
     )
     line = "; ".join(parts)
     if row.skipped_steps:
         line += f"; {fmt.plural(int(row.skipped_steps), 'step')} skipped (non-finite gradient)"
     return line + "."
+
+
+def _interleaved(row) -> bool:
+    return fmt.present(row.timing_rounds) and fmt.present(row.time_rel_to_reference)
+
+
+def _iteration_seconds(row) -> float:
+    """The interleaved rounds' median where they were timed; else the training's own mean."""
+    return row.interleaved_iter_s if fmt.present(row.interleaved_iter_s) else row.time_per_iter_s
+
+
+def _time_ratio(row, rounds: bool = True) -> str:
+    """Against the first setup's: the median of the interleaved rounds' ratios with their range, or (a summary from
+    before them) the ratio of the training's own means."""
+    if not _interleaved(row):
+        return _ratio(row.time_rel_to_reference)
+    spread = f"{row.time_rel_min:.2f}–{row.time_rel_max:.2f}×"
+    return f"{_ratio(row.time_rel_to_reference)} ({spread}" + (
+        f" over {int(row.timing_rounds)} interleaved rounds)" if rounds else ")"
+    )
+
+
+def _how_timed(summary: pd.DataFrame) -> str:
+    interleaved = summary[summary["timing_rounds"].notna()] if not summary.empty else summary
+    if interleaved.empty:
+        return (
+            "mean over the training's iterations; the setups trained one after another, minutes apart, so a change in "
+            "the machine's load between them moves the ratios to the first setup's (this folder's summary is from "
+            "before the interleaved timing)."
+        )
+    rounds = int(interleaved["timing_rounds"].max())
+    return (
+        f"timed after training: each setup ran {rounds} more iterations from its final state on the last batch, one "
+        "setup after another in every round, so that a change in the machine's load falls on every setup alike. The "
+        "time is the median of a setup's rounds; the ratio to the first setup's is the median of the per-round "
+        "ratios, with their range (lowest–highest) in brackets. The training's own mean per iteration, measured one "
+        "setup after another and so moved by the load, is `time_per_iter_s` in the summary."
+    )
 
 
 def _clipping(summary: pd.DataFrame) -> list[str]:
@@ -257,8 +295,8 @@ def _table(summary: pd.DataFrame) -> str:
             _percent(r.val_loss_rel_to_reference),
             _fraction(r.lost_update_fraction),
             _size(stored_bytes(r)),
-            f"{r.time_per_iter_s:.3g} s",
-            _ratio(r.time_rel_to_reference),
+            f"{_iteration_seconds(r):.3g} s",
+            _time_ratio(r, rounds=False),
             _mib(r.peak_memory_bytes),
             _ratio(r.memory_rel_to_reference),
         ]

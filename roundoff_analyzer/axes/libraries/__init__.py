@@ -8,7 +8,7 @@ register_optional(
     "torchode",
     "torchode_lib",
     ("torchode",),
-    'pip install -e ".[torchode]" in the roundoff-analyzer checkout',
+    'pip install -e ".[torchode]" -c constraints.txt in the roundoff-analyzer checkout',
     "fixed steps (its Euler; the other fixed-grid tableaux, rk4 the classical one, through its generic explicit "
     "Runge-Kutta), dopri5 and tsit5 adaptive with its integral controller; the whole batch is one problem",
 )
