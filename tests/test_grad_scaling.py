@@ -5,7 +5,6 @@ never run twice."""
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 

@@ -242,7 +242,9 @@ def test_user_model_breaking_the_contract_is_one_line(tmp_path):
         "    def forward(self, t, y):\n        return self.linear(y)\n"
         "def wrong_shape():\n    return Widen(), torch.zeros(3, 2), lambda traj: traj.sum()\n"
     )
-    expected = r"returned tuple; expected a roundoff_analyzer.Problem\(model=..., step=..., sample_batch=...\), or \(func,"
+    expected = (
+        r"returned tuple; expected a roundoff_analyzer.Problem\(model=..., step=..., sample_batch=...\), or \(func,"
+    )
     with pytest.raises(InputError, match=expected):
         build(f"{factory}:two_things")
     with pytest.raises(InputError, match=r"evaluating f\(0, y0\) and the loss raised TypeError"):
