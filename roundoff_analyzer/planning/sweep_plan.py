@@ -21,6 +21,7 @@ from ..core.registry import Registry
 from ..core.text import shortened
 from ..core.threads import ThreadChoice, choose_threads
 from ..measuring import memory
+from ..measuring.gradient_noise import batch_size_of
 from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
 from .config import SweepConfig
 from .tolerances import tolerance_warnings
@@ -69,6 +70,13 @@ class SweepPlan:
 
     def train_iteration(self, checkpoint: str) -> int | None:
         return next((c.iteration for c in self.checkpoints if c.name == checkpoint), None)
+
+    def noise_batch_size(self, checkpoint: str) -> int | None:
+        """Points per batch of this checkpoint's gradient noise: as asked, else the batch its training drew; None where
+        that is the sweep's own batch."""
+        trained = next((c.train_batch for c in self.checkpoints if c.name == checkpoint), None)
+        size = self.config.noise_batch_size or trained
+        return None if size == batch_size_of(self.problem.y0) else size
 
     def warnings(self) -> list[str]:
         """What to say before running: an adaptive method's rtol below a dtype's unit roundoff."""

@@ -103,8 +103,8 @@ class OTFlowPotential(nn.Module):
                 bound = 1.0 / math.sqrt(layer.in_features)
                 layer.weight.uniform_(-bound, bound, generator=generator)
                 layer.bias.uniform_(-bound, bound, generator=generator)
-            for layer in self.layers[1:]:  # the authors' later ResNet layers start as copies of the first
-                layer.load_state_dict(first.state_dict())
+            for later in self.layers[1:]:  # the authors' later ResNet layers start as copies of the first
+                later.load_state_dict(first.state_dict())
             xavier = math.sqrt(6.0 / (rank + d + 1))  # Xavier-uniform: fan in d + 1, fan out rank
             self.A.uniform_(-xavier, xavier, generator=generator)
             self.c.weight.zero_()
