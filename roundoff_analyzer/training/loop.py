@@ -20,6 +20,7 @@ import torch
 
 from ..core.devices import measured, synchronize
 from ..measuring.cpu_memory import cpu_peak_memory
+from ..measuring.gradient_noise import batch_size_of
 from . import log
 from .clipping import clip_gradients
 from .files import load_resume, save_checkpoint, save_resume
@@ -123,6 +124,8 @@ def train_setup(
         "options": option_strings(plan.options),
         "seed": plan.options.seed,
         "data": config.data,
+        # The batch it trained at: a sweep of this checkpoint measures the gradient noise at it.
+        "batch_size": batch_size_of(plan.problem.y0),
         "setup": label,
         **setup.as_dict(),
     }
