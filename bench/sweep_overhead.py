@@ -6,7 +6,8 @@ process, then prints, measured in this one run:
   - the overhead share (target <= 10%);
   - reference solves against configurations (target: one per distinct library x method x n_timesteps);
   - what the discretisation error and the gradient noise cost: the fine reference (with its half- and
-    quarter-density solves) and the noise batches, solved again here as the sweep solved them, against the reference solves.
+    quarter-density solves) and the noise batches, solved again here as the sweep solved them, against the
+    reference solves.
 
     python bench/sweep_overhead.py [--model otflow] [-o key=value ...]
 """
