@@ -151,14 +151,14 @@ def choose_setups(config: TrainConfig) -> SetupChoice:
         (left_out.append(f"{setup.setup_label}: {reason}") if reason else setups.append(setup))
     if method.adaptive:
         raise InputError(f"method '{config.method}' is adaptive; training steps on a fixed grid (euler or rk4)")
-    if not setups:
+    added = [] if _was_asked(config) else [f"{setups[0].setup_label}: {REFERENCE_WHY}"] if setups else []
+    if len(setups) == len(added):  # nothing asked for can run: the reference alone answers nothing
         raise InputError(f"no setup can run: {'; '.join(left_out)}")
     if not (setups[0].dtype == REFERENCE_DTYPE and setups[0].weights == MASTER_WEIGHTS):
         raise InputError(
             f"the reference, {REFERENCE_DTYPE} compute on float32 master weights, cannot run with library "
             f"{asked[0][0]} ({'; '.join(left_out)}); every setup is judged against it"
         )
-    added = [] if _was_asked(config) else [f"{setups[0].setup_label}: {REFERENCE_WHY}"]
     return SetupChoice(setups, left_out, added)
 
 

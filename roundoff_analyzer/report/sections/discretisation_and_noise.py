@@ -65,9 +65,13 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
             f"{fmt.value_range(ok['roundoff_to_noise'], fmt.in_u)}× the noise (per format in the answer's table)"
         )
     )
+    size, uncertainty = rules.noise_batch_size(results), rules.noise_uncertainty(results)
     lines.append(
-        f"**Gradient noise** {fmt.in_u(noise.iloc[0])}: the relative spread of the float64 parameter gradient over "
-        f"{batches} other batches of the model's data. Against it, over the runs without failure: {per_dtype}."
+        f"**Gradient noise**{f' at batch {size}' if size else ''} {fmt.in_u(noise.iloc[0])}: the relative spread of "
+        f"the float64 parameter gradient over {batches} other batches of the model's data"
+        + (f" of {size} points each" if size else "")
+        + (f", known to ±{uncertainty:.0%}" if uncertainty is not None else "")
+        + f". Against it, over the runs without failure: {per_dtype}."
     )
     return lines
 
