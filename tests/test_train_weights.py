@@ -316,20 +316,24 @@ def test_killed_low_weight_training_resumes_bit_for_bit(tmp_path):
         str(out),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # The float32 reference trains first (added: not asked for); the low-precision setup in its own folder after it.
+    low = Path("setups") / "bfloat16-native-none-weights_bfloat16-stochastic_kahan"
     process = subprocess.Popen(
         [sys.executable, "-m", "roundoff_cli", *command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         deadline = time.monotonic() + 120
         while process.poll() is None and time.monotonic() < deadline:
-            if (out / "checkpoints" / "iter_0000005.pt").exists() and (load_resume(out) or {}).get("iteration", 0) > 5:
+            if (out / low / "checkpoints" / "iter_0000005.pt").exists() and (load_resume(out / low) or {}).get(
+                "iteration", 0
+            ) > 5:
                 break
             time.sleep(0.02)
         process.send_signal(signal.SIGKILL)
     finally:
         process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
-    assert 5 < load_resume(out)["iteration"] < 20
+    assert 5 < load_resume(out / low)["iteration"] < 20
     resumed = subprocess.run(
         [sys.executable, "-m", "roundoff_cli", *command], env=env, capture_output=True, text=True, timeout=300
     )
@@ -339,7 +343,7 @@ def test_killed_low_weight_training_resumes_bit_for_bit(tmp_path):
         [sys.executable, "-m", "roundoff_cli", *straight_command], env=env, capture_output=True, text=True, timeout=300
     )
     assert straight.returncode == 0, straight.stderr
-    ends = [load_resume(folder) for folder in (out, tmp_path / "straight")]
+    ends = [load_resume(folder / low) for folder in (out, tmp_path / "straight")]
     assert ends[0]["iteration"] == ends[1]["iteration"] == 20
     for name in ends[0]["func"]:
         assert torch.equal(ends[0]["func"][name], ends[1]["func"][name]), name

@@ -55,11 +55,12 @@ class Differences:
 
 def differences(fine: torch.Tensor, half: torch.Tensor, quarter: torch.Tensor) -> Differences:
     f, h, q = (x.detach().reshape(-1).to(device="cpu", dtype=torch.float64) for x in (fine, half, quarter))
-    u, w = h - f, q - h
-    size, nu, nw = (float(torch.linalg.vector_norm(x)) for x in (f, u, w))
+    # Norms only (u·w from |u + w|² = |u|² + 2u·w + |w|²): a dot product's reduction order follows the thread count,
+    # and the estimate must be the same bits however many threads a sweep's process runs.
+    size, nu, nw, span = (float(torch.linalg.vector_norm(x)) for x in (f, h - f, q - h, q - f))
     scale = size if size > 0 else 1.0
-    cosine = float(u @ w) / (nu * nw) if nu > 0 and nw > 0 else 1.0
-    return Differences(nu / scale, nw / scale, cosine)
+    cosine = (span * span - nu * nu - nw * nw) / (2 * nu * nw) if nu > 0 and nw > 0 else 1.0
+    return Differences(nu / scale, nw / scale, max(-1.0, min(1.0, cosine)))
 
 
 def correlation(ratio: float, cosine: float) -> float:
