@@ -287,7 +287,7 @@ def test_a_ratio_within_the_noises_uncertainty_of_a_threshold_says_so():
     (found,) = verdict.verdicts(near)
     assert found.label == verdict.BORDERLINE and found.decided_by.to_noise_near == verdict.WELL_UNDER
     line = sentence(found, with_mode=False)
-    assert "0.107× the gradient noise at batch 64 (euler n = 8) (within the noise's ±18% of the 0.1× threshold" in line
+    assert "0.107× the gradient noise at batch 64 (euler n = 8; within the noise's ±18% of the 0.1× threshold" in line
     clear = pd.DataFrame(_runs("none", 0.005, noise=0.1)).assign(grad_noise_batches=16, grad_noise_uncertainty=0.18)
     (found,) = verdict.verdicts(clear)
     assert found.decided_by.to_noise_near is None and "within the noise's" not in sentence(found, with_mode=False)

@@ -315,7 +315,7 @@ ANSWER = re.compile(
     r"scaling), "
     r"(?P<method>\w+), n_timesteps (?P<steps>\d+(?: – \d+)?|= \d+) under `(?P<mode>[\w-]+)` \((?P<label>[a-z ]+)"
     r"(?:: the parameter-gradient roundoff is at most (?P<noise>\S+)× the gradient noise(?: at batch \d+)?"
-    r"(?: \(within the noise's [^)]*\))?)?\)\.(?P<rest>.*)$",
+    r"(?:; within the noise's [^)]*)?)?\)\.(?P<rest>.*)$",
     re.M,
 )
 DO_NOT = re.compile(

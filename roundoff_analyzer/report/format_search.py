@@ -29,14 +29,17 @@ def _setup(j: rules.SetupJudgement) -> str:
 
 
 def _to_noise(f: search.FormatResult) -> str:
+    """The format's best setup's label and ratio to the noise, 'at best' (and how sure, near a threshold)."""
     if f.judgement.failures:
         classes = fmt.listing(dict.fromkeys(c for _, _, c in f.judgement.failures))
-        return f"{f.judgement.label}: {fmt.plural(len(f.judgement.failures), 'run')} failed ({classes})"
+        return f"{f.judgement.label}: {fmt.plural(len(f.judgement.failures), 'run')} failed ({classes}) at best"
     if f.to_noise is None:
         return f"{f.judgement.label}: gradient noise not measured"
     j = f.judgement
-    near = fmt.near(j.to_noise_near, j.noise_uncertainty)
-    return f"{j.label}: {fmt.in_u(f.to_noise)}× {fmt.noise_at(j.noise_batch_size)}{near}"
+    near = fmt.near(j.to_noise_near, j.noise_uncertainty, lead="")
+    return f"{j.label}: {fmt.in_u(f.to_noise)}× {fmt.noise_at(j.noise_batch_size)} at best" + (
+        f" ({near})" if near else ""
+    )
 
 
 def _near_ones(found: list[search.FormatResult], said: set[str]) -> str:
@@ -60,7 +63,7 @@ def narrowest_safe_line(found: list[search.FormatResult]) -> str:
         )
         return (
             f"**No format swept is safe for training.** The closest, {closest.dtype} ({layout(closest)}), is "
-            f"{_to_noise(closest)} at best ({_setup(closest.judgement)})."
+            f"{_to_noise(closest)}, with {_setup(closest.judgement)}."
         )
     ruled_out = search.narrower_unsafe(found, best)
     narrower, said = "", {best.dtype}
@@ -75,7 +78,7 @@ def narrowest_safe_line(found: list[search.FormatResult]) -> str:
         )
         narrower = (
             f" Every narrower format swept ({fmt.plural(len(ruled_out), 'format')}) is not: the nearest miss, "
-            f"{nearest.dtype} ({layout(nearest)}), is {_to_noise(nearest)} at best."
+            f"{nearest.dtype} ({layout(nearest)}), is {_to_noise(nearest)}."
         )
         said.add(nearest.dtype)
     elif not any(f.bits < best.bits for f in found):
@@ -90,7 +93,7 @@ def narrowest_safe_line(found: list[search.FormatResult]) -> str:
     return (
         f"**Narrowest format safe for training: {best.dtype}** ({layout(best)}), with {_setup(j)}: its "
         f"parameter-gradient roundoff is at most {fmt.in_u(best.to_noise)}× {fmt.noise_at(j.noise_batch_size)} (safe "
-        f"for training up to {rules.WELL_UNDER:g}×{margin}){fmt.near(j.to_noise_near, j.noise_uncertainty)}, "
+        f"for training up to {rules.WELL_UNDER:g}×{margin}{fmt.near(j.to_noise_near, j.noise_uncertainty)}), "
         f"{fmt.error(j.worst_grad)} relative ({fmt.in_u(j.worst_grad_over_u)} u).{narrower}{_near_ones(found, said)}"
     )
 

@@ -324,8 +324,8 @@ def _reason(chosen: choosing.Choice, device: str | None) -> str:
     if j.to_noise is not None:
         parts.append(
             f"its parameter-gradient roundoff is at most {fmt.in_u(j.to_noise.value)}× "
-            f"{fmt.noise_at(j.noise_batch_size)} (safe for training up to {rules.WELL_UNDER:g}×)"
-            + fmt.near(j.to_noise_near, j.noise_uncertainty)
+            f"{fmt.noise_at(j.noise_batch_size)} (safe for training up to {rules.WELL_UNDER:g}×"
+            f"{fmt.near(j.to_noise_near, j.noise_uncertainty)})"
         )
     else:
         parts.append(

@@ -110,8 +110,8 @@ def describe(j: rules.SetupJudgement) -> str:
         parts.append(f"the parameter-gradient roundoff reaches {fmt.error(j.worst_grad)}{in_u}")
     if j.to_noise is not None:
         parts.append(
-            f"{_ratio(j.to_noise.value)} {fmt.noise_at(j.noise_batch_size)} ({_where(j.to_noise)})"
-            + fmt.near(j.to_noise_near, j.noise_uncertainty)
+            f"{_ratio(j.to_noise.value)} {fmt.noise_at(j.noise_batch_size)} ({_where(j.to_noise)}"
+            f"{fmt.near(j.to_noise_near, j.noise_uncertainty)})"
         )
     elif not j.noise_known:
         parts.append("the gradient noise is unknown")
