@@ -16,6 +16,8 @@ QUANTITIES = (
 )
 # The orders the fine reference's densities converged at, by the quantity the report names.
 ORDER_COLUMNS = {"final state": "fine_ref_final_order", "parameter gradient": "fine_ref_grad_params_order"}
+# An observed order below this is RK4's order lost, not a pre-asymptotic wobble around 4.
+SMOOTH_ORDER = 3.5
 # Up to this many dtypes get their own roundoff columns; beyond, one pair of columns spans them all.
 FEW_DTYPE_COLUMNS = 4
 
@@ -67,7 +69,7 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
     )
     size, uncertainty = rules.noise_batch_size(results), rules.noise_uncertainty(results)
     lines.append(
-        f"**Gradient noise**{f' at batch {size}' if size else ''} {fmt.in_u(noise.iloc[0])}: the relative spread of "
+        f"**Gradient noise** {fmt.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}: the relative spread of "
         f"the float64 parameter gradient over {batches} other batches of the model's data"
         + (f" of {size} points each" if size else "")
         + (f", known to ±{uncertainty:.0%}" if uncertainty is not None else "")
@@ -122,9 +124,11 @@ def _own_error(fine: pd.Series) -> str:
         for quantity, column in ORDER_COLUMNS.items()
     )
     unknown = not fmt.present(fine["fine_ref_final_rel_err"]) or not fmt.present(fine["fine_ref_grad_params_rel_err"])
+    slower = any(fmt.present(fine.get(c)) and fine[c] < SMOOTH_ORDER for c in ORDER_COLUMNS.values())
     return (
-        f"Solved again with a half and a quarter of the steps, the three converge at order {orders} (RK4's is 4; a "
-        "kink in the right-hand side costs it that), and the differences' sizes and directions put its own error at "
+        f"Solved again with a half and a quarter of the steps, the three converge at order {orders} (RK4's is 4"
+        + ("; a kink in the right-hand side costs it that" if slower else "")
+        + "), and the differences' sizes and directions put its own error at "
         f"{errors}" + (" (— where they do not shrink: unknown, and nothing resolved against it)." if unknown else ".")
     )
 
