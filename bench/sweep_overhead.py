@@ -5,8 +5,9 @@ process, then prints, measured in this one run:
   - wall time, the time inside the runs' forward and backward passes, and the reference solves;
   - the overhead share (target <= 10%);
   - reference solves against configurations (target: one per distinct library x method x n_timesteps);
-  - what the discretisation error and the gradient noise cost: the fine reference (with its half-density
-    check) and the noise batches, solved again here as the sweep solved them, against the reference solves.
+  - what the discretisation error and the gradient noise cost: the fine reference (with its half- and
+    quarter-density solves) and the noise batches, solved again here as the sweep solved them, against the
+    reference solves.
 
     python bench/sweep_overhead.py [--model otflow] [-o key=value ...]
 """
@@ -52,7 +53,10 @@ def main() -> None:
     print(f"processes                 {plan.config.workers} ({plan.workers_reason})")
     print(f"runs forward+backward     {inside_runs:8.2f} s  (summed over the processes)")
     print(f"reference solves          {outcome.reference_seconds:8.2f} s  ({outcome.reference_solves} solves)")
-    print(f"fine reference            {fine.seconds:8.2f} s  ({fine.fine_steps} rk4 steps, and half that to check it)")
+    print(
+        f"fine reference            {fine.seconds:8.2f} s  ({fine.fine_steps} rk4 steps, and a half and a quarter of "
+        "them to know its own error)"
+    )
     print(
         f"gradient noise            {noise.seconds:8.2f} s  ({noise.n_batches} batches at n_timesteps "
         f"{noise.n_timesteps})"

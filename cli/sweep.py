@@ -267,6 +267,13 @@ def sweep(
         show_default=_default("noise_batches"),
         rich_help_panel=MODEL,
     ),
+    noise_batch_size: int | None = typer.Option(
+        None,
+        "--noise-batch-size",
+        help="Points per batch of the gradient noise: the batch you train with (the noise shrinks as it grows).",
+        show_default="the batch a --checkpoint's training drew, else the sweep's batch",
+        rich_help_panel=MODEL,
+    ),
     rtol: float | None = typer.Option(
         None,
         "--rtol",
@@ -373,6 +380,7 @@ def sweep(
         "per_module": per_module,
         "loss_scale": loss_scale,
         "noise_batches": noise_batches,
+        "noise_batch_size": noise_batch_size,
         "scaler": {
             k: v
             for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()

@@ -321,6 +321,8 @@ def train(
     )
     for entry in plan.left_out:
         console.print(f"left out: {entry}", highlight=False, markup=False)
+    for entry in plan.added:
+        console.print(f"added: {entry}", highlight=False, markup=False)
     stop = StopRequests()
     try:
         with TrainRichProgress(console) as progress, stop_after_current(console, "the iteration in progress", stop):

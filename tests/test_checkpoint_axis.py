@@ -461,3 +461,29 @@ def test_the_shipped_along_training_config_fits_the_shipped_training_run():
     iterations = [c.iteration for c in plan.checkpoints]
     assert len(iterations) >= 3 and iterations == sorted(iterations) and iterations[0] == 0
     assert len(plan.configurations) == 16 * len(iterations) and max(plan.grid.timesteps) == 32
+
+
+def test_the_noise_is_measured_at_the_batch_the_checkpoint_trained_at(train_folder, tmp_path):
+    """Swept at batch 8 to be quick, trained at batch 16 (its sidecar's options): the noise is the training's, unless
+    --noise-batch-size says otherwise."""
+    weights = str(train_folder / "checkpoints" / "iter_0000000.pt")
+    options = ["-o", "hidden=8", "-o", "width=8", "-o", "batch=8"]
+    grid = ["--timesteps", "4", "--method", "rk4", "--dtype", "float16", "--library", "native", "--scaling", "none"]
+    grid += ["--noise-batches", "4", "--no-report"]
+    trained = run_cli("sweep", "-m", "cnf", *options, "--checkpoint", weights, *grid, "--out", tmp_path / "trained")
+    asked = run_cli(
+        "sweep",
+        "-m",
+        "cnf",
+        *options,
+        "--checkpoint",
+        weights,
+        *grid,
+        "--noise-batch-size",
+        "4",
+        "--out",
+        tmp_path / "asked",
+    )
+    assert trained.exit_code == asked.exit_code == 0, trained.output + asked.output
+    assert results(tmp_path / "trained").grad_noise_batch_size.unique().tolist() == [16]
+    assert results(tmp_path / "asked").grad_noise_batch_size.unique().tolist() == [4]

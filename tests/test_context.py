@@ -8,6 +8,7 @@ closed-form expectation.
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -16,6 +17,8 @@ import torch
 
 from roundoff_analyzer.axes.models import parse_options, resolve_model
 from roundoff_analyzer.judging import verdict
+from roundoff_analyzer.measuring.gradient_noise import relative_uncertainty
+from roundoff_analyzer.report.sections.verdict import sentence
 
 from .conftest import results, run_cli
 
@@ -120,9 +123,9 @@ def test_discretisation_error_matches_the_closed_form(linear_sweep):
         assert row.fine_ref_steps == 64 and row.fine_ref_grad_params_rel_err < 1e-6
 
 
-def test_gradient_noise_matches_the_closed_form(linear_sweep):
+def _closed_form_noise(batch: int) -> float:
     """Each data row's gradient w.r.t. A is v(y) = (yᵀ M_p y)_p, so for y ~ N(0, I) its mean is (tr M_p)_p and its
-    covariance has trace 2 Σ_p ‖M_p‖²_F; a batch mean of BATCH rows has 1/BATCH of that spread."""
+    covariance has trace 2 Σ_p ‖M_p‖²_F; a batch mean of `batch` rows has 1/batch of that spread."""
     problem = _problem()
     a = problem.func.linear.weight.detach().double()
     n = 8  # the noise grid: 8 steps, or the sweep's largest n_timesteps if smaller
@@ -139,15 +142,59 @@ def test_gradient_noise_matches_the_closed_form(linear_sweep):
             both = row_gradient(eye[i] + eye[j]) - row_gradient(eye[i]) - row_gradient(eye[j])
             quadratic[:, i, j] = quadratic[:, j, i] = both / 2
     mean = quadratic.diagonal(dim1=1, dim2=2).sum(-1)
-    noise = 2 * (quadratic**2).sum() / BATCH
-    exact = math.sqrt(noise / (mean.pow(2).sum() + noise))
+    noise = 2 * (quadratic**2).sum() / batch
+    return math.sqrt(noise / (mean.pow(2).sum() + noise))
 
+
+def test_gradient_noise_matches_the_closed_form(linear_sweep):
     measured = linear_sweep.grad_noise_rel.unique()
     assert len(measured) == 1 and linear_sweep.grad_noise_batches.unique().tolist() == [NOISE_BATCHES]
     # 200 batch gradients of 9 entries estimate the spread to a few percent (its relative standard error is at most
     # sqrt(1 / (2 · 199)) = 5% even for one effective dimension); 15% is three of those.
-    assert measured[0] == pytest.approx(exact, rel=0.15)
+    assert measured[0] == pytest.approx(_closed_form_noise(BATCH), rel=0.15)
     assert (linear_sweep.roundoff_to_noise == linear_sweep.grad_params_rel_err / measured[0]).all()
+    assert linear_sweep.grad_noise_batch_size.unique().tolist() == [BATCH]
+    assert linear_sweep.grad_noise_uncertainty.unique() == pytest.approx([1 / math.sqrt(2 * (NOISE_BATCHES - 1))])
+
+
+def test_the_noise_is_measured_at_the_batch_size_asked_for(tmp_path):
+    """Four times the sweep's batch (each noise batch four of the sampler's, joined): half the spread, as the closed
+    form says, and the rows say at which batch size."""
+    out = tmp_path / "sweep"
+    grid = ["--library", "native", "--dtype", "float16", "--scaling", "none", "--method", "rk4", "--timesteps", "4"]
+    options = ["-o", f"d={D}", "-o", f"batch={BATCH}", "-o", f"seed={SEED}"]
+    result = run_cli(
+        "sweep",
+        "--model",
+        "linear",
+        *options,
+        *grid,
+        "--noise-batches",
+        str(NOISE_BATCHES),
+        "--noise-batch-size",
+        str(4 * BATCH),
+        "--no-report",
+        "--out",
+        out,
+    )
+    assert result.exit_code == 0, result.output
+    table = results(out)
+    assert table.grad_noise_batch_size.tolist() == [4 * BATCH]
+    assert table.grad_noise_rel.iloc[0] == pytest.approx(_closed_form_noise(4 * BATCH), rel=0.15)
+    assert json.loads((out / "manifest.json").read_text())["fingerprint"]["noise_batch_size"] == [4 * BATCH]
+
+
+def test_the_noise_uncertainty_is_the_jackknifes_where_one_batch_dominates():
+    """Sixteen batch gradients, one of them far out: the jackknife sees it, the formula for a normal spread cannot."""
+    gradients = torch.ones(16, 5, dtype=torch.float64) + 0.01 * torch.randn(
+        16, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
+    gradients[3] += 0.5
+    assert relative_uncertainty(gradients) > 2 / math.sqrt(2 * 15)
+    calm = torch.ones(16, 5, dtype=torch.float64) + 0.01 * torch.randn(
+        16, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
+    assert relative_uncertainty(calm) == pytest.approx(1 / math.sqrt(2 * 15))
 
 
 # --- the verdict's rules, on small tables of the shape the sweep writes ------------------------------------------
@@ -226,3 +273,24 @@ def test_float16_adjoint_in_ok_rows_fits_float16(tiny_sweep):
     table = results(tiny_sweep)
     ok = table[(table.dtype == "float16") & (table.status == "ok")]
     assert len(ok) and (ok.max_abs_adjoint.dropna() <= 65504).all()
+
+
+def test_a_ratio_within_the_noises_uncertainty_of_a_threshold_says_so():
+    """0.107× the noise against the 0.1× threshold, the noise known to ±18% (16 batches): borderline, and the line says
+    another draw could put it on the other side; 0.05× is clear of it; 1.1× is near the unsafe threshold."""
+    assert verdict.near_threshold(0.107, 0.18) == verdict.WELL_UNDER
+    assert verdict.near_threshold(0.05, 0.18) is None and verdict.near_threshold(0.107, 0.05) is None
+    assert verdict.near_threshold(1.1, 0.18) == verdict.AT_OR_ABOVE
+    near = pd.DataFrame(_runs("none", 0.0107, noise=0.1)).assign(
+        grad_noise_batches=16, grad_noise_uncertainty=0.18, grad_noise_batch_size=64
+    )
+    (found,) = verdict.verdicts(near)
+    assert found.label == verdict.BORDERLINE and found.decided_by.to_noise_near == verdict.WELL_UNDER
+    line = sentence(found, with_mode=False)
+    assert "0.107× the gradient noise at batch 64 (euler n = 8; within the noise's ±18% of the 0.1× threshold" in line
+    clear = pd.DataFrame(_runs("none", 0.005, noise=0.1)).assign(grad_noise_batches=16, grad_noise_uncertainty=0.18)
+    (found,) = verdict.verdicts(clear)
+    assert found.decided_by.to_noise_near is None and "within the noise's" not in sentence(found, with_mode=False)
+    # A table from before the uncertainty was recorded: what its 16 batches give.
+    (old,) = verdict.verdicts(pd.DataFrame(_runs("none", 0.0107, noise=0.1)).assign(grad_noise_batches=16))
+    assert old.decided_by.noise_uncertainty == pytest.approx(1 / math.sqrt(30))

@@ -80,6 +80,15 @@ def test_the_narrowest_safe_format_and_exponent_width_follow_from_the_parquet(fo
 
     text = (format_sweep / "report.md").read_text()
     assert f"**Narrowest format safe for training: {expected}**" in text
+    # Its margin: how far under the threshold it is, and how well the noise is known (4 batches: ±41% or more).
+    u = table.grad_noise_uncertainty.max()
+    margin = f"{WELL_UNDER / noise[expected]:.3g}× under the threshold with the noise known to ±{u:.0%}"
+    assert margin in text.split(f"**Narrowest format safe for training: {expected}**", 1)[1].split("\n", 1)[0]
+    # Each format whose ratio lies within that uncertainty of a threshold is marked in the table.
+    failed = set(table.loc[table.status == "failed", "dtype"])
+    near = {d for d in set(SEARCHED) - failed if abs(noise[d] - WELL_UNDER) <= u * WELL_UNDER or abs(noise[d] - 1) <= u}
+    cells = [c.strip() for line in text.splitlines() if re.match(r"^\| e\d+ ", line) for c in line.split("|")[2:-1]]
+    assert sum("†" in c for c in cells) == len(near)
     if clear:
         assert f"**Narrowest exponent width that never overflows: {clear[0]} bits**" in text
     # One table row per exponent width of the emulated formats, one column per mantissa width; no bullet per format.

@@ -114,8 +114,10 @@ def check_verdict_row(row: dict, table: pd.DataFrame) -> int:
     ok = runs[runs.status == "ok"]
     assert row["ok"] == f"{len(ok)} of {(runs.status != 'skipped').sum()}", row
     assert printed_as(row["param. gradient roundoff (max)"], ok.grad_params_rel_err.max() if len(ok) else None), row
+    # "roundoff / noise at batch 16 (max)"; a cell near a threshold says so after its number: "0.107 (near 0.1)"
+    to_noise = next(cell for header, cell in row.items() if header.startswith("roundoff / noise"))
     assert printed_as(
-        row["roundoff / noise (max)"], ok.roundoff_to_noise.max() if ok.roundoff_to_noise.notna().any() else None
+        to_noise.split(" (near ")[0], ok.roundoff_to_noise.max() if ok.roundoff_to_noise.notna().any() else None
     ), row
     return 3
 
@@ -312,7 +314,8 @@ ANSWER = re.compile(
     r"^- \*\*(?P<dtype>[\w ]+)\*\*: train with (?P<library>[\w.:/-]+), (?P<scaling>no scaling|`[\w-]+` [\w ]+ "
     r"scaling), "
     r"(?P<method>\w+), n_timesteps (?P<steps>\d+(?: – \d+)?|= \d+) under `(?P<mode>[\w-]+)` \((?P<label>[a-z ]+)"
-    r"(?:: the parameter-gradient roundoff is at most (?P<noise>\S+)× the gradient noise)?\)\.(?P<rest>.*)$",
+    r"(?:: the parameter-gradient roundoff is at most (?P<noise>\S+)× the gradient noise(?: at batch \d+)?"
+    r"(?:; within the noise's [^)]*)?)?\)\.(?P<rest>.*)$",
     re.M,
 )
 DO_NOT = re.compile(
@@ -640,24 +643,22 @@ def test_overflow_step_progression_follows_n_timesteps(overflow_sweep):
 
 def test_growth_is_claimed_only_when_the_numbers_show_it(tiny_sweep):
     table = results(tiny_sweep)
-    grows = (
-        (table.library == "torchdiffeq")
-        & (table.method == "rk4")
-        & (table.dtype == "float16")
-        & (table.scaling == "none")
-    )
+    torchdiffeq_rk4 = (table.library == "torchdiffeq") & (table.method == "rk4")
+    grows = torchdiffeq_rk4 & (table.dtype == "float16")
     largest = grows & (table.n_timesteps == table.n_timesteps.max())
     steep = table.copy()
     steep.loc[largest, "grad_params_rel_err"] = 10 * table.loc[grows, "grad_params_rel_err"].min()
-    claim = (
-        "**Error growth with n_timesteps** (rk4, float16, scaling none): torchdiffeq's parameter-gradient error grows"
-    )
+    claim = "**Error growth with n_timesteps** (rk4, float16, scaling "
     assert any(
-        item.startswith(f"- {claim}") and "while native's stays within" in item
+        item.startswith(f"- {claim}")
+        and "torchdiffeq's parameter-gradient error grows" in item
+        and "while native's stays within" in item
         for item in recommendations(steep, False)
     )
     flat = table.copy()
-    flat.loc[grows, "grad_params_rel_err"] = table.loc[grows, "grad_params_rel_err"].min()
+    for dtype in table.dtype.unique():
+        same = torchdiffeq_rk4 & (table.dtype == dtype)
+        flat.loc[same, "grad_params_rel_err"] = table.loc[same, "grad_params_rel_err"].min()
     assert not any("Error growth" in item for item in recommendations(flat, False))
 
 
@@ -693,7 +694,8 @@ def test_show_filters_and_colours_failures(overflow_sweep):
     table = results(overflow_sweep)
     result = run_cli("show", overflow_sweep, "--where", "status == 'failed'")
     assert result.exit_code == 0, result.output
-    assert f"{(table.status == 'failed').sum()} of {len(table)} configurations" in result.stdout
+    # (the table's title wraps at the table's width, which its few rows may make narrow)
+    assert f"{(table.status == 'failed').sum()} of {len(table)} configurations" in " ".join(result.stdout.split())
     assert len(FAILURE_LINE.findall(result.stdout)) == (table.status == "failed").sum()
     assert "--where 'dtyp ==' is not a filter (invalid syntax)" in one_error_line(
         run_cli("show", overflow_sweep, "--where", "dtyp ==")

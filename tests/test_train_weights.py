@@ -21,10 +21,10 @@ from roundoff_analyzer import training
 from roundoff_analyzer.training.config import resolve
 from roundoff_analyzer.training.files import load_resume
 from roundoff_analyzer.training.log import read_log
-from roundoff_analyzer.training.setups import choose_setups
+from roundoff_analyzer.training.setups import REFERENCE_WHY, choose_setups
 from roundoff_analyzer.training.stored_weights import StoredWeights, bytes_per_value
 
-from .conftest import run_cli
+from .conftest import WIDE_TABLES, run_cli
 
 TINY_CNF = {"hidden": 4, "width": 8, "batch": 16}
 TINY_CNF_ARGS = ["-m", "cnf", "-o", "hidden=4", "-o", "width=8", "-o", "batch=16", "-n", "4"]
@@ -150,9 +150,30 @@ def test_setups_of_the_weights_axis():
             ],
         },
     )
-    assert [s.setup_label for s in choose_setups(entries).setups] == [
-        "bfloat16-native-none-weights_bfloat16-stochastic-state_bfloat16"
+    chosen = choose_setups(entries)
+    assert [s.setup_label for s in chosen.setups] == [
+        "float32-native-none",  # the reference, added: not asked for
+        "bfloat16-native-none-weights_bfloat16-stochastic-state_bfloat16",
     ]
+    assert chosen.added == [f"float32-native-none: {REFERENCE_WHY}"]
+
+
+def test_a_training_is_judged_against_float32_on_float32_weights_even_when_not_asked_for(tmp_path):
+    """`--weights bfloat16` alone: the float32 reference is trained too, first, and every line names it."""
+    out = tmp_path / "out"
+    result = run_cli(
+        "train", *TINY_CNF_ARGS, "--iters", "2", "--weights", "bfloat16", "--out", out, columns=WIDE_TABLES
+    )
+    assert result.exit_code == 0, result.output
+    assert f"added: float32-native-none: {REFERENCE_WHY}" in result.stdout
+    manifest = json.loads((tmp_path / "out" / "train_manifest.json").read_text())
+    assert [s["label"] for s in manifest["setups"]] == [
+        "float32-native-none",
+        "float32-native-none-weights_bfloat16-nearest",
+    ]
+    report = (tmp_path / "out" / "training_report.md").read_text()
+    line = next(line for line in report.splitlines() if line.startswith("- `float32-native-none-weights_bfloat16"))
+    assert "that of `float32-native-none` (float32 compute on float32 master weights)" in line
 
 
 @pytest.mark.parametrize(
@@ -199,12 +220,13 @@ def low_weights(tmp_path_factory) -> training.TrainResult:
 def test_the_log_and_summary_carry_the_weights_axis(low_weights):
     log, summary = low_weights.log, low_weights.summary
     assert list(summary["setup"]) == [
+        "float32-native-none",  # the reference, added
         "bfloat16-native-none",
         "bfloat16-native-none-weights_bfloat16-nearest",
         "bfloat16-native-none-weights_bfloat16-stochastic_kahan",
     ]
-    assert list(summary["weights"]) == ["float32", "bfloat16", "bfloat16"]
-    assert list(summary["update"]) == ["nearest", "nearest", "stochastic-kahan"]
+    assert list(summary["weights"]) == ["float32", "float32", "bfloat16", "bfloat16"]
+    assert list(summary["update"]) == ["nearest", "nearest", "nearest", "stochastic-kahan"]
     steps = log[log["iteration"] > 0]
     assert steps[steps["weights"] == "float32"]["lost_update_fraction"].isna().all()
     low = steps[steps["weights"] == "bfloat16"]
@@ -215,8 +237,9 @@ def test_the_log_and_summary_carry_the_weights_axis(low_weights):
             own.mean()
         )
     params = summary["weight_bytes"].iloc[0] // 4
-    assert list(summary["weight_bytes"]) == [4 * params, 2 * params, 2 * params]
+    assert list(summary["weight_bytes"]) == [4 * params, 4 * params, 2 * params, 2 * params]
     assert list(summary["optimizer_state_bytes"]) == [
+        8 * params,
         8 * params,
         8 * params,
         10 * params,
@@ -236,7 +259,7 @@ def test_the_optimizer_and_clipping_are_recorded(low_weights):
         int(steps[steps["setup"] == s]["clipped"].sum()) for s in low_weights.summary["setup"]
     ]
     report = (low_weights.folder / "training_report.md").read_text()
-    assert "Clipped (gradient norm above clip_grad_norm): `bfloat16-native-none` " in report
+    assert "Clipped (gradient norm above clip_grad_norm): `float32-native-none` " in report
     assert "AdamW" in report and ("**holds**" in report or "**does not hold**" in report)
 
 
@@ -293,20 +316,24 @@ def test_killed_low_weight_training_resumes_bit_for_bit(tmp_path):
         str(out),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # The float32 reference trains first (added: not asked for); the low-precision setup in its own folder after it.
+    low = Path("setups") / "bfloat16-native-none-weights_bfloat16-stochastic_kahan"
     process = subprocess.Popen(
         [sys.executable, "-m", "roundoff_cli", *command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         deadline = time.monotonic() + 120
         while process.poll() is None and time.monotonic() < deadline:
-            if (out / "checkpoints" / "iter_0000005.pt").exists() and (load_resume(out) or {}).get("iteration", 0) > 5:
+            if (out / low / "checkpoints" / "iter_0000005.pt").exists() and (load_resume(out / low) or {}).get(
+                "iteration", 0
+            ) > 5:
                 break
             time.sleep(0.02)
         process.send_signal(signal.SIGKILL)
     finally:
         process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
-    assert 5 < load_resume(out)["iteration"] < 20
+    assert 5 < load_resume(out / low)["iteration"] < 20
     resumed = subprocess.run(
         [sys.executable, "-m", "roundoff_cli", *command], env=env, capture_output=True, text=True, timeout=300
     )
@@ -316,7 +343,7 @@ def test_killed_low_weight_training_resumes_bit_for_bit(tmp_path):
         [sys.executable, "-m", "roundoff_cli", *straight_command], env=env, capture_output=True, text=True, timeout=300
     )
     assert straight.returncode == 0, straight.stderr
-    ends = [load_resume(folder) for folder in (out, tmp_path / "straight")]
+    ends = [load_resume(folder / low) for folder in (out, tmp_path / "straight")]
     assert ends[0]["iteration"] == ends[1]["iteration"] == 20
     for name in ends[0]["func"]:
         assert torch.equal(ends[0]["func"][name], ends[1]["func"][name]), name

@@ -20,9 +20,11 @@ def process_yardsticks(plan: SweepPlan, copies: ProblemCopies, store: ResultStor
     """The yardsticks of this process (of one checkpoint's problem), made once per process: their pieces are shared
     through the folder, each checkpoint's in a folder of its own."""
     timesteps, noise_batches = list(plan.grid.timesteps), plan.config.noise_batches
+    batch_size = plan.noise_batch_size(checkpoint)
     folder = store.root / YARDSTICKS / file_safe(checkpoint) if checkpoint else store.root / YARDSTICKS
-    files = YardstickFiles(folder, yardstick_key(store.digest, timesteps, noise_batches, checkpoint), plan.device)
-    return Yardsticks(copies, timesteps, noise_batches, plan.device, files, plan.shape.state_values)
+    key = yardstick_key(store.digest, timesteps, noise_batches, checkpoint, batch_size)
+    files = YardstickFiles(folder, key, plan.device)
+    return Yardsticks(copies, timesteps, noise_batches, plan.device, files, plan.shape.state_values, batch_size)
 
 
 @dataclass

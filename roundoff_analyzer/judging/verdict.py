@@ -19,6 +19,9 @@ it cut the parameter-gradient error.
 A setup is also told apart by where its loss was formed (`loss_in`): each placement is judged on its own.
 A discretisation error counts only where the fine reference resolves it (at least RESOLVED times the fine
 reference's own estimated error); elsewhere that yardstick is left out and the verdict says so.
+The gradient noise is itself an estimate, known to a relative standard error u (`grad_noise_uncertainty`; from B
+batches about 1/sqrt(2(B − 1))): a ratio to it within u of a threshold (|ratio − T| ≤ u·T) could fall on either side
+of it with a noise drawn from other batches, and `near_threshold` names the threshold so that each line can say so.
 """
 
 from __future__ import annotations
@@ -87,10 +90,40 @@ class SetupJudgement:
     # The largest relative error above MOSTLY_ERROR (its quantity named), which alone makes the setup unsafe.
     mostly_error: Worst | None = None
     loss_in: str = DEFAULT_LOSS_IN  # where its loss was formed
+    noise_uncertainty: float | None = None  # the gradient noise's relative standard error
+    noise_batch_size: int | None = None  # the points per batch the gradient noise was measured at
+
+    @property
+    def to_noise_near(self) -> float | None:
+        """The threshold the largest roundoff-to-noise ratio lies within the noise's uncertainty of, if any."""
+        return near_threshold(self.to_noise.value, self.noise_uncertainty) if self.to_noise is not None else None
 
     @property
     def setup(self) -> tuple[str, str, str, str]:
         return (self.library, self.dtype, self.scaling, self.mode)
+
+
+def near_threshold(ratio: float, uncertainty: float | None) -> float | None:
+    """WELL_UNDER or AT_OR_ABOVE where `ratio` (to the gradient noise) lies within `uncertainty` (relative) of it:
+    another draw of the noise's batches could put it on the other side."""
+    if uncertainty is None or not math.isfinite(ratio):
+        return None
+    return next((t for t in (WELL_UNDER, AT_OR_ABOVE) if abs(ratio - t) <= uncertainty * t), None)
+
+
+def noise_uncertainty(runs: pd.DataFrame) -> float | None:
+    """The gradient noise's relative standard error as the rows record it (a table from before that column: what its
+    batch count gives, 1/sqrt(2(B − 1)))."""
+    if "grad_noise_uncertainty" in runs and runs["grad_noise_uncertainty"].notna().any():
+        return float(runs["grad_noise_uncertainty"].max())
+    batches = runs["grad_noise_batches"].dropna() if "grad_noise_batches" in runs else pd.Series(dtype=float)
+    return 1 / math.sqrt(2 * (float(batches.max()) - 1)) if not batches.empty and batches.max() > 1 else None
+
+
+def noise_batch_size(runs: pd.DataFrame) -> int | None:
+    """The points per batch of the gradient noise the rows record (None: a table from before that column)."""
+    sizes = runs["grad_noise_batch_size"].dropna() if "grad_noise_batch_size" in runs else pd.Series(dtype=float)
+    return int(sizes.max()) if not sizes.empty else None
 
 
 @dataclass(frozen=True)
@@ -244,6 +277,8 @@ def _judge(dtype, library, scaling, mode, runs: pd.DataFrame, loss_in: str = DEF
         tuple(dominates),
         mostly_error,
         loss_in,
+        noise_uncertainty(ok) if noise_known else None,
+        noise_batch_size(ok),
     )
 
 

@@ -5,8 +5,11 @@ solution while float16 adds 1e-4. So each (library, method, n_timesteps) float64
 with one float64 solve by the classical RK4 on a grid that holds every output point of every n_timesteps of
 the sweep and refines each gap between them to steps of at most 1 / (FINE_FACTOR · largest n_timesteps).
 For a smooth problem RK4 at that grid is FINE_FACTOR⁴ = 256 times more accurate than RK4 at the sweep's finest
-grid; the solve is repeated at half that density and the difference between the two (divided by 15, RK4's
-2⁴ − 1) estimates the fine reference's own error, which the manifest records.
+grid; but a right-hand side that is not smooth (OT-Flow's HJB penalty integrates an absolute value, whose kink
+costs RK4 its order) converges more slowly and erratically, so the fine reference's own error is not assumed: the
+solve is repeated with every step doubled and quadrupled (the half and the quarter density, grids nested in the fine
+one), and the order and the fine solve's error are observed from their differences (fine_error.py), recorded in the
+rows and the manifest.
 
 The loss may read every state on the output grid, so its gradient depends on the grid: for each n_timesteps
 the loss is taken on the fine trajectory sampled at that grid's points, and the gradient is one backward pass
@@ -20,6 +23,7 @@ across its span (at least MIN_FINE_STEPS), and it serves every n_timesteps.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import ceil
@@ -32,11 +36,14 @@ from ..axes.methods import METHODS
 from ..axes.modes import ProblemCopies, cast_run
 from ..solvers import SolveReport, odeint
 from . import metrics
+from .fine_error import RK4_ORDER, differences, own_error, shared_order
 from .one_run import configured_odeint, step_forward
 
 FINE_FACTOR = 4
 # Even the smallest sweep gets a fine grid of at least this many steps on [0, 1].
 MIN_FINE_STEPS = 64
+# The fine reference is solved three times, each grid's steps those of the fine grid joined in twos and fours.
+COARSENINGS = (1, 2, 4)
 
 
 @dataclass
@@ -54,27 +61,34 @@ class FineSolution:
 class FineReference:
     fine_steps: int  # steps of the fine grid on [0, 1]
     at: dict[int, FineSolution]  # n_timesteps -> the fine solution on that grid
-    # The estimated relative error of the fine reference itself (final state, y0 and parameter gradients).
+    # The estimated relative error of the fine reference itself (final state, y0 and parameter gradients); NaN where
+    # the three densities did not converge, so that nothing is resolved against it.
     estimated_error: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    # The order at which the three densities converged, per quantity (None: they agree to roundoff).
+    observed_order: dict[str, float | None] = field(default_factory=dict)
 
     def describe(self) -> dict:
         return {
             "method": "rk4 (classical), native solver, float64",
             "fine_steps": self.fine_steps,
+            "densities": [self.fine_steps // c for c in COARSENINGS],
             "estimated_rel_err": self.estimated_error,
+            "observed_order": self.observed_order,
             "seconds": round(self.seconds, 3),
         }
 
 
-def fine_grid(timesteps: list[int], steps: int) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
-    """A grid on [0, 1] through every point k/n of every n in `timesteps`, no step longer than 1/steps;
-    returns it (float64) and, per n, the indices of its n + 1 points in it."""
+def fine_grid(timesteps: list[int], steps: int, coarsening: int = 1) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+    """A grid on [0, 1] through every point k/n of every n in `timesteps`, no step longer than 1/steps, whose gaps
+    are cut in a multiple of the largest coarsening; with `coarsening`, that grid with its steps joined in that many
+    (so the three densities' grids nest). Returns it (float64) and, per n, the indices of its n + 1 points in it."""
     outputs = sorted({Fraction(k, n) for n in timesteps for k in range(n + 1)})
     points: list[Fraction] = [outputs[0]]
     position = {outputs[0]: 0}
+    widest = max(COARSENINGS)
     for a, b in zip(outputs, outputs[1:]):
-        sub = ceil((b - a) * steps)
+        sub = ceil((b - a) * steps / widest) * widest // coarsening
         points += [a + (b - a) * Fraction(j, sub) for j in range(1, sub + 1)]
         position[b] = len(points) - 1
     t = torch.tensor([float(p) for p in points], dtype=torch.float64)
@@ -83,40 +97,54 @@ def fine_grid(timesteps: list[int], steps: int) -> tuple[torch.Tensor, dict[int,
 
 
 def fine_steps(timesteps: list[int]) -> int:
-    """Steps per unit time of the fine grid; the self-check solves again at half of them."""
+    """Steps per unit time of the fine grid; its self-check solves again with a half and a quarter of them."""
     return max(FINE_FACTOR * max(timesteps), MIN_FINE_STEPS)
 
 
-def _rel_err_or_none(value: torch.Tensor | None, reference: torch.Tensor | None) -> float | None:
-    return None if value is None or reference is None else metrics.rel_err(value, reference)
+# The quantities whose error the fine reference estimates, and how each is read from a solution; the gradients come
+# from one adjoint solve.
+GRADIENTS = ("grad_y0", "grad_params")
+ESTIMATED = (
+    ("final_state", lambda s: s.trajectory[-1]),
+    ("grad_y0", lambda s: metrics.flatten(s.grads[: s.n_inputs])),
+    ("grad_params", lambda s: metrics.flatten(s.grads[s.n_inputs :])),
+)
 
 
 def combine_fine(
-    steps: int, fine: dict[int, FineSolution], half: dict[int, FineSolution], seconds: float
+    steps: int,
+    fine: dict[int, FineSolution],
+    half: dict[int, FineSolution],
+    quarter: dict[int, FineSolution],
+    seconds: float,
 ) -> FineReference:
-    """The fine reference from its two solves (which may have run in different processes)."""
-    picks = (
-        ("final_state", lambda s: s.trajectory[-1]),
-        ("grad_y0", lambda s: metrics.joined(s.grads[: s.n_inputs])),
-        ("grad_params", lambda s: metrics.flatten(s.grads[s.n_inputs :])),
-    )
-    estimated = {}
-    for name, pick in picks:
-        errors = [_rel_err_or_none(pick(half[n]), pick(fine[n])) for n in fine]
-        if None not in errors:  # a batch without floating-point inputs has no input gradient
-            estimated[name] = max(e / 15 for e in errors if e is not None)
-    return FineReference(steps, fine, estimated, seconds)
+    """The fine reference from its three solves (which may have run in different processes): its estimated error per
+    quantity is the largest over the n_timesteps (NaN if any is unknown), with the order used there."""
+    found: dict[str, list[tuple[float, float | None]]] = {name: [] for name, _ in ESTIMATED}
+    for n in fine:
+        at = {name: differences(pick(fine[n]), pick(half[n]), pick(quarter[n])) for name, pick in ESTIMATED}
+        gradients = shared_order([at[name] for name in GRADIENTS])
+        for name, difference in at.items():
+            order = gradients if name in GRADIENTS else difference.order
+            shrinks = difference.order is None or difference.order > 0
+            found[name].append((own_error(difference, order) if shrinks else math.nan, order))
+    estimated: dict[str, float] = {}
+    orders: dict[str, float | None] = {}
+    for name, pairs in found.items():
+        error, order = max(pairs, key=lambda pair: math.inf if math.isnan(pair[0]) else pair[0])
+        estimated[name], orders[name] = error, None if order is None else min(order, RK4_ORDER)
+    return FineReference(steps, fine, estimated, seconds, orders)
 
 
 def solve_on_fine_grid(
-    copies: ProblemCopies, timesteps: list[int], steps: int, device: torch.device
+    copies: ProblemCopies, timesteps: list[int], steps: int, device: torch.device, coarsening: int = 1
 ) -> dict[int, FineSolution]:
     """A trajectory problem's fine reference: one solve through every output point of every n_timesteps, and the loss
     read through each n_timesteps' points (one backward pass per distinct cotangent)."""
     trajectory_problem = copies.trajectory
     assert trajectory_problem is not None, "a step's fine reference is solve_step_on_fine_grid's"
     prepared = cast_run(copies, torch.float64)
-    t, index = fine_grid(timesteps, steps)
+    t, index = fine_grid(timesteps, steps, coarsening)
     t = t.to(device)
     trajectory = odeint(prepared.model, prepared.batch, t, method="rk4_classical")
     leaves = prepared.leaves

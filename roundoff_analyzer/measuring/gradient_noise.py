@@ -10,11 +10,19 @@ the sweep's own batch, and
 
 the typical distance of one batch's gradient from the mean gradient, relative to the typical size of one
 batch's gradient: a relative error of the same kind as `grad_params_rel_err`, so the two can be divided.
+
+The spread shrinks with the batch: it is measured at `batch_size` points per batch (the batch a user trains with;
+by default the sweep's), each noise batch the first `batch_size` rows of as many of the sampler's batches, joined
+along the first dimension, as it takes. From B batches it is known to a relative standard error of about
+1/sqrt(2(B − 1)) (a standard deviation estimated from B draws along one direction; a spread over many independent
+directions is known better), or the jackknife's estimate over the batches where that is larger: `uncertainty`.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -24,7 +32,7 @@ from ..axes.libraries import LIBRARIES
 from ..axes.loss_placements import LOSS_PLACEMENTS
 from ..axes.methods import METHODS
 from ..axes.models import NoMoreBatches
-from ..axes.models.inputs import on_device
+from ..axes.models.inputs import floating_inputs, on_device
 from ..axes.modes import PreparedRun, ProblemCopies
 from ..core.errors import InputError
 from ..solvers import SolveReport
@@ -46,11 +54,15 @@ class GradientNoise:
     n_timesteps: int | None
     reason: str | None = None  # why it is unknown
     seconds: float = 0.0
+    batch_size: int | None = None  # points per batch
+    uncertainty: float | None = None  # the relative standard error of `rel`
 
     def describe(self) -> dict:
         return {
             "grad_noise_rel": self.rel,
+            "uncertainty": self.uncertainty,
             "n_batches": self.n_batches,
+            "batch_size": self.batch_size,
             "n_timesteps": self.n_timesteps,
             "method": f"{NOISE_METHOD.removesuffix('_classical')} ({NOISE_LIBRARY} solver, float64)",
             "unknown_because": self.reason,
@@ -59,28 +71,63 @@ class GradientNoise:
 
 
 def measure_gradient_noise(
-    copies: ProblemCopies, n_timesteps: int, n_batches: int, device: torch.device
+    copies: ProblemCopies, n_timesteps: int, n_batches: int, device: torch.device, batch_size: int | None = None
 ) -> GradientNoise:
     started = time.perf_counter()
-    gradients, stopped = batch_gradients(copies, n_timesteps, range(1, n_batches + 1), device)
-    return noise_from(gradients, stopped, n_batches, n_timesteps, time.perf_counter() - started)
+    gradients, stopped = batch_gradients(copies, n_timesteps, range(1, n_batches + 1), device, batch_size)
+    seconds, size = time.perf_counter() - started, batch_size or problem_batch_size(copies)
+    return noise_from(gradients, stopped, n_batches, n_timesteps, seconds, size)
+
+
+def batch_size_of(y0: torch.Tensor) -> int:
+    """The batch size of an initial state: its first dimension."""
+    return int(y0.shape[0]) if y0.dim() else 1
+
+
+def problem_batch_size(copies: ProblemCopies) -> int:
+    """The points of one batch of the model's data: a trajectory problem's y0's first dimension; a training step's
+    `batch_size` where its Problem declares one, else the first dimension of its batch's largest floating-point
+    tensor."""
+    trajectory = copies.trajectory
+    if trajectory is not None:
+        return batch_size_of(trajectory.y0)
+    declared = getattr(copies.problem, "batch_size", None)
+    if declared is not None:
+        return declared
+    largest = max(floating_inputs(copies.batch), key=lambda x: x.numel(), default=None)
+    return batch_size_of(largest) if largest is not None else 1
+
+
+def noise_batch(sampler: Callable[[int], torch.Tensor], index: int, size: int, sampled: int) -> torch.Tensor:
+    """Noise batch `index` (from 1) of `size` points, from a sampler whose batches hold `sampled`: the first `size`
+    rows of the sampler's batches (index − 1)·k + 1 … index·k, k = ceil(size / sampled), joined."""
+    per = -(-size // sampled)
+    if per == 1:
+        return sampler(index)[:size]
+    return torch.cat([sampler((index - 1) * per + j) for j in range(1, per + 1)])[:size]
 
 
 def batch_gradients(
-    copies: ProblemCopies, n_timesteps: int, batches: range, device: torch.device
+    copies: ProblemCopies, n_timesteps: int, batches: range, device: torch.device, batch_size: int | None = None
 ) -> tuple[list[torch.Tensor], str | None]:
-    """The flattened float64 parameter gradient of each batch in `batches` (the model's `sample_batch(k)`), and why
-    the batches ran out before the range did (None when they did not). A sweep computes the range in parts."""
+    """The flattened float64 parameter gradient of each batch in `batches` (the model's `sample_batch(k)`; a trajectory
+    problem's at `batch_size` points each, default its own), and why the batches ran out before the range did (None
+    when they did not). A sweep computes the range in parts."""
     if not copies.problem.has_more_batches or not batches:
         return [], None
     model = copies.model_in(torch.float64)
     params = [p for p in model.parameters() if p.requires_grad]
     library, method = LIBRARIES.get(NOISE_LIBRARY), METHODS.get(NOISE_METHOD)
     placement = LOSS_PLACEMENTS.get("float32")
+    trajectory = copies.trajectory
+    sampled = batch_size_of(trajectory.y0) if trajectory is not None else None
     gradients: list[torch.Tensor] = []
     for b in batches:
         try:
-            batch = copies.problem.sample_batch(b)
+            if trajectory is not None and sampled is not None and batch_size not in (None, sampled):
+                batch = noise_batch(trajectory.sample_batch, b, batch_size, sampled)
+            else:
+                batch = copies.problem.sample_batch(b)
         except (InputError, NoMoreBatches) as exc:  # a data file without rows for another batch: those it has must do
             return gradients, str(exc)
         prepared = PreparedRun(model, on_device(batch, device, torch.float64), nullcontext)
@@ -99,7 +146,12 @@ def batch_gradients(
 
 
 def noise_from(
-    gradients: list[torch.Tensor], stopped: str | None, n_batches: int, n_timesteps: int, seconds: float
+    gradients: list[torch.Tensor],
+    stopped: str | None,
+    n_batches: int,
+    n_timesteps: int,
+    seconds: float,
+    batch_size: int | None = None,
 ) -> GradientNoise:
     """The noise of the batches' gradients (in batch order; `stopped`: why there are fewer than asked for)."""
     if n_batches < 2:
@@ -110,7 +162,31 @@ def noise_from(
         )
     if len(gradients) < 2:
         return GradientNoise(None, n_batches, n_timesteps, stopped)
-    return GradientNoise(relative_spread(torch.stack(gradients)), len(gradients), n_timesteps, None, seconds)
+    stacked = torch.stack(gradients)
+    return GradientNoise(
+        relative_spread(stacked), len(gradients), n_timesteps, None, seconds, batch_size, relative_uncertainty(stacked)
+    )
+
+
+def relative_uncertainty(gradients: torch.Tensor) -> float | None:
+    """The relative standard error of `relative_spread` over the rows: the larger of 1/sqrt(2(B − 1)) and the
+    jackknife's estimate (each batch left out in turn), which a heavy-tailed batch makes the larger."""
+    count = gradients.shape[0]
+    if count < 2:
+        return None
+    floor = 1 / math.sqrt(2 * (count - 1))
+    whole = relative_spread(gradients)
+    if count < 3 or not whole:
+        return floor
+    # Each batch left out, from per-row sums (no copy of the stack): about the mean of the others, the rows' squared
+    # distances sum to C − |c_i|² B/(B − 1), with c the rows' distances from the mean of all and C their sum.
+    centred = ((gradients - gradients.mean(dim=0)) ** 2).sum(dim=1)
+    squares = (gradients**2).sum(dim=1)
+    spread = ((centred.sum() - centred * count / (count - 1)).clamp(min=0) / (count - 2)).sqrt()
+    size = ((squares.sum() - squares) / (count - 1)).sqrt()
+    left_out = spread / size
+    jackknife = math.sqrt((count - 1) / count * float(((left_out - left_out.mean()) ** 2).sum())) / whole
+    return max(floor, jackknife) if math.isfinite(jackknife) else floor
 
 
 def relative_spread(gradients: torch.Tensor) -> float | None:

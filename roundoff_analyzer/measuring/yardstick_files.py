@@ -29,18 +29,26 @@ from typing import Any
 import torch
 
 from ..core.safe_files import atomic_write
+from .discretisation import COARSENINGS
 from .gradient_noise import NOISE_TIMESTEPS
 
 YARDSTICKS = "yardsticks"
 
 
 def yardstick_key(
-    fingerprint_digest: str | None, timesteps: list[int], noise_batches: int, checkpoint: str = ""
+    fingerprint_digest: str | None,
+    timesteps: list[int],
+    noise_batches: int,
+    checkpoint: str = "",
+    noise_batch_size: int | None = None,
 ) -> str:
-    key = {"sweep": fingerprint_digest, "timesteps": sorted(timesteps), "noise_batches": noise_batches}
-    # Pieces saved by a version that drew the noise on another grid are not this version's: a resumed sweep
-    # recomputes them rather than mixing two grids in one estimate.
+    key: dict = {"sweep": fingerprint_digest, "timesteps": sorted(timesteps), "noise_batches": noise_batches}
+    # Pieces saved by a version that drew the noise on another grid, or solved the fine reference at other densities,
+    # are not this version's: a resumed sweep recomputes them rather than mixing two grids in one estimate.
     key["noise_timesteps"] = NOISE_TIMESTEPS
+    key["fine_coarsenings"] = list(COARSENINGS)
+    if noise_batch_size is not None:
+        key["noise_batch_size"] = noise_batch_size
     if checkpoint:  # one of several checkpoints: the problem is that checkpoint's
         key["checkpoint"] = checkpoint
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()

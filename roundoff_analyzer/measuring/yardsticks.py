@@ -15,6 +15,7 @@ from ..axes.modes import ProblemCopies
 from ..core.errors import one_line
 from . import metrics
 from .discretisation import (
+    COARSENINGS,
     FineReference,
     FineSolution,
     combine_fine,
@@ -22,7 +23,7 @@ from .discretisation import (
     solve_on_fine_grid,
     solve_step_on_fine_grid,
 )
-from .gradient_noise import NOISE_TIMESTEPS, GradientNoise, batch_gradients, noise_from
+from .gradient_noise import NOISE_TIMESTEPS, GradientNoise, batch_gradients, noise_from, problem_batch_size
 from .memory import fine_reference_oom
 from .yardstick_files import YardstickFiles
 
@@ -47,6 +48,11 @@ def fine_error_column(metric: str) -> str:
     return f"fine_ref_{'final_rel_err' if metric == 'sol_rel_err' else metric}"
 
 
+def fine_order_column(metric: str) -> str:
+    """The order at which the fine reference's three densities converged in the quantity of `metric`."""
+    return fine_error_column(metric).replace("_rel_err", "_order")
+
+
 # The fine reference's self-check estimates, by the metrics they bound.
 _FINE_ESTIMATES = {"final_rel_err": "final_state", "grad_y0_rel_err": "grad_y0", "grad_params_rel_err": "grad_params"}
 
@@ -56,11 +62,14 @@ CONTEXT_COLUMNS = (
     *(total_column(m) for m in DISC_METRICS),
     "fine_ref_steps",
     *(fine_error_column(m) for m in _FINE_ESTIMATES),
+    *(fine_order_column(m) for m in _FINE_ESTIMATES),
     "grad_noise_rel",
     "grad_noise_batches",
+    "grad_noise_batch_size",
+    "grad_noise_uncertainty",
     "roundoff_to_noise",
 )
-INTEGER_CONTEXT_COLUMNS = ("fine_ref_steps", "grad_noise_batches")
+INTEGER_CONTEXT_COLUMNS = ("fine_ref_steps", "grad_noise_batches", "grad_noise_batch_size")
 
 
 def with_context_columns(results):
@@ -70,8 +79,10 @@ def with_context_columns(results):
 
 # The gradient noise is computed in this many parts (batch ranges), so that processes can share it.
 NOISE_PIECES = 4
+# The fine reference's solves by piece name, at each of its densities (the fine one, half and a quarter of it).
+FINE_PIECES = dict(zip(("fine", "fine_half", "fine_quarter"), COARSENINGS, strict=True))
 # The pieces of the yardsticks, largest first: processes that share them take them in this order.
-PIECES = ("fine", "fine_half", *(f"noise_{i}" for i in range(NOISE_PIECES)))
+PIECES = (*FINE_PIECES, *(f"noise_{i}" for i in range(NOISE_PIECES)))
 
 
 def noise_piece_batches(n_batches: int, index: int) -> range:
@@ -92,6 +103,7 @@ class Yardsticks:
         device: torch.device,
         files: YardstickFiles | None = None,
         state_values: int | None = None,
+        noise_batch_size: int | None = None,
     ) -> None:
         self.copies, self.timesteps, self.noise_batches, self.device, self.files = (
             copies,
@@ -102,6 +114,8 @@ class Yardsticks:
         )
         # Elements of the largest state a solve holds (the memory bound of the fine reference); y0's by default.
         self.state_values = state_values if state_values is not None else _state_values(copies)
+        # Points per noise batch: the batch the user trains with where the sweep knows it, else the sweep's own.
+        self.noise_batch_size = noise_batch_size or problem_batch_size(copies)
         self._pieces: dict[str, dict] = {}
         self._fine: FineReference | None = None
         self._noise: GradientNoise | None = None
@@ -113,11 +127,12 @@ class Yardsticks:
 
     def fine(self) -> FineReference | None:
         if self._fine is None and self.fine_failure is None:
-            fine, half = self._piece("fine"), self._piece("fine_half")
-            self.fine_failure = fine.get("failure") or half.get("failure")
+            solves = [self._piece(piece) for piece in FINE_PIECES]
+            self.fine_failure = next((s["failure"] for s in solves if "failure" in s), None)
             if self.fine_failure is None:
-                seconds = fine["seconds"] + half["seconds"]
-                self._fine = combine_fine(fine_steps(self.timesteps), _solutions(fine), _solutions(half), seconds)
+                seconds = sum(s["seconds"] for s in solves)
+                fine, half, quarter = (_solutions(s) for s in solves)
+                self._fine = combine_fine(fine_steps(self.timesteps), fine, half, quarter, seconds)
         return self._fine
 
     def noise(self) -> GradientNoise:
@@ -133,7 +148,9 @@ class Yardsticks:
                 if stopped is None:  # the batches ran out: later pieces found none either
                     gradients += piece["gradients"]
                     stopped = piece["stopped"]
-            self._noise = noise_from(gradients, stopped, self.noise_batches, self._noise_timesteps(), seconds)
+            self._noise = noise_from(
+                gradients, stopped, self.noise_batches, self._noise_timesteps(), seconds, self.noise_batch_size
+            )
         return self._noise
 
     def _piece(self, piece: str) -> dict:
@@ -142,7 +159,7 @@ class Yardsticks:
             if kind == "noise":
                 compute = lambda: self._noise_piece(int(index))  # noqa: E731
             else:
-                compute = lambda: self._solve_fine(2 if piece == "fine_half" else 1)  # noqa: E731
+                compute = lambda: self._solve_fine(FINE_PIECES[piece])  # noqa: E731
             self._pieces[piece] = compute() if self.files is None else self.files.obtain(piece, compute)
         return self._pieces[piece]
 
@@ -151,12 +168,13 @@ class Yardsticks:
         if too_large:  # before the grid is built: its points alone may exceed the machine
             return {"failure": too_large}
         started = time.perf_counter()
-        steps = fine_steps(self.timesteps) // coarsening
+        steps = fine_steps(self.timesteps)
         try:
             if self.copies.trajectory is not None:
-                solved = solve_on_fine_grid(self.copies, self.timesteps, steps, self.device)
+                solved = solve_on_fine_grid(self.copies, self.timesteps, steps, self.device, coarsening)
             else:  # a step's output times are its own: one solve serves every n_timesteps
-                solved = dict.fromkeys(self.timesteps, solve_step_on_fine_grid(self.copies, steps, self.device))
+                step_solution = solve_step_on_fine_grid(self.copies, steps // coarsening, self.device)
+                solved = dict.fromkeys(self.timesteps, step_solution)
         except Exception as exc:  # noqa: BLE001 - without it the rows lack the context columns, nothing more
             return {"failure": f"{type(exc).__name__}: {exc}"}
         solutions = {
@@ -172,7 +190,9 @@ class Yardsticks:
         started = time.perf_counter()
         batches = noise_piece_batches(self.noise_batches, index)
         try:
-            gradients, stopped = batch_gradients(self.copies, self._noise_timesteps(), batches, self.device)
+            gradients, stopped = batch_gradients(
+                self.copies, self._noise_timesteps(), batches, self.device, self.noise_batch_size
+            )
         except Exception as exc:  # noqa: BLE001 - a user's batch sampler that fails leaves the noise unknown, no more
             return {
                 "failure": f"drawing another batch raised {one_line(exc)}",
@@ -218,6 +238,7 @@ def context_columns(
         columns["fine_ref_steps"] = fine.fine_steps
         for metric, estimate in _FINE_ESTIMATES.items():
             columns[fine_error_column(metric)] = fine.estimated_error.get(estimate)
+            columns[fine_order_column(metric)] = fine.observed_order.get(estimate)
         exact, of_reference = _values(solution), _values(reference)
         of_run = _values(run) if run is not None else dict.fromkeys(DISC_METRICS)
         for metric in DISC_METRICS:
@@ -230,6 +251,8 @@ def context_columns(
             if run_value is not None and exact_value is not None:
                 columns[total_column(metric)] = metrics.rel_err(run_value, exact_value)
     columns["grad_noise_batches"] = noise.n_batches if noise.rel is not None else None
+    columns["grad_noise_batch_size"] = noise.batch_size if noise.rel is not None else None
+    columns["grad_noise_uncertainty"] = noise.uncertainty
     columns["grad_noise_rel"] = noise.rel
     if noise.rel and errors.get("grad_params_rel_err") is not None:
         columns["roundoff_to_noise"] = errors["grad_params_rel_err"] / noise.rel

@@ -2,7 +2,9 @@
 
 `--checkpoint` names a weights file, a train folder (`roundoff train --out DIR`: every
 `DIR/checkpoints/iter_*.pt`, in iteration order) or a comma list of both. Beside a weights file, a
-sidecar `<stem>.json` may say at which training iteration it was saved (`{"iteration": 100, ...}`).
+sidecar `<stem>.json` may say at which training iteration it was saved (`{"iteration": 100, ...}`) and with what
+batch size the training drew its batches (`"batch_size"`, or the model option `batch` of its `"options"`): the batch
+the gradient noise is measured at unless `--noise-batch-size` says otherwise.
 With one checkpoint the sweep is what it always was (its configurations carry no checkpoint name);
 with several, each configuration names its checkpoint and the grid runs once per checkpoint.
 """
@@ -31,6 +33,7 @@ class CheckpointFile:
     path: Path
     name: str  # short, stable, unique within the sweep: the file's stem, or `<train folder>/<stem>`
     iteration: int | None  # from the sidecar JSON; None where the file has none
+    train_batch: int | None = None  # the training's batch size, from the sidecar JSON; None where it says none
 
 
 @dataclass
@@ -40,6 +43,7 @@ class SweepCheckpoint:
     name: str  # the configurations' `checkpoint`: "" when the sweep has a single checkpoint
     problem: ModelProblem
     record: dict[str, Any]  # name, path, sha256 and iteration, as the manifest lists them
+    train_batch: int | None = None  # the batch size it was trained at, where its sidecar says
 
     @property
     def iteration(self) -> int | None:
@@ -58,7 +62,7 @@ def expand_checkpoints(values: str) -> list[CheckpointFile]:
         else:
             found.setdefault(path.resolve() if path.exists() else path.absolute(), (path, path.stem))
     named = _unique_names(list(found.values()))
-    return [CheckpointFile(path, name, sidecar_iteration(path)) for path, name in named]
+    return [CheckpointFile(path, name, sidecar_iteration(path), sidecar_batch(path)) for path, name in named]
 
 
 def _folder_checkpoints(folder: Path) -> list[Path]:
@@ -103,6 +107,35 @@ def _unique_names(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
 
 def sidecar_iteration(weights: Path) -> int | None:
     """The training iteration in `<stem>.json` beside a weights file; None where there is no such file."""
+    content = _sidecar(weights)
+    if content is None:
+        return None
+    iteration = content.get("iteration") if isinstance(content, dict) else None
+    if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
+        raise InputError(
+            f"checkpoint sidecar '{weights.with_suffix('.json')}' has no \"iteration\" that is a whole number >= 0; "
+            'expected an object such as {"iteration": 100, ...}'
+        )
+    return iteration
+
+
+def sidecar_batch(weights: Path) -> int | None:
+    """The batch size the training drew, from `<stem>.json` (`batch_size`, or its model options' `batch`); None where
+    it says none."""
+    content = _sidecar(weights)
+    if not isinstance(content, dict):
+        return None
+    options = content.get("options")
+    value = content.get("batch_size", options.get("batch") if isinstance(options, dict) else None)
+    try:
+        batch = int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+    return batch if batch is not None and batch > 0 else None
+
+
+def _sidecar(weights: Path) -> Any:
+    """The content of `<stem>.json` beside a weights file; None where there is no such file."""
     sidecar = weights.with_suffix(".json")
     if not sidecar.is_file():
         return None
@@ -116,13 +149,7 @@ def sidecar_iteration(weights: Path) -> int | None:
             f"checkpoint sidecar '{sidecar}' is not valid JSON ({where}); "
             'expected an object such as {"iteration": 100, ...}'
         ) from None
-    iteration = content.get("iteration") if isinstance(content, dict) else None
-    if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
-        raise InputError(
-            f"checkpoint sidecar '{sidecar}' has no \"iteration\" that is a whole number >= 0; "
-            'expected an object such as {"iteration": 100, ...}'
-        )
-    return iteration
+    return content
 
 
 def load_checkpoints(problem: ModelProblem, files: list[CheckpointFile], model: str) -> list[SweepCheckpoint]:
@@ -134,7 +161,10 @@ def load_checkpoints(problem: ModelProblem, files: list[CheckpointFile], model: 
         record = load_checkpoint(own.model, file.path, model)
         loaded.append(
             SweepCheckpoint(
-                file.name if several else "", own, {"name": file.name, **record, "iteration": file.iteration}
+                file.name if several else "",
+                own,
+                {"name": file.name, **record, "iteration": file.iteration},
+                file.train_batch,
             )
         )
     return loaded

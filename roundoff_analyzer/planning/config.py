@@ -185,6 +185,13 @@ class SweepConfig(BaseModel):
         ge=0,
         description="batches of the model's data for the gradient noise (0: do not measure it)",
     )
+    noise_batch_size: PositiveInt | None = Field(
+        None,
+        description=(
+            "points per batch of the gradient noise, the batch you train with (default: the batch the checkpoint's "
+            "training drew, else the sweep's batch)"
+        ),
+    )
     loss_scale: float = Field(
         1.0,
         gt=0,

@@ -60,6 +60,10 @@ def manifest(plan: SweepPlan) -> dict:
         "noise_batches": config.noise_batches,
         "problem_sha256": problem_hash(plan.problem),
     }
+    noise_batch_sizes = [plan.noise_batch_size(name) for name in plan.grid.checkpoints]
+    if any(size is not None for size in noise_batch_sizes):
+        # Only where the noise is drawn at another batch than the sweep's, so that folders from before still resume.
+        fingerprint["noise_batch_size"] = noise_batch_sizes
     if len(plan.checkpoints) > 1:
         # Only for several checkpoints, so that folders of a single one still resume; the path does not decide the
         # numbers.

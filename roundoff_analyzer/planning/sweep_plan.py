@@ -14,7 +14,15 @@ from ..axes.data import parse_data
 from ..axes.grid import AXIS_DEFAULTS, Configuration, Grid, file_safe
 from ..axes.keep_float32 import unmatched
 from ..axes.libraries import resolve_library
-from ..axes.models import MODELS, ModelOptions, ModelProblem, ModelSpec, parse_options, resolve_model
+from ..axes.models import (
+    MODELS,
+    ModelOptions,
+    ModelProblem,
+    ModelSpec,
+    TrajectoryProblem,
+    parse_options,
+    resolve_model,
+)
 from ..axes.modes import ProblemCopies
 from ..core.devices import resolve_device
 from ..core.errors import InputError, one_line
@@ -23,6 +31,7 @@ from ..core.text import shortened
 from ..core.threads import ThreadChoice, choose_threads
 from ..measuring import memory
 from ..measuring.contract import ProblemShape, check_contract, evaluate_once, low_precision_failures, precisions_of
+from ..measuring.gradient_noise import problem_batch_size
 from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
 from .config import SweepConfig
 from .tolerances import tolerance_warnings
@@ -78,6 +87,13 @@ class SweepPlan:
 
     def train_iteration(self, checkpoint: str) -> int | None:
         return next((c.iteration for c in self.checkpoints if c.name == checkpoint), None)
+
+    def noise_batch_size(self, checkpoint: str) -> int | None:
+        """Points per batch of this checkpoint's gradient noise: as asked, else the batch its training drew; None where
+        that is the sweep's own batch."""
+        trained = next((c.train_batch for c in self.checkpoints if c.name == checkpoint), None)
+        size = self.config.noise_batch_size or trained
+        return None if size == problem_batch_size(ProblemCopies(self.problem)) else size
 
     def warnings(self) -> list[str]:
         """What to say before running: an adaptive method's rtol below a dtype's unit roundoff."""
@@ -141,6 +157,13 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         config = config.model_copy(update={"loss_in": [problem.default_loss_in]})
     copies = ProblemCopies(problem)
     shape = check_contract(model.name, copies)
+    if config.noise_batch_size is not None and not isinstance(problem, TrajectoryProblem):
+        own = problem_batch_size(copies)
+        if config.noise_batch_size != own:
+            raise InputError(
+                f"noise_batch_size {config.noise_batch_size}: model {model.name} is a training step, whose batches "
+                f"are what its sample_batch(k) gives ({own} points); set their size with the factory's options"
+            )
     step_warnings: list[str] = []
     if not checked:
         precisions = precisions_of(grid.configurations(model.name))

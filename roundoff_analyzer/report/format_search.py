@@ -29,12 +29,30 @@ def _setup(j: rules.SetupJudgement) -> str:
 
 
 def _to_noise(f: search.FormatResult) -> str:
+    """The format's best setup's label and ratio to the noise, 'at best' (and how sure, near a threshold)."""
     if f.judgement.failures:
         classes = fmt.listing(dict.fromkeys(c for _, _, c in f.judgement.failures))
-        return f"{f.judgement.label}: {fmt.plural(len(f.judgement.failures), 'run')} failed ({classes})"
+        return f"{f.judgement.label}: {fmt.plural(len(f.judgement.failures), 'run')} failed ({classes}) at best"
     if f.to_noise is None:
         return f"{f.judgement.label}: gradient noise not measured"
-    return f"{f.judgement.label}: {fmt.in_u(f.to_noise)}× the gradient noise"
+    j = f.judgement
+    near = fmt.near(j.to_noise_near, j.noise_uncertainty, lead="")
+    return f"{j.label}: {fmt.in_u(f.to_noise)}× {fmt.noise_at(j.noise_batch_size)} at best" + (
+        f" ({near})" if near else ""
+    )
+
+
+def _near_ones(found: list[search.FormatResult], said: set[str]) -> str:
+    """The formats (beyond those `said`) whose ratio to the noise lies within its uncertainty of a threshold."""
+    near = [f for f in search.emulated(found) if f.judgement.to_noise_near is not None and f.dtype not in said]
+    if not near:
+        return ""
+    uncertainty = near[0].judgement.noise_uncertainty or 0.0
+    listed = fmt.listing(f"{f.dtype} ({fmt.in_u(f.to_noise)}×, {f.judgement.label})" for f in near)
+    return (
+        f" Within the noise's ±{uncertainty:.0%} of a threshold, so that another draw of its batches could label them "
+        f"otherwise: {listed}."
+    )
 
 
 def narrowest_safe_line(found: list[search.FormatResult]) -> str:
@@ -45,10 +63,10 @@ def narrowest_safe_line(found: list[search.FormatResult]) -> str:
         )
         return (
             f"**No format swept is safe for training.** The closest, {closest.dtype} ({layout(closest)}), is "
-            f"{_to_noise(closest)} at best ({_setup(closest.judgement)})."
+            f"{_to_noise(closest)}, with {_setup(closest.judgement)}."
         )
     ruled_out = search.narrower_unsafe(found, best)
-    narrower = ""
+    narrower, said = "", {best.dtype}
     if ruled_out:
         # The nearest miss: of the widest formats ruled out, the one with the smallest roundoff against the noise.
         nearest = max(
@@ -60,15 +78,23 @@ def narrowest_safe_line(found: list[search.FormatResult]) -> str:
         )
         narrower = (
             f" Every narrower format swept ({fmt.plural(len(ruled_out), 'format')}) is not: the nearest miss, "
-            f"{nearest.dtype} ({layout(nearest)}), is {_to_noise(nearest)} at best."
+            f"{nearest.dtype} ({layout(nearest)}), is {_to_noise(nearest)}."
         )
+        said.add(nearest.dtype)
     elif not any(f.bits < best.bits for f in found):
         narrower = " No narrower format was swept."
+    j = best.judgement
+    margin = (
+        f", {fmt.in_u(rules.WELL_UNDER / best.to_noise)}× under the threshold"
+        + (f" with the noise known to ±{j.noise_uncertainty:.0%}" if j.noise_uncertainty is not None else "")
+        if best.to_noise
+        else ""
+    )
     return (
-        f"**Narrowest format safe for training: {best.dtype}** ({layout(best)}), with {_setup(best.judgement)}: its "
-        f"parameter-gradient roundoff is at most {fmt.in_u(best.to_noise)}× the gradient noise (safe for training up "
-        f"to {rules.WELL_UNDER:g}×), {fmt.error(best.judgement.worst_grad)} relative "
-        f"({fmt.in_u(best.judgement.worst_grad_over_u)} u).{narrower}"
+        f"**Narrowest format safe for training: {best.dtype}** ({layout(best)}), with {_setup(j)}: its "
+        f"parameter-gradient roundoff is at most {fmt.in_u(best.to_noise)}× {fmt.noise_at(j.noise_batch_size)} (safe "
+        f"for training up to {rules.WELL_UNDER:g}×{margin}{fmt.near(j.to_noise_near, j.noise_uncertainty)}), "
+        f"{fmt.error(j.worst_grad)} relative ({fmt.in_u(j.worst_grad_over_u)} u).{narrower}{_near_ones(found, said)}"
     )
 
 
@@ -109,6 +135,8 @@ def _cell(f: search.FormatResult | None, best: search.FormatResult | None) -> st
     if f.judgement.failures:
         return f"✗ {f.judgement.failures[0][2]}"
     text = fmt.in_u(f.to_noise) if f.to_noise is not None else fmt.MISSING
+    if f.judgement.to_noise_near is not None:
+        text += " †"
     if not f.trainable:
         return f"✗ {text}"
     return f"**{text}**" if f is best else text
@@ -128,8 +156,8 @@ def format_search_lines(
         "",
         "Each format is judged by its best setup (library, scaling, mode). A cell is that setup's largest "
         "parameter-gradient roundoff over the gradient noise; ✗ marks a format not safe for training (above "
-        f"{rules.WELL_UNDER:g}×, or a run failed: its failure class), bold the narrowest safe one. Every run is in "
-        "the Parquet (`roundoff show`).",
+        f"{rules.WELL_UNDER:g}×, or a run failed: its failure class), bold the narrowest safe one, † a ratio within "
+        "the noise's uncertainty of a threshold. Every run is in the Parquet (`roundoff show`).",
         "",
         format_table(found),
     ]

@@ -37,6 +37,22 @@ def in_u(value) -> str:
     return f"{value:.3g}" if present(value) else MISSING
 
 
+def noise_at(batch_size: int | None) -> str:
+    """'the gradient noise at batch 64': every ratio to the noise says which batch size it was measured at."""
+    return "the gradient noise" + (f" at batch {batch_size}" if batch_size else "")
+
+
+def near(threshold: float | None, uncertainty: float | None, lead: str = "; ") -> str:
+    """'; within the noise's ±18% of the 0.1× threshold: …', where a ratio to the noise could lie on either side of
+    it (to close a parenthesis the ratio stands in); nothing where it could not."""
+    if threshold is None or uncertainty is None:
+        return ""
+    return (
+        f"{lead}within the noise's ±{uncertainty:.0%} of the {threshold:g}× threshold: another draw of its batches "
+        "could put it on the other side"
+    )
+
+
 def integer(value) -> str:
     return str(int(value)) if present(value) else MISSING
 

@@ -218,6 +218,7 @@ def _manifest(plan: TrainPlan) -> dict:
         "scaler": config.scaler.model_dump(mode="json"),
         "setups": setups,
         "left_out": plan.left_out,
+        "added": plan.added,
         "fingerprint": plan.fingerprint,
     }
 

@@ -18,8 +18,10 @@ from typing import Protocol
 
 import torch
 
+from ..axes.modes import ProblemCopies
 from ..core.devices import measured, synchronize
 from ..measuring.cpu_memory import cpu_peak_memory
+from ..measuring.gradient_noise import problem_batch_size
 from . import log
 from .clipping import clip_gradients
 from .files import load_resume, save_checkpoint, save_resume
@@ -168,6 +170,8 @@ def train_setup(
         "options": option_strings(plan.options),
         "seed": plan.options.seed,
         "data": config.data,
+        # The batch it trained at: a sweep of this checkpoint measures the gradient noise at it.
+        "batch_size": problem_batch_size(ProblemCopies(plan.problem)),
         "setup": label,
         **setup.as_dict(),
     }

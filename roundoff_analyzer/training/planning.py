@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class TrainPlan:
     force: bool
     resumable: dict | None  # the manifest of the same training found in `out`
     optimizer: OptimizerSpec
+    added: list[str] = field(default_factory=list)  # "<label>: why", the reference where it was not asked for
 
     @property
     def fingerprint(self) -> dict:
@@ -138,6 +139,7 @@ def plan_training(
         force,
         resumable,
         optimizer,
+        choice.added,
     )
 
 

@@ -2,8 +2,10 @@
 grid and mode. `dtype` is the precision the forward and backward compute in; `weights` where the weights live
 (float32 master weights, or stored in a low format) and `update` how each step is rounded into them.
 
-The first setup is the reference every other is compared with: the float32 one with float32 master weights where
-it is asked for, else the first asked. Float32 master weights keep the optimizer's step as float32 computes it,
+The first setup is the reference every other is compared with: float32 compute on float32 master weights, with the
+first library asked. Where the lists or `[[setups]]` do not ask for it (`--weights bfloat16` alone), it is added, and
+`added` says so: a training judged against another setup (its own bfloat16 weights) would hold against that setup,
+not against float32 training. Float32 master weights keep the optimizer's step as float32 computes it,
 so they take the update `nearest` whatever the update list says (an explicit `[[setups]]` entry asking otherwise
 is refused). Combinations a library cannot run (the `dynamic` scaling outside the native solver)
 are left out, and `left_out` says why. float32 trains without scaling whatever the scaling list says: a scale
@@ -12,7 +14,7 @@ changes nothing in a dtype whose range the gradients never leave, and the refere
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..axes.dtypes import DTYPES
 from ..axes.grid import Configuration, file_safe
@@ -23,6 +25,7 @@ from ..core.errors import InputError
 from .config import MASTER_WEIGHTS, TrainConfig
 
 REFERENCE_DTYPE = "float32"
+REFERENCE_WHY = "float32 compute on float32 master weights, the reference every setup is judged against, not asked for"
 
 
 # What a setup's manifest entry and checkpoint metadata say about it, besides its label.
@@ -70,6 +73,7 @@ class TrainSetup(Configuration):
 class SetupChoice:
     setups: list[TrainSetup]  # the reference first
     left_out: list[str]  # "<label>: why"
+    added: list[str] = field(default_factory=list)  # "<label>: why", the reference where it was not asked for
 
 
 Asked = tuple[str, str, str, str, str, str]  # library, dtype, scaling, weights, update, optimizer_state
@@ -108,9 +112,15 @@ def _asked(config: TrainConfig) -> list[Asked]:
         (library, dtype, "none" if dtype == REFERENCE_DTYPE else scaling, weights, *_master(weights, update, state))
         for library, dtype, scaling, weights, update, state in asked
     ]
+    if not any(_is_reference(a) for a in asked):
+        asked.insert(0, (asked[0][0], REFERENCE_DTYPE, "none", MASTER_WEIGHTS, "nearest", "float32"))
     return sorted(
         dict.fromkeys(asked), key=lambda a: not (a[1] == REFERENCE_DTYPE and a[3] == MASTER_WEIGHTS)
     )  # stable
+
+
+def _is_reference(asked: Asked) -> bool:
+    return asked[1] == REFERENCE_DTYPE and asked[3] == MASTER_WEIGHTS
 
 
 def _master(weights: str, update: str, state: str) -> tuple[str, str]:
@@ -121,7 +131,8 @@ def _master(weights: str, update: str, state: str) -> tuple[str, str]:
 def choose_setups(config: TrainConfig) -> SetupChoice:
     method = METHODS.get(config.method)
     setups, left_out = [], []
-    for library, dtype, scaling, weights, update, state in _asked(config):
+    asked = _asked(config)  # the reference first
+    for library, dtype, scaling, weights, update, state in asked:
         setup = TrainSetup(
             config.model,
             library,
@@ -140,6 +151,18 @@ def choose_setups(config: TrainConfig) -> SetupChoice:
         (left_out.append(f"{setup.setup_label}: {reason}") if reason else setups.append(setup))
     if method.adaptive:
         raise InputError(f"method '{config.method}' is adaptive; training steps on a fixed grid (euler or rk4)")
-    if not setups:
+    added = [] if _was_asked(config) else [f"{setups[0].setup_label}: {REFERENCE_WHY}"] if setups else []
+    if len(setups) == len(added):  # nothing asked for can run: the reference alone answers nothing
         raise InputError(f"no setup can run: {'; '.join(left_out)}")
-    return SetupChoice(setups, left_out)
+    if not (setups[0].dtype == REFERENCE_DTYPE and setups[0].weights == MASTER_WEIGHTS):
+        raise InputError(
+            f"the reference, {REFERENCE_DTYPE} compute on float32 master weights, cannot run with library "
+            f"{asked[0][0]} ({'; '.join(left_out)}); every setup is judged against it"
+        )
+    return SetupChoice(setups, left_out, added)
+
+
+def _was_asked(config: TrainConfig) -> bool:
+    if config.setups is not None:
+        return any(e.dtype == REFERENCE_DTYPE and e.weights == MASTER_WEIGHTS for e in config.setups)
+    return REFERENCE_DTYPE in config.dtype and MASTER_WEIGHTS in config.weights

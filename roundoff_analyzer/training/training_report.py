@@ -90,13 +90,15 @@ def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str
         "every number is read from those tables. Each setup trained the same initial weights on the same batches "
         f"with {_optimizer(manifest)} on its weights (float32 master weights, or weights stored in a low format that "
         "each step is rounded into); relative differences are against the first setup"
-        + (f", `{reference['setup']}`." if reference is not None else "."),
+        + (f", {_reference(manifest)}." if reference is not None else "."),
         "",
         "## Outcome",
         "",
     ]
     lines += (
-        _statements(summary, log) + _answer_code(manifest, summary, log) + ["", "## Setups", "", _table(summary), ""]
+        _statements(summary, log, manifest)
+        + _answer_code(manifest, summary, log)
+        + ["", "## Setups", "", _table(summary), ""]
     )
     lines += [
         "Final loss: the training loss of the last iteration's batch (the same batch for every setup). "
@@ -123,12 +125,25 @@ def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _statements(summary: pd.DataFrame, log: pd.DataFrame) -> list[str]:
+def _reference(manifest: dict) -> str:
+    """The setup every comparison is against, named with what it computes in and where its weights live."""
+    first = (manifest.get("setups") or [{}])[0]
+    weights = first.get("weights", "float32")
+    return (
+        f"`{first.get('label', '?')}` ({first.get('dtype', '?')} compute on "
+        f"{'float32 master' if weights == 'float32' else weights} weights)"
+    )
+
+
+def _statements(summary: pd.DataFrame, log: pd.DataFrame, manifest: dict) -> list[str]:
     if summary.empty:
         return ["No setup has finished an iteration."]
     reference = summary.iloc[0]
     rows = {row.setup: row for row in summary.itertuples(index=False)}
-    lines = [_verdict_line(verdict, rows[verdict.setup], reference) for verdict in setup_verdicts(summary, log)]
+    against = _reference(manifest)
+    lines = [
+        _verdict_line(verdict, rows[verdict.setup], reference, against) for verdict in setup_verdicts(summary, log)
+    ]
     if len(summary) == 1:
         lines.append(
             f"- One setup, `{reference['setup']}`: final validation loss {_loss(reference['final_val_loss'])}."
@@ -143,9 +158,9 @@ def _statements(summary: pd.DataFrame, log: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _verdict_line(verdict: SetupVerdict, row, reference: pd.Series) -> str:
+def _verdict_line(verdict: SetupVerdict, row, reference: pd.Series, against: str) -> str:
     if verdict.holds is None:
-        return f"- `{row.setup}`: no validation loss to compare with `{reference['setup']}`'s."
+        return f"- `{row.setup}`: no validation loss to compare with that of {against}."
     departs = (
         f"first beyond {COMPARABLE:.0%} of it at iteration {verdict.departs_at}"
         if verdict.departs_at is not None
@@ -153,8 +168,9 @@ def _verdict_line(verdict: SetupVerdict, row, reference: pd.Series) -> str:
     )
     parts = [
         f"- `{row.setup}`: **{'holds' if verdict.holds else 'does not hold'}**, "
-        f"final validation loss {_loss(row.final_val_loss)} against {_loss(reference['final_val_loss'])} "
-        f"({_percent(verdict.val_loss_rel)}, {'within' if verdict.holds else 'not within'} {COMPARABLE:.0%}); {departs}"
+        f"final validation loss {_loss(row.final_val_loss)} against {_loss(reference['final_val_loss'])}, that of "
+        f"{against}: {_percent(verdict.val_loss_rel)}, {'within' if verdict.holds else 'not within'} "
+        f"{COMPARABLE:.0%}; {departs}"
     ]
     if verdict.lost_update_fraction is not None:
         parts.append(f"lost updates {_fraction(verdict.lost_update_fraction)} of weight entries per step")
@@ -340,4 +356,6 @@ def _overview(manifest: dict) -> list[str]:
     ]
     for entry in manifest.get("left_out") or []:
         items.append(f"- Left out: {entry}.")
+    for entry in manifest.get("added") or []:
+        items.append(f"- Added: {entry}.")
     return items

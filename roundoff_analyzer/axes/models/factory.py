@@ -106,6 +106,7 @@ def _step_problem(name: str, made: Problem, device: torch.device) -> Problem:
         sample_batch=sampled,
         data_source=made.data_source,
         notes=made.notes,
+        batch_size=made.batch_size,
     )
 
 

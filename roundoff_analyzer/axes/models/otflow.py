@@ -1,8 +1,23 @@
-"""OT-Flow: the potential Phi(x, t) = w'N(s) + 1/2 s'(A'A)s + c's, with gradient and Hessian trace in closed form.
+"""OT-Flow as its authors define it: D. Onken, S. Wu Fung, X. Li, L. Ruthotto, "OT-Flow: Fast and Accurate Continuous
+Normalizing Flows via Optimal Transport", AAAI 2021 (arXiv:2006.00104; the equation numbers below are the arXiv
+version's).
 
-N is a ResNet whose activation is the antiderivative of tanh, log(exp(x) + exp(-x)). The state is
-(x, log-det, L, HJB) and the right-hand side never calls autograd, so the low-precision run sees
-the same arithmetic a trained OT-Flow model does.
+- The potential Φ(s; θ) = wᵀN(s; θ_N) + ½ sᵀ(AᵀA)s + bᵀs + c of s = (x, t), with A of r = min(10, d + 1) rows and N
+  a ResNet of `n_layers` layers (the opening one included, step h = 1 / (n_layers − 1)) whose activation is
+  σ(x) = log(exp(x) + exp(−x)), the antiderivative of tanh. ∇Φ and the trace of the Hessian in x are written in
+  closed form, so the right-hand side never calls autograd and a low-precision run sees the arithmetic a trained
+  OT-Flow model does.
+- The state (x, ℓ, L, R): the characteristics and their log-determinant (eq. 2) with the transport cost L (eq. 5) and
+  the HJB penalty R (eq. 7) accumulated along them. With v = −∇ₓΦ / α₀,
+      ∂t x = v,   ∂t ℓ = −tr(∇²ₓΦ) / α₀,   ∂t L = ½‖v‖²,   ∂t R = |∂tΦ − ‖∇ₓΦ‖² / (2α₀)|.
+  α₀ = 1 is the paper's equations; another α₀ weighs the transport cost by α₀, whose optimal velocity is then
+  −∇Φ / α₀ and whose HJB equation is ∂tΦ − ‖∇Φ‖² / (2α₀) = 0.
+- The loss (eq. 8) weighs the three terms in the authors' order, α = (α₀, α₁, α₂) on (L, C, R):
+      α₀ E[L(x, T)] + α₁ E[C(x, T)] + α₂ E[R(x, T)],   C = ½‖x(T)‖² − ℓ(T) + (d/2) log 2π,
+  C the negative log-likelihood under the target N(0, I) (eq. 3). The default α = (1, 2000, 800) is the authors'
+  BSDS300 setting: 2000 on the likelihood, 800 on the HJB penalty.
+- The authors' initialisation: nn.Linear's default range for the opening layer and the first ResNet layer, every later
+  ResNet layer a copy of the first, A Xavier-uniform, w = 1, b = 0, c = 0.
 """
 
 from __future__ import annotations
@@ -19,14 +34,25 @@ from ..data import DataRequest
 from .base import MODELS, ModelOptions, batch_sampler, load_batch, seeded_generator
 from .problem import TrajectoryProblem
 
-TARGET_VARIANCE = 0.1  # the loss measures x_T against N(0, 0.1 I)
+# A has at most this many rows (the authors' r = 10), and no more than s = (x, t) has entries.
+MAX_RANK = 10
+
+
+def rank_of(d: int) -> int:
+    return min(MAX_RANK, d + 1)
 
 
 class OTFlowOptions(ModelOptions):
     d: int = Field(8, gt=0, description="dimension of x (63 for BSDS300)")
     hidden: int = Field(32, gt=0, description="width m of the ResNet")
     n_layers: int = Field(2, ge=2, description="ResNet layers, the opening layer included (OT-Flow's nTh)")
-    alpha: tuple[float, float, float] = Field((1.0, 2000.0, 800.0), description="loss weights (a0, a1, a2)")
+    alpha: tuple[float, float, float] = Field(
+        (1.0, 2000.0, 800.0),
+        description=(
+            "loss weights (a0, a1, a2) on the transport cost, the negative log-likelihood and the HJB penalty, in "
+            "OT-Flow's order (the authors' BSDS300 setting is the default)"
+        ),
+    )
     batch: int = Field(64, gt=0, description="samples in the fixed batch")
     jit: bool = Field(
         False, description="compile the activation helpers with torch.jit.script, as the OT-Flow code does"
@@ -66,18 +92,22 @@ class OTFlowPotential(nn.Module):
         self.d = d
         self.jit = jit
         self.step = 1.0 / (n_layers - 1)
-        rank = min(10, d)
+        rank = rank_of(d)
         self.opening = nn.Linear(d + 1, hidden)
         self.layers = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(n_layers - 1))
         self.w = nn.Parameter(torch.ones(hidden))
         self.A = nn.Parameter(torch.empty(rank, d + 1))
-        self.c = nn.Linear(d + 1, 1)
+        self.c = nn.Linear(d + 1, 1)  # b's + c
         with torch.no_grad():
-            for layer in [self.opening, *self.layers]:
+            first = cast(nn.Linear, self.layers[0])
+            for layer in (self.opening, first):  # nn.Linear's default range, drawn from the seeded generator
                 bound = 1.0 / math.sqrt(layer.in_features)
                 layer.weight.uniform_(-bound, bound, generator=generator)
                 layer.bias.uniform_(-bound, bound, generator=generator)
-            self.A.normal_(0.0, math.sqrt(2.0 / (rank + d + 1)), generator=generator)
+            for later in self.layers[1:]:  # the authors' later ResNet layers start as copies of the first
+                later.load_state_dict(first.state_dict())
+            xavier = math.sqrt(6.0 / (rank + d + 1))  # Xavier-uniform: fan in d + 1, fan out rank
+            self.A.uniform_(-xavier, xavier, generator=generator)
             self.c.weight.zero_()
             self.c.bias.zero_()
 
@@ -125,7 +155,7 @@ class OTFlowPotential(nn.Module):
 
 
 class OTFlowDynamics(nn.Module):
-    """d/dt (x, l, L, R) = (-grad_x Phi/a0, -tr(Hess_x Phi)/a0, |grad_x Phi|^2/2, |-d_t Phi + a0 |grad_x Phi|^2/2|)."""
+    """d/dt (x, l, L, R) = (v, -tr(Hess_x Phi)/a0, |v|^2/2, |d_t Phi - |grad_x Phi|^2/(2 a0)|), v = -grad_x Phi/a0."""
 
     def __init__(self, potential: OTFlowPotential, alpha0: float) -> None:
         super().__init__()
@@ -138,35 +168,42 @@ class OTFlowDynamics(nn.Module):
         s = torch.cat([x, t.to(x.dtype).expand(x.shape[0], 1)], dim=1)
         gradient, trace = self.potential.gradient_and_trace(s)
         gradient_x, gradient_t = gradient[:, :d], gradient[:, d]
-        kinetic = 0.5 * (gradient_x**2).sum(dim=1)
-        hjb = (-gradient_t + self.alpha0 * kinetic).abs()
+        velocity = -gradient_x / self.alpha0
+        transport = 0.5 * (velocity**2).sum(dim=1)
+        # ||grad_x Phi||^2 / (2 a0) = a0 |v|^2 / 2
+        hjb = (gradient_t - self.alpha0 * transport).abs()
         return torch.cat(
-            [-gradient_x / self.alpha0, (-trace / self.alpha0).unsqueeze(1), kinetic.unsqueeze(1), hjb.unsqueeze(1)],
+            [velocity, (-trace / self.alpha0).unsqueeze(1), transport.unsqueeze(1), hjb.unsqueeze(1)],
             dim=1,
         )
 
 
 def otflow_loss(d: int, alpha: tuple[float, float, float]):
+    """a0 E[L] + a1 E[C] + a2 E[R] of the final state (eq. 8), C the negative log-likelihood under N(0, I) (eq. 3)."""
     a0, a1, a2 = alpha
 
     def loss(trajectory: torch.Tensor) -> torch.Tensor:
         final = trajectory[-1]
         x, log_det, transport, hjb = final[:, :d], final[:, d], final[:, d + 1], final[:, d + 2]
-        log_density = -0.5 * d * math.log(2 * math.pi * TARGET_VARIANCE) - (x**2).sum(dim=1) / (2 * TARGET_VARIANCE)
-        return -a2 * (log_density + log_det).mean() + a0 * transport.mean() + a1 * hjb.mean()
+        negative_log_likelihood = 0.5 * (x**2).sum(dim=1) - log_det + 0.5 * d * math.log(2 * math.pi)
+        return a0 * transport.mean() + a1 * negative_log_likelihood.mean() + a2 * hjb.mean()
 
     return loss
 
 
 class OTFlow:
     name = "otflow"
-    description = "OT-Flow potential flow (closed-form gradient and Hessian trace), loss as in OT-Flow"
+    description = (
+        "OT-Flow as Onken, Wu Fung, Li and Ruthotto (AAAI 2021) define it: their potential, closed-form gradient and "
+        "Hessian trace, ODE (eqs. 2, 5, 7), loss (eq. 8, weights alpha on transport, likelihood, HJB), N(0, I) target "
+        "and initialisation"
+    )
     options_type = OTFlowOptions
     default_data = "synthetic"
 
     def problem_elements(self, options: OTFlowOptions) -> int:
         """Elements of the weights (OTFlowPotential's layers) and of the batch's states, without building them."""
-        d1, hidden, rank = options.d + 1, options.hidden, min(10, options.d)
+        d1, hidden, rank = options.d + 1, options.hidden, rank_of(options.d)
         weights = d1 * hidden + hidden + (options.n_layers - 1) * (hidden + 1) * hidden + hidden + rank * d1 + d1 + 1
         return weights + options.batch * (options.d + 3)
 

@@ -45,6 +45,8 @@ class Problem:
             of the gradient noise and of training. Raise `IndexError` where there is no batch `k`.
         data_source: Where the batches come from, for the manifest and the report.
         notes: Anything the model wants recorded in the manifest.
+        batch_size: The points in one batch, said beside every ratio to the gradient noise (default: the first
+            dimension of the batch's largest floating-point tensor).
 
     Example:
         ```python
@@ -63,6 +65,7 @@ class Problem:
     sample_batch: Callable[[int], Any]
     data_source: str = "built by the model's factory"
     notes: dict[str, Any] = field(default_factory=dict)
+    batch_size: int | None = None
     # Where the loss is formed unless asked otherwise (the loss_in axis): the whole step under autocast, as a training
     # script runs it.
     default_loss_in: ClassVar[str] = "autocast"

@@ -55,7 +55,9 @@ def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
         f"**{a.dtype}**: train with {a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, "
         f"{steps} under `{a.mode}` ({a.judgement.label}"
         + (
-            f": the parameter-gradient roundoff is at most {fmt.in_u(a.judgement.to_noise.value)}× the gradient noise"
+            f": the parameter-gradient roundoff is at most {fmt.in_u(a.judgement.to_noise.value)}× "
+            f"{fmt.noise_at(a.judgement.noise_batch_size)}"
+            + fmt.near(a.judgement.to_noise_near, a.judgement.noise_uncertainty)
             if a.judgement.to_noise
             else ""
         )
@@ -329,8 +331,9 @@ def _reason(chosen: choosing.Choice, device: str | None) -> str:
     parts = []
     if j.to_noise is not None:
         parts.append(
-            f"its parameter-gradient roundoff is at most {fmt.in_u(j.to_noise.value)}× the gradient noise (safe for "
-            f"training up to {rules.WELL_UNDER:g}×)"
+            f"its parameter-gradient roundoff is at most {fmt.in_u(j.to_noise.value)}× "
+            f"{fmt.noise_at(j.noise_batch_size)} (safe for training up to {rules.WELL_UNDER:g}×"
+            f"{fmt.near(j.to_noise_near, j.noise_uncertainty)})"
         )
     else:
         parts.append(
@@ -349,6 +352,7 @@ def _reason(chosen: choosing.Choice, device: str | None) -> str:
     if r is not None:
         noise = (
             f"{fmt.in_u(r.judgement.to_noise.value)}× the noise"
+            + fmt.near(r.judgement.to_noise_near, r.judgement.noise_uncertainty)
             if r.judgement.to_noise
             else fmt.error(r.judgement.worst_grad)
         )

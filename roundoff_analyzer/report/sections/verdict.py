@@ -47,7 +47,7 @@ def verdict_section(results: pd.DataFrame) -> list[str]:
         f"- {item}"
         for item in fmt.bounded_items([sentence(v, with_mode, with_loss_in) for v in found], "more verdicts")
     ]
-    lines += ["", _yardsticks(results), "", _table(found, with_mode, with_loss_in)]
+    lines += ["", _yardsticks(results, found), "", _table(found, with_mode, with_loss_in)]
     return lines
 
 
@@ -109,7 +109,10 @@ def describe(j: rules.SetupJudgement) -> str:
         in_u = f" ({fmt.in_u(j.worst_grad_over_u)} u)" if j.worst_grad_over_u is not None else ""
         parts.append(f"the parameter-gradient roundoff reaches {fmt.error(j.worst_grad)}{in_u}")
     if j.to_noise is not None:
-        parts.append(f"{_ratio(j.to_noise.value)} the gradient noise ({_where(j.to_noise)})")
+        parts.append(
+            f"{_ratio(j.to_noise.value)} {fmt.noise_at(j.noise_batch_size)} ({_where(j.to_noise)}"
+            f"{fmt.near(j.to_noise_near, j.noise_uncertainty)})"
+        )
     elif not j.noise_known:
         parts.append("the gradient noise is unknown")
     if j.to_disc is not None:
@@ -136,6 +139,11 @@ def _consequence(j: rules.SetupJudgement) -> str:
     return f", so more steps buy no accuracy in {j.dtype} beyond {where}"
 
 
+def _at_batch(found: list[rules.Verdict]) -> str:
+    sizes = {j.noise_batch_size for v in found for j in v.setups if j.noise_batch_size}
+    return f" at batch {sizes.pop()}" if len(sizes) == 1 else ""
+
+
 def _ratio(value: float) -> str:
     return f"{fmt.in_u(value)}×"
 
@@ -144,15 +152,26 @@ def _where(worst: rules.Worst) -> str:
     return f"{worst.method} n = {worst.n_timesteps}"
 
 
-def _yardsticks(results: pd.DataFrame) -> str:
+def _yardsticks(results: pd.DataFrame, found: list[rules.Verdict]) -> str:
     noise = results["grad_noise_rel"].dropna() if "grad_noise_rel" in results else pd.Series(dtype=float)
     batches = results["grad_noise_batches"].dropna() if "grad_noise_batches" in results else pd.Series(dtype=float)
+    size, uncertainty = rules.noise_batch_size(results), rules.noise_uncertainty(results)
     noise_text = (
-        f"the gradient noise is {fmt.in_u(noise.iloc[0])} (relative spread of the float64 parameter gradient over "
-        f"{int(batches.iloc[0])} other batches of the data)"
+        f"{fmt.noise_at(size)} is {fmt.in_u(noise.iloc[0])} (relative spread of the float64 parameter gradient over "
+        f"{int(batches.iloc[0])} other batches of the data{f' of {size} points each' if size else ''}"
+        + (f", known to ±{uncertainty:.0%}" if uncertainty is not None else "")
+        + ")"
         if not noise.empty
         else "the gradient noise was not measured (see docs/yardsticks.md: a model needs a batch sampler)"
     )
+    near = [j for v in found for j in v.setups if j.to_noise_near is not None]
+    if near and not noise.empty and uncertainty is not None:
+        more = 4 * int(batches.iloc[0])
+        noise_text += (
+            f"; {fmt.plural(len(near), 'setup')} {'lies' if len(near) == 1 else 'lie'} within that uncertainty of a "
+            'threshold ("near" in the table, and said in the verdict it decides): `--noise-batches '
+            f"{more}` narrows it to about ±{1 / (2 * (more - 1)) ** 0.5:.0%}"
+        )
     return (
         f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; the "
         "discretisation error is that float64 run against a fine reference (see below). *safe*: nothing failed and "
@@ -177,7 +196,9 @@ def _table(found: list[rules.Verdict], with_mode: bool, with_loss_in: bool) -> s
                     f"{j.n_ran - len(j.failures)} of {j.n_ran}",
                     fmt.error(j.worst_grad),
                     fmt.in_u(j.worst_grad_over_u),
-                    fmt.in_u(j.to_noise.value) if j.to_noise else fmt.MISSING,
+                    (fmt.in_u(j.to_noise.value) + (f" (near {j.to_noise_near:g})" if j.to_noise_near else ""))
+                    if j.to_noise
+                    else fmt.MISSING,
                     fmt.in_u(j.to_disc.value) if j.to_disc else fmt.MISSING,
                 ]
             )
@@ -191,7 +212,7 @@ def _table(found: list[rules.Verdict], with_mode: bool, with_loss_in: bool) -> s
             "ok",
             "param. gradient roundoff (max)",
             "in u",
-            "roundoff / noise (max)",
+            f"roundoff / noise{_at_batch(found)} (max)",
             "roundoff / discretisation (max)",
         ]
     )
