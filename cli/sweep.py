@@ -434,6 +434,8 @@ def sweep(
         highlight=False,
     )
     console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
+    if plan.problem.form == "step":
+        console.print(plan.shape.describe(), highlight=False, markup=False)
     for line in plan.warnings():
         stderr.print(line, highlight=False, markup=False)
     if plan.threads:

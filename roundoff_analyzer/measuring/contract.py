@@ -38,6 +38,15 @@ class ProblemShape:
     part_sizes: tuple[int, ...] | None = None  # the first solve's tuple parts (None: a single tensor)
     n_solves: int = 1
 
+    def describe(self) -> str:
+        """What the contract check saw of a training step, in words for the plan's lines."""
+        parts = f" in {len(self.part_sizes)} parts" if self.part_sizes else ""
+        solves = f"{self.n_solves} solve{'s' if self.n_solves > 1 else ''}"
+        return (
+            f"training step: {solves} per step, the first from t = {self.t0:.4g} to {self.t1:.4g}, each in "
+            f"n_timesteps equal steps; the largest state holds {self.state_values:,} values{parts}"
+        )
+
     @classmethod
     def of(cls, copies: ProblemCopies) -> ProblemShape:
         """A trajectory problem's shape, known without running it: one solve of y0 on [0, 1]."""

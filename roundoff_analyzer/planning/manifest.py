@@ -89,7 +89,7 @@ def manifest(plan: SweepPlan) -> dict:
         "data": config.data or plan.model.default_data,
         "data_source": plan.problem.data_source,
         "problem": {
-            "form": "trajectory" if isinstance(plan.problem, TrajectoryProblem) else "step",
+            "form": plan.problem.form,
             **asdict(plan.shape),
         },
         "checkpoint": plan.checkpoint,

@@ -69,6 +69,8 @@ class Problem:
     # Where the loss is formed unless asked otherwise (the loss_in axis): the whole step under autocast, as a training
     # script runs it.
     default_loss_in: ClassVar[str] = "autocast"
+    # The form's name, as manifest.json records it (`problem.form`) and the report reads it.
+    form: ClassVar[str] = "step"
 
     @property
     def has_more_batches(self) -> bool:
@@ -111,6 +113,7 @@ class TrajectoryProblem:
     batch_sampler: Callable[[int], torch.Tensor] | None = None
     # Unless asked otherwise the loss is formed after the solve, in float32, as every run did before the loss_in axis.
     default_loss_in: ClassVar[str] = "float32"
+    form: ClassVar[str] = "trajectory"
 
     @property
     def model(self) -> nn.Module:
@@ -144,3 +147,8 @@ class TrajectoryProblem:
 
 # What a model builds: either form.
 ModelProblem = Problem | TrajectoryProblem
+
+
+def recorded_as_step(recorded: dict | None) -> bool:
+    """Whether a manifest's record of the problem (`problem`) says the model was a training step."""
+    return (recorded or {}).get("form") == Problem.form

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...axes.models.problem import recorded_as_step
 from ...judging import answer as answering
 from ...judging import choice as choosing
 from ...judging import format_search as search
@@ -206,7 +207,7 @@ def code_lines(a: answering.Answer, device: str | None = None, problem: dict | N
     assert a.method is not None and a.n_timesteps is not None
     device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
     dtype = f"torch.{a.dtype.split()[0]}"
-    if problem is not None and problem.get("form") == "step":
+    if problem is not None and recorded_as_step(problem):
         return step_code_lines(a, device_type, dtype, code_method(a.library, a.method), problem)
     solve_args = solver_arguments(a, code_method(a.library, a.method))
     y0 = f"y0.to({dtype})" if a.mode == "pure" else "y0"
@@ -397,7 +398,7 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
         f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error "
         "of 10 u is what ten such roundings can add up to.",
     ]
-    if problem is not None and problem.get("form") == "step":
+    if recorded_as_step(problem):
         words.append(
             "**y0**: the model is its training step, so its input is the batch: the gradient w.r.t. y0 is the "
             "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...axes.grid import CONFIG_COLUMNS
+from ...axes.models.problem import recorded_as_step
 from ...measuring.columns import COMPLETE, VECTOR_FIELD
 from .. import formatting as fmt
 from ..section_inputs import SectionInputs
@@ -262,7 +263,7 @@ def _share_words(runs: pd.DataFrame, dtype: str) -> str:
 
 
 def section(inputs: SectionInputs) -> list[str]:
-    step = inputs.sweep.manifest.get("problem", {}).get("form") == "step"
+    step = recorded_as_step(inputs.sweep.manifest.get("problem"))
     return modules_section(inputs.results, inputs.sweep.modules, "model" if step else "vector field")
 
 
