@@ -10,6 +10,7 @@ process, then prints, measured in this one run:
     reference solves.
 
     python bench/sweep_overhead.py [--model otflow] [-o key=value ...]
+    python bench/sweep_overhead.py --config configs/otflow_bsds300.toml --out results/seed-grid   # a config's grid
 """
 
 from __future__ import annotations
@@ -30,14 +31,19 @@ def main() -> None:
     parser.add_argument("--model", default="otflow")
     parser.add_argument("-o", "--option", action="append", default=[])
     parser.add_argument("--workers", type=int, default=None, help="processes (default: the sweep's own choice)")
+    parser.add_argument("--config", type=Path, default=None, help="a sweep's config file (its grid, model and device)")
+    parser.add_argument("--out", type=Path, default=None, help="keep the sweep's folder here (default: a temporary one)")
     args = parser.parse_args()
 
-    request = config.validate(
-        {"model": args.model, "options": parse_option_pairs(args.option), "workers": args.workers}
-    )
+    if args.config is not None:
+        request = config.resolve(args.config, {"workers": args.workers} if args.workers else {})
+    else:
+        request = config.validate(
+            {"model": args.model, "options": parse_option_pairs(args.option), "workers": args.workers}
+        )
     plan = sweep.plan(request)
     with tempfile.TemporaryDirectory() as folder:
-        outcome = sweep.run(plan, Path(folder) / "sweep")
+        outcome = sweep.run(plan, args.out or Path(folder) / "sweep")
     # The sweep computed these once inside; computed again here, alone, to time them.
     yardsticks = Yardsticks(ProblemCopies(plan.problem), list(plan.grid.timesteps), request.noise_batches, plan.device)
     fine, noise = yardsticks.fine(), yardsticks.noise()

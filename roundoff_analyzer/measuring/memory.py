@@ -14,30 +14,15 @@ refused before anything runs, unless asked for (`allow_oom`).
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from ..axes.models.inputs import floating_inputs
 from ..core.errors import InputError
+from .device_memory import capacity_bytes, gigabytes
 from .discretisation import fine_steps
 from .failures import OOM, Failure
 
 FLOAT32_AND_FLOAT64 = 4 + 8  # bytes per element: the problem and its reference copy
-
-
-def capacity_bytes(device: torch.device) -> int | None:
-    """All the memory of `device` (physical memory for the CPU), or None where it cannot be told."""
-    try:
-        if device.type == "cuda":
-            return torch.cuda.get_device_properties(device.index or 0).total_memory
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError, RuntimeError, AssertionError):
-        return None
-
-
-def gigabytes(n_bytes: float) -> str:
-    return f"{n_bytes / 1e9:.3g} GB"
 
 
 def problem_elements(model, options, data) -> int | None:

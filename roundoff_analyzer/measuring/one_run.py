@@ -24,6 +24,7 @@ from . import failures, metrics
 from .failures import Failure
 from .module_hooks import ModuleObserver
 from .solve_calls import ConfiguredOdeint, SolveRecord
+from .tape_estimate import TapeBudget
 
 
 @dataclass
@@ -153,6 +154,7 @@ def configured_odeint(
         output_dtype=loss_dtype if outside else None,
         model=prepared.model,
         observer=observer,
+        budget=None if method.adaptive else TapeBudget.for_run(prepared.device, n_timesteps, method.n_stages),
     )
 
 

@@ -28,6 +28,7 @@ from ..solvers import DynamicAdjointScaler, SolveReport
 from ..solvers.grid_output import equal_grid, read_off
 from ..solvers.tuple_state import FlatState, State
 from .module_hooks import ModuleObserver
+from .tape_estimate import TapeBudget, TapeWatch
 
 
 @dataclass
@@ -46,7 +47,8 @@ class ConfiguredOdeint:
     the grid in `time_dtype`. `context`: entered around each solve (the step runs outside the run's context); the
     output is then cast to `output_dtype`. `report`: the first call's per-step record. `model`: the step's model,
     whose parameters a vector field that is not itself an `nn.Module` (a function or a bound method closing over
-    them) is differentiated with respect to. `observer`: watches each solve's vector field on its grid."""
+    them) is differentiated with respect to. `observer`: watches each solve's vector field on its grid. `budget`: the
+    memory a solve's tape may take (tape_estimate.py)."""
 
     def __init__(
         self,
@@ -60,6 +62,7 @@ class ConfiguredOdeint:
         output_dtype: torch.dtype | None = None,
         model: torch.nn.Module | None = None,
         observer: ModuleObserver | None = None,
+        budget: TapeBudget | None = None,
     ) -> None:
         self.library, self.method, self.n_timesteps, self.time_dtype = library, method, n_timesteps, time_dtype
         self.scaler, self.report = scaler, report
@@ -67,6 +70,8 @@ class ConfiguredOdeint:
         self.observer = observer  # told each solve's vector field and grid (per-module measurement)
         self.solves: list[SolveRecord] = []
         self.calls = 0  # function evaluations over every solve so far
+        self.budget = budget  # where given, a solve whose tape cannot fit stops after its first step
+        self.tape_bytes = 0  # the tape the solves so far keep for backward, as estimated from their first steps
 
     def __call__(
         self,
@@ -109,11 +114,16 @@ class ConfiguredOdeint:
             counted.add_module("model", self.model)
         if self.observer is not None:
             self.observer.watch_field(counted, grid)
+        watched = TapeWatch(counted, self.budget, self.tape_bytes) if self.budget is not None else None
         try:
-            with self.context() if self.context is not None else nullcontext():
-                on_grid = self.library.solve(counted, state.flat, grid, self.method, self.scaler, report)
+            with (
+                self.context() if self.context is not None else nullcontext(),
+                watched.watching() if watched is not None else nullcontext(),
+            ):
+                on_grid = self.library.solve(watched or counted, state.flat, grid, self.method, self.scaler, report)
         finally:
             self.calls += counted.calls
+            self.tape_bytes = watched.estimate if watched is not None else self.tape_bytes
         if first:
             report.record_forward(on_grid)
         if times.numel() != grid.numel() or not torch.equal(times, grid):
