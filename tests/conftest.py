@@ -17,6 +17,18 @@ TINY_OTFLOW = ["-o", "d=3", "-o", "hidden=8", "-o", "batch=16"]
 OVERFLOWING_OTFLOW = [*TINY_OTFLOW, "-o", "alpha=1,2e5,8e4"]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` run on a CUDA device or not at all: skipped, with the reason, where torch sees none."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device: torch.cuda.is_available() is False here")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)
+
+
 # A width for tests that read the cells of a table: no cell of the tables they read wraps at it, whatever the
 # terminal's.
 WIDE_TABLES = 400

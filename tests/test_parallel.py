@@ -123,6 +123,7 @@ def test_workers_share_the_sweeps_device():
     assert worker_devices(torch.device("cpu"), 3) == ["cpu", "cpu", "cpu"]
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(
     torch.cuda.device_count() < 2, reason="needs at least 2 visible CUDA devices to see workers spread over them"
 )
@@ -150,7 +151,7 @@ def test_bsds300_config_file_holds_its_84_configuration_gpu_grid():
     assert len(plan.configurations) == 6 * 2 * 7 == 84
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_on_cuda_memory_comes_from_the_allocator_and_workers_match_a_sequential_run(tmp_path):
     sequential = sweep.run(sweep.plan(tiny_otflow_request(device="cuda")), tmp_path / "one").results
     parallel = sweep.run(sweep.plan(tiny_otflow_request(device="cuda", workers=2)), tmp_path / "two").results
