@@ -13,7 +13,7 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     """Verdict lines, then per dtype the answer and its code lines. `shown`: how many rows a filter left in the table
     above, which the verdict and the answer do not judge (they judge the whole sweep, and say so)."""
     from roundoff_analyzer.core.errors import InputError
-    from roundoff_analyzer.judging.environments import mixed_environments
+    from roundoff_analyzer.judging.environments import float32_not_ieee, mixed_environments
     from roundoff_analyzer.judging.setups import manifest_of, read_setup
     from roundoff_analyzer.report.sections.answer import answer_lines
     from roundoff_analyzer.report.sections.verdict import verdict_lines
@@ -35,6 +35,9 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     mixed = mixed_environments(results)
     if mixed:
         console.print(f"environments: {printable(mixed)}", highlight=False, markup=False, soft_wrap=True)
+    tf32 = float32_not_ieee(results)
+    if tf32:
+        console.print(f"float32: {printable(tf32)}", highlight=False, markup=False, soft_wrap=True)
     for line in verdict_lines(results):
         console.print(f"verdict: {printable(line.replace('**', ''))}", highlight=False, markup=False)
     for line in answer_lines(results, device, manifest):

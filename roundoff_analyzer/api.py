@@ -117,7 +117,9 @@ class SweepResult:
             print(answer["code"])
             ```
         """
-        return answer_records(self.results, self.manifest.get("device"), self.manifest.get("problem"))
+        return answer_records(
+            self.results, self.manifest.get("device"), self.manifest.get("problem"), self.manifest.get("device_details")
+        )
 
     @cached_property
     def verdicts(self) -> list[dict[str, Any]]:

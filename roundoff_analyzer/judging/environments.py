@@ -7,7 +7,12 @@ import pandas as pd
 
 from ..measuring.environment_columns import ENVIRONMENT_COLUMNS
 
-_IN_WORDS = {"torch_version": "torch", "device_name": "device", "compute_capability": "compute capability"}
+_IN_WORDS = {
+    "torch_version": "torch",
+    "device_name": "device",
+    "compute_capability": "compute capability",
+    "float32_matmul": "float32 matmul",
+}
 
 
 def environments(results: pd.DataFrame) -> dict[str, list[str]]:
@@ -34,7 +39,7 @@ def mixed_environments(results: pd.DataFrame) -> str | None:
     )
     return (
         f"these rows were measured in more than one environment ({described}): bits may differ between them, "
-        "so compare rows of one environment (the columns torch_version, device_name, compute_capability say which)"
+        f"so compare rows of one environment (the columns {', '.join(ENVIRONMENT_COLUMNS)} say which)"
     )
 
 
@@ -46,3 +51,21 @@ def environment_differences(baseline: pd.DataFrame, new: pd.DataFrame) -> list[s
         for column in ENVIRONMENT_COLUMNS
         if column in before and column in after and before[column] != after[column]
     ]
+
+
+def float32_not_ieee(results: pd.DataFrame) -> str | None:
+    """One line when float32 rows ran their matrix products in another arithmetic than IEEE float32 (TF32 allowed,
+    or on a CPU a lower float32 matmul precision); None when none did, or where the rows do not say (written before
+    the column)."""
+    if "float32_matmul" not in results.columns or "dtype" not in results.columns:
+        return None
+    float32 = results[results["dtype"] == "float32"]
+    other = float32[float32["float32_matmul"].notna() & (float32["float32_matmul"] != "ieee")]
+    if other.empty:
+        return None
+    ran = " / ".join(str(v) for v in other["float32_matmul"].unique())
+    return (
+        f"{len(other)} of the {len(float32)} float32 rows ran their matrix products in {ran} (column float32_matmul), "
+        "not in IEEE float32: their errors and times, and the answer's ratios against float32, are those of that "
+        "arithmetic"
+    )

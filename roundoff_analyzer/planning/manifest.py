@@ -21,6 +21,7 @@ from ..axes.models.inputs import tensors_with_names
 from ..core.devices import describe
 from ..core.user_code import source_sha256
 from ..core.version import __version__
+from ..measuring.environment_columns import device_details
 from .sweep_plan import SweepPlan
 
 
@@ -101,6 +102,8 @@ def manifest(plan: SweepPlan) -> dict:
         "device_description": describe(plan.device)
         if plan.executor.runs_here
         else f"{plan.device} on the {plan.executor.name} executor's nodes",
+        # The card's facts and the TF32 switches, where the sweep runs here (a Slurm node's are its own).
+        **({"device_details": device_details(plan.device)} if plan.executor.runs_here else {}),
         "execution": {
             **plan.executor.settings(config),
             **({"workers_reason": plan.workers_reason} if plan.workers_reason else {}),

@@ -15,10 +15,10 @@ from .sections.verdict import describe, judged
 
 
 def answer_records(
-    results: pd.DataFrame, device: str | None = None, problem: dict | None = None
+    results: pd.DataFrame, device: str | None = None, problem: dict | None = None, card: dict | None = None
 ) -> dict[str, dict[str, Any]]:
     """Per dtype label, the answer the report gives: what to train with (or not), the numbers behind it, and the code
-    (`problem`: the manifest's record of the model's form)."""
+    (`problem`: the manifest's record of the model's form; `card`: its `device_details`)."""
     rows, _ = judged(results)
     records = {}
     for a in answering.answers(rows):
@@ -41,7 +41,7 @@ def answer_records(
             "low_dtype_op_share": a.kept.low_share if a.kept is not None else None,
             **_numbers(j),
             "reason": describe(j),
-            "sentence": _plain(answer_sentence(a, device)),
+            "sentence": _plain(answer_sentence(a, device, card)),
             "placement": _plain(placement_line(a) or "") or None,
             "code": "\n".join(code_lines(a, device, problem)),
             "cost": asdict(a.cost) if a.cost is not None else None,

@@ -4,7 +4,7 @@ worded from a finding or a table of the results."""
 from __future__ import annotations
 
 from ..core.version import __version__
-from ..judging.environments import mixed_environments
+from ..judging.environments import float32_not_ieee, mixed_environments
 from . import formatting as fmt
 from .checkpoint_scope import judged_rows, scope_note
 from .placements import placements_as_modes
@@ -64,6 +64,9 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
     mixed = mixed_environments(every_checkpoint)
     if mixed:
         lines += [f"**Mixed environments:** {mixed[:1].upper()}{mixed[1:]}.", ""]
+    tf32 = float32_not_ieee(every_checkpoint)
+    if tf32:
+        lines += [f"**float32 is not IEEE float32 here:** {tf32}.", ""]
     for section in SECTIONS:
         written = section.section(inputs)
         if written:

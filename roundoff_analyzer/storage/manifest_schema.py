@@ -63,6 +63,7 @@ class SweepManifest(_Open):
     checkpoints: list[ManifestCheckpoint] = []
     device: str | None = None
     device_description: str | None = None
+    device_details: dict[str, Any] = {}
     execution: dict[str, Any] = {}
     cpu_memory: bool | None = None
     fp8_scaling: bool | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...axes.models.problem import recorded_as_step
+from ...core import cards
 from ...judging import answer as answering
 from ...judging import choice as choosing
 from ...judging import format_search as search
@@ -31,8 +32,9 @@ def placement_line(a: answering.Answer) -> str | None:
     return f"Form the loss {here}: formed {there}, the same setup is {other.label}: {describe(other)}."
 
 
-def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
-    """One sentence: dtype, library, scaling, mode, method and n_timesteps; or "do not" and why; and the cost."""
+def answer_sentence(a: answering.Answer, device: str | None = None, card: dict | None = None) -> str:
+    """One sentence: dtype, library, scaling, mode, method and n_timesteps; or "do not" and why; and the cost (`card`:
+    the manifest's `device_details`, which say whether the card has tensor cores for the dtype)."""
     if a.kept is not None and not a.kept.computes_low:
         return kept_throughout_sentence(a)
     if not a.train and not a.judgement.noise_known and not a.judgement.failures:
@@ -70,7 +72,7 @@ def answer_sentence(a: answering.Answer, device: str | None = None) -> str:
         text += f" These runs emulated {a.dtype} in software: what it would do, not code to train with today."
     if a.kept is not None:
         text += f" {kept_sentence(a.kept, a.dtype.split()[0])}"
-    return f"{text} {cost_sentence(a, device)}"
+    return f"{text} {cost_sentence(a, device, card)}"
 
 
 def kept_share_words(kept: answering.Kept, dtype: str) -> str | None:
@@ -163,11 +165,30 @@ def _scaling(scaling: str) -> str:
     return SCALING_WORDS.get(scaling, f"`{scaling}` scaling")
 
 
-def cost_sentence(a: answering.Answer, device: str | None) -> str:
+def card_words(dtype: str, card: dict | None) -> str | None:
+    """Whether the sweep's card has tensor cores for `dtype`, as the manifest's `device_details` recorded it: 'float16
+    has tensor cores on this card (NVIDIA H100 80GB HBM3, compute capability 9.0)'. None on a CPU, for a folder from
+    before the record, and for a dtype tensor cores do not take."""
+    card = card or {}
+    has = (card.get("tensor_cores") or {}).get(dtype)
+    first = cards.first_capability(dtype)
+    if has is None or first is None or not card.get("compute_capability"):
+        return None
+    which = f"{card['name']}, " if card.get("name") else ""
+    which += f"compute capability {card['compute_capability']}"
+    if has:
+        return f"{dtype} has tensor cores on this card ({which})"
+    return (
+        f"{dtype} on this card ({which}) runs without tensor cores (they take {dtype} from compute capability {first})"
+    )
+
+
+def cost_sentence(a: answering.Answer, device: str | None, card: dict | None = None) -> str:
     c = a.cost
+    fast = card_words(a.dtype.split()[0], card)
     where = f"on {device}" if device else "on the sweep's device"
     if c is None or c.seconds is None:
-        return f"Cost {where}: not measured."
+        return f"Cost {where}: not measured" + (f"; {fast}." if fast else ".")
     ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
     if c.time_ratio is not None:
         text = f"Cost {where}: {ratio(c.time_ratio)} float32's time"
@@ -181,6 +202,8 @@ def cost_sentence(a: answering.Answer, device: str | None) -> str:
             f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward; no float32 run "
             "to compare with (add `--dtype float32`)"
         )
+    if fast:
+        text += f"; {fast}"
     if device is not None and str(device).startswith("cpu"):
         text += "; on a CPU low precision is emulated in software, so its speed says nothing of a GPU's"
     if a.scaling == "grad":
@@ -277,7 +300,8 @@ def answer_section(
     lines = ["## The answer", "", at + headline(rows, found, manifest or {}, device), ""]
     for a in per_dtype(found, formats):
         placement = placement_line(a)
-        lines.append(f"- {at}{answer_sentence(a, device)}" + (f" {placement}" if placement else ""))
+        card = (manifest or {}).get("device_details")
+        lines.append(f"- {at}{answer_sentence(a, device, card)}" + (f" {placement}" if placement else ""))
         code = code_lines(a, device, (manifest or {}).get("problem"))
         if code:
             lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
@@ -324,10 +348,10 @@ def headline(rows: pd.DataFrame, found: list[answering.Answer], manifest: dict, 
         if a.arithmetic == "emulated"
         else ""
     )
-    return f"**Train with {a.dtype}**: {what}{emulated}. {_reason(chosen, device)} {on}"
+    return f"**Train with {a.dtype}**: {what}{emulated}. {_reason(chosen, device, manifest.get('device_details'))} {on}"
 
 
-def _reason(chosen: choosing.Choice, device: str | None) -> str:
+def _reason(chosen: choosing.Choice, device: str | None, card: dict | None = None) -> str:
     j = chosen.answer.judgement
     parts = []
     if j.to_noise is not None:
@@ -348,7 +372,11 @@ def _reason(chosen: choosing.Choice, device: str | None) -> str:
         )
     c = chosen.answer.cost
     if device is not None and str(device).startswith("cuda") and c is not None and c.time_ratio is not None:
-        parts.append(f"at {fmt.value_range(c.time_ratio, lambda v: f'{v:.2f}×')} float32's time")
+        fast = card_words(chosen.answer.dtype.split()[0], card)
+        parts.append(
+            f"at {fmt.value_range(c.time_ratio, lambda v: f'{v:.2f}×')} float32's time"
+            + (f", and {fast}" if fast else "")
+        )
     r = chosen.runner_up
     if r is not None:
         noise = (
@@ -464,6 +492,7 @@ def answer_lines(results: pd.DataFrame, device: str | None, manifest: dict | Non
     lines = [plain(at + (first if manifest else first.split(" Judged on ")[0]))]
     for a in per_dtype(found, formats):
         placement = placement_line(a)
-        lines.append(plain(f"{at}{answer_sentence(a, device)}{' ' + placement if placement else ''}"))
+        sentence = answer_sentence(a, device, (manifest or {}).get("device_details"))
+        lines.append(plain(f"{at}{sentence}{' ' + placement if placement else ''}"))
         lines += [f"    {line}" for line in code_lines(a, device, (manifest or {}).get("problem"))]
     return lines + [plain(line) for line in format_search_terminal(rows, formats)]
