@@ -179,7 +179,7 @@ def measure_size(
         for d, e in estimates.items()
         if e > max_run_seconds
     ]
-    chosen = [s for s in setups() if estimates[s.dtype] <= max_run_seconds]
+    chosen = [s for s in setups() if s.dtype in estimates and estimates[s.dtype] <= max_run_seconds]
     to_time = [s for s in chosen if time_all or (not s.scaler and s.trajectory == "state")]
     times: dict[Setup, list[float]] = {s: [] for s in to_time}
     for s in to_time:  # warm-up: first calls allocate and pick kernels
@@ -209,6 +209,9 @@ def measure_size(
         reference = by_setup[Setup("torchdiffeq", s.dtype)]["time_s"]
         r["vs_torchdiffeq"] = r["time_s"] / reference if r["time_s"] is not None else None
         r["peak_vs_native_float32"] = r["peak_bytes"] / float32["peak_bytes"] if float32 else None
+        own_float32 = by_setup.get(Setup(s.library, "float32"))
+        both_timed = r["time_s"] is not None and own_float32 is not None and own_float32["time_s"] is not None
+        r["time_vs_float32"] = r["time_s"] / own_float32["time_s"] if both_timed else None
         r["theory_saved_bytes"] = (n + 1) * batch * STATE * DTYPES[s.dtype].itemsize if s.library == "native" else None
     return rows, skipped
 
@@ -254,6 +257,16 @@ def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
                 f"  {dtype:9s} median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}  "
                 f"({len(ratios)} sizes)"
             )
+    lines.append("time / the same library's float32 (no scaler, state trajectory), median over sizes (below 1: faster):")
+    for library in ("torchdiffeq", "native"):
+        for dtype in [d for d in dtypes if d != "float32"]:
+            ratios = [r["time_vs_float32"] for r in rows if r["setup"] == Setup(library, dtype)]
+            ratios = [ratio for ratio in ratios if ratio is not None]
+            if ratios:
+                lines.append(
+                    f"  {library + ' ' + dtype:22s} median {statistics.median(ratios):.2f}  range "
+                    f"{min(ratios):.2f}-{max(ratios):.2f}  ({len(ratios)} sizes)"
+                )
     lines.append("peak of forward + backward / native float32's (target for float16 <= 60% with the low trajectory):")
     for dtype in [d for d in dtypes if d != "float32"]:
         for setup in (

@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("-o", "--option", action="append", default=[])
     parser.add_argument("--workers", type=int, default=None, help="processes (default: the sweep's own choice)")
     parser.add_argument("--config", type=Path, default=None, help="a sweep's config file (its grid, model and device)")
-    parser.add_argument("--out", type=Path, default=None, help="keep the sweep's folder here (default: a temporary one)")
+    parser.add_argument("--out", type=Path, default=None, help="keep the sweep folder here (default: temporary)")
     args = parser.parse_args()
 
     if args.config is not None:

@@ -16,9 +16,10 @@ import pytest
 import torch
 
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
+from roundoff_analyzer.core.devices import shared_gpu_warning, worker_devices
 from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.execution.base import Execution, ExecutionReport, NoProgress
-from roundoff_analyzer.execution.processes import measure_here, worker_devices
+from roundoff_analyzer.execution.processes import measure_here
 from roundoff_analyzer.execution.start_method import PRELOAD, worker_context
 from roundoff_analyzer.execution.worker import SweepMismatch, Worker, WorkerSetup
 from roundoff_analyzer.planning import config
@@ -121,6 +122,15 @@ def test_the_fork_server_imports_what_a_run_needs_and_not_the_tables_libraries()
 
 def test_workers_share_the_sweeps_device():
     assert worker_devices(torch.device("cpu"), 3) == ["cpu", "cpu", "cpu"]
+
+
+def test_workers_sharing_a_gpu_are_warned_of_its_memory_and_time():
+    """Measured on one H100: four workers on the seed grid's GPU ran 12 float64 references out of memory that one
+    process runs (docs/performance.md)."""
+    warning = shared_gpu_warning(torch.device("cuda:0"), 4)
+    assert warning is not None and warning.startswith("4 worker processes share one GPU")
+    assert "--workers 1" in warning
+    assert shared_gpu_warning(torch.device("cuda:0"), 1) is None and shared_gpu_warning(torch.device("cpu"), 4) is None
 
 
 @pytest.mark.cuda

@@ -62,6 +62,31 @@ def measured(device: torch.device) -> Iterator[Measured]:
             result.peak_memory_bytes = int(torch.cuda.max_memory_allocated(device))
 
 
+def worker_devices(device: torch.device, n_workers: int) -> list[str]:
+    """Worker i on GPU i mod (visible GPUs) when the sweep asks for plain `cuda`;
+    otherwise all on the sweep's device."""
+    if device.type == "cuda" and device.index is None:
+        n_gpus = max(1, torch.cuda.device_count())
+        return [f"cuda:{i % n_gpus}" for i in range(n_workers)]
+    return [str(device)] * n_workers
+
+
+def shared_gpu_warning(device: torch.device, n_workers: int) -> str | None:
+    """What to say when worker processes share a GPU: they compete for its memory (a run that fits alone can run
+    out of it beside another) and for its time (each row's times are not one process's)."""
+    if device.type != "cuda" or n_workers < 2:
+        return None
+    on = worker_devices(device, n_workers)
+    most = max(on.count(gpu) for gpu in set(on))
+    if most < 2:
+        return None
+    return (
+        f"{most} worker processes share one GPU: they compete for its memory, so a run that fits alone can run out "
+        "of it beside another (its row is then oom or skipped where a one-process sweep measures it), and each row's "
+        "times are not one process's; on one GPU, --workers 1 measures what the card does alone"
+    )
+
+
 def describe(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"

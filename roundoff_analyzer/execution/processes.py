@@ -20,7 +20,7 @@ import threading
 import torch
 
 from ..core.breakpoints import make_breakpoints_inert
-from ..core.devices import resolve_device
+from ..core.devices import resolve_device, worker_devices
 from ..core.environment import os_error_line
 from ..core.errors import one_line
 from ..core.threads import torch_threads
@@ -33,15 +33,6 @@ from .worker import Worker, WorkerSetup
 
 POLL_S = 0.2
 JOIN_TIMEOUT_S = 30
-
-
-def worker_devices(device: torch.device, n_workers: int) -> list[str]:
-    """Worker i on GPU i mod (visible GPUs) when the sweep asks for plain `cuda`;
-    otherwise all on the sweep's device."""
-    if device.type == "cuda" and device.index is None:
-        n_gpus = max(1, torch.cuda.device_count())
-        return [f"cuda:{i % n_gpus}" for i in range(n_workers)]
-    return [str(device)] * n_workers
 
 
 def worker_main(index: int, setup: WorkerSetup, tasks, events, stop, parent_pid: int) -> None:

@@ -41,14 +41,17 @@ class TapeBudget:
 
     @classmethod
     def for_run(cls, device: torch.device, n_steps: int, evals_per_step: int) -> TapeBudget | None:
-        """The budget on `device` now, or None where the memory cannot be told: on a GPU all its memory less what
-        this process holds there; on the CPU all of it, or what the process's address-space limit leaves (a job
-        under `ulimit -v`, as batch systems set it)."""
+        """The budget on `device` now, or None where the memory cannot be told: on a GPU what is free there (other
+        processes' use counted: workers or other jobs sharing the card) and what this process's allocator has
+        reserved but not handed out; on the CPU all its memory, or what the process's address-space limit leaves (a
+        job under `ulimit -v`, as batch systems set it)."""
         capacity = capacity_bytes(device)
         if capacity is None:
             return None
         if device.type == "cuda":
-            return cls(device, capacity - torch.cuda.memory_allocated(device), n_steps, evals_per_step)
+            free, _ = torch.cuda.mem_get_info(device)
+            cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+            return cls(device, free + cached, n_steps, evals_per_step)
         return cls(device, min(capacity, _address_space_left()), n_steps, evals_per_step)
 
 

@@ -24,7 +24,7 @@ from ..axes.models import (
     resolve_model,
 )
 from ..axes.modes import ProblemCopies
-from ..core.devices import resolve_device
+from ..core.devices import resolve_device, shared_gpu_warning
 from ..core.errors import InputError, one_line
 from ..core.registry import Registry
 from ..core.text import shortened
@@ -96,11 +96,13 @@ class SweepPlan:
         return None if size == problem_batch_size(ProblemCopies(self.problem)) else size
 
     def warnings(self) -> list[str]:
-        """What to say before running: an adaptive method's rtol below a dtype's unit roundoff."""
+        """What to say before running: an adaptive method's rtol below a dtype's unit roundoff, a training step's
+        low-precision failures, worker processes sharing a GPU."""
         dtypes = [dtype for _, dtype, _ in self.grid.triples]
+        shared = shared_gpu_warning(self.device, self.config.workers or 1) if self.executor.runs_here else None
         return [
             *tolerance_warnings(self.grid.methods, dtypes, self.grid.modes, self.config.rtol),
-            *(f"warning: {line}" for line in self.step_warnings),
+            *(f"warning: {line}" for line in [*self.step_warnings, *([shared] if shared else [])]),
         ]
 
 
