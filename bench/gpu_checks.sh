@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every check that needs a GPU, in one run, in the order a short lease should spend its time: the machine, the CUDA
-# tests, seed 000's grid with where its time goes, the native solver's cost against torchdiffeq at the nine sizes,
+# tests, the original study's BSDS300 grid with where its time goes, the native solver's cost against torchdiffeq at the nine sizes,
 # and a (shortened) GPU training. Each step has a time limit of its own and writes under OUT; one that fails or runs
 # out of time is said in steps.txt and the next one runs.
 #
