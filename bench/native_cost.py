@@ -257,7 +257,9 @@ def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
                 f"  {dtype:9s} median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}  "
                 f"({len(ratios)} sizes)"
             )
-    lines.append("time / the same library's float32 (no scaler, state trajectory), median over sizes (below 1: faster):")
+    lines.append(
+        "time / the same library's float32 (no scaler, state trajectory), median over sizes (below 1: faster):"
+    )
     for library in ("torchdiffeq", "native"):
         for dtype in [d for d in dtypes if d != "float32"]:
             ratios = [r["time_vs_float32"] for r in rows if r["setup"] == Setup(library, dtype)]

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
-_LIST_KEYS = ("timesteps", "method", "library", "dtype", "scaling", "mode", "loss_in", "keep_float32")
+_LIST_KEYS = sweep_config.list_valued_keys(sweep_config.SweepConfig)
 
 
 @dataclass(frozen=True)

@@ -4,34 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
 
 from .dtypes import DTYPES
-
-CONFIG_COLUMNS = (
-    "model",
-    "library",
-    "method",
-    "n_timesteps",
-    "dtype",
-    "scaling",
-    "mode",
-    "arithmetic",
-    "rounding",
-    "checkpoint",
-    "loss_in",
-    "keep_float32",
-)
-# What results written before the arithmetic axis (and the checkpoint axis: "" is a sweep's single set of weights; the
-# loss_in axis: the loss formed outside autocast, in float32) existed ran with. Before the keep_float32 axis, no module
-# was kept out of autocast.
-AXIS_DEFAULTS = {
-    "arithmetic": "hardware",
-    "rounding": "nearest",
-    "checkpoint": "",
-    "loss_in": "float32",
-    "keep_float32": "none",
-}
 
 # The default grid's (library, dtype, scaling) triples: bfloat16 (float32's range) runs without scaling only;
 # float16 runs with torchdiffeq x {none, grad} and native x {none, grad, dynamic} (torchdiffeq has no adjoint of its
@@ -54,6 +30,11 @@ def file_safe(name: str) -> str:
 
 @dataclass(frozen=True)
 class Configuration:
+    """One run of the grid, a value on every axis. Its fields are the axes, in the order of the tables' columns; a
+    field's default is what results written before its axis existed ran with (before the arithmetic axis, hardware
+    arithmetic; before the checkpoint axis, a sweep's single set of weights; before loss_in, the loss formed outside
+    autocast, in float32; before keep_float32, no module kept out of autocast)."""
+
     model: str
     library: str
     method: str
@@ -112,6 +93,11 @@ class Configuration:
             f"{self.mode}{self._precision(' ')}{self._loss(' loss in ')}"
             f"{' @ ' + self.checkpoint if self.checkpoint else ''}{self._kept(' keep_float32=')}"
         )
+
+
+# The axes as the tables' columns, and what a table from before an axis existed ran with: read off Configuration.
+CONFIG_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Configuration))
+AXIS_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Configuration) if f.default is not MISSING}
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from ..axes.grid import CONFIG_COLUMNS
 from . import verdict as rules
 from .per_table import per_table
 
@@ -126,19 +127,8 @@ def answers(results: pd.DataFrame) -> list[Answer]:
     return [_with_kept(results, a, chosen) for a in given]
 
 
-# The columns that make two runs the same run but for the modules they keep in float32.
-_SAME_RUN = (
-    "library",
-    "method",
-    "n_timesteps",
-    "dtype",
-    "scaling",
-    "mode",
-    "arithmetic",
-    "rounding",
-    "checkpoint",
-    "loss_in",
-)
+# The columns that make two runs the same run but for the modules they keep in float32 (one model per table).
+_SAME_RUN = tuple(c for c in CONFIG_COLUMNS if c not in ("model", "keep_float32"))
 
 
 def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJudgement]) -> Answer:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, overload
+from typing import Annotated, Any, TypeVar, get_args, get_origin, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, ValidationInfo, field_validator
 from pydantic_core import ErrorDetails
@@ -33,32 +34,35 @@ DEFAULT_NOISE_BATCHES = 16
 # A config schema: SweepConfig, or another such as training's.
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
-AXES = ("method", "library", "dtype", "scaling", "mode", "arithmetic", "rounding", "loss_in")
+# The axes whose values a registry names: each axis's package under roundoff_analyzer.axes and its registry there.
+_AXIS_REGISTRIES = {
+    "method": ("methods", "METHODS"),
+    "library": ("libraries", "LIBRARIES"),
+    "dtype": ("dtypes", "DTYPES"),
+    "scaling": ("scalings", "SCALINGS"),
+    "mode": ("modes", "MODES"),
+    "arithmetic": ("arithmetics", "ARITHMETICS"),
+    "rounding": ("roundings", "ROUNDINGS"),
+    "loss_in": ("loss_placements", "LOSS_PLACEMENTS"),
+}
+AXES = tuple(_AXIS_REGISTRIES)
+
+
+def list_valued_keys(model: type[BaseModel]) -> tuple[str, ...]:
+    """The keys of a config whose value may be a list: from Python a single value counts as a list of one. Read off
+    the fields' annotations, so that a list-valued key added to the config is one without another list to extend."""
+
+    def takes_list(annotation: Any) -> bool:
+        return get_origin(annotation) is list or any(takes_list(arg) for arg in get_args(annotation))
+
+    return tuple(name for name, info in model.model_fields.items() if takes_list(info.annotation))
 
 
 def axis_registry(axis: str) -> Registry[Any]:
     """The registry of `axis`, imported when a value is checked: the registries import torch, and the schema (whose
     defaults `roundoff sweep --help` shows) does not need them."""
-    from ..axes.arithmetics import ARITHMETICS
-    from ..axes.dtypes import DTYPES
-    from ..axes.libraries import LIBRARIES
-    from ..axes.loss_placements import LOSS_PLACEMENTS
-    from ..axes.methods import METHODS
-    from ..axes.modes import MODES
-    from ..axes.roundings import ROUNDINGS
-    from ..axes.scalings import SCALINGS
-
-    registries: dict[str, Registry[Any]] = {
-        "method": METHODS,
-        "library": LIBRARIES,
-        "dtype": DTYPES,
-        "scaling": SCALINGS,
-        "mode": MODES,
-        "arithmetic": ARITHMETICS,
-        "rounding": ROUNDINGS,
-        "loss_in": LOSS_PLACEMENTS,
-    }
-    return registries[axis]
+    package, name = _AXIS_REGISTRIES[axis]
+    return getattr(importlib.import_module(f"..axes.{package}", __package__), name)
 
 
 def names_in(registry: Registry, values: list[str] | None) -> list[str] | None:

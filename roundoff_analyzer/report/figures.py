@@ -22,6 +22,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.typing import ColorType
 
 from ..axes.dtypes import DTYPES
+from ..axes.grid import CONFIG_COLUMNS
 from ..judging.format_search import bit_layout
 from ..storage.results import atomic_write_bytes
 from .formatting import span
@@ -43,7 +44,8 @@ FAILED_LABEL = "× failed (in the top band: no finite value)"
 # A step whose value overflowed the low dtype in a run that still ended ok (its backward used a wider adjoint).
 RECOVERED_LABEL = "○ overflowed in the low dtype, run ok (recovered)"
 # The columns that name one configuration in both the profile and the results.
-_RUN_KEYS = ("library", "method", "n_timesteps", "dtype", "scaling", "mode", "arithmetic", "rounding", "keep_float32")
+# A run's columns but its checkpoint: its status is "failed" where it failed at any checkpoint (one model per table).
+_RUN_KEYS = tuple(c for c in CONFIG_COLUMNS if c not in ("model", "checkpoint"))
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 _MANTISSA_COLOURS = matplotlib.colormaps["viridis"]
 _LINESTYLES = ("-", "--", "-.", ":")

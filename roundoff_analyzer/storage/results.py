@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable, Iterable
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,20 +57,9 @@ PART_ERRORS = "part_errors.parquet"
 SHARDS = "shards"
 SHARD_HASHES = "shard_hashes"  # in the manifest: every shard's content hash is recorded beside it
 
-_CONFIG_FIELDS = [
-    pa.field("model", pa.string()),
-    pa.field("library", pa.string()),
-    pa.field("method", pa.string()),
-    pa.field("n_timesteps", pa.int64()),
-    pa.field("dtype", pa.string()),
-    pa.field("scaling", pa.string()),
-    pa.field("mode", pa.string()),
-    pa.field("arithmetic", pa.string()),
-    pa.field("rounding", pa.string()),
-    pa.field("checkpoint", pa.string()),
-    pa.field("loss_in", pa.string()),
-    pa.field("keep_float32", pa.string()),
-]
+# The axes' columns, typed as Configuration types its fields (its annotations are strings: `from __future__`).
+_ARROW_TYPES = {"str": pa.string(), "int": pa.int64()}
+_CONFIG_FIELDS = [pa.field(f.name, _ARROW_TYPES[str(f.type)]) for f in dataclass_fields(Configuration)]
 
 RESULT_SCHEMA = pa.schema(
     _CONFIG_FIELDS
@@ -454,6 +444,10 @@ class ResultStore:
             "modules": measurement.modules,
             "parts": measurement.parts,
         }
+        unknown = sorted(set(row) - set(SHARD_SCHEMA.names))
+        if unknown:
+            # from_pylist would drop them silently: a column added to the rows but not to the schema would vanish.
+            raise ValueError(f"the row has columns the results schema does not: {', '.join(unknown)}")
         table = with_fingerprint(pa.Table.from_pylist([row], schema=SHARD_SCHEMA), self.digest, self.settings)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)

@@ -20,10 +20,12 @@ import pandas as pd
 from ..core.safe_files import refuse_links
 from ..core.threads import torch_threads
 from ..core.version import __version__
+from ..planning.config import list_valued_keys
 from ..storage.folder_lock import FolderLock
 from ..storage.results import atomic_write_parquet
 from ..storage.training_summary import summary_table
 from . import folder as train_folder
+from .config import TrainConfig
 from .files import load_resume
 from .log import read_log, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
@@ -33,7 +35,7 @@ from .timing import TIMING_ROUNDS, interleaved_times
 from .training_report import write_training_report
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
-_LIST_KEYS = ("library", "dtype", "scaling", "save_at", "weights", "update")
+_LIST_KEYS = list_valued_keys(TrainConfig)
 
 
 @dataclass(frozen=True)

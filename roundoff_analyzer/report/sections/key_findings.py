@@ -8,6 +8,7 @@ from .. import formatting as fmt
 from .. import tables
 from ..causes import explain
 from ..findings import (
+    SETUP_COLUMNS,
     FailureGroup,
     GrowthGroup,
     Rescue,
@@ -89,7 +90,7 @@ def error_growth(results: pd.DataFrame, with_mode: bool) -> list[str]:
 
 def growth_sentence(group: GrowthGroup, with_mode: bool) -> str:
     first = group.members[0]
-    scalings = [dict(zip(("library", "method", "dtype", "scaling", "mode"), g.setup))["scaling"] for g in group.members]
+    scalings = [dict(zip(SETUP_COLUMNS, g.setup))["scaling"] for g in group.members]
     mode = f" {group.mode}" if with_mode else ""
     factors = fmt.value_range([g.factor for g in group.members], fmt.in_u)
     ends = fmt.value_range([g.values[-1] for g in group.members], fmt.error)
