@@ -1,6 +1,6 @@
 """A results folder nothing can corrupt, and reading results never runs code.
 
-Each test names the case of the issue it covers. Every test that writes asserts that nothing outside
+Each test is named for the case it checks. Every test that writes asserts that nothing outside
 its `--out` changed (a snapshot of the test's own folder, the output folder left out).
 """
 
@@ -99,7 +99,7 @@ def uninterrupted(tmp_path_factory) -> Path:
 # --- 1, 8: shards carry the sweep's fingerprint; foreign or damaged ones are set aside and run again ------------
 
 
-def test_1_shards_of_another_sweep_are_set_aside_not_reused(tmp_path):
+def test_shards_of_another_sweep_are_set_aside_not_reused(tmp_path):
     out = tmp_path / "sweep"
     one = ["sweep", "--model", "linear", "--timesteps", "2", "--method", "euler", "--library", "native", "--no-report"]
     assert run_cli(*one, "-o", "d=4", "--out", out).exit_code == 0
@@ -123,7 +123,7 @@ def test_1_shards_of_another_sweep_are_set_aside_not_reused(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty"])
-def test_8_a_damaged_shard_reruns_exactly_its_configuration(tmp_path, uninterrupted, damage):
+def test_a_damaged_shard_reruns_exactly_its_configuration(tmp_path, uninterrupted, damage):
     out = tmp_path / "sweep"
     shutil.copytree(uninterrupted, out)
     victim = random.Random(damage).choice(shard_paths(out))
@@ -161,7 +161,7 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.slow  # ten killed two-worker sweeps, each resumed: minutes on a loaded 2-core machine
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc (Linux)")
-def test_2_killing_the_parent_of_two_workers_at_random_points_loses_nothing(tmp_path, uninterrupted):
+def test_killing_the_parent_of_two_workers_at_random_points_loses_nothing(tmp_path, uninterrupted):
     rng = random.Random(11)
     command = ["sweep", *GRID, "--workers", "2"]
     for run in range(10):
@@ -192,7 +192,7 @@ def test_2_killing_the_parent_of_two_workers_at_random_points_loses_nothing(tmp_
 # --- 3: nothing outside --out is touched through links ---------------------------------------------------------
 
 
-def test_3_force_does_not_follow_a_linked_shards_folder(tmp_path):
+def test_force_does_not_follow_a_linked_shards_folder(tmp_path):
     out, elsewhere = tmp_path / "sweep", tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "precious.parquet").write_bytes(b"not yours to delete")
@@ -223,7 +223,7 @@ def test_3_force_does_not_follow_a_linked_shards_folder(tmp_path):
     assert snapshot(tmp_path) == before
 
 
-def test_3_a_temporary_name_linked_outside_is_replaced_not_written_through(tmp_path):
+def test_a_temporary_name_linked_outside_is_replaced_not_written_through(tmp_path):
     """A sweep writes results.parquet through `.results.parquet.tmp-<its pid>`; a link planted there must not lead
     out."""
     out, target = tmp_path / "sweep", tmp_path / "target.txt"
@@ -256,7 +256,7 @@ def test_3_a_temporary_name_linked_outside_is_replaced_not_written_through(tmp_p
 # --- 4: an axis value given twice runs once, and the grid says so -----------------------------------------------
 
 
-def test_4_repeated_axis_values_run_once_and_check_accepts_the_folder(tmp_path):
+def test_repeated_axis_values_run_once_and_check_accepts_the_folder(tmp_path):
     out = tmp_path / "sweep"
     result = run_cli(
         "sweep",
@@ -295,7 +295,7 @@ def test_4_repeated_axis_values_run_once_and_check_accepts_the_folder(tmp_path):
 
 
 @pytest.mark.slow  # a sweep in a fresh process, killed for real: 5-7 s
-def test_5_a_second_sweep_on_a_busy_folder_is_refused_and_the_lock_dies_with_its_holder(tmp_path):
+def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_lock_dies_with_its_holder(tmp_path):
     out = tmp_path / "sweep"
     longer = ["sweep", *[a if a != "2,4" else "2,4,8,16,32,64" for a in GRID], "--out", out]  # 42 configurations
     first = start(*longer)
@@ -316,7 +316,7 @@ def test_5_a_second_sweep_on_a_busy_folder_is_refused_and_the_lock_dies_with_its
     assert_every_shard_is_this_sweeps(out)
 
 
-def test_5_a_finished_sweep_leaves_no_lock_file_and_a_lock_is_taken_again_after_release(tmp_path):
+def test_a_finished_sweep_leaves_no_lock_file_and_a_lock_is_taken_again_after_release(tmp_path):
     from roundoff_analyzer.storage.folder_lock import LOCK, FolderBusy, FolderLock
 
     out = tmp_path / "sweep"
@@ -353,7 +353,7 @@ def test_5_a_finished_sweep_leaves_no_lock_file_and_a_lock_is_taken_again_after_
         ("failure_class == none", lambda t: t.failure_class.isna()),
     ],
 )
-def test_6_where_filters_rows_like_the_same_condition_in_pandas(uninterrupted, where, expected):
+def test_where_filters_rows_like_the_same_condition_in_pandas(uninterrupted, where, expected):
     table = results(uninterrupted)
     shown = run_cli("show", uninterrupted, "--where", where)
     assert shown.exit_code == 0, shown.output
@@ -374,7 +374,7 @@ def test_6_where_filters_rows_like_the_same_condition_in_pandas(uninterrupted, w
         ("(" * 3000, "at most 2000"),
     ],
 )
-def test_6_where_outside_the_language_is_one_line_and_runs_nothing(tmp_path, uninterrupted, where, phrase):
+def test_where_outside_the_language_is_one_line_and_runs_nothing(tmp_path, uninterrupted, where, phrase):
     marker = tmp_path / "MARKER"
     before = snapshot(tmp_path)
     refused = run_cli("show", uninterrupted, "--where", where.format(marker=marker))
@@ -402,7 +402,7 @@ needs_mounts = pytest.mark.skipif(
 
 
 @needs_mounts
-def test_9_a_full_disk_stops_the_sweep_with_one_line_saying_how_far_it_got(tmp_path):
+def test_a_full_disk_stops_the_sweep_with_one_line_saying_how_far_it_got(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
     sweep = " ".join([sys.executable, "-m", "roundoff_cli", "sweep", *GRID, "--out", f"{disk}/out"])
@@ -422,7 +422,7 @@ def test_9_a_full_disk_stops_the_sweep_with_one_line_saying_how_far_it_got(tmp_p
 
 
 @needs_mounts
-def test_12_a_read_only_out_is_one_line_and_leaves_nothing(tmp_path):
+def test_a_read_only_out_is_one_line_and_leaves_nothing(tmp_path):
     readonly = tmp_path / "readonly"
     readonly.mkdir()
     before = snapshot(tmp_path)
@@ -444,7 +444,7 @@ def test_12_a_read_only_out_is_one_line_and_leaves_nothing(tmp_path):
     assert snapshot(tmp_path) == before
 
 
-def test_12_a_timeout_at_any_boundary_is_a_timeout_row_and_leaves_torch_as_it_was(tmp_path):
+def test_a_timeout_at_any_boundary_is_a_timeout_row_and_leaves_torch_as_it_was(tmp_path):
     for attempt in range(3):  # the alarm lands somewhere else each time
         out = tmp_path / f"sweep{attempt}"
         result = run_cli("sweep", *GRID, "--timeout", "0.001", "--out", out)
@@ -457,7 +457,7 @@ def test_12_a_timeout_at_any_boundary_is_a_timeout_row_and_leaves_torch_as_it_wa
         assert autocast_nesting() == 0  # else autocast's cache of casts would never be cleared again in this process
 
 
-def test_12_a_baseline_with_n_timesteps_as_text_is_one_line(tmp_path, uninterrupted):
+def test_a_baseline_with_n_timesteps_as_text_is_one_line(tmp_path, uninterrupted):
     baseline = tmp_path / "baseline.parquet"
     table = results(uninterrupted)
     table.assign(n_timesteps=table.n_timesteps.astype(str)).to_parquet(baseline)
@@ -500,7 +500,7 @@ def test_misleading_timesteps_that_can_never_fit_are_an_oom_row_that_never_ran(t
 # --- 10: a sweep whose every configuration is skipped -------------------------------------------------------------
 
 
-def test_10_a_sweep_of_skipped_configurations_finishes(tmp_path):
+def test_a_sweep_of_skipped_configurations_finishes(tmp_path):
     out = tmp_path / "sweep"
     result = run_cli(
         "sweep",
@@ -531,7 +531,7 @@ def test_10_a_sweep_of_skipped_configurations_finishes(tmp_path):
 
 @pytest.mark.slow  # three fresh processes per manifest, each importing torch: 10 s each
 @pytest.mark.parametrize("manifest, outcome", [("[]", 0), ('{"fingerprint": 5}', 2), ("\x00\xff not json", 0)])
-def test_11_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(
+def test_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(
     tmp_path, uninterrupted, manifest, outcome
 ):
     out = tmp_path / "sweep"
@@ -573,7 +573,7 @@ def damage_manifest(out: Path, damage: str) -> str:
 
 
 @pytest.mark.parametrize("damage", ["random bytes", "cut to a third"])
-def test_11_a_reported_sweep_with_a_damaged_manifest_resumes_to_the_uninterrupted_numbers(tmp_path, reported, damage):
+def test_a_reported_sweep_with_a_damaged_manifest_resumes_to_the_uninterrupted_numbers(tmp_path, reported, damage):
     out = tmp_path / "sweep"
     shutil.copytree(reported, out)
     reason = damage_manifest(out, damage)
@@ -593,7 +593,7 @@ def test_11_a_reported_sweep_with_a_damaged_manifest_resumes_to_the_uninterrupte
 
 
 @pytest.mark.parametrize("damage", ["random bytes", "cut to a third"])
-def test_11_a_damaged_manifest_no_shard_vouches_for_is_refused_naming_it(tmp_path, reported, damage):
+def test_a_damaged_manifest_no_shard_vouches_for_is_refused_naming_it(tmp_path, reported, damage):
     # The report and figures with a damaged manifest, and shards whose recorded hashes no longer match: nothing shows
     # the folder is a sweep's, and the refusal says why rather than calling the files the user's.
     out = tmp_path / "sweep"
@@ -615,7 +615,7 @@ def test_11_a_damaged_manifest_no_shard_vouches_for_is_refused_naming_it(tmp_pat
 
 
 @pytest.mark.slow  # three fresh processes, each importing torch: 15-25 s
-def test_11_a_non_numeric_duration_is_one_line_where_the_manifest_is_read(tmp_path, uninterrupted):
+def test_a_non_numeric_duration_is_one_line_where_the_manifest_is_read(tmp_path, uninterrupted):
     # A manifest value of the wrong kind is one line naming the key; `show` reads no manifest, and a resume
     # rewrites it (the shards' fingerprints say what they are).
     out = tmp_path / "sweep"
@@ -704,7 +704,7 @@ def test_check_names_the_configurations_only_one_side_has_before_the_table(tmp_p
     )
 
 
-def test_3_report_refuses_a_figures_link_out_of_the_folder(tmp_path, uninterrupted):
+def test_report_refuses_a_figures_link_out_of_the_folder(tmp_path, uninterrupted):
     out, elsewhere = tmp_path / "sweep", tmp_path / "elsewhere"
     shutil.copytree(uninterrupted, out)
     elsewhere.mkdir()
@@ -721,7 +721,7 @@ def test_3_report_refuses_a_figures_link_out_of_the_folder(tmp_path, uninterrupt
 @pytest.mark.parametrize(
     "manifest, key", [('{"duration_s": "a while"}', "duration_s"), ('{"repeats": "x", "timeout_s": "y"}', "repeats")]
 )
-def test_11_the_report_refuses_a_manifest_with_values_of_the_wrong_kind_in_one_line(
+def test_the_report_refuses_a_manifest_with_values_of_the_wrong_kind_in_one_line(
     tmp_path, uninterrupted, manifest, key
 ):
     out = tmp_path / "sweep"

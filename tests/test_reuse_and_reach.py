@@ -1,6 +1,6 @@
 """Nothing reused that does not match, nothing touched outside what is ours, every folder read in one line.
 
-One test (or a few) per kind of the issue, each on the real CLI in a temporary folder: the exit code, the one line it
+One test (or a few) per case, each on the real CLI in a temporary folder: the exit code, the one line it
 says, and what the folders hold before and after.
 """
 
@@ -75,7 +75,7 @@ def small_sweep(tmp_path_factory) -> Path:
 # --- 1. a resume reuses no row that a changed setting would change --------------------------------------------------
 
 
-def test_1_a_resume_without_the_time_limit_runs_the_timed_out_rows_again(tmp_path):
+def test_a_resume_without_the_time_limit_runs_the_timed_out_rows_again(tmp_path):
     out = tmp_path / "sweep"
     limited = run_cli("sweep", "--model", "linear", *SMALL, "--timeout", "0.001", "--out", out)
     assert limited.exit_code == 0, limited.output
@@ -89,7 +89,7 @@ def test_1_a_resume_without_the_time_limit_runs_the_timed_out_rows_again(tmp_pat
     assert {p.name for p in (out / "set_aside").iterdir()} == before  # kept, not deleted
 
 
-def test_1_an_edited_factory_file_is_not_reused(tmp_path):
+def test_an_edited_factory_file_is_not_reused(tmp_path):
     factory, out = tmp_path / "field.py", tmp_path / "sweep"
     factory.write_text(FACTORY.format(body="torch.tanh(self.layer(y))"))
     first = run_cli("sweep", "--model", f"{factory}:make", *SMALL, "--out", out)
@@ -106,7 +106,7 @@ def test_1_an_edited_factory_file_is_not_reused(tmp_path):
     assert new.equals(results(tmp_path / "fresh").set_index("n_timesteps")["sol_rel_err"]) and not new.equals(old)
 
 
-def test_1_check_says_in_one_line_that_the_baselines_model_ran_other_code(tmp_path):
+def test_check_says_in_one_line_that_the_baselines_model_ran_other_code(tmp_path):
     # The same factory name and weights; its file edited between the baseline and the new sweep. The errors are
     # compared (editing one's own model is what a regression check is for), and one line says the code differs.
     factory = tmp_path / "field.py"
@@ -135,7 +135,7 @@ def test_1_check_says_in_one_line_that_the_baselines_model_ran_other_code(tmp_pa
 # --- 2. nothing outside what is ours is written or deleted -----------------------------------------------------------
 
 
-def test_2_a_link_below_the_yardsticks_is_refused_before_anything_is_written(tmp_path):
+def test_a_link_below_the_yardsticks_is_refused_before_anything_is_written(tmp_path):
     out, elsewhere = tmp_path / "sweep", tmp_path / "elsewhere"
     (out / "yardsticks").mkdir(parents=True)
     elsewhere.mkdir()
@@ -146,7 +146,7 @@ def test_2_a_link_below_the_yardsticks_is_refused_before_anything_is_written(tmp
     assert snapshot(tmp_path) == before and not any(elsewhere.iterdir())
 
 
-def test_2_a_resumed_training_follows_no_link_below_its_setups(tmp_path):
+def test_a_resumed_training_follows_no_link_below_its_setups(tmp_path):
     out, elsewhere = tmp_path / "train", tmp_path / "elsewhere"
     trained = run_cli("train", "--model", "linear", "--iters", "2", "--dtype", "float32,bfloat16", "--out", out)
     assert trained.exit_code == 0, trained.output
@@ -159,7 +159,7 @@ def test_2_a_resumed_training_follows_no_link_below_its_setups(tmp_path):
     assert snapshot(tmp_path) == before
 
 
-def test_2_a_training_with_force_leaves_a_sweep_folder_alone(tmp_path):
+def test_a_training_with_force_leaves_a_sweep_folder_alone(tmp_path):
     out = tmp_path / "sweep"
     done = run_cli("sweep", "--model", "linear", *SMALL[:-1], "--out", out)  # with its report and figures
     assert done.exit_code == 0, done.output
@@ -170,7 +170,7 @@ def test_2_a_training_with_force_leaves_a_sweep_folder_alone(tmp_path):
     assert snapshot(tmp_path) == before
 
 
-def test_2_an_empty_out_is_refused(tmp_path, monkeypatch):
+def test_an_empty_out_is_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for command in (["sweep", "--model", "linear", *SMALL], ["train", "--model", "linear", "--iters", "2"]):
         refused = run_cli(*command, "--out", "")
@@ -240,7 +240,7 @@ READERS = {
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
-def test_3_a_damaged_folder_is_one_line_naming_file_and_column(tmp_path, small_sweep, damage):
+def test_a_damaged_folder_is_one_line_naming_file_and_column(tmp_path, small_sweep, damage):
     edit, named = DAMAGE[damage]
     folder = tmp_path / "sweep"
     shutil.copytree(small_sweep, folder)
@@ -284,7 +284,7 @@ def _setups_as_text(folder: Path) -> None:
         (_setups_as_text, "train_manifest.json' is not a training manifest: key setups must be a list"),
     ],
 )
-def test_3_a_damaged_training_folder_is_one_line(tmp_path, edit, named):
+def test_a_damaged_training_folder_is_one_line(tmp_path, edit, named):
     folder = tmp_path / "train"
     shutil.copytree(REPOSITORY / "reports" / "cnf-train", folder)
     edit(folder)
@@ -294,7 +294,7 @@ def test_3_a_damaged_training_folder_is_one_line(tmp_path, edit, named):
     assert snapshot(tmp_path) == before
 
 
-def test_3_nested_toml_and_checkpoint_side_files_are_one_line(tmp_path):
+def test_nested_toml_and_checkpoint_side_files_are_one_line(tmp_path):
     bomb = tmp_path / "bomb.toml"
     bomb.write_text("x = " + "[" * 100_000 + "]" * 100_000)
     refused = run_cli("sweep", "--model", "linear", "--config", bomb, *SMALL, "--out", tmp_path / "a")
@@ -308,7 +308,7 @@ def test_3_nested_toml_and_checkpoint_side_files_are_one_line(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.toml", "train"]
 
 
-def test_3_the_folders_this_project_wrote_still_read():
+def test_the_folders_this_project_wrote_still_read():
     from roundoff_analyzer.report import read_sweep_folder
     from roundoff_analyzer.storage.results import load_results
     from roundoff_analyzer.training.log import read_log
@@ -336,7 +336,7 @@ def test_3_the_folders_this_project_wrote_still_read():
         ),
     ],
 )
-def test_4_a_factory_that_quits_or_cannot_be_read_is_one_line(tmp_path, code, model, expected):
+def test_a_factory_that_quits_or_cannot_be_read_is_one_line(tmp_path, code, model, expected):
     (tmp_path / "user.py").write_text(code)
     refused = run_cli("sweep", "--model", model.format(file=tmp_path / "user.py"), *SMALL, "--out", tmp_path / "out")
     # before: exit 0 and nothing said, or a traceback
@@ -344,7 +344,7 @@ def test_4_a_factory_that_quits_or_cannot_be_read_is_one_line(tmp_path, code, mo
     assert not (tmp_path / "out").exists()
 
 
-def test_4_a_library_that_quits_is_one_line(tmp_path):
+def test_a_library_that_quits_is_one_line(tmp_path):
     plugin = tmp_path / "quitting.py"
     plugin.write_text(
         "import sys\nfrom roundoff_analyzer.axes.libraries.native import NativeLibrary\n\n\nclass "
@@ -358,7 +358,7 @@ def test_4_a_library_that_quits_is_one_line(tmp_path):
         assert not shard_names(out)
 
 
-def test_4_values_of_the_wrong_type_are_refused(tmp_path):
+def test_values_of_the_wrong_type_are_refused(tmp_path):
     (tmp_path / "sweep.toml").write_text("timesteps = [true]\n")
     refused = run_cli("sweep", "--model", "linear", "--config", tmp_path / "sweep.toml", "--out", tmp_path / "out")
     assert refused.exit_code == 2 and "'timesteps' must be numbers, not true or false" in one_error_line(refused)
@@ -390,7 +390,7 @@ def _children(pid: int) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from Linux's /proc")
-def test_5_workers_and_fork_server_end_with_a_killed_sweep_that_is_not_reaped(tmp_path):
+def test_workers_and_fork_server_end_with_a_killed_sweep_that_is_not_reaped(tmp_path):
     out = tmp_path / "sweep"
     grid = [
         "--model",
@@ -435,7 +435,7 @@ def test_5_workers_and_fork_server_end_with_a_killed_sweep_that_is_not_reaped(tm
         sweep.wait()
 
 
-def test_2_a_link_that_stays_inside_an_entry_is_allowed_one_that_leaves_is_not(tmp_path):
+def test_a_link_that_stays_inside_an_entry_is_allowed_one_that_leaves_is_not(tmp_path):
     # submitit links its own files inside <out>/slurm/: harmless, as nothing through them leaves the folder.
     from roundoff_analyzer.core.errors import InputError
     from roundoff_analyzer.core.safe_files import refuse_links

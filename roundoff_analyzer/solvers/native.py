@@ -293,7 +293,8 @@ class _BackwardStep:
         with emulation.reenter() if emulation is not None else nullcontext():
             y = y_stored.to(self.state_dtype).requires_grad_(True)
             if ends is None:
-                slopes = weighted_slopes(self.func, self.tableau, t_k, y, *step, self.perturb)
+                h, h_value = step
+                slopes = weighted_slopes(self.func, self.tableau, t_k, y, h, h_value, self.perturb)
             else:  # the step size from the ends, inside the graph
                 slopes = weighted_slopes(self.func, self.tableau, ends[0], y, ends[1] - ends[0], None, self.perturb)
         entering = (adjoint if scale is None else adjoint * scale).to(slopes.dtype)
