@@ -130,3 +130,50 @@ def test_on_a_gpu_a_tape_beyond_the_card_is_stopped_before_it_is_allocated():
     with pytest.raises(TapeTooLarge, match=r"cuda(:0)? has .* GB available"), watch.watching():
         torchdiffeq.odeint(watch, y0, ends, method="rk4", options=options)
     assert watch.calls == 4 and torch.cuda.max_memory_allocated(device) < 0.05 * budget.available
+
+
+REFERENCE_SCRIPT = """
+import resource, sys
+import torch
+from roundoff_analyzer.axes.libraries import LIBRARIES
+from roundoff_analyzer.axes.methods import METHODS
+from roundoff_analyzer.axes.modes import ProblemCopies
+from roundoff_analyzer.axes.scaler_settings import ScalerSettings
+from roundoff_analyzer.execution import engine
+from roundoff_analyzer.measuring.references import ReferenceCache
+from roundoff_analyzer.planning import config
+
+def float64_reference(limit_above_now):
+    torch.set_num_threads(1)
+    request = {"model": "otflow", "options": {"d": "3", "hidden": "128", "batch": "256"}, "timesteps": [32],
+               "device": "cpu"}
+    copies = ProblemCopies(engine.plan(config.validate(request)).problem)
+    if limit_above_now:
+        status = open("/proc/self/status").read().splitlines()
+        mapped = 1024 * int(next(line for line in status if line.startswith("VmSize:")).split()[1])
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + limit_above_now, mapped + limit_above_now))
+    cache = ReferenceCache(copies, ScalerSettings())
+    outcome = cache.get(LIBRARIES.get("torchdiffeq"), METHODS.get("rk4"), 32)
+    return cache.n_recomputed, [outcome.trajectory, outcome.loss, *outcome.grads]
+
+if __name__ == "__main__":
+    recomputed, tensors = float64_reference(int(sys.argv[1]))
+    torch.save({"recomputed": recomputed, "tensors": tensors}, sys.argv[2])
+"""
+
+
+@pytest.mark.slow  # two fresh processes and three float64 solves: about 10 s
+def test_a_reference_whose_tape_cannot_fit_is_solved_again_with_its_field_recomputed_to_the_same_bits(tmp_path):
+    """torchdiffeq's float64 reference of a small OT-Flow keeps about 0.85 GB of tape; under an address-space limit of
+    0.4 GB above what the process maps, it stops after one step and is solved again with the field's activations
+    computed in the backward: the trajectory, the loss and every gradient equal the reference solved without a limit,
+    bit for bit."""
+    script = tmp_path / "reference.py"
+    script.write_text(REFERENCE_SCRIPT)
+    runs = {}
+    for name, limit in (("free", 0), ("limited", 400_000_000)):
+        subprocess.run([sys.executable, str(script), str(limit), str(tmp_path / name)], check=True, timeout=300)
+        runs[name] = torch.load(tmp_path / name)
+    assert runs["free"]["recomputed"] == 0 and runs["limited"]["recomputed"] == 1
+    free, limited = runs["free"]["tensors"], runs["limited"]["tensors"]
+    assert len(free) == len(limited) > 2 and all(torch.equal(a, b) for a, b in zip(free, limited))

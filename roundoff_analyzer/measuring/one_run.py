@@ -66,20 +66,31 @@ def run_once(
     scale_hint: int | None = None,
     loss_in: LossPlacement | None = None,
     observer: ModuleObserver | None = None,
+    recompute_field: bool = False,
 ) -> RunOutcome:
     """Forward (the problem's step, its solves by `library` and `method` in `n_timesteps` equal steps each), loss and
     backward of one run; any exception or non-finite value becomes `failure`. The grid's times are float64 where the
     loss is (the reference), else float32.
     `scale_hint`: where a searching loss scaler starts (the retries of a similar run); `loss_in`: where the loss is
     formed (default: outside the run's context, in `loss_dtype`); `observer`: told where the backward begins
-    (per-module measurement)."""
+    (per-module measurement); `recompute_field`: the field's activations computed again in the backward rather than
+    kept (the same values, for one more evaluation each)."""
     leaves = prepared.leaves
     outcome = RunOutcome(n_inputs=len(prepared.inputs))
     loss_in = loss_in or LOSS_PLACEMENTS.get(DEFAULT_LOSS_IN)
     device = prepared.device
     adjoint_scaler = scaling.adjoint_scaler(settings)
     odeint = configured_odeint(
-        prepared, library, method, n_timesteps, loss_dtype, loss_in, adjoint_scaler, outcome.report, observer
+        prepared,
+        library,
+        method,
+        n_timesteps,
+        loss_dtype,
+        loss_in,
+        adjoint_scaler,
+        outcome.report,
+        observer,
+        recompute_field,
     )
     try:
         with measured(device) as forward:
@@ -139,6 +150,7 @@ def configured_odeint(
     scaler: DynamicAdjointScaler | None,
     report: SolveReport,
     observer: ModuleObserver | None = None,
+    recompute_field: bool = False,
 ) -> ConfiguredOdeint:
     """The `odeint` a run hands its step: inside the run's context where the step is not, its output then cast to
     `loss_dtype`; the grid's times float64 where the loss is (the reference), else float32."""
@@ -155,6 +167,7 @@ def configured_odeint(
         model=prepared.model,
         observer=observer,
         budget=None if method.adaptive else TapeBudget.for_run(prepared.device, n_timesteps, method.n_stages),
+        recompute=recompute_field,
     )
 
 

@@ -13,6 +13,7 @@ from ..axes.modes import ProblemCopies, cast_run
 from ..axes.scalings import SCALINGS, ScalerSettings
 from . import failures
 from .one_run import RunOutcome, run_once
+from .tape_estimate import TapeTooLarge
 
 
 class ReferenceCache:
@@ -24,6 +25,7 @@ class ReferenceCache:
         self.settings = settings
         self._cache: dict[tuple[str, str, int], RunOutcome] = {}
         self.n_solves = 0
+        self.n_recomputed = 0  # solves whose tape would not fit, run again with the field recomputed in the backward
         self.seconds = 0.0
 
     def get(self, library: SolverLibrary, method: Method, n_timesteps: int) -> RunOutcome:
@@ -33,6 +35,20 @@ class ReferenceCache:
             prepared = cast_run(self.copies, torch.float64)
             none = SCALINGS.get("none")
             outcome = run_once(prepared, self.copies, library, method, none, self.settings, n_timesteps, torch.float64)
+            if outcome.failure is not None and outcome.failure.failure_type == TapeTooLarge.__name__:
+                # Its tape would not fit: the same solve, its field's activations computed again in the backward.
+                self.n_recomputed += 1
+                outcome = run_once(
+                    prepared,
+                    self.copies,
+                    library,
+                    method,
+                    none,
+                    self.settings,
+                    n_timesteps,
+                    torch.float64,
+                    recompute_field=True,
+                )
             if outcome.failure is not None:
                 raise failures.ReferenceFailed(outcome.failure)
             self._cache[key] = outcome

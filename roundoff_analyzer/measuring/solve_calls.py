@@ -28,7 +28,7 @@ from ..solvers import DynamicAdjointScaler, SolveReport
 from ..solvers.grid_output import equal_grid, read_off
 from ..solvers.tuple_state import FlatState, State
 from .module_hooks import ModuleObserver
-from .tape_estimate import TapeBudget, TapeWatch
+from .tape_estimate import RecomputedField, TapeBudget, TapeWatch
 
 
 @dataclass
@@ -48,7 +48,8 @@ class ConfiguredOdeint:
     output is then cast to `output_dtype`. `report`: the first call's per-step record. `model`: the step's model,
     whose parameters a vector field that is not itself an `nn.Module` (a function or a bound method closing over
     them) is differentiated with respect to. `observer`: watches each solve's vector field on its grid. `budget`: the
-    memory a solve's tape may take (tape_estimate.py)."""
+    memory a solve's tape may take (tape_estimate.py); `recompute`: the field's activations computed again in the
+    backward rather than kept (a float64 reference whose tape would not fit)."""
 
     def __init__(
         self,
@@ -63,6 +64,7 @@ class ConfiguredOdeint:
         model: torch.nn.Module | None = None,
         observer: ModuleObserver | None = None,
         budget: TapeBudget | None = None,
+        recompute: bool = False,
     ) -> None:
         self.library, self.method, self.n_timesteps, self.time_dtype = library, method, n_timesteps, time_dtype
         self.scaler, self.report = scaler, report
@@ -72,6 +74,7 @@ class ConfiguredOdeint:
         self.calls = 0  # function evaluations over every solve so far
         self.budget = budget  # where given, a solve whose tape cannot fit stops after its first step
         self.tape_bytes = 0  # the tape the solves so far keep for backward, as estimated from their first steps
+        self.recompute = recompute  # the field's activations computed again in the backward, not kept
 
     def __call__(
         self,
@@ -114,13 +117,14 @@ class ConfiguredOdeint:
             counted.add_module("model", self.model)
         if self.observer is not None:
             self.observer.watch_field(counted, grid)
-        watched = TapeWatch(counted, self.budget, self.tape_bytes) if self.budget is not None else None
+        field: torch.nn.Module = RecomputedField(counted) if self.recompute else counted
+        watched = TapeWatch(field, self.budget, self.tape_bytes) if self.budget is not None else None
         try:
             with (
                 self.context() if self.context is not None else nullcontext(),
                 watched.watching() if watched is not None else nullcontext(),
             ):
-                on_grid = self.library.solve(watched or counted, state.flat, grid, self.method, self.scaler, report)
+                on_grid = self.library.solve(watched or field, state.flat, grid, self.method, self.scaler, report)
         finally:
             self.calls += counted.calls
             self.tape_bytes = watched.estimate if watched is not None else self.tape_bytes

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.utils.checkpoint
 
 from .device_memory import capacity_bytes, gigabytes
 
@@ -137,6 +138,22 @@ class TapeWatch(torch.nn.Module):
         hooks, self._hooks = self._hooks, None
         if hooks is not None:
             hooks.__exit__(None, None, None)
+
+
+class RecomputedField(torch.nn.Module):
+    """`func` unchanged, its activations not kept for backward but computed again there (torch.utils.checkpoint):
+    each evaluation keeps only its inputs on the tape. The same operations on the same inputs give the same values,
+    so a float64 reference solved this way equals one that kept its tape; it costs one more evaluation of the field
+    per evaluation, in the backward."""
+
+    def __init__(self, func: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        self.func = func
+
+    def forward(self, t, y):
+        if not torch.is_grad_enabled():
+            return self.func(t, y)
+        return torch.utils.checkpoint.checkpoint(self.func, t, y, use_reentrant=False)
 
 
 def _unpacked(tensor: torch.Tensor) -> torch.Tensor:
