@@ -9,8 +9,6 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-# The schema and the scaler's settings import neither torch nor pandas: --help shows their defaults at once.
-from roundoff_analyzer.axes.scaler_settings import ScalerSettings
 from roundoff_analyzer.core.breakpoints import inert_breakpoints
 from roundoff_analyzer.core.text import printable
 from roundoff_analyzer.execution.start_method import warm_up_workers
@@ -26,22 +24,18 @@ from .interrupts import (
     stop_after_current,
 )
 from .judgement import print_judgement
+from .shared_options import (
+    backoff_factor_option,
+    data_option,
+    device_option,
+    init_scale_option,
+    max_retries_option,
+    shown_default,
+)
 
 GRID, MODEL, SCALING, EXECUTION, OUTPUT = "Grid", "Model and data", "Scaling", "Execution", "Output"
-_FIELDS, _SCALER = sweep_config.SweepConfig.model_fields, ScalerSettings.model_fields
-
-
-def _default(field: str, fields=_FIELDS) -> str:
-    """A setting's default as --help shows it, read from the config's own definition."""
-    info = fields[field]
-    value = info.default_factory() if info.default_factory else info.default
-    return (
-        ",".join(map(str, value))
-        if isinstance(value, (list, tuple))
-        else f"{value:g}"
-        if isinstance(value, float)
-        else str(value)
-    )
+# The schema imports neither torch nor pandas: --help shows its defaults at once.
+_FIELDS = sweep_config.SweepConfig.model_fields
 
 
 @reports_input_errors
@@ -70,13 +64,13 @@ def sweep(
             "n_timesteps values: equal time steps of each solve (on [0, 1] for a model of (func, y0, loss); across "
             "each solve's span for a model given as a training step)."
         ),
-        show_default=_default("timesteps"),
+        show_default=shown_default(_FIELDS, "timesteps"),
         rich_help_panel=GRID,
     ),
     method: str | None = typer.Option(
         None,
         help="Methods: {methods}.",
-        show_default=_default("method"),
+        show_default=shown_default(_FIELDS, "method"),
         rich_help_panel=GRID,
     ),
     library: str | None = typer.Option(
@@ -100,7 +94,7 @@ def sweep(
     mode: str | None = typer.Option(
         None,
         help="Modes: {modes}.",
-        show_default=_default("mode"),
+        show_default=shown_default(_FIELDS, "mode"),
         rich_help_panel=GRID,
     ),
     loss_in: str | None = typer.Option(
@@ -122,16 +116,7 @@ def sweep(
         show_default=False,
         rich_help_panel=MODEL,
     ),
-    data: str | None = typer.Option(
-        None,
-        "--data",
-        help=(
-            "Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, "
-            "test)."
-        ),
-        show_default="the model's",
-        rich_help_panel=MODEL,
-    ),
+    data: str | None = data_option(MODEL),
     checkpoint: str | None = typer.Option(
         None,
         "--checkpoint",
@@ -146,40 +131,17 @@ def sweep(
         None,
         "--loss-scale",
         help="Multiply the loss by this (e.g. 1e-10 to study underflow).",
-        show_default=_default("loss_scale"),
+        show_default=shown_default(_FIELDS, "loss_scale"),
         rich_help_panel=SCALING,
     ),
-    init_scale: float | None = typer.Option(
-        None,
-        "--init-scale",
-        help="grad: initial loss scale.",
-        show_default=_default("init_scale", _SCALER),
-        rich_help_panel=SCALING,
-    ),
-    backoff_factor: float | None = typer.Option(
-        None,
-        "--backoff-factor",
-        help="grad: factor on the loss scale after a non-finite gradient.",
-        show_default=_default("backoff_factor", _SCALER),
-        rich_help_panel=SCALING,
-    ),
-    max_retries: int | None = typer.Option(
-        None,
-        "--max-retries",
-        help="grad: backoffs at most; dynamic: halvings per step at most.",
-        show_default=_default("max_retries", _SCALER),
-        rich_help_panel=SCALING,
-    ),
-    device: str | None = typer.Option(
-        None,
-        help="auto, cpu, cuda or cuda:N.",
-        show_default=_default("device"),
-        rich_help_panel=EXECUTION,
-    ),
+    init_scale: float | None = init_scale_option(SCALING),
+    backoff_factor: float | None = backoff_factor_option(SCALING),
+    max_retries: int | None = max_retries_option(SCALING, ""),
+    device: str | None = device_option(EXECUTION, shown_default(_FIELDS, "device")),
     repeats: int | None = typer.Option(
         None,
         help="Runs per configuration (determinism check).",
-        show_default=_default("repeats"),
+        show_default=shown_default(_FIELDS, "repeats"),
         rich_help_panel=EXECUTION,
     ),
     timeout: float | None = typer.Option(
@@ -264,7 +226,7 @@ def sweep(
         None,
         "--noise-batches",
         help="Batches of the model's data for the gradient noise (0 skips it).",
-        show_default=_default("noise_batches"),
+        show_default=shown_default(_FIELDS, "noise_batches"),
         rich_help_panel=MODEL,
     ),
     noise_batch_size: int | None = typer.Option(
@@ -278,21 +240,21 @@ def sweep(
         None,
         "--rtol",
         help="Adaptive methods (dopri5, tsit5): relative tolerance.",
-        show_default=_default("rtol"),
+        show_default=shown_default(_FIELDS, "rtol"),
         rich_help_panel=GRID,
     ),
     atol: float | None = typer.Option(
         None,
         "--atol",
         help="Adaptive methods: absolute tolerance.",
-        show_default=_default("atol"),
+        show_default=shown_default(_FIELDS, "atol"),
         rich_help_panel=GRID,
     ),
     max_steps: int | None = typer.Option(
         None,
         "--max-steps",
         help="Adaptive methods: steps a solve may attempt.",
-        show_default=_default("max_steps"),
+        show_default=shown_default(_FIELDS, "max_steps"),
         rich_help_panel=GRID,
     ),
     arithmetic: str | None = typer.Option(

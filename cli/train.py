@@ -15,6 +15,14 @@ from roundoff_analyzer.training.config import TrainConfig
 
 from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
 from .interrupts import StopRequests, stop_after_current
+from .shared_options import (
+    backoff_factor_option,
+    data_option,
+    device_option,
+    init_scale_option,
+    max_retries_option,
+    shown_default,
+)
 from .train_progress import TrainRichProgress
 
 MODEL, TRAINING, PRECISION, WEIGHTS, OUTPUT = (
@@ -25,18 +33,6 @@ MODEL, TRAINING, PRECISION, WEIGHTS, OUTPUT = (
     "Output",
 )
 _FIELDS = TrainConfig.model_fields
-
-
-def _default(field: str) -> str:
-    info = _FIELDS[field]
-    value = info.get_default(call_default_factory=True)
-    return (
-        ",".join(map(str, value))
-        if isinstance(value, list)
-        else f"{value:g}"
-        if isinstance(value, float)
-        else str(value)
-    )
 
 
 def _single_int(value: str | None, what: str) -> int | None:
@@ -78,21 +74,12 @@ def train(
         show_default="0",
         rich_help_panel=MODEL,
     ),
-    data: str | None = typer.Option(
-        None,
-        "--data",
-        help=(
-            "Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, "
-            "test)."
-        ),
-        show_default="the model's",
-        rich_help_panel=MODEL,
-    ),
+    data: str | None = data_option(MODEL),
     iters: int | None = typer.Option(
         None,
         "--iters",
         help="Optimizer steps per setup.",
-        show_default=_default("iters"),
+        show_default=shown_default(_FIELDS, "iters"),
         rich_help_panel=TRAINING,
     ),
     save_at: str | None = typer.Option(
@@ -106,21 +93,21 @@ def train(
         None,
         "--resume-every",
         help="Iterations between resume states (also saved at every checkpoint).",
-        show_default=_default("resume_every"),
+        show_default=shown_default(_FIELDS, "resume_every"),
         rich_help_panel=TRAINING,
     ),
     lr: float | None = typer.Option(
         None,
         "--lr",
         help="The optimizer's learning rate.",
-        show_default=_default("lr"),
+        show_default=shown_default(_FIELDS, "lr"),
         rich_help_panel=TRAINING,
     ),
     val_batches: int | None = typer.Option(
         None,
         "--val-batches",
         help="Held-out batches of the validation loss.",
-        show_default=_default("val_batches"),
+        show_default=shown_default(_FIELDS, "val_batches"),
         rich_help_panel=TRAINING,
     ),
     val_every: int | None = typer.Option(
@@ -135,37 +122,37 @@ def train(
         "--timesteps",
         "-n",
         help="n_timesteps of every solve (one value).",
-        show_default=_default("timesteps"),
+        show_default=shown_default(_FIELDS, "timesteps"),
         rich_help_panel=PRECISION,
     ),
     method: str | None = typer.Option(
         None,
         help="Fixed-grid method: euler, rk4 (one value).",
-        show_default=_default("method"),
+        show_default=shown_default(_FIELDS, "method"),
         rich_help_panel=PRECISION,
     ),
     library: str | None = typer.Option(
         None,
         help="Solver libraries, one setup each: {libraries}.",
-        show_default=_default("library"),
+        show_default=shown_default(_FIELDS, "library"),
         rich_help_panel=PRECISION,
     ),
     dtype: str | None = typer.Option(
         None,
         help="Dtypes, one setup each: {dtypes} (float32 is the reference).",
-        show_default=_default("dtype"),
+        show_default=shown_default(_FIELDS, "dtype"),
         rich_help_panel=PRECISION,
     ),
     scaling: str | None = typer.Option(
         None,
         help="Scalings, one setup each: {scalings}.",
-        show_default=_default("scaling"),
+        show_default=shown_default(_FIELDS, "scaling"),
         rich_help_panel=PRECISION,
     ),
     mode: str | None = typer.Option(
         None,
         help="Mode: {modes} (one value).",
-        show_default=_default("mode"),
+        show_default=shown_default(_FIELDS, "mode"),
         rich_help_panel=PRECISION,
     ),
     weights: str | None = typer.Option(
@@ -174,7 +161,7 @@ def train(
             "Where the weights live, one setup each: float32 (master weights), or stored in bfloat16, float16, eXmY "
             "(e.g. e8m7), the forward running on them."
         ),
-        show_default=_default("weights"),
+        show_default=shown_default(_FIELDS, "weights"),
         rich_help_panel=WEIGHTS,
     ),
     update: str | None = typer.Option(
@@ -183,14 +170,14 @@ def train(
             "How a step is rounded into low-precision weights, one setup each: nearest, stochastic, kahan, "
             "stochastic-kahan."
         ),
-        show_default=_default("update"),
+        show_default=shown_default(_FIELDS, "update"),
         rich_help_panel=WEIGHTS,
     ),
     optimizer_state: str | None = typer.Option(
         None,
         "--optimizer-state",
         help="Where the optimizer's state (Adam's moments) lives: float32, or weights (the weights' format).",
-        show_default=_default("optimizer_state"),
+        show_default=shown_default(_FIELDS, "optimizer_state"),
         rich_help_panel=WEIGHTS,
     ),
     optimizer: str | None = typer.Option(
@@ -200,7 +187,7 @@ def train(
             "adam, adamw, sgd (momentum 0.9), or package.module:factory / path/to/file.py:factory, called "
             "factory(params, lr)."
         ),
-        show_default=_default("optimizer"),
+        show_default=shown_default(_FIELDS, "optimizer"),
         rich_help_panel=WEIGHTS,
     ),
     clip_grad_norm: float | None = typer.Option(
@@ -210,33 +197,10 @@ def train(
         show_default="no clipping",
         rich_help_panel=TRAINING,
     ),
-    init_scale: float | None = typer.Option(
-        None,
-        "--init-scale",
-        help="grad: initial loss scale.",
-        show_default="65536",
-        rich_help_panel=PRECISION,
-    ),
-    backoff_factor: float | None = typer.Option(
-        None,
-        "--backoff-factor",
-        help="grad: factor on the loss scale after a non-finite gradient.",
-        show_default="0.5",
-        rich_help_panel=PRECISION,
-    ),
-    max_retries: int | None = typer.Option(
-        None,
-        "--max-retries",
-        help="grad: backoffs per step at most; dynamic: halvings per solver step at most.",
-        show_default="30",
-        rich_help_panel=PRECISION,
-    ),
-    device: str | None = typer.Option(
-        None,
-        help="auto, cpu, cuda or cuda:N.",
-        show_default=_default("device"),
-        rich_help_panel=TRAINING,
-    ),
+    init_scale: float | None = init_scale_option(PRECISION),
+    backoff_factor: float | None = backoff_factor_option(PRECISION),
+    max_retries: int | None = max_retries_option(PRECISION, " per step"),
+    device: str | None = device_option(TRAINING, shown_default(_FIELDS, "device")),
     threads: int | None = typer.Option(
         None,
         "--threads",

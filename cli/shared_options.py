@@ -1,0 +1,72 @@
+"""The options `roundoff sweep` and `roundoff train` both take, written once: each a function of the help panel it
+is listed under (the two commands group their options differently), with the defaults --help shows read from the
+settings' own definitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+# The scaler's settings import neither torch nor pandas: --help shows their defaults at once.
+from roundoff_analyzer.axes.scaler_settings import ScalerSettings
+
+
+def shown_default(fields: dict[str, Any], name: str) -> str:
+    """A setting's default as --help shows it, read from its pydantic field."""
+    value = fields[name].get_default(call_default_factory=True)
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _scaler_default(name: str) -> str:
+    return shown_default(ScalerSettings.model_fields, name)
+
+
+def data_option(panel: str) -> Any:
+    return typer.Option(
+        None,
+        "--data",
+        help=(
+            "Data: synthetic, 2spirals, 8gaussians, or bsds300:PATH with an optional ?split=train (or validation, "
+            "test)."
+        ),
+        show_default="the model's",
+        rich_help_panel=panel,
+    )
+
+
+def device_option(panel: str, default: str) -> Any:
+    return typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=default, rich_help_panel=panel)
+
+
+def init_scale_option(panel: str) -> Any:
+    return typer.Option(
+        None,
+        "--init-scale",
+        help="grad: initial loss scale.",
+        show_default=_scaler_default("init_scale"),
+        rich_help_panel=panel,
+    )
+
+
+def backoff_factor_option(panel: str) -> Any:
+    return typer.Option(
+        None,
+        "--backoff-factor",
+        help="grad: factor on the loss scale after a non-finite gradient.",
+        show_default=_scaler_default("backoff_factor"),
+        rich_help_panel=panel,
+    )
+
+
+def max_retries_option(panel: str, per: str) -> Any:
+    """`per`: what one search's retries are counted over, as the command's help says it."""
+    return typer.Option(
+        None,
+        "--max-retries",
+        help=f"grad: backoffs{per} at most; dynamic: halvings per {'solver ' if per else ''}step at most.",
+        show_default=_scaler_default("max_retries"),
+        rich_help_panel=panel,
+    )
