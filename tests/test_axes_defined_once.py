@@ -59,3 +59,39 @@ def test_a_row_with_a_column_the_results_schema_lacks_is_refused_not_dropped(tmp
     with pytest.raises(ValueError, match="columns the results schema does not: grad_rel_err_new"):
         store.write(config, Measurement({**row, "grad_rel_err_new": 1.0}, [], []))
     assert not (tmp_path / "other" / "shards").exists()
+
+
+class PlainDoubling:
+    """A scaling as a plug-in may write one: the protocol's required members only (no words, no glossary)."""
+
+    name = "doubling"
+    description = "the loss doubled before a plain backward"
+
+    def skip_reason(self, library):
+        return None
+
+    def adjoint_scaler(self, settings):
+        return None
+
+    def backward(self, loss, leaves, adjoint_scaler, settings, hint=None):
+        from roundoff_analyzer.axes.scalings.base import BackwardResult, plain_backward
+
+        return BackwardResult(plain_backward(2 * loss, leaves))
+
+
+def test_a_scalings_words_and_glossary_are_its_own_and_a_plug_in_without_them_reads_with_defaults():
+    from roundoff_analyzer.axes.scalings import SCALINGS
+    from roundoff_analyzer.axes.scalings.base import ScalingRegistry
+    from roundoff_analyzer.report import formatting as fmt
+
+    assert [fmt.scaling_words(s) for s in ("none", "grad", "dynamic", "unknown")] == [
+        "no scaling",
+        "`grad` loss scaling",
+        "`dynamic` adjoint scaling",
+        "`unknown` scaling",
+    ]
+    assert fmt.scaling_glossary("none") is None and "GradScaler" in (fmt.scaling_glossary("grad") or "")
+    registry = ScalingRegistry("scaling")
+    plug_in = registry.register(PlainDoubling())
+    assert (plug_in.words, plug_in.glossary, plug_in.searches_scale) == ("`doubling` scaling", None, False)
+    assert plug_in.description == PlainDoubling.description and "grad" in SCALINGS

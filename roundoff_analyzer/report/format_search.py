@@ -25,7 +25,7 @@ def layout(f: search.FormatResult) -> str:
 
 
 def _setup(j: rules.SetupJudgement) -> str:
-    return f"{j.library}, {fmt.SCALING_WORDS.get(j.scaling, f'`{j.scaling}` scaling')}, `{j.mode}`"
+    return f"{j.library}, {fmt.scaling_words(j.scaling)}, `{j.mode}`"
 
 
 def _to_noise(f: search.FormatResult) -> str:

@@ -8,10 +8,23 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 from tabulate import tabulate
 
+from ..axes.scalings import SCALINGS
 from .findings import SETUP_COLUMNS
 
 MISSING = "—"
-SCALING_WORDS = {"none": "no scaling", "grad": "`grad` loss scaling", "dynamic": "`dynamic` adjoint scaling"}
+
+
+def scaling_words(name: str) -> str:
+    """How a sentence names a scaling ("`grad` loss scaling"): its own words, or "`NAME` scaling" for one not
+    registered here (a plug-in of the machine that ran the sweep)."""
+    return SCALINGS.get(name).words if name in SCALINGS else f"`{name}` scaling"
+
+
+def scaling_glossary(name: str) -> str | None:
+    """A scaling's entry in the report's words, where it has one."""
+    return SCALINGS.get(name).glossary if name in SCALINGS else None
+
+
 RANGE_DASH = " – "
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -37,6 +37,10 @@ class Scaling(Protocol):
     # Whether `backward` searches a loss scale over several backward passes. The first run of such a scaling at a
     # large n_timesteps is preceded by a cheap run of the same setup, whose retries become its `hint`.
     searches_scale: bool = False
+    # How the report's sentences name it ("`grad` loss scaling"); a scaling without it is "`NAME` scaling".
+    words: str
+    # Its entry in the report's words (after "**NAME**: "), where a report uses it; None: no entry.
+    glossary: str | None = None
 
     def skip_reason(self, library: SolverLibrary) -> str | None:
         """None when the scaling runs with `library`; otherwise why not (the configuration is then skipped with it)."""
@@ -59,23 +63,33 @@ class Scaling(Protocol):
         ...
 
 
-class _NotSearching:
-    """A scaling that does not declare `searches_scale`, read as one that does not search; all else is its own."""
+# What a scaling that leaves out an optional attribute of the protocol reads as, given its name.
+_OPTIONAL: dict[str, Callable[[str], Any]] = {
+    "searches_scale": lambda name: False,
+    "words": lambda name: f"`{name}` scaling",
+    "glossary": lambda name: None,
+}
 
-    searches_scale = False
+
+class _WithDefaults:
+    """A scaling that leaves out optional attributes of the protocol, read with their defaults; all else is its
+    own."""
 
     def __init__(self, scaling: Any) -> None:
         self._scaling = scaling
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._scaling, name)
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute in _OPTIONAL and not hasattr(self._scaling, attribute):
+            return _OPTIONAL[attribute](self._scaling.name)
+        return getattr(self._scaling, attribute)
 
 
 class ScalingRegistry(Registry[Scaling]):
-    """The scalings by name, each with every attribute of the protocol (`searches_scale` defaults to False)."""
+    """The scalings by name, each with every attribute of the protocol (the optional ones with their defaults)."""
 
     def register(self, item: Scaling, name: str | None = None) -> Scaling:
-        return super().register(item if hasattr(item, "searches_scale") else cast(Scaling, _NotSearching(item)), name)
+        complete = all(hasattr(item, attribute) for attribute in _OPTIONAL)
+        return super().register(item if complete else cast(Scaling, _WithDefaults(item)), name)
 
 
 SCALINGS: Registry[Scaling] = ScalingRegistry("scaling")

@@ -15,6 +15,11 @@ from .base import SCALINGS, BackwardResult, Scaling, plain_backward
 class DynamicScaling(Scaling):
     name = "dynamic"
     description = "the native solver's dynamic adjoint scaling, step by step inside its backward"
+    words = "`dynamic` adjoint scaling"
+    glossary = (
+        "the native solver's adjoint scaling (`DynamicAdjointScaler`): each backward step multiplies the "
+        "adjoint by its own power-of-two scale, and halves it and redoes the step when the product overflows."
+    )
 
     def skip_reason(self, library: SolverLibrary) -> str | None:
         if not library.supports_adjoint_scaling:

@@ -67,6 +67,12 @@ class GradScaling(Scaling):
     description = (
         "loss scaling with torch.amp.GradScaler: scale, backward, unscale; back off and retry on a non-finite gradient"
     )
+    words = "`grad` loss scaling"
+    glossary = (
+        "loss scaling with `torch.amp.GradScaler`: the loss is multiplied by a large scale before the "
+        "backward pass, so that small gradients do not underflow, and the scale is backed off after a "
+        "non-finite gradient."
+    )
 
     def skip_reason(self, library: SolverLibrary) -> str | None:
         return None

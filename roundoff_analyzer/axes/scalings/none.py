@@ -15,6 +15,7 @@ from .base import SCALINGS, BackwardResult, Scaling, plain_backward
 class NoScaling(Scaling):
     name = "none"
     description = "plain backward, no scaling"
+    words = "no scaling"
 
     def skip_reason(self, library: SolverLibrary) -> str | None:
         return None

@@ -19,7 +19,6 @@ from .code_parts import after_backward, before_loop, solver_arguments
 from .step_code import step_code_lines
 from .verdict import describe, judged
 
-SCALING_WORDS = fmt.SCALING_WORDS
 LOSS_WORDS = {"float32": "in float32, outside autocast", "autocast": "inside autocast"}
 
 
@@ -55,7 +54,7 @@ def answer_sentence(a: answering.Answer, device: str | None = None, card: dict |
         else f"n_timesteps = {a.timesteps[0]}"
     )
     text = (
-        f"**{a.dtype}**: train with {a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, "
+        f"**{a.dtype}**: train with {a.library}, {fmt.scaling_words(a.scaling)}, {a.method}, "
         f"{steps} under `{a.mode}` ({a.judgement.label}"
         + (
             f": the parameter-gradient roundoff is at most {fmt.in_u(a.judgement.to_noise.value)}× "
@@ -162,7 +161,7 @@ def _setup(a: answering.Answer) -> str:
 
 
 def _scaling(scaling: str) -> str:
-    return SCALING_WORDS.get(scaling, f"`{scaling}` scaling")
+    return fmt.scaling_words(scaling)
 
 
 def card_words(dtype: str, card: dict | None) -> str | None:
@@ -339,10 +338,7 @@ def headline(rows: pd.DataFrame, found: list[answering.Answer], manifest: dict, 
         f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps {a.timesteps[0]}"
     )
     loss = f", the loss formed {LOSS_WORDS.get(chosen.loss_in, f'in `{chosen.loss_in}`')}" if chosen.loss_in else ""
-    what = (
-        f"{a.library}, {SCALING_WORDS.get(a.scaling, f'`{a.scaling}` scaling')}, {a.method}, {steps} under "
-        f"`{a.mode}`{loss}"
-    )
+    what = f"{a.library}, {fmt.scaling_words(a.scaling)}, {a.method}, {steps} under `{a.mode}`{loss}"
     emulated = (
         " (emulated in software here: what it would do, not code to train with today)"
         if a.arithmetic == "emulated"
@@ -443,18 +439,10 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
                 else "."
             )
         )
-    if (ran["scaling"] == "grad").any():
-        words.append(
-            "**grad**: loss scaling with `torch.amp.GradScaler`: the loss is multiplied by a large scale before the "
-            "backward pass, so that small gradients do not underflow, and the scale is backed off after a "
-            "non-finite gradient."
-        )
-    if (ran["scaling"] == "dynamic").any():
-        words.append(
-            "**dynamic**: the native solver's adjoint scaling (`DynamicAdjointScaler`): each backward step "
-            "multiplies the adjoint by its own power-of-two scale, and halves it and redoes the step when the "
-            "product overflows."
-        )
+    for scaling in ran["scaling"].unique():  # in the order the table lists them
+        glossary = fmt.scaling_glossary(scaling)
+        if glossary:
+            words.append(f"**{scaling}**: {glossary}")
     if ran["mode"].str.startswith("autocast").any():
         words.append(
             "**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype "
