@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 from tabulate import tabulate
 
+from ..axes.libraries import LIBRARIES
 from ..axes.scalings import SCALINGS
 from .findings import SETUP_COLUMNS
 
@@ -16,13 +17,22 @@ MISSING = "—"
 
 def scaling_words(name: str) -> str:
     """How a sentence names a scaling ("`grad` loss scaling"): its own words, or "`NAME` scaling" for one not
-    registered here (a plug-in of the machine that ran the sweep)."""
-    return SCALINGS.get(name).words if name in SCALINGS else f"`{name}` scaling"
+    registered here (a plug-in of the machine that ran the sweep). Registered names only: reading results runs no
+    plug-in's code."""
+    return SCALINGS.get(name).words if name in SCALINGS.names() else f"`{name}` scaling"
+
+
+def library_import_line(name: str) -> str | None:
+    """The line a training script imports its `odeint` with to solve as library `name` does: the library's own
+    `import_line` (None: the script's torchdiffeq import stands), else a comment naming the library. Registered names
+    only, as for a scaling's words."""
+    default = f"# solve with {name}, as this sweep did"
+    return getattr(LIBRARIES.get(name), "import_line", default) if name in LIBRARIES.names() else default
 
 
 def scaling_glossary(name: str) -> str | None:
     """A scaling's entry in the report's words, where it has one."""
-    return SCALINGS.get(name).glossary if name in SCALINGS else None
+    return SCALINGS.get(name).glossary if name in SCALINGS.names() else None
 
 
 RANGE_DASH = " – "

@@ -17,6 +17,9 @@ class SolverLibrary(Protocol):
     description: str
     # Whether the library can scale the adjoint inside its own backward (the `dynamic` strategy).
     supports_adjoint_scaling: bool
+    # Optional: the line the answer's code imports its `odeint` with to solve as this library does (None: the
+    # script's own torchdiffeq import stands); without it, the code says to solve with the library by name.
+    # import_line: str | None
 
     def unsupported_method_reason(self, method: Method) -> str | None:
         """None when the library runs `method`; otherwise why not (the configuration is then skipped with it)."""

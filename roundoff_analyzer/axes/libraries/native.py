@@ -4,6 +4,8 @@ from .base import LIBRARIES
 
 class NativeLibrary:
     name = "native"
+    # How a training script solves as this library does (native-low too: the trajectory dtype is an argument).
+    import_line = "from roundoff_analyzer.solvers import odeint  # in place of torchdiffeq's odeint"
     description = (
         "this project's mixed-precision solver: low-precision stored states, hand-written backward, dynamic "
         "adjoint scaling"

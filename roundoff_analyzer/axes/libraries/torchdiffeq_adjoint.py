@@ -6,6 +6,7 @@ from .torchdiffeq_lib import adaptive_solve, solver_name, tableau_name, unsuppor
 
 class TorchdiffeqAdjointLibrary:
     name = "torchdiffeq-adjoint"
+    import_line = "from torchdiffeq import odeint_adjoint as odeint"
     description = (
         f"torchdiffeq {torchdiffeq.__version__} odeint_adjoint: the continuous adjoint (optimise, then discretise), "
         "solved "

@@ -269,12 +269,9 @@ def _imports(a: answering.Answer) -> list[str]:
     lines = []
     if a.kept is not None:
         lines.append("import roundoff_analyzer")
-    if a.library in ("native", "native-low"):
-        lines.append("from roundoff_analyzer.solvers import odeint  # in place of torchdiffeq's odeint")
-    elif a.library == "torchdiffeq-adjoint":
-        lines.append("from torchdiffeq import odeint_adjoint as odeint")
-    elif a.library != "torchdiffeq":
-        lines.append(f"# solve with {a.library}, as this sweep did")
+    import_line = fmt.library_import_line(a.library)
+    if import_line is not None:
+        lines.append(import_line)
     if a.scaling == "dynamic":
         lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
     return lines
