@@ -284,3 +284,11 @@ def test_the_answer_never_picks_an_adaptive_run_whose_rtol_is_below_its_dtype_s_
     )
     assert below_unit_roundoff(runs).tolist() == [True, False, False]
     assert not below_unit_roundoff(runs.drop(columns="rtol")).any()  # tables from before adaptive methods
+
+
+def test_every_failure_class_has_its_explanation_in_the_report():
+    """A class added to measuring/failures.py without an explanation would be explained as an unknown error."""
+    from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
+    from roundoff_analyzer.report.causes import explained_classes
+
+    assert set(FAILURE_CLASSES) == explained_classes()

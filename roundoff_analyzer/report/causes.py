@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..axes.dtypes import DTYPES
+from ..measuring import failures
 from . import formatting as fmt
 from .findings import FailureGroup
 
@@ -18,6 +19,10 @@ class Explanation:
     remedy: str
 
 
+def explained_classes() -> set[str]:
+    return {*_FIXED, *_EXPLAINERS}
+
+
 def explain(group: FailureGroup, manifest: dict) -> Explanation:
     if group.failure_class in _FIXED:
         return _FIXED[group.failure_class]
@@ -26,14 +31,14 @@ def explain(group: FailureGroup, manifest: dict) -> Explanation:
 
 # Classes whose explanation needs none of the group's numbers.
 _FIXED = {
-    "dtype_mismatch": Explanation(
+    failures.DTYPE_MISMATCH: Explanation(
         "An operation received tensors of two different dtypes at once. Under autocast this happens when a tensor "
         "was cast by hand (inputs cast to the low dtype, or a `.half()` inside the model) while autocast ran in "
         "another dtype.",
         "Leave the casting to autocast: keep inputs and parameters in float32 (autocast mode) and remove explicit "
         "casts from the model.",
     ),
-    "torchscript_dtype_mismatch": Explanation(
+    failures.TORCHSCRIPT_DTYPE_MISMATCH: Explanation(
         "An operation received tensors of two different dtypes inside the TorchScript interpreter: scripted "
         "functions are compiled ahead of time and autocast does not recast what reaches them.",
         "Script nothing in the model (plain Python functions), or cast the scripted function's inputs to one dtype "
@@ -215,15 +220,16 @@ def _error(group: FailureGroup, manifest: dict) -> Explanation:
     return Explanation(cause, remedy)
 
 
+# Every failure class (measuring/failures.py) has its explanation here or in _FIXED (tests/test_failures.py checks).
 _EXPLAINERS: dict[str, Callable[[FailureGroup, dict], Explanation]] = {
-    "overflow": _overflow,
-    "underflow": _underflow,
-    "scaler_exhausted": _scaler_exhausted,
-    "gradscaler_fp16_unscale": _gradscaler_fp16_unscale,
-    "unsupported": _unsupported,
-    "oom": _oom,
-    "timeout": _timeout,
-    "step_budget_exhausted": _step_budget_exhausted,
-    "step_size_underflow": _step_size_underflow,
-    "error": _error,
+    failures.OVERFLOW: _overflow,
+    failures.UNDERFLOW: _underflow,
+    failures.SCALER_EXHAUSTED: _scaler_exhausted,
+    failures.GRADSCALER_FP16_UNSCALE: _gradscaler_fp16_unscale,
+    failures.UNSUPPORTED: _unsupported,
+    failures.OOM: _oom,
+    failures.TIMEOUT: _timeout,
+    failures.STEP_BUDGET_EXHAUSTED: _step_budget_exhausted,
+    failures.STEP_SIZE_UNDERFLOW: _step_size_underflow,
+    failures.ERROR: _error,
 }
