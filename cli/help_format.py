@@ -23,6 +23,7 @@ AXES = {
         "roundings",
         "loss_placements",
         "executors",
+        "updates",
     )
 }
 

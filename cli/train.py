@@ -166,10 +166,7 @@ def train(
     ),
     update: str | None = typer.Option(
         None,
-        help=(
-            "How a step is rounded into low-precision weights, one setup each: nearest, stochastic, kahan, "
-            "stochastic-kahan."
-        ),
+        help="How a step is rounded into low-precision weights, one setup each: {updates}.",
         show_default=shown_default(_FIELDS, "update"),
         rich_help_panel=WEIGHTS,
     ),

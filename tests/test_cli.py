@@ -76,6 +76,14 @@ def test_help_lists_each_axis_from_its_registry_and_flags_take_no_value(monkeypa
     assert "<bool>" not in run_cli("--help").stdout
 
 
+def test_train_help_names_every_update_rule_without_importing_its_registry(monkeypatch):
+    from roundoff_analyzer.training.updates import UPDATES
+
+    monkeypatch.setenv("COLUMNS", "400")
+    line = next(line for line in run_cli("train", "--help").stdout.splitlines() if "--update " in line)
+    assert all(name in line for name in UPDATES.allowed()), line
+
+
 HEAVY = ("torch", "pandas", "matplotlib", "pyarrow")
 
 

@@ -27,6 +27,7 @@ BUILT_IN: dict[str, tuple[str, ...]] = {
     "roundings": ("nearest", "stochastic"),
     "loss_placements": ("float32", "autocast"),
     "executors": ("local", "processes", "slurm"),
+    "updates": ("nearest", "stochastic", "kahan", "stochastic-kahan"),  # the training's update rules
 }
 LIBRARY_ENTRY_POINTS = "roundoff_analyzer.libraries"
 # Executors registered in this process through roundoff_analyzer.plugins.register_executor: the config's check, which

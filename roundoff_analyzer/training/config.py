@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationInfo, field_validator
 
+from ..axes.names import axis_names
 from ..axes.scaler_settings import ScalerSettings
 from ..core.errors import InputError
 from ..core.registry import Registry
@@ -110,7 +111,7 @@ class TrainConfig(BaseModel):
     )
     update: list[str] = Field(
         default_factory=lambda: ["nearest"],
-        description="how a step is rounded into low-precision weights: nearest, stochastic, kahan, stochastic-kahan",
+        description=f"how a step is rounded into low-precision weights: {', '.join(axis_names('updates'))}",
     )
     optimizer_state: str = Field(
         "float32", description="where the optimizer's state (Adam's moments) lives: float32, or weights (their format)"
