@@ -29,7 +29,7 @@ def report(
     # Here, not at the top: pandas, matplotlib and torch load only when a report is written.
     from roundoff_analyzer.core.safe_files import refuse_links
     from roundoff_analyzer.report import FIGURES, REPORT, write_report
-    from roundoff_analyzer.storage.results import RESULTS
+    from roundoff_analyzer.storage.result_schemas import RESULTS
     from roundoff_analyzer.training.folder import REPORT as TRAINING_REPORT
     from roundoff_analyzer.training.folder import TRAIN_MANIFEST
     from roundoff_analyzer.training.training_report import write_training_report

@@ -33,7 +33,8 @@ def show(
     # Here, not at the top: pandas and torch load only when a table is read.
     from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, Configuration
     from roundoff_analyzer.storage.filters import select
-    from roundoff_analyzer.storage.results import TRAIN_MANIFEST, load_results
+    from roundoff_analyzer.storage.result_schemas import TRAIN_MANIFEST
+    from roundoff_analyzer.storage.results import load_results
 
     from .tables import results_table
 

@@ -12,7 +12,8 @@ import roundoff_analyzer as ra
 from roundoff_analyzer.axes.grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
 from roundoff_analyzer.measuring.rows import Measurement
 from roundoff_analyzer.planning.config import SweepConfig, list_valued_keys
-from roundoff_analyzer.storage.results import RESULT_SCHEMA, ResultStore
+from roundoff_analyzer.storage.result_schemas import RESULT_SCHEMA
+from roundoff_analyzer.storage.results import ResultStore
 
 from .conftest import run_cli
 

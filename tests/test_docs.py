@@ -504,7 +504,7 @@ def test_the_libraries_table_lists_the_methods_each_installed_library_runs() -> 
 
 def test_the_results_columns_paragraph_names_every_column_and_no_other() -> None:
     from roundoff_analyzer.axes.libraries import MISSING_LIBRARIES
-    from roundoff_analyzer.storage.results import RESULT_SCHEMA
+    from roundoff_analyzer.storage.result_schemas import RESULT_SCHEMA
 
     page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     paragraph = page[page.index("Columns of `results.parquet`") : page.index("## Interrupted sweeps")]

@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 from ..core.errors import InputError
-from ..storage.results import MANIFEST, RESULTS, atomic_write_bytes
+from ..storage.result_schemas import MANIFEST, RESULTS
+from ..storage.results import atomic_write_bytes
 
 
 def results_file(path: Path) -> Path:

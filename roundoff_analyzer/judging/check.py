@@ -17,7 +17,7 @@ import pandas as pd
 from ..axes.grid import CONFIG_COLUMNS, Configuration
 from ..core.errors import InputError
 from ..measuring.columns import ERROR_METRICS
-from ..storage.results import with_axis_defaults
+from ..storage.older_tables import with_axis_defaults
 from .check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
 
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "unit_roundoff", *ERROR_METRICS)

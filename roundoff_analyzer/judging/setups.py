@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core.text import printable
 from ..storage.manifest_schema import read_manifest
-from ..storage.results import MANIFEST, RESULTS
+from ..storage.result_schemas import MANIFEST, RESULTS
 
 
 def manifest_of(path: Path) -> Path | None:

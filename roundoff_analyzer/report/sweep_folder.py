@@ -12,7 +12,7 @@ from ..axes.grid import CONFIG_COLUMNS
 from ..core.errors import InputError
 from ..measuring.yardsticks import with_context_columns
 from ..storage.manifest_schema import read_manifest
-from ..storage.results import (
+from ..storage.result_schemas import (
     MANIFEST,
     MODULES,
     MODULES_TABLE,
@@ -23,9 +23,8 @@ from ..storage.results import (
     PROFILE,
     PROFILE_TABLE,
     RESULTS,
-    load_results,
-    read_parquet,
 )
+from ..storage.results import load_results, read_parquet
 
 # What the report cannot do without; the other columns are used where present.
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "failure_class", "failure_type", "failure_message", "skip_reason")

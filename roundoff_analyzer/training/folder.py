@@ -14,8 +14,10 @@ from ..core.json_files import parse_json
 from ..core.safe_files import refuse_links
 from ..storage.folder_kind import refuse_foreign_folder, refuse_unwritable
 from ..storage.folder_lock import LOCK
+from ..storage.folder_refusals import refuse_file_path, refuse_other_kind
 from ..storage.manifest_schema import read_train_manifest
-from ..storage.results import MANIFEST, TRAIN_MANIFEST, atomic_write_bytes, refuse_file_path, refuse_other_kind
+from ..storage.result_schemas import MANIFEST, TRAIN_MANIFEST
+from ..storage.results import atomic_write_bytes
 from .files import CHECKPOINTS, RESUME
 
 KIND = "roundoff-train"

@@ -1,0 +1,66 @@
+"""Tables written by earlier versions, read as this one writes them: the columns added since, filled with what those
+runs did."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..axes.grid import AXIS_DEFAULTS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def with_span(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before the span was recorded: every model then was one solve on [0, 1]."""
+    if "dtype" not in table.columns or all(c in table.columns and table[c].notna().all() for c in ("t0", "t1")):
+        return table
+    table = table.copy()
+    for column, value in (("t0", 0.0), ("t1", 1.0)):
+        table[column] = table[column].fillna(value) if column in table.columns else value
+    return table
+
+
+# Before rows recorded their tableau each library ran its own rule under a method name; only rk4 differed.
+_RK4_BEFORE_RECORDED = {"torchdiffeq": "rk4_38", "torchdiffeq-adjoint": "rk4_38"}
+
+
+def with_tableau(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before the `tableau` column (or shards from before it): the rule their library ran, as it ran it
+    then (torchdiffeq's rk4 the 3/8 rule, every other library's the classical one). Skipped rows keep none."""
+    if "method" not in table.columns or "library" not in table.columns:
+        return table
+    if "tableau" in table.columns and not table["tableau"].isna().any():
+        return table
+    import pandas as pd
+
+    table = table.copy()
+    recorded = table["tableau"] if "tableau" in table.columns else pd.Series(None, index=table.index, dtype=object)
+    ran = table["status"] != "skipped" if "status" in table.columns else pd.Series(True, index=table.index)
+    then = [
+        (_RK4_BEFORE_RECORDED.get(library, "rk4_classical") if method == "rk4" else method) if r else None
+        for library, method, r in zip(table["library"], table["method"], ran)
+    ]
+    table["tableau"] = recorded.where(recorded.notna(), pd.Series(then, index=table.index, dtype=object))
+    return table
+
+
+def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:
+    """Tables written before the arithmetic axis: every run was hardware arithmetic rounding to nearest; before the
+    checkpoint axis (or in shards from before it), every run had the sweep's single set of weights."""
+    missing = [c for c in AXIS_DEFAULTS if c not in table.columns]
+    if "dtype" not in table.columns:
+        return table
+    unset = [c for c in AXIS_DEFAULTS if c in table.columns and table[c].isna().any()]
+    if not missing and not unset:
+        return table
+    table = table.copy()
+    for column in unset:
+        table[column] = table[column].fillna(AXIS_DEFAULTS[column])
+    for offset, column in enumerate(missing, start=1):
+        table.insert(
+            list(table.columns).index("mode") + offset if "mode" in table.columns else len(table.columns),
+            column,
+            AXIS_DEFAULTS[column],
+        )
+    return table
