@@ -16,7 +16,7 @@ from roundoff_analyzer.axes.grid import Grid
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.judging import answer as answering
 from roundoff_analyzer.judging import verdict as rules
-from roundoff_analyzer.report.sections.answer import code_lines, code_method
+from roundoff_analyzer.report.sections.answer_code import code_lines, code_method
 from roundoff_analyzer.report.sections.verdict import describe
 from roundoff_analyzer.storage.results import read_parquet
 

@@ -27,7 +27,7 @@ from roundoff_analyzer.report.figures import FAILED_LABEL, RECOVERED_LABEL, adjo
 from roundoff_analyzer.report.findings import FailureGroup, overflow_progressions
 from roundoff_analyzer.report.formatting import markdown_table
 from roundoff_analyzer.report.recovered import recovered_overflows
-from roundoff_analyzer.report.sections.answer import code_method
+from roundoff_analyzer.report.sections.answer_code import code_method
 from roundoff_analyzer.report.sections.recommendations import recommendations
 from roundoff_analyzer.report.tables import failure_group_table
 

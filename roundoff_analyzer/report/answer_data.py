@@ -10,7 +10,8 @@ import pandas as pd
 
 from ..judging import answer as answering
 from ..judging import verdict as rules
-from .sections.answer import answer_sentence, code_lines, placement_line
+from .sections.answer import answer_sentence, placement_line
+from .sections.answer_code import code_lines
 from .sections.verdict import describe, judged
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...axes.models.problem import recorded_as_step
 from ...core import cards
 from ...judging import answer as answering
 from ...judging import choice as choosing
@@ -15,8 +14,8 @@ from .. import formatting as fmt
 from ..findings import is_synthetic
 from ..format_search import format_search_lines, format_search_terminal, summarised
 from ..section_inputs import SectionInputs
-from .code_parts import after_backward, before_loop, solver_arguments
-from .step_code import step_code_lines
+from .answer_code import code_lines
+from .glossary import glossary
 from .verdict import describe, judged
 
 LOSS_WORDS = {"float32": "in float32, outside autocast", "autocast": "inside autocast"}
@@ -210,73 +209,6 @@ def cost_sentence(a: answering.Answer, device: str | None, card: dict | None = N
     return text + "."
 
 
-def code_method(library: str, method: str) -> str:
-    """The method name to write for the answer's solver: the drop-in's `rk4` is the classical rule, as the native rows
-    ran it, but warns that torchdiffeq's is the 3/8 rule; `rk4_classical` names the measured rule without the
-    warning."""
-    return "rk4_classical" if library in ("native", "native-low") and method == "rk4" else method
-
-
-def code_lines(a: answering.Answer, device: str | None = None, problem: dict | None = None) -> list[str]:
-    """The lines to write in a training script for this answer, as its rows ran: the solve, the loss formed where
-    they formed it, the scaling they measured (GradScaler's loop with the clip after `unscale_`, or the native
-    solver's adjoint scaler) and nothing they did not (no update of low-precision weights after a `pure` run).
-    Nothing for "do not", nor for a format emulated in software: no torch dtype computes in it. `problem`: the
-    manifest's record of the model's form; a training step's code calls the user's step."""
-    if not a.train or a.arithmetic == "emulated":
-        return []
-    # A training answer has its method, chosen among the methods that ran, so at one n_timesteps at least.
-    assert a.method is not None and a.n_timesteps is not None
-    device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
-    dtype = f"torch.{a.dtype.split()[0]}"
-    if problem is not None and recorded_as_step(problem):
-        return step_code_lines(a, device_type, dtype, code_method(a.library, a.method), problem)
-    solve_args = solver_arguments(a, code_method(a.library, a.method))
-    y0 = f"y0.to({dtype})" if a.mode == "pure" else "y0"
-    solve = f"trajectory = odeint(func, {y0}, torch.linspace(0, 1, {a.n_timesteps + 1}), {', '.join(solve_args)})"
-    inside = a.loss_in == "autocast"
-    if not inside:
-        loss = (
-            "loss = loss_fn(trajectory.float())  # formed in float32"
-            + (", outside autocast" if a.mode != "pure" else "")
-            + ", as measured"
-        )
-    else:
-        loss = (
-            "loss = loss_fn(trajectory)  # formed "
-            + (f"from the {a.dtype} output" if a.mode == "pure" else "inside autocast")
-            + ", as measured"
-        )
-    lines = [*_imports(a), *before_loop(a, "func", dtype, device_type), "for y0 in batches:"]
-    if a.mode == "pure":
-        lines += [f"    {solve}", f"    {loss}"]
-    else:
-        cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
-        lines += [
-            "    optimizer.zero_grad()",
-            f'    with torch.autocast("{device_type}", dtype={dtype}{cache}):',
-            f"        {solve}",
-        ]
-        lines.append(f"        {loss}" if inside else f"    {loss}")
-    backward = "    scaler.scale(loss).backward()" if a.scaling == "grad" else "    loss.backward()"
-    if a.scaling == "dynamic":
-        backward += "  # the adjoint scaler leaves the gradients unscaled"
-    lines.append(backward)
-    return lines + after_backward(a, "func")
-
-
-def _imports(a: answering.Answer) -> list[str]:
-    lines = []
-    if a.kept is not None:
-        lines.append("import roundoff_analyzer")
-    import_line = fmt.library_import_line(a.library)
-    if import_line is not None:
-        lines.append(import_line)
-    if a.scaling == "dynamic":
-        lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
-    return lines
-
-
 def section(inputs: SectionInputs) -> list[str]:
     return answer_section(inputs.judged, inputs.sweep.manifest.get("device"), inputs.sweep.manifest, inputs.figures)
 
@@ -406,62 +338,6 @@ def judged_on(manifest: dict, rows: pd.DataFrame) -> str:
         else "data the manifest does not name"
     )
     return f"Judged on {weights} and {data}."
-
-
-def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
-    """One sentence for each word of the report a reader may not know, for the words this sweep uses (`problem`: the
-    manifest's record of the model's form)."""
-    ran = results[results["status"] != "skipped"]
-    units = fmt.unit_roundoffs(ran, "in")
-    words = [
-        "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same "
-        "time grid.",
-        f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error "
-        "of 10 u is what ten such roundings can add up to.",
-    ]
-    if recorded_as_step(problem):
-        words.append(
-            "**y0**: the model is its training step, so its input is the batch: the gradient w.r.t. y0 is the "
-            "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "
-            "first solve."
-        )
-    if ran["library"].isin(["native", "native-low"]).any():
-        words.append(
-            "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for "
-            "torchdiffeq's fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and "
-            "sums the gradients in float32"
-            + (
-                " (`native-low` returns the stored low-precision states as the trajectory)."
-                if (ran["library"] == "native-low").any()
-                else "."
-            )
-        )
-    for scaling in ran["scaling"].unique():  # in the order the table lists them
-        glossary = fmt.scaling_glossary(scaling)
-        if glossary:
-            words.append(f"**{scaling}**: {glossary}")
-    if ran["mode"].str.startswith("autocast").any():
-        words.append(
-            "**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype "
-            "and keeps the weights in float32."
-        )
-    t0, t1 = fmt.span(results)
-    words.append(
-        "**adjoint**: the gradient of the loss with respect to the state at one time step, which the backward pass "
-        f"carries from t = {t1} back to t = {t0}; it is where low precision overflows or underflows first."
-    )
-    if "disc_sol_rel_err" in ran and ran["disc_sol_rel_err"].notna().any():
-        words.append(
-            "**discretisation error**: how far the float64 solution on the sweep's time grid is from a fine "
-            "reference: the error of the method and its n_timesteps. Where the roundoff exceeds it, more steps no "
-            "longer make the result more accurate in that dtype."
-        )
-    if "grad_noise_rel" in ran and ran["grad_noise_rel"].notna().any():
-        words.append(
-            "**gradient noise**: how much the float64 parameter gradient changes from one batch of data to another; "
-            "training already lives with it, so a roundoff well under it does not change what training does."
-        )
-    return words
 
 
 def answer_lines(results: pd.DataFrame, device: str | None, manifest: dict | None = None) -> list[str]:

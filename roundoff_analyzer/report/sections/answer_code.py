@@ -1,0 +1,77 @@
+"""The code the answer writes for a trajectory problem, as its rows ran: the imports, the solve, the loss formed where
+they formed it, the scaling they measured; a training step's is step_code.py's (the parts both share: code_parts.py)."""
+
+from __future__ import annotations
+
+from ...axes.models.problem import recorded_as_step
+from ...judging import answer as answering
+from .. import formatting as fmt
+from .code_parts import after_backward, before_loop, solver_arguments
+from .step_code import step_code_lines
+
+
+def code_method(library: str, method: str) -> str:
+    """The method name to write for the answer's solver: the drop-in's `rk4` is the classical rule, as the native rows
+    ran it, but warns that torchdiffeq's is the 3/8 rule; `rk4_classical` names the measured rule without the
+    warning."""
+    return "rk4_classical" if library in ("native", "native-low") and method == "rk4" else method
+
+
+def code_lines(a: answering.Answer, device: str | None = None, problem: dict | None = None) -> list[str]:
+    """The lines to write in a training script for this answer, as its rows ran: the solve, the loss formed where
+    they formed it, the scaling they measured (GradScaler's loop with the clip after `unscale_`, or the native
+    solver's adjoint scaler) and nothing they did not (no update of low-precision weights after a `pure` run).
+    Nothing for "do not", nor for a format emulated in software: no torch dtype computes in it. `problem`: the
+    manifest's record of the model's form; a training step's code calls the user's step."""
+    if not a.train or a.arithmetic == "emulated":
+        return []
+    # A training answer has its method, chosen among the methods that ran, so at one n_timesteps at least.
+    assert a.method is not None and a.n_timesteps is not None
+    device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
+    dtype = f"torch.{a.dtype.split()[0]}"
+    if problem is not None and recorded_as_step(problem):
+        return step_code_lines(a, device_type, dtype, code_method(a.library, a.method), problem)
+    solve_args = solver_arguments(a, code_method(a.library, a.method))
+    y0 = f"y0.to({dtype})" if a.mode == "pure" else "y0"
+    solve = f"trajectory = odeint(func, {y0}, torch.linspace(0, 1, {a.n_timesteps + 1}), {', '.join(solve_args)})"
+    inside = a.loss_in == "autocast"
+    if not inside:
+        loss = (
+            "loss = loss_fn(trajectory.float())  # formed in float32"
+            + (", outside autocast" if a.mode != "pure" else "")
+            + ", as measured"
+        )
+    else:
+        loss = (
+            "loss = loss_fn(trajectory)  # formed "
+            + (f"from the {a.dtype} output" if a.mode == "pure" else "inside autocast")
+            + ", as measured"
+        )
+    lines = [*_imports(a), *before_loop(a, "func", dtype, device_type), "for y0 in batches:"]
+    if a.mode == "pure":
+        lines += [f"    {solve}", f"    {loss}"]
+    else:
+        cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
+        lines += [
+            "    optimizer.zero_grad()",
+            f'    with torch.autocast("{device_type}", dtype={dtype}{cache}):',
+            f"        {solve}",
+        ]
+        lines.append(f"        {loss}" if inside else f"    {loss}")
+    backward = "    scaler.scale(loss).backward()" if a.scaling == "grad" else "    loss.backward()"
+    if a.scaling == "dynamic":
+        backward += "  # the adjoint scaler leaves the gradients unscaled"
+    lines.append(backward)
+    return lines + after_backward(a, "func")
+
+
+def _imports(a: answering.Answer) -> list[str]:
+    lines = []
+    if a.kept is not None:
+        lines.append("import roundoff_analyzer")
+    import_line = fmt.library_import_line(a.library)
+    if import_line is not None:
+        lines.append(import_line)
+    if a.scaling == "dynamic":
+        lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
+    return lines

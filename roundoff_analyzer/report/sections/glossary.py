@@ -1,0 +1,64 @@
+"""The report's words: each term the answer and the verdict use, defined where the tables use it."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...axes.models.problem import recorded_as_step
+from .. import formatting as fmt
+
+
+def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
+    """One sentence for each word of the report a reader may not know, for the words this sweep uses (`problem`: the
+    manifest's record of the model's form)."""
+    ran = results[results["status"] != "skipped"]
+    units = fmt.unit_roundoffs(ran, "in")
+    words = [
+        "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same "
+        "time grid.",
+        f"**u** (unit roundoff): the largest relative error of rounding one number to the dtype ({units}); an error "
+        "of 10 u is what ten such roundings can add up to.",
+    ]
+    if recorded_as_step(problem):
+        words.append(
+            "**y0**: the model is its training step, so its input is the batch: the gradient w.r.t. y0 is the "
+            "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "
+            "first solve."
+        )
+    if ran["library"].isin(["native", "native-low"]).any():
+        words.append(
+            "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for "
+            "torchdiffeq's fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and "
+            "sums the gradients in float32"
+            + (
+                " (`native-low` returns the stored low-precision states as the trajectory)."
+                if (ran["library"] == "native-low").any()
+                else "."
+            )
+        )
+    for scaling in ran["scaling"].unique():  # in the order the table lists them
+        glossary = fmt.scaling_glossary(scaling)
+        if glossary:
+            words.append(f"**{scaling}**: {glossary}")
+    if ran["mode"].str.startswith("autocast").any():
+        words.append(
+            "**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype "
+            "and keeps the weights in float32."
+        )
+    t0, t1 = fmt.span(results)
+    words.append(
+        "**adjoint**: the gradient of the loss with respect to the state at one time step, which the backward pass "
+        f"carries from t = {t1} back to t = {t0}; it is where low precision overflows or underflows first."
+    )
+    if "disc_sol_rel_err" in ran and ran["disc_sol_rel_err"].notna().any():
+        words.append(
+            "**discretisation error**: how far the float64 solution on the sweep's time grid is from a fine "
+            "reference: the error of the method and its n_timesteps. Where the roundoff exceeds it, more steps no "
+            "longer make the result more accurate in that dtype."
+        )
+    if "grad_noise_rel" in ran and ran["grad_noise_rel"].notna().any():
+        words.append(
+            "**gradient noise**: how much the float64 parameter gradient changes from one batch of data to another; "
+            "training already lives with it, so a roundoff well under it does not change what training does."
+        )
+    return words
