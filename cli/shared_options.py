@@ -41,32 +41,23 @@ def device_option(panel: str, default: str) -> Any:
     return typer.Option(None, help="auto, cpu, cuda or cuda:N.", show_default=default, rich_help_panel=panel)
 
 
-def init_scale_option(panel: str) -> Any:
+def _scaler_option(name: str, help: str, panel: str) -> Any:
     return typer.Option(
-        None,
-        "--init-scale",
-        help="grad: initial loss scale.",
-        show_default=_scaler_default("init_scale"),
-        rich_help_panel=panel,
+        None, f"--{name.replace('_', '-')}", help=help, show_default=_scaler_default(name), rich_help_panel=panel
     )
+
+
+def init_scale_option(panel: str) -> Any:
+    return _scaler_option("init_scale", "grad: initial loss scale.", panel)
 
 
 def backoff_factor_option(panel: str) -> Any:
-    return typer.Option(
-        None,
-        "--backoff-factor",
-        help="grad: factor on the loss scale after a non-finite gradient.",
-        show_default=_scaler_default("backoff_factor"),
-        rich_help_panel=panel,
-    )
+    return _scaler_option("backoff_factor", "grad: factor on the loss scale after a non-finite gradient.", panel)
 
 
 def max_retries_option(panel: str, per: str) -> Any:
     """`per`: what one search's retries are counted over, as the command's help says it."""
-    return typer.Option(
-        None,
-        "--max-retries",
-        help=f"grad: backoffs{per} at most; dynamic: halvings per {'solver ' if per else ''}step at most.",
-        show_default=_scaler_default("max_retries"),
-        rich_help_panel=panel,
+    solver = "solver " if per else ""
+    return _scaler_option(
+        "max_retries", f"grad: backoffs{per} at most; dynamic: halvings per {solver}step at most.", panel
     )
