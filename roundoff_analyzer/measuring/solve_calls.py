@@ -72,7 +72,7 @@ class ConfiguredOdeint:
         self.observer = observer  # told each solve's vector field and grid (per-module measurement)
         self.solves: list[SolveRecord] = []
         self.calls = 0  # function evaluations over every solve so far
-        self.budget = budget  # where given, a solve whose tape cannot fit stops after its first step
+        self.budget = budget  # where given, a solve whose tape cannot fit stops within its first steps
         self.tape_bytes = 0  # the tape the solves so far keep for backward, as estimated from their first steps
         self.recompute = recompute  # the field's activations computed again in the backward, not kept
 

@@ -1,14 +1,15 @@
-"""A solve whose autograd tape cannot fit, stopped after its first step rather than after filling the device.
+"""A solve whose autograd tape cannot fit, stopped within its first steps rather than after filling the device; a
+float64 reference whose tape cannot fit, solved again with its field recomputed in the backward (RecomputedField).
 
 A library that differentiates through its steps (torchdiffeq without the adjoint) keeps every stage's activations
-until the backward: the tape grows by the same bytes each step. The vector field's saved tensors are counted through
-torch.autograd.graph.saved_tensors_hooks over the solve's first steps, each storage once: what the last of them adds
-is the growth per step (what an earlier one saved and a later one reuses, the weights and their autocast copies, is
-kept once). What the steps so far saved plus the growth times the steps to come is the estimate; over the memory the
-device has left, the solve stops at the start of the next step with a `TapeTooLarge`, which the row records as `oom`
-with the estimate and the limit. Only the first WATCHED_STEPS steps are watched, so the rest of the solve runs as it
-would without the watch. A solver that keeps no tape (native, the
-adjoint: no grad in their forward) saves nothing in the field, and is never stopped.
+until the backward: the tape grows by the same bytes each step. What the solve saves for backward (the field's
+activations and the solver's combinations of stages) is counted through torch.autograd.graph.saved_tensors_hooks
+over its first steps, each storage once: what the last of them adds is the growth per step (what an earlier one
+saved and a later one reuses, the weights and their autocast copies, is kept once). What the steps so far saved plus
+the growth times the steps to come is the estimate; over the memory the device has left, the solve stops at the
+start of the next step with a `TapeTooLarge`, which the row records as `oom` with the estimate and the limit. Only
+the first WATCHED_STEPS steps are watched, so the rest of the solve runs as it would without the watch. A solver
+that keeps no tape (native, the adjoint: no grad in their forward) saves nothing, and is never stopped.
 """
 
 from __future__ import annotations
@@ -84,7 +85,6 @@ class TapeWatch(torch.nn.Module):
         super().__init__()
         self.func, self.budget, self.kept_before = func, budget, kept_before
         self.calls = 0
-        self.measured_steps = 0
         self.estimate = kept_before  # bytes the whole solve keeps for backward, with what earlier solves keep
         self.step_bytes = 0  # the growth per step, from the last step measured
         self._storages: list[dict[int, int]] = [{} for _ in range(WATCHED_STEPS)]  # each step's, each storage once
@@ -122,7 +122,6 @@ class TapeWatch(torch.nn.Module):
             self.step_bytes = sum(size for pointer, size in storages.items() if pointer not in seen)
             saved += self.step_bytes
             seen.update(storages)
-        self.measured_steps = steps_done
         self.estimate = self.kept_before + saved + self.step_bytes * (self.budget.n_steps - steps_done)
         if steps_done == WATCHED_STEPS:
             self._stop_watching()
