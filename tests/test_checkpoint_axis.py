@@ -323,9 +323,10 @@ def test_an_interrupted_sweep_over_checkpoints_resumes_without_recomputing(train
                 "checkpoint": str(train_folder),
                 "timesteps": [4],
                 "method": ["rk4"],
-                "dtype": ["float16"],
+                # Two dtypes, not two scalings: runs differing in their scaling only are measured together.
+                "dtype": ["float16", "bfloat16"],
                 "library": ["native"],
-                "scaling": ["none", "grad"],
+                "scaling": ["none"],
                 "noise_batches": 2,
                 "device": "cpu",
             }

@@ -78,8 +78,9 @@ def run(
     stop_requested: Callable[[], bool] | None = None,
 ) -> SweepOutcome:
     """Run what `out_dir` does not hold yet, with the plan's executor. `stop_requested` is asked between
-    configurations; on a stop or a KeyboardInterrupt the finished shards stay, the tables are rebuilt
-    from them, and SweepInterrupted is raised (SweepIncomplete when configurations were lost otherwise)."""
+    configurations (those differing in their scaling only run as one: measuring/measure.py); on a stop or a
+    KeyboardInterrupt the finished shards stay, the tables are rebuilt from them, and SweepInterrupted is raised
+    (SweepIncomplete when configurations were lost otherwise)."""
     started = time.perf_counter()
     store = ResultStore(out_dir)
     manifest = sweep_manifest(plan)

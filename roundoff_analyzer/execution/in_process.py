@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..axes.grid import Configuration, file_safe
 from ..axes.modes import ProblemCopies
-from ..measuring.measure import measure_configuration
+from ..measuring.measure import forward_families, measure_configurations
 from ..measuring.references import ReferenceCache
 from ..measuring.run_setup import SweepContext
 from ..measuring.yardstick_files import YARDSTICKS, YardstickFiles, yardstick_key
@@ -33,6 +33,8 @@ class ProcessProblems:
 
     copies: dict[str, ProblemCopies]
     yardsticks: dict[str, Yardsticks]
+    # The scale hints found so far in this process, per checkpoint: a later group's search starts from its last run's.
+    scale_hints: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
     def of(cls, plan: SweepPlan, store: ResultStore) -> ProcessProblems:
@@ -40,7 +42,9 @@ class ProcessProblems:
         return cls(copies, {name: process_yardsticks(plan, c, store, name) for name, c in copies.items()})
 
     def context(self, plan: SweepPlan, checkpoint: str) -> SweepContext:
-        return sweep_context(plan, self.copies[checkpoint], self.yardsticks[checkpoint], checkpoint)
+        context = sweep_context(plan, self.copies[checkpoint], self.yardsticks[checkpoint], checkpoint)
+        context.scale_hints = self.scale_hints.setdefault(checkpoint, {})
+        return context
 
     def prepare(self, task: tuple[str, str]) -> None:
         """Compute (or read) one piece of one checkpoint's yardsticks: a task of `yardstick_tasks`."""
@@ -91,14 +95,16 @@ def measure_in_process(
     finish: Callable[[Configuration, dict], None],
     stop_requested: Callable[[], bool],
 ) -> bool:
-    """Measure each configuration and write its shard (atomically) before the next; False when
-    `stop_requested` (asked between configurations) stopped it early. A KeyboardInterrupt drops the
-    configuration in progress: its shard was never written, so a resume runs it."""
-    for config in configurations:
+    """Measure the configurations, a family at a time (those differing in their scaling only share each run's forward:
+    measuring/measure.py), and write each one's shard (atomically) before the next family; False when
+    `stop_requested` (asked between families) stopped it early. A KeyboardInterrupt drops the family in progress: its
+    shards were never written, so a resume runs it."""
+    for family in forward_families(configurations, context):
         if stop_requested():
             return False
-        begin(config)
-        measurement = measure_configuration(config, context)
-        store.write(config, measurement)
-        finish(config, measurement.row)
+        for config in family:
+            begin(config)
+        for config, measurement in zip(family, measure_configurations(family, context), strict=True):
+            store.write(config, measurement)
+            finish(config, measurement.row)
     return True

@@ -3,9 +3,15 @@ run against the float64 reference and their outcome turned into rows (`rows.py`)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import torch
+
+from ..axes.arithmetics import ARITHMETICS
 from ..axes.grid import Configuration
 from ..axes.keep_float32 import keep_skip_reason, kept_in_float32
 from ..axes.methods import AdaptiveRK, tableau_of
+from ..axes.scalings import SCALINGS
 from ..core.errors import InputError
 from ..core.user_code import quit_line
 from . import failures
@@ -14,7 +20,7 @@ from .cpu_memory import cpu_peak_memory
 from .kept_share import kept_share
 from .memory import configuration_oom
 from .module_hooks import ModuleObserver, unwatched
-from .one_run import RunOutcome
+from .one_run import RunOutcome, runs_sharing_forward
 from .rows import (
     Measurement,
     Row,
@@ -28,13 +34,53 @@ from .rows import (
     step_columns,
 )
 from .run_setup import RunSetup, SweepContext
-from .scale_hint import hint_key, needs_hint, scale_hint
+from .scale_hint import hint_key, needs_hint, shared_scale_hint
 from .time_limit import time_limit
 from .torch_state import restored_torch_state
 from .yardsticks import context_columns
 
 
-def measure_configuration(config: Configuration, context: SweepContext) -> Measurement:
+def measure_configurations(configs: list[Configuration], context: SweepContext) -> list[Measurement]:
+    """The measurements of configurations that differ in their scaling only (a family of `forward_families`), in
+    their order: each run's forward is shared by their scalings where they can share it."""
+    measured: dict[int, Measurement] = {}
+    ready: list[tuple[int, RunSetup, Row, RunOutcome]] = []
+    for index, config in enumerate(configs):
+        checked = _checked(config, context)
+        if isinstance(checked, Measurement):
+            measured[index] = checked
+        else:
+            ready.append((index, *checked))
+    if ready:
+        (keep,) = {configs[index].keep_float32 for index, *_ in ready}
+        # Autocast modes run the problem's own float32 vector field: the kept modules' forwards are swapped for these
+        # runs. A step's model is not what the solver calls: its kept weights are kept wherever the step uses them.
+        whole_step = context.copies.trajectory is None
+        with kept_in_float32(context.copies.model, keep, cover_forward=not whole_step):
+            runs = _timed_runs([setup for _, setup, _, _ in ready], context)
+            for (index, setup, row, reference), outcomes in zip(ready, runs, strict=True):
+                measured[index] = _measurement(setup, context, row, reference, outcomes)
+    return [measured[index] for index in range(len(configs))]
+
+
+def forward_families(configs: list[Configuration], context: SweepContext) -> list[list[Configuration]]:
+    """`configs` in families that `measure_configurations` measures together, in order of their first member: those
+    that differ in their scaling only, where every scaling and the arithmetic can share a forward and no time limit
+    applies (a limit is each configuration's own); every other configuration alone."""
+    families: dict[object, list[Configuration]] = {}
+    for config in configs:
+        shares = (
+            context.timeout_s is None
+            and SCALINGS.get(config.scaling).shares_forward
+            and getattr(ARITHMETICS.get(config.arithmetic), "shares_forward", False)
+        )
+        families.setdefault(replace(config, scaling="") if shares else config, []).append(config)
+    return list(families.values())
+
+
+def _checked(config: Configuration, context: SweepContext) -> Measurement | tuple[RunSetup, Row, RunOutcome]:
+    """The configuration's measurement where it ends before any run (skipped, unsupported, too large, no reference);
+    else its setup, its row so far and its float64 reference."""
     setup = RunSetup.of(config, context.step_control)
     library, method, dtype = setup.library, setup.method, setup.dtype
     row = base_row(config, dtype, context)
@@ -66,11 +112,7 @@ def measure_configuration(config: Configuration, context: SweepContext) -> Measu
         return Measurement({**row, "status": "skipped", "skip_reason": reference_skip_reason(exc.failure)}, [], [])
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
         return Measurement({**row, **failure_columns(failures.classify_exception(exc))}, [], [])
-    # Autocast modes run the problem's own float32 vector field: the kept modules' forwards are swapped for these runs.
-    # A step's model is not what the solver calls: its kept weights are kept wherever the step uses them.
-    whole_step = context.copies.trajectory is None
-    with kept_in_float32(context.copies.model, config.keep_float32, cover_forward=not whole_step):
-        return _measure_runs(setup, context, row=row, reference=reference)
+    return setup, row, reference
 
 
 def reference_skip_reason(failure: failures.Failure) -> str:
@@ -80,21 +122,26 @@ def reference_skip_reason(failure: failures.Failure) -> str:
     )
 
 
-def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference: RunOutcome) -> Measurement:
-    """The configuration's repeats (and its untimed memory and per-module runs, where asked for), as a Measurement
-    whose row is `row` completed."""
-    config, method, dtype = setup.config, setup.method, setup.dtype
-    n_timesteps = config.n_timesteps
-    key = hint_key(config)
-    if needs_hint(setup, context):
-        context.scale_hints[key] = scale_hint(setup, context)
+def _timed_runs(setups: list[RunSetup], context: SweepContext) -> list[list[RunOutcome]]:
+    """Each setup's timed runs (its repeats, up to the first that fails); setups of one family share each repeat's
+    forward."""
+    for setup in setups:
+        if needs_hint(setup, context):
+            context.scale_hints[hint_key(setup.config)] = shared_scale_hint(setup, context)
+    if len(setups) == 1:
+        return [_runs_alone(setups[0], context)]
+    return _runs_sharing_forward(setups, context)
+
+
+def _runs_alone(setup: RunSetup, context: SweepContext) -> list[RunOutcome]:
+    key, dtype = hint_key(setup.config), setup.dtype
     outcomes: list[RunOutcome] = []
     for repeat in range(context.repeats):
         # The try holds the whole limit: an alarm between arming and the run, or as it is disarmed, is a timeout too.
         try:
             with restored_torch_state(), time_limit(context.timeout_s):
                 prepared = setup.prepare(context, repeat)
-                outcome = setup.run(prepared, context, n_timesteps, context.scale_hints.get(key))
+                outcome = setup.run(prepared, context, setup.config.n_timesteps, context.scale_hints.get(key))
                 if outcome.retries is not None:
                     context.scale_hints[key] = outcome.retries
                 silent = prepared.silent_overflow() if outcome.failure is None and prepared.silent_overflow else None
@@ -105,6 +152,47 @@ def _measure_runs(setup: RunSetup, context: SweepContext, *, row: Row, reference
         outcomes.append(outcome)
         if outcome.failure is not None:
             break
+    return outcomes
+
+
+def _runs_sharing_forward(setups: list[RunSetup], context: SweepContext) -> list[list[RunOutcome]]:
+    """The repeats of a family's setups, one forward per repeat; the scalings that search a scale take their passes
+    first (they keep the graph for their own search anyway)."""
+    order = sorted(range(len(setups)), key=lambda i: not setups[i].scaling.searches_scale)
+    first = setups[0]
+    outcomes: list[list[RunOutcome]] = [[] for _ in setups]
+    for repeat in range(context.repeats):
+        running = [i for i in order if not (outcomes[i] and outcomes[i][-1].failure is not None)]
+        if not running:
+            break
+        with restored_torch_state():
+            prepared = first.prepare(context, repeat)
+            backwards = [(setups[i].scaling, context.scale_hints.get(hint_key(setups[i].config))) for i in running]
+            runs = runs_sharing_forward(
+                prepared,
+                context.copies,
+                first.library,
+                first.method,
+                backwards,
+                context.settings,
+                first.config.n_timesteps,
+                torch.float32,
+                first.loss_in,
+            )
+        for i, outcome in zip(running, runs, strict=True):
+            if outcome.retries is not None:
+                context.scale_hints[hint_key(setups[i].config)] = outcome.retries
+            outcomes[i].append(outcome)
+    return outcomes
+
+
+def _measurement(
+    setup: RunSetup, context: SweepContext, row: Row, reference: RunOutcome, outcomes: list[RunOutcome]
+) -> Measurement:
+    """The configuration's Measurement from its timed runs: `row` completed (and its untimed memory and per-module
+    runs, where asked for)."""
+    config, method, dtype = setup.config, setup.method, setup.dtype
+    n_timesteps = config.n_timesteps
     last = outcomes[-1]
     if context.cpu_memory and context.device.type == "cpu" and last.failure is None:
         # The profiler slows every op, so the peak comes from a run of its own, not from the timed ones.

@@ -6,8 +6,9 @@ exactly this too, one run at a time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -20,6 +21,8 @@ from ..core.devices import measured
 from ..core.errors import InputError
 from ..core.user_code import quit_line
 from ..solvers import DynamicAdjointScaler, SolveReport, StepRecord
+from ..solvers.overflow_stop import whole_passes
+from ..solvers.scaler import AdjointScalerSlot
 from . import failures, metrics
 from .failures import Failure
 from .module_hooks import ModuleObserver
@@ -75,69 +78,157 @@ def run_once(
     formed (default: outside the run's context, in `loss_dtype`); `observer`: told where the backward begins
     (per-module measurement); `recompute_field`: the field's activations computed again in the backward rather than
     kept (the same values, for one more evaluation each)."""
-    leaves = prepared.leaves
-    outcome = RunOutcome(n_inputs=len(prepared.inputs))
-    loss_in = loss_in or LOSS_PLACEMENTS.get(DEFAULT_LOSS_IN)
-    device = prepared.device
-    adjoint_scaler = scaling.adjoint_scaler(settings)
-    odeint = configured_odeint(
-        prepared,
-        library,
-        method,
-        n_timesteps,
-        loss_dtype,
-        loss_in,
-        adjoint_scaler,
-        outcome.report,
-        observer,
-        recompute_field,
+    scaler = scaling.adjoint_scaler(settings)
+    forward = Forward(
+        prepared, copies, library, method, n_timesteps, loss_dtype, loss_in, observer, recompute_field, settings, scaler
     )
-    try:
-        with measured(device) as forward:
-            try:
-                loss = step_forward(prepared, copies, odeint, loss_in)
-            finally:
-                outcome.report.n_function_evals = odeint.calls
-                outcome.solves = odeint.solves
-        trajectory = odeint.solves[0].states
-        outcome.trajectory, outcome.loss, outcome.forward_s = trajectory, loss.detach(), forward.seconds
-        if not metrics.all_finite([s.states for s in odeint.solves]):
-            outcome.failure = failures.overflow("solution", "forward", outcome.report.forward_overflow_step)
+    return forward.backward(scaling, scale_hint, scaler)
+
+
+def runs_sharing_forward(
+    prepared: PreparedRun,
+    copies: ProblemCopies,
+    library: SolverLibrary,
+    method: Method,
+    backwards: Sequence[tuple[Scaling, int | None]],
+    settings: ScalerSettings,
+    n_timesteps: int,
+    loss_dtype: torch.dtype,
+    loss_in: LossPlacement | None = None,
+) -> list[RunOutcome]:
+    """The runs of scalings that `share_forward` (each with its hint), as `run_once` gives them, from one forward: a
+    scaling acts in the backward only (the native solver reads its adjoint scaler when its backward starts), so the
+    forward is the same for each. Their backward passes follow in the order given, each but the last keeping the
+    graph for the next."""
+    scalers = [scaling.adjoint_scaler(settings) for scaling, _ in backwards]
+    slot = AdjointScalerSlot() if any(scaler is not None for scaler in scalers) else None
+    forward = Forward(prepared, copies, library, method, n_timesteps, loss_dtype, loss_in, None, False, settings, slot)
+    outcomes = []
+    for index, ((scaling, hint), scaler) in enumerate(zip(backwards, scalers, strict=True)):
+        if slot is not None:
+            slot.current = scaler
+        outcomes.append(forward.backward(scaling, hint, scaler, keep_graph=index < len(backwards) - 1))
+    return outcomes
+
+
+class Forward:
+    """A run's forward pass (solves, loss), done once on construction; `backward` completes a run from it, as often
+    as the graph is kept."""
+
+    def __init__(
+        self,
+        prepared: PreparedRun,
+        copies: ProblemCopies,
+        library: SolverLibrary,
+        method: Method,
+        n_timesteps: int,
+        loss_dtype: torch.dtype,
+        loss_in: LossPlacement | None,
+        observer: ModuleObserver | None,
+        recompute_field: bool,
+        settings: ScalerSettings,
+        solver_scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
+    ) -> None:
+        self.prepared, self.library, self.method, self.settings = prepared, library, method, settings
+        self.observer, self.device = observer, prepared.device
+        # A probe of a loss scale may stop at its first non-finite step (solvers/overflow_stop.py) where that step is
+        # sure to reach a leaf's gradient, the trajectory's y0; a watched run's observer counts whole passes.
+        self.whole_passes = observer is not None or copies.trajectory is None
+        self.report = SolveReport()
+        self.shared = RunOutcome(n_inputs=len(prepared.inputs), report=self.report)
+        self.loss: torch.Tensor | None = None
+        self.forward_peak: int | None = None
+        placement = loss_in or LOSS_PLACEMENTS.get(DEFAULT_LOSS_IN)
+        self._run(copies, n_timesteps, loss_dtype, placement, recompute_field, solver_scaler)
+
+    def _run(self, copies, n_timesteps, loss_dtype, loss_in, recompute_field, solver_scaler) -> None:
+        outcome = self.shared
+        # A run alone hands its scaler to the solver here; a shared forward hands the slot each backward fills.
+        odeint = configured_odeint(
+            self.prepared,
+            self.library,
+            self.method,
+            n_timesteps,
+            loss_dtype,
+            loss_in,
+            solver_scaler,
+            self.report,
+            self.observer,
+            recompute_field,
+        )
+        try:
+            with measured(self.device) as forward:
+                try:
+                    loss = step_forward(self.prepared, copies, odeint, loss_in)
+                finally:
+                    outcome.report.n_function_evals = odeint.calls
+                    outcome.solves = odeint.solves
+            trajectory = odeint.solves[0].states
+            outcome.trajectory, outcome.loss, outcome.forward_s = trajectory, loss.detach(), forward.seconds
+            self.forward_peak = forward.peak_memory_bytes
+            if not metrics.all_finite([s.states for s in odeint.solves]):
+                outcome.failure = failures.overflow("solution", "forward", outcome.report.forward_overflow_step)
+            elif not metrics.all_finite([loss]):
+                # Named with where it was formed: a loss that overflows only inside autocast is the placement's doing.
+                outcome.failure = failures.overflow(f"loss (formed {loss_in.where})", "forward", None)
+            else:
+                self.loss = loss
+        except SystemExit as exc:  # the model's or a library's code tried to end the process: one line, the sweep stops
+            raise InputError(quit_line(self._what_ran(), exc)) from None
+        except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
+            outcome.failure = failures.classify_exception(exc)
+
+    def backward(
+        self,
+        scaling: Scaling,
+        hint: int | None,
+        scaler: DynamicAdjointScaler | None,
+        keep_graph: bool = False,
+    ) -> RunOutcome:
+        """The run completed by `scaling`'s backward pass from this forward (`scaler`: the one the solver uses, which
+        for a run alone went to it at the forward); a failed forward is every run's failure."""
+        outcome = replace(self.shared, report=replace(self.report, backward=[]))
+        if self.loss is None:
             return outcome
-        if not metrics.all_finite([loss]):
-            # Named with where it was formed: a loss that overflows only inside autocast is the placement's doing.
-            outcome.failure = failures.overflow(f"loss (formed {loss_in.where})", "forward", None)
-            return outcome
-        if observer is not None:
-            observer.begin_backward()
-        with measured(device) as backward:
-            result = scaling.backward(loss, leaves, adjoint_scaler, settings, hint=scale_hint)
-        outcome.backward_s = backward.seconds
-        outcome.peak_memory_bytes = backward.peak_memory_bytes or forward.peak_memory_bytes
-        # A parameter the loss does not reach has a zero gradient, whichever way the library reports it.
-        outcome.grads = [
-            torch.zeros_like(leaf) if g is None else g.detach().clone() for g, leaf in zip(result.grads, leaves)
-        ]
-        outcome.final_scale, outcome.retries = result.final_scale, result.retries
-        outcome.backward_passes = result.passes
-        # Keep the backward profile of the attempt that counted (a loss scaler may have retried).
-        outcome.report.backward = _counted_attempt(outcome.report, n_timesteps, result.passes_after_counted())
-        if observer is not None:
-            observer.keep_backward_pass(result.passes_after_counted())
-        if not metrics.all_finite(outcome.grads):
-            outcome.failure = _gradient_overflow(outcome)
-    except SystemExit as exc:  # the model's or a library's code tried to end the process: the sweep stops, in one line
-        raise InputError(quit_line(f"{library.name} {method.name}: the solve, the model or its loss", exc)) from None
-    except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
-        outcome.failure = failures.classify_exception(exc)
-        if outcome.failure.final_scale is not None:
-            outcome.final_scale, outcome.retries = outcome.failure.final_scale, outcome.failure.retries
-            # An exhausted loss scaler's last attempt is the one that counted.
-            outcome.report.backward = _counted_attempt(outcome.report, n_timesteps, 0)
-    finally:
-        for leaf in leaves:
-            leaf.grad = None
-    return outcome
+        # The solver records this pass in the report it was handed at the forward; each run keeps its own pass.
+        report = self.report
+        report.backward = []
+        leaves = self.prepared.leaves
+        try:
+            if self.observer is not None:
+                self.observer.begin_backward()
+            options = {"keep_graph": True} if keep_graph else {}
+            with measured(self.device) as backward, whole_passes() if self.whole_passes else nullcontext():
+                result = scaling.backward(self.loss, leaves, scaler, self.settings, hint=hint, **options)
+            outcome.backward_s = backward.seconds
+            outcome.peak_memory_bytes = backward.peak_memory_bytes or self.forward_peak
+            # A parameter the loss does not reach has a zero gradient, whichever way the library reports it.
+            outcome.grads = [
+                torch.zeros_like(leaf) if g is None else g.detach().clone() for g, leaf in zip(result.grads, leaves)
+            ]
+            outcome.final_scale, outcome.retries = result.final_scale, result.retries
+            outcome.backward_passes = result.passes
+            # Keep the backward profile of the attempt that counted (a loss scaler may have retried).
+            outcome.report.backward = _counted_attempt(report, result.passes_after_counted())
+            if self.observer is not None:
+                self.observer.keep_backward_pass(result.passes_after_counted())
+            if not metrics.all_finite(outcome.grads):
+                outcome.failure = _gradient_overflow(outcome)
+        except SystemExit as exc:  # the model's or a library's code tried to end the process: one line, the sweep stops
+            raise InputError(quit_line(self._what_ran(), exc)) from None
+        except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
+            outcome.failure = failures.classify_exception(exc)
+            if outcome.failure.final_scale is not None:
+                outcome.final_scale, outcome.retries = outcome.failure.final_scale, outcome.failure.retries
+                # An exhausted loss scaler's last attempt is the one that counted.
+                outcome.report.backward = _counted_attempt(report, 0)
+        finally:
+            for leaf in leaves:
+                leaf.grad = None
+        return outcome
+
+    def _what_ran(self) -> str:
+        return f"{self.library.name} {self.method.name}: the solve, the model or its loss"
 
 
 def configured_odeint(
@@ -147,7 +238,7 @@ def configured_odeint(
     n_timesteps: int,
     loss_dtype: torch.dtype,
     loss_in: LossPlacement,
-    scaler: DynamicAdjointScaler | None,
+    scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
     report: SolveReport,
     observer: ModuleObserver | None = None,
     recompute_field: bool = False,
@@ -196,12 +287,20 @@ def checked_loss(loss: object) -> torch.Tensor:
     return loss.reshape(())
 
 
-def _counted_attempt(report: SolveReport, n_timesteps: int, passes_after: int) -> list[StepRecord]:
+def _counted_attempt(report: SolveReport, passes_after: int) -> list[StepRecord]:
     """The per-step backward records of the backward pass that counted, in step order: the other passes were a loss
-    scaler's search, `passes_after` of them after the one that counted."""
-    per_pass = n_timesteps
-    end = len(report.backward) - passes_after * per_pass
-    return sorted(report.backward[max(end - per_pass, 0) : max(end, 0)], key=lambda r: r.backward_step)
+    scaler's search, `passes_after` of them after the one that counted. Each pass records its steps in increasing
+    backward order, so a pass begins where the step does not increase; a probe stopped at an overflow has fewer."""
+    starts = [
+        i
+        for i, record in enumerate(report.backward)
+        if i == 0 or record.backward_step <= report.backward[i - 1].backward_step
+    ]
+    index = len(starts) - 1 - passes_after
+    if index < 0:
+        return []
+    end = starts[index + 1] if index + 1 < len(starts) else len(report.backward)
+    return sorted(report.backward[starts[index] : end], key=lambda r: r.backward_step)
 
 
 def _gradient_overflow(outcome: RunOutcome) -> Failure:

@@ -2,9 +2,13 @@
 
 A hint changes how many backward passes the search takes, never the scale it finds (the scaler checks the hint), so
 nothing here reaches a table; it exists because a search at a large n_timesteps costs several full backward passes.
+The cheap run is made once per sweep, by the first process that needs it, and read from the results folder by the
+others, as the yardsticks' pieces are (yardstick_files.py); a process then starts each search from its last run's.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 from ..axes.grid import Configuration
 from . import failures
@@ -38,6 +42,15 @@ def needs_hint(setup: RunSetup, context: SweepContext) -> bool:
         and setup.scaling.searches_scale
         and setup.config.n_timesteps > HINT_TIMESTEPS
     )
+
+
+def shared_scale_hint(setup: RunSetup, context: SweepContext) -> int | None:
+    """`scale_hint` of the setup, made by this sweep's first process to need it and read by the others."""
+    files = context.yardsticks.files if context.yardsticks is not None else None
+    if files is None:
+        return scale_hint(setup, context)
+    piece = "scale_hint_" + hashlib.sha256(repr(hint_key(setup.config)).encode()).hexdigest()[:16]
+    return files.obtain(piece, lambda: {"retries": scale_hint(setup, context)})["retries"]
 
 
 def scale_hint(setup: RunSetup, context: SweepContext) -> int | None:

@@ -26,6 +26,7 @@ from ..axes.libraries.steps import CountedDynamics
 from ..axes.methods import Method
 from ..solvers import DynamicAdjointScaler, SolveReport
 from ..solvers.grid_output import equal_grid, read_off
+from ..solvers.scaler import AdjointScalerSlot
 from ..solvers.tuple_state import FlatState, State
 from .module_hooks import ModuleObserver
 from .tape_estimate import RecomputedField, TapeBudget, TapeWatch
@@ -57,7 +58,7 @@ class ConfiguredOdeint:
         method: Method,
         n_timesteps: int,
         time_dtype: torch.dtype,
-        scaler: DynamicAdjointScaler | None,
+        scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
         report: SolveReport,
         context: Callable[[], AbstractContextManager] | None = None,
         output_dtype: torch.dtype | None = None,

@@ -29,7 +29,8 @@ import torch
 
 from ..axes.methods import METHODS, ExplicitRK
 from ..emulation import active_emulation
-from .scaler import DynamicAdjointScaler
+from .overflow_stop import stop_if_overflowed
+from .scaler import AdjointScalerSlot, DynamicAdjointScaler
 from .step_magnitudes import SolveReport
 from .unscale import unscale_and_check
 
@@ -63,7 +64,7 @@ def odeint(
     y0: torch.Tensor,
     t: torch.Tensor,
     method: str | ExplicitRK = "rk4",
-    scaler: DynamicAdjointScaler | None = None,
+    scaler: DynamicAdjointScaler | AdjointScalerSlot | None = None,
     report: SolveReport | None = None,
     params: Sequence[torch.Tensor] | None = None,
     trajectory_dtype: TrajectoryDtype = "state",
@@ -191,10 +192,11 @@ class _NativeSolve(torch.autograd.Function):
         accumulate = torch.promote_types(ctx.state_dtype, torch.float32)
         device_type = stored.device.type
         n_steps = len(steps)
+        scaler = ctx.scaler.current if isinstance(ctx.scaler, AdjointScalerSlot) else ctx.scaler
         step = _BackwardStep(
             ctx.func,
             ctx.tableau,
-            ctx.scaler,
+            scaler,
             params,
             ctx.state_dtype,
             ctx.low_dtype,
@@ -226,6 +228,7 @@ class _NativeSolve(torch.autograd.Function):
                     # The adjoint entering this step's product, and that adjoint as the low dtype holds it
                     # (scaled, cast): the second is the one whose range can overflow or underflow.
                     report.record_backward(n_steps - 1 - k, adjoint, held, finite)
+                stop_if_overflowed(finite, n_steps - 1 - k)
                 adjoint.add_(vjp_y).add_(grad_trajectory[k].to(accumulate))
                 if param_grads:
                     torch._foreach_add_(param_grads, vjp_params)

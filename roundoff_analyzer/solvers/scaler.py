@@ -74,3 +74,12 @@ class DynamicAdjointScaler:
         self.changes += 1
         self.scale = (self.scale or 1.0) / 2
         return self.scale
+
+
+class AdjointScalerSlot:
+    """The adjoint scaler of a solve whose forward several backward passes share, each with a scaler of its own (or
+    none): the native backward reads `current` when it starts, so one forward serves passes that scale differently.
+    Its forward never reads the scaler, so the shared forward is what each pass would have had alone."""
+
+    def __init__(self) -> None:
+        self.current: DynamicAdjointScaler | None = None

@@ -33,6 +33,8 @@ def tensor_scaling(dtype: DtypeSpec, arithmetic: str, fp8_scaling: bool) -> bool
 class Arithmetic(Protocol):
     name: str
     description: str
+    # Optional (False where left out): whether runs of one setup that differ in their scaling may share a forward.
+    # shares_forward: bool
 
     def skip_reason(self, dtype: DtypeSpec, rounding: str) -> str | None: ...
 

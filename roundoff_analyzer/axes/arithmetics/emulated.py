@@ -11,6 +11,8 @@ from .base import ARITHMETICS, tensor_scaling
 
 class Emulated:
     name = "emulated"
+    # Its rounding stream and its count of saturated values run through a forward into its backward.
+    shares_forward = False
     description = (
         "float32 arithmetic rounded to the format wherever the low dtype would hold a value (docs/emulation.md)"
         "; default for fp8 and eXmY formats"

@@ -4,6 +4,8 @@ from .base import ARITHMETICS
 class Hardware:
     name = "hardware"
     description = "the device's own arithmetic in torch's dtype (default for float16, bfloat16, float32)"
+    # Nothing of a run's own runs from its forward into its backward: runs differing in their scaling share a forward.
+    shares_forward = True
 
     def skip_reason(self, dtype, rounding):
         if rounding != "nearest":

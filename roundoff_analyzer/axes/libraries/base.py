@@ -9,6 +9,7 @@ import torch
 
 from ...core.registry import Registry
 from ...solvers import DynamicAdjointScaler, SolveReport
+from ...solvers.scaler import AdjointScalerSlot
 from ..methods import Method
 
 
@@ -31,10 +32,12 @@ class SolverLibrary(Protocol):
         y0: torch.Tensor,
         t: torch.Tensor,
         method: Method,
-        scaler: DynamicAdjointScaler | None,
+        scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
         report: SolveReport,
     ) -> torch.Tensor:
-        """The states at the N+1 points of `t`, differentiable with respect to y0 and func's parameters.
+        """The states at the N+1 points of `t`, differentiable with respect to y0 and func's parameters. `scaler`:
+        only for a library that `supports_adjoint_scaling` (a slot where runs share the forward: its backward reads
+        the slot's scaler when it starts).
 
         An adaptive `method` (`method.adaptive`) carries `rtol`, `atol` and `max_steps`; the library
         records its accepted and rejected steps with `report.record_steps` and raises

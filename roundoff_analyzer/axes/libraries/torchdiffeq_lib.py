@@ -1,6 +1,7 @@
 import torch
 import torchdiffeq
 
+from ...solvers.overflow_stop import stop_if_overflowed
 from .base import LIBRARIES
 from .steps import StepCountingDynamics
 
@@ -66,6 +67,7 @@ class _ProbedDynamics(torch.nn.Module):
         # The gradient is already multiplied by the loss scale of the `grad` strategy, if any.
         finite = bool(torch.isfinite(state_grad).all())
         self.report.record_backward(self.n_steps - 1 - step, state_grad, state_grad.detach().to(low_dtype), finite)
+        stop_if_overflowed(finite, self.n_steps - 1 - step)
 
 
 class TorchdiffeqLibrary:

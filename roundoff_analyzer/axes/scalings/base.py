@@ -37,6 +37,9 @@ class Scaling(Protocol):
     # Whether `backward` searches a loss scale over several backward passes. The first run of such a scaling at a
     # large n_timesteps is preceded by a cheap run of the same setup, whose retries become its `hint`.
     searches_scale: bool = False
+    # Whether its runs may share one forward pass with the other scalings that do (measuring/one_run.py): its backward
+    # then takes `keep_graph`, True for every pass but the forward's last, which must leave the graph for the next.
+    shares_forward: bool = False
     # How the report's sentences name it ("`grad` loss scaling"); a scaling without it is "`NAME` scaling".
     words: str
     # Its entry in the report's words (after "**NAME**: "), where a report uses it; None: no entry.
@@ -57,15 +60,18 @@ class Scaling(Protocol):
         adjoint_scaler: DynamicAdjointScaler | None,
         settings: ScalerSettings,
         hint: int | None = None,
+        keep_graph: bool = False,
     ) -> BackwardResult:
         """`hint`: the retries of an earlier run of the same setup, where a scaler that searches can start;
-        it may change how long the search takes, never its result."""
+        it may change how long the search takes, never its result. `keep_graph`: leave the forward's graph for
+        another backward pass (asked only of a scaling that `shares_forward`)."""
         ...
 
 
 # What a scaling that leaves out an optional attribute of the protocol reads as, given its name.
 _OPTIONAL: dict[str, Callable[[str], Any]] = {
     "searches_scale": lambda name: False,
+    "shares_forward": lambda name: False,
     "words": lambda name: f"`{name}` scaling",
     "glossary": lambda name: None,
 }
@@ -95,8 +101,10 @@ class ScalingRegistry(Registry[Scaling]):
 SCALINGS: Registry[Scaling] = ScalingRegistry("scaling")
 
 
-def plain_backward(loss: torch.Tensor, leaves: Sequence[torch.Tensor]) -> list[torch.Tensor | None]:
+def plain_backward(
+    loss: torch.Tensor, leaves: Sequence[torch.Tensor], keep_graph: bool = False
+) -> list[torch.Tensor | None]:
     for leaf in leaves:
         leaf.grad = None
-    loss.backward()
+    loss.backward(retain_graph=keep_graph)
     return [leaf.grad for leaf in leaves]

@@ -14,6 +14,7 @@ from .base import SCALINGS, BackwardResult, Scaling, plain_backward
 
 class DynamicScaling(Scaling):
     name = "dynamic"
+    shares_forward = True
     description = "the native solver's dynamic adjoint scaling, step by step inside its backward"
     words = "`dynamic` adjoint scaling"
     glossary = (
@@ -39,9 +40,10 @@ class DynamicScaling(Scaling):
         adjoint_scaler: DynamicAdjointScaler | None,
         settings: ScalerSettings,
         hint: int | None = None,
+        keep_graph: bool = False,
     ) -> BackwardResult:
         assert adjoint_scaler is not None, "the dynamic scaling's backward needs the scaler its adjoint_scaler made"
-        grads = plain_backward(loss, leaves)
+        grads = plain_backward(loss, leaves, keep_graph)
         return BackwardResult(grads, final_scale=adjoint_scaler.scale, retries=adjoint_scaler.retries)
 
 

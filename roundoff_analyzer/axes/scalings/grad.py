@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import cast
 
 import torch
 
 from ...core.errors import ScalerExhausted
 from ...solvers import DynamicAdjointScaler
+from ...solvers.overflow_stop import BackwardOverflow, stopping_at_overflow
 from ..libraries import SolverLibrary
 from ..scaler_settings import ScalerSettings
 from .base import SCALINGS, BackwardResult, Scaling
@@ -64,6 +66,7 @@ def first_finite(finite_at: Callable[[int], bool], n: int, guess: int | None = N
 class GradScaling(Scaling):
     name = "grad"
     searches_scale = True  # its backward searches a loss scale; a hint of where to start saves passes
+    shares_forward = True  # its passes keep the graph whatever `keep_graph` says: the search runs several
     description = (
         "loss scaling with torch.amp.GradScaler: scale, backward, unscale; back off and retry on a non-finite gradient"
     )
@@ -87,6 +90,7 @@ class GradScaling(Scaling):
         adjoint_scaler: DynamicAdjointScaler | None,
         settings: ScalerSettings,
         hint: int | None = None,
+        keep_graph: bool = False,
     ) -> BackwardResult:
         # The result is GradScaler's after k backoffs, k the fewest that give finite gradients, and `retries`
         # is k. k is found from `hint` (the k of a similar run: two backward passes when it is k or k - 1) or by
@@ -99,16 +103,23 @@ class GradScaling(Scaling):
         # The smallest finite k seen (each finite probe of the search is smaller) -> (its pass, its gradients).
         kept: dict[int, tuple[int, list[torch.Tensor | None]]] = {}
 
-        def finite_at(k: int) -> bool:
-            nonlocal passes
+        last_probe = 0
+
+        def finite_at(k: int, stop_at_overflow: bool = True) -> bool:
+            nonlocal passes, last_probe
             # The real GradScaler, so that its own checks (e.g. its refusal of float16 gradients) apply.
             # Growth is switched off: one measurement is one step, never long enough to grow.
             scaler = torch.amp.GradScaler(loss.device.type, init_scale=scales[k], growth_interval=2**31 - 1)
             for leaf in leaves:
                 leaf.grad = None
-            scaler.scale(loss).backward(retain_graph=True)
+            passes, last_probe = passes + 1, k
+            try:
+                # A probe that overflows is never the pass that counts: it may end at its first non-finite step.
+                with stopping_at_overflow() if stop_at_overflow else nullcontext():
+                    scaler.scale(loss).backward(retain_graph=True)
+            except BackwardOverflow:
+                return False
             scaler.unscale_(optimizer)
-            passes += 1
             finite = all(leaf.grad is None or bool(torch.isfinite(leaf.grad).all()) for leaf in leaves)
             if finite:  # a later pass sets the leaves' gradients again: these are kept aside, untouched
                 kept.clear()
@@ -117,6 +128,8 @@ class GradScaling(Scaling):
 
         k = first_finite(finite_at, len(scales), hint)
         if k == len(scales):
+            # Exhausted: the last pass is the one that counted, and its record is read whole.
+            finite_at(last_probe, stop_at_overflow=False)
             raise ScalerExhausted(
                 f"loss scale still gives non-finite gradients after {settings.max_retries} retries "
                 f"(scale {scales[-1]:g})",

@@ -14,6 +14,7 @@ from .base import SCALINGS, BackwardResult, Scaling, plain_backward
 
 class NoScaling(Scaling):
     name = "none"
+    shares_forward = True
     description = "plain backward, no scaling"
     words = "no scaling"
 
@@ -30,8 +31,9 @@ class NoScaling(Scaling):
         adjoint_scaler: DynamicAdjointScaler | None,
         settings: ScalerSettings,
         hint: int | None = None,
+        keep_graph: bool = False,
     ) -> BackwardResult:
-        return BackwardResult(plain_backward(loss, leaves))
+        return BackwardResult(plain_backward(loss, leaves, keep_graph))
 
 
 SCALINGS.register(NoScaling())
