@@ -1,5 +1,6 @@
 """The fine reference's own error estimate: exact on errors of a known form, and within 2× of its error against a solve
-8× finer, on a smooth model and on OT-Flow (whose HJB kink costs RK4 its order)."""
+8× finer, on a smooth model and on OT-Flow (whose HJB kink costs RK4 its order); its quarter density read off the
+float64 reference it coincides with, bit for bit."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import math
 import pytest
 import torch
 
-from roundoff_analyzer.axes.models import MODELS, parse_options
+from roundoff_analyzer.axes.libraries import LIBRARIES
+from roundoff_analyzer.axes.methods import METHODS
+from roundoff_analyzer.axes.models import MODELS, TrajectoryProblem, parse_options
 from roundoff_analyzer.axes.modes import ProblemCopies
+from roundoff_analyzer.axes.scalings import ScalerSettings
 from roundoff_analyzer.measuring import metrics
-from roundoff_analyzer.measuring.discretisation import ESTIMATED, fine_steps, solve_on_fine_grid
+from roundoff_analyzer.measuring.discretisation import ESTIMATED, fine_from_reference, fine_steps, solve_on_fine_grid
 from roundoff_analyzer.measuring.fine_error import differences, own_error
+from roundoff_analyzer.measuring.references import ReferenceCache
 from roundoff_analyzer.measuring.yardsticks import Yardsticks
 
 CPU = torch.device("cpu")
@@ -92,3 +97,49 @@ def test_the_default_otflow_estimate_is_within_two_times_of_its_error():
     was 3-9× too small here)."""
     for name, estimate, true in _estimate_and_truth("otflow", {}, [8, 32]):
         assert 0.5 * true <= estimate <= 2 * true, (name, estimate, true)
+
+
+def _quarter_and_reference(copies: ProblemCopies, timesteps: list[int]):
+
+    quarter = solve_on_fine_grid(copies, timesteps, fine_steps(timesteps), CPU, 4)
+    reference = ReferenceCache(copies, ScalerSettings()).get(LIBRARIES.get("native"), METHODS.get("rk4"), 32)
+    return quarter, reference
+
+
+def test_the_quarter_density_read_off_the_reference_is_the_quarter_solve_bit_for_bit():
+    """Its grid is the native RK4 reference's at the largest n_timesteps: the sweep solves it once for both."""
+
+    spec = MODELS.get("otflow")
+    copies = ProblemCopies(spec.build(parse_options(spec, {"d": 3, "hidden": 8, "batch": 16}), CPU))
+    timesteps = [8, 32]
+    quarter, reference = _quarter_and_reference(copies, timesteps)
+    shared = fine_from_reference(copies, timesteps, fine_steps(timesteps), 4, reference)
+    assert shared is not None and sorted(shared) == timesteps
+    for n in timesteps:
+        assert torch.equal(shared[n].trajectory, quarter[n].trajectory) and torch.equal(shared[n].loss, quarter[n].loss)
+        assert all(torch.equal(a, b) for a, b in zip(shared[n].grads, quarter[n].grads, strict=True))
+    # Another density is not the reference's solve, nor a grid whose largest n is not the reference's.
+    assert fine_from_reference(copies, timesteps, fine_steps(timesteps), 2, reference) is None
+    assert fine_from_reference(copies, [8, 16], fine_steps([8, 16]), 4, reference) is None
+
+
+def test_a_loss_of_every_state_has_the_quarter_density_solved_on_its_own():
+    """Each n_timesteps' loss then sends its own cotangent into the solve: the reference's gradient is not its."""
+
+    torch.manual_seed(0)
+    field = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh())
+    problem = TrajectoryProblem(
+        func=_Field(field), y0=torch.randn(4, 3), loss=lambda states: states.pow(2).mean(), data_source="test"
+    )
+    copies = ProblemCopies(problem)
+    _, reference = _quarter_and_reference(copies, [8, 32])
+    assert fine_from_reference(copies, [8, 32], fine_steps([8, 32]), 4, reference) is None
+
+
+class _Field(torch.nn.Module):
+    def __init__(self, net: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, t, y):
+        return self.net(y)

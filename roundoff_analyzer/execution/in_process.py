@@ -6,7 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..axes.grid import Configuration, file_safe
+from ..axes.libraries import LIBRARIES
+from ..axes.methods import METHODS, tableau_of
 from ..axes.modes import ProblemCopies
+from ..measuring.discretisation import FINE_LIBRARY, FINE_TABLEAU
 from ..measuring.measure import forward_families, measure_configurations
 from ..measuring.references import ReferenceCache
 from ..measuring.run_setup import SweepContext
@@ -24,7 +27,31 @@ def process_yardsticks(plan: SweepPlan, copies: ProblemCopies, store: ResultStor
     folder = store.root / YARDSTICKS / file_safe(checkpoint) if checkpoint else store.root / YARDSTICKS
     key = yardstick_key(store.digest, timesteps, noise_batches, checkpoint, batch_size)
     files = YardstickFiles(folder, key, plan.device)
-    return Yardsticks(copies, timesteps, noise_batches, plan.device, files, plan.shape.state_values, batch_size)
+    return Yardsticks(
+        copies,
+        timesteps,
+        noise_batches,
+        plan.device,
+        files,
+        plan.shape.state_values,
+        batch_size,
+        coarsest_is=fine_quarter_reference(plan),
+    )
+
+
+def fine_quarter_reference(plan: SweepPlan) -> tuple[str, str] | None:
+    """(library, method) of the sweep's configurations whose float64 reference at the largest n_timesteps is the fine
+    reference's own solve at its quarter density, where the grids agree: the native solver's classical RK4."""
+    largest = max(plan.grid.timesteps)
+    native = LIBRARIES.get(FINE_LIBRARY)
+    for config in plan.configurations:
+        if (
+            config.library == FINE_LIBRARY
+            and config.n_timesteps == largest
+            and tableau_of(native, METHODS.get(config.method)) == FINE_TABLEAU
+        ):
+            return config.library, config.method
+    return None
 
 
 @dataclass
@@ -64,7 +91,7 @@ def sweep_context(plan: SweepPlan, copies: ProblemCopies, yardsticks: Yardsticks
     step_control = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
     return SweepContext(
         copies,
-        ReferenceCache(copies, config.scaler),
+        ReferenceCache(copies, config.scaler, yardsticks.reference),
         plan.device,
         config.scaler,
         plan.shape,

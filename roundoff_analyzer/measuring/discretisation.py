@@ -33,13 +33,17 @@ import torch
 from ..axes.libraries import LIBRARIES
 from ..axes.loss_placements import LOSS_PLACEMENTS
 from ..axes.methods import METHODS
+from ..axes.methods.rk4 import CLASSICAL
 from ..axes.modes import ProblemCopies, cast_run
 from ..solvers import SolveReport, odeint
+from ..solvers.grid_output import equal_grid
 from . import metrics
 from .fine_error import RK4_ORDER, differences, own_error, shared_order
-from .one_run import configured_odeint, step_forward
+from .one_run import RunOutcome, configured_odeint, step_forward
 
 FINE_FACTOR = 4
+# The fine reference's solver and rule: the native solver's classical RK4, in float64.
+FINE_LIBRARY, FINE_TABLEAU = "native", CLASSICAL
 # Even the smallest sweep gets a fine grid of at least this many steps on [0, 1].
 MIN_FINE_STEPS = 64
 # The fine reference is solved three times, each grid's steps those of the fine grid joined in twos and fours.
@@ -146,7 +150,7 @@ def solve_on_fine_grid(
     prepared = cast_run(copies, torch.float64)
     t, index = fine_grid(timesteps, steps, coarsening)
     t = t.to(device)
-    trajectory = odeint(prepared.model, prepared.batch, t, method="rk4_classical")
+    trajectory = odeint(prepared.model, prepared.batch, t, method=FINE_TABLEAU)
     leaves = prepared.leaves
     solutions: dict[int, FineSolution] = {}
     done: list[tuple[torch.Tensor, list[torch.Tensor]]] = []  # (cotangent on the fine grid, gradients)
@@ -167,6 +171,40 @@ def solve_on_fine_grid(
     return solutions
 
 
+def fine_from_reference(
+    copies: ProblemCopies, timesteps: list[int], steps: int, coarsening: int, reference: RunOutcome
+) -> dict[int, FineSolution] | None:
+    """What `solve_on_fine_grid` gives at `coarsening`, read off the float64 reference of the classical RK4 at the
+    largest n_timesteps where that density's grid is that reference's (the equal steps of the largest n): the same
+    solve, so the same states. Each n_timesteps' gradient is the reference's where its loss sends the same cotangent
+    into the solve as the reference's loss (a loss of the final state); None where the grids differ or a loss reads
+    other states (then the density is solved on its own)."""
+    trajectory_problem = copies.trajectory
+    assert trajectory_problem is not None, "a step's fine reference is solve_step_on_fine_grid's"
+    t, index = fine_grid(timesteps, steps, coarsening)
+    largest = max(timesteps)
+    grid = equal_grid(0.0, 1.0, largest, torch.float64, "cpu")
+    if reference.trajectory is None or len(reference.trajectory) != len(grid) or not torch.equal(t, grid):
+        return None
+    trajectory = reference.trajectory
+    device = trajectory.device
+    cotangents: dict[int, torch.Tensor] = {}
+    losses: dict[int, torch.Tensor] = {}
+    for n in sorted(timesteps):
+        points = index[n].to(device)
+        sampled = trajectory[points].requires_grad_(True)
+        with torch.enable_grad():
+            losses[n] = trajectory_problem.loss(sampled)
+            (on_points,) = torch.autograd.grad(losses[n], sampled)
+        cotangents[n] = torch.zeros_like(trajectory).index_put_((points,), on_points)
+    if not all(torch.equal(cotangents[n], cotangents[largest]) for n in timesteps):
+        return None
+    return {
+        n: FineSolution(trajectory[index[n].to(device)], losses[n].detach(), list(reference.grads), reference.n_inputs)
+        for n in timesteps
+    }
+
+
 def solve_step_on_fine_grid(copies: ProblemCopies, steps: int, device: torch.device) -> FineSolution:
     """A model's step in float64 with every solve in `steps` equal steps of the classical RK4 across its span: the
     fine reference of a step, the same for every n_timesteps (its output times are the step's own)."""
@@ -174,8 +212,8 @@ def solve_step_on_fine_grid(copies: ProblemCopies, steps: int, device: torch.dev
     placement = LOSS_PLACEMENTS.get("float32")
     odeint = configured_odeint(
         prepared,
-        LIBRARIES.get("native"),
-        METHODS.get("rk4_classical"),
+        LIBRARIES.get(FINE_LIBRARY),
+        METHODS.get(FINE_TABLEAU),
         steps,
         torch.float64,
         placement,

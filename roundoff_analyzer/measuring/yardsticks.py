@@ -11,20 +11,27 @@ import time
 
 import torch
 
+from ..axes.libraries import LIBRARIES, SolverLibrary
+from ..axes.methods import METHODS, Method
 from ..axes.modes import ProblemCopies
+from ..axes.scalings import ScalerSettings
 from ..core.errors import one_line
-from . import metrics
+from . import failures, metrics
 from .discretisation import (
     COARSENINGS,
     FineReference,
     FineSolution,
     combine_fine,
+    fine_from_reference,
     fine_steps,
     solve_on_fine_grid,
     solve_step_on_fine_grid,
 )
 from .gradient_noise import NOISE_TIMESTEPS, GradientNoise, batch_gradients, noise_from, problem_batch_size
 from .memory import fine_reference_oom
+from .one_run import RunOutcome
+from .outcome_records import outcome_from_record, outcome_record
+from .references import ReferenceCache
 from .yardstick_files import YardstickFiles
 
 # (error column suffix, what is compared): the errors that get a discretisation twin and a roundoff/disc ratio.
@@ -81,6 +88,7 @@ def with_context_columns(results):
 NOISE_PIECES = 4
 # The fine reference's solves by piece name, at each of its densities (the fine one, half and a quarter of it).
 FINE_PIECES = dict(zip(("fine", "fine_half", "fine_quarter"), COARSENINGS, strict=True))
+_QUARTER = "fine_quarter"
 # The pieces of the yardsticks, largest first: processes that share them take them in this order.
 PIECES = (*FINE_PIECES, *(f"noise_{i}" for i in range(NOISE_PIECES)))
 
@@ -104,6 +112,7 @@ class Yardsticks:
         files: YardstickFiles | None = None,
         state_values: int | None = None,
         noise_batch_size: int | None = None,
+        coarsest_is: tuple[str, str] | None = None,
     ) -> None:
         self.copies, self.timesteps, self.noise_batches, self.device, self.files = (
             copies,
@@ -116,6 +125,9 @@ class Yardsticks:
         self.state_values = state_values if state_values is not None else _state_values(copies)
         # Points per noise batch: the batch the user trains with where the sweep knows it, else the sweep's own.
         self.noise_batch_size = noise_batch_size or problem_batch_size(copies)
+        # (library, method) of a configuration of the sweep whose float64 reference at the largest n_timesteps is the
+        # fine reference's quarter density, solved once for both where the grids agree (`reference`).
+        self.coarsest_is = coarsest_is
         self._pieces: dict[str, dict] = {}
         self._fine: FineReference | None = None
         self._noise: GradientNoise | None = None
@@ -153,6 +165,14 @@ class Yardsticks:
             )
         return self._noise
 
+    def reference(self, library: SolverLibrary, method: Method, n_timesteps: int) -> RunOutcome | None:
+        """The float64 reference of the configurations of (`library`, `method`, `n_timesteps`) where the fine
+        reference's quarter density solved it (a ReferenceCache's `solved_elsewhere`); None where it did not."""
+        if self.coarsest_is != (library.name, method.name) or n_timesteps != max(self.timesteps):
+            return None
+        record = self._piece(_QUARTER).get("reference")
+        return outcome_from_record(record) if record is not None else None
+
     def _piece(self, piece: str) -> dict:
         if piece not in self._pieces:
             kind, _, index = piece.rpartition("_")
@@ -169,6 +189,10 @@ class Yardsticks:
             return {"failure": too_large}
         started = time.perf_counter()
         steps = fine_steps(self.timesteps)
+        if coarsening == FINE_PIECES[_QUARTER] and self.coarsest_is is not None and self.copies.trajectory is not None:
+            shared = self._quarter_from_reference(steps, started)
+            if shared is not None:
+                return shared
         try:
             if self.copies.trajectory is not None:
                 solved = solve_on_fine_grid(self.copies, self.timesteps, steps, self.device, coarsening)
@@ -177,11 +201,27 @@ class Yardsticks:
                 solved = dict.fromkeys(self.timesteps, step_solution)
         except Exception as exc:  # noqa: BLE001 - without it the rows lack the context columns, nothing more
             return {"failure": f"{type(exc).__name__}: {exc}"}
-        solutions = {
-            n: {"trajectory": s.trajectory, "loss": s.loss, "grads": list(s.grads), "n_inputs": s.n_inputs}
-            for n, s in solved.items()
-        }
+        solutions = {n: _solution_record(s) for n, s in solved.items()}
         return {"solutions": solutions, "seconds": time.perf_counter() - started}
+
+    def _quarter_from_reference(self, steps: int, started: float) -> dict | None:
+        """The quarter density as the float64 reference of `coarsest_is` at the largest n_timesteps, solved here and
+        kept in the piece for the configurations it is the reference of; None where the two are not the same solve."""
+        assert self.coarsest_is is not None
+        library, method = LIBRARIES.get(self.coarsest_is[0]), METHODS.get(self.coarsest_is[1])
+        # The reference's scaling is `none`, which reads no scaler setting.
+        try:
+            reference = ReferenceCache(self.copies, ScalerSettings()).get(library, method, max(self.timesteps))
+        except failures.ReferenceFailed:
+            return None
+        solved = fine_from_reference(self.copies, self.timesteps, steps, FINE_PIECES[_QUARTER], reference)
+        if solved is None:
+            return None
+        return {
+            "solutions": {n: _solution_record(s) for n, s in solved.items()},
+            "seconds": time.perf_counter() - started,
+            "reference": outcome_record(reference),
+        }
 
     def _noise_timesteps(self) -> int:
         return min(NOISE_TIMESTEPS, max(self.timesteps))
@@ -199,6 +239,15 @@ class Yardsticks:
                 "seconds": time.perf_counter() - started,
             }
         return {"gradients": gradients, "stopped": stopped, "seconds": time.perf_counter() - started}
+
+
+def _solution_record(solution: FineSolution) -> dict:
+    return {
+        "trajectory": solution.trajectory,
+        "loss": solution.loss,
+        "grads": list(solution.grads),
+        "n_inputs": solution.n_inputs,
+    }
 
 
 def _solutions(piece: dict) -> dict[int, FineSolution]:
