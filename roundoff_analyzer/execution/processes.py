@@ -216,6 +216,8 @@ class ProcessesExecutor:
                 report.problems.append(payload)
             elif kind == "exit":
                 exited.add(index)
+                if len(exited) == len(processes):  # each worker's last event: nothing can follow
+                    break
         for index, process in enumerate(processes):
             if index not in exited:
                 during = f" while measuring {working_on[index]}" if index in working_on else ""

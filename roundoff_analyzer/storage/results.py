@@ -259,6 +259,9 @@ class ResultStore:
         # crash between) is overwritten.
         atomic_write_bytes(hash_path(path), content_hash(data).encode())
         atomic_write_bytes(path, data)
+        # Written whole by this very store: `completed` need not read it back to believe it.
+        stat = path.lstat()
+        self._verified[config.id] = (stat.st_mtime_ns, stat.st_size)
 
     def read_row(self, config: Configuration) -> dict[str, Any]:
         """One finished configuration's row, as `measure` produced it (for progress shown
