@@ -19,9 +19,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, Configuration
 from roundoff_analyzer.axes.models import parse_option_pairs
 from roundoff_analyzer.axes.modes import ProblemCopies
 from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution.in_process import fine_quarter_reference
+from roundoff_analyzer.measuring.measure import forward_families
 from roundoff_analyzer.measuring.yardsticks import Yardsticks
 from roundoff_analyzer.planning import config
 
@@ -44,13 +47,28 @@ def main() -> None:
     plan = sweep.plan(request)
     with tempfile.TemporaryDirectory() as folder:
         outcome = sweep.run(plan, args.out or Path(folder) / "sweep")
-    # The sweep computed these once inside; computed again here, alone, to time them.
-    yardsticks = Yardsticks(ProblemCopies(plan.problem), list(plan.grid.timesteps), request.noise_batches, plan.device)
+    # The sweep computed these once inside; computed again here, alone, to time them (the quarter density as the
+    # sweep solved it: where it is a reference's solve, that reference's time is in it, not in the reference solves).
+    yardsticks = Yardsticks(
+        ProblemCopies(plan.problem),
+        list(plan.grid.timesteps),
+        request.noise_batches,
+        plan.device,
+        coarsest_is=fine_quarter_reference(plan),
+    )
     fine, noise = yardsticks.fine(), yardsticks.noise()
     context_seconds = fine.seconds + noise.seconds
 
     table = outcome.results
-    inside_runs = float((table.time_forward_s.fillna(0) + table.time_backward_s.fillna(0)).mul(table.n_repeats).sum())
+    backward = table.time_backward_s.fillna(0).mul(table.n_repeats)
+    # The configurations of one family share each repeat's forward (measuring/measure.py): counted once.
+    forwards = {family[0].id: family for family in forward_families(list(plan.configurations), plan.config.timeout)}
+    by_id = table.assign(
+        id=[Configuration(**{c: getattr(r, c) for c in CONFIG_COLUMNS}).id for r in table.itertuples()]
+    )
+    forward_rows = by_id[by_id["id"].isin(forwards)]
+    forward = float(forward_rows.time_forward_s.fillna(0).mul(forward_rows.n_repeats).sum())
+    inside_runs = forward + float(backward.sum())
     accounted = inside_runs + outcome.reference_seconds + context_seconds
     overhead = outcome.wall_seconds - accounted
     distinct = len(table[table.status != "skipped"][["library", "method", "n_timesteps"]].drop_duplicates())
@@ -75,11 +93,10 @@ def main() -> None:
         )
     else:  # the times above are summed over processes that ran side by side
         print(f"summed times / wall time  {accounted / outcome.wall_seconds:8.2f}  (processes side by side)")
-    by_scaling = table.assign(
-        seconds=(table.time_forward_s.fillna(0) + table.time_backward_s.fillna(0)) * table.n_repeats
-    )
-    for scaling, seconds in by_scaling.groupby("scaling")["seconds"].sum().items():
-        print(f"  runs with scaling {scaling:8s}{seconds:8.2f} s  ({seconds / inside_runs:.0%} of the runs)")
+    shared = sum(len(family) > 1 for family in forwards.values())
+    print(f"  forward passes            {forward:8.2f} s  ({len(forwards)}, {shared} shared by a setup's scalings)")
+    for scaling, seconds in table.assign(seconds=backward).groupby("scaling")["seconds"].sum().items():
+        print(f"  backward, scaling {scaling:8s}{seconds:8.2f} s  ({seconds / inside_runs:.0%} of the runs)")
     print(
         f"reference solves / configurations = {outcome.reference_solves} / {len(table)}; "
         f"distinct library x method x n_timesteps = {distinct} (target: solves == distinct)"

@@ -32,7 +32,6 @@ from .planning import config as sweep_config
 from .planning.manifest import fingerprint
 from .planning.sweep_plan import SweepPlan
 from .report import SweepFolder, read_sweep_folder, write_report
-from .report import draw_figures as _draw_figures
 from .report.answer_data import answer_records, verdict_records
 from .storage.results import ResultStore
 
@@ -90,7 +89,9 @@ class SweepResult:
             ra.load("results/otflow-fp16").figures()["error_grad_params"]
             ```
         """
-        return _draw_figures(
+        from .report.figure_plan import draw_figures  # matplotlib, when figures are asked for
+
+        return draw_figures(
             SweepFolder(
                 self.folder,
                 self.results,

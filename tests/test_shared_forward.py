@@ -125,11 +125,6 @@ def _config(**axes) -> Configuration:
     return Configuration(**{**base, "scaling": "none", **axes})
 
 
-class _Timed:
-    def __init__(self, timeout_s):
-        self.timeout_s = timeout_s
-
-
 def test_families_join_what_differs_in_the_scaling_only():
     configs = [
         _config(scaling="none"),
@@ -139,10 +134,10 @@ def test_families_join_what_differs_in_the_scaling_only():
         _config(scaling="none", arithmetic="emulated"),
         _config(scaling="grad", arithmetic="emulated"),
     ]
-    families = forward_families(configs, _Timed(None))
+    families = forward_families(configs, None)
     assert families == [[configs[0], configs[1], configs[3]], [configs[2]], [configs[4]], [configs[5]]]
     # A time limit is each configuration's own: under one, every configuration runs alone.
-    assert forward_families(configs, _Timed(60.0)) == [[c] for c in configs]
+    assert forward_families(configs, 60.0) == [[c] for c in configs]
 
 
 def test_a_sweep_gives_the_rows_of_configurations_measured_alone(tmp_path):

@@ -126,7 +126,7 @@ def measure_in_process(
     measuring/measure.py), and write each one's shard (atomically) before the next family; False when
     `stop_requested` (asked between families) stopped it early. A KeyboardInterrupt drops the family in progress: its
     shards were never written, so a resume runs it."""
-    for family in forward_families(configurations, context):
+    for family in forward_families(configurations, context.timeout_s):
         if stop_requested():
             return False
         for config in family:

@@ -63,14 +63,14 @@ def measure_configurations(configs: list[Configuration], context: SweepContext) 
     return [measured[index] for index in range(len(configs))]
 
 
-def forward_families(configs: list[Configuration], context: SweepContext) -> list[list[Configuration]]:
+def forward_families(configs: list[Configuration], timeout_s: float | None) -> list[list[Configuration]]:
     """`configs` in families that `measure_configurations` measures together, in order of their first member: those
     that differ in their scaling only, where every scaling and the arithmetic can share a forward and no time limit
     applies (a limit is each configuration's own); every other configuration alone."""
     families: dict[object, list[Configuration]] = {}
     for config in configs:
         shares = (
-            context.timeout_s is None
+            timeout_s is None
             and SCALINGS.get(config.scaling).shares_forward
             and getattr(ARITHMETICS.get(config.arithmetic), "shares_forward", False)
         )

@@ -151,13 +151,11 @@ def problem_hash(problem: ModelProblem) -> str:
 
 
 def _versions() -> dict:
-    import torchdiffeq
-
     return {
         "roundoff-analyzer": __version__,
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "torchdiffeq": torchdiffeq.__version__,
+        "torchdiffeq": importlib.metadata.version("torchdiffeq"),
         "cuda": torch.version.cuda,
         "platform": platform.platform(),
         "git_revision": _git_revision(),

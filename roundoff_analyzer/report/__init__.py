@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import InputError
 from ..storage.results import atomic_write_bytes
-from .figure_files import FIGURES, save_figures
-from .figure_plan import draw_figures, figure_plan
 from .markdown import render
 from .sweep_folder import SweepFolder, read_sweep_folder
 
 REPORT = "report.md"
+# Read from the modules that draw, which import matplotlib (0.4 s): a sweep imports them when its report is written,
+# where its process waits on the report's second process anyway, not while its workers wait to start.
+_DRAWING = {"draw_figures": "figure_plan", "figure_plan": "figure_plan", "FIGURES": "figure_files"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DRAWING:
+        return getattr(importlib.import_module(f".{_DRAWING[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["write_report", "read_sweep_folder", "draw_figures", "figure_plan", "SweepFolder", "REPORT", "FIGURES"]
 
@@ -27,6 +37,8 @@ def write_report(folder: str | Path, out: str | Path | None = None) -> Path:
     if target.is_dir():
         raise InputError(f"--out '{target}' is a folder; give the path of the markdown file to write")
     target.parent.mkdir(parents=True, exist_ok=True)
+    from .figure_files import save_figures
+
     links: dict[str, tuple[str, str]] = {}
     for png in save_figures(sweep):
         links[png.stem] = (_relative(png, target.parent), _relative(png.with_suffix(".svg"), target.parent))

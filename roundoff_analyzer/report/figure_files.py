@@ -4,7 +4,8 @@ Saving the figures is most of a report's time (on the default otflow sweep, abou
 2-core machine), while the sweep's workers have ended and left a core idle. Where this process has started the
 workers' fork server (a sweep that ran in worker processes), a process forked from it saves the last of the figures
 from the folder's tables while this one saves the rest: it first imports pandas, matplotlib and the report (about
-0.8 s), so it takes one figure in HELPER_SHARE, the last ones (the adjoint's range, drawn over every step, is the
+0.8 s; it starts before this process imports matplotlib, 0.4 s, which the figures' plan does not need), so it takes
+one figure in HELPER_SHARE, the last ones (the adjoint's range, drawn over every step, is the
 costliest). The files are the same bytes either way: the same code draws them from the same tables, with this
 process's matplotlib settings; should the helper fail, this process saves its figures too.
 """
@@ -13,18 +14,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
-
-import matplotlib
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core.cores import available_cores
 from ..execution.start_method import fork_server_started, worker_context
-from . import figures
 from .figure_plan import figure_plan
 from .sweep_folder import SweepFolder, read_sweep_folder
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FIGURES = "figures"
 HELPER_SHARE = 3
@@ -61,6 +62,8 @@ def save_figures(sweep: SweepFolder, helper: bool | None = None) -> list[Path]:
 def save_in_helper(root: Path, names: list[str], style: dict[str, Any]) -> list[str]:
     """In the helper: draw and save these figures of the folder's report; returns those drawn (a figure with nothing
     to draw is none)."""
+    import matplotlib
+
     plan = figure_plan(read_sweep_folder(root))
     # (rc_context's annotation lists every key it knows; these come from rcParams itself.)
     with matplotlib.rc_context(cast(Any, style)):
@@ -68,12 +71,19 @@ def save_in_helper(root: Path, names: list[str], style: dict[str, Any]) -> list[
 
 
 def _save(draw: Callable[[], Figure | None], folder: Path, name: str) -> Path | None:
+    from . import figures
+
     figure = draw()
     return figures.save(figure, folder, name) if figure is not None else None
 
 
 def _style() -> dict[str, Any]:
-    """This process's matplotlib settings that differ from the defaults and shape a figure, for the helper."""
+    """This process's matplotlib settings that differ from the defaults and shape a figure, for the helper: none where
+    it has not imported matplotlib (whose import, 0.4 s, it then makes while the helper imports too)."""
+    if "matplotlib" not in sys.modules:
+        return {}
+    import matplotlib
+
     defaults = matplotlib.rcParamsDefault
     return {
         key: value

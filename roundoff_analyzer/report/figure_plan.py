@@ -3,20 +3,27 @@ process (figure_files.py), which draws them from the folder itself."""
 
 from __future__ import annotations
 
-import functools
+import importlib
 from collections.abc import Callable
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from ..judging import format_search as search
 from ..judging import verdict as rules
-from . import figures
 from .checkpoint_scope import judged_rows
+from .figure_data import ADJOINT_FIGURE, ERROR_FIGURES, TRAINING_FIGURE, adjoint_timesteps
 from .format_search import FEW_FORMATS, FORMAT_FIGURE
 from .placements import placements_as_modes
 from .sweep_folder import SweepFolder
-from .training_figure import TRAINING_FIGURE, along_training_figure
 from .training_findings import TRAINING_METRICS, trends
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def _drawn(module: str, function: str, *args: Any) -> Callable[[], Figure | None]:
+    """`module.function(*args)`, the module imported when the figure is drawn: planning the figures needs no matplotlib
+    (0.4 s to import), so a report's second process starts before its first imports it."""
+    return lambda: getattr(importlib.import_module(f".{module}", __package__), function)(*args)
 
 
 def figure_plan(sweep: SweepFolder) -> dict[str, Callable[[], Figure | None]]:
@@ -29,17 +36,15 @@ def figure_plan(sweep: SweepFolder) -> dict[str, Callable[[], Figure | None]]:
     ran = results[results["status"] != "skipped"]
     plan: dict[str, Callable[[], Figure | None]] = {}
     if not ran.empty:
-        for name, metric in figures.ERROR_FIGURES.items():
-            plan[name] = functools.partial(figures.error_figure, ran, metric)
-    for n in figures.adjoint_timesteps(profile, results):
-        plan[f"{figures.ADJOINT_FIGURE}_n{n}"] = functools.partial(figures.adjoint_range_figure, profile, n, results)
+        for name, metric in ERROR_FIGURES.items():
+            plan[name] = _drawn("figures", "error_figure", ran, metric)
+    for n in adjoint_timesteps(profile, results):
+        plan[f"{ADJOINT_FIGURE}_n{n}"] = _drawn("figures", "adjoint_range_figure", profile, n, results)
     if any(trends(sweep.results, metric) for metric in TRAINING_METRICS):
-        plan[TRAINING_FIGURE] = functools.partial(along_training_figure, sweep.results)
+        plan[TRAINING_FIGURE] = _drawn("training_figure", "along_training_figure", sweep.results)
     searched = search.emulated(search.format_results(sweep.results))
     if len(searched) > FEW_FORMATS:
-        plan[FORMAT_FIGURE] = functools.partial(
-            figures.format_search_figure, searched, rules.WELL_UNDER, rules.AT_OR_ABOVE
-        )
+        plan[FORMAT_FIGURE] = _drawn("figures", "format_search_figure", searched, rules.WELL_UNDER, rules.AT_OR_ABOVE)
     return plan
 
 

@@ -22,30 +22,15 @@ from matplotlib.patches import Rectangle
 from matplotlib.typing import ColorType
 
 from ..axes.dtypes import DTYPES
-from ..axes.grid import CONFIG_COLUMNS
 from ..judging.format_search import bit_layout
 from ..storage.results import atomic_write_bytes
+from .figure_data import METRIC_NAMES, non_finite_steps, with_run_status
 from .formatting import span
 
-METRIC_NAMES = {
-    "sol_rel_err": "solution",
-    "grad_y0_rel_err": "gradient w.r.t. y0",
-    "grad_params_rel_err": "parameter gradient",
-}
-# Figure file name -> the error it plots.
-ERROR_FIGURES = {
-    "error_solution": "sol_rel_err",
-    "error_grad_y0": "grad_y0_rel_err",
-    "error_grad_params": "grad_params_rel_err",
-}
-ADJOINT_FIGURE = "adjoint_range"  # file names adjoint_range_n<n_timesteps>
 LINE_COLUMNS = ("library", "scaling", "mode")  # one line per value of these, in every panel
 FAILED_LABEL = "× failed (in the top band: no finite value)"
 # A step whose value overflowed the low dtype in a run that still ended ok (its backward used a wider adjoint).
 RECOVERED_LABEL = "○ overflowed in the low dtype, run ok (recovered)"
-# The columns that name one configuration in both the profile and the results.
-# A run's columns but its checkpoint: its status is "failed" where it failed at any checkpoint (one model per table).
-_RUN_KEYS = tuple(c for c in CONFIG_COLUMNS if c not in ("model", "checkpoint"))
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 _MANTISSA_COLOURS = matplotlib.colormaps["viridis"]
 _LINESTYLES = ("-", "--", "-.", ":")
@@ -89,15 +74,6 @@ def error_figure(results: pd.DataFrame, metric: str) -> Figure:
     return fig
 
 
-def adjoint_timesteps(profile: pd.DataFrame | None, results: pd.DataFrame) -> list[int]:
-    """The n_timesteps whose adjoint range is drawn: the largest, and each where a run failed."""
-    if profile is None or profile[profile["phase"] == "backward"].empty:
-        return []
-    drawn = set(profile.loc[profile["phase"] == "backward", "n_timesteps"].astype(int))
-    failed = set(results.loc[results["status"] == "failed", "n_timesteps"].astype(int)) & drawn
-    return sorted(failed | {max(drawn)})
-
-
 def adjoint_range_figure(
     profile: pd.DataFrame, n: int | None = None, results: pd.DataFrame | None = None
 ) -> Figure | None:
@@ -139,24 +115,6 @@ def adjoint_range_figure(
 def backward_steps_label(results: pd.DataFrame | None) -> str:
     """The x axis of a backward profile: steps counted from the end of the (first) solve's span."""
     return f"backward step (0 = first step back from t = {span(results)[1]})"
-
-
-def with_run_status(profile: pd.DataFrame, results: pd.DataFrame | None) -> pd.DataFrame:
-    """The profile with its run's `status` beside each row ("failed" where a run of it failed at any checkpoint)."""
-    if results is None:
-        return profile.assign(status="failed")
-    keys = [k for k in _RUN_KEYS if k in profile and k in results]
-    failed = results.assign(failed=results["status"] == "failed").groupby(keys)["failed"].any().reset_index()
-    merged = profile.merge(failed, on=keys, how="left")
-    return merged.assign(status=merged["failed"].map({True: "failed", False: "ok"}).fillna("failed")).drop(
-        columns="failed"
-    )
-
-
-def non_finite_steps(profile: pd.DataFrame) -> pd.Series:
-    """Backward steps whose value is non-finite, or too large for the low dtype (a wider adjoint survives that)."""
-    held = profile["max_abs_low"].fillna(profile["max_abs"])
-    return ~profile["finite"].astype(bool) | ~held.map(math.isfinite)
 
 
 def save(fig: Figure, folder: Path, stem: str) -> Path:

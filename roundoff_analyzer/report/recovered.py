@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from . import formatting as fmt
-from .figures import non_finite_steps, with_run_status
+from .figure_data import non_finite_steps, with_run_status
 from .findings import SETUP_COLUMNS
 
 

@@ -5,25 +5,11 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .figure_data import trend_label, varying_columns
 from .figures import figure_legend
-from .findings import SETUP_COLUMNS
-from .training_findings import TRAINING_METRICS, Trend, trends
+from .training_findings import TRAINING_METRICS, trends
 
-TRAINING_FIGURE = "along_training"
 _MARKERS = ("o", "s", "^", "D", "v", "P")
-
-
-def trend_label(trend: Trend, varying: set[str]) -> str:
-    """dtype library scaling, with method, mode and train folder where the sweep has more than one of them."""
-    named = dict(zip(SETUP_COLUMNS, trend.setup))
-    parts = [named["dtype"], named["library"], named["scaling"]]
-    parts += [named[c] for c in ("method", "mode") if c in varying]
-    return " ".join(parts + ([f"({trend.series})"] if "series" in varying and trend.series else []))
-
-
-def varying_columns(found: list[Trend]) -> set[str]:
-    columns = {c for i, c in enumerate(SETUP_COLUMNS) if len({t.setup[i] for t in found}) > 1}
-    return columns | ({"series"} if len({t.series for t in found}) > 1 else set())
 
 
 def along_training_figure(results: pd.DataFrame) -> Figure | None:

@@ -7,7 +7,7 @@ import pandas as pd
 
 from .. import formatting as fmt
 from .. import tables
-from ..figures import ERROR_FIGURES, METRIC_NAMES
+from ..figure_data import ERROR_FIGURES, METRIC_NAMES
 from ..findings import growths, sweep_timesteps, worst_parameters
 from ..section_inputs import SectionInputs
 from ..tableaux import tableau_notes

@@ -4,7 +4,7 @@ at the largest n_timesteps and wherever a run failed."""
 from __future__ import annotations
 
 from .. import formatting as fmt
-from ..figures import ADJOINT_FIGURE
+from ..figure_data import ADJOINT_FIGURE
 from ..section_inputs import SectionInputs
 
 
