@@ -138,7 +138,7 @@ def check(
 
 def _compare_setups(results: Path, baseline: Path, allow_different: bool) -> str | None:
     """Refuse two sweeps of different setups (unless allowed); returns a line to show, or None."""
-    from roundoff_analyzer.judging import setups
+    from roundoff_analyzer.judging import manifest_setup as setups
 
     new_setup, baseline_setup = setups.read_setup(results), setups.read_setup(baseline)
     if new_setup is None or baseline_setup is None:

@@ -14,7 +14,7 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     above, which the verdict and the answer do not judge (they judge the whole sweep, and say so)."""
     from roundoff_analyzer.core.errors import InputError
     from roundoff_analyzer.judging.environments import float32_not_ieee, mixed_environments
-    from roundoff_analyzer.judging.setups import manifest_of, read_setup
+    from roundoff_analyzer.judging.manifest_setup import manifest_of, read_setup
     from roundoff_analyzer.report.sections.answer import answer_lines
     from roundoff_analyzer.report.sections.verdict import verdict_lines
     from roundoff_analyzer.storage.manifest_schema import read_manifest

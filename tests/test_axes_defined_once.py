@@ -3,6 +3,7 @@ that take one value or a list, all read off it; and a row can hold no column the
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 
 import pandas as pd
@@ -12,7 +13,7 @@ import roundoff_analyzer as ra
 from roundoff_analyzer.axes.grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
 from roundoff_analyzer.measuring.rows import Measurement
 from roundoff_analyzer.planning.config import SweepConfig, list_valued_keys
-from roundoff_analyzer.storage.result_schemas import RESULT_SCHEMA
+from roundoff_analyzer.storage.result_schemas import RESULT_SCHEMA, TABLES_VERSION
 from roundoff_analyzer.storage.results import ResultStore
 
 from .conftest import run_cli
@@ -46,6 +47,25 @@ def test_the_tables_columns_and_the_older_tables_defaults_are_the_configurations
         "loss_in": "float32",
         "keep_float32": "none",
     }
+
+
+def test_a_folder_records_its_tables_version_and_one_from_a_newer_version_is_refused(tmp_path):
+    """Older folders (no version) read through older_tables.py; a newer one is one line, not a misread table."""
+    folder = tmp_path / "sweep"
+    options = [f"--{key}={value}" for key, value in ONE_RUN.items()]
+    assert run_cli("sweep", "--model", "linear", *options, "--no-report", "--out", folder).exit_code == 0
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["tables_version"] == TABLES_VERSION
+    assert run_cli("show", folder).exit_code == 0
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "tables_version": TABLES_VERSION + 1}))
+    for command in ("show", "report", "check"):
+        extra = ["--baseline", folder] if command == "check" else []
+        result = run_cli(command, folder, *extra)
+        assert result.exit_code == 2, (command, result.output)
+        assert "written by a newer roundoff-analyzer (tables version 2; this one reads up to 1)" in result.output
+    del manifest["tables_version"]  # a folder from before the version was recorded
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    assert run_cli("show", folder).exit_code == 0
 
 
 def test_a_row_with_a_column_the_results_schema_lacks_is_refused_not_dropped(tmp_path):

@@ -7,11 +7,11 @@ import torch
 from ..core.devices import resolve_device
 from ..core.errors import InputError
 from ..core.threads import torch_threads
-from .base import EXECUTORS, Execution, ExecutionReport
+from .base import EXECUTORS, Execution, ExecutionReport, Executor
 from .in_process import ProcessProblems, by_checkpoint, measure_in_process
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     name = "local"
     description = "one configuration after another in this process (the default for a small grid)"
     runs_here = True

@@ -25,7 +25,7 @@ from ..core.environment import os_error_line
 from ..core.errors import one_line
 from ..core.threads import torch_threads
 from ..planning.groups import reference_groups
-from .base import EXECUTORS, Execution, ExecutionReport
+from .base import EXECUTORS, Execution, ExecutionReport, Executor
 from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
 from .parent_death import die_with_parent
 from .start_method import children_ignore_sigint, start_processes, warm_up_workers, worker_context
@@ -113,7 +113,7 @@ def _join_starter(starter: threading.Thread | None) -> None:
         starter.join(POLL_S)
 
 
-class ProcessesExecutor:
+class ProcessesExecutor(Executor):
     name = "processes"
     description = "N worker processes on this machine (--workers N), one reference group at a time each"
     runs_here = True

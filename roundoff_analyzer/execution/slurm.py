@@ -19,7 +19,7 @@ from ..axes.grid import Configuration, file_safe
 from ..core.devices import parse_device
 from ..core.errors import InputError, one_line
 from ..planning.groups import reference_groups
-from .base import EXECUTORS, Execution, ExecutionReport
+from .base import EXECUTORS, Execution, ExecutionReport, Executor
 from .slurm_arrays import ArrayLog, QueueUnreadable, queued_tasks
 from .slurm_task import run_array_task
 from .worker import WorkerSetup
@@ -35,7 +35,7 @@ def _submitit():
     return submitit
 
 
-class SlurmExecutor:
+class SlurmExecutor(Executor):
     name = "slurm"
     description = 'a Slurm job array through submitit (the optional "slurm" extra), one task per reference group'
     runs_here = False

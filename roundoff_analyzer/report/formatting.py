@@ -9,7 +9,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from ..axes.libraries import LIBRARIES
-from ..axes.scalings import SCALINGS
+from ..axes.scalings import SCALINGS, ScalingCode
 from .findings import SETUP_COLUMNS
 
 MISSING = "—"
@@ -28,6 +28,16 @@ def library_import_line(name: str) -> str | None:
     only, as for a scaling's words."""
     default = f"# solve with {name}, as this sweep did"
     return getattr(LIBRARIES.get(name), "import_line", default) if name in LIBRARIES.names() else default
+
+
+def scaling_code(name: str) -> ScalingCode:
+    """How the answer's code writes a scaling: its own record, or a plain backward for one not registered here."""
+    return SCALINGS.get(name).code if name in SCALINGS.names() else ScalingCode()
+
+
+def scaling_searches(name: str) -> bool:
+    """Whether a scaling's backward searches a loss scale (its time then holds the search's passes)."""
+    return SCALINGS.get(name).searches_scale if name in SCALINGS.names() else False
 
 
 def scaling_glossary(name: str) -> str | None:

@@ -1,11 +1,15 @@
 """Tables written by earlier versions, read as this one writes them: the columns added since, filled with what those
-runs did."""
+runs did; and a folder from a later version, whose tables this one cannot know, refused in one line."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..axes.grid import AXIS_DEFAULTS
+from ..core.errors import InputError
+from ..core.json_files import read_json_object
+from .result_schemas import TABLES_VERSION, TABLES_VERSION_KEY
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,3 +68,20 @@ def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:
             AXIS_DEFAULTS[column],
         )
     return table
+
+
+def refuse_newer_tables(manifest_path: Path) -> None:
+    """An InputError where the folder's manifest records a tables version above this one's (an unreadable manifest or
+    none at all: an older folder, read as such)."""
+    if not manifest_path.is_file():
+        return
+    try:
+        manifest = read_json_object(manifest_path, "a manifest", "")
+    except InputError:  # said by whichever reader needs the manifest itself
+        return
+    recorded = manifest.get(TABLES_VERSION_KEY)
+    if isinstance(recorded, int) and recorded > TABLES_VERSION:
+        raise InputError(
+            f"'{manifest_path.parent}' was written by a newer roundoff-analyzer (tables version {recorded}; this one "
+            f"reads up to {TABLES_VERSION}): upgrade roundoff-analyzer to read it"
+        )

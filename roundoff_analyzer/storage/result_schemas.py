@@ -22,6 +22,10 @@ MODULES = "modules.parquet"
 PART_ERRORS = "part_errors.parquet"
 SHARDS = "shards"
 SHARD_HASHES = "shard_hashes"  # in the manifest: every shard's content hash is recorded beside it
+# In the manifest: the version of the tables' layout. A folder without one is older and reads through older_tables.py;
+# one with a higher version was written by a newer roundoff-analyzer and is refused rather than misread. A change to
+# the tables' columns raises it, with its reader of the folders before it in older_tables.py.
+TABLES_VERSION_KEY, TABLES_VERSION = "tables_version", 1
 
 # The axes' columns, typed as Configuration types its fields (its annotations are strings: `from __future__`).
 _ARROW_TYPES = {"str": pa.string(), "int": pa.int64()}

@@ -34,7 +34,7 @@ from .folder_refusals import (
     refuse_foreign_sweep_folder,
     refuse_other_kind,
 )
-from .older_tables import with_axis_defaults, with_span, with_tableau
+from .older_tables import refuse_newer_tables, with_axis_defaults, with_span, with_tableau
 from .result_schemas import (
     CONFIG_FIELDS,
     MANIFEST,
@@ -52,6 +52,8 @@ from .result_schemas import (
     SHARD_HASHES,
     SHARD_SCHEMA,
     SHARDS,
+    TABLES_VERSION,
+    TABLES_VERSION_KEY,
     TRAIN_MANIFEST,
 )
 from .shard_integrity import (
@@ -194,9 +196,13 @@ class ResultStore:
         return manifest if isinstance(manifest, dict) else None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Every manifest written from now on says that each shard's content hash is recorded beside it."""
+        """Every manifest written from now on says that each shard's content hash is recorded beside it, and which
+        version of the tables' layout the folder holds."""
         atomic_write_bytes(
-            self.root / MANIFEST, json.dumps({**manifest, SHARD_HASHES: True}, indent=2, default=str).encode()
+            self.root / MANIFEST,
+            json.dumps(
+                {**manifest, SHARD_HASHES: True, TABLES_VERSION_KEY: TABLES_VERSION}, indent=2, default=str
+            ).encode(),
         )
 
     def completed(self) -> set[str]:
@@ -303,6 +309,8 @@ def load_results(path: str | Path) -> pd.DataFrame:
     target = path / RESULTS if path.is_dir() else path
     if not target.is_file():
         raise InputError(f"no results at '{path}': expected a sweep folder holding {RESULTS}, or a .parquet file")
+    if path.is_dir():
+        refuse_newer_tables(path / MANIFEST)
     return read_parquet(target)
 
 

@@ -29,7 +29,7 @@ from .config import TrainConfig
 from .files import load_resume
 from .log import read_log, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
-from .planning import TrainPlan, option_strings, plan_training
+from .request_checks import TrainPlan, option_strings, plan_training
 from .summary import setup_summary
 from .timing import TIMING_ROUNDS, interleaved_times
 from .training_report import write_training_report

@@ -26,7 +26,7 @@ from . import log
 from .clipping import clip_gradients
 from .files import load_resume, save_checkpoint, save_resume
 from .held_out import validation_loss
-from .planning import TrainPlan, option_strings
+from .request_checks import TrainPlan, option_strings
 from .setups import TrainSetup
 from .step import LossScale, SetupStep, StepResult
 from .stored_weights import StoredWeights

@@ -76,7 +76,9 @@ class SetupStep:
     def __call__(self, batch: Any) -> StepResult:
         copies = ProblemCopies(self.problem, batch)  # fresh each step: a pure-mode cast copies the current weights
         prepared = self.arithmetic.prepare(self.mode, copies, self.dtype, ArithmeticRequest())
-        settings = self.loss_scale.settings(self.settings) if self.setup.scaling == "grad" else self.settings
+        # A scale searched for is a training's loss scale, carried from step to step.
+        searches = self.scaling.searches_scale
+        settings = self.loss_scale.settings(self.settings) if searches else self.settings
         outcome = run_once(
             prepared,
             copies,
@@ -90,7 +92,7 @@ class SetupStep:
         )
         failure = outcome.failure
         finite = failure is None
-        if self.setup.scaling == "grad":
+        if searches:
             self.loss_scale.update(outcome.final_scale, outcome.retries, finite)
         loss = float(outcome.loss) if outcome.loss is not None and bool(torch.isfinite(outcome.loss)) else None
         if failure is not None:

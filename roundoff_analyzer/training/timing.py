@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 
 from .loop import iterate, restore
-from .planning import TrainPlan
+from .request_checks import TrainPlan
 
 TIMING_ROUNDS = 7
 

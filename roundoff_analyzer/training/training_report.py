@@ -21,7 +21,7 @@ from . import folder as train_folder
 from .figure import LOSS_FIGURE, loss_figure
 from .log import read_log
 from .summary import relative_to
-from .verdict import COMPARABLE, SetupVerdict, best_low_weights, setup_verdicts, stored_bytes
+from .training_verdict import COMPARABLE, SetupVerdict, best_low_weights, setup_verdicts, stored_bytes
 
 
 def write_training_report(root: Path, out: Path | None = None) -> Path:

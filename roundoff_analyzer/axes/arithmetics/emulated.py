@@ -6,10 +6,10 @@ import torch
 from ...emulation import EmulationSettings, Saturations, emulate
 from ..models.inputs import floating_inputs, map_floating
 from ..modes import PreparedRun
-from .base import ARITHMETICS, tensor_scaling
+from .base import ARITHMETICS, Arithmetic, tensor_scaling
 
 
-class Emulated:
+class Emulated(Arithmetic):
     name = "emulated"
     # Its rounding stream and its count of saturated values run through a forward into its backward.
     shares_forward = False

@@ -1,7 +1,7 @@
-from .base import ARITHMETICS
+from .base import ARITHMETICS, Arithmetic
 
 
-class Hardware:
+class Hardware(Arithmetic):
     name = "hardware"
     description = "the device's own arithmetic in torch's dtype (default for float16, bfloat16, float32)"
     # Nothing of a run's own runs from its forward into its backward: runs differing in their scaling share a forward.

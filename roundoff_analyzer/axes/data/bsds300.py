@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ...core.errors import InputError, one_line
-from .base import DATA_SOURCES, Batch, DataOptions
+from .base import DATA_SOURCES, Batch, DataOptions, DataSource
 
 SPLITS = ("train", "validation", "test")
 COLUMNS = 63
@@ -24,7 +24,7 @@ class BSDS300Options(DataOptions):
     split: Literal["train", "validation", "test"] = "train"
 
 
-class BSDS300:
+class BSDS300(DataSource):
     name = "bsds300"
     description = (
         f"BSDS300 image patches from the MAF preprocessing's HDF5 file ({', '.join(SPLITS)}; {COLUMNS} columns)"

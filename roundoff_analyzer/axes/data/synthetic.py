@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from .base import DATA_SOURCES, Batch, DataOptions
+from .base import DATA_SOURCES, Batch, DataOptions, DataSource
 
 
-class Synthetic:
+class Synthetic(DataSource):
     name = "synthetic"
     description = "N(0, I) points of the model's dimension, drawn with the model's seed (no file needed)"
     needs_path = False

@@ -1,8 +1,8 @@
 from ...solvers import native
-from .base import LIBRARIES
+from .base import LIBRARIES, SolverLibrary
 
 
-class NativeLibrary:
+class NativeLibrary(SolverLibrary):
     name = "native"
     # How a training script solves as this library does (native-low too: the trajectory dtype is an argument).
     import_line = "from roundoff_analyzer.solvers import odeint  # in place of torchdiffeq's odeint"

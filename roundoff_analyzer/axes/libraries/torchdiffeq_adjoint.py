@@ -1,10 +1,10 @@
 from importlib.metadata import version
 
-from .base import LIBRARIES
+from .base import LIBRARIES, SolverLibrary
 from .torchdiffeq_lib import adaptive_solve, solver_name, tableau_name, torchdiffeq, unsupported_reason
 
 
-class TorchdiffeqAdjointLibrary:
+class TorchdiffeqAdjointLibrary(SolverLibrary):
     name = "torchdiffeq-adjoint"
     import_line = "from torchdiffeq import odeint_adjoint as odeint"
     description = (

@@ -4,7 +4,7 @@ from importlib.metadata import version
 import torch
 
 from ...solvers.overflow_stop import stop_if_overflowed
-from .base import LIBRARIES
+from .base import LIBRARIES, SolverLibrary
 from .steps import StepCountingDynamics
 
 # torchdiffeq names its solvers as we name methods, except that its `rk4` is the 3/8 rule (`rk4_38` here); it has no
@@ -78,7 +78,7 @@ class _ProbedDynamics(torch.nn.Module):
         stop_if_overflowed(finite, self.n_steps - 1 - step)
 
 
-class TorchdiffeqLibrary:
+class TorchdiffeqLibrary(SolverLibrary):
     name = "torchdiffeq"
     import_line = None  # the script's own `from torchdiffeq import odeint` stands
     description = (

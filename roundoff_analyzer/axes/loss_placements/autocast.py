@@ -1,7 +1,7 @@
-from .base import LOSS_PLACEMENTS
+from .base import LOSS_PLACEMENTS, LossPlacement
 
 
-class InsideAutocast:
+class InsideAutocast(LossPlacement):
     name = "autocast"
     description = (
         "the loss formed inside the run's autocast block, from the solver's output as returned, as a training script "

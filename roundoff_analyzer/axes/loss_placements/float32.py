@@ -1,7 +1,7 @@
-from .base import LOSS_PLACEMENTS
+from .base import LOSS_PLACEMENTS, LossPlacement
 
 
-class Float32:
+class Float32(LossPlacement):
     name = "float32"
     description = (
         "the loss formed after the solve, outside autocast, from the solver's output cast to float32 (for a model "

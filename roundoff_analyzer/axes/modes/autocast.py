@@ -1,10 +1,10 @@
 import torch
 
 from ..models.inputs import as_leaves
-from .base import MODES, PreparedRun, run_device
+from .base import MODES, Mode, PreparedRun, run_device
 
 
-class AutocastMode:
+class AutocastMode(Mode):
     name = "autocast"
     description = "float32 parameters and inputs; the forward runs under torch.autocast in the low dtype"
     # With its cache on, autocast casts each weight once per autocast region and reuses that copy for the whole solve.

@@ -1,7 +1,7 @@
-from .base import MODES, cast_run
+from .base import MODES, Mode, cast_run
 
 
-class PureMode:
+class PureMode(Mode):
     name = "pure"
     description = "parameters and inputs cast to the low dtype, no float32 master copy (no autocast)"
 

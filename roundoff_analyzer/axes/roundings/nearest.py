@@ -1,7 +1,7 @@
-from .base import ROUNDINGS
+from .base import ROUNDINGS, Rounding
 
 
-class Nearest:
+class Nearest(Rounding):
     name = "nearest"
     description = "round to nearest, ties to even (what hardware does)"
     random = False

@@ -1,7 +1,7 @@
-from .base import ROUNDINGS
+from .base import ROUNDINGS, Rounding
 
 
-class Stochastic:
+class Stochastic(Rounding):
     name = "stochastic"
     description = (
         "emulated only: round up with probability equal to the distance from the value below; with --repeats K, "

@@ -1,5 +1,5 @@
 # ruff: noqa: I001  (the imports register values; their order is the order the values are listed and swept)
-from .base import SCALINGS, BackwardResult, Scaling, ScalerSettings
+from .base import SCALINGS, BackwardResult, Scaling, ScalerSettings, ScalingCode
 from . import dynamic, grad, none  # noqa: F401  (registrations)
 
-__all__ = ["SCALINGS", "BackwardResult", "Scaling", "ScalerSettings"]
+__all__ = ["SCALINGS", "BackwardResult", "Scaling", "ScalerSettings", "ScalingCode"]

@@ -28,6 +28,22 @@ class BackwardResult:
         return 0 if self.counted_pass is None else self.passes - 1 - self.counted_pass
 
 
+@dataclass(frozen=True)
+class ScalingCode:
+    """How the answer's training loop writes a scaling (report/sections/code_parts.py): lines without their indent,
+    `{device}` standing for the device type and `{clip}` for the clip of the gradients."""
+
+    imports: tuple[str, ...] = ()
+    solver_arguments: tuple[str, ...] = ()  # keyword arguments of the solve
+    before_loop: tuple[str, ...] = ()  # written once, before the training loop
+    backward: str = "loss.backward()"
+    backward_comment: str = ""  # after the backward of a `(func, y0, loss)` model's loop
+    # After the backward: None, the clip and `optimizer.step()`; or these lines.
+    optimizer_step: tuple[str, ...] | None = None
+    # In `pure` mode, which measures the gradients only: what the loop says of them instead of an update.
+    pure_note: tuple[str, ...] = ()
+
+
 class Scaling(Protocol):
     """What a scaling implements. A class that subclasses this protocol inherits `searches_scale = False`; one that
     only matches it structurally and does not set it is registered as one that does not search (`SCALINGS`)."""
@@ -44,6 +60,8 @@ class Scaling(Protocol):
     words: str
     # Its entry in the report's words (after "**NAME**: "), where a report uses it; None: no entry.
     glossary: str | None = None
+    # How the answer's code writes it; a scaling without it is written as a plain backward.
+    code: ScalingCode = ScalingCode()
 
     def skip_reason(self, library: SolverLibrary) -> str | None:
         """None when the scaling runs with `library`; otherwise why not (the configuration is then skipped with it)."""
@@ -74,6 +92,7 @@ _OPTIONAL: dict[str, Callable[[str], Any]] = {
     "shares_forward": lambda name: False,
     "words": lambda name: f"`{name}` scaling",
     "glossary": lambda name: None,
+    "code": lambda name: ScalingCode(),
 }
 
 

@@ -9,7 +9,7 @@ import torch
 from ...solvers import DynamicAdjointScaler
 from ..libraries import SolverLibrary
 from ..scaler_settings import ScalerSettings
-from .base import SCALINGS, BackwardResult, Scaling, plain_backward
+from .base import SCALINGS, BackwardResult, Scaling, ScalingCode, plain_backward
 
 
 class DynamicScaling(Scaling):
@@ -17,6 +17,11 @@ class DynamicScaling(Scaling):
     shares_forward = True
     description = "the native solver's dynamic adjoint scaling, step by step inside its backward"
     words = "`dynamic` adjoint scaling"
+    code = ScalingCode(
+        imports=("from roundoff_analyzer.solvers import DynamicAdjointScaler",),
+        solver_arguments=("scaler=DynamicAdjointScaler()",),
+        backward_comment="  # the adjoint scaler leaves the gradients unscaled",
+    )
     glossary = (
         "the native solver's adjoint scaling (`DynamicAdjointScaler`): each backward step multiplies the "
         "adjoint by its own power-of-two scale, and halves it and redoes the step when the product overflows."

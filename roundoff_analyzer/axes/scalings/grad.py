@@ -13,7 +13,7 @@ from ...solvers import DynamicAdjointScaler
 from ...solvers.overflow_stop import BackwardOverflow, stopping_at_overflow
 from ..libraries import SolverLibrary
 from ..scaler_settings import ScalerSettings
-from .base import SCALINGS, BackwardResult, Scaling
+from .base import SCALINGS, BackwardResult, Scaling, ScalingCode
 
 
 class _Leaves:
@@ -71,6 +71,17 @@ class GradScaling(Scaling):
         "loss scaling with torch.amp.GradScaler: scale, backward, unscale; back off and retry on a non-finite gradient"
     )
     words = "`grad` loss scaling"
+    code = ScalingCode(
+        before_loop=('scaler = torch.amp.GradScaler("{device}")  # once, before the training loop',),
+        backward="scaler.scale(loss).backward()",
+        optimizer_step=(
+            "scaler.unscale_(optimizer)  # the true gradients, before any clip",
+            "{clip}: after unscale_",
+            "scaler.step(optimizer)",
+            "scaler.update()",
+        ),
+        pure_note=("# the gradients are scaler.get_scale() times the true ones: divide them by it before use",),
+    )
     glossary = (
         "loss scaling with `torch.amp.GradScaler`: the loss is multiplied by a large scale before the "
         "backward pass, so that small gradients do not underflow, and the scale is backed off after a "

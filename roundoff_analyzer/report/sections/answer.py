@@ -204,8 +204,8 @@ def cost_sentence(a: answering.Answer, device: str | None, card: dict | None = N
         text += f"; {fast}"
     if device is not None and str(device).startswith("cpu"):
         text += "; on a CPU low precision is emulated in software, so its speed says nothing of a GPU's"
-    if a.scaling == "grad":
-        text += "; `grad`'s time includes the backward passes of its search for a loss scale"
+    if fmt.scaling_searches(a.scaling):
+        text += f"; `{a.scaling}`'s time includes the backward passes of its search for a loss scale"
     return text + "."
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...axes.models.problem import recorded_as_step
 from ...judging import answer as answering
 from .. import formatting as fmt
-from .code_parts import after_backward, before_loop, solver_arguments
+from .code_parts import after_backward, backward_line, before_loop, scaling_imports, solver_arguments
 from .step_code import step_code_lines
 
 
@@ -58,10 +58,7 @@ def code_lines(a: answering.Answer, device: str | None = None, problem: dict | N
             f"        {solve}",
         ]
         lines.append(f"        {loss}" if inside else f"    {loss}")
-    backward = "    scaler.scale(loss).backward()" if a.scaling == "grad" else "    loss.backward()"
-    if a.scaling == "dynamic":
-        backward += "  # the adjoint scaler leaves the gradients unscaled"
-    lines.append(backward)
+    lines.append(backward_line(a))
     return lines + after_backward(a, "func")
 
 
@@ -72,6 +69,4 @@ def _imports(a: answering.Answer) -> list[str]:
     import_line = fmt.library_import_line(a.library)
     if import_line is not None:
         lines.append(import_line)
-    if a.scaling == "dynamic":
-        lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
-    return lines
+    return lines + scaling_imports(a)

@@ -5,7 +5,7 @@ autocast as the runs placed it (the whole step, or the solves alone)."""
 from __future__ import annotations
 
 from ...judging import answer as answering
-from .code_parts import after_backward, before_loop, solver_arguments
+from .code_parts import after_backward, backward_line, before_loop, scaling_imports, solver_arguments
 
 
 def step_code_lines(a: answering.Answer, device_type: str, dtype: str, method: str, problem: dict) -> list[str]:
@@ -38,7 +38,7 @@ def step_code_lines(a: answering.Answer, device_type: str, dtype: str, method: s
         lines += [f"    with {autocast}:", f"        {call}"]
     else:
         lines.append(f"    {call}")
-    lines.append("    scaler.scale(loss).backward()" if a.scaling == "grad" else "    loss.backward()")
+    lines.append(backward_line(a, comment=False))
     return lines + after_backward(a, "model")
 
 
@@ -54,6 +54,4 @@ def _imports(a: answering.Answer) -> list[str]:
             lines.append("from torchdiffeq import odeint")
         else:
             lines.append(f"# solve with {a.library}, as this sweep did")
-    if a.scaling == "dynamic":
-        lines.append("from roundoff_analyzer.solvers import DynamicAdjointScaler")
-    return lines
+    return lines + scaling_imports(a)

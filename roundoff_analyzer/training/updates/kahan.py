@@ -1,9 +1,9 @@
 from ...emulation.rounding import round_nearest
-from .base import UPDATES
+from .base import UPDATES, UpdateRule
 from .compensated import compensated_sum
 
 
-class Kahan:
+class Kahan(UpdateRule):
     name = "kahan"
     description = (
         "round to nearest, with a compensation buffer in the weights' format carrying what rounding dropped into the "

@@ -1,8 +1,8 @@
 from ...emulation.rounding import round_nearest
-from .base import UPDATES
+from .base import UPDATES, UpdateRule
 
 
-class Nearest:
+class Nearest(UpdateRule):
     name = "nearest"
     description = "w + delta rounded to nearest (even): what a plain optimizer step on low-precision weights does"
     compensated = stochastic = False

@@ -1,8 +1,8 @@
 from ...emulation.rounding import round_stochastic
-from .base import UPDATES
+from .base import UPDATES, UpdateRule
 
 
-class Stochastic:
+class Stochastic(UpdateRule):
     name = "stochastic"
     description = (
         "w + delta rounded stochastically (exactly, up with probability its distance from the value below): unbiased"

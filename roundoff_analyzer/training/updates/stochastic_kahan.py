@@ -1,9 +1,9 @@
 from ...emulation.rounding import round_stochastic
-from .base import UPDATES
+from .base import UPDATES, UpdateRule
 from .compensated import compensated_sum
 
 
-class StochasticKahan:
+class StochasticKahan(UpdateRule):
     name = "stochastic-kahan"
     description = (
         "stochastic rounding of the compensated sum, the compensation buffer (weights' format) carrying what it dropped"
