@@ -11,11 +11,10 @@ calls)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 # A plain module-level state, not a context variable: on a GPU, autograd runs a backward in threads of its own.
-_probing = False
-_whole_passes = False
+_state = {"probing": False, "whole_passes": False}
 
 
 class BackwardOverflow(ArithmeticError):
@@ -27,29 +26,26 @@ class BackwardOverflow(ArithmeticError):
 
 
 @contextmanager
-def stopping_at_overflow() -> Iterator[None]:
+def _switched_on(flag: str) -> Iterator[None]:
+    before, _state[flag] = _state[flag], True
+    try:
+        yield
+    finally:
+        _state[flag] = before
+
+
+def stopping_at_overflow() -> AbstractContextManager[None]:
     """Backward passes in this block stop at their first non-finite step (`BackwardOverflow`)."""
-    global _probing
-    before, _probing = _probing, True
-    try:
-        yield
-    finally:
-        _probing = before
+    return _switched_on("probing")
 
 
-@contextmanager
-def whole_passes() -> Iterator[None]:
+def whole_passes() -> AbstractContextManager[None]:
     """Every backward pass in this block runs to its end, also inside `stopping_at_overflow()`."""
-    global _whole_passes
-    before, _whole_passes = _whole_passes, True
-    try:
-        yield
-    finally:
-        _whole_passes = before
+    return _switched_on("whole_passes")
 
 
 def stop_if_overflowed(finite: bool, step: int) -> None:
     """Called by a solver after recording backward step `step`: stop the pass there when it is non-finite and a
     probe asked for that."""
-    if not finite and _probing and not _whole_passes:
+    if not finite and _state["probing"] and not _state["whole_passes"]:
         raise BackwardOverflow(step)

@@ -1,14 +1,14 @@
-from importlib.metadata import version
+import torchdiffeq
 
 from .base import LIBRARIES, SolverLibrary
-from .torchdiffeq_lib import adaptive_solve, solver_name, tableau_name, torchdiffeq, unsupported_reason
+from .torchdiffeq_lib import adaptive_solve, solver_name, tableau_name, unsupported_reason
 
 
 class TorchdiffeqAdjointLibrary(SolverLibrary):
     name = "torchdiffeq-adjoint"
     import_line = "from torchdiffeq import odeint_adjoint as odeint"
     description = (
-        f"torchdiffeq {version('torchdiffeq')} odeint_adjoint: the continuous adjoint (optimise, then discretise), "
+        f"torchdiffeq {torchdiffeq.__version__} odeint_adjoint: the continuous adjoint (optimise, then discretise), "
         "solved "
         "backward in time by the same method; the backward runs outside the forward's autocast, as loss.backward() does"
     )
@@ -24,9 +24,9 @@ class TorchdiffeqAdjointLibrary(SolverLibrary):
         params = tuple(p for p in func.parameters() if p.requires_grad)
         if method.adaptive:
             return adaptive_solve(
-                torchdiffeq().odeint_adjoint, self.name, func, y0, t, method, report, adjoint_params=params
+                torchdiffeq.odeint_adjoint, self.name, func, y0, t, method, report, adjoint_params=params
             )
-        return torchdiffeq().odeint_adjoint(func, y0, t, method=solver_name(method), adjoint_params=params)
+        return torchdiffeq.odeint_adjoint(func, y0, t, method=solver_name(method), adjoint_params=params)
 
 
 LIBRARIES.register(TorchdiffeqAdjointLibrary())

@@ -1,7 +1,5 @@
-import importlib
-from importlib.metadata import version
-
 import torch
+import torchdiffeq
 
 from ...solvers.overflow_stop import stop_if_overflowed
 from .base import LIBRARIES, SolverLibrary
@@ -12,12 +10,6 @@ from .steps import StepCountingDynamics
 _FIXED_GRID = ("euler", "midpoint", "rk4", "heun2", "heun3", "explicit_adams", "implicit_adams")
 _ADAPTIVE = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
 _SOLVER_NAMES = {"rk4_38": "rk4"}
-
-
-def torchdiffeq():
-    """torchdiffeq, imported at its first solve: importing it imports scipy.integrate (0.4 s), which a sweep's process
-    then pays while another process measures, not while both wait for it to start."""
-    return importlib.import_module("torchdiffeq")
 
 
 def solver_name(method) -> str:
@@ -82,7 +74,7 @@ class TorchdiffeqLibrary(SolverLibrary):
     name = "torchdiffeq"
     import_line = None  # the script's own `from torchdiffeq import odeint` stands
     description = (
-        f"torchdiffeq {version('torchdiffeq')}, autograd through every stage (its rk4 is the 3/8 rule, "
+        f"torchdiffeq {torchdiffeq.__version__}, autograd through every stage (its rk4 is the 3/8 rule, "
         "rk4_38; dopri5 adaptive)"
     )
     supports_adjoint_scaling = False
@@ -96,9 +88,9 @@ class TorchdiffeqLibrary(SolverLibrary):
     def solve(self, func, y0, t, method, scaler, report):
         if method.adaptive:
             # The per-step probe assumes a fixed number of steps; adaptive runs record steps instead.
-            return adaptive_solve(torchdiffeq().odeint, self.name, func, y0, t, method, report)
+            return adaptive_solve(torchdiffeq.odeint, self.name, func, y0, t, method, report)
         probed = _ProbedDynamics(func, method.n_stages, t.numel() - 1, report)
-        return torchdiffeq().odeint(probed, y0, t, method=solver_name(method))
+        return torchdiffeq.odeint(probed, y0, t, method=solver_name(method))
 
 
 LIBRARIES.register(TorchdiffeqLibrary())
