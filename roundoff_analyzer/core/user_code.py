@@ -91,12 +91,14 @@ def function_spec(what: str, function: Any, forms: str) -> str:
 @contextmanager
 def _own_argv(name: str) -> Iterator[None]:
     """The user's module sees a command line of its own name only: one that parses sys.argv finds no roundoff options,
-    and a usage line it prints names it, not roundoff."""
+    and a usage line it prints names it, not roundoff. Its import writes no `__pycache__` beside it: the user's folder
+    holds what they wrote, whatever the command then finds wrong with it."""
     saved, sys.argv = sys.argv, [name]
+    bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         yield
     finally:
-        sys.argv = saved
+        sys.argv, sys.dont_write_bytecode = saved, bytecode
 
 
 def _import(what: str, module_name: str, forms: str) -> ModuleType:
