@@ -244,7 +244,6 @@ class ResultStore:
         )
 
     def write(self, config: Configuration, measurement: Measurement) -> None:
-        self.before_write()
         row = {
             **measurement.row,
             "parameter_errors": measurement.parameter_errors,
@@ -261,6 +260,9 @@ class ResultStore:
         pq.write_table(table, sink)
         data = sink.getvalue().to_pybytes()
         path = self.shards / f"{config.id}.parquet"
+        # Asked once the shard is made, just before it is written: a sweep that died while it was being made (its
+        # profile serialised) gets nothing written after its death.
+        self.before_write()
         # The hash first: a shard never stands without it, and a hash left without its shard (a
         # crash between) is overwritten.
         atomic_write_bytes(hash_path(path), content_hash(data).encode())
