@@ -223,4 +223,19 @@ def print_training_summary(console: Console, summary: pd.DataFrame) -> None:
     for label, cells in _training_rows(summary):
         console.print(Text(label, style="bold"), overflow="fold")
         pairs = [f"{header} {cell}" for header, cell in zip(TRAINING_COLUMNS, cells)]
-        console.print(Padding(Text("; ".join(pairs)), (0, 0, 0, 2)), highlight=False)
+        for line in _packed(pairs, console.width - 2):
+            console.print(Padding(Text(line), (0, 0, 0, 2)), highlight=False, overflow="fold")
+
+
+def _packed(pairs: list[str], width: int) -> list[str]:
+    """The pairs joined by "; " into lines of at most `width`, a line breaking only between two pairs (a value's unit
+    stays beside its number: "0.01 s"); a pair longer than a line has one of its own."""
+    lines: list[str] = []
+    for pair in pairs:
+        if lines and len(f"{lines[-1]}; {pair}") <= width:
+            lines[-1] = f"{lines[-1]}; {pair}"
+        else:
+            if lines:
+                lines[-1] += ";"
+            lines.append(pair)
+    return lines
