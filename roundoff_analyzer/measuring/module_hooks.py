@@ -182,6 +182,7 @@ class ModuleObserver:
         self.uses = ParameterUses(owners)
         self._owner_of = {id(p): n for n, m in owners.items() for p in m._parameters.values() if p is not None}
         self._took_gradient: set[str] = set()  # owners whose weights took a gradient in the run's backward
+        self._measured_in_others: set[str] = set()  # owners whose weights an operation counted as another's used
         # float64 copies, made before any hook is attached; a kept-in-float32 forward is copied
         # too, and leaves float64 as it is.
         self.float64 = {name: _float64_copy(m) for name, m in self.modules.items()}
@@ -349,7 +350,10 @@ class ModuleObserver:
         in_place = _writes_in_place(func, kwargs)
         return CallInputs.before(args, kwargs, float64=in_place and self.phase == "forward", copy=in_place)
 
-    def outside_call(self, owner: str, func, taken: CallInputs, out: Any) -> None:
+    def outside_call(self, owner: str, func, taken: CallInputs, out: Any, owners: list[str]) -> None:
+        # The other owners' weights are measured in this call (nn.MultiheadAttention's functional forward takes its
+        # own projection's and its `out_proj`'s).
+        self._measured_in_others.update(owners)
         self.stats[(owner, "forward")].n_outside += self.phase == "forward" and bool(floating_outputs(out))
         self._measure(owner, Recomputed(func, func), taken, out, outside=True)
 
@@ -483,7 +487,8 @@ class ModuleObserver:
         """One row per module and phase, in the order the modules are declared (the vector field's first)."""
         rows = []
         for (name, phase), stats in self.stats.items():
-            if phase == "forward" and not stats.n_calls and (name in self._unwatched or name in self._took_gradient):
+            unseen = name in self._took_gradient and name not in self._measured_in_others
+            if phase == "forward" and not stats.n_calls and (name in self._unwatched or unseen):
                 why = self._unwatched.get(name, UNSEEN_USE)
                 rows.append({"module": name, "phase": phase, "n_calls": 0, "measurement": why})
                 continue
