@@ -15,28 +15,19 @@ import pytest
 import torch
 import torchdiffeq
 
-import roundoff_analyzer as ra
 from roundoff_analyzer.measuring.module_hooks import UNSEEN_USE
 from roundoff_analyzer.report.sections.per_module import SECTION, below_normal, ranked, rows_of, unused
 from tests.fixtures import public_patterns
 
-FIXTURE = str(Path(__file__).parent / "fixtures" / "public_patterns.py")
-N = 4  # time steps
+from .test_modules_public_code import N
+from .test_modules_public_code import _sweep as _fixture_sweep
+
 FLOAT16_SMALLEST_NORMAL = torch.finfo(torch.float16).tiny
 
 
 def _sweep(out: Path, factory: str, **settings):
-    settings = {
-        "timesteps": [N],
-        "method": "euler",
-        "library": "torchdiffeq",
-        "dtype": "float16",
-        "scaling": "none",
-        "per_module": True,
-        "noise_batches": 0,
-        **settings,
-    }
-    return ra.sweep(f"{FIXTURE}:{factory}", out=out, progress=False, **settings)
+    """The sweep of test_modules_public_code (torchdiffeq euler, float16, N steps, --per-module) on one of these."""
+    return _fixture_sweep(out, "public_patterns", factory, **settings)
 
 
 def _row(result, module: str, phase: str) -> pd.Series:

@@ -114,7 +114,8 @@ def narrow_warning(shape: ProblemShape) -> str | None:
     more = f" (and {len(found) - 1} more places)" if len(found) > 1 else ""
     return (
         f"the float64 reference computes with float32 values of the model's own code, so it is less precise than "
-        f"float64 there: {found[0]}{more}; make such constants with the dtype of the tensors they meet"
+        f"float64 there: {found[0]}{more}; give such values the dtype of the tensors they meet (`dtype=x.dtype`, "
+        "`.to(x)`) rather than float32"
     )
 
 
