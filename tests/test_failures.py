@@ -26,9 +26,10 @@ def test_overflow_has_its_step_for_every_n_timesteps_where_it_overflows(overflow
     # The native solver sums parameter gradients in float32, step by step: the step that overflowed is known.
     native = overflowed[overflowed.library == "native"]
     assert native.overflow_step.notna().all() and (native.overflow_step < native.n_timesteps).all()
-    # torchdiffeq under autocast sums them over all steps on one float16 copy of each weight: the row says so.
+    # torchdiffeq under autocast sums them over all steps on one float16 copy of each weight, after computing each
+    # step's in float16: the records cannot tell which overflowed, and the row says both.
     for row in overflowed[overflowed.overflow_step.isna()].itertuples():
-        assert row.library == "torchdiffeq" and "sum of the parameter gradient over the steps" in row.failure_message
+        assert row.library == "torchdiffeq" and "within one step or in its sum over the steps" in row.failure_message
     # Where the sweep overflowed, the largest finite adjoint already sat near float16's max.
     assert (overflowed.max_abs_adjoint > 0.1 * overflowed.dtype_max).all()
 

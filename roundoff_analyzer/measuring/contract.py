@@ -7,6 +7,7 @@ memory bounds and the rows' span read it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +23,7 @@ from ..axes.modes.base import run_device
 from ..core.errors import InputError, one_line
 from ..core.user_code import quit_line
 from ..solvers import SolveReport
+from .narrow_constants import NarrowConstants
 from .one_run import configured_odeint, step_forward
 
 # The check's solver: what it evaluates is the user's code in each precision, not a method's accuracy.
@@ -37,6 +39,8 @@ class ProblemShape:
     state_values: int  # elements of the largest state any solve holds: a trajectory holds N + 1 of them
     part_sizes: tuple[int, ...] | None = None  # the first solve's tuple parts (None: a single tensor)
     n_solves: int = 1
+    # Places in the user's code where the float64 evaluation computed with narrower values (narrow_constants.py).
+    narrow_in_float64: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """What the contract check saw of a training step, in words for the plan's lines."""
@@ -86,9 +90,11 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
         torch.float32: "the model's own",
     }
     seen = {}
+    narrow = NarrowConstants()
     for dtype, role in roles.items():
         try:
-            seen[dtype] = evaluate(copies, cast_run(copies, dtype), placement, dtype)
+            with narrow if dtype == torch.float64 else nullcontext():
+                seen[dtype] = evaluate(copies, cast_run(copies, dtype), placement, dtype)
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's step failed: say where, in one line
@@ -97,7 +103,20 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
     first = solves[0]
     sizes = tuple(first.part_sizes) if first.part_sizes is not None else None
     largest = max(s.states[0].numel() for s in solves)
-    return ProblemShape(first.t0, first.t1, largest, sizes, len(solves))
+    return ProblemShape(first.t0, first.t1, largest, sizes, len(solves), narrow.lines())
+
+
+def narrow_warning(shape: ProblemShape) -> str | None:
+    """The plan's line where the float64 reference computes with narrower values, the first place named."""
+    found = shape.narrow_in_float64
+    if not found:
+        return None
+    more = f" (and {len(found) - 1} more places)" if len(found) > 1 else ""
+    return (
+        f"the float64 reference computes with float32 values of the model's own code, so it is less precise than "
+        f"float64 there: {found[0]}{more}; give such values the dtype of the tensors they meet (`dtype=x.dtype`, "
+        "`.to(x)`) rather than float32"
+    )
 
 
 def low_precision_failures(copies: ProblemCopies, precisions: list[Precision], fp8_scaling: bool) -> list[str]:

@@ -18,7 +18,10 @@ loss reads only states they share (a loss of the final state) share one backward
 
 A model given as its training step reads the states at its own output times, the same for every n_timesteps: its
 fine reference is that step run once in float64, every solve in FINE_FACTOR · (largest n_timesteps) equal RK4 steps
-across its span (at least MIN_FINE_STEPS), and it serves every n_timesteps.
+across its span (at least MIN_FINE_STEPS), and it serves every n_timesteps. Output times that fall between two of
+those steps are read off by linear interpolation, as the runs read theirs, which is second order: such a reference
+converges at about order 2 however smooth the right-hand side is, so it counts them (`interpolated_times`) for the
+report to name the cause of a low order.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class FineSolution:
     loss: torch.Tensor
     grads: list[torch.Tensor]  # the batch's inputs first (y0), then each trainable parameter, as RunOutcome.grads
     n_inputs: int = 1
+    # Output times of the solves read between grid points (None: not known, a piece written before they were counted).
+    interpolated_times: int | None = None
 
 
 @dataclass
@@ -71,6 +76,8 @@ class FineReference:
     seconds: float = 0.0
     # The order at which the three densities converged, per quantity (None: they agree to roundoff).
     observed_order: dict[str, float | None] = field(default_factory=dict)
+    # Output times read between grid points by linear interpolation, the most of any density (None: not known).
+    interpolated_times: int | None = None
 
     def describe(self) -> dict:
         return {
@@ -79,6 +86,7 @@ class FineReference:
             "densities": [self.fine_steps // c for c in COARSENINGS],
             "estimated_rel_err": self.estimated_error,
             "observed_order": self.observed_order,
+            "interpolated_times": self.interpolated_times,
             "seconds": round(self.seconds, 3),
         }
 
@@ -137,7 +145,9 @@ def combine_fine(
     for name, pairs in found.items():
         error, order = max(pairs, key=lambda pair: math.inf if math.isnan(pair[0]) else pair[0])
         estimated[name], orders[name] = error, None if order is None else min(order, RK4_ORDER)
-    return FineReference(steps, fine, estimated, seconds, orders)
+    counts = [s.interpolated_times for density in (fine, half, quarter) for s in density.values()]
+    interpolated = None if any(c is None for c in counts) else max((c for c in counts if c is not None), default=0)
+    return FineReference(steps, fine, estimated, seconds, orders, interpolated)
 
 
 def solve_on_fine_grid(
@@ -167,7 +177,8 @@ def solve_on_fine_grid(
             found = torch.autograd.grad(trajectory, leaves, cotangent, retain_graph=True, allow_unused=True)
             grads = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(found, leaves)]
             done.append((cotangent, grads))
-        solutions[n] = FineSolution(trajectory.detach()[points], loss.detach(), grads)
+        # The fine grid holds every output point: nothing is read between its points.
+        solutions[n] = FineSolution(trajectory.detach()[points], loss.detach(), grads, interpolated_times=0)
     return solutions
 
 
@@ -200,7 +211,9 @@ def fine_from_reference(
     if not all(torch.equal(cotangents[n], cotangents[largest]) for n in timesteps):
         return None
     return {
-        n: FineSolution(trajectory[index[n].to(device)], losses[n].detach(), list(reference.grads), reference.n_inputs)
+        n: FineSolution(
+            trajectory[index[n].to(device)], losses[n].detach(), list(reference.grads), reference.n_inputs, 0
+        )
         for n in timesteps
     }
 
@@ -225,4 +238,5 @@ def solve_step_on_fine_grid(copies: ProblemCopies, steps: int, device: torch.dev
         loss = step_forward(prepared, copies, odeint, placement)
         found = torch.autograd.grad(loss, leaves, allow_unused=True)
     grads = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(found, leaves)]
-    return FineSolution(odeint.solves[0].states, loss.detach(), grads, len(prepared.inputs))
+    interpolated = sum(s.interpolated for s in odeint.solves)
+    return FineSolution(odeint.solves[0].states, loss.detach(), grads, len(prepared.inputs), interpolated)

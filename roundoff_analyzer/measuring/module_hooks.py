@@ -2,20 +2,26 @@
 
 For every leaf module (and the root as a whole: the vector field, named VECTOR_FIELD, of a trajectory problem; a
 training step's whole model, WHOLE_MODEL), over the run's calls:
-- the largest magnitude of its output (forward) and of the gradient reaching its output (backward), the smallest
-  nonzero one, and the share of nonzero values below the dtype's smallest normal;
+- the largest magnitude of its outputs (forward) and of the gradients reaching them (backward), the smallest nonzero
+  one, and the share of nonzero values below the dtype's smallest normal; a call's outputs are every floating tensor
+  it returns (a GRU's `(output, h_n)`: the gradient reaching either counts);
 - its local roundoff: the module re-run in float64 (a float64 copy of its weights) on the very input the run gave it,
-  against the run's output; backward, the vector-Jacobian product with the very gradient that reached its output,
+  against the run's output; backward, the vector-Jacobian product with the very gradients that reached its outputs,
   recomputed in the run's precision and in float64. So the error the module adds, not the error it inherits
-  (local_error.py);
+  (local_error.py). Over every call, and apart over the calls whose values reach the dtype's normal range: a call
+  whose every value (its outputs forward, the gradients reaching them backward) lies below the smallest normal
+  computes on subnormals, held with fewer digits, and its relative error says how small they are more than what it
+  adds to the gradient;
 - the first time step where its output (or the gradient reaching it) held a non-finite value.
 
 What public code does around the hooks is measured too, or said: a module that writes into its input is re-run on a
 copy of the input taken before the call (call_inputs.py); a torch operation that uses a module's weights outside the
 module's call (`torch.mm(layer.weight.t(), x)`, `layer.forward(x)`) is one more call of that module (outside_calls.py),
-and a module that holds weights of its own without being a leaf gets a row for such calls; a call whose output no
-gradient reached, in a backward that ran to its end, adds no local error (the loss does not depend on it); a call whose
-recomputation failed is counted in the row's `measurement`, never dropped in silence.
+and a module that holds weights of its own without being a leaf (the root too, for calls outside its own) gets a row
+for such calls; a module whose weights took a gradient while no call using them was seen (a use no hook and no torch
+function mode sees: TorchScript) gets a row that says so; a call whose outputs no gradient reached, in a backward that
+ran to its end, adds no local error (the loss does not depend on it); a call whose recomputation failed is counted in
+the row's `measurement`, never dropped in silence.
 
 A call's time step is the step of its solve's time grid whose interval holds the call's t (the vector field's first
 argument); backward steps are counted as the backward walk counts them, 0 being the last time step (as the results'
@@ -28,7 +34,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,10 +48,15 @@ from ..core.errors import one_line
 from . import metrics
 from .call_inputs import CallInputs, SavedInputs
 from .columns import COMPLETE, VECTOR_FIELD
-from .local_error import NotMeasured, Recomputed, backward_error, first_float, forward_error, in_low_precision
+from .local_error import NotMeasured, Recomputed, backward_error, floating_outputs, forward_error, in_low_precision
 from .outside_calls import OutsideCalls
 
 IN_PLACE = "in place: not measured"  # a call that wrote into its input before a copy of it was taken
+# A module whose weights took a gradient in the watched run while none of the calls that used them was seen.
+UNSEEN_USE = (
+    "not measured: its weights took a gradient, but no call that used them was seen (an operation no module hook and "
+    "no torch function mode sees, such as TorchScript code)"
+)
 
 
 @dataclass
@@ -61,7 +72,8 @@ class ModuleStats:
     min_abs: float = math.inf  # smallest nonzero magnitude
     below_normal: int = 0
     nonzero: int = 0
-    errors: list[tuple[float, _Call | None]] = field(default_factory=list)  # the local error of each measured call
+    # The local error of each measured call, its call, and whether its every value lay below the smallest normal.
+    errors: list[tuple[float, _Call | None, bool]] = field(default_factory=list)
     first_nonfinite_step: int | None = None
     first_nonfinite_call: int | None = None  # the run's count of watched calls then: orders modules within one step
     n_calls: int = 0
@@ -69,25 +81,30 @@ class ModuleStats:
     n_outside: int = 0  # calls that were operations on its weights outside its own call
     calls: list[_Call] = field(default_factory=list)  # forward: the calls whose output takes a gradient
     not_measured: Counter[str] = field(default_factory=Counter)  # why a call's local error was not recomputed
+    n_below_normal: int = 0  # calls whose every nonzero value lay below the smallest normal
 
-    def add(self, value: torch.Tensor, step: int | None, smallest_normal: float, call: int) -> bool:
-        """Fold one output (or gradient) in; False where it held a non-finite value."""
+    def add(self, values: list[torch.Tensor], step: int | None, smallest_normal: float, call: int) -> float | None:
+        """Fold one call's outputs (or the gradients reaching them) in: their largest magnitude, None where one held a
+        non-finite value."""
         self.n_calls += 1
-        magnitude = value.detach().abs()
-        finite = bool(torch.isfinite(magnitude).all())
-        if not finite:
+        magnitudes = [value.detach().abs() for value in values]
+        if not all(bool(torch.isfinite(m).all()) for m in magnitudes):
             if self.first_nonfinite_step is None:
                 self.first_nonfinite_step, self.first_nonfinite_call = step, call
             self.max_abs = math.inf
-            return False
-        if magnitude.numel():
-            self.max_abs = max(self.max_abs, float(magnitude.max()))
-            nonzero = magnitude[magnitude > 0]
-            if nonzero.numel():
-                self.min_abs = min(self.min_abs, float(nonzero.min()))
-                self.nonzero += nonzero.numel()
-                self.below_normal += int((nonzero < smallest_normal).sum())
-        return True
+            return None
+        largest = 0.0
+        for magnitude in magnitudes:
+            if magnitude.numel():
+                largest = max(largest, float(magnitude.max()))
+                nonzero = magnitude[magnitude > 0]
+                if nonzero.numel():
+                    self.min_abs = min(self.min_abs, float(nonzero.min()))
+                    self.nonzero += nonzero.numel()
+                    self.below_normal += int((nonzero < smallest_normal).sum())
+        self.max_abs = max(self.max_abs, largest)
+        self.n_below_normal += 0 < largest < smallest_normal
+        return largest
 
     def produced(self, step: int | None, call: int) -> None:
         """Its own computation turned finite values non-finite (forward: its output from finite inputs; backward: the
@@ -97,17 +114,21 @@ class ModuleStats:
             if self.first_nonfinite_call is None or self.first_nonfinite_call > call:  # set with the step
                 self.first_nonfinite_step, self.first_nonfinite_call = step, call
 
-    def add_error(self, error: float, call: _Call | None = None) -> None:
+    def add_error(self, error: float, call: _Call | None = None, below_normal: bool = False) -> None:
         if math.isfinite(error):
-            self.errors.append((error, call))
+            self.errors.append((error, call, below_normal))
 
     def missed(self, why: str) -> None:
         self.not_measured[why] += 1
 
-    def local_rel_err(self, backward_done: bool) -> float | None:
-        """The largest local error over the calls; after a backward that ran to its end, over the calls the loss
-        depends on."""
-        errors = [e for e, call in self.errors if not (backward_done and call is not None and not call.reached)]
+    def local_rel_err(self, backward_done: bool, normal_range_only: bool = False) -> float | None:
+        """The largest local error over the calls (`normal_range_only`: over those whose values reach the normal
+        range); after a backward that ran to its end, over the calls the loss depends on."""
+        errors = [
+            e
+            for e, call, below in self.errors
+            if not (backward_done and call is not None and not call.reached) and not (normal_range_only and below)
+        ]
         return max(errors) if errors else None
 
     def measurement(self, stopped: str | None) -> str:
@@ -156,8 +177,12 @@ class ModuleObserver:
             for name, m in root.named_modules()
             if (name or root_name) in self.modules or (name or root_name) in owners
         }
-        # Weights used where their module's call is not running; the root's own are its own code's.
-        self.uses = ParameterUses({n: m for n, m in owners.items() if n != root_name})
+        # Weights used where their module's call is not running: the root's own too (a method of the model that is
+        # not its forward, OT-Flow's `Phi.trHess` using `Phi.A`), measured as calls of the root.
+        self.uses = ParameterUses(owners)
+        self._owner_of = {id(p): n for n, m in owners.items() for p in m._parameters.values() if p is not None}
+        self._took_gradient: set[str] = set()  # owners whose weights took a gradient in the run's backward
+        self._measured_in_others: set[str] = set()  # owners whose weights an operation counted as another's used
         # float64 copies, made before any hook is attached; a kept-in-float32 forward is copied
         # too, and leaves float64 as it is.
         self.float64 = {name: _float64_copy(m) for name, m in self.modules.items()}
@@ -193,12 +218,22 @@ class ModuleObserver:
             self._handles.append(
                 module.register_forward_hook(self._forward_hook(name), with_kwargs=True, always_call=True)
             )
+        for parameter in self.root.parameters():
+            if parameter.requires_grad and id(parameter) in self._owner_of:
+                self._handles.append(parameter.register_hook(self._weight_hook(self._owner_of[id(parameter)])))
         try:
             yield self
         finally:
             for handle in self._handles:
                 handle.remove()
             self._handles.clear()
+
+    def _weight_hook(self, owner: str):
+        def hook(grad: torch.Tensor) -> None:
+            if not (self._busy or self.phase == "forward" or self._in_field):
+                self._took_gradient.add(owner)
+
+        return hook
 
     def watch_field(self, field: nn.Module, grid: torch.Tensor) -> None:
         """One solve's vector field as the solver calls it, and the solve's grid (either direction): its calls set the
@@ -315,8 +350,11 @@ class ModuleObserver:
         in_place = _writes_in_place(func, kwargs)
         return CallInputs.before(args, kwargs, float64=in_place and self.phase == "forward", copy=in_place)
 
-    def outside_call(self, owner: str, func, taken: CallInputs, out: Any) -> None:
-        self.stats[(owner, "forward")].n_outside += self.phase == "forward" and first_float(out) is not None
+    def outside_call(self, owner: str, func, taken: CallInputs, out: Any, owners: list[str]) -> None:
+        # The other owners' weights are measured in this call (nn.MultiheadAttention's functional forward takes its
+        # own projection's and its `out_proj`'s).
+        self._measured_in_others.update(owners)
+        self.stats[(owner, "forward")].n_outside += self.phase == "forward" and bool(floating_outputs(out))
         self._measure(owner, Recomputed(func, func), taken, out, outside=True)
 
     def _module_recomputed(self, name: str) -> Recomputed:
@@ -331,8 +369,8 @@ class ModuleObserver:
         return self._recomputed[name]
 
     def _measure(self, name: str, recomputed: Recomputed, inputs: CallInputs, output: Any, outside: bool) -> None:
-        out = first_float(output)
-        if out is None:
+        outs = floating_outputs(output)
+        if not outs:
             return
         step = self.step
         in_place = inputs.overwritten()
@@ -343,22 +381,34 @@ class ModuleObserver:
         # those calls are not the forward's, but the gradient reaching their outputs is the backward's.
         forward = self.stats[(name, "forward")]
         call = None
+        # The outputs a gradient can reach, by their position among the call's floating outputs.
+        graded = [i for i, out in enumerate(outs) if out.requires_grad]
         if self.phase == "forward":
             self.calls += 1
-            finite = forward.add(out, step, self.smallest_normal, self.calls)
-            if not finite and before is not None and metrics.all_finite(_floating(before)):
+            largest = forward.add(outs, step, self.smallest_normal, self.calls)
+            if largest is None and before is not None and metrics.all_finite(_floating(before)):
                 forward.produced(step, self.calls)
-            if out.requires_grad and self._in_graph:
+            if graded and self._in_graph:
                 call = _Call()
                 forward.calls.append(call)
-            if finite:
-                self._forward_error(forward, recomputed, inputs, out, in_place, call)
-        if out.requires_grad:
+            if largest is not None:
+                below = 0 < largest < self.smallest_normal
+                self._forward_error(forward, recomputed, inputs, outs, in_place, call, below)
+        if graded:
             saved = None if before is None else SavedInputs.of(before, inputs.requires_grad)
-            out.register_hook(self._gradient_hook(name, recomputed, step, saved, in_low_precision(), in_place, call))
+            hook = self._gradient_hook(name, recomputed, step, saved, in_low_precision(), in_place, call, graded)
+            # Once per backward pass, with the gradients of every output it reached (None for the others).
+            torch.autograd.graph.register_multi_grad_hook([outs[i] for i in graded], hook)
 
     def _forward_error(
-        self, stats: ModuleStats, recomputed: Recomputed, inputs: CallInputs, out: torch.Tensor, in_place: bool, call
+        self,
+        stats: ModuleStats,
+        recomputed: Recomputed,
+        inputs: CallInputs,
+        outs: list[torch.Tensor],
+        in_place: bool,
+        call,
+        below_normal: bool,
     ) -> None:
         self._busy = True
         try:
@@ -366,7 +416,7 @@ class ModuleObserver:
             if inputs64 is None:
                 stats.missed(IN_PLACE)
             else:
-                stats.add_error(forward_error(recomputed, inputs64, out, in_place), call)
+                stats.add_error(forward_error(recomputed, inputs64, outs, in_place), call, below_normal)
         except NotMeasured as exc:
             stats.missed(f"float64 re-run: {exc}")
         except Exception as exc:  # noqa: BLE001 - the user's code refused the re-run: the row says so, the run goes on
@@ -383,13 +433,17 @@ class ModuleObserver:
         low: bool,
         in_place: bool,
         call: _Call | None,
+        positions: list[int],
     ):
         backward_step = None if step is None else self.n_steps - 1 - step
 
-        def hook(grad: torch.Tensor) -> None:
+        def hook(grads: Sequence[torch.Tensor | None]) -> None:
             # Before the run's backward, or while the field runs, a gradient is the field's own (a divergence taken by
             # autograd inside its forward), not the run's backward.
             if self._busy or self.phase == "forward" or self._in_field:
+                return
+            reached = {position: g for position, g in zip(positions, grads) if g is not None}
+            if not reached:
                 return
             if call is not None:
                 call.reached = True
@@ -402,7 +456,8 @@ class ModuleObserver:
                 self._last_backward_step = backward_step
             stats = self.stats[(name, "backward")]
             self.calls += 1
-            if not stats.add(grad, backward_step, self.smallest_normal, self.calls):
+            largest = stats.add(list(reached.values()), backward_step, self.smallest_normal, self.calls)
+            if largest is None:
                 return
             if saved is None:
                 stats.missed(IN_PLACE)
@@ -412,7 +467,7 @@ class ModuleObserver:
                 return
             self._busy = True
             try:
-                error, produced = backward_error(recomputed, saved, grad, self.context if low else None, in_place)
+                error, produced = backward_error(recomputed, saved, reached, self.context if low else None, in_place)
             except NotMeasured as exc:
                 stats.missed(f"backward recomputation: {exc}")
                 return
@@ -422,7 +477,7 @@ class ModuleObserver:
             finally:
                 self._busy = False
             if error is not None:
-                stats.add_error(error)
+                stats.add_error(error, below_normal=0 < largest < self.smallest_normal)
             if produced:
                 stats.produced(backward_step, self.calls)
 
@@ -432,8 +487,10 @@ class ModuleObserver:
         """One row per module and phase, in the order the modules are declared (the vector field's first)."""
         rows = []
         for (name, phase), stats in self.stats.items():
-            if name in self._unwatched and phase == "forward" and not stats.n_calls:
-                rows.append({"module": name, "phase": phase, "n_calls": 0, "measurement": self._unwatched[name]})
+            unseen = name in self._took_gradient and name not in self._measured_in_others
+            if phase == "forward" and not stats.n_calls and (name in self._unwatched or unseen):
+                why = self._unwatched.get(name, UNSEEN_USE)
+                rows.append({"module": name, "phase": phase, "n_calls": 0, "measurement": why})
                 continue
             if not stats.n_calls:
                 continue
@@ -450,6 +507,8 @@ class ModuleObserver:
                     "min_abs": stats.min_abs if math.isfinite(stats.min_abs) else None,
                     "below_normal_share": stats.below_normal / stats.nonzero if stats.nonzero else None,
                     "local_rel_err": stats.local_rel_err(self._backward_done),
+                    "local_rel_err_normal_range": stats.local_rel_err(self._backward_done, normal_range_only=True),
+                    "n_calls_below_normal": stats.n_below_normal,
                     "first_nonfinite_step": stats.first_nonfinite_step,
                     "first_nonfinite_call": stats.first_nonfinite_call,
                     "produced_nonfinite": stats.produced_nonfinite,

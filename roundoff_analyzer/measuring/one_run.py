@@ -213,7 +213,7 @@ class Forward:
             if self.observer is not None:
                 self.observer.keep_backward_pass(result.passes_after_counted())
             if not metrics.all_finite(outcome.grads):
-                outcome.failure = _gradient_overflow(outcome)
+                outcome.failure = _gradient_overflow(outcome, self.prepared.weight_gradient_dtypes)
         except SystemExit as exc:  # the model's or a library's code tried to end the process: one line, the sweep stops
             raise InputError(quit_line(self._what_ran(), exc)) from None
         except Exception as exc:  # noqa: BLE001 - every failure of one configuration becomes a row
@@ -303,7 +303,9 @@ def _counted_attempt(report: SolveReport, passes_after: int) -> list[StepRecord]
     return sorted(report.backward[starts[index] : end], key=lambda r: r.backward_step)
 
 
-def _gradient_overflow(outcome: RunOutcome) -> Failure:
+def _gradient_overflow(
+    outcome: RunOutcome, weight_gradient_dtypes: tuple[torch.dtype, torch.dtype] | None = None
+) -> Failure:
     # The message names the quantity, not the parameters, so that runs failing for one cause group together.
     y0_finite, params_finite = metrics.all_finite(outcome.input_grads), metrics.all_finite(outcome.param_grads)
     if not (y0_finite or params_finite):
@@ -312,7 +314,31 @@ def _gradient_overflow(outcome: RunOutcome) -> Failure:
         quantity = "gradient w.r.t. y0" if not y0_finite else "parameter gradient"
     step = outcome.report.backward_overflow_step
     if step is None:
-        # Every step's adjoint stayed finite: the overflow is where the parameter gradient is summed over
-        # the steps (under autocast, in the low dtype, on autocast's one cached copy of each weight).
-        quantity += "; every step's adjoint stayed finite, the sum of the parameter gradient over the steps overflowed"
+        quantity += "; every step's adjoint stayed finite" + _where_weights_overflowed(weight_gradient_dtypes)
     return failures.overflow(quantity, "backward", step)
+
+
+# More steps than any run makes: a sum of this many finite shares that stays below the sum's dtype's largest value
+# cannot have overflowed.
+_MANY_STEPS = 2**24
+
+
+def _where_weights_overflowed(dtypes: tuple[torch.dtype, torch.dtype] | None) -> str:
+    """Where a parameter gradient overflowed when every step's adjoint stayed finite, as far as the run's records and
+    its mode's arithmetic show it: in one step's share of a weight's gradient (its reduction over the batch), or in
+    the sum of the shares over the steps; both where the records do not tell them apart."""
+    if dtypes is None:
+        return (
+            ": a weight's gradient overflowed within one step or in its sum over the steps (the run's records do not "
+            "say which)"
+        )
+    share, total = (str(d).removeprefix("torch.") for d in dtypes)
+    if torch.finfo(dtypes[1]).max > torch.finfo(dtypes[0]).max * _MANY_STEPS:
+        return (
+            f", and each step's share of a weight's gradient, computed in {share}, is summed over the steps in "
+            f"{total}, which finite {share} shares cannot overflow: a weight's gradient overflowed within one step"
+        )
+    return (
+        f": a weight's gradient overflowed within one step or in its sum over the steps, both in {share} (the run's "
+        "records do not say which)"
+    )

@@ -25,8 +25,9 @@ class OutsideCallSink(Protocol):
         """What to take of an operation's inputs before it runs."""
         ...
 
-    def outside_call(self, owner: str, func, taken: Any, out: Any) -> None:
-        """One operation that used `owner`'s parameters outside its call, with its output."""
+    def outside_call(self, owner: str, func, taken: Any, out: Any, owners: list[str]) -> None:
+        """One operation that used `owner`'s parameters outside its call, with its output; `owners`: every module whose
+        parameters it used (the operation is counted as `owner`'s call only)."""
         ...
 
 
@@ -46,5 +47,5 @@ class OutsideCalls(TorchFunctionMode):
         out = func(*args, **kwargs)
         # A view moves the weights (its uses are the ones that compute); any other operation on them computes.
         if not self.uses.note_views(out, args, kwargs) and owner is not None:
-            self.sink.outside_call(owner, func, taken, out)
+            self.sink.outside_call(owner, func, taken, out, owners)
         return out

@@ -145,13 +145,16 @@ def run_columns(
 
 
 def parameter_error_rows(names: list[str], last: RunOutcome, reference: RunOutcome, dtype: DtypeSpec) -> list[Row]:
-    """Each gradient's error against the reference's (y0's included), where the last run's gradients are finite."""
+    """Each gradient's error against the reference's (y0's included), where the last run's gradients are finite; empty
+    (no gradient) where neither run's gradient holds a nonzero value: the loss does not depend on it, and an error of
+    0 would say it was measured exact."""
     rows: list[Row] = []
     if last.grads and metrics.all_finite(last.grads):
         for name, grad, ref in zip(names, last.grads, reference.grads):
             if grad is not None and ref is not None:
-                error = metrics.rel_err(grad, ref)
-                over_u = error / dtype.unit_roundoff
+                none = not (bool(grad.any()) or bool(ref.any()))
+                error = None if none else metrics.rel_err(grad, ref)
+                over_u = None if error is None else error / dtype.unit_roundoff
                 rows.append({"parameter": name, "grad_rel_err": error, "grad_rel_err_over_u": over_u})
     return rows
 

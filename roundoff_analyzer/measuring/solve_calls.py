@@ -41,6 +41,7 @@ class SolveRecord:
     t1: float
     states: torch.Tensor
     part_sizes: list[int] | None
+    interpolated: int = 0  # output times between two grid points, read off by linear interpolation
 
 
 class ConfiguredOdeint:
@@ -131,11 +132,13 @@ class ConfiguredOdeint:
             self.tape_bytes = watched.estimate if watched is not None else self.tape_bytes
         if first:
             report.record_forward(on_grid)
+        interpolated = 0
         if times.numel() != grid.numel() or not torch.equal(times, grid):
             on_grid = read_off(on_grid, grid, times, "linear", lambda time, y: counted.func(time, y))
+            interpolated = int((~torch.isin(times, grid)).sum())
         if self.output_dtype is not None:
             on_grid = on_grid.to(self.output_dtype)
-        self.solves.append(SolveRecord(float(grid[0]), float(grid[-1]), on_grid.detach(), state.sizes))
+        self.solves.append(SolveRecord(float(grid[0]), float(grid[-1]), on_grid.detach(), state.sizes, interpolated))
         return state.split(on_grid, times.numel())
 
 

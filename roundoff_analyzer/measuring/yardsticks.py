@@ -70,13 +70,19 @@ CONTEXT_COLUMNS = (
     "fine_ref_steps",
     *(fine_error_column(m) for m in _FINE_ESTIMATES),
     *(fine_order_column(m) for m in _FINE_ESTIMATES),
+    "fine_ref_interpolated_times",
     "grad_noise_rel",
     "grad_noise_batches",
     "grad_noise_batch_size",
     "grad_noise_uncertainty",
     "roundoff_to_noise",
 )
-INTEGER_CONTEXT_COLUMNS = ("fine_ref_steps", "grad_noise_batches", "grad_noise_batch_size")
+INTEGER_CONTEXT_COLUMNS = (
+    "fine_ref_steps",
+    "fine_ref_interpolated_times",
+    "grad_noise_batches",
+    "grad_noise_batch_size",
+)
 
 
 def with_context_columns(results):
@@ -247,12 +253,15 @@ def _solution_record(solution: FineSolution) -> dict:
         "loss": solution.loss,
         "grads": list(solution.grads),
         "n_inputs": solution.n_inputs,
+        "interpolated_times": solution.interpolated_times,
     }
 
 
 def _solutions(piece: dict) -> dict[int, FineSolution]:
     return {
-        int(n): FineSolution(s["trajectory"], s["loss"], list(s["grads"]), s.get("n_inputs", 1))
+        int(n): FineSolution(
+            s["trajectory"], s["loss"], list(s["grads"]), s.get("n_inputs", 1), s.get("interpolated_times")
+        )
         for n, s in piece["solutions"].items()
     }
 
@@ -285,6 +294,7 @@ def context_columns(
     solution: FineSolution | None = fine.at.get(n_timesteps) if fine is not None else None
     if fine is not None and solution is not None:
         columns["fine_ref_steps"] = fine.fine_steps
+        columns["fine_ref_interpolated_times"] = fine.interpolated_times
         for metric, estimate in _FINE_ESTIMATES.items():
             columns[fine_error_column(metric)] = fine.estimated_error.get(estimate)
             columns[fine_order_column(metric)] = fine.observed_order.get(estimate)

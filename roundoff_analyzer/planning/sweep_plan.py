@@ -30,7 +30,14 @@ from ..core.registry import Registry
 from ..core.text import shortened
 from ..core.threads import ThreadChoice, choose_threads
 from ..measuring import memory
-from ..measuring.contract import ProblemShape, check_contract, evaluate_once, low_precision_failures, precisions_of
+from ..measuring.contract import (
+    ProblemShape,
+    check_contract,
+    evaluate_once,
+    low_precision_failures,
+    narrow_warning,
+    precisions_of,
+)
 from ..measuring.gradient_noise import problem_batch_size
 from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
 from .config import SweepConfig
@@ -97,12 +104,13 @@ class SweepPlan:
 
     def warnings(self) -> list[str]:
         """What to say before running: an adaptive method's rtol below a dtype's unit roundoff, a training step's
-        low-precision failures, worker processes sharing a GPU."""
+        low-precision failures, narrower values in the float64 reference, worker processes sharing a GPU."""
         dtypes = [dtype for _, dtype, _ in self.grid.triples]
         shared = shared_gpu_warning(self.device, self.config.workers or 1) if self.executor.runs_here else None
+        said = [*self.step_warnings, narrow_warning(self.shape), shared]
         return [
             *tolerance_warnings(self.grid.methods, dtypes, self.grid.modes, self.config.rtol),
-            *(f"warning: {line}" for line in [*self.step_warnings, *([shared] if shared else [])]),
+            *(f"warning: {line}" for line in said if line),
         ]
 
 

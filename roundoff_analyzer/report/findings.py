@@ -297,6 +297,17 @@ def worst_parameters(param_errors: pd.DataFrame, results: pd.DataFrame, per_dtyp
     return ranked.sort_values("dtype", key=lambda d: d.map(order), kind="stable")
 
 
+def without_gradient(param_errors: pd.DataFrame, results: pd.DataFrame) -> list[str]:
+    """The parameters (and inputs) with no gradient in either run, the float64 reference's nor the low dtype's, in
+    every run without failure that measured them: an empty `grad_rel_err` (measuring/rows.py)."""
+    ok = results.loc[results["status"] == "ok", list(CONFIG_COLUMNS)]
+    runs = param_errors[param_errors["parameter"] != "y0"].merge(ok, on=list(CONFIG_COLUMNS))
+    if runs.empty:
+        return []
+    measured = runs.groupby("parameter", sort=False)["grad_rel_err"].apply(lambda e: e.notna().any())
+    return [str(name) for name, any_measured in measured.items() if not any_measured]
+
+
 def _none_if_nan(value):
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 

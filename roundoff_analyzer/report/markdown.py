@@ -67,6 +67,9 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
     tf32 = float32_not_ieee(every_checkpoint)
     if tf32:
         lines += [f"**float32 is not IEEE float32 here:** {tf32}.", ""]
+    narrow = discretisation_and_noise.narrow_reference(sweep.manifest)
+    if narrow:
+        lines += [narrow, ""]
     for section in SECTIONS:
         written = section.section(inputs)
         if written:

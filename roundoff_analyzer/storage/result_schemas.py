@@ -97,6 +97,8 @@ MODULE_FIELDS = [
     pa.field("min_abs", pa.float64()),
     pa.field("below_normal_share", pa.float64()),
     pa.field("local_rel_err", pa.float64()),
+    pa.field("local_rel_err_normal_range", pa.float64()),  # over the calls whose values reach the normal range
+    pa.field("n_calls_below_normal", pa.int64()),  # calls whose every nonzero value lay below the smallest normal
     pa.field("first_nonfinite_step", pa.int64()),
     pa.field("first_nonfinite_call", pa.int64()),
     pa.field("produced_nonfinite", pa.bool_()),

@@ -20,6 +20,9 @@ class AutocastMode(Mode):
             copies.model,
             batch,
             lambda: torch.autocast(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache),
+            # Each step's share is computed in the low dtype; its cache sums them on its one low-precision copy of
+            # the weight, without it the cast's backward hands each to the float32 weight, summed there.
+            weight_gradient_dtypes=(dtype, dtype if cache else torch.float32),
         )
 
 

@@ -26,6 +26,9 @@ class PreparedRun:
     # After the run: (phase, count) of values that left the dtype's range without becoming non-finite
     # (a format that saturates instead of overflowing), or None.
     silent_overflow: Callable[[], tuple[str, int] | None] | None = None
+    # The dtypes of one step's share of a weight's gradient and of their sum over the steps, where the mode decides
+    # them (an overflow's message says where it can have been); None where it does not say.
+    weight_gradient_dtypes: tuple[torch.dtype, torch.dtype] | None = None
 
     @property
     def inputs(self) -> list[torch.Tensor]:
@@ -92,4 +95,5 @@ MODES: Registry[Mode] = Registry("mode")
 
 def cast_run(copies: ProblemCopies, dtype: torch.dtype) -> PreparedRun:
     """Parameters and inputs in `dtype`, no autocast: pure low precision, and also the float64 reference."""
-    return PreparedRun(copies.model_in(dtype), as_leaves(copies.batch, dtype), nullcontext)
+    # The parameters are `dtype`: each step's share of a weight's gradient, and their sum, are too.
+    return PreparedRun(copies.model_in(dtype), as_leaves(copies.batch, dtype), nullcontext, None, (dtype, dtype))

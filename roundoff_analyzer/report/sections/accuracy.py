@@ -8,7 +8,7 @@ import pandas as pd
 from .. import formatting as fmt
 from .. import tables
 from ..figure_data import ERROR_FIGURES, METRIC_NAMES
-from ..findings import growths, sweep_timesteps, worst_parameters
+from ..findings import growths, sweep_timesteps, without_gradient, worst_parameters
 from ..section_inputs import SectionInputs
 from ..tableaux import tableau_notes
 
@@ -63,6 +63,14 @@ def accuracy(
                 "failure, and a run where it was that large.",
                 "",
                 tables.worst_parameters_table(worst, with_mode),
+            ]
+        none = without_gradient(param_errors, results)
+        if none:
+            lines += [
+                "",
+                f"No gradient in either run, the float64 reference's nor the low dtype's (the loss does not depend on "
+                f"{'it' if len(none) == 1 else 'them'}, so no error is measured): "
+                f"{fmt.bounded_listing(f'`{name}`' for name in none)}.",
             ]
     shown = [name for name in ERROR_FIGURES if name in figures]
     if shown:

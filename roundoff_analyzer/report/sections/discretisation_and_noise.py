@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...axes.models.problem import recorded_as_step
 from ...judging import verdict as rules
 from .. import formatting as fmt
 from ..findings import GRID_COLUMNS
@@ -23,10 +24,12 @@ FEW_DTYPE_COLUMNS = 4
 
 
 def section(inputs: SectionInputs) -> list[str]:
-    return discretisation_and_noise(inputs.results)
+    return discretisation_and_noise(inputs.results, recorded_as_step(inputs.sweep.manifest.get("problem")))
 
 
-def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
+def discretisation_and_noise(results: pd.DataFrame, step: bool = False) -> list[str]:
+    """`step`: the model was a training step, whose output times may fall between grid steps (a trajectory problem's
+    are its grid's)."""
     if "fine_ref_steps" not in results or results["fine_ref_steps"].isna().all():
         return []
     ok = results[results["status"] == "ok"]
@@ -40,7 +43,7 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
         "The discretisation error is each library's float64 run on that grid against a fine reference: the same "
         f"problem solved once in float64 by the classical RK4 with {int(fine['fine_ref_steps'])} steps on "
         f"[{t0}, {t1}], "
-        f"through every grid point of the sweep. {_own_error(fine)} A discretisation error below "
+        f"through every grid point of the sweep. {_own_error(fine, step)} A discretisation error below "
         f"{rules.RESOLVED:g} times that is marked ≈ (not resolved): neither the verdict nor the answer compares the "
         "roundoff with it. The roundoff columns give, per dtype, the min – max over the scalings of the runs without "
         "failure.",
@@ -80,6 +83,19 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
     return lines
 
 
+def narrow_reference(manifest: dict) -> str | None:
+    """The report's line where the float64 evaluation of the model met narrower values of its own code (the contract
+    check's record in the manifest): the reference is less precise than float64 there."""
+    found = (manifest.get("problem") or {}).get("narrow_in_float64") or []
+    if not found:
+        return None
+    return (
+        "**The float64 reference computes with float32 values of the model's own code**, so it is less precise than "
+        f"float64 there and an error near float32's unit roundoff against it is not resolved: "
+        f"{fmt.bounded_listing(found)} (`manifest.json`, `problem.narrow_in_float64`)."
+    )
+
+
 def _grid_table(results: pd.DataFrame, ok: pd.DataFrame, dtypes: list[str]) -> str:
     grids = results.dropna(subset=["disc_sol_rel_err"]).drop_duplicates(GRID_COLUMNS)
     order = {lib: i for i, lib in enumerate(results["library"].unique())}
@@ -110,7 +126,30 @@ def _grid_table(results: pd.DataFrame, ok: pd.DataFrame, dtypes: list[str]) -> s
     return fmt.bounded_table(rows, headers)
 
 
-def _own_error(fine: pd.Series) -> str:
+def _interpolated(fine: pd.Series, step: bool) -> int | None:
+    """How many output times the fine reference read between its grid points (None: not known, a step's folder from
+    before they were counted); a trajectory problem's output times are its grid's."""
+    value = fine.get("fine_ref_interpolated_times")
+    return int(value) if fmt.present(value) else (None if step else 0)
+
+
+def _slower_cause(fine: pd.Series, step: bool) -> str:
+    """Why the fine reference converges below RK4's order, as far as the data show it: linear interpolation where
+    output times fell between its grid steps (second order however smooth the right-hand side), else a right-hand
+    side that is not smooth; nothing where the folder does not say which."""
+    interpolated = _interpolated(fine, step)
+    if interpolated is None:
+        return ""
+    if interpolated:
+        return (
+            f"; {fmt.plural(interpolated, 'output time')} of the step fell between grid steps and "
+            f"{'was' if interpolated == 1 else 'were'} read off by linear interpolation, second order however smooth "
+            "the right-hand side, which costs it that"
+        )
+    return "; a kink in the right-hand side costs it that"
+
+
+def _own_error(fine: pd.Series, step: bool = False) -> str:
     """How the fine reference knows its own error: the orders its three densities converged at, and the error that
     puts on it (a folder from before the orders were recorded: the error alone)."""
     errors = (
@@ -129,7 +168,7 @@ def _own_error(fine: pd.Series) -> str:
     slower = any(fmt.present(fine.get(c)) and fine[c] < SMOOTH_ORDER for c in ORDER_COLUMNS.values())
     return (
         f"Solved again with a half and a quarter of the steps, the three converge at order {orders} (RK4's is 4"
-        + ("; a kink in the right-hand side costs it that" if slower else "")
+        + (_slower_cause(fine, step) if slower else "")
         + "), and the differences' sizes and directions put its own error at "
         f"{errors}" + (" (— where they do not shrink: unknown, and nothing resolved against it)." if unknown else ".")
     )

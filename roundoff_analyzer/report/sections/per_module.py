@@ -1,7 +1,8 @@
 """The report's "Where the roundoff comes from" section, from `modules.parquet` (a sweep run with --per-module): for
-the worst run of each dtype, where an overflow began and the modules ranked by the roundoff they add and by how close
-they come to the dtype's range; then what keeping modules in float32 did. Its size is bounded whatever the grid:
-one run and at most MODULE_ROWS modules per dtype, at most KEPT_LINES lines on keep_float32.
+the worst run of each dtype, where an overflow began and the modules ranked by the roundoff they add (over the calls
+whose values reach the dtype's normal range; calls on subnormal values only are ranked apart, in a sentence) and by
+how close they come to the dtype's range; then what keeping modules in float32 did. Its size is bounded whatever the
+grid: one run and at most MODULE_ROWS modules per dtype, at most KEPT_LINES lines on keep_float32.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ...axes.dtypes import DTYPES
 from ...axes.grid import CONFIG_COLUMNS
 from ...axes.models.problem import recorded_as_step
 from ...measuring.columns import COMPLETE, VECTOR_FIELD
@@ -106,13 +108,22 @@ def origin(rows: pd.DataFrame) -> Origin | None:
     )
 
 
+def ranked_error(rows: pd.DataFrame) -> str:
+    """The column the modules are ranked by: the local roundoff over the calls whose values reach the dtype's normal
+    range (a folder from before it was measured: over every call)."""
+    return NORMAL_RANGE if NORMAL_RANGE in rows else "local_rel_err"
+
+
+NORMAL_RANGE = "local_rel_err_normal_range"
+
+
 def ranked(rows: pd.DataFrame, unit_roundoff: float, limit: int = MODULE_ROWS) -> pd.DataFrame:
-    """The modules that add the most roundoff (largest local roundoff), then those nearest the range's limits (the
-    largest magnitude against the dtype's max, the largest share below its smallest normal), at most `limit` rows."""
+    """The modules that add the most roundoff (largest local roundoff over the calls in the normal range), then those
+    nearest the range's limits (the largest magnitude against the dtype's max, the largest share below its smallest
+    normal), at most `limit` rows."""
     leaves = _used(rows[(rows["module"] != VECTOR_FIELD) & (rows["n_calls"] > 0)])
-    by_error = (
-        leaves[leaves["local_rel_err"].notna()].sort_values("local_rel_err", ascending=False).head(max(limit - 2, 1))
-    )
+    error = ranked_error(leaves)
+    by_error = leaves[leaves[error].notna()].sort_values(error, ascending=False).head(max(limit - 2, 1))
     rest = leaves.drop(by_error.index)
     by_range = rest.sort_values("max_abs_over_dtype_max", ascending=False).head(1)
     by_underflow = rest.drop(by_range.index)
@@ -124,12 +135,48 @@ def ranked(rows: pd.DataFrame, unit_roundoff: float, limit: int = MODULE_ROWS) -
     return pd.concat([by_error, by_range, by_underflow]).head(limit)
 
 
+def below_normal(rows: pd.DataFrame, limit: int = MODULE_ROWS) -> pd.DataFrame:
+    """The module rows whose largest local roundoff came from calls on values entirely below the dtype's smallest
+    normal (larger than over their other calls, or with no other call), largest first, at most `limit`."""
+    if NORMAL_RANGE not in rows or "n_calls_below_normal" not in rows:
+        return rows.iloc[:0]
+    used = _used(rows[rows["n_calls_below_normal"].fillna(0) > 0])
+    apart = used[used["local_rel_err"].notna() & ~(used["local_rel_err"] <= used[NORMAL_RANGE])]
+    return apart.sort_values("local_rel_err", ascending=False).head(limit)
+
+
+def below_normal_sentence(rows: pd.DataFrame, run: pd.Series) -> str | None:
+    """The calls ranked apart, said with the run's own parameter-gradient roundoff beside them."""
+    apart = below_normal(rows)
+    if apart.empty:
+        return None
+    dtype, unit = str(run["dtype"]), float(run["unit_roundoff"])
+    floor = f" ({fmt.error(DTYPES.get(dtype).smallest_normal)})" if dtype in DTYPES else ""
+
+    def said(r) -> str:
+        others = f"; {fmt.in_u(r[NORMAL_RANGE] / unit)} u over its other calls" if fmt.present(r[NORMAL_RANGE]) else ""
+        return (
+            f"`{r['module']}` {r['phase']} {fmt.in_u(r['local_rel_err'] / unit)} u ({int(r['n_calls_below_normal'])} "
+            f"of {int(r['n_calls'])} calls{others})"
+        )
+
+    own = run.get("grad_params_rel_err_over_u")
+    beside = f" The run's parameter-gradient roundoff is {fmt.in_u(own)} u." if fmt.present(own) else ""
+    listed = fmt.listing(said(r) for _, r in apart.iterrows())
+    return (
+        f"Ranked apart: calls whose every value (the gradient reaching them, backward; their output, forward) lay "
+        f"below {dtype}'s smallest normal{floor} compute on subnormals, which hold fewer digits the smaller they are: "
+        f"{listed}.{beside}"
+    )
+
+
 def _table(rows: pd.DataFrame, unit_roundoff: float) -> str:
+    error = ranked_error(rows)
     cells = [
         [
             f"`{r.module}`",
             r.phase,
-            fmt.in_u(r.local_rel_err / unit_roundoff if fmt.present(r.local_rel_err) else None),
+            fmt.in_u(getattr(r, error) / unit_roundoff if fmt.present(getattr(r, error)) else None),
             fmt.error(r.max_abs_over_dtype_max),
             fmt.in_u(r.below_normal_share),
             fmt.integer(r.first_nonfinite_step),
@@ -276,8 +323,13 @@ def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None, watched
         "",
         f"Each module of the {watched} was watched over one more run of each configuration (`modules.parquet`): "
         "its local roundoff is its own error (the module re-run in float64 on the very input the run gave it, and "
-        "backward its vector-Jacobian product with the very gradient that reached it), not the error it inherits. "
-        "Per dtype, its worst run:",
+        "backward its vector-Jacobian product with the very gradient that reached it), not the error it inherits"
+        + (
+            ", the largest over its calls whose values reach the dtype's normal range"
+            if NORMAL_RANGE in modules
+            else ""
+        )
+        + ". Per dtype, its worst run:",
         "",
     ]
     for dtype, run in worst_runs(results, modules).items():
@@ -286,6 +338,9 @@ def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None, watched
         shown = ranked(rows, float(run["unit_roundoff"]))
         if not shown.empty:
             lines += [_table(shown, float(run["unit_roundoff"])), ""]
+        apart = below_normal_sentence(rows, run)
+        if apart:
+            lines += [apart, ""]
     said = [line for line in (outside_line(modules), unused_line(modules), incomplete_line(modules)) if line]
     if said:
         lines += [" ".join(said), ""]
