@@ -260,7 +260,7 @@ def sweep(
 
         from .execution.progress_bar import RichProgress
 
-        with RichProgress(Console()) as bar:
+        with RichProgress(Console(emoji=False)) as bar:
             return run_sweep(planned, force=force, report=report, progress=bar)
     return run_sweep(planned, force=force, report=report, progress=progress or None)
 
