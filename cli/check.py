@@ -122,16 +122,17 @@ def check(
     )
     if markdown:
         _write(markdown, lambda path: path.write_text(markdown_summary(comparison)))
-        console.print(f"markdown summary: {markdown}", highlight=False)
+        console.print(f"markdown summary: {printable(markdown)}", highlight=False, markup=False)
     if junit:
         _write(junit, lambda path: junit_xml(comparison).write(path, encoding="utf-8", xml_declaration=True))
-        console.print(f"JUnit XML: {junit}", highlight=False)
+        console.print(f"JUnit XML: {printable(junit)}", highlight=False, markup=False)
     if update_baseline:
         if comparison.regressed:
             console.print("baseline not updated: a baseline is not updated over a regression", highlight=False)
         else:
             written = baselines.replace_with(baseline, results)
-            console.print(f"baseline updated: wrote {', '.join(str(p) for p in written)}", highlight=False)
+            wrote = ", ".join(printable(p) for p in written)
+            console.print(f"baseline updated: wrote {wrote}", highlight=False, markup=False)
     if comparison.regressed:
         raise typer.Exit(EXIT_REGRESSION)
 

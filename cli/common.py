@@ -16,7 +16,8 @@ from roundoff_analyzer.core.text import shortened
 
 P = ParamSpec("P")
 R = TypeVar("R")
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+# emoji=False on every console: rich would turn a user's `:factory:` into an emoji, markup or not.
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 1
 
@@ -78,5 +79,7 @@ def model_options(pairs: list[str]) -> dict[str, str] | None:
 
 def wide_console(piped_width: int = 100) -> Console:
     """A console for tables: the terminal's width; piped, $COLUMNS or `piped_width` (the results table fits in 100)."""
-    console = Console(highlight=False)
-    return console if console.is_terminal or os.environ.get("COLUMNS") else Console(highlight=False, width=piped_width)
+    console = Console(highlight=False, emoji=False)
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(highlight=False, emoji=False, width=piped_width)

@@ -61,12 +61,14 @@ def stop_after_current(
         if signum == signal.SIGTERM:
             stop.requested = stop.terminated = True
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: the rest of the way out is short
-            console.print(f"terminated: abandoning {current}, keeping everything finished", highlight=False)
+            console.print(
+                f"terminated: abandoning {current}, keeping everything finished", highlight=False, markup=False
+            )
             raise Terminated
         if stop.requested:
             raise KeyboardInterrupt
         stop.requested = True
-        console.print(f"stopping after {current} (Ctrl-C again to stop now)", highlight=False)
+        console.print(f"stopping after {current} (Ctrl-C again to stop now)", highlight=False, markup=False)
 
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield stop

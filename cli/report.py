@@ -37,13 +37,13 @@ def report(
     if (folder / TRAIN_MANIFEST).is_file() and not (folder / RESULTS).is_file():
         refuse_links(folder, [FIGURES] + ([] if out else [TRAINING_REPORT]))
         written = write_training_report(folder, out)
-        Console(highlight=False, soft_wrap=True).print(
+        Console(highlight=False, soft_wrap=True, emoji=False).print(
             printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False
         )
         return
     # written into the folder: never through a link out of it
     refuse_links(folder, [FIGURES] + ([] if out else [REPORT]))
     written = write_report(folder, out)
-    Console(highlight=False, soft_wrap=True).print(
+    Console(highlight=False, soft_wrap=True, emoji=False).print(
         printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False
     )

@@ -44,7 +44,9 @@ def show(
     results = load_results(folder)
     shown = select(results, where) if where else results
     console = wide_console()
-    console.print(results_table(shown, title=f"{printable(folder)}: {len(shown)} of {len(results)} configurations"))
+    console.print(
+        results_table(shown, title=f"{escape(printable(folder))}: {len(shown)} of {len(results)} configurations")
+    )
     if shown.empty:
         console.print("no configuration matches --where", highlight=False)
     print_judgement(console, results, folder, shown=len(shown) if where else None)
@@ -73,7 +75,9 @@ def _show_training(folder: Path, where: str | None) -> None:
     summary = with_later_columns(read_table(folder / SUMMARY, SUMMARY_TABLE))
     shown = select(summary, where) if where else summary
     console = wide_console()
-    console.print(f"{printable(folder)}: a training, {len(shown)} of {len(summary)} setups", highlight=False)
+    console.print(
+        f"{printable(folder)}: a training, {len(shown)} of {len(summary)} setups", highlight=False, markup=False
+    )
     print_training_summary(console, shown)
     report = folder / REPORT
     console.print(

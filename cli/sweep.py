@@ -391,7 +391,8 @@ def sweep(
     )
     plan, out_dir = planned.plan, planned.out
     console.print(
-        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {plan.grid.describe()} -> "
+        f"[bold]{escape(printable(plan.model.name))}[/] {escape(printable(plan.options.model_dump()))} on "
+        f"{plan.device}: {plan.grid.describe()} -> "
         f"{escape(printable(out_dir))}",
         highlight=False,
     )
@@ -419,7 +420,11 @@ def sweep(
         report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir), stop.exit_code)
     outcome = result.run
     assert outcome is not None  # a sweep that ran says how (only a folder opened with `load` has no run)
-    console.print(results_table(result.results, title=f"{plan.model.name}: error against the float64 reference"))
+    console.print(
+        results_table(
+            result.results, title=f"{escape(printable(plan.model.name))}: error against the float64 reference"
+        )
+    )
     print_judgement(console, result.results, out_dir)
     counts = result.results["status"].value_counts().to_dict()
     console.print(

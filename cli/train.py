@@ -270,7 +270,8 @@ def train(
         model, config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None}
     )
     console.print(
-        f"[bold]{plan.model.name}[/] {plan.options.model_dump()} on {plan.device}: {len(plan.setups)} setup(s) x "
+        f"[bold]{escape(printable(plan.model.name))}[/] {escape(printable(plan.options.model_dump()))} on "
+        f"{plan.device}: {len(plan.setups)} setup(s) x "
         f"{plan.config.iters} "
         f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {escape(printable(plan.out))}",
         highlight=False,
@@ -305,4 +306,5 @@ def train(
     console.print(
         f"log: {result.folder / LOG}; summary: {result.folder / SUMMARY}; report: {result.folder / REPORT}",
         highlight=False,
+        markup=False,
     )

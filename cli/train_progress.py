@@ -25,7 +25,9 @@ class TrainRichProgress:
         self.console = console
         # Where the line is too narrow, the setup's label folds and the bar shrinks; on a narrow terminal the times are
         # left out: the numbers are never cut.
-        label = TextColumn("[bold]{task.fields[setup]}", table_column=Column(overflow="fold", min_width=8))
+        label = TextColumn(
+            "{task.fields[setup]}", style="bold", markup=False, table_column=Column(overflow="fold", min_width=8)
+        )
         counts = (MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"))
         timing = (
             (BarColumn(bar_width=None, table_column=Column(min_width=4, max_width=20)), *counts)

@@ -6,6 +6,7 @@
     trained = ra.train(model="cnf", iters=500, dtype=["float32", "float16"], scaling="dynamic")   # a TrainResult
     ra.Problem(model=model, step=step, sample_batch=sample_batch)   # your training step, for a factory to return
     ra.keep_float32(func, "potential.layers.0")            # run a module of your model in float32 under autocast
+    problem = ra.model("otflow", hidden=32)                # what a sweep of a model measures: model, loss, batches
 
 The public surface is three modules: this one (what a user calls, `Problem`, the training step a model's factory
 returns, the results, the errors to catch, the progress protocols and `StoredWeights`, the low-precision weights the
@@ -26,7 +27,7 @@ from .core.errors import InputError
 from .core.version import __version__
 
 if TYPE_CHECKING:
-    from .api import SweepResult, load, sweep
+    from .api import SweepResult, load, model, sweep
     from .axes.keep_float32 import keep_float32
     from .axes.models.problem import NoMoreBatches, Problem
     from .execution.base import Progress
@@ -50,6 +51,7 @@ __all__ = [
     "__version__",
     "keep_float32",
     "load",
+    "model",
     "sweep",
     "train",
 ]
@@ -58,6 +60,7 @@ __all__ = [
 _LAZY = {
     "sweep": ".api",
     "load": ".api",
+    "model": ".api",
     "SweepResult": ".api",
     "SweepInterrupted": ".execution.engine",
     "SweepIncomplete": ".execution.engine",

@@ -8,6 +8,7 @@ figures as Python objects. The `roundoff` command is a thin layer over these fun
     result.verdicts                # per dtype × library (× mode, × loss placement): the label and its numbers
     result.figures()["error_grad_params"]
     ra.load("results/otflow-20260101-120000")
+    problem = ra.model("otflow", hidden=32)    # what a sweep of that model measures: its model, loss and batches
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from .storage.results import ResultStore
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from .axes.models.problem import ModelProblem
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
 _LIST_KEYS = sweep_config.list_valued_keys(sweep_config.SweepConfig)
@@ -119,7 +122,11 @@ class SweepResult:
             ```
         """
         return answer_records(
-            self.results, self.manifest.get("device"), self.manifest.get("problem"), self.manifest.get("device_details")
+            self.results,
+            self.manifest.get("device"),
+            self.manifest.get("problem"),
+            self.manifest.get("device_details"),
+            self.manifest,
         )
 
     @cached_property
@@ -260,7 +267,7 @@ def sweep(
 
         from .execution.progress_bar import RichProgress
 
-        with RichProgress(Console()) as bar:
+        with RichProgress(Console(emoji=False)) as bar:
             return run_sweep(planned, force=force, report=report, progress=bar)
     return run_sweep(planned, force=force, report=report, progress=progress or None)
 
@@ -287,6 +294,47 @@ def load(folder: str | Path) -> SweepResult:
     return SweepResult(
         read.path, read.results, read.manifest, read.param_errors, read.profile, read.modules, read.part_errors
     )
+
+
+def model(
+    name: str, *, data: str | None = None, checkpoint: str | Path | None = None, device: str = "cpu", **options: Any
+) -> ModelProblem:
+    """The problem a sweep of this model measures, built as the sweep builds it: the same weights (from the seed, or
+    a checkpoint's), the same fixed batch, the same loss; the answer's code starts from it.
+
+    Args:
+        name: A built-in model's name (`roundoff list`), `package.module:factory` or `path/to/file.py:factory`.
+        data: The data, as `--data` (default: the model's own).
+        checkpoint: A checkpoint file whose weights replace the initial ones, as `--checkpoint`.
+        device: Where the model and its batches are built: `cpu`, `cuda`, `cuda:N` or `auto`.
+        **options: The model's options, as `-o key=value` (`seed` among them).
+
+    Returns:
+        A built-in model's `TrajectoryProblem`: `func`, the vector field whose parameters are measured; `loss`, the
+            loss of a trajectory; `y0`, the sweep's fixed batch; `batches(count)`, batches 1, 2, … of its data.
+            A factory's `Problem` (`model`, `step`, `sample_batch`, `batches(count)`) where it returns one.
+
+    Raises:
+        InputError: An unknown model, option, data source, device or a checkpoint that does not fit, in one line.
+
+    Example:
+        ```python
+        problem = ra.model("otflow", hidden=32)
+        func, loss_fn, batches = problem.func, problem.loss, problem.batches(16)
+        ```
+    """
+    from .axes.data import parse_data
+    from .axes.models import load_checkpoint, parse_options, resolve_model
+    from .core.devices import resolve_device
+    from .planning.sweep_plan import build_problem
+
+    spec = resolve_model(name)
+    problem = build_problem(
+        spec, parse_options(spec, options), resolve_device(device), parse_data(data) if data is not None else None
+    )
+    if checkpoint is not None:
+        load_checkpoint(problem.model, Path(checkpoint), spec.name)
+    return problem
 
 
 def _as_list(value: Any) -> Any:

@@ -8,10 +8,12 @@ import sys
 
 import pandas as pd
 import pytest
+import torch
 from matplotlib.figure import Figure
 
 import roundoff_analyzer as ra
 from roundoff_analyzer.core.errors import InputError
+from roundoff_analyzer.planning.manifest import problem_hash
 
 from .conftest import TINY_OTFLOW, run_cli
 
@@ -92,3 +94,43 @@ def test_importing_the_package_loads_neither_torch_nor_pandas():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == [ra.__version__, "False", "False"]
     assert callable(ra.sweep)
+
+
+def test_the_answers_code_for_a_built_in_model_runs_as_handed_from_the_problem_the_sweep_measured(tiny_sweep):
+    # `func`, `loss_fn` and `batches` come from ra.model, built from the manifest: the very weights and batch the
+    # sweep measured; the threads it measured with are set where the process's own count differed.
+    result = ra.load(tiny_sweep)
+    codes = {dtype: answer["code"] for dtype, answer in result.answers.items() if answer["code"]}
+    assert codes, result.answers
+    measured = ra.model("otflow", **result.manifest["model"]["options"])
+    assert problem_hash(measured) == result.manifest["fingerprint"]["problem_sha256"]
+    execution, threads = result.manifest["execution"], torch.get_num_threads()
+    try:
+        for code in codes.values():
+            assert ("torch.set_num_threads(" in code) == (execution["threads"] != execution["threads_default"]), code
+            handed: dict = {}
+            exec(code, handed)  # noqa: S102 - the code the report hands a user, run as they would
+            assert torch.get_num_threads() == execution["threads"]
+            assert torch.equal(handed["problem"].y0, measured.y0) and torch.isfinite(handed["loss"])
+            assert not _same_weights(handed["func"], measured.func)  # it trained
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_model_gives_a_trainings_batches_loads_a_checkpoint_and_refuses_bad_options_in_one_line(tmp_path):
+    options = {"d": 3, "hidden": 8, "batch": 16}
+    problem = ra.model("otflow", **options)
+    batches = list(problem.batches(3))
+    assert len(batches) == 3 and all(b.shape == problem.y0.shape for b in batches)
+    assert not any(torch.equal(b, problem.y0) for b in batches)  # batch 0 is the sweep's fixed batch, not a training's
+    torch.save(problem.func.state_dict(), tmp_path / "weights.pt")
+    moved = ra.model("otflow", **{**options, "seed": 1})
+    assert not _same_weights(moved.func, problem.func)
+    loaded = ra.model("otflow", **{**options, "seed": 1}, checkpoint=tmp_path / "weights.pt")
+    assert _same_weights(loaded.func, problem.func)
+    with pytest.raises(InputError, match="model otflow: option 'hiden'"):
+        ra.model("otflow", hiden=8)
+
+
+def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))

@@ -119,3 +119,44 @@ def test_bad_lists_are_refused_before_torch_is_imported():
         )
         assert out.stdout.split() == ["exit", "2", "False"], (args, out.stdout, out.stderr)
         assert out.stderr.startswith("error: --"), out.stderr
+
+
+def test_a_users_names_are_printed_literally_with_no_emoji_and_no_markup(tmp_path, monkeypatch):
+    # rich reads `:factory:` as an emoji code and `[red]` as markup; in a user's model, folder or file name both are
+    # text, in error lines, headers, table titles and the paths a command says it wrote.
+    refused = run_cli("sweep", "--model", "a:factory:b")
+    assert refused.exit_code == 2 and "model 'a:factory:b': cannot import a:factory" in refused.stderr, refused.stderr
+    folder = tmp_path / "[red]m"
+    folder.mkdir()
+    (folder / "field.py").write_text(
+        "import torch\n"
+        "class Field(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.linear = torch.nn.Linear(2, 2)\n"
+        "    def forward(self, t, y):\n        return torch.tanh(self.linear(y))\n"
+        "def factory(batch: int = 4):\n"
+        "    return Field(), torch.ones(batch, 2), lambda trajectory: trajectory[-1].sum()\n"
+        "def failing(batch: int = 4):\n    raise ValueError('[bold]no:factory:here')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    failed = run_cli("sweep", "--model", "[red]m/field.py:failing")
+    assert failed.exit_code == 2
+    assert (
+        "model [red]m/field.py:failing: the factory raised" in failed.stderr
+        and "[bold]no:factory:here" in failed.stderr
+    ), failed.stderr
+    grid = ["--timesteps", "4", "--method", "rk4", "--library", "native", "--dtype", "float16", "--scaling", "none"]
+    out = "out[red]:factory:"
+    swept = run_cli("sweep", "--model", "[red]m/field.py:factory", *grid, "--out", out, columns=200)
+    assert swept.exit_code == 0, swept.output
+    lines = swept.stdout.splitlines()
+    assert lines[0].startswith("[red]m/field.py:factory {'seed': 0, 'batch': 4} on cpu: ") and lines[0].endswith(out)
+    assert any(line.strip() == "[red]m/field.py:factory: error against the float64 reference" for line in lines)
+    assert f"results: {out}/results.parquet" in swept.stdout and f"report: {out}/report.md" in swept.stdout
+    shown = run_cli("show", out, columns=200)
+    assert shown.stdout.splitlines()[0].strip() == f"{out}: 1 of 1 configurations", shown.stdout
+    reported = run_cli("report", out)
+    assert reported.stdout.strip() == f"report: {out}/report.md (figures in {out}/figures)", reported.stdout
+    checked = run_cli("check", out, "--baseline", out, "--markdown", "[red]:factory:.md")
+    assert checked.stdout.splitlines()[-1] == "markdown summary: [red]:factory:.md", checked.stdout
+    printed = swept.output + shown.output + reported.output + checked.output + refused.output + failed.output
+    assert "\N{FACTORY}" not in printed

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
 from pathlib import Path
 
 import h5py
@@ -251,6 +252,36 @@ def test_user_model_breaking_the_contract_is_one_line(tmp_path):
         build(f"{factory}:no_time")  # an nn.Linear takes no t
     with pytest.raises(InputError, match=r"f\(t, y0\) returned shape \(3, 3\); expected y0's \(3, 2\)"):
         build(f"{factory}:wrong_shape")
+
+
+def test_a_model_file_imports_the_module_beside_it_from_any_folder(tmp_path, monkeypatch):
+    # `--model models/measure.py:factory` from the folder above: the file is run as Python runs a script, its own
+    # folder searched first, so `from <neighbour> import Field` finds the file beside it. Afterwards the path is as it
+    # was, and the user's folder holds what they wrote: no __pycache__ of either file.
+    models = tmp_path / "models"
+    models.mkdir()
+    neighbour = "field_beside_measure"  # a name no other test imports: sys.modules keeps what a test imported
+    (models / f"{neighbour}.py").write_text(
+        "import torch\n"
+        "class Field(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.linear = torch.nn.Linear(2, 2)\n"
+        "    def forward(self, t, y):\n        return torch.tanh(self.linear(y))\n"
+    )
+    (models / "measure.py").write_text(
+        f"import torch\nfrom {neighbour} import Field\n"
+        "def factory(batch: int = 4):\n"
+        "    return Field(), torch.ones(batch, 2), lambda trajectory: trajectory[-1].sum()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    path_before = list(sys.path)
+    try:
+        swept = run_cli("sweep", "--model", "models/measure.py:factory", *ONE_CONFIGURATION, "--out", "out")
+    finally:
+        sys.modules.pop(neighbour, None)
+    assert swept.exit_code == 0, swept.output
+    assert set(results(tmp_path / "out")["status"]) == {"ok"}
+    assert sys.path == path_before
+    assert sorted(p.name for p in models.iterdir()) == [f"{neighbour}.py", "measure.py"]
 
 
 # --- bad inputs: one line each, nothing left behind -------------------------------------------------

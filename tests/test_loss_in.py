@@ -17,6 +17,7 @@ from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.judging import answer as answering
 from roundoff_analyzer.judging import verdict as rules
 from roundoff_analyzer.report.sections.answer_code import code_lines, code_method
+from roundoff_analyzer.report.sections.model_code import measured_model_code
 from roundoff_analyzer.report.sections.verdict import describe
 from roundoff_analyzer.storage.results import read_parquet
 
@@ -163,7 +164,7 @@ def test_the_answers_code_is_what_its_rows_ran(tmp_path, setup):
     (a,) = answering.answers(result.results)
     assert a.train, a.judgement
     assert (a.library, a.scaling, a.mode, a.loss_in) == tuple(setup.values())
-    code = code_lines(a, "cpu")
+    code = code_lines(a, "cpu", result.manifest["problem"], measured_model_code(result.manifest, result.results))
     _code_against_rows(code, a, result.results)
     assert (
         result.answers["float16"]["code"] == "\n".join(code)

@@ -175,24 +175,37 @@ class _TimeMLP(torch.nn.Module):
         return self.net(torch.cat([y, t.to(y.dtype).expand(y.shape[0], 1)], dim=1))
 
 
-def test_float16_with_the_low_trajectory_peaks_at_most_60_percent_of_float32():
-    # The memory target, on a size small enough for a test. It fails when one step's gradient
-    # parts stay alive into the next step's product (62.1% here before they were freed, 59.5% after).
+@pytest.mark.parametrize("low_dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_the_low_trajectory_saves_the_float32_copy_and_the_low_gradient_of_the_trajectory(low_dtype):
+    # What "low" is designed to save, computed from the tensors each choice keeps: the state-dtype copy
+    # of the trajectory beside the stored states, and the gradient with respect to the trajectory, which
+    # arrives in the low dtype rather than the state's. The peak of forward + backward falls by at least
+    # the copy and by at most both; everything else (the steps' graphs, the weights' casts, the parameter
+    # gradients) is the same in both runs, whatever the CPU's kernels allocate. What share of the float32
+    # run's peak that leaves depends on the CPU: bench/native_cost.py measures it.
     from roundoff_analyzer.measuring.cpu_memory import cpu_peak_memory
 
     torch.manual_seed(0)
-    func, y0, t = _TimeMLP(64), torch.randn(64, 64), torch.linspace(0, 1, 17)
-    peaks = {}
-    for dtype, trajectory_dtype in ((torch.float32, "state"), (torch.float16, "low"), (torch.float16, "state")):
+    func, y0, t = _TimeMLP(64), torch.randn(64, 64), torch.linspace(0, 1, 9)
+    peaks, kept, trajectories = {}, {}, {}
+    for trajectory_dtype in ("state", "low"):
         with cpu_peak_memory() as peak:
             y = y0.clone().requires_grad_(True)
-            with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+            with torch.autocast("cpu", dtype=low_dtype):
                 trajectory = odeint(func, y, t, method="rk4_classical", trajectory_dtype=trajectory_dtype)
+            storages = {
+                x.untyped_storage().data_ptr(): x.untyped_storage().nbytes()
+                for x in (trajectory, *trajectory.grad_fn.saved_tensors)
+            }
             trajectory[-1].float().pow(2).mean().backward()
         func.zero_grad(set_to_none=True)
+        peaks[trajectory_dtype], kept[trajectory_dtype] = peak.bytes, sum(storages.values())
+        trajectories[trajectory_dtype] = (trajectory.numel(), trajectory.dtype)
         del trajectory, y
-        peaks[dtype, trajectory_dtype] = peak.bytes
-    float32 = peaks[torch.float32, "state"]
-    assert peaks[torch.float16, "low"] <= 0.60 * float32, peaks
-    # The default keeps a float32 copy of the trajectory beside the stored float16 states.
-    assert peaks[torch.float16, "low"] < peaks[torch.float16, "state"], peaks
+    (n_elements, state_dtype), (_, returned_low) = trajectories["state"], trajectories["low"]
+    assert state_dtype == torch.float32 and returned_low == low_dtype
+    copy = kept["state"] - kept["low"]
+    assert copy == n_elements * state_dtype.itemsize  # the one tensor "low" does not keep
+    gradient = n_elements * (state_dtype.itemsize - low_dtype.itemsize)
+    saved = peaks["state"] - peaks["low"]
+    assert copy <= saved <= copy + gradient, (saved, copy, gradient, peaks)

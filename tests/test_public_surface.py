@@ -44,6 +44,15 @@ def test_the_plugins_module_registers_into_the_registries_the_sweep_reads():
     assert len(registers) == 13 and all(callable(getattr(plugins, name)) for name in registers)
 
 
+def test_a_registry_is_read_by_name_as_a_mapping_is():
+    from roundoff_analyzer import plugins
+    from roundoff_analyzer.core.errors import InputError
+
+    assert plugins.MODELS["otflow"] is plugins.MODELS.get("otflow") and plugins.METHODS["rk4"].name == "rk4"
+    with pytest.raises(InputError, match="unknown model 'otflwo'; known: .*otflow"):
+        plugins.MODELS["otflwo"]
+
+
 # Runs in a process of its own: the values it registers must not reach the registries of the other tests.
 PLUGIN_SCRIPT = textwrap.dedent(
     """

@@ -247,6 +247,26 @@ def test_killed_process_resumes_to_the_uninterrupted_weights(tmp_path):
     assert straight.returncode == 0, straight.stderr
     for folder in (Path("."), Path("setups/bfloat16-native-none")):
         _assert_same_weights(_last_weights(out / folder, 60), _last_weights(tmp_path / "straight" / folder, 60))
+    assert not list(out.rglob(".*.tmp-*"))  # whatever the kill was writing
+
+
+def test_a_resumed_training_removes_the_temporaries_a_killed_one_left(trained, tmp_path):
+    # SIGKILL while a file is written leaves its `.NAME.tmp-PID`; the run that resumes the folder removes those of
+    # processes that are gone, as a resumed sweep does, in the folder and below it, and keeps a live process's.
+    out = tmp_path / "cnf"
+    shutil.copytree(trained.folder, out)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    abandoned = [
+        out / f".training_log.parquet.tmp-{dead.stdout.strip()}",
+        out / "checkpoints" / f".iter_0000004.pt.tmp-{dead.stdout.strip()}",
+        out / "setups" / "float16-native-dynamic" / "resume" / f".state.pt.tmp-{dead.stdout.strip()}",
+    ]
+    live = out / f".training_log.parquet.tmp-{os.getppid()}"  # the process that started this test's
+    for path in (*abandoned, live):
+        path.write_bytes(b"half a file")
+    resumed = _train(out, **TWO_SETUPS)
+    assert not any(path.exists() for path in abandoned) and live.read_bytes() == b"half a file"
+    pd.testing.assert_frame_equal(resumed.log, trained.log)
 
 
 @pytest.mark.parametrize(

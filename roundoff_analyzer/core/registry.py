@@ -40,6 +40,10 @@ class Registry(Generic[T]):
             raise InputError(f"unknown {self.axis} '{name}'; known: {', '.join(self.allowed())}")
         return item
 
+    def __getitem__(self, name: str) -> T:
+        """`MODELS["otflow"]`: as `get`, an unknown name an InputError that lists the known ones."""
+        return self.get(name)
+
     def _find(self, name: str) -> T | None:
         if name in self._items:
             return self._items[name]

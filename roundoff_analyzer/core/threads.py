@@ -29,9 +29,13 @@ PARALLEL_MATMUL_MACS = 2**23
 class ThreadChoice:
     threads: int
     reason: str  # why this many, in words, for the manifest and the plan line
+    # The count the process had before (torch's default, unless its caller set one): what a script of the user's
+    # runs with unless it sets its own, which the answer's code compares with.
+    default: int | None = None
 
     def as_dict(self) -> dict:
-        return {"threads": self.threads, "threads_reason": self.reason}
+        default = {"threads_default": self.default} if self.default is not None else {}
+        return {"threads": self.threads, "threads_reason": self.reason, **default}
 
 
 class _LargestMatmul(TorchFunctionMode):
@@ -66,11 +70,12 @@ def choose_threads(
 ) -> ThreadChoice:
     """`requested` when given; else one thread, unless the problem's largest matmul is large enough for
     more to pay off on the CPU, when this machine's cores are shared among `processes`."""
+    default = torch.get_num_threads()
     if requested is not None:
-        return ThreadChoice(requested, "--threads")
+        return ThreadChoice(requested, "--threads", default)
     share = max(1, available_cores() // processes)
     if device.type != "cpu":
-        return ThreadChoice(1, f"{device.type}: the CPU only launches kernels")
+        return ThreadChoice(1, f"{device.type}: the CPU only launches kernels", default)
     macs = largest_matmul_macs(evaluate)
     if macs < PARALLEL_MATMUL_MACS or share == 1:
         return ThreadChoice(
@@ -78,9 +83,12 @@ def choose_threads(
             f"largest matmul {macs:,} multiply-adds, below {PARALLEL_MATMUL_MACS:,}"
             if macs < PARALLEL_MATMUL_MACS
             else f"largest matmul {macs:,} multiply-adds, one core per process",
+            default,
         )
     return ThreadChoice(
-        share, f"largest matmul {macs:,} multiply-adds, from {PARALLEL_MATMUL_MACS:,} on: this process's cores"
+        share,
+        f"largest matmul {macs:,} multiply-adds, from {PARALLEL_MATMUL_MACS:,} on: this process's cores",
+        default,
     )
 
 

@@ -101,6 +101,20 @@ def _own_argv(name: str) -> Iterator[None]:
         sys.argv, sys.dont_write_bytecode = saved, bytecode
 
 
+@contextmanager
+def _folder_first_on_path(folder: Path) -> Iterator[None]:
+    """While a user's file runs, its own folder is searched first for what it imports, as Python does for a script:
+    `from latent import Encoder` finds the `latent.py` beside it. The entry is taken out again afterwards (what the
+    file imported stays imported), so that the folder does not shadow modules the tool imports later."""
+    entry = str(folder.resolve())
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if entry in sys.path:  # the file may have taken it out itself
+            sys.path.remove(entry)
+
+
 def _import(what: str, module_name: str, forms: str) -> ModuleType:
     # Like `python -m`, modules in the current folder are found without installing them.
     if os.getcwd() not in sys.path:
@@ -127,7 +141,7 @@ def _load_file(what: str, path: Path) -> ModuleType:
     # Registered before running it, so that dataclasses and pickling inside the file find their module.
     sys.modules[module_name] = module
     try:
-        with _own_argv(str(path)):
+        with _own_argv(str(path)), _folder_first_on_path(path.parent):
             spec.loader.exec_module(module)
     except SystemExit as exc:
         del sys.modules[module_name]

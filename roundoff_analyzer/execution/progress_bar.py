@@ -28,7 +28,7 @@ class RichProgress:
             TextColumn("[bold]sweep"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),  # a configuration's label: user text
             TimeElapsedColumn(),
             TextColumn("eta"),
             TimeRemainingColumn(),

@@ -12,15 +12,22 @@ from ..judging import answer as answering
 from ..judging import verdict as rules
 from .sections.answer import answer_sentence, placement_line
 from .sections.answer_code import code_lines
+from .sections.model_code import measured_model_code
 from .sections.verdict import describe, judged
 
 
 def answer_records(
-    results: pd.DataFrame, device: str | None = None, problem: dict | None = None, card: dict | None = None
+    results: pd.DataFrame,
+    device: str | None = None,
+    problem: dict | None = None,
+    card: dict | None = None,
+    manifest: dict | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per dtype label, the answer the report gives: what to train with (or not), the numbers behind it, and the code
-    (`problem`: the manifest's record of the model's form; `card`: its `device_details`)."""
+    (`problem`: the manifest's record of the model's form; `card`: its `device_details`; `manifest`: the whole, for
+    the code that builds a built-in model as the sweep measured it)."""
     rows, _ = judged(results)
+    measured = measured_model_code(manifest, results)
     records = {}
     for a in answering.answers(rows):
         j = a.judgement
@@ -44,7 +51,7 @@ def answer_records(
             "reason": describe(j),
             "sentence": _plain(answer_sentence(a, device, card)),
             "placement": _plain(placement_line(a) or "") or None,
-            "code": "\n".join(code_lines(a, device, problem)),
+            "code": "\n".join(code_lines(a, device, problem, measured)),
             "cost": asdict(a.cost) if a.cost is not None else None,
         }
     return records

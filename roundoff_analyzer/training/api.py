@@ -92,6 +92,7 @@ def run(
     try:
         if plan.resumable is None and plan.force:
             train_folder.clear(root)
+        train_folder.remove_abandoned(root)  # as a resumed sweep does: what a killed run was writing
         manifest = _manifest(plan)
         train_folder.write_manifest(root, manifest)
         initial = copy.deepcopy(plan.problem.model.state_dict())

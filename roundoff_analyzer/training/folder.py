@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import InputError
 from ..core.json_files import parse_json
-from ..core.safe_files import refuse_links
+from ..core.safe_files import refuse_links, remove_abandoned_temporaries
 from ..storage.folder_kind import refuse_foreign_folder, refuse_unwritable
 from ..storage.folder_lock import LOCK
 from ..storage.folder_refusals import refuse_file_path, refuse_other_kind
@@ -99,6 +100,17 @@ def clear(root: Path) -> None:
         shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     for kind in ("png", "svg"):
         (root / FIGURES / f"{LOSS_FIGURE}.{kind}").unlink(missing_ok=True)
+
+
+def remove_abandoned(root: Path) -> list[Path]:
+    """The `.NAME.tmp-PID` files a killed training left half-written (its log, a checkpoint, a resume state), in the
+    folder and in the folders a training writes below it; returns them. Called under the folder's lock: no other
+    training is writing there, and a temporary of a process still alive is kept all the same."""
+    folders = [root]
+    for name in (SETUPS, CHECKPOINTS, RESUME.parts[0], FIGURES):
+        if (root / name).is_dir():  # links out of the folder are refused before this
+            folders += [Path(below) for below, _, _ in os.walk(root / name)]
+    return [removed for folder in folders for removed in remove_abandoned_temporaries(folder)]
 
 
 def write_manifest(root: Path, manifest: dict) -> None:

@@ -12,12 +12,15 @@ the same way; the trajectory form lets the fine reference share one solve across
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import nn
+
+from ...core.errors import InputError
 
 # step(model, batch, odeint) -> a scalar loss.
 Step = Callable[[nn.Module, Any, Callable[..., Any]], torch.Tensor]
@@ -76,6 +79,11 @@ class Problem:
     def has_more_batches(self) -> bool:
         return True  # the sampler says where its data ends (NoMoreBatches, IndexError)
 
+    def batches(self, count: int | None = None) -> Iterator[Any]:
+        """Batches 1, 2, … of the model's data (`count` of them, or until the data ends): a training's batches; batch
+        0 is the sweep's fixed batch."""
+        return _batches(self.sample_batch, count)
+
     def with_model(self, model: nn.Module) -> Problem:
         return replace(self, model=model)
 
@@ -126,6 +134,11 @@ class TrajectoryProblem:
     def step(self, model: nn.Module, batch: torch.Tensor, odeint: GridSolve) -> torch.Tensor:
         return self.loss(odeint.on_grid(model, batch, 0.0, 1.0))
 
+    def batches(self, count: int | None = None) -> Iterator[torch.Tensor]:
+        """Initial states of batches 1, 2, … of the model's data (`count` of them, or until the data ends): a
+        training's batches; batch 0 is y0, the sweep's fixed batch."""
+        return _batches(self.sample_batch, count)
+
     def sample_batch(self, k: int) -> torch.Tensor:
         if k == 0:
             return self.y0
@@ -143,6 +156,15 @@ class TrajectoryProblem:
             return factor * loss(trajectory)
 
         return replace(self, loss=scaled)
+
+
+def _batches(sample_batch: Callable[[int], Any], count: int | None) -> Iterator[Any]:
+    for k in itertools.count(1) if count is None else range(1, count + 1):
+        try:
+            batch = sample_batch(k)
+        except (NoMoreBatches, IndexError, InputError):  # the data ran out (a file: no rows for batch k)
+            return
+        yield batch
 
 
 # What a model builds: either form.

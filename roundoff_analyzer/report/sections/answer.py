@@ -16,6 +16,7 @@ from ..format_search import format_search_lines, format_search_terminal, summari
 from ..section_inputs import SectionInputs
 from .answer_code import code_lines
 from .glossary import glossary
+from .model_code import measured_model_code
 from .verdict import describe, judged
 
 LOSS_WORDS = {"float32": "in float32, outside autocast", "autocast": "inside autocast"}
@@ -226,11 +227,12 @@ def answer_section(
         return []
     formats = search.format_results(rows, found)
     lines = ["## The answer", "", at + headline(rows, found, manifest or {}, device), ""]
+    measured = measured_model_code(manifest, results)
     for a in per_dtype(found, formats):
         placement = placement_line(a)
         card = (manifest or {}).get("device_details")
         lines.append(f"- {at}{answer_sentence(a, device, card)}" + (f" {placement}" if placement else ""))
-        code = code_lines(a, device, (manifest or {}).get("problem"))
+        code = code_lines(a, device, (manifest or {}).get("problem"), measured)
         if code:
             lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
     searched = format_search_lines(rows, formats, figures or {})
@@ -351,9 +353,10 @@ def answer_lines(results: pd.DataFrame, device: str | None, manifest: dict | Non
     plain = lambda text: text.replace("**", "").replace("`", "")  # noqa: E731
     first = headline(rows, found, manifest or {}, device)
     lines = [plain(at + (first if manifest else first.split(" Judged on ")[0]))]
+    measured = measured_model_code(manifest, results)
     for a in per_dtype(found, formats):
         placement = placement_line(a)
         sentence = answer_sentence(a, device, (manifest or {}).get("device_details"))
         lines.append(plain(f"{at}{sentence}{' ' + placement if placement else ''}"))
-        lines += [f"    {line}" for line in code_lines(a, device, (manifest or {}).get("problem"))]
+        lines += [f"    {line}" for line in code_lines(a, device, (manifest or {}).get("problem"), measured)]
     return lines + [plain(line) for line in format_search_terminal(rows, formats)]

@@ -7,6 +7,7 @@ from ...axes.models.problem import recorded_as_step
 from ...judging import answer as answering
 from .. import formatting as fmt
 from .code_parts import after_backward, backward_line, before_loop, scaling_imports, solver_arguments
+from .model_code import ModelCode
 from .step_code import step_code_lines
 
 
@@ -17,12 +18,15 @@ def code_method(library: str, method: str) -> str:
     return "rk4_classical" if library in ("native", "native-low") and method == "rk4" else method
 
 
-def code_lines(a: answering.Answer, device: str | None = None, problem: dict | None = None) -> list[str]:
+def code_lines(
+    a: answering.Answer, device: str | None = None, problem: dict | None = None, measured: ModelCode = ModelCode()
+) -> list[str]:
     """The lines to write in a training script for this answer, as its rows ran: the solve, the loss formed where
     they formed it, the scaling they measured (GradScaler's loop with the clip after `unscale_`, or the native
     solver's adjoint scaler) and nothing they did not (no update of low-precision weights after a `pure` run).
     Nothing for "do not", nor for a format emulated in software: no torch dtype computes in it. `problem`: the
-    manifest's record of the model's form; a training step's code calls the user's step."""
+    manifest's record of the model's form; a training step's code calls the user's step. `measured`: the code that
+    builds a built-in model as the sweep measured it, which the lines start from."""
     if not a.train or a.arithmetic == "emulated":
         return []
     # A training answer has its method, chosen among the methods that ran, so at one n_timesteps at least.
@@ -30,7 +34,7 @@ def code_lines(a: answering.Answer, device: str | None = None, problem: dict | N
     device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"
     dtype = f"torch.{a.dtype.split()[0]}"
     if problem is not None and recorded_as_step(problem):
-        return step_code_lines(a, device_type, dtype, code_method(a.library, a.method), problem)
+        return step_code_lines(a, device_type, dtype, code_method(a.library, a.method), problem, measured)
     solve_args = solver_arguments(a, code_method(a.library, a.method))
     y0 = f"y0.to({dtype})" if a.mode == "pure" else "y0"
     solve = f"trajectory = odeint(func, {y0}, torch.linspace(0, 1, {a.n_timesteps + 1}), {', '.join(solve_args)})"
@@ -47,7 +51,7 @@ def code_lines(a: answering.Answer, device: str | None = None, problem: dict | N
             + (f"from the {a.dtype} output" if a.mode == "pure" else "inside autocast")
             + ", as measured"
         )
-    lines = [*_imports(a), *before_loop(a, "func", dtype, device_type), "for y0 in batches:"]
+    lines = [*measured.around(_imports(a)), *before_loop(a, "func", dtype, device_type), "for y0 in batches:"]
     if a.mode == "pure":
         lines += [f"    {solve}", f"    {loss}"]
     else:

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 from ...judging import answer as answering
 from .code_parts import after_backward, backward_line, before_loop, scaling_imports, solver_arguments
+from .model_code import ModelCode
 
 
-def step_code_lines(a: answering.Answer, device_type: str, dtype: str, method: str, problem: dict) -> list[str]:
+def step_code_lines(
+    a: answering.Answer, device_type: str, dtype: str, method: str, problem: dict, measured: ModelCode = ModelCode()
+) -> list[str]:
     """The lines to write for answer `a`: `dtype` the torch dtype's name (`torch.float16`), `method` the name to
-    pass, `problem` the manifest's record of the step's solves (their span)."""
+    pass, `problem` the manifest's record of the step's solves (their span), `measured` the code that builds a
+    built-in model as the sweep measured it."""
     assert a.n_timesteps is not None  # a training answer ran at one n_timesteps at least
     n = a.n_timesteps
     solver_options = [*solver_arguments(a, method), f"options=dict(grid_constructor=equal_steps({n}))"]
     span = f"t from {problem['t0']:.4g} to {problem['t1']:.4g}" if "t0" in problem else "its span"
-    lines = ["import functools", *_imports(a), *before_loop(a, "model", dtype, device_type)]
+    lines = [*measured.around(["import functools", *_imports(a)]), *before_loop(a, "model", dtype, device_type)]
     cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
     autocast = f'torch.autocast("{device_type}", dtype={dtype}{cache})'
     whole_step = a.loss_in == "autocast" or a.mode == "pure"
