@@ -19,8 +19,8 @@ it cut the parameter-gradient error.
 A setup is also told apart by where its loss was formed (`loss_in`): each placement is judged on its own.
 A discretisation error counts only where the fine reference resolves it (at least RESOLVED times the fine
 reference's own estimated error); elsewhere that yardstick is left out and the verdict says so.
-The gradient noise is itself an estimate, known to a relative standard error u (`grad_noise_uncertainty`; from B
-batches about 1/sqrt(2(B − 1))): a ratio to it within u of a threshold (|ratio − T| ≤ u·T) could fall on either side
+The gradient noise is itself an estimate, known to a relative standard error u (`grad_noise_uncertainty`, the
+jackknife's over its batches): a ratio to it within u of a threshold (|ratio − T| ≤ u·T) could fall on either side
 of it with a noise drawn from other batches, and `near_threshold` names the threshold so that each line can say so.
 """
 
