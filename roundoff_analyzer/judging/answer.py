@@ -92,6 +92,13 @@ class Answer:
         return self.judgement.loss_in
 
     @property
+    def plain_float32(self) -> bool:
+        """float32 runs compute in float32 throughout whatever their mode: autocast to float32 is no autocast (the
+        mode does not enable it, and torch.autocast("cpu", dtype=torch.float32) warns and turns itself off), and a
+        `pure` cast to float32 is no cast. Their code is plain float32 code."""
+        return self.dtype.split()[0] == "float32" and self.arithmetic == "hardware"
+
+    @property
     def n_timesteps(self) -> int | None:
         """The n_timesteps to train with: the first at which more
         steps stop buying accuracy, else the largest that ran."""
