@@ -17,8 +17,11 @@ import torch
 
 from roundoff_analyzer.axes.models import parse_options, resolve_model
 from roundoff_analyzer.axes.modes import ProblemCopies
+from roundoff_analyzer.judging import answer as answering
 from roundoff_analyzer.judging import verdict
+from roundoff_analyzer.judging.choice import choose
 from roundoff_analyzer.measuring.gradient_noise import batch_gradients, relative_spread, relative_uncertainty
+from roundoff_analyzer.report.sections.answer import headline
 from roundoff_analyzer.report.sections.verdict import sentence
 
 from .conftest import results, run_cli
@@ -289,6 +292,43 @@ def _runs(
 def _verdict(*setups) -> verdict.Verdict:
     (found,) = verdict.verdicts(pd.DataFrame([row for setup in setups for row in setup]))
     return found
+
+
+def _float16_kept_or_not(uncertainty: float) -> pd.DataFrame:
+    """float16 unscaled at 0.0104× the noise, against float16 keeping two modules in float32 with `grad` at 0.00982×:
+    both safe for training, 6% apart."""
+    plain = [{**row, "keep_float32": "none"} for row in _runs("none", 0.00104, disc=0.001)]
+    kept = [{**row, "keep_float32": "a+b"} for row in _runs("grad", 0.000982, disc=0.001)]
+    return pd.DataFrame(plain + kept).assign(
+        grad_noise_uncertainty=uncertainty, time_forward_s=1.0, time_backward_s=1.0
+    )
+
+
+@pytest.mark.parametrize("uncertainty", [0.183, 0.03])
+def test_within_the_noises_uncertainty_the_simpler_setup_is_chosen_and_the_answer_says_why(uncertainty):
+    table = _float16_kept_or_not(uncertainty)
+    chosen = choose(table)
+    assert chosen is not None and chosen.runner_up is not None
+    ratios = {a.dtype: a.judgement.to_noise.value for a in (chosen.answer, chosen.runner_up)}
+    assert ratios == pytest.approx({"float16": 0.0104, "float16 keeping a+b in float32": 0.00982})
+    if uncertainty * 0.00982 >= 0.0104 - 0.00982:  # within it: fewer kept modules, no scaling
+        assert chosen.answer.dtype == "float16" and chosen.answer.scaling == "none"
+        said = headline(table, answering.answers(table), {}, "cpu")
+        assert "within the noise's ±18% of this setup's, so the simpler setup goes first" in said, said
+    else:  # known well enough to tell them apart: the smaller roundoff
+        assert chosen.answer.dtype == "float16 keeping a+b in float32"
+        assert "simpler" not in headline(table, answering.answers(table), {}, "cpu")
+
+
+def test_within_the_noises_uncertainty_a_dtypes_answer_is_its_unscaled_setup():
+    """Two libraries of one dtype, both safe for training: the one that needs `grad` to be 6% more accurate is not
+    chosen while the noise is known to ±18%."""
+    unscaled = _runs("none", 0.00104, disc=0.001)
+    scaled = [{**row, "library": "native"} for row in _runs("grad", 0.000982, disc=0.001)]
+    for uncertainty, scaling in ((0.183, "none"), (0.03, "grad")):
+        table = pd.DataFrame(unscaled + scaled).assign(grad_noise_uncertainty=uncertainty)
+        (a,) = answering.answers(table)
+        assert a.scaling == scaling, uncertainty
 
 
 def test_a_scaling_that_makes_the_error_small_is_needed_even_when_nothing_failed():

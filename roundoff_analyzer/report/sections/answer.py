@@ -317,6 +317,11 @@ def _reason(chosen: choosing.Choice, device: str | None, card: dict | None = Non
             if r.judgement.to_noise
             else fmt.error(r.judgement.worst_grad)
         )
+        if choosing.tied_by_noise(chosen.answer, r):
+            noise += (
+                f", within the noise's {fmt.plus_minus(j.noise_uncertainty or 0.0)} of this setup's, so the simpler "
+                "setup goes first"
+            )
         parts.append(f"next best {r.dtype} ({r.judgement.label}, {noise})")
     return f"Why: {'; '.join(parts)}."
 
