@@ -102,7 +102,7 @@ def check(
         )
 
     console = wide_console(piped_width=160)  # the changes table: whole configuration names and reasons on one line
-    for line in ([setup_note] if setup_note else []) + only_on_one_side(comparison):
+    for line in ([setup_note] if setup_note else []) + only_on_one_side(comparison) + comparison.yardsticks:
         console.print(printable(line), highlight=False, markup=False, soft_wrap=True)
     if any(not comparison.with_verdict(verdict).empty for verdict, _ in REPORTED):
         console.print(changes_table(comparison))

@@ -14,9 +14,10 @@ import pytest
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, Configuration
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.judging.check import compare, parse_tolerances
+from roundoff_analyzer.judging.yardstick_check import DISC_COLUMNS, YARDSTICK_COLUMNS
 from roundoff_analyzer.measuring.columns import ERROR_METRICS
 
-from .conftest import WIDE_TABLES, run_cli
+from .conftest import TINY_OTFLOW, WIDE_TABLES, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -217,6 +218,112 @@ def test_update_baseline_accepts_improvements_and_refuses_regressions(tiny_sweep
     result = run_cli("check", tiny_sweep, "--baseline", better, "--update-baseline")
     assert result.exit_code == 1 and "baseline not updated" in result.stdout
     assert (better / "results.parquet").read_bytes() == before
+
+
+def _scaled_yardsticks(columns, factor):
+    def edit(frame):
+        frame[list(columns)] = frame[list(columns)] * factor
+        return frame
+
+    return edit
+
+
+def test_a_reference_that_moved_is_the_regression_named_not_its_errors(tiny_sweep, tmp_path):
+    """A baseline whose float64 references were 1.5 times as far from the fine reference, with errors 10 times as
+    large: the errors look improved, and the check names the references as what changed instead."""
+
+    def edit(frame):
+        frame = _scaled_yardsticks(DISC_COLUMNS, 1.5)(frame)
+        return frame.assign(grad_y0_rel_err=frame["grad_y0_rel_err"] * 10)
+
+    baseline = baseline_from(tiny_sweep, tmp_path / "baseline", edit)
+    result = run_cli("check", tiny_sweep, "--baseline", baseline, columns=WIDE_TABLES)
+    assert result.exit_code == 1, result.output
+    comparison = compare(pd.read_parquet(tiny_sweep / "results.parquet"), pd.read_parquet(baseline / "results.parquet"))
+    ok = comparison.configurations[comparison.configurations["status_new"] == "ok"]
+    assert (ok["verdict"] == "regression").all() and comparison.counts()["improvement"] == 0
+    assert ok["reasons"].str.startswith("its float64 reference changed (disc_").all()
+    assert ok["reasons"].str.contains("not compared with the baseline's").all()
+    assert set(comparison.metrics["metric"]) <= set(DISC_COLUMNS)
+    assert "improvement" not in result.stdout and "the float64 reference of native changed" in result.stdout
+
+
+def test_a_yardstick_moved_as_little_as_between_two_cpus_is_unchanged(tiny_sweep, tmp_path):
+    """Every disc_* and fine_ref_* moved by 1e-5 of itself, more than between AVX-512 and scalar kernels (6e-6): the
+    check passes and says nothing of the references."""
+    baseline = baseline_from(tiny_sweep, tmp_path / "baseline", _scaled_yardsticks(YARDSTICK_COLUMNS, 1 + 1e-5))
+    result = run_cli("check", tiny_sweep, "--baseline", baseline, columns=WIDE_TABLES)
+    assert result.exit_code == 0, result.output
+    assert "reference" not in result.stdout
+
+
+def test_a_fine_reference_that_moved_is_named_before_the_configurations(tiny_sweep, tmp_path):
+    def edit(frame):
+        return frame.assign(
+            fine_ref_final_order=frame["fine_ref_final_order"] + 1.5, **{c: frame[c] * 2 for c in DISC_COLUMNS}
+        )
+
+    baseline = baseline_from(tiny_sweep, tmp_path / "baseline", edit)
+    result = run_cli(
+        "check", tiny_sweep, "--baseline", baseline, "--markdown", tmp_path / "check.md", columns=WIDE_TABLES
+    )
+    assert result.exit_code == 1, result.output
+    said = [line for line in result.stdout.splitlines() if line.startswith("the fine reference changed")]
+    assert len(said) == 1 and "observed order in the final state" in said[0], result.stdout
+    assert "The fine reference changed (observed order in the final state" in (tmp_path / "check.md").read_text()
+    comparison = compare(pd.read_parquet(tiny_sweep / "results.parquet"), pd.read_parquet(baseline / "results.parquet"))
+    ok = comparison.configurations[comparison.configurations["status_new"] == "ok"]
+    assert ok["reasons"].str.startswith("the fine reference changed (disc_").all()
+
+
+# After each step of examples/unrolled_solver.py, whatever the dtype (the float64 reference's too).
+PLANTED = "    y = y.to(torch.bfloat16).to(state_dtype)  # the planted change\n            states.append(y)\n"
+
+
+@pytest.mark.slow  # two sweeps of 8 configurations of a library of one's own, and a check: 15-50 s
+def test_a_planted_change_that_rounds_the_float64_reference_is_named_as_the_cause(tmp_path, monkeypatch):
+    """A solver library of one's own swept as a baseline, then changed to round every state to bfloat16, the float64
+    reference's too: its bfloat16 runs, measured against a reference rounded like them, look unchanged or improved.
+    The check names the reference as the cause in every configuration, and where its error now grows with n."""
+    monkeypatch.chdir(tmp_path)
+    honest = (REPO / "examples" / "unrolled_solver.py").read_text()
+    assert honest.count("    states.append(y)\n") == 1
+    grid = [
+        "--model",
+        "otflow",
+        *TINY_OTFLOW,
+        "--timesteps",
+        "4,16",
+        "--library",
+        "solver.py:library",
+        "--method",
+        "euler,rk4",
+        "--dtype",
+        "float16,bfloat16",
+        "--scaling",
+        "none",
+        "--no-report",
+    ]
+    # Each sweep in a process of its own, as CI runs them (one process loads a library's file once).
+    for source, out in ((honest, "baseline"), (honest.replace("    states.append(y)\n", PLANTED), "new")):
+        Path("solver.py").write_text(source)
+        swept = subprocess.run(
+            [sys.executable, "-m", "roundoff_cli", "sweep", *grid, "--out", out],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            timeout=600,
+        )
+        assert swept.returncode == 0, swept.stderr
+
+    checked = run_cli("check", "new", "--baseline", "baseline", columns=WIDE_TABLES)
+    assert checked.exit_code == 1, checked.output
+    comparison = compare(pd.read_parquet("new/results.parquet"), pd.read_parquet("baseline/results.parquet"))
+    assert (comparison.configurations["verdict"] == "regression").all(), comparison.configurations
+    assert comparison.configurations["reasons"].str.startswith("its float64 reference changed").all()
+    assert "improvement" not in checked.stdout and "unchanged" not in checked.stdout
+    (line,) = [text for text in checked.stdout.splitlines() if text.startswith("the float64 reference of solver.py")]
+    assert "changed in 8 configurations" in line and "grows with n_timesteps (rk4:" in line
 
 
 def absent(tmp: Path) -> Path:

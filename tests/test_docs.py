@@ -543,6 +543,57 @@ def test_every_number_the_reports_index_gives_is_in_the_report_it_describes() ->
         assert [number for number in numbers if number not in text] == [], report
 
 
+def test_every_module_the_reports_index_names_is_named_in_the_report_it_describes() -> None:
+    page = (ROOT / "reports" / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| \[`[\w-]+/`\]\(([^)]+)\) \| (.*) \| `[^|]*` \|$", page, re.M)
+    named = 0
+    for report, shows in rows:
+        text = (ROOT / "reports" / report).read_text(encoding="utf-8")
+        dotted = [
+            n for n in re.findall(r"`(\w+(?:\.\w+)+)`", shows) if not re.search(r"\.(md|py|toml|json|sha256)$", n)
+        ]
+        named += len(dotted)
+        assert [name for name in dotted if f"`{name}`" not in text and f" {name} " not in text] == [], report
+    assert named >= 2
+
+
+def test_where_the_reports_index_says_an_overflow_began_is_where_its_reports_tables_say() -> None:
+    """'Unscaled native runs overflow first in `potential.opening`, at backward step 0': every failed unscaled run of
+    that library (keeping nothing in float32), read from its folder's tables by the report's own rule."""
+    import pandas as pd
+
+    from roundoff_analyzer.measuring.columns import VECTOR_FIELD
+    from roundoff_analyzer.report.sections.per_module import origin, rows_of
+
+    page = (ROOT / "reports" / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| \[`([\w-]+)/`\]\([^)]+\) \| (.*) \| `[^|]*` \|$", page, re.M)
+    claims = [
+        (folder, claim)
+        for folder, shows in rows
+        for claim in re.findall(
+            r"Unscaled ([\w-]+) runs overflow first in (`[\w.]+`|the vector field's own code), at (\w+) step (\d+)",
+            shows,
+        )
+    ]
+    assert claims, "the index says where an overflow began"
+    for folder, (library, where, phase, step) in claims:
+        results, modules = (pd.read_parquet(ROOT / "reports" / folder / f"{t}.parquet") for t in ("results", "modules"))
+        runs = results[
+            (results["library"] == library)
+            & (results["scaling"] == "none")
+            & (results["keep_float32"] == "none")
+            & (results["status"] == "failed")
+        ]
+        module = VECTOR_FIELD if where.startswith("the vector") else where.strip("`")
+        found = [origin(rows_of(modules, run)) for _, run in runs.iterrows()]
+        assert found and all(
+            o is not None and (o.module, o.phase, o.step) == (module, phase, int(step)) for o in found
+        ), (
+            folder,
+            found,
+        )
+
+
 def test_the_readme_layout_table_names_folders_and_files_that_exist() -> None:
     page = (ROOT / "README.md").read_text(encoding="utf-8")
     section = page[page.index("## Where things are") : page.index("## User guide")]

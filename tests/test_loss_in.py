@@ -3,7 +3,9 @@ than its quantity, and the answer as data from Python (with the model given as a
 
 from __future__ import annotations
 
+import copy
 import re
+import warnings
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -13,6 +15,7 @@ from torch import nn
 
 import roundoff_analyzer as ra
 from roundoff_analyzer.axes.grid import Grid
+from roundoff_analyzer.axes.models import parse_options, resolve_model
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.judging import answer as answering
 from roundoff_analyzer.judging import verdict as rules
@@ -252,3 +255,41 @@ def test_a_model_given_as_its_factory_function_is_recorded_by_module_name_and_di
     with pytest.raises(InputError, match="not defined at the top level of a module"):
         ra.sweep(model=lambda: None, out=tmp_path / "never")
     assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("mode", ["autocast", "pure"])
+def test_float32s_answer_is_plain_float32_code_that_runs_as_measured_without_a_warning(tmp_path, mode):
+    """float32 computes in float32 whatever the mode: its answer names no autocast and no cast, sets its cost against
+    nothing (it is what the others are set against), and its code, run with every warning an error, gives the
+    gradient whose error the row measured."""
+    result = quiet_sweep(
+        tmp_path, mode, timesteps=[2], library="native", method="rk4", dtype="float32", scaling="none", mode=mode
+    )
+    (a,) = answering.answers(result.results)
+    assert a.train and a.plain_float32, a.judgement
+    record = result.answers["float32"]
+    assert "in plain float32" in record["sentence"] and "autocast" not in record["sentence"]
+    assert "no float32 run to compare with" not in record["sentence"] and "emulated" not in record["sentence"]
+    code = record["code"]
+    assert "autocast" not in code and ".to(torch." not in code and "optimizer.step()" in code
+
+    model = resolve_model("otflow")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)  # as the sweep builds it
+        problem = model.build(parse_options(model, TINY), torch.device("cpu"))
+    reference = copy.deepcopy(problem.func).double()
+    optimizer = torch.optim.SGD(problem.func.parameters(), lr=0.0)
+    names = {"torch": torch, "func": problem.func, "loss_fn": problem.loss, "batches": [problem.y0]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec(code, names | {"optimizer": optimizer, "max_norm": float("inf")})
+    measured = torch.cat([p.grad.reshape(-1) for p in problem.func.parameters()]).double()
+    from roundoff_analyzer.solvers import odeint
+
+    loss = problem.loss(
+        odeint(reference, problem.y0.double(), torch.linspace(0, 1, 3, dtype=torch.float64), method="rk4_classical")
+    )
+    expected = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(reference.parameters()))])
+    row = result.results.iloc[0]
+    error = float(torch.linalg.vector_norm(measured - expected) / torch.linalg.vector_norm(expected))
+    assert error == pytest.approx(row["grad_params_rel_err"], rel=1e-6)

@@ -214,6 +214,9 @@ def known_values(table: pd.DataFrame, parameters: pd.DataFrame) -> list[float]:
     for spec in DTYPES:
         values += [spec.max, spec.smallest_normal, spec.smallest_subnormal, spec.unit_roundoff]
     values += [verdict.WELL_UNDER, verdict.AT_OR_ABOVE, verdict.CUTS]
+    # The noise's uncertainty with four times its batches, as a standard error falls: by sqrt((B − 1)/(4B − 1)).
+    for u, b in table[["grad_noise_uncertainty", "grad_noise_batches"]].dropna().drop_duplicates().to_numpy():
+        values.append(u * ((b - 1) / (4 * b - 1)) ** 0.5)
     ok = table[table["status"] == "ok"].sort_values("n_timesteps")
     for _, runs in ok.groupby([*SETUP, "mode"]):
         if len(runs) > 1:
@@ -240,8 +243,11 @@ def check_prose_numbers(text: str, table: pd.DataFrame, parameters: pd.DataFrame
     body = "\n".join(line for line in body.splitlines() if not line.startswith("|"))  # tables are checked cell by cell
     known = known_values(table, parameters)
     numbers = [t for t in NUMBER.findall(body) if "." in t or "e" in t]
+    percents = {t for t in re.findall(r"±(\d+(?:\.\d+)?)%", body)}  # an uncertainty, to two significant digits
     for token in numbers:
-        assert any(math.isclose(float(token), v, rel_tol=PRINTED) for v in known), token
+        assert any(math.isclose(float(token), v, rel_tol=PRINTED) for v in known) or (
+            token in percents and any(f"{100 * v:.2g}" == token for v in known)
+        ), token
     return len(numbers)
 
 

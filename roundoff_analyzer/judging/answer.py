@@ -92,6 +92,13 @@ class Answer:
         return self.judgement.loss_in
 
     @property
+    def plain_float32(self) -> bool:
+        """float32 runs compute in float32 throughout whatever their mode: autocast to float32 is no autocast (the
+        mode does not enable it, and torch.autocast("cpu", dtype=torch.float32) warns and turns itself off), and a
+        `pure` cast to float32 is no cast. Their code is plain float32 code."""
+        return self.dtype.split()[0] == "float32" and self.arithmetic == "hardware"
+
+    @property
     def n_timesteps(self) -> int | None:
         """The n_timesteps to train with: the first at which more
         steps stop buying accuracy, else the largest that ran."""
@@ -115,16 +122,20 @@ class Answer:
 
 @per_table
 def answers(results: pd.DataFrame) -> list[Answer]:
-    """One answer per dtype that ran, in the order the sweep met them."""
+    """One answer per dtype that ran, in the order the sweep met them: each the best setup of its dtype, by label, then
+    by its roundoff against the noise, where that tells two apart (else the unscaled one)."""
     found = rules.verdicts(results)
     chosen: dict[str, rules.SetupJudgement] = {}
-    for v in found:
-        best = chosen.get(v.dtype)
-        if best is None or rules.rank(v.decided_by) < rules.rank(best):
-            chosen[v.dtype] = v.decided_by
+    for dtype in dict.fromkeys(v.dtype for v in found):
+        setups = [v.decided_by for v in found if v.dtype == dtype]
+        chosen[dtype] = rules.ranked_within_noise(setups, lambda j: (rules.RANK[j.label],), lambda j: j, _simpler)[0]
     every_setup = [j for v in found for j in v.setups]
     given = [_answer(results, judgement, _other_placement(judgement, every_setup)) for judgement in chosen.values()]
     return [_with_kept(results, a, chosen) for a in given]
+
+
+def _simpler(j: rules.SetupJudgement) -> tuple:
+    return (rules.scaled(j),)
 
 
 # The columns that make two runs the same run but for the modules they keep in float32 (one model per table).

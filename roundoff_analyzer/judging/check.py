@@ -3,7 +3,9 @@
 A configuration regresses when it was `ok` in the baseline and now fails, is skipped or is missing,
 or when one of its errors grew beyond the tolerance `factor * baseline + floor_u * u` (u: the
 dtype's unit roundoff). It improves when it was not `ok` and now is, or when an error shrank beyond
-the same tolerance read the other way (`baseline > factor * new + floor_u * u`).
+the same tolerance read the other way (`baseline > factor * new + floor_u * u`). Where the float64 reference its errors
+are measured against moved (yardstick_check.py), the configuration regresses with the reference named as the cause,
+and its errors are not compared.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from ..core.errors import InputError
 from ..measuring.columns import ERROR_METRICS
 from ..storage.older_tables import with_axis_defaults
 from .check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
+from .yardstick_check import DISC_COLUMNS, YARDSTICK_COLUMNS, fine_reference_changes, reference_changes, yardstick_lines
 
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "unit_roundoff", *ERROR_METRICS)
-OPTIONAL_COLUMNS = ("failure_class",)
+OPTIONAL_COLUMNS = ("failure_class", *YARDSTICK_COLUMNS)
 
 # One verdict per configuration. Only "regression" fails the check.
 REGRESSION, IMPROVEMENT, NEW, MISSING, UNCHANGED, SKIPPED = (
@@ -100,12 +103,14 @@ class Comparison:
     `label`, `presence` (both, new only, baseline only), `status_new` and `status_baseline` (empty
     where the configuration is absent), `verdict` and `reasons` (what changed, in words; empty when nothing did).
     `metrics`: one row per (configuration, metric) compared, with `baseline`, `new`, `allowed`, `ratio`
-    (new / baseline) and `verdict`.
+    (new / baseline) and `verdict`; where a configuration's reference moved, its `disc_*` that moved instead.
+    `yardsticks`: one line per reference that moved (the fine reference, each library's float64 references).
     """
 
     configurations: pd.DataFrame
     metrics: pd.DataFrame
     tolerances: Tolerances
+    yardsticks: list[str] = field(default_factory=list)
 
     def with_verdict(self, verdict: str) -> pd.DataFrame:
         return self.configurations[self.configurations["verdict"] == verdict]
@@ -182,8 +187,9 @@ def compare(
     )
     rows: list[dict[str, Any]] = []
     metric_rows: list[dict[str, Any]] = []
+    cause = "the fine reference" if fine_reference_changes(new, baseline) else "its float64 reference"
     for record in merged.to_dict("records"):
-        verdict, reasons, metrics = _judge(record, tolerances)
+        verdict, reasons, metrics = _judge(record, tolerances, cause)
         key = {column: record[column] for column in CONFIG_COLUMNS}
         rows.append(
             {
@@ -201,7 +207,9 @@ def compare(
         rows, columns=[*CONFIG_COLUMNS, "label", "presence", "status_new", "status_baseline", "verdict", "reasons"]
     )
     metric_columns = [*CONFIG_COLUMNS, "metric", "baseline", "new", "allowed", "ratio", "verdict"]
-    return Comparison(configurations, pd.DataFrame(metric_rows, columns=metric_columns), tolerances)
+    compared = pd.DataFrame(metric_rows, columns=metric_columns)
+    moved = compared[compared["metric"].isin(DISC_COLUMNS)].drop_duplicates(list(CONFIG_COLUMNS))
+    return Comparison(configurations, compared, tolerances, yardstick_lines(new, baseline, moved))
 
 
 def _validate(table: pd.DataFrame, name: str) -> None:
@@ -257,7 +265,7 @@ def _status(record: dict, side: str) -> str:
     return f"{status} ({failure_class})" if status == "failed" and failure_class else str(status)
 
 
-def _judge(record: dict, tolerances: Tolerances) -> tuple[str, list[str], list[dict]]:
+def _judge(record: dict, tolerances: Tolerances, cause: str) -> tuple[str, list[str], list[dict]]:
     was, now = _text(record["status_baseline"]), _text(record["status_new"])
     if record["presence"] == "new only":
         return NEW, [f"not in the baseline (now {_status(record, 'new')})"], []
@@ -272,7 +280,41 @@ def _judge(record: dict, tolerances: Tolerances) -> tuple[str, list[str], list[d
         return IMPROVEMENT, [change], []
     if was != "ok":
         return (SKIPPED if was == now == "skipped" else UNCHANGED), [change], []
+    moved = reference_changes(record, _number)
+    if moved:
+        return _reference_moved(record, tolerances, cause, moved)
     return _judge_errors(record, tolerances)
+
+
+def _reference_moved(
+    record: dict, tolerances: Tolerances, cause: str, moved: list[tuple[str, float, float]]
+) -> tuple[str, list[str], list[dict]]:
+    """Both sides ok, the reference moved: a regression naming it, the errors' changes said but not judged."""
+    u = _number(record["unit_roundoff_new"]) or _number(record["unit_roundoff_baseline"]) or 0.0
+    shifted = []
+    for metric in ERROR_METRICS:
+        before, after = _number(record[f"{metric}_baseline"]), _number(record[f"{metric}_new"])
+        if before is not None and after is not None:
+            tolerance = tolerances[metric]
+            if after > tolerance.allowed(before, u) or before > tolerance.allowed(after, u):
+                shifted.append(f"{metric} {_change(before, after)}")
+    # A yardstick's movement to four digits: the smallest it counts is 0.1%.
+    changes = "; ".join(f"{column} {_change(before, after, 4)}" for column, before, after in moved)
+    reason = f"{cause} changed ({changes}): its errors are not compared with the baseline's" + (
+        f" (they moved with it: {'; '.join(shifted)})" if shifted else ""
+    )
+    metrics = [
+        {
+            "metric": column,
+            "baseline": before,
+            "new": after,
+            "allowed": None,
+            "ratio": after / before if before > 0 else None,
+            "verdict": REGRESSION,
+        }
+        for column, before, after in moved
+    ]
+    return REGRESSION, [reason], metrics
 
 
 def _judge_errors(record: dict, tolerances: Tolerances) -> tuple[str, list[str], list[dict]]:
@@ -307,5 +349,5 @@ def _judge_errors(record: dict, tolerances: Tolerances) -> tuple[str, list[str],
     return UNCHANGED, [], metrics
 
 
-def _change(before: float, after: float) -> str:
-    return f"{before:.3g} -> {after:.3g}" + (f" (x{after / before:.3g})" if before > 0 else "")
+def _change(before: float, after: float, digits: int = 3) -> str:
+    return f"{before:.3g} -> {after:.3g}" + (f" (x{after / before:.{digits}g})" if before > 0 else "")

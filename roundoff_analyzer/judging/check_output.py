@@ -34,6 +34,7 @@ def markdown_summary(comparison: Comparison) -> str:
         f"## roundoff check {headline(comparison)}",
         "",
         f"{comparison.summary()}. Tolerance: {comparison.tolerances.describe()} (u: the dtype's unit roundoff).",
+        *(f"\n{_md(line[0].upper() + line[1:])}." for line in comparison.yardsticks),
     ]
     for verdict, heading in REPORTED:
         rows = comparison.with_verdict(verdict)

@@ -4,7 +4,8 @@ results table and the answers.
 Preferred, in order: a dtype that ran with real hardware support (an emulated format is what it would do, not code to
 train with today); then fewer total bits (float32 only when nothing narrower is safe for training); then the better
 label (`safe` before `safe for training`); then the smaller parameter-gradient roundoff against the gradient noise,
-then against nothing (its largest parameter-gradient roundoff).
+then against nothing (its largest parameter-gradient roundoff). Two ratios to the noise within its uncertainty of each
+other do not tell two setups apart: of those the simpler goes first (fewer modules kept in float32, then no scaling).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Choice:
 def choose(results: pd.DataFrame, found: list[Answer] | None = None) -> Choice | None:
     """The setup to train with, or None when no dtype is safe for training here (`found`: the answers, if known)."""
     found = answers(results) if found is None else found
-    ranked = sorted((a for a in found if a.train), key=_preference)
+    ranked = rules.ranked_within_noise([a for a in found if a.train], _group, lambda a: a.judgement, _simpler)
     if not ranked:
         return None
     chosen = ranked[0]
@@ -51,17 +52,23 @@ def _bits(dtype: str) -> int | None:
     return 1 + sum(layout) if layout else None
 
 
-def _preference(a: Answer) -> tuple:
+def _group(a: Answer) -> tuple:
     bits = _bits(a.dtype)
-    to_noise = a.judgement.to_noise.value if a.judgement.to_noise else math.inf
-    worst = a.judgement.worst_grad if a.judgement.worst_grad is not None else math.inf
-    return (
-        a.arithmetic == "emulated",
-        bits if bits is not None else math.inf,
-        rules.RANK[a.judgement.label],
-        to_noise,
-        worst,
-    )
+    return (a.arithmetic == "emulated", bits if bits is not None else math.inf, rules.RANK[a.judgement.label])
+
+
+def _simpler(a: Answer) -> tuple:
+    """Fewer modules kept in float32, then no scaling."""
+    return (len(a.kept.value.split("+")) if a.kept is not None else 0, rules.scaled(a.judgement))
+
+
+def tied_by_noise(chosen: Answer, other: Answer) -> bool:
+    """Whether `other`, the smaller roundoff against the noise, lies within the noise's uncertainty of `chosen`: the
+    simpler `chosen` went first."""
+    mine, theirs, u = chosen.judgement.to_noise, other.judgement.to_noise, chosen.judgement.noise_uncertainty
+    if mine is None or theirs is None or u is None or _group(chosen) != _group(other):
+        return False
+    return theirs.value < mine.value <= theirs.value * (1 + u)
 
 
 def _float32_grad(found: list[Answer]) -> float | None:

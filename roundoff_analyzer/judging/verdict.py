@@ -19,15 +19,18 @@ it cut the parameter-gradient error.
 A setup is also told apart by where its loss was formed (`loss_in`): each placement is judged on its own.
 A discretisation error counts only where the fine reference resolves it (at least RESOLVED times the fine
 reference's own estimated error); elsewhere that yardstick is left out and the verdict says so.
-The gradient noise is itself an estimate, known to a relative standard error u (`grad_noise_uncertainty`; from B
-batches about 1/sqrt(2(B − 1))): a ratio to it within u of a threshold (|ratio − T| ≤ u·T) could fall on either side
+The gradient noise is itself an estimate, known to a relative standard error u (`grad_noise_uncertainty`, the
+jackknife's over its batches): a ratio to it within u of a threshold (|ratio − T| ≤ u·T) could fall on either side
 of it with a noise drawn from other batches, and `near_threshold` names the threshold so that each line can say so.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pandas as pd
 
@@ -52,6 +55,7 @@ CUTS = 10.0
 
 SAFE, TRAINING, BORDERLINE, UNSAFE, NEEDS_SCALING = "safe", "safe for training", "borderline", "unsafe", "needs scaling"
 RANK = {SAFE: 0, TRAINING: 1, BORDERLINE: 2, UNSAFE: 3}
+T = TypeVar("T")
 # (roundoff/disc ratio column, its discretisation error column, the fine reference's error column), judged together.
 DISC_RATIOS = (
     ("sol_roundoff_to_disc", "disc_sol_rel_err", "fine_ref_final_rel_err", "solution"),
@@ -306,6 +310,33 @@ def _worst(runs: pd.DataFrame, column: str, quantity: str) -> Worst | None:
 def rank(j: SetupJudgement) -> tuple[int, float]:
     """Better setups sort first: by label, then by the smaller largest parameter-gradient error."""
     return RANK[j.label], j.worst_grad if j.worst_grad is not None else math.inf
+
+
+def _to_noise(j: SetupJudgement) -> float:
+    return j.to_noise.value if j.to_noise is not None else math.inf
+
+
+def ranked_within_noise(
+    items: list[T], group: Callable[[T], tuple], judgement: Callable[[T], SetupJudgement], simpler: Callable[[T], tuple]
+) -> list[T]:
+    """`items` best first: by `group` (lower first); within a group by the smaller roundoff against the gradient noise,
+    except that the setups whose ratio lies within the noise's uncertainty of the group's smallest (r ≤ r_min·(1 + u),
+    the precision the ratios are quoted to) cannot be told apart by it: of those the simplest (`simpler`, lower
+    first: fewer modules kept in float32, no scaling) comes first. Without a measured noise, by the error alone."""
+    ordered = sorted(items, key=lambda i: (group(i), _to_noise(judgement(i)), rank(judgement(i))[1]))
+    found: list[T] = []
+    for _, grouped in itertools.groupby(ordered, key=group):
+        members = list(grouped)
+        best = judgement(members[0])
+        uncertainty = best.noise_uncertainty if best.noise_uncertainty is not None else 0.0
+        bound = _to_noise(best) * (1 + uncertainty)
+        tied = [i for i in members if _to_noise(judgement(i)) <= bound] if math.isfinite(bound) else members[:1]
+        found += sorted(tied, key=simpler) + [i for i in members if i not in tied]
+    return found
+
+
+def scaled(j: SetupJudgement) -> bool:
+    return j.scaling != "none"
 
 
 @per_table

@@ -13,9 +13,10 @@ batch's gradient: a relative error of the same kind as `grad_params_rel_err`, so
 
 The spread shrinks with the batch: it is measured at `batch_size` points per batch (the batch a user trains with;
 by default the sweep's), each noise batch the first `batch_size` rows of as many of the sampler's batches, joined
-along the first dimension, as it takes. From B batches it is known to a relative standard error of about
-1/sqrt(2(B − 1)) (a standard deviation estimated from B draws along one direction; a spread over many independent
-directions is known better), or the jackknife's estimate over the batches where that is larger: `uncertainty`.
+along the first dimension, as it takes. How well B batches know it, `uncertainty`, is its relative standard error as
+the jackknife estimates it from the batches themselves (each left out in turn). No formula in B alone says it:
+1/sqrt(2(B − 1)), a standard deviation's along one direction, is 5× the default OT-Flow's (3.4% with 16 batches,
+bench/noise_uncertainty.py), whose gradients spread along many directions; a heavy-tailed batch makes it larger.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .one_run import configured_odeint, step_forward
 
 # The batches' spread hardly depends on the grid, so a coarse one does: with 16 batches, grad_noise_rel at 8 steps
 # against 16 differed by 0.04% (otflow), 6e-9 relative (cnf) and 0.5% (linear), each at its default options, where
-# the estimate's own sampling error is about 1/sqrt(2(B - 1)) = 18%; 8 steps cost otflow 1.0 s against 2.4 s.
+# the estimate's own sampling error is 3.4% (otflow, bench/noise_uncertainty.py); 8 steps cost otflow 1.0 s, 16 2.4 s.
 NOISE_TIMESTEPS = 8
 # The float64 solver of the noise's gradients (the spread between batches, not the solver, is measured).
 NOISE_LIBRARY, NOISE_METHOD = "native", "rk4_classical"
@@ -169,8 +170,9 @@ def noise_from(
 
 
 def relative_uncertainty(gradients: torch.Tensor) -> float | None:
-    """The relative standard error of `relative_spread` over the rows: the larger of 1/sqrt(2(B − 1)) and the
-    jackknife's estimate (each batch left out in turn), which a heavy-tailed batch makes the larger."""
+    """The relative standard error of `relative_spread` over the rows, as the jackknife estimates it (each batch left
+    out in turn); tests/test_context.py holds it against the spread of independent draws. Two rows leave no jackknife:
+    then 1/sqrt(2(B − 1)), the standard error of a spread along one direction, the most a normal spread has."""
     count = gradients.shape[0]
     if count < 2:
         return None
@@ -186,7 +188,7 @@ def relative_uncertainty(gradients: torch.Tensor) -> float | None:
     size = ((squares.sum() - squares) / (count - 1)).sqrt()
     left_out = spread / size
     jackknife = math.sqrt((count - 1) / count * float(((left_out - left_out.mean()) ** 2).sum())) / whole
-    return max(floor, jackknife) if math.isfinite(jackknife) else floor
+    return jackknife if math.isfinite(jackknife) else floor
 
 
 def relative_spread(gradients: torch.Tensor) -> float | None:

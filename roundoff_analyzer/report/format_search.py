@@ -50,8 +50,8 @@ def _near_ones(found: list[search.FormatResult], said: set[str]) -> str:
     uncertainty = near[0].judgement.noise_uncertainty or 0.0
     listed = fmt.listing(f"{f.dtype} ({fmt.in_u(f.to_noise)}×, {f.judgement.label})" for f in near)
     return (
-        f" Within the noise's ±{uncertainty:.0%} of a threshold, so that another draw of its batches could label them "
-        f"otherwise: {listed}."
+        f" Within the noise's {fmt.plus_minus(uncertainty)} of a threshold, so that another draw of its batches could "
+        f"label them otherwise: {listed}."
     )
 
 
@@ -86,7 +86,7 @@ def narrowest_safe_line(found: list[search.FormatResult]) -> str:
     j = best.judgement
     margin = (
         f", {fmt.in_u(rules.WELL_UNDER / best.to_noise)}× under the threshold"
-        + (f" with the noise known to ±{j.noise_uncertainty:.0%}" if j.noise_uncertainty is not None else "")
+        + (f" with the noise known to {fmt.plus_minus(j.noise_uncertainty)}" if j.noise_uncertainty is not None else "")
         if best.to_noise
         else ""
     )

@@ -75,14 +75,19 @@ def noise_at(batch_size: int | None) -> str:
     return "the gradient noise" + (f" at batch {batch_size}" if batch_size else "")
 
 
+def plus_minus(uncertainty: float) -> str:
+    """A relative uncertainty to two significant digits: '±18%', '±3.4%', '±0.66%'."""
+    return f"±{100 * uncertainty:.2g}%"
+
+
 def near(threshold: float | None, uncertainty: float | None, lead: str = "; ") -> str:
     """'; within the noise's ±18% of the 0.1× threshold: …', where a ratio to the noise could lie on either side of
     it (to close a parenthesis the ratio stands in); nothing where it could not."""
     if threshold is None or uncertainty is None:
         return ""
     return (
-        f"{lead}within the noise's ±{uncertainty:.0%} of the {threshold:g}× threshold: another draw of its batches "
-        "could put it on the other side"
+        f"{lead}within the noise's {plus_minus(uncertainty)} of the {threshold:g}× threshold: another draw of its "
+        "batches could put it on the other side"
     )
 
 

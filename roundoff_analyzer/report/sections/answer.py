@@ -55,7 +55,7 @@ def answer_sentence(a: answering.Answer, device: str | None = None, card: dict |
     )
     text = (
         f"**{a.dtype}**: train with {a.library}, {fmt.scaling_words(a.scaling)}, {a.method}, "
-        f"{steps} under `{a.mode}` ({a.judgement.label}"
+        f"{steps}{_under(a)} ({a.judgement.label}"
         + (
             f": the parameter-gradient roundoff is at most {fmt.in_u(a.judgement.to_noise.value)}× "
             f"{fmt.noise_at(a.judgement.noise_batch_size)}"
@@ -157,7 +157,12 @@ def beyond(dtype: str, dominates) -> str:
 
 
 def _setup(a: answering.Answer) -> str:
-    return f"{a.library} with {_scaling(a.scaling)} under `{a.mode}`"
+    return f"{a.library} with {_scaling(a.scaling)}{_under(a)}"
+
+
+def _under(a: answering.Answer) -> str:
+    """' under `autocast`': how the runs computed; float32's computed in plain float32, whatever their mode."""
+    return " in plain float32" if a.plain_float32 else f" under `{a.mode}`"
 
 
 def _scaling(scaling: str) -> str:
@@ -188,6 +193,8 @@ def cost_sentence(a: answering.Answer, device: str | None, card: dict | None = N
     where = f"on {device}" if device else "on the sweep's device"
     if c is None or c.seconds is None:
         return f"Cost {where}: not measured" + (f"; {fast}." if fast else ".")
+    if a.plain_float32:  # the run every other dtype's cost is set against
+        return f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward."
     ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
     if c.time_ratio is not None:
         text = f"Cost {where}: {ratio(c.time_ratio)} float32's time"
@@ -269,7 +276,7 @@ def headline(rows: pd.DataFrame, found: list[answering.Answer], manifest: dict, 
         f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps {a.timesteps[0]}"
     )
     loss = f", the loss formed {LOSS_WORDS.get(chosen.loss_in, f'in `{chosen.loss_in}`')}" if chosen.loss_in else ""
-    what = f"{a.library}, {fmt.scaling_words(a.scaling)}, {a.method}, {steps} under `{a.mode}`{loss}"
+    what = f"{a.library}, {fmt.scaling_words(a.scaling)}, {a.method}, {steps}{_under(a)}{loss}"
     emulated = (
         " (emulated in software here: what it would do, not code to train with today)"
         if a.arithmetic == "emulated"
@@ -312,6 +319,11 @@ def _reason(chosen: choosing.Choice, device: str | None, card: dict | None = Non
             if r.judgement.to_noise
             else fmt.error(r.judgement.worst_grad)
         )
+        if choosing.tied_by_noise(chosen.answer, r):
+            noise += (
+                f", within the noise's {fmt.plus_minus(j.noise_uncertainty or 0.0)} of this setup's, so the simpler "
+                "setup goes first"
+            )
         parts.append(f"next best {r.dtype} ({r.judgement.label}, {noise})")
     return f"Why: {'; '.join(parts)}."
 

@@ -36,10 +36,12 @@ def code_lines(
     if problem is not None and recorded_as_step(problem):
         return step_code_lines(a, device_type, dtype, code_method(a.library, a.method), problem, measured)
     solve_args = solver_arguments(a, code_method(a.library, a.method))
-    y0 = f"y0.to({dtype})" if a.mode == "pure" else "y0"
+    y0 = f"y0.to({dtype})" if a.mode == "pure" and not a.plain_float32 else "y0"
     solve = f"trajectory = odeint(func, {y0}, torch.linspace(0, 1, {a.n_timesteps + 1}), {', '.join(solve_args)})"
     inside = a.loss_in == "autocast"
-    if not inside:
+    if a.plain_float32:
+        loss = "loss = loss_fn(trajectory)  # float32 throughout, as measured"
+    elif not inside:
         loss = (
             "loss = loss_fn(trajectory.float())  # formed in float32"
             + (", outside autocast" if a.mode != "pure" else "")
@@ -52,7 +54,9 @@ def code_lines(
             + ", as measured"
         )
     lines = [*measured.around(_imports(a)), *before_loop(a, "func", dtype, device_type), "for y0 in batches:"]
-    if a.mode == "pure":
+    if a.plain_float32:
+        lines += ["    optimizer.zero_grad()", f"    {solve}", f"    {loss}"]
+    elif a.mode == "pure":
         lines += [f"    {solve}", f"    {loss}"]
     else:
         cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""

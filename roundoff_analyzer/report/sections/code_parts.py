@@ -28,7 +28,7 @@ def before_loop(a: answering.Answer, owner: str, dtype: str, device_type: str) -
     lines = []
     if a.kept is not None:
         lines.append(f'roundoff_analyzer.keep_float32({owner}, "{a.kept.value}")  # once, after building the model')
-    if a.mode == "pure":
+    if a.mode == "pure" and not a.plain_float32:
         lines.append(f"{owner} = {owner}.to({dtype})")
     return lines + [line.format(device=device_type) for line in fmt.scaling_code(a.scaling).before_loop]
 
@@ -42,7 +42,7 @@ def backward_line(a: answering.Answer, comment: bool = True) -> str:
 def after_backward(a: answering.Answer, owner: str) -> list[str]:
     """The lines after `loss.backward()` for answer `a`; `owner` holds the parameters (`func`, `model`)."""
     code = fmt.scaling_code(a.scaling)
-    if a.mode == "pure":
+    if a.mode == "pure" and not a.plain_float32:
         # The sweep measured the gradient, not what an optimizer does with low-precision weights.
         return [
             *(INDENT + line for line in code.pure_note),

@@ -77,7 +77,7 @@ def discretisation_and_noise(results: pd.DataFrame, step: bool = False) -> list[
         f"**Gradient noise** {fmt.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}: the relative spread of "
         f"the float64 parameter gradient over {batches} other batches of the model's data"
         + (f" of {size} points each" if size else "")
-        + (f", known to ±{uncertainty:.0%}" if uncertainty is not None else "")
+        + (f", known to {fmt.plus_minus(uncertainty)}" if uncertainty is not None else "")
         + f". Against it, over the runs without failure: {per_dtype}."
     )
     return lines

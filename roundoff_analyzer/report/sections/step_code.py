@@ -22,7 +22,8 @@ def step_code_lines(
     lines = [*measured.around(["import functools", *_imports(a)]), *before_loop(a, "model", dtype, device_type)]
     cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
     autocast = f'torch.autocast("{device_type}", dtype={dtype}{cache})'
-    whole_step = a.loss_in == "autocast" or a.mode == "pure"
+    plain = a.plain_float32  # no autocast, no cast
+    whole_step = a.loss_in == "autocast" or a.mode == "pure" or plain
     if whole_step:
         lines.append(f"solve = functools.partial(odeint, {', '.join(solver_options)})")
     else:
@@ -32,13 +33,13 @@ def step_code_lines(
             f"        states = odeint(func, y0, t, {', '.join(solver_options)})",
             "    return states.float() if isinstance(states, torch.Tensor) else tuple(s.float() for s in states)",
         ]
-    pure = f"  # its floating-point tensors in {dtype}" if a.mode == "pure" else ""
+    pure = f"  # its floating-point tensors in {dtype}" if a.mode == "pure" and not plain else ""
     lines += [f"for batch in batches:{pure}", "    optimizer.zero_grad()"]
     call = (
         f"loss = step(model, batch, solve)  # your step, each solve in {n} equal steps across its span ({span}), "
         "as measured"
     )
-    if whole_step and a.mode != "pure":
+    if whole_step and a.mode != "pure" and not plain:
         lines += [f"    with {autocast}:", f"        {call}"]
     else:
         lines.append(f"    {call}")

@@ -159,18 +159,21 @@ def _yardsticks(results: pd.DataFrame, found: list[rules.Verdict]) -> str:
     noise_text = (
         f"{fmt.noise_at(size)} is {fmt.in_u(noise.iloc[0])} (relative spread of the float64 parameter gradient over "
         f"{int(batches.iloc[0])} other batches of the data{f' of {size} points each' if size else ''}"
-        + (f", known to ±{uncertainty:.0%}" if uncertainty is not None else "")
+        + (f", known to {fmt.plus_minus(uncertainty)}" if uncertainty is not None else "")
         + ")"
         if not noise.empty
         else "the gradient noise was not measured (see docs/yardsticks.md: a model needs a batch sampler)"
     )
     near = [j for v in found for j in v.setups if j.to_noise_near is not None]
     if near and not noise.empty and uncertainty is not None:
-        more = 4 * int(batches.iloc[0])
+        drawn = int(batches.iloc[0])
+        more = 4 * drawn
+        # A standard error falls as 1/sqrt(B − 1): four times the batches about halve it.
+        narrowed = uncertainty * ((drawn - 1) / (more - 1)) ** 0.5
         noise_text += (
             f"; {fmt.plural(len(near), 'setup')} {'lies' if len(near) == 1 else 'lie'} within that uncertainty of a "
             'threshold ("near" in the table, and said in the verdict it decides): `--noise-batches '
-            f"{more}` narrows it to about ±{1 / (2 * (more - 1)) ** 0.5:.0%}"
+            f"{more}` narrows it to about {fmt.plus_minus(narrowed)}"
         )
     return (
         f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; the "
