@@ -22,10 +22,12 @@ from ..axes.modes.base import run_device
 from ..core.errors import InputError, one_line
 from ..core.user_code import quit_line
 from ..solvers import SolveReport
+from .draws import same_draws
 from .one_run import configured_odeint, step_forward
 
 # The check's solver: what it evaluates is the user's code in each precision, not a method's accuracy.
 _CHECK_LIBRARY, _CHECK_METHOD, _CHECK_STEPS = "native", "euler", 1
+_CONTRACT = "contract check"  # the check's solves draw in an order of their own (draws.py)
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class ProblemShape:
     state_values: int  # elements of the largest state any solve holds: a trajectory holds N + 1 of them
     part_sizes: tuple[int, ...] | None = None  # the first solve's tuple parts (None: a single tensor)
     n_solves: int = 1
+    # What the step drew in its float64 evaluation (draws.py's record: every run is given the same); None: nothing.
+    draws: dict | None = None
 
     def describe(self) -> str:
         """What the contract check saw of a training step, in words for the plan's lines."""
@@ -85,10 +89,13 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
         torch.float64: "the reference's, which every configuration is compared with",
         torch.float32: "the model's own",
     }
-    seen = {}
+    seen, draws = {}, None
     for dtype, role in roles.items():
         try:
-            seen[dtype] = evaluate(copies, cast_run(copies, dtype), placement, dtype)
+            if dtype == torch.float64:
+                seen[dtype], draws = _same_twice(name, copies, placement)
+            else:
+                seen[dtype] = evaluate(copies, cast_run(copies, dtype), placement, dtype)
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's step failed: say where, in one line
@@ -97,7 +104,44 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
     first = solves[0]
     sizes = tuple(first.part_sizes) if first.part_sizes is not None else None
     largest = max(s.states[0].numel() for s in solves)
-    return ProblemShape(first.t0, first.t1, largest, sizes, len(solves))
+    return ProblemShape(first.t0, first.t1, largest, sizes, len(solves), draws)
+
+
+# Two float64 evaluations of one draw that differ by more than this (relative, in the loss) are two computations:
+# float64's own nondeterminism (a GPU's atomic sums) is orders of magnitude below, any format's roundoff far above.
+SAME_LOSS_RTOL = 1e-10
+
+
+def _same_twice(name: str, copies: ProblemCopies, placement: LossPlacement) -> tuple[list, dict | None]:
+    """The float64 evaluation, made twice on draw 0 of the step's random numbers: its solves and what it drew. A step
+    that gives another loss the second time would be measured against a reference it does not reproduce, so that is
+    an InputError naming the cause: the weights or buffers it changes, else what the sweep does not replay."""
+    prepared = cast_run(copies, torch.float64)
+    before = {key: value.clone() for key, value in prepared.model.state_dict().items()}
+    with same_draws(copies, 0, _CONTRACT) as drawn:
+        solves, loss = _evaluated(copies, prepared, placement, torch.float64)
+        drawn.complete = True
+    changed = [key for key, value in prepared.model.state_dict().items() if not torch.equal(value, before[key])]
+    with same_draws(copies, 0, _CONTRACT) as again:
+        _, loss_again = _evaluated(copies, cast_run(copies, torch.float64), placement, torch.float64)
+        again.complete = True
+    if not torch.allclose(loss, loss_again, rtol=SAME_LOSS_RTOL, atol=0.0, equal_nan=True):
+        if changed:
+            cause = (
+                f"it changes the model's {', '.join(changed[:3])}{' …' if len(changed) > 3 else ''} at each call; "
+                "keep them fixed within a step"
+            )
+        else:
+            cause = (
+                "it changes between calls by something the sweep does not give every run alike, a random generator of "
+                "its own (numpy's default_rng, random.Random) or state kept outside the model; draw with torch's "
+                "random functions or numpy's and Python's global generators, which every run is given alike"
+            )
+        raise InputError(
+            f"model {name}: its step gives another loss when evaluated again in float64 on the same random draws "
+            f"({float(loss):.17g}, then {float(loss_again):.17g}): {cause}"
+        )
+    return solves, drawn.describe()
 
 
 def low_precision_failures(copies: ProblemCopies, precisions: list[Precision], fp8_scaling: bool) -> list[str]:
@@ -130,13 +174,19 @@ def _failure(copies: ProblemCopies, precision: Precision, fp8_scaling: bool) -> 
 
 def evaluate(copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacement, loss_dtype: torch.dtype) -> list:
     """The step's forward on the run's model and batch, one Euler step per solve; its solves' records."""
+    return _evaluated(copies, prepared, loss_in, loss_dtype)[0]
+
+
+def _evaluated(
+    copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacement, loss_dtype: torch.dtype
+) -> tuple[list, torch.Tensor]:
     library, method = LIBRARIES.get(_CHECK_LIBRARY), METHODS.get(_CHECK_METHOD)
     odeint = configured_odeint(prepared, library, method, _CHECK_STEPS, loss_dtype, loss_in, None, SolveReport())
     try:
-        step_forward(prepared, copies, odeint, loss_in)
+        loss = step_forward(prepared, copies, odeint, loss_in)
     except SystemExit as exc:
         raise InputError(quit_line("the model's step", exc)) from None
-    return odeint.solves
+    return odeint.solves, loss.detach()
 
 
 def dtype_name(dtype: torch.dtype) -> str:

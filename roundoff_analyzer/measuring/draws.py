@@ -1,0 +1,354 @@
+"""One draw for every run of a step: the random numbers a step draws (a VAE's ε = randn_like(std), a Hutchinson
+estimator's noise, dropout in training mode) given alike to the float64 reference and to every run compared with it.
+
+Left alone, each run would draw numbers of its own, and the difference between two draws would be measured as
+roundoff: torch draws other numbers in float64 than in float32 even from one seed. Inside `same_draws`, every random
+function of torch (`randn`, `rand`, `randint`, `randperm`, their `*_like`, `normal`, `normal_`, `uniform_`,
+`bernoulli`, `bernoulli_`, dropout's mask, `exponential_`, `random_`) is answered from a generator of this module,
+seeded by the draw's number: drawn in float64 (or int64) on the CPU, then transformed and cast to the dtype and
+device the step asked for, so that the k-th draw of every run holds the same numbers, rounded to the run's dtype.
+numpy's and Python's global generators start each run from a state seeded the same way, and are put back after it.
+A random function not in that list raises (NotImplementedError), rather than draw anew in silence.
+
+Draw r of a solve (its library, method and n_timesteps) must come in the same functions and shapes in every run: the
+first run that completes fixes the order, and a run that then draws otherwise (another shape, or more draws: a loss
+scaler's retry or an adaptive method's extra steps that evaluate a vector field that draws) fails naming the draw.
+The first run watched tells whether the step draws at all; where it draws nothing, later runs are not intercepted
+(each torch operation would pay for it), and a run that then moves torch's, numpy's or Python's global generator
+stops the sweep in one line.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..axes.modes import ProblemCopies
+from ..core.errors import InputError
+
+# Draw r is seeded DRAW_SEED + r: every process of a sweep, and a resumed one, gives draw r the same numbers.
+DRAW_SEED = 61_000
+
+
+class DrawMismatch(RuntimeError):
+    """A run drew otherwise than the first complete run of its solve and draw did, so its numbers cannot be theirs."""
+
+
+@dataclass
+class DrawRun:
+    """What one run drew: the draws per torch function, the numbers drawn, and whether numpy's or Python's global
+    generator moved. The caller sets `complete` where the run finished without failure: its order of draws is then the
+    one every later run of its solve and draw follows."""
+
+    functions: Counter[str] = field(default_factory=Counter)
+    numbers: int = 0
+    numpy: bool = False
+    python: bool = False
+    complete: bool = False
+
+    @property
+    def drew(self) -> bool:
+        return bool(self.functions) or self.numpy or self.python
+
+    def describe(self) -> dict | None:
+        """The record `manifest.json` keeps of a step's draws (`problem.draws`); None where it drew nothing."""
+        if not self.drew:
+            return None
+        return {
+            "functions": dict(self.functions),
+            "tensors": sum(self.functions.values()),
+            "numbers": self.numbers,
+            "numpy": self.numpy,
+            "python": self.python,
+        }
+
+
+@dataclass
+class _Tape:
+    """The draws of one solve and draw, in order: (torch function, what was sampled) each."""
+
+    drawn: list[tuple[str, tuple]] = field(default_factory=list)
+    closed: bool = False  # a run completed with these draws: later runs may not draw more
+
+
+@dataclass
+class _Store:
+    drew: bool | None = None  # whether the step draws: None until a run has been watched
+    tapes: dict[tuple[Hashable, int], _Tape] = field(default_factory=dict)
+
+
+def _store(copies: ProblemCopies) -> _Store:
+    if not isinstance(copies.draws, _Store):
+        copies.draws = _Store()
+    return copies.draws
+
+
+def draws_anew(copies: ProblemCopies) -> bool:
+    """Whether each draw number needs runs of its own (a reference too): the step draws, or no run has said yet."""
+    return _store(copies).drew is not False
+
+
+@contextmanager
+def same_draws(copies: ProblemCopies, draw: int, solve: Hashable) -> Iterator[DrawRun]:
+    """Run the body (one run of the step: forward and backward) on draw number `draw` of `solve` (what decides the
+    order of the draws: the library, method and n_timesteps). Yields what the run drew."""
+    store, run = _store(copies), DrawRun()
+    if store.drew is False:
+        with _unmoved_generators():
+            yield run
+        return
+    tape = store.tapes.setdefault((solve, draw), _Tape())
+    with _seeded_globals(DRAW_SEED + draw, run), _Replay(run, tape, DRAW_SEED + draw):
+        yield run
+    if run.complete:
+        tape.closed = True
+    if store.drew is None and (run.complete or run.drew):
+        store.drew = run.drew
+
+
+# -- numpy's, Python's and torch's global generators ----------------------------------------------------------------
+
+
+def _numpy_state_key(state: Any) -> tuple:
+    name, keys, position, has_gauss, cached = state
+    return (name, keys.tobytes(), position, has_gauss, cached)
+
+
+@contextmanager
+def _seeded_globals(seed: int, run: DrawRun) -> Iterator[None]:
+    """numpy's and Python's global generators seeded for the run, and put back as they were after it."""
+    numpy_before, python_before = np.random.get_state(legacy=True), random.getstate()
+    np.random.seed(seed)
+    random.seed(seed)
+    numpy_seeded, python_seeded = np.random.get_state(legacy=True), random.getstate()
+    try:
+        yield
+    finally:
+        run.numpy = _numpy_state_key(np.random.get_state(legacy=True)) != _numpy_state_key(numpy_seeded)
+        run.python = random.getstate() != python_seeded
+        np.random.set_state(numpy_before)
+        random.setstate(python_before)
+
+
+def _generator_states() -> tuple:
+    cuda = tuple(torch.cuda.get_rng_state_all()) if torch.cuda.is_initialized() else ()
+    return (torch.random.get_rng_state(), cuda, _numpy_state_key(np.random.get_state(legacy=True)), random.getstate())
+
+
+@contextmanager
+def _unmoved_generators() -> Iterator[None]:
+    """A run of a step whose first run drew nothing: a draw now would differ between runs, so it stops the sweep."""
+    before = _generator_states()
+    yield
+    after = _generator_states()
+    moved = not (
+        torch.equal(before[0], after[0])
+        and len(before[1]) == len(after[1])
+        and all(torch.equal(a, b) for a, b in zip(before[1], after[1]))
+        and before[2:] == after[2:]
+    )
+    if moved:
+        raise InputError(
+            "the step drew random numbers in a run after its first run in this process drew none, so the runs "
+            "cannot be given the same draws: draw in every call of the step, or not at all"
+        )
+
+
+# -- torch's random functions --------------------------------------------------------------------------------------
+
+
+def _bound(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """The operation's arguments by name, defaults filled in."""
+    bound: dict[str, Any] = {}
+    for index, argument in enumerate(func._schema.arguments):
+        if index < len(args) and not argument.kwarg_only:
+            bound[argument.name] = args[index]
+        elif argument.name in kwargs:
+            bound[argument.name] = kwargs[argument.name]
+        else:
+            bound[argument.name] = argument.default_value if argument.has_default_value() else None
+    return bound
+
+
+def _draws_nothing(bound: dict[str, Any]) -> bool:
+    """A seeded operation called so that it draws nothing (an attention or RNN with dropout 0, or not training)."""
+    return bound.get("dropout_p") == 0 or bound.get("dropout") == 0 or bound.get("train") is False
+
+
+class _Replay(TorchDispatchMode):
+    """Answers the step's random functions from the draw's own generator, checking them against the tape."""
+
+    def __init__(self, run: DrawRun, tape: _Tape, seed: int) -> None:
+        super().__init__()
+        self.run, self.tape = run, tape
+        self.generator = torch.Generator().manual_seed(seed)
+        self.position = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        replay = _REPLAYS.get(name)
+        seeded = replay is not None or torch.Tag.nondeterministic_seeded in func.tags
+        if not seeded:
+            return func(*args, **kwargs)
+        bound = _bound(func, args, kwargs)
+        if replay is None and _draws_nothing(bound):
+            return func(*args, **kwargs)
+        if replay is None or "out" in bound or "out0" in bound:
+            raise NotImplementedError(
+                f"the step draws with torch's {func}, which the sweep cannot give every run alike (it gives "
+                f"{', '.join(sorted(_REPLAYS))}, without out=)"
+            )
+        return replay(self, name, bound)
+
+    def sample(self, function: str, kind: tuple, sampler: Callable[[torch.Generator], torch.Tensor]) -> torch.Tensor:
+        """The next draw: `kind` says what is sampled (and its shape); the values come from the draw's generator."""
+        signature = (function, kind)
+        at = self.position
+        if at < len(self.tape.drawn):
+            if self.tape.drawn[at] != signature:
+                raise DrawMismatch(
+                    f"random draw {at + 1} of the run is {function} {_kind_words(kind)}, where the first complete "
+                    f"run drew {self.tape.drawn[at][0]} {_kind_words(self.tape.drawn[at][1])}: the runs draw "
+                    "differently, so they cannot be given the same numbers"
+                )
+        elif self.tape.closed:
+            raise DrawMismatch(
+                f"the run draws more random tensors than the first complete run of its solve ({len(self.tape.drawn)}; "
+                f"this one: {function} {_kind_words(kind)}): a loss scaler's retry or an adaptive method's extra steps "
+                "evaluate a vector field that draws again, so the runs cannot see the same numbers; draw the noise in "
+                "the step, outside the solve"
+            )
+        else:
+            self.tape.drawn.append(signature)
+        self.position += 1
+        values = sampler(self.generator)
+        self.run.functions[function] += 1
+        self.run.numbers += values.numel()
+        return values
+
+    def normal(self, function: str, shape) -> torch.Tensor:
+        size = tuple(int(s) for s in shape)
+        return self.sample(function, ("normal", size), lambda g: torch.randn(size, generator=g, dtype=torch.float64))
+
+    def uniform(self, function: str, shape) -> torch.Tensor:
+        size = tuple(int(s) for s in shape)
+        return self.sample(function, ("uniform", size), lambda g: torch.rand(size, generator=g, dtype=torch.float64))
+
+    def integers(self, function: str, low: int, high: int, shape) -> torch.Tensor:
+        size = tuple(int(s) for s in shape)
+        return self.sample(
+            function, ("integers", size, int(low), int(high)), lambda g: torch.randint(low, high, size, generator=g)
+        )
+
+
+def _kind_words(kind: tuple) -> str:
+    what, size, *bounds = kind
+    return f"({what} of shape {size}{f' in [{bounds[0]}, {bounds[1]})' if bounds else ''})"
+
+
+def _factory(bound: dict[str, Any], default: torch.dtype | None = None) -> dict[str, Any]:
+    dtype = bound.get("dtype")  # a schema's default dtype comes as a number: randint's int64
+    chosen = dtype if isinstance(dtype, torch.dtype) else default or torch.get_default_dtype()
+    return {"dtype": chosen, "device": bound["device"]}
+
+
+def _like(bound: dict[str, Any]) -> dict[str, Any]:
+    like, dtype, device = bound["self"], bound.get("dtype"), bound.get("device")
+    return {"dtype": like.dtype if dtype is None else dtype, "device": like.device if device is None else device}
+
+
+def _into(self: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """An in-place draw's result: `values` (float64 or bool, on the CPU) written into `self`, cast to its dtype."""
+    return self.copy_(values.to(self.device))
+
+
+def _below(uniform: torch.Tensor, p: object, device: torch.device) -> torch.Tensor:
+    """Bernoulli outcomes: 1 where the uniform draw falls below the probability (a number, or a tensor in the run's
+    precision, compared in float64)."""
+    if isinstance(p, torch.Tensor):
+        return uniform.to(p.device) < p.to(torch.float64)
+    return (uniform < float(p)).to(device)  # type: ignore[arg-type]
+
+
+def _normal_out_of_place(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+    mean, std = bound["mean"], bound["std"]
+    tensors = [x for x in (mean, std) if isinstance(x, torch.Tensor)]
+    if not tensors:  # normal(mean, std, size)
+        return (replay.normal(name, bound["size"]) * std + mean).to(**_factory(bound))
+    shape = torch.broadcast_shapes(*(x.shape for x in tensors))
+    z = replay.normal(name, shape).to(device=tensors[0].device, dtype=tensors[0].dtype)
+    return mean + std * z
+
+
+def _randint_like(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+    low = bound.get("low") or 0
+    high = bound["high"]
+    high = int(high.item()) if isinstance(high, torch.Tensor) else high
+    return replay.integers(name, low, high, bound["self"].shape).to(**_like(bound))
+
+
+def _random_in_place(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+    low, high = (bound["from"], bound["to"]) if "from" in bound else (0, bound.get("to"))
+    if high is None:
+        raise NotImplementedError(
+            "the step draws with random_() without an upper bound, whose range depends on the tensor's dtype: give "
+            "random_(from, to), or draw with randint"
+        )
+    self = bound["self"]
+    return _into(self, replay.integers(name, low, high, self.shape))
+
+
+def _dropout(replay: _Replay, name: str, bound: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    x, p, train = bound["input"], float(bound["p"]), bound["train"]
+    if train is False or p == 0:
+        return x.clone(), torch.ones_like(x, dtype=torch.bool)
+    keep = _below(replay.uniform(name, x.shape), 1 - p, x.device)
+    return x * keep * (1 / (1 - p) if p < 1 else 0.0), keep
+
+
+def _bernoulli(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+    self = bound["self"]
+    p = bound.get("p", self)  # bernoulli(p): the tensor holds the probabilities
+    return _below(replay.uniform(name, self.shape), p, self.device).to(self.dtype)
+
+
+def _uniform_values(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+    low, high = bound["from"], bound["to"]
+    return replay.uniform(name, bound["self"].shape) * (high - low) + low
+
+
+def _exponential_values(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+    return -torch.log1p(-replay.uniform(name, bound["self"].shape)) / bound["lambd"]
+
+
+_Replayer = Callable[[_Replay, str, dict[str, Any]], Any]
+_REPLAYS: dict[str, _Replayer] = {
+    "randn": lambda r, n, b: r.normal(n, b["size"]).to(**_factory(b)),
+    "randn_like": lambda r, n, b: r.normal(n, b["self"].shape).to(**_like(b)),
+    "rand": lambda r, n, b: r.uniform(n, b["size"]).to(**_factory(b)),
+    "rand_like": lambda r, n, b: r.uniform(n, b["self"].shape).to(**_like(b)),
+    "randint": lambda r, n, b: r.integers(n, b.get("low") or 0, b["high"], b["size"]).to(**_factory(b, torch.int64)),
+    "randint_like": _randint_like,
+    "randperm": lambda r, n, b: r.sample(
+        n, ("permutation", int(b["n"])), lambda g: torch.randperm(int(b["n"]), generator=g)
+    ).to(**_factory(b, torch.int64)),
+    "normal": _normal_out_of_place,
+    "normal_": lambda r, n, b: _into(b["self"], r.normal(n, b["self"].shape) * b["std"] + b["mean"]),
+    "uniform": lambda r, n, b: _uniform_values(r, n, b).to(device=b["self"].device, dtype=b["self"].dtype),
+    "uniform_": lambda r, n, b: _into(b["self"], _uniform_values(r, n, b)),
+    "bernoulli": _bernoulli,
+    "bernoulli_": lambda r, n, b: _into(b["self"], _below(r.uniform(n, b["self"].shape), b["p"], torch.device("cpu"))),
+    "native_dropout": _dropout,
+    "exponential": lambda r, n, b: _exponential_values(r, n, b).to(device=b["self"].device, dtype=b["self"].dtype),
+    "exponential_": lambda r, n, b: _into(b["self"], _exponential_values(r, n, b)),
+    "random_": _random_in_place,
+}
