@@ -4,22 +4,25 @@ estimator's noise, dropout in training mode) given alike to the float64 referenc
 Left alone, each run would draw numbers of its own, and the difference between two draws would be measured as
 roundoff: torch draws other numbers in float64 than in float32 even from one seed. Inside `same_draws`, every random
 function of torch (`randn`, `rand`, `randint`, `randperm`, their `*_like`, `normal`, `normal_`, `uniform_`,
-`bernoulli`, `bernoulli_`, dropout's mask, `exponential_`, `random_`) is answered from a generator of this module,
-seeded by the draw's number: drawn in float64 (or int64) on the CPU, then transformed and cast to the dtype and
-device the step asked for, so that the k-th draw of every run holds the same numbers, rounded to the run's dtype.
-numpy's and Python's global generators start each run from a state seeded the same way, and are put back after it.
-A random function not in that list raises (NotImplementedError), rather than draw anew in silence.
+`bernoulli`, `bernoulli_`, dropout's mask, `exponential_`, `random_`) is answered by this module: the k-th random
+tensor of a run's forward is drawn from `draw_generator(r, k)` in float64 (or int64) on the CPU, then transformed and
+cast to the dtype and device the step asked for, so that it holds the same numbers in every run of draw r, rounded to
+the run's dtype. A backward pass that evaluates the field again (the native solver, the adjoint) draws from
+generators of its own, each pass as the first: the passes of a loss scaler's search and of scalings sharing a forward
+see the same numbers. numpy's and Python's global generators start each run from a state seeded by r, and are put
+back after it. A random function not in that list raises (NotImplementedError), rather than draw anew in silence.
 
 Draw r of a solve (its library, method and n_timesteps) must come in the same functions and shapes in every run: the
-first run that completes fixes the order, and a run that then draws otherwise (another shape, or more draws: a loss
-scaler's retry or an adaptive method's extra steps that evaluate a vector field that draws) fails naming the draw.
-The first run watched tells whether the step draws at all; where it draws nothing, later runs are not intercepted
-(each torch operation would pay for it), and a run that then moves torch's, numpy's or Python's global generator
-stops the sweep in one line.
+first run that completes fixes the order, and a run that then draws otherwise (another shape, or more draws: the
+native solver's retry of a step or an adaptive method's extra steps, evaluating a vector field that draws) fails
+naming the draw. The first run watched tells whether the step draws at all; where it draws nothing, later runs are
+not intercepted (each torch operation would pay for it), and a run that then moves torch's, numpy's or Python's global
+generator stops the sweep in one line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
@@ -34,8 +37,17 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..axes.modes import ProblemCopies
 from ..core.errors import InputError
 
-# Draw r is seeded DRAW_SEED + r: every process of a sweep, and a resumed one, gives draw r the same numbers.
+# Draw r is made from seeds of its own, the same in every process of a sweep and in a resumed one (draw_generator).
 DRAW_SEED = 61_000
+
+
+def draw_generator(draw: int, position: int, backward: bool = False) -> torch.Generator:
+    """The generator of one random tensor: the `position`-th the step draws in its forward (or in a backward pass,
+    each of which draws as the first did, so that a solver that evaluates the field again in its backward sees the
+    same numbers in every pass) on draw `draw`. Each from a seed of its own: any run, any pass, gives it alike."""
+    # torch's CPU generator keeps 32 bits of a seed: the three numbers are hashed into them.
+    key = f"{DRAW_SEED + draw} {'backward' if backward else 'forward'} {position}".encode()
+    return torch.Generator().manual_seed(int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "little"))
 
 
 class DrawMismatch(RuntimeError):
@@ -73,9 +85,11 @@ class DrawRun:
 
 @dataclass
 class _Tape:
-    """The draws of one solve and draw, in order: (torch function, what was sampled) each."""
+    """The draws of one solve and draw, in order, the forward's and a backward pass's apart: (torch function, what
+    was sampled) each."""
 
-    drawn: list[tuple[str, tuple]] = field(default_factory=list)
+    forward: list[tuple[str, tuple]] = field(default_factory=list)
+    backward: list[tuple[str, tuple]] = field(default_factory=list)
     closed: bool = False  # a run completed with these draws: later runs may not draw more
 
 
@@ -106,7 +120,7 @@ def same_draws(copies: ProblemCopies, draw: int, solve: Hashable) -> Iterator[Dr
             yield run
         return
     tape = store.tapes.setdefault((solve, draw), _Tape())
-    with _seeded_globals(DRAW_SEED + draw, run), _Replay(run, tape, DRAW_SEED + draw):
+    with _seeded_globals(DRAW_SEED + draw, run), _Replay(run, tape, draw):
         yield run
     if run.complete:
         tape.closed = True
@@ -184,13 +198,13 @@ def _draws_nothing(bound: dict[str, Any]) -> bool:
 
 
 class _Replay(TorchDispatchMode):
-    """Answers the step's random functions from the draw's own generator, checking them against the tape."""
+    """Answers the step's random functions from the draw's generators, checking them against the tape."""
 
-    def __init__(self, run: DrawRun, tape: _Tape, seed: int) -> None:
+    def __init__(self, run: DrawRun, tape: _Tape, draw: int) -> None:
         super().__init__()
-        self.run, self.tape = run, tape
-        self.generator = torch.Generator().manual_seed(seed)
-        self.position = 0
+        self.run, self.tape, self.draw = run, tape, draw
+        self.forward_at, self.backward_at = 0, 0
+        self.backward_pass = -1  # the autograd graph task of the backward pass drawing now
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -210,27 +224,37 @@ class _Replay(TorchDispatchMode):
         return replay(self, name, bound)
 
     def sample(self, function: str, kind: tuple, sampler: Callable[[torch.Generator], torch.Tensor]) -> torch.Tensor:
-        """The next draw: `kind` says what is sampled (and its shape); the values come from the draw's generator."""
+        """The next draw: `kind` says what is sampled (and its shape); the values come from its position's generator.
+        A draw inside a backward pass (the solver evaluating the field again) is counted from that pass's start."""
+        task = torch._C._current_graph_task_id()
+        backward = task != -1
+        if backward and task != self.backward_pass:
+            self.backward_pass, self.backward_at = task, 0
+        drawn = self.tape.backward if backward else self.tape.forward
+        at = self.backward_at if backward else self.forward_at
         signature = (function, kind)
-        at = self.position
-        if at < len(self.tape.drawn):
-            if self.tape.drawn[at] != signature:
+        where = f"{'backward pass' if backward else 'forward'} of the run"
+        if at < len(drawn):
+            if drawn[at] != signature:
                 raise DrawMismatch(
-                    f"random draw {at + 1} of the run is {function} {_kind_words(kind)}, where the first complete "
-                    f"run drew {self.tape.drawn[at][0]} {_kind_words(self.tape.drawn[at][1])}: the runs draw "
-                    "differently, so they cannot be given the same numbers"
+                    f"random draw {at + 1} in the {where} is {function} {_kind_words(kind)}, where the first complete "
+                    f"run drew {drawn[at][0]} {_kind_words(drawn[at][1])}: the runs draw differently, so they cannot "
+                    "be given the same numbers"
                 )
         elif self.tape.closed:
             raise DrawMismatch(
-                f"the run draws more random tensors than the first complete run of its solve ({len(self.tape.drawn)}; "
-                f"this one: {function} {_kind_words(kind)}): a loss scaler's retry or an adaptive method's extra steps "
+                f"the {where} draws more random tensors than the first complete run of its solve ({len(drawn)}; this "
+                f"one: {function} {_kind_words(kind)}): a solver's retry of a step or an adaptive method's extra steps "
                 "evaluate a vector field that draws again, so the runs cannot see the same numbers; draw the noise in "
                 "the step, outside the solve"
             )
         else:
-            self.tape.drawn.append(signature)
-        self.position += 1
-        values = sampler(self.generator)
+            drawn.append(signature)
+        if backward:
+            self.backward_at += 1
+        else:
+            self.forward_at += 1
+        values = sampler(draw_generator(self.draw, at, backward))
         self.run.functions[function] += 1
         self.run.numbers += values.numel()
         return values
