@@ -139,7 +139,8 @@ def test_repeats_draw_anew_each_against_the_reference_of_its_draw(tmp_path):
 
 
 def test_stochastic_rounding_draws_apart_from_the_steps_draws(tmp_path):
-    result = sweep("held_out", tmp_path / "sr", dtype="bfloat16", arithmetic="emulated", rounding="stochastic", repeats=2)
+    emulated = {"dtype": "bfloat16", "arithmetic": "emulated", "rounding": "stochastic"}
+    result = sweep("held_out", tmp_path / "sr", repeats=2, **emulated)
     row = result.results.iloc[0]
     assert row["status"] == "ok", row["failure_message"]
     # Both repeats ran on draw 0: their spread is the rounding's, a few units of bfloat16's roundoff at most.
@@ -184,13 +185,13 @@ def test_a_run_that_draws_otherwise_than_the_first_fails_naming_the_draw():
     with same_draws(copies, 0, "solve") as first:
         torch.randn(3, dtype=torch.float64)
         first.complete = True
-    with pytest.raises(DrawMismatch, match=r"random draw 1 in the forward of the run is randn \(normal of shape \(4,\)\)"):
-        with same_draws(copies, 0, "solve"):
-            torch.randn(4)
-    with pytest.raises(DrawMismatch, match="draws more random tensors than the first complete run of its solve"):
-        with same_draws(copies, 0, "solve"):
-            torch.randn(3)
-            torch.rand(2)
+    other = r"random draw 1 in the forward of the run is randn \(normal of shape \(4,\)\)"
+    with pytest.raises(DrawMismatch, match=other), same_draws(copies, 0, "solve"):
+        torch.randn(4)
+    more = "draws more random tensors than the first complete run of its solve"
+    with pytest.raises(DrawMismatch, match=more), same_draws(copies, 0, "solve"):
+        torch.randn(3)
+        torch.rand(2)
 
 
 def test_the_same_draw_reaches_every_dtype_and_a_new_draw_differs():
@@ -215,18 +216,19 @@ def test_after_a_first_run_without_draws_a_draw_stops_the_sweep():
     copies = _copies()
     with same_draws(copies, 0, "solve") as run:
         run.complete = True
-    with pytest.raises(InputError, match="drew random numbers in a run after its first run in this process drew none"):
-        with same_draws(copies, 0, "solve"):
-            torch.randn(3)
+    late = "drew random numbers in a run after its first run in this process drew none"
+    with pytest.raises(InputError, match=late), same_draws(copies, 0, "solve"):
+        torch.randn(3)
 
 
 def test_a_solver_that_evaluates_the_field_again_in_its_backward_gives_every_pass_the_same_masks(tmp_path):
     # The native solver's backward evaluates the dropout field again, step by step; the scalings share one forward, and
     # the loss scaler's search runs several backward passes: each pass draws as the reference's backward drew.
-    result = sweep("dropout", tmp_path / "native", library="native", method="euler", scaling=["none", "grad", "dynamic"])
+    scalings = ["none", "grad", "dynamic"]
+    result = sweep("dropout", tmp_path / "native", library="native", method="euler", scaling=scalings)
     rows = result.results.set_index("scaling")
     assert (rows["status"] == "ok").all(), rows["failure_message"]
     u = rows["unit_roundoff"].iloc[0]
-    # Another mask in any pass would be an error of order one (0.04 with torchdiffeq before same draws); roundoff is u's.
+    # Another mask in any pass: an error of order one (0.04 with torchdiffeq before same draws); roundoff is of u's.
     assert (rows["grad_params_rel_err"] < 10 * u).all(), rows["grad_params_rel_err"]
     assert rows.loc["grad", "grad_params_rel_err"] == pytest.approx(rows.loc["none", "grad_params_rel_err"], rel=1e-6)

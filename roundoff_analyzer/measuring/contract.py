@@ -22,6 +22,7 @@ from ..axes.modes.base import run_device
 from ..core.errors import InputError, one_line
 from ..core.user_code import quit_line
 from ..solvers import SolveReport
+from .batch_size import BatchSize, step_batch_size
 from .draws import same_draws
 from .one_run import configured_odeint, step_forward
 
@@ -41,6 +42,11 @@ class ProblemShape:
     n_solves: int = 1
     # What the step drew in its float64 evaluation (draws.py's record: every run is given the same); None: nothing.
     draws: dict | None = None
+    # The points of one batch, and where they were read (batch_size.py).
+    batch_size: int | None = None
+    batch_size_from: str | None = None
+    # What the step's own odeint calls named (method, rtol, atol, the options' keys), which the sweep's solves ignore.
+    solver_arguments: dict | None = None
 
     def describe(self) -> str:
         """What the contract check saw of a training step, in words for the plan's lines."""
@@ -89,11 +95,11 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
         torch.float64: "the reference's, which every configuration is compared with",
         torch.float32: "the model's own",
     }
-    seen, draws = {}, None
+    seen, draws, named = {}, None, dict[str, object]()
     for dtype, role in roles.items():
         try:
             if dtype == torch.float64:
-                seen[dtype], draws = _same_twice(name, copies, placement)
+                seen[dtype], draws, named = _same_twice(name, copies, placement)
             else:
                 seen[dtype] = evaluate(copies, cast_run(copies, dtype), placement, dtype)
         except InputError:
@@ -104,7 +110,24 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
     first = solves[0]
     sizes = tuple(first.part_sizes) if first.part_sizes is not None else None
     largest = max(s.states[0].numel() for s in solves)
-    return ProblemShape(first.t0, first.t1, largest, sizes, len(solves), draws)
+    batch = problem_batch(copies, first.state_shapes)
+    return ProblemShape(first.t0, first.t1, largest, sizes, len(solves), draws, batch.size, batch.source, named or None)
+
+
+def problem_batch(copies: ProblemCopies, state_shapes: tuple[tuple[int, ...], ...] | None = None) -> BatchSize:
+    """The points of one batch and where they were read: a trajectory problem's y0's first dimension; a training
+    step's as batch_size.py reads it from `state_shapes` (its first solve's state; found here by evaluating the step
+    once where not given)."""
+    trajectory = copies.trajectory
+    if trajectory is not None:
+        y0 = trajectory.y0
+        return BatchSize(int(y0.shape[0]) if y0.dim() else 1, "the first dimension of y0")
+    declared = getattr(copies.problem, "batch_size", None)
+    if declared is None and state_shapes is None:
+        with torch.no_grad():
+            solves = evaluate(copies, cast_run(copies, torch.float32), LOSS_PLACEMENTS.get("float32"), torch.float32)
+        state_shapes = solves[0].state_shapes
+    return step_batch_size(declared, copies.batch, state_shapes or ())
 
 
 # Two float64 evaluations of one draw that differ by more than this (relative, in the loss) are two computations:
@@ -112,18 +135,19 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
 SAME_LOSS_RTOL = 1e-10
 
 
-def _same_twice(name: str, copies: ProblemCopies, placement: LossPlacement) -> tuple[list, dict | None]:
-    """The float64 evaluation, made twice on draw 0 of the step's random numbers: its solves and what it drew. A step
+def _same_twice(name: str, copies: ProblemCopies, placement: LossPlacement) -> tuple[list, dict | None, dict]:
+    """The float64 evaluation, made twice on draw 0 of the step's random numbers: its solves, what it drew and what
+    its odeint calls named. A step
     that gives another loss the second time would be measured against a reference it does not reproduce, so that is
     an InputError naming the cause: the weights or buffers it changes, else what the sweep does not replay."""
     prepared = cast_run(copies, torch.float64)
     before = {key: value.clone() for key, value in prepared.model.state_dict().items()}
     with same_draws(copies, 0, _CONTRACT) as drawn:
-        solves, loss = _evaluated(copies, prepared, placement, torch.float64)
+        solves, loss, named = _evaluated(copies, prepared, placement, torch.float64)
         drawn.complete = True
     changed = [key for key, value in prepared.model.state_dict().items() if not torch.equal(value, before[key])]
     with same_draws(copies, 0, _CONTRACT) as again:
-        _, loss_again = _evaluated(copies, cast_run(copies, torch.float64), placement, torch.float64)
+        _, loss_again, _ = _evaluated(copies, cast_run(copies, torch.float64), placement, torch.float64)
         again.complete = True
     if not torch.allclose(loss, loss_again, rtol=SAME_LOSS_RTOL, atol=0.0, equal_nan=True):
         if changed:
@@ -141,7 +165,7 @@ def _same_twice(name: str, copies: ProblemCopies, placement: LossPlacement) -> t
             f"model {name}: its step gives another loss when evaluated again in float64 on the same random draws "
             f"({float(loss):.17g}, then {float(loss_again):.17g}): {cause}"
         )
-    return solves, drawn.describe()
+    return solves, drawn.describe(), named
 
 
 def low_precision_failures(copies: ProblemCopies, precisions: list[Precision], fp8_scaling: bool) -> list[str]:
@@ -179,14 +203,14 @@ def evaluate(copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacemen
 
 def _evaluated(
     copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacement, loss_dtype: torch.dtype
-) -> tuple[list, torch.Tensor]:
+) -> tuple[list, torch.Tensor, dict]:
     library, method = LIBRARIES.get(_CHECK_LIBRARY), METHODS.get(_CHECK_METHOD)
     odeint = configured_odeint(prepared, library, method, _CHECK_STEPS, loss_dtype, loss_in, None, SolveReport())
     try:
         loss = step_forward(prepared, copies, odeint, loss_in)
     except SystemExit as exc:
         raise InputError(quit_line("the model's step", exc)) from None
-    return odeint.solves, loss.detach()
+    return odeint.solves, loss.detach(), odeint.named
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -23,10 +23,11 @@ FEW_DTYPE_COLUMNS = 4
 
 
 def section(inputs: SectionInputs) -> list[str]:
-    return discretisation_and_noise(inputs.results)
+    return discretisation_and_noise(inputs.results, inputs.sweep.manifest.get("problem"))
 
 
-def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
+def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
+    """`problem`: the manifest's record of the model's form, which says where its batch size was read."""
     if "fine_ref_steps" not in results or results["fine_ref_steps"].isna().all():
         return []
     ok = results[results["status"] == "ok"]
@@ -70,8 +71,11 @@ def discretisation_and_noise(results: pd.DataFrame) -> list[str]:
         )
     )
     size, uncertainty = rules.noise_batch_size(results), rules.noise_uncertainty(results)
+    read = (problem or {}).get("batch_size_from") if (problem or {}).get("batch_size") == size else None
     lines.append(
-        f"**Gradient noise** {fmt.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}: the relative spread of "
+        f"**Gradient noise** {fmt.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}"
+        + (f" ({read})" if read else "")
+        + ": the relative spread of "
         f"the float64 parameter gradient over {batches} other batches of the model's data"
         + (f" of {size} points each" if size else "")
         + (f", known to ±{uncertainty:.0%}" if uncertainty is not None else "")
