@@ -194,7 +194,9 @@ def _bound(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
 
 def _draws_nothing(bound: dict[str, Any]) -> bool:
     """A seeded operation called so that it draws nothing (an attention or RNN with dropout 0, or not training)."""
-    return bound.get("dropout_p") == 0 or bound.get("dropout") == 0 or bound.get("train") is False
+    if bound.get("dropout_p") == 0 or bound.get("dropout") == 0:
+        return True
+    return bound.get("train") is False or bound.get("training") is False
 
 
 class _Replay(TorchDispatchMode):

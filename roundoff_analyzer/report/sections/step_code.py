@@ -25,9 +25,7 @@ def step_code_lines(a: answering.Answer, device_type: str, dtype: str, method: s
     if named:
         # Passed on, the step's own method and options would override the measured solve (a keyword given to a
         # functools.partial wins over the partial's): dopri5's 50 evaluations run, not the 32 measured.
-        lines += [
-            f"# your step's odeint call names {_named_words(named)}; solve drops them, as the sweep did"
-        ]
+        lines += [f"# your step's odeint call names {_named_words(named)}; solve drops them, as the sweep did"]
     if partial:
         lines.append(f"solve = functools.partial(odeint, {', '.join(solver_options)})")
     elif whole_step:
