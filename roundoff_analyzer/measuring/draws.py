@@ -17,7 +17,8 @@ first run that completes fixes the order, and a run that then draws otherwise (a
 native solver's retry of a step or an adaptive method's extra steps, evaluating a vector field that draws) fails
 naming the draw. The first run watched tells whether the step draws at all; where it draws nothing, later runs are
 not intercepted (each torch operation would pay for it), and a run that then moves torch's, numpy's or Python's global
-generator stops the sweep in one line.
+generator stops the sweep in one line, as does a draw the replay did not see (inside a torch operation that is not
+one of the random functions: an RNN's dropout between its layers).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..axes.modes import ProblemCopies
@@ -116,11 +118,12 @@ def same_draws(copies: ProblemCopies, draw: int, solve: Hashable) -> Iterator[Dr
     order of the draws: the library, method and n_timesteps). Yields what the run drew."""
     store, run = _store(copies), DrawRun()
     if store.drew is False:
-        with _unmoved_generators():
+        with _unmoved_generators(_LATE, numpy_and_python=True):
             yield run
         return
     tape = store.tapes.setdefault((solve, draw), _Tape())
-    with _seeded_globals(DRAW_SEED + draw, run), _Replay(run, tape, draw):
+    replay = _Replay(run, tape, draw)
+    with _seeded_globals(DRAW_SEED + draw, run), _unmoved_generators(_UNSEEN), _Watch(replay):
         yield run
     if run.complete:
         tape.closed = True
@@ -152,28 +155,37 @@ def _seeded_globals(seed: int, run: DrawRun) -> Iterator[None]:
         random.setstate(python_before)
 
 
-def _generator_states() -> tuple:
-    cuda = tuple(torch.cuda.get_rng_state_all()) if torch.cuda.is_initialized() else ()
-    return (torch.random.get_rng_state(), cuda, _numpy_state_key(np.random.get_state(legacy=True)), random.getstate())
+def _torch_states() -> list[torch.Tensor]:
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []
+    return [torch.random.get_rng_state(), *cuda]
+
+
+_LATE = (
+    "the step drew random numbers in a run after its first run in this process drew none, so the runs cannot be "
+    "given the same draws: draw in every call of the step, or not at all"
+)
+_UNSEEN = (
+    "the step drew random numbers inside a torch operation that is not one of torch's random functions (an RNN's "
+    "dropout between its layers, RReLU in training), which the sweep cannot give every run alike: draw them with "
+    "torch's random functions (F.dropout between the layers)"
+)
 
 
 @contextmanager
-def _unmoved_generators() -> Iterator[None]:
-    """A run of a step whose first run drew nothing: a draw now would differ between runs, so it stops the sweep."""
-    before = _generator_states()
+def _unmoved_generators(message: str, numpy_and_python: bool = False) -> Iterator[None]:
+    """Torch's global generators (numpy's and Python's too, where asked) left as they were by the run; a draw from
+    one of them stops the sweep with `message`."""
+
+    def states() -> tuple:
+        others = (_numpy_state_key(np.random.get_state(legacy=True)), random.getstate()) if numpy_and_python else ()
+        return _torch_states(), others
+
+    before = states()
     yield
-    after = _generator_states()
-    moved = not (
-        torch.equal(before[0], after[0])
-        and len(before[1]) == len(after[1])
-        and all(torch.equal(a, b) for a, b in zip(before[1], after[1]))
-        and before[2:] == after[2:]
-    )
-    if moved:
-        raise InputError(
-            "the step drew random numbers in a run after its first run in this process drew none, so the runs "
-            "cannot be given the same draws: draw in every call of the step, or not at all"
-        )
+    after = states()
+    moved = before[1] != after[1] or len(before[0]) != len(after[0])
+    if moved or not all(torch.equal(a, b) for a, b in zip(before[0], after[0])):
+        raise InputError(message)
 
 
 # -- torch's random functions --------------------------------------------------------------------------------------
@@ -197,6 +209,44 @@ def _draws_nothing(bound: dict[str, Any]) -> bool:
     if bound.get("dropout_p") == 0 or bound.get("dropout") == 0:
         return True
     return bound.get("train") is False or bound.get("training") is False
+
+
+# The torch functions that may draw (by name: `torch.randn`, `Tensor.normal_`, `F.dropout`, `nn.init.normal_`, ...).
+# Only their calls pass through the replay, where the operations they dispatch are answered.
+_MAY_DRAW = frozenset(
+    {
+        *("randn", "rand", "randint", "randperm", "randn_like", "rand_like", "randint_like", "normal", "normal_"),
+        *("uniform_", "bernoulli", "bernoulli_", "exponential_", "random_", "multinomial", "poisson", "cauchy_"),
+        *("log_normal_", "geometric_", "binomial", "rrelu", "rrelu_", "uniform", "exponential"),
+        *("dropout", "dropout_", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "feature_dropout_"),
+        *("alpha_dropout", "alpha_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_"),
+        *("fractional_max_pool2d", "fractional_max_pool3d", "gumbel_softmax", "_standard_gamma"),
+    }
+)
+
+
+# The calls that start a backward pass, in which no torch function mode is active (autograd's engine runs without).
+_BACKWARD = frozenset({"backward", "grad"})
+
+
+class _Watch(TorchFunctionMode):
+    """Sends the calls of torch functions that may draw through the replay, and every other call straight on: the
+    replay sees each operation it dispatches, which costs an operation several times its own time, so only those.
+    A backward pass runs whole inside the replay where the run's first complete run drew in its backward (a solver
+    that evaluates a field that draws again), or no run has said yet."""
+
+    def __init__(self, replay: _Replay) -> None:
+        super().__init__()
+        self.replay = replay
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        name = getattr(func, "__name__", None)
+        if name in _MAY_DRAW or (name in _BACKWARD and self.replay.backward_draws()):
+            with self.replay:
+                return func(*args, **kwargs)
+        return func(*args, **kwargs)
 
 
 class _Replay(TorchDispatchMode):
@@ -224,6 +274,10 @@ class _Replay(TorchDispatchMode):
                 f"{', '.join(sorted(_REPLAYS))}, without out=)"
             )
         return replay(self, name, bound)
+
+    def backward_draws(self) -> bool:
+        """Whether a backward pass may draw: its tape says so, or is not complete yet."""
+        return bool(self.tape.backward) or not self.tape.closed
 
     def sample(self, function: str, kind: tuple, sampler: Callable[[torch.Generator], torch.Tensor]) -> torch.Tensor:
         """The next draw: `kind` says what is sampled (and its shape); the values come from its position's generator.
