@@ -150,8 +150,11 @@ def test_stochastic_rounding_draws_apart_from_the_steps_draws(tmp_path):
 def test_the_report_and_manifest_say_the_draws_were_replayed_and_how_many(tmp_path):
     out = tmp_path / "report"
     sweep("held_out", out, {"batch": 16}, report=True, repeats=2)
-    draws = json.loads((out / "manifest.json").read_text())["problem"]["draws"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    draws = manifest["problem"]["draws"]
     assert draws == {"functions": {"randn_like": 1}, "tensors": 1, "numbers": 32, "numpy": False, "python": False}
+    # In the fingerprint: a folder measured before the runs were given the same draws is another sweep's.
+    assert manifest["fingerprint"]["draws"] == draws
     report = (out / "report.md").read_text()
     assert "**Random draws**: the step draws random numbers (torch's randn_like ×1: 32 numbers" in report
     assert "Every run was given the draws of its float64 reference" in report
@@ -161,7 +164,7 @@ def test_the_report_and_manifest_say_the_draws_were_replayed_and_how_many(tmp_pa
 def test_a_step_that_draws_nothing_says_nothing_of_draws(tmp_path):
     out = tmp_path / "plain"
     result = ra.sweep(model="linear", timesteps=[4], dtype="float16", scaling="none", noise_batches=0, out=out)
-    assert result.manifest["problem"]["draws"] is None
+    assert result.manifest["problem"]["draws"] is None and "draws" not in result.manifest["fingerprint"]
     assert "Random draws" not in (out / "report.md").read_text()
 
 

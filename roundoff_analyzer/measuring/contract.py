@@ -124,8 +124,7 @@ def problem_batch(copies: ProblemCopies, state_shapes: tuple[tuple[int, ...], ..
         return BatchSize(int(y0.shape[0]) if y0.dim() else 1, "the first dimension of y0")
     declared = getattr(copies.problem, "batch_size", None)
     if declared is None and state_shapes is None:
-        with torch.no_grad():
-            solves = evaluate(copies, cast_run(copies, torch.float32), LOSS_PLACEMENTS.get("float32"), torch.float32)
+        solves = evaluate(copies, cast_run(copies, torch.float32), LOSS_PLACEMENTS.get("float32"), torch.float32)
         state_shapes = solves[0].state_shapes
     return step_batch_size(declared, copies.batch, state_shapes or ())
 
