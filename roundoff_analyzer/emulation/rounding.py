@@ -48,7 +48,10 @@ def round_stochastic(x: torch.Tensor, fmt: NumberFormat, generator: torch.Genera
     scaled = x / step
     below = torch.floor(scaled)
     fraction = (scaled - below).to(torch.float64)
-    uniform = torch.rand(x.shape, generator=generator, dtype=torch.float64, device=x.device)
+    # The arithmetic's own draw: no mode sees it (a sweep gives the model's draws alike to every run and leaves these
+    # alone, measuring/draws.py).
+    with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
+        uniform = torch.rand(x.shape, generator=generator, dtype=torch.float64, device=x.device)
     return _overflow(x, (below + (uniform < fraction).to(x.dtype)) * step, fmt)
 
 

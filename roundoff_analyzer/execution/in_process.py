@@ -34,7 +34,7 @@ def process_yardsticks(plan: SweepPlan, copies: ProblemCopies, store: ResultStor
         plan.device,
         files,
         plan.shape.state_values,
-        batch_size,
+        batch_size or plan.shape.batch_size,
         coarsest_is=fine_quarter_reference(plan),
     )
 

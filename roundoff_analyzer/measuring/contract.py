@@ -7,7 +7,6 @@ memory bounds and the rows' span read it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -23,11 +22,14 @@ from ..axes.modes.base import run_device
 from ..core.errors import InputError, one_line
 from ..core.user_code import quit_line
 from ..solvers import SolveReport
+from .batch_size import BatchSize, step_batch_size
+from .draws import same_draws
 from .narrow_constants import NarrowConstants
 from .one_run import configured_odeint, step_forward
 
 # The check's solver: what it evaluates is the user's code in each precision, not a method's accuracy.
 _CHECK_LIBRARY, _CHECK_METHOD, _CHECK_STEPS = "native", "euler", 1
+_CONTRACT = "contract check"  # the check's solves draw in an order of their own (draws.py)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,13 @@ class ProblemShape:
     n_solves: int = 1
     # Places in the user's code where the float64 evaluation computed with narrower values (narrow_constants.py).
     narrow_in_float64: tuple[str, ...] = ()
+    # What the step drew in its float64 evaluation (draws.py's record: every run is given the same); None: nothing.
+    draws: dict | None = None
+    # The points of one batch, and where they were read (batch_size.py).
+    batch_size: int | None = None
+    batch_size_from: str | None = None
+    # What the step's own odeint calls named (method, rtol, atol, the options' keys), which the sweep's solves ignore.
+    solver_arguments: dict | None = None
 
     def describe(self) -> str:
         """What the contract check saw of a training step, in words for the plan's lines."""
@@ -89,11 +98,14 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
         torch.float64: "the reference's, which every configuration is compared with",
         torch.float32: "the model's own",
     }
-    seen = {}
+    seen, draws, named = {}, None, dict[str, object]()
     narrow = NarrowConstants()
     for dtype, role in roles.items():
         try:
-            with narrow if dtype == torch.float64 else nullcontext():
+            if dtype == torch.float64:
+                with narrow:
+                    seen[dtype], draws, named = _same_twice(name, copies, placement)
+            else:
                 seen[dtype] = evaluate(copies, cast_run(copies, dtype), placement, dtype)
         except InputError:
             raise
@@ -103,7 +115,19 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
     first = solves[0]
     sizes = tuple(first.part_sizes) if first.part_sizes is not None else None
     largest = max(s.states[0].numel() for s in solves)
-    return ProblemShape(first.t0, first.t1, largest, sizes, len(solves), narrow.lines())
+    batch = problem_batch(copies, first.state_shapes)
+    return ProblemShape(
+        t0=first.t0,
+        t1=first.t1,
+        state_values=largest,
+        part_sizes=sizes,
+        n_solves=len(solves),
+        narrow_in_float64=narrow.lines(),
+        draws=draws,
+        batch_size=batch.size,
+        batch_size_from=batch.source,
+        solver_arguments=named or None,
+    )
 
 
 def narrow_warning(shape: ProblemShape) -> str | None:
@@ -117,6 +141,59 @@ def narrow_warning(shape: ProblemShape) -> str | None:
         f"float64 there: {found[0]}{more}; give such values the dtype of the tensors they meet (`dtype=x.dtype`, "
         "`.to(x)`) rather than float32"
     )
+
+
+def problem_batch(copies: ProblemCopies, state_shapes: tuple[tuple[int, ...], ...] | None = None) -> BatchSize:
+    """The points of one batch and where they were read: a trajectory problem's y0's first dimension; a training
+    step's as batch_size.py reads it from `state_shapes` (its first solve's state; found here by evaluating the step
+    once where not given)."""
+    trajectory = copies.trajectory
+    if trajectory is not None:
+        y0 = trajectory.y0
+        return BatchSize(int(y0.shape[0]) if y0.dim() else 1, "the first dimension of y0")
+    declared = getattr(copies.problem, "batch_size", None)
+    if declared is None and state_shapes is None:
+        solves = evaluate(copies, cast_run(copies, torch.float32), LOSS_PLACEMENTS.get("float32"), torch.float32)
+        state_shapes = solves[0].state_shapes
+    return step_batch_size(declared, copies.batch, state_shapes or ())
+
+
+# Two float64 evaluations of one draw that differ by more than this (relative, in the loss) are two computations:
+# float64's own nondeterminism (a GPU's atomic sums) is orders of magnitude below, any format's roundoff far above.
+SAME_LOSS_RTOL = 1e-10
+
+
+def _same_twice(name: str, copies: ProblemCopies, placement: LossPlacement) -> tuple[list, dict | None, dict]:
+    """The float64 evaluation, made twice on draw 0 of the step's random numbers: its solves, what it drew and what
+    its odeint calls named. A step
+    that gives another loss the second time would be measured against a reference it does not reproduce, so that is
+    an InputError naming the cause: the weights or buffers it changes, else what the sweep does not replay."""
+    prepared = cast_run(copies, torch.float64)
+    before = {key: value.clone() for key, value in prepared.model.state_dict().items()}
+    with same_draws(copies, 0, _CONTRACT) as drawn:
+        solves, loss, named = _evaluated(copies, prepared, placement, torch.float64)
+        drawn.complete = True
+    changed = [key for key, value in prepared.model.state_dict().items() if not torch.equal(value, before[key])]
+    with same_draws(copies, 0, _CONTRACT) as again:
+        _, loss_again, _ = _evaluated(copies, cast_run(copies, torch.float64), placement, torch.float64)
+        again.complete = True
+    if not torch.allclose(loss, loss_again, rtol=SAME_LOSS_RTOL, atol=0.0, equal_nan=True):
+        if changed:
+            cause = (
+                f"it changes the model's {', '.join(changed[:3])}{' …' if len(changed) > 3 else ''} at each call; "
+                "keep them fixed within a step"
+            )
+        else:
+            cause = (
+                "it changes between calls by something the sweep does not give every run alike, a random generator of "
+                "its own (numpy's default_rng, random.Random) or state kept outside the model; draw with torch's "
+                "random functions or numpy's and Python's global generators, which every run is given alike"
+            )
+        raise InputError(
+            f"model {name}: its step gives another loss when evaluated again in float64 on the same random draws "
+            f"({float(loss):.17g}, then {float(loss_again):.17g}): {cause}"
+        )
+    return solves, drawn.describe(), named
 
 
 def low_precision_failures(copies: ProblemCopies, precisions: list[Precision], fp8_scaling: bool) -> list[str]:
@@ -149,13 +226,19 @@ def _failure(copies: ProblemCopies, precision: Precision, fp8_scaling: bool) -> 
 
 def evaluate(copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacement, loss_dtype: torch.dtype) -> list:
     """The step's forward on the run's model and batch, one Euler step per solve; its solves' records."""
+    return _evaluated(copies, prepared, loss_in, loss_dtype)[0]
+
+
+def _evaluated(
+    copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacement, loss_dtype: torch.dtype
+) -> tuple[list, torch.Tensor, dict]:
     library, method = LIBRARIES.get(_CHECK_LIBRARY), METHODS.get(_CHECK_METHOD)
     odeint = configured_odeint(prepared, library, method, _CHECK_STEPS, loss_dtype, loss_in, None, SolveReport())
     try:
-        step_forward(prepared, copies, odeint, loss_in)
+        loss = step_forward(prepared, copies, odeint, loss_in)
     except SystemExit as exc:
         raise InputError(quit_line("the model's step", exc)) from None
-    return odeint.solves
+    return odeint.solves, loss.detach(), odeint.named
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -41,6 +41,7 @@ from ..axes.modes import ProblemCopies, cast_run
 from ..solvers import SolveReport, odeint
 from ..solvers.grid_output import equal_grid
 from . import metrics
+from .draws import same_draws
 from .fine_error import RK4_ORDER, differences, own_error, shared_order
 from .one_run import RunOutcome, configured_odeint, step_forward
 
@@ -234,9 +235,11 @@ def solve_step_on_fine_grid(copies: ProblemCopies, steps: int, device: torch.dev
         SolveReport(),
     )
     leaves = prepared.leaves
-    with torch.enable_grad():
+    # On draw 0 of the step's random numbers, as the references of draw 0 (draws.py).
+    with same_draws(copies, 0, ("fine", steps)) as drawn, torch.enable_grad():
         loss = step_forward(prepared, copies, odeint, placement)
         found = torch.autograd.grad(loss, leaves, allow_unused=True)
+        drawn.complete = True
     grads = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(found, leaves)]
     interpolated = sum(s.interpolated for s in odeint.solves)
     return FineSolution(odeint.solves[0].states, loss.detach(), grads, len(prepared.inputs), interpolated)

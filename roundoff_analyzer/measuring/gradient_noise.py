@@ -33,11 +33,12 @@ from ..axes.libraries import LIBRARIES
 from ..axes.loss_placements import LOSS_PLACEMENTS
 from ..axes.methods import METHODS
 from ..axes.models import NoMoreBatches
-from ..axes.models.inputs import floating_inputs, on_device
+from ..axes.models.inputs import on_device
 from ..axes.modes import PreparedRun, ProblemCopies
 from ..core.errors import InputError
 from ..solvers import SolveReport
 from . import metrics
+from .contract import ProblemShape, problem_batch
 from .one_run import configured_odeint, step_forward
 
 # The batches' spread hardly depends on the grid, so a coarse one does: with 16 batches, grad_noise_rel at 8 steps
@@ -85,18 +86,12 @@ def batch_size_of(y0: torch.Tensor) -> int:
     return int(y0.shape[0]) if y0.dim() else 1
 
 
-def problem_batch_size(copies: ProblemCopies) -> int:
-    """The points of one batch of the model's data: a trajectory problem's y0's first dimension; a training step's
-    `batch_size` where its Problem declares one, else the first dimension of its batch's largest floating-point
-    tensor."""
-    trajectory = copies.trajectory
-    if trajectory is not None:
-        return batch_size_of(trajectory.y0)
-    declared = getattr(copies.problem, "batch_size", None)
-    if declared is not None:
-        return declared
-    largest = max(floating_inputs(copies.batch), key=lambda x: x.numel(), default=None)
-    return batch_size_of(largest) if largest is not None else 1
+def problem_batch_size(copies: ProblemCopies, shape: ProblemShape | None = None) -> int:
+    """The points of one batch of the model's data (contract.py's `problem_batch`; `shape`: what the contract check
+    found, where it ran)."""
+    if shape is not None and shape.batch_size is not None:
+        return shape.batch_size
+    return problem_batch(copies).size
 
 
 def noise_batch(sampler: Callable[[int], torch.Tensor], index: int, size: int, sampled: int) -> torch.Tensor:

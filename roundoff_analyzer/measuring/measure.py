@@ -17,6 +17,7 @@ from ..core.user_code import quit_line
 from . import failures
 from .columns import ERROR_METRICS, VECTOR_FIELD, WHOLE_MODEL
 from .cpu_memory import cpu_peak_memory
+from .draws import draws_anew
 from .kept_share import kept_share
 from .memory import configuration_oom
 from .module_hooks import ModuleObserver, unwatched
@@ -39,12 +40,15 @@ from .time_limit import time_limit
 from .torch_state import restored_torch_state
 from .yardsticks import context_columns
 
+# A configuration's float64 references by the draw of the step's random numbers they were given.
+References = dict[int, RunOutcome]
+
 
 def measure_configurations(configs: list[Configuration], context: SweepContext) -> list[Measurement]:
     """The measurements of configurations that differ in their scaling only (a family of `forward_families`), in
     their order: each run's forward is shared by their scalings where they can share it."""
     measured: dict[int, Measurement] = {}
-    ready: list[tuple[int, RunSetup, Row, RunOutcome]] = []
+    ready: list[tuple[int, RunSetup, Row, References]] = []
     for index, config in enumerate(configs):
         checked = _checked(config, context)
         if isinstance(checked, Measurement):
@@ -58,8 +62,9 @@ def measure_configurations(configs: list[Configuration], context: SweepContext) 
         whole_step = context.copies.trajectory is None
         with kept_in_float32(context.copies.model, keep, cover_forward=not whole_step):
             runs = _timed_runs([setup for _, setup, _, _ in ready], context)
-            for (index, setup, row, reference), outcomes in zip(ready, runs, strict=True):
-                measured[index] = _measurement(setup, context, row, reference, outcomes)
+            for (index, setup, row, references), outcomes in zip(ready, runs, strict=True):
+                paired = [references[setup.draw(repeat)] for repeat in range(len(outcomes))]
+                measured[index] = _measurement(setup, context, row, paired, outcomes)
     return [measured[index] for index in range(len(configs))]
 
 
@@ -78,9 +83,9 @@ def forward_families(configs: list[Configuration], timeout_s: float | None) -> l
     return list(families.values())
 
 
-def _checked(config: Configuration, context: SweepContext) -> Measurement | tuple[RunSetup, Row, RunOutcome]:
+def _checked(config: Configuration, context: SweepContext) -> Measurement | tuple[RunSetup, Row, References]:
     """The configuration's measurement where it ends before any run (skipped, unsupported, too large, no reference);
-    else its setup, its row so far and its float64 reference."""
+    else its setup, its row so far and its float64 references, by draw."""
     setup = RunSetup.of(config, context.step_control)
     library, method, dtype = setup.library, setup.method, setup.dtype
     row = base_row(config, dtype, context)
@@ -102,7 +107,11 @@ def _checked(config: Configuration, context: SweepContext) -> Measurement | tupl
     if too_large:
         return Measurement({**row, **failure_columns(too_large)}, [], [])
     try:
-        reference = context.references.get(library, method, config.n_timesteps)
+        # Each repeat's draw of the step's random numbers has its reference (one, where the step draws none).
+        references = {
+            draw: context.references.get(library, method, config.n_timesteps, draw)
+            for draw in dict.fromkeys(setup.draw(repeat) for repeat in range(context.repeats))
+        }
     except SystemExit as exc:
         raise InputError(quit_line(f"{library.name} {method.name}: the reference solve", exc)) from None
     except InputError:  # user code that quit (above, or in the reference's own run): the sweep stops
@@ -112,7 +121,7 @@ def _checked(config: Configuration, context: SweepContext) -> Measurement | tupl
         return Measurement({**row, "status": "skipped", "skip_reason": reference_skip_reason(exc.failure)}, [], [])
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
         return Measurement({**row, **failure_columns(failures.classify_exception(exc))}, [], [])
-    return setup, row, reference
+    return setup, row, references
 
 
 def reference_skip_reason(failure: failures.Failure) -> str:
@@ -141,7 +150,8 @@ def _runs_alone(setup: RunSetup, context: SweepContext) -> list[RunOutcome]:
         try:
             with restored_torch_state(), time_limit(context.timeout_s):
                 prepared = setup.prepare(context, repeat)
-                outcome = setup.run(prepared, context, setup.config.n_timesteps, context.scale_hints.get(key))
+                hint = context.scale_hints.get(key)
+                outcome = setup.run(prepared, context, setup.config.n_timesteps, hint, draw=setup.draw(repeat))
                 if outcome.retries is not None:
                     context.scale_hints[key] = outcome.retries
                 silent = prepared.silent_overflow() if outcome.failure is None and prepared.silent_overflow else None
@@ -178,6 +188,7 @@ def _runs_sharing_forward(setups: list[RunSetup], context: SweepContext) -> list
                 first.config.n_timesteps,
                 torch.float32,
                 first.loss_in,
+                draw=first.draw(repeat),
             )
         for i, outcome in zip(running, runs, strict=True):
             if outcome.retries is not None:
@@ -187,19 +198,19 @@ def _runs_sharing_forward(setups: list[RunSetup], context: SweepContext) -> list
 
 
 def _measurement(
-    setup: RunSetup, context: SweepContext, row: Row, reference: RunOutcome, outcomes: list[RunOutcome]
+    setup: RunSetup, context: SweepContext, row: Row, references: list[RunOutcome], outcomes: list[RunOutcome]
 ) -> Measurement:
-    """The configuration's Measurement from its timed runs: `row` completed (and its untimed memory and per-module
-    runs, where asked for)."""
+    """The configuration's Measurement from its timed runs, each with the reference of its draw: `row` completed (and
+    its untimed memory and per-module runs, where asked for)."""
     config, method, dtype = setup.config, setup.method, setup.dtype
     n_timesteps = config.n_timesteps
-    last = outcomes[-1]
+    last, reference = outcomes[-1], references[len(outcomes) - 1]
     if context.cpu_memory and context.device.type == "cpu" and last.failure is None:
         # The profiler slows every op, so the peak comes from a run of its own, not from the timed ones.
         with cpu_peak_memory() as peak:
             # The same name as the timed runs' copy: that copy is freed inside the block, and the peak counts the free.
             prepared = setup.prepare(context)
-            setup.run(prepared, context, n_timesteps, last.retries)
+            setup.run(prepared, context, n_timesteps, last.retries, draw=setup.draw(len(outcomes) - 1))
         last.peak_memory_bytes = peak.bytes
     if (
         last.failure is not None
@@ -209,7 +220,7 @@ def _measurement(
         last.failure = failures.step_size_underflow(last.failure, method.rtol, dtype.name, dtype.unit_roundoff)
 
     names = parameter_names(context.copies)
-    measured = run_columns(config, dtype, outcomes, reference, names)
+    measured = run_columns(config, dtype, outcomes, references, names)
     modules = _module_rows(setup, context, last) if context.per_module else []
     # What share of the field's work the kept part does: a setup that keeps all of it is not a low-precision setup.
     kept = (
@@ -219,7 +230,10 @@ def _measurement(
     if context.yardsticks is not None:
         errors = {name: measured[name] for name in ERROR_METRICS}
         yardsticks = context.yardsticks
-        beside = context_columns(last, reference, yardsticks.fine(), yardsticks.noise(), config.n_timesteps, errors)
+        # The fine reference is solved on draw 0: the discretisation error is that of the reference of draw 0.
+        first = outcomes[0] if draws_anew(context.copies) else last
+        fine, noise = yardsticks.fine(), yardsticks.noise()
+        beside = context_columns(first, references[0], fine, noise, config.n_timesteps, errors)
     return Measurement(
         {**row, **step_columns(method, last, reference), **measured, **beside, **kept},
         parameter_error_rows(names, last, reference, dtype),

@@ -7,7 +7,7 @@ exactly this too, one run at a time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -24,6 +24,7 @@ from ..solvers import DynamicAdjointScaler, SolveReport, StepRecord
 from ..solvers.overflow_stop import whole_passes
 from ..solvers.scaler import AdjointScalerSlot
 from . import failures, metrics
+from .draws import DrawRun, same_draws
 from .failures import Failure
 from .module_hooks import ModuleObserver
 from .solve_calls import ConfiguredOdeint, SolveRecord
@@ -70,6 +71,7 @@ def run_once(
     loss_in: LossPlacement | None = None,
     observer: ModuleObserver | None = None,
     recompute_field: bool = False,
+    draw: int | None = None,
 ) -> RunOutcome:
     """Forward (the problem's step, its solves by `library` and `method` in `n_timesteps` equal steps each), loss and
     backward of one run; any exception or non-finite value becomes `failure`. The grid's times are float64 where the
@@ -77,12 +79,14 @@ def run_once(
     `scale_hint`: where a searching loss scaler starts (the retries of a similar run); `loss_in`: where the loss is
     formed (default: outside the run's context, in `loss_dtype`); `observer`: told where the backward begins
     (per-module measurement); `recompute_field`: the field's activations computed again in the backward rather than
-    kept (the same values, for one more evaluation each)."""
-    scaler = scaling.adjoint_scaler(settings)
-    forward = Forward(
-        prepared, copies, library, method, n_timesteps, loss_dtype, loss_in, observer, recompute_field, settings, scaler
-    )
-    return forward.backward(scaling, scale_hint, scaler)
+    kept (the same values, for one more evaluation each); `draw`: which draw of the step's random numbers the run is
+    given, alike in every run of that draw (None: the step draws as it will, as in training)."""
+    with _draws(copies, draw, library, method, n_timesteps) as drawn:
+        scaler = scaling.adjoint_scaler(settings)
+        run = (n_timesteps, loss_dtype, loss_in, observer, recompute_field, settings, scaler)
+        outcome = Forward(prepared, copies, library, method, *run).backward(scaling, scale_hint, scaler)
+        drawn.complete = outcome.failure is None
+    return outcome
 
 
 def runs_sharing_forward(
@@ -95,20 +99,34 @@ def runs_sharing_forward(
     n_timesteps: int,
     loss_dtype: torch.dtype,
     loss_in: LossPlacement | None = None,
+    draw: int | None = None,
 ) -> list[RunOutcome]:
     """The runs of scalings that `share_forward` (each with its hint), as `run_once` gives them, from one forward: a
     scaling acts in the backward only (the native solver reads its adjoint scaler when its backward starts), so the
     forward is the same for each. Their backward passes follow in the order given, each but the last keeping the
     graph for the next."""
-    scalers = [scaling.adjoint_scaler(settings) for scaling, _ in backwards]
-    slot = AdjointScalerSlot() if any(scaler is not None for scaler in scalers) else None
-    forward = Forward(prepared, copies, library, method, n_timesteps, loss_dtype, loss_in, None, False, settings, slot)
-    outcomes = []
-    for index, ((scaling, hint), scaler) in enumerate(zip(backwards, scalers, strict=True)):
-        if slot is not None:
-            slot.current = scaler
-        outcomes.append(forward.backward(scaling, hint, scaler, keep_graph=index < len(backwards) - 1))
+    with _draws(copies, draw, library, method, n_timesteps) as drawn:
+        scalers = [scaling.adjoint_scaler(settings) for scaling, _ in backwards]
+        slot = AdjointScalerSlot() if any(scaler is not None for scaler in scalers) else None
+        forward = Forward(
+            prepared, copies, library, method, n_timesteps, loss_dtype, loss_in, None, False, settings, slot
+        )
+        outcomes = []
+        for index, ((scaling, hint), scaler) in enumerate(zip(backwards, scalers, strict=True)):
+            if slot is not None:
+                slot.current = scaler
+            outcomes.append(forward.backward(scaling, hint, scaler, keep_graph=index < len(backwards) - 1))
+        drawn.complete = all(outcome.failure is None for outcome in outcomes)
     return outcomes
+
+
+def _draws(
+    copies: ProblemCopies, draw: int | None, library: SolverLibrary, method: Method, n_timesteps: int
+) -> AbstractContextManager[DrawRun]:
+    """The step's random draws in a run: draw `draw` of the run's solve, as every run of it is given (draws.py)."""
+    if draw is None:
+        return nullcontext(DrawRun())
+    return same_draws(copies, draw, (library.name, method.name, n_timesteps))
 
 
 class Forward:

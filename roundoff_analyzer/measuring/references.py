@@ -1,5 +1,6 @@
 """The float64 reference solves every configuration is compared with, computed once per (library, method,
-n_timesteps) and shared by the configurations of one checkpoint's sweep."""
+n_timesteps) and shared by the configurations of one checkpoint's sweep; for a step that draws random numbers, once per
+draw too (draws.py: each repeat draws anew, and its runs are compared with the reference of their draw)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..axes.methods import Method
 from ..axes.modes import ProblemCopies, cast_run
 from ..axes.scalings import SCALINGS, ScalerSettings
 from . import failures
+from .draws import draws_anew
 from .one_run import RunOutcome, run_once
 from .tape_estimate import TapeTooLarge
 
@@ -31,14 +33,17 @@ class ReferenceCache:
         self.settings = settings
         # A reference the sweep solved already as a yardstick's piece (yardsticks.py), where there is one.
         self.solved_elsewhere = solved_elsewhere
-        self._cache: dict[tuple[str, str, int], RunOutcome] = {}
+        self._cache: dict[tuple[str, str, int, int], RunOutcome] = {}
         self.n_solves = 0
         self.n_recomputed = 0  # solves whose tape would not fit, run again with the field recomputed in the backward
         self.seconds = 0.0
 
-    def get(self, library: SolverLibrary, method: Method, n_timesteps: int) -> RunOutcome:
-        key = (library.name, method.name, n_timesteps)
-        if key not in self._cache and self.solved_elsewhere is not None:
+    def get(self, library: SolverLibrary, method: Method, n_timesteps: int, draw: int = 0) -> RunOutcome:
+        """The reference of (`library`, `method`, `n_timesteps`) on draw `draw` of the step's random numbers (the
+        one reference of draw 0, where the step draws none)."""
+        draw = draw if draws_anew(self.copies) else 0
+        key = (library.name, method.name, n_timesteps, draw)
+        if key not in self._cache and draw == 0 and self.solved_elsewhere is not None:
             found = self.solved_elsewhere(library, method, n_timesteps)
             if found is not None:  # counted here too: it is this reference's one solve
                 self._cache[key] = found
@@ -47,7 +52,9 @@ class ReferenceCache:
             start = time.perf_counter()
             prepared = cast_run(self.copies, torch.float64)
             none = SCALINGS.get("none")
-            outcome = run_once(prepared, self.copies, library, method, none, self.settings, n_timesteps, torch.float64)
+            outcome = run_once(
+                prepared, self.copies, library, method, none, self.settings, n_timesteps, torch.float64, draw=draw
+            )
             if outcome.failure is not None and outcome.failure.failure_type == TapeTooLarge.__name__:
                 # Its tape would not fit: the same solve, its field's activations computed again in the backward.
                 self.n_recomputed += 1
@@ -61,6 +68,7 @@ class ReferenceCache:
                     n_timesteps,
                     torch.float64,
                     recompute_field=True,
+                    draw=draw,
                 )
             if outcome.failure is not None:
                 raise failures.ReferenceFailed(outcome.failure)

@@ -110,12 +110,13 @@ def parameter_names(copies: ProblemCopies) -> list[str]:
 
 
 def run_columns(
-    config: Configuration, dtype: DtypeSpec, outcomes: list[RunOutcome], reference: RunOutcome, names: list[str]
+    config: Configuration, dtype: DtypeSpec, outcomes: list[RunOutcome], references: list[RunOutcome], names: list[str]
 ) -> Row:
-    """The measured columns of a configuration's repeats: errors (mean and spread), scale, adjoint, times, memory,
-    significant digits where rounding is random, and the failure, the last repeat's or an underflow found here."""
-    last = outcomes[-1]
-    per_repeat = [_errors(o, reference) for o in outcomes]
+    """The measured columns of a configuration's repeats, each against the reference of its draw of the step's random
+    numbers: errors (mean and spread), scale, adjoint, times, memory, significant digits where rounding is random, and
+    the failure, the last repeat's or an underflow found here."""
+    last, reference = outcomes[-1], references[len(outcomes) - 1]
+    per_repeat = [_errors(o, r) for o, r in zip(outcomes, references, strict=False)]
     columns: Row = {}
     for name in ERROR_METRICS:
         mean, spread = metrics.mean_and_spread([e[name] for e in per_repeat])

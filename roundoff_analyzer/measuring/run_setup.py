@@ -15,6 +15,7 @@ from ..axes.libraries import LIBRARIES, SolverLibrary
 from ..axes.loss_placements import LOSS_PLACEMENTS, LossPlacement
 from ..axes.methods import METHODS, AdaptiveRK, Method
 from ..axes.modes import MODES, Mode, PreparedRun, ProblemCopies
+from ..axes.roundings import ROUNDINGS
 from ..axes.scalings import SCALINGS, ScalerSettings, Scaling
 from .contract import ProblemShape
 from .module_hooks import ModuleObserver
@@ -76,6 +77,11 @@ class RunSetup:
             LOSS_PLACEMENTS.get(config.loss_in),
         )
 
+    def draw(self, repeat: int) -> int:
+        """The draw of the step's random numbers that repeat `repeat` is given: its own, so that repeats show the
+        spread over draws; draw 0 for every repeat where the rounding is random, whose repeats measure its spread."""
+        return 0 if ROUNDINGS.get(self.config.rounding).random else repeat
+
     def prepare(self, context: SweepContext, repeat: int = 0) -> PreparedRun:
         """The problem cast for the configuration's mode, dtype and arithmetic (`repeat`: which stochastic rounding)."""
         request = ArithmeticRequest(self.config.rounding, context.fp8_scaling, repeat)
@@ -88,7 +94,9 @@ class RunSetup:
         n_timesteps: int,
         scale_hint: int | None,
         observer: ModuleObserver | None = None,
+        draw: int | None = None,
     ) -> RunOutcome:
+        """One run of the setup (`draw`: the draw of the step's random numbers it is given, as its reference is)."""
         return run_once(
             prepared,
             context.copies,
@@ -101,4 +109,5 @@ class RunSetup:
             scale_hint=scale_hint,
             loss_in=self.loss_in,
             observer=observer,
+            draw=draw,
         )

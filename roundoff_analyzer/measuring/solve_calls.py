@@ -42,6 +42,7 @@ class SolveRecord:
     states: torch.Tensor
     part_sizes: list[int] | None
     interpolated: int = 0  # output times between two grid points, read off by linear interpolation
+    state_shapes: tuple[tuple[int, ...], ...] = ()  # y0's shape, each part's for a tuple state (the batch's size)
 
 
 class ConfiguredOdeint:
@@ -77,6 +78,9 @@ class ConfiguredOdeint:
         self.budget = budget  # where given, a solve whose tape cannot fit stops within its first steps
         self.tape_bytes = 0  # the tape the solves so far keep for backward, as estimated from their first steps
         self.recompute = recompute  # the field's activations computed again in the backward, not kept
+        # What the step's calls named of their own (method, rtol, atol, the options' keys): ignored here, and the
+        # answer's code says so (report/sections/step_code.py).
+        self.named: dict[str, object] = {}
 
     def __call__(
         self,
@@ -95,6 +99,10 @@ class ConfiguredOdeint:
                 "an event_fn ends each solve at a time of its own; the sweep compares solves on one grid, so solve to "
                 "a fixed end time"
             )
+        given = {"method": method, "rtol": rtol, "atol": atol}
+        self.named.update({name: _plain(value) for name, value in given.items() if value is not None})
+        if options:
+            self.named["options"] = sorted(set(map(str, options)).union(self.named.get("options") or ()))  # type: ignore[arg-type]
         times = checked_times(t)
         state = FlatState.of(y0)
         if times.numel() == 1:
@@ -138,7 +146,10 @@ class ConfiguredOdeint:
             interpolated = int((~torch.isin(times, grid)).sum())
         if self.output_dtype is not None:
             on_grid = on_grid.to(self.output_dtype)
-        self.solves.append(SolveRecord(float(grid[0]), float(grid[-1]), on_grid.detach(), state.sizes, interpolated))
+        shapes = tuple(tuple(shape) for shape in state.shapes) if state.shapes else (tuple(state.flat.shape),)
+        self.solves.append(
+            SolveRecord(float(grid[0]), float(grid[-1]), on_grid.detach(), state.sizes, interpolated, shapes)
+        )
         return state.split(on_grid, times.numel())
 
 
@@ -151,6 +162,13 @@ def checked_times(t: object) -> torch.Tensor:
         if not (bool((steps > 0).all()) or bool((steps < 0).all())):
             raise ValueError("t must be strictly increasing or strictly decreasing")
     return t.detach()
+
+
+def _plain(value: object) -> object:
+    """A named argument as manifest.json can hold it: a string, or a number (a tensor's as a float)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value)
+    return value if isinstance(value, (str, int, float)) else str(value)
 
 
 def _described(value: object) -> str:

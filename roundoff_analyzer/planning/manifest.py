@@ -74,6 +74,10 @@ def manifest(plan: SweepPlan) -> dict:
     if not plan.grid.default_loss_in:
         # Only where another placement is asked for, so that folders from before the loss_in axis still resume.
         grid["loss_in"] = fingerprint["loss_in"] = list(plan.grid.loss_ins)
+    if plan.shape.draws is not None:
+        # Only for a step that draws random numbers, so that other folders still resume: its rows measured before
+        # every run was given its reference's draws (measuring/draws.py) are another sweep's.
+        fingerprint["draws"] = plan.shape.draws
     if any(METHODS.get(name).adaptive for name in plan.grid.methods):
         fingerprint["step_control"] = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
     if not plan.grid.default_precision:

@@ -100,7 +100,7 @@ class SweepPlan:
         that is the sweep's own batch."""
         trained = next((c.train_batch for c in self.checkpoints if c.name == checkpoint), None)
         size = self.config.noise_batch_size or trained
-        return None if size == problem_batch_size(ProblemCopies(self.problem)) else size
+        return None if size == problem_batch_size(ProblemCopies(self.problem), self.shape) else size
 
     def warnings(self) -> list[str]:
         """What to say before running: an adaptive method's rtol below a dtype's unit roundoff, a training step's
@@ -168,7 +168,7 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
     copies = ProblemCopies(problem)
     shape = check_contract(model.name, copies)
     if config.noise_batch_size is not None and not isinstance(problem, TrajectoryProblem):
-        own = problem_batch_size(copies)
+        own = problem_batch_size(copies, shape)
         if config.noise_batch_size != own:
             raise InputError(
                 f"noise_batch_size {config.noise_batch_size}: model {model.name} is a training step, whose batches "

@@ -49,7 +49,7 @@ class Problem:
         data_source: Where the batches come from, for the manifest and the report.
         notes: Anything the model wants recorded in the manifest.
         batch_size: The points in one batch, said beside every ratio to the gradient noise (default: the first
-            dimension of the batch's largest floating-point tensor).
+            dimension of the state the step's first solve carries, measuring/batch_size.py).
 
     Example:
         ```python

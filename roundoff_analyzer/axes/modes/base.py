@@ -52,6 +52,8 @@ class ProblemCopies:
     problem: ModelProblem
     given_batch: Any = None  # the runs' batch where not the sweep's fixed one (a training step's)
     _casts: dict[torch.dtype, torch.nn.Module] = field(default_factory=dict)
+    # What the runs have learned of the step's random draws, so that every run is given the same (measuring/draws.py).
+    draws: object = None
 
     @property
     def model(self) -> torch.nn.Module:

@@ -24,12 +24,13 @@ FEW_DTYPE_COLUMNS = 4
 
 
 def section(inputs: SectionInputs) -> list[str]:
-    return discretisation_and_noise(inputs.results, recorded_as_step(inputs.sweep.manifest.get("problem")))
+    return discretisation_and_noise(inputs.results, inputs.sweep.manifest.get("problem"))
 
 
-def discretisation_and_noise(results: pd.DataFrame, step: bool = False) -> list[str]:
-    """`step`: the model was a training step, whose output times may fall between grid steps (a trajectory problem's
-    are its grid's)."""
+def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
+    """`problem`: the manifest's record of the model's form: a training step's output times may fall between grid
+    steps (a trajectory problem's are its grid's), and it says where the batch size was read."""
+    step = recorded_as_step(problem)
     if "fine_ref_steps" not in results or results["fine_ref_steps"].isna().all():
         return []
     ok = results[results["status"] == "ok"]
@@ -73,8 +74,11 @@ def discretisation_and_noise(results: pd.DataFrame, step: bool = False) -> list[
         )
     )
     size, uncertainty = rules.noise_batch_size(results), rules.noise_uncertainty(results)
+    read = (problem or {}).get("batch_size_from") if (problem or {}).get("batch_size") == size else None
     lines.append(
-        f"**Gradient noise** {fmt.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}: the relative spread of "
+        f"**Gradient noise** {fmt.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}"
+        + (f" ({read})" if read else "")
+        + ": the relative spread of "
         f"the float64 parameter gradient over {batches} other batches of the model's data"
         + (f" of {size} points each" if size else "")
         + (f", known to {fmt.plus_minus(uncertainty)}" if uncertainty is not None else "")

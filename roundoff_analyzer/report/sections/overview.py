@@ -22,6 +22,7 @@ def overview(sweep: SweepFolder) -> list[str]:
         _dates(manifest),
         _duration(manifest),
         _model(manifest, results),
+        _draws(manifest),
         _data(manifest),
         _device(manifest),
         _versions(manifest),
@@ -71,6 +72,24 @@ def _model(manifest: dict, results: pd.DataFrame) -> str:
     else:  # an older manifest has no checkpoint key and says nothing about the weights
         weights = "; untrained weights (no checkpoint)" if "checkpoint" in manifest else ""
     return f"**Model**: `{name}`{about}" + (f"; options: `{settings}`" if settings else "") + weights
+
+
+def _draws(manifest: dict) -> str | None:
+    """What the step drew and that every run was given the same draws (measuring/draws.py), where it drew."""
+    draws = (manifest.get("problem") or {}).get("draws")
+    if not draws:
+        return None
+    functions = ", ".join(f"{name} ×{count}" for name, count in (draws.get("functions") or {}).items())
+    sources = [f"torch's {functions}: {fmt.plural(draws.get('numbers', 0), 'number')}"] if functions else []
+    named = (("numpy", "numpy"), ("python", "Python"))
+    sources += [f"{name}'s global generator" for key, name in named if draws.get(key)]
+    repeats = manifest.get("repeats") or 1
+    anew = "; each repeat drew anew, so the spread over repeats is the spread over draws" if repeats > 1 else ""
+    return (
+        f"**Random draws**: the step draws random numbers ({'; '.join(sources)} in its float64 evaluation with one "
+        "Euler step per solve). Every run was given the draws of its float64 reference, drawn in float64 and cast to "
+        f"the run's dtype, so its errors are roundoff, not the difference between two draws{anew}"
+    )
 
 
 def _option(value) -> str:

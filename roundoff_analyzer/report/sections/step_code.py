@@ -13,19 +13,32 @@ def step_code_lines(
     a: answering.Answer, device_type: str, dtype: str, method: str, problem: dict, measured: ModelCode = ModelCode()
 ) -> list[str]:
     """The lines to write for answer `a`: `dtype` the torch dtype's name (`torch.float16`), `method` the name to
-    pass, `problem` the manifest's record of the step's solves (their span), `measured` the code that builds a
-    built-in model as the sweep measured it."""
+    pass, `problem` the manifest's record of the step's solves (their span, and what the step's own calls name: the
+    solve handed to the step drops them, as the sweep's did), `measured` the code that builds a built-in model as the
+    sweep measured it."""
     assert a.n_timesteps is not None  # a training answer ran at one n_timesteps at least
     n = a.n_timesteps
     solver_options = [*solver_arguments(a, method), f"options=dict(grid_constructor=equal_steps({n}))"]
     span = f"t from {problem['t0']:.4g} to {problem['t1']:.4g}" if "t0" in problem else "its span"
-    lines = [*measured.around(["import functools", *_imports(a)]), *before_loop(a, "model", dtype, device_type)]
+    named = problem.get("solver_arguments")
     cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
     autocast = f'torch.autocast("{device_type}", dtype={dtype}{cache})'
     plain = a.plain_float32  # no autocast, no cast
     whole_step = a.loss_in == "autocast" or a.mode == "pure" or plain
-    if whole_step:
+    partial = whole_step and not named
+    imports = [*(["import functools"] if partial else []), *_imports(a)]
+    lines = [*measured.around(imports), *before_loop(a, "model", dtype, device_type)]
+    if named:
+        # Passed on, the step's own method and options would override the measured solve (a keyword given to a
+        # functools.partial wins over the partial's): dopri5's 50 evaluations run, not the 32 measured.
+        lines += [f"# your step's odeint call names {_named_words(named)}; solve drops them, as the sweep did"]
+    if partial:
         lines.append(f"solve = functools.partial(odeint, {', '.join(solver_options)})")
+    elif whole_step:
+        lines += [
+            "def solve(func, y0, t, **named):  # the step's own method, rtol, atol and options give way",
+            f"    return odeint(func, y0, t, {', '.join(solver_options)})",
+        ]
     else:
         lines += [
             "def solve(func, y0, t, **ignored):  # autocast around the solves alone, their states back in float32",
@@ -45,6 +58,18 @@ def step_code_lines(
         lines.append(f"    {call}")
     lines.append(backward_line(a, comment=False))
     return lines + after_backward(a, "model")
+
+
+def _named_words(named: dict) -> str:
+    """'method="dopri5", rtol=1e-05, atol=1e-05 and options max_num_steps': what the step's call passes."""
+    words = [
+        f'{key}="{value}"' if isinstance(value, str) else f"{key}={value:g}"
+        for key, value in named.items()
+        if key != "options"
+    ]
+    if named.get("options"):
+        words.append(f"options {', '.join(named['options'])}")
+    return ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
 
 
 def _imports(a: answering.Answer) -> list[str]:

@@ -1,0 +1,67 @@
+"""The answer's code for a training step whose own odeint call names its method, tolerances and options (ANODE's
+`method="dopri5"`, `options={"max_num_steps": ...}`): the solve it hands the step drops them, so that the code, run
+here, solves as the row was measured: its field evaluations are the row's, its gradient's error against a float64
+run written here is the row's."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+import torchdiffeq
+
+import roundoff_analyzer as ra
+from roundoff_analyzer.solvers import equal_steps, odeint
+
+from .fixtures import anode
+from .test_step_problems import _seeded, flat, rel_err
+
+FIXTURE = Path(__file__).parent / "fixtures" / "anode.py"
+
+
+@pytest.mark.parametrize("library", ["native", "torchdiffeq"])
+def test_the_answers_code_drops_the_steps_own_method_and_runs_what_the_row_measured(tmp_path, library):
+    result = ra.sweep(
+        model=f"{FIXTURE}:anode",
+        timesteps=[4, 8],
+        library=library,
+        method="rk4",
+        dtype="float16",
+        scaling="none",
+        noise_batches=4,
+        out=tmp_path / library,
+        progress=False,
+        report=False,
+    )
+    answer = result.answers["float16"]
+    assert answer["train"], answer
+    code, n = answer["code"], answer["n_timesteps"]
+    assert "functools.partial" not in code
+    assert 'names method="dopri5", rtol=0.001, atol=0.001 and options max_num_steps; solve drops them' in code
+    row = result.results.set_index("n_timesteps").loc[n]
+
+    problem = _seeded(anode.anode)
+    model, calls = problem.model, []
+    # The forward's evaluations only: the native solver's backward evaluates the field again.
+    model.odefunc.register_forward_hook(lambda *_: calls.append(torch._C._current_graph_task_id() == -1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    names = {"torch": torch, "model": model, "step": problem.step, "batches": [problem.sample_batch(0)]}
+    exec(code, names | {"optimizer": optimizer, "max_norm": float("inf")})
+    # The forward's evaluations of the field: the measured method's, not dopri5's.
+    assert sum(calls) == row["nfe"]
+
+    reference = _seeded(anode.anode)
+    model64 = copy.deepcopy(reference.model).double()
+    x, labels = reference.sample_batch(0)
+
+    def measured(func, y0, t, **named):
+        solve, method = (odeint, "rk4_classical") if library == "native" else (torchdiffeq.odeint, "rk4")
+        return solve(func, y0, t, method=method, options=dict(grid_constructor=equal_steps(n)))
+
+    loss = reference.step(model64, (x.double(), labels), measured)
+    expected = flat(torch.autograd.grad(loss, list(model64.parameters())))
+    assert rel_err(flat(p.grad for p in model.parameters()), expected) == pytest.approx(
+        row["grad_params_rel_err"], rel=1e-6
+    )
