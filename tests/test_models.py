@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 from contextlib import nullcontext
+from pathlib import Path
 
 import pytest
 import torch
@@ -214,6 +216,15 @@ def test_otflow_initialisation_is_the_authors(d, rank):
     assert (first.weight.abs() <= 16**-0.5).all() and (potential.opening.weight.abs() <= (d + 1) ** -0.5).all()
     assert torch.equal(potential.w, torch.ones(16))
     assert not potential.c.weight.any() and not potential.c.bias.any()
+
+
+def test_the_guide_names_the_default_otflow_settings_beside_the_authors_as_the_options_define_them():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "axes.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(\w+)`[^|]* \| ([^|]+?) \|", page, re.MULTILINE))
+    defaults = MODELS.get("otflow").options_type()
+    for name in ("d", "hidden", "n_layers", "batch"):
+        assert rows[name] == str(getattr(defaults, name)), name
+    assert tuple(float(a) for a in rows["alpha"].split(",")) == defaults.alpha
 
 
 def test_same_seed_gives_same_weights_and_batch():
