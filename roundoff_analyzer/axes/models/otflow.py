@@ -18,6 +18,10 @@ version's).
   BSDS300 setting: 2000 on the likelihood, 800 on the HJB penalty.
 - The authors' initialisation: nn.Linear's default range for the opening layer and the first ResNet layer, every later
   ResNet layer a copy of the first, A Xavier-uniform, w = 1, b = 0, c = 0.
+- The authors' rounding: Φ's gradient and trace, the right-hand side and the loss are the operations of their code
+  (src/Phi.py, src/OTFlowProblem.py) in its order, layout and precision, so that under autocast a low-precision run
+  rounds where theirs does (tests/test_models.py checks float16 and bfloat16 gradients bit for bit against an
+  independent computation in that order). docs/axes.md sets the default settings beside the authors'.
 """
 
 from __future__ import annotations
