@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import re
+from contextlib import nullcontext
+from pathlib import Path
+
 import pytest
 import torch
 
+from roundoff_analyzer.axes.data import parse_data
 from roundoff_analyzer.axes.models import MODELS, parse_option_pairs, parse_options
 from roundoff_analyzer.core.errors import InputError
 
@@ -70,6 +76,133 @@ def test_otflow_loss_weighs_transport_likelihood_and_hjb_in_the_authors_order():
     assert torch.allclose(problem.loss(trajectory), expected, rtol=1e-12)
 
 
+def _authors_order_field(potential, alpha0: float):
+    """OT-Flow's right-hand side written here from the paper's equations (11: the gradient by z_M = w, z_i = z_{i+1}
+    + h K_i^T diag(tanh(K_i u_{i-1} + b_i)) z_{i+1}; 13: the trace by t_0 and the t_i with the Jacobians J_i; 2, 5, 7:
+    the ODE), in the operations and order of the authors' code: one column per example, each K_i u_{i-1} + b_i
+    evaluated again where it is used, the opening's trace terms elementwise. It reads the model's parameter tensors
+    and nothing else of it."""
+    K0, b0 = potential.opening.weight, potential.opening.bias
+    resnet = [(layer.weight, layer.bias) for layer in potential.layers]
+    w, A, b = potential.w, potential.A, potential.c.weight
+    d, m, h = potential.d, K0.shape[0], 1.0 / len(resnet)
+
+    def sigma(x):  # log(exp(x) + exp(-x)), overflow-free
+        return torch.abs(x) + torch.log(1 + torch.exp(-2.0 * torch.abs(x)))
+
+    def sigma_second(x):
+        return 1 - torch.pow(torch.tanh(x), 2)
+
+    def field(t, state):
+        n = state.shape[0]
+        s = torch.nn.functional.pad(state[:, :d], (0, 1, 0, 0), value=float(t))
+        AtA = torch.matmul(A.t(), A)
+        pre0 = torch.nn.functional.linear(s, K0, b0)
+        u = [sigma(pre0)]
+        for K, bias in resnet:
+            u.append(u[-1] + h * sigma(torch.nn.functional.linear(u[-1], K, bias)))
+        tanh0 = torch.tanh(pre0)
+        z = {}
+        for i in range(len(resnet), 0, -1):
+            K, bias = resnet[i - 1]
+            following = w.reshape(1, -1).t() if i == len(resnet) else z[i + 1]
+            z[i] = following + h * torch.mm(
+                K.t(), torch.tanh(torch.nn.functional.linear(u[i - 1], K, bias)).t() * following
+            )
+        gradient = torch.mm(K0.t(), tanh0.t() * z[1]) + torch.mm(AtA, s.t()) + b.t()
+        K0x = K0[:, :d]
+        trace = torch.sum(
+            (sigma_second(pre0.t()) * z[1]).reshape(m, -1, n) * torch.pow(K0x.unsqueeze(2), 2), dim=(0, 1)
+        )
+        J = K0x.unsqueeze(2) * tanh0.t().unsqueeze(1)
+        for i, (K, bias) in enumerate(resnet, start=1):
+            KJ = torch.mm(K, J.reshape(m, -1)).reshape(m, -1, n)
+            following = w.reshape(1, -1).t() if i == len(resnet) else z[i + 1]
+            pre = torch.nn.functional.linear(u[i - 1], K, bias).t()
+            trace = trace + h * torch.sum(
+                (sigma_second(pre) * following).reshape(m, -1, n) * torch.pow(KJ, 2), dim=(0, 1)
+            )
+            J = J + h * torch.tanh(pre).reshape(m, -1, n) * KJ
+        gradient, trace = gradient.t(), trace + torch.trace(AtA[:d, :d])
+        dx = -(1.0 / alpha0) * gradient[:, :d]
+        dl = -(1.0 / alpha0) * trace.unsqueeze(1)
+        dL = 0.5 * torch.sum(torch.pow(dx, 2), 1, keepdim=True)
+        dR = torch.abs(-gradient[:, -1].unsqueeze(1) + alpha0 * dL)
+        return torch.cat((dx, dl, dL, dR), 1)
+
+    return field
+
+
+def _authors_order_loss(final, alpha):
+    d = final.shape[1] - 3
+    log_density = torch.sum(-0.5 * math.log(2 * math.pi) - torch.pow(final[:, :d], 2) / 2, 1, keepdim=True)
+    costs = (final[:, -2].mean(), (-(log_density + final[:, d].unsqueeze(1))).mean(), final[:, -1].mean())
+    return sum(cost * weight for cost, weight in zip(costs, alpha))
+
+
+def _rk4_parameter_gradient(field, y0, loss, parameters, dtype, cache):
+    """Four classical RK4 steps on [0, 1] under CPU autocast (or in float64), the loss in float32 after the solve as
+    the sweep forms it by default, and the gradient of every parameter."""
+    y, h = y0, 0.25
+    context = torch.autocast("cpu", dtype=dtype, cache_enabled=cache) if dtype != torch.float64 else nullcontext()
+    with context:
+        for k in range(4):
+            t = torch.tensor(k * h, dtype=y0.dtype)
+            k1 = field(t, y)
+            k2 = field(t + h / 2, y + h / 2 * k1)
+            k3 = field(t + h / 2, y + h / 2 * k2)
+            k4 = field(t + h, y + h * k3)
+            y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    final = y if dtype == torch.float64 else y.float()
+    return torch.autograd.grad(loss(final), parameters, allow_unused=True)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cache"),
+    [(torch.float16, True), (torch.bfloat16, True), (torch.float16, False)],
+    ids=["float16-autocast", "bfloat16-autocast", "float16-autocast-nocache"],
+)
+@pytest.mark.parametrize(
+    ("options", "data"),
+    [
+        ({"d": 8, "batch": 8}, None),  # the default's shape and loss weights, a smaller batch
+        ({"d": 2, "batch": 32, "alpha": "1,100,5"}, "8gaussians"),  # the authors' toy settings, a smaller batch
+        ({"d": 3, "hidden": 8, "n_layers": 4, "batch": 8, "alpha": "2,5,7"}, None),  # deeper, a0 != 1
+    ],
+    ids=["default", "authors-toy", "deeper"],
+)
+def test_otflow_rounds_as_an_independent_computation_in_the_authors_operation_order(options, data, dtype, cache):
+    model = MODELS.get("otflow")
+    parsed = parse_options(model, options)
+    problem = model.build(parsed, torch.device("cpu"), parse_data(data) if data else None)
+    alpha, potential = parsed.alpha, problem.func.potential
+    independent = _authors_order_field(potential, alpha[0])
+    parameters = list(potential.parameters())
+    used = [p for p in parameters if p is not potential.c.bias]  # b's constant c never reaches the field
+
+    built_in = _rk4_parameter_gradient(
+        problem.func, problem.y0, lambda final: problem.loss(final[None]), used, dtype, cache
+    )
+    written_here = _rk4_parameter_gradient(
+        independent, problem.y0, lambda final: _authors_order_loss(final, alpha), used, dtype, cache
+    )
+    for name, ours, theirs in zip(
+        [n for n, p in potential.named_parameters() if p is not potential.c.bias], built_in, written_here
+    ):
+        assert torch.equal(ours, theirs), f"{name}: the built-in's {dtype} gradient rounds differently"
+
+    # The computation written here is OT-Flow: in float64 it equals the model.
+    potential.double()
+    exact = _rk4_parameter_gradient(
+        problem.func, problem.y0.double(), lambda final: problem.loss(final[None]), used, torch.float64, cache
+    )
+    here = _rk4_parameter_gradient(
+        independent, problem.y0.double(), lambda final: _authors_order_loss(final, alpha), used, torch.float64, cache
+    )
+    for ours, theirs in zip(exact, here):
+        assert torch.allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize(("d", "rank"), [(3, 4), (8, 9), (9, 10), (63, 10)])
 def test_otflow_initialisation_is_the_authors(d, rank):
     potential = _otflow(d=d, hidden=16, n_layers=4).func.potential
@@ -83,6 +216,15 @@ def test_otflow_initialisation_is_the_authors(d, rank):
     assert (first.weight.abs() <= 16**-0.5).all() and (potential.opening.weight.abs() <= (d + 1) ** -0.5).all()
     assert torch.equal(potential.w, torch.ones(16))
     assert not potential.c.weight.any() and not potential.c.bias.any()
+
+
+def test_the_guide_names_the_default_otflow_settings_beside_the_authors_as_the_options_define_them():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "axes.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(\w+)`[^|]* \| ([^|]+?) \|", page, re.MULTILINE))
+    defaults = MODELS.get("otflow").options_type()
+    for name in ("d", "hidden", "n_layers", "batch"):
+        assert rows[name] == str(getattr(defaults, name)), name
+    assert tuple(float(a) for a in rows["alpha"].split(",")) == defaults.alpha
 
 
 def test_same_seed_gives_same_weights_and_batch():

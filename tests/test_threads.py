@@ -32,9 +32,10 @@ def field_at_zero(problem):
 
 def test_the_largest_matmul_is_counted_from_one_evaluation():
     problem = otflow_problem(d=4, hidden=16, batch=8)
-    # The ResNet's hidden layer multiplies (8 x 16) by (16 x 16), the largest product at this size.
+    # The trace's K_1 J_0 multiplies (16 x 16) by the Jacobian as one (16 x d * batch) matrix, as the authors' code
+    # does: the largest product at this size.
     macs = largest_matmul_macs(field_at_zero(problem))
-    assert macs == 8 * 16 * 16
+    assert macs == 16 * 16 * (4 * 8)
 
 
 def test_small_problems_get_one_thread_large_ones_the_cores_of_their_share():

@@ -18,6 +18,10 @@ version's).
   BSDS300 setting: 2000 on the likelihood, 800 on the HJB penalty.
 - The authors' initialisation: nn.Linear's default range for the opening layer and the first ResNet layer, every later
   ResNet layer a copy of the first, A Xavier-uniform, w = 1, b = 0, c = 0.
+- The authors' rounding: Φ's gradient and trace, the right-hand side and the loss are the operations of their code
+  (src/Phi.py, src/OTFlowProblem.py) in its order, layout and precision, so that under autocast a low-precision run
+  rounds where theirs does (tests/test_models.py checks float16 and bfloat16 gradients bit for bit against an
+  independent computation in that order). docs/axes.md sets the default settings beside the authors'.
 """
 
 from __future__ import annotations
@@ -67,13 +71,13 @@ class OTFlowOptions(ModelOptions):
 
 
 def antiderivative_tanh(x: torch.Tensor) -> torch.Tensor:
-    # log(exp(x) + exp(-x)) written so that it cannot overflow for large |x|.
-    magnitude = x.abs()
-    return magnitude + torch.log1p(torch.exp(-2.0 * magnitude))
+    # log(exp(x) + exp(-x)) written so that it cannot overflow for large |x|, as the authors write it: log(1 + ·),
+    # not log1p, which rounds differently in float16, and |x| taken twice, each its own term of the backward pass.
+    return torch.abs(x) + torch.log(1 + torch.exp(-2.0 * torch.abs(x)))
 
 
 def tanh_derivative(x: torch.Tensor) -> torch.Tensor:
-    return 1.0 - torch.tanh(x) ** 2
+    return 1 - torch.pow(torch.tanh(x), 2)
 
 
 # The OT-Flow code scripts these two helpers; `-o jit=true` does the same, so that a user can see
@@ -112,50 +116,66 @@ class OTFlowPotential(nn.Module):
             self.c.bias.zero_()
 
     def gradient_and_trace(self, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """grad_s Phi (batch, d+1) and the trace of the Hessian in x alone (batch,)."""
+        """grad_s Phi (batch, d+1) and the trace of the Hessian in x alone (batch,): eqs. 11 and 13, in the
+        authors' operations and order, so that autocast rounds where their code rounds. Their layout is one
+        column per example (z_i, the Jacobians and the trace's terms are features x batch), the opening's
+        products with z_1 and K_0's columns are elementwise (float32 under autocast, with the float32 w), and
+        each ResNet layer K_i u_{i-1} + b_i is evaluated again wherever it is needed: each evaluation is its own
+        float16 product and its own term of the weight's gradient."""
         d, h = self.d, self.step
         antiderivative_tanh, tanh_derivative = _helpers(self.jit)
         layers = [cast(nn.Linear, layer) for layer in self.layers]  # a ModuleList's items are typed as Module
-        opening = self.opening(s)
-        activations = [antiderivative_tanh(opening)]
-        pre_activations = []
-        for layer in layers:
-            pre = layer(activations[-1])
-            pre_activations.append(pre)
-            activations.append(activations[-1] + h * antiderivative_tanh(pre))
+        n_examples, hidden = s.shape[0], self.opening.out_features
+        symmetric_a = torch.matmul(self.A.t(), self.A)
 
-        # z[i] = dPhi/du_i, walked back from the output weights.
-        z = [self.w.expand_as(opening)] * len(activations)
+        opening = self.opening(s)
+        u = [antiderivative_tanh(opening)]
+        for layer in layers:
+            u.append(u[-1] + h * antiderivative_tanh(layer(u[-1])))
+        tanh_opening = torch.tanh(opening)
+
+        # z[i] = dPhi/du_i as a column per example, walked back from the output weights w (z[M] = w).
+        def z_after(i: int) -> torch.Tensor:
+            return self.w.unsqueeze(0).t() if i == len(layers) else z[i + 1]
+
+        z: list[torch.Tensor] = [s] * (len(layers) + 1)  # placeholders, each overwritten below
         for i in range(len(layers), 0, -1):
             layer = layers[i - 1]
-            z[i - 1] = z[i] + h * torch.matmul(torch.tanh(pre_activations[i - 1]) * z[i], layer.weight)
-        tanh_opening = torch.tanh(opening)
-        symmetric_a = self.A.t() @ self.A
-        gradient = torch.matmul(tanh_opening * z[0], self.opening.weight) + torch.matmul(s, symmetric_a) + self.c.weight
+            after = z_after(i)
+            z[i] = after + h * torch.mm(layer.weight.t(), torch.tanh(layer(u[i - 1])).t() * after)
+        z[0] = torch.mm(self.opening.weight.t(), tanh_opening.t() * z[1])
+        gradient = z[0] + torch.mm(symmetric_a, s.t()) + self.c.weight.t()
 
         opening_x = self.opening.weight[:, :d]
-        trace = torch.matmul(tanh_derivative(opening) * z[0], (opening_x**2).sum(dim=1))
-        jacobian = tanh_opening.unsqueeze(2) * opening_x.unsqueeze(0)  # du_0/dx: (batch, m, d)
+        trace = torch.sum(
+            (tanh_derivative(opening.t()) * z[1]).reshape(hidden, -1, n_examples)
+            * torch.pow(opening_x.unsqueeze(2), 2),
+            dim=(0, 1),
+        )
+        jacobian = opening_x.unsqueeze(2) * tanh_opening.t().unsqueeze(1)  # du_0/dx: (m, d, batch)
         for i, layer in enumerate(layers, start=1):
-            pre = pre_activations[i - 1]
-            k_jacobian = torch.matmul(layer.weight, jacobian)
-            trace = trace + h * ((tanh_derivative(pre) * z[i]).unsqueeze(2) * k_jacobian**2).sum(dim=(1, 2))
-            jacobian = jacobian + h * torch.tanh(pre).unsqueeze(2) * k_jacobian
-        return gradient, trace + torch.trace(symmetric_a[:d, :d])
+            k_jacobian = torch.mm(layer.weight, jacobian.reshape(hidden, -1)).reshape(hidden, -1, n_examples)
+            after = z_after(i)
+            pre = layer(u[i - 1]).t()
+            term = (tanh_derivative(pre) * after).reshape(hidden, -1, n_examples) * torch.pow(k_jacobian, 2)
+            trace = trace + h * torch.sum(term, dim=(0, 1))
+            jacobian = jacobian + h * torch.tanh(pre).reshape(hidden, -1, n_examples) * k_jacobian
+        return gradient.t(), trace + torch.trace(symmetric_a[:d, :d])
 
     def forward(self, s: torch.Tensor) -> torch.Tensor:
         """Phi itself; used by tests to check the closed forms against autograd."""
         antiderivative_tanh, _ = _helpers(self.jit)
-        opening = self.opening(s)
-        u = antiderivative_tanh(opening)
+        u = antiderivative_tanh(self.opening(s))
         for layer in self.layers:
             u = u + self.step * antiderivative_tanh(layer(u))
-        quadratic = 0.5 * ((s @ self.A.t()) ** 2).sum(dim=1)
-        return u @ self.w + quadratic + self.c(s).squeeze(1)
+        symmetric_a = torch.matmul(self.A.t(), self.A)
+        quadratic = 0.5 * torch.sum(torch.matmul(s, symmetric_a) * s, dim=1)
+        return torch.matmul(u, self.w) + quadratic + self.c(s).squeeze(1)
 
 
 class OTFlowDynamics(nn.Module):
-    """d/dt (x, l, L, R) = (v, -tr(Hess_x Phi)/a0, |v|^2/2, |d_t Phi - |grad_x Phi|^2/(2 a0)|), v = -grad_x Phi/a0."""
+    """d/dt (x, l, L, R) = (v, -tr(Hess_x Phi)/a0, |v|^2/2, |d_t Phi - |grad_x Phi|^2/(2 a0)|), v = -grad_x Phi/a0,
+    each term formed as the authors form it (-(1/a0) times, |-d_t Phi + a0 |v|^2/2|)."""
 
     def __init__(self, potential: OTFlowPotential, alpha0: float) -> None:
         super().__init__()
@@ -163,30 +183,34 @@ class OTFlowDynamics(nn.Module):
         self.alpha0 = alpha0
 
     def forward(self, t: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        d = self.potential.d
+        d, a0 = self.potential.d, self.alpha0
         x = state[:, :d]
+        # The time column holds t rounded to x's dtype, as padding x with the number t does.
         s = torch.cat([x, t.to(x.dtype).expand(x.shape[0], 1)], dim=1)
         gradient, trace = self.potential.gradient_and_trace(s)
-        gradient_x, gradient_t = gradient[:, :d], gradient[:, d]
-        velocity = -gradient_x / self.alpha0
-        transport = 0.5 * (velocity**2).sum(dim=1)
-        # ||grad_x Phi||^2 / (2 a0) = a0 |v|^2 / 2
-        hjb = (gradient_t - self.alpha0 * transport).abs()
-        return torch.cat(
-            [velocity, (-trace / self.alpha0).unsqueeze(1), transport.unsqueeze(1), hjb.unsqueeze(1)],
-            dim=1,
-        )
+        velocity = -(1.0 / a0) * gradient[:, :d]
+        log_det = -(1.0 / a0) * trace.unsqueeze(1)
+        transport = 0.5 * torch.sum(torch.pow(velocity, 2), 1, keepdim=True)
+        # |-d_t Phi + a0 |v|^2 / 2| = |d_t Phi - |grad_x Phi|^2 / (2 a0)|
+        hjb = torch.abs(-gradient[:, -1].unsqueeze(1) + a0 * transport)
+        return torch.cat((velocity, log_det, transport, hjb), 1)
 
 
 def otflow_loss(d: int, alpha: tuple[float, float, float]):
-    """a0 E[L] + a1 E[C] + a2 E[R] of the final state (eq. 8), C the negative log-likelihood under N(0, I) (eq. 3)."""
+    """a0 E[L] + a1 E[C] + a2 E[R] of the final state (eq. 8), C the negative log-likelihood under N(0, I) (eq. 3),
+    each term formed and summed as the authors' code forms it."""
     a0, a1, a2 = alpha
 
     def loss(trajectory: torch.Tensor) -> torch.Tensor:
         final = trajectory[-1]
-        x, log_det, transport, hjb = final[:, :d], final[:, d], final[:, d + 1], final[:, d + 2]
-        negative_log_likelihood = 0.5 * (x**2).sum(dim=1) - log_det + 0.5 * d * math.log(2 * math.pi)
-        return a0 * transport.mean() + a1 * negative_log_likelihood.mean() + a2 * hjb.mean()
+        log_density = torch.sum(-0.5 * math.log(2 * math.pi) - torch.pow(final[:, :d], 2) / 2, 1, keepdim=True)
+        negative_log_likelihood = -(log_density + final[:, d].unsqueeze(1))
+        transport, likelihood, hjb = (
+            torch.mean(final[:, d + 1]),
+            torch.mean(negative_log_likelihood),
+            torch.mean(final[:, d + 2]),
+        )
+        return transport * a0 + likelihood * a1 + hjb * a2
 
     return loss
 
