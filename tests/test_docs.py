@@ -558,8 +558,9 @@ def test_every_module_the_reports_index_names_is_named_in_the_report_it_describe
 
 
 def test_where_the_reports_index_says_an_overflow_began_is_where_its_reports_tables_say() -> None:
-    """'Unscaled native runs overflow first in `potential.opening`, at backward step 0': every failed unscaled run of
-    that library (keeping nothing in float32), read from its folder's tables by the report's own rule."""
+    """'Unscaled native runs overflow first at backward step 0, in `potential.layers.0` (n_timesteps 8) and in the
+    vector field's own code (n_timesteps 32, 128)': every failed unscaled run of that library (keeping nothing in
+    float32) at those n_timesteps, read from its folder's tables by the report's own rule."""
     import pandas as pd
 
     from roundoff_analyzer.measuring.columns import VECTOR_FIELD
@@ -567,31 +568,45 @@ def test_where_the_reports_index_says_an_overflow_began_is_where_its_reports_tab
 
     page = (ROOT / "reports" / "README.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| \[`([\w-]+)/`\]\([^)]+\) \| (.*) \| `[^|]*` \|$", page, re.M)
+    place = r"in (`[\w.]+`|the vector field's own code) \(n_timesteps ([\d, ]+)\)"
+    any_place = place.replace("(", "(?:").replace("\\(?:", "\\(")
     claims = [
-        (folder, claim)
+        (folder, library, phase, int(step), where, int(n))
         for folder, shows in rows
-        for claim in re.findall(
-            r"Unscaled ([\w-]+) runs overflow first in (`[\w.]+`|the vector field's own code), at (\w+) step (\d+)",
-            shows,
+        for library, phase, step, said_places in re.findall(
+            rf"Unscaled ([\w-]+) runs overflow first at (\w+) step (\d+), ({any_place}(?: and {any_place})*)", shows
         )
+        for where, ns in re.findall(place, said_places)
+        for n in ns.split(", ")
     ]
     assert claims, "the index says where an overflow began"
-    for folder, (library, where, phase, step) in claims:
+    folders = {claim[0] for claim in claims}
+    for folder in folders:
         results, modules = (pd.read_parquet(ROOT / "reports" / folder / f"{t}.parquet") for t in ("results", "modules"))
-        runs = results[
-            (results["library"] == library)
-            & (results["scaling"] == "none")
-            & (results["keep_float32"] == "none")
-            & (results["status"] == "failed")
+        for _, library, phase, step, where, n in [claim for claim in claims if claim[0] == folder]:
+            runs = results[
+                (results["library"] == library)
+                & (results["scaling"] == "none")
+                & (results["keep_float32"] == "none")
+                & (results["status"] == "failed")
+                & (results["n_timesteps"] == n)
+            ]
+            module = VECTOR_FIELD if where.startswith("the vector") else where.strip("`")
+            found = [origin(rows_of(modules, run)) for _, run in runs.iterrows()]
+            assert found and all(
+                o is not None and (o.module, o.phase, o.step) == (module, phase, step) for o in found
+            ), (
+                folder,
+                n,
+                found,
+            )
+        failed = results[
+            (results["scaling"] == "none") & (results["keep_float32"] == "none") & (results["status"] == "failed")
         ]
-        module = VECTOR_FIELD if where.startswith("the vector") else where.strip("`")
-        found = [origin(rows_of(modules, run)) for _, run in runs.iterrows()]
-        assert found and all(
-            o is not None and (o.module, o.phase, o.step) == (module, phase, int(step)) for o in found
-        ), (
-            folder,
-            found,
-        )
+        said = {(claim[1], claim[5]) for claim in claims if claim[0] == folder}
+        assert {
+            (run.library, run.n_timesteps) for run in failed.itertuples() if run.library in {s[0] for s in said}
+        } == said
 
 
 def test_the_readme_layout_table_names_folders_and_files_that_exist() -> None:
