@@ -5,14 +5,19 @@ evaluation; where they cannot be told, the call is refused before solving, namin
 
 from __future__ import annotations
 
+import copy
 import functools
+import sys
 
 import pytest
 import torch
 import torchdiffeq
 
+import roundoff_analyzer as ra
 from roundoff_analyzer.solvers import odeint
 from roundoff_analyzer.solvers.field_tensors import FieldTensorsUnknown
+
+from .test_step_problems import _seeded, flat, rel_err
 
 torch.manual_seed(0)
 NET = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)).double()
@@ -172,3 +177,65 @@ def test_under_bfloat16_autocast_a_closures_parameters_get_gradients_near_float6
         if want is not None:
             assert got.dtype == want.dtype and torch.isfinite(got).all()
             assert float((got - want).norm() / want.norm()) < 0.1  # bfloat16's roundoff, not a lost gradient
+
+
+_CONDITIONED = """
+import torch
+from torch import nn
+import roundoff_analyzer as ra
+
+
+def factory(seed: int = 0):
+    field = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2))
+    model = nn.ModuleDict({"encoder": nn.Linear(2, 2), "field": field})
+
+    def step(model, x, odeint):
+        context = model["encoder"](x)  # computed before the solve, from the batch and the encoder
+        states = odeint(lambda t, y: model["field"](y) * context, x, torch.tensor([0.0, 1.0]))
+        return (states[-1] ** 2).mean()
+
+    def sample_batch(k):
+        return torch.randn(16, 2, generator=torch.Generator().manual_seed(k))
+
+    return ra.Problem(model=model, step=step, sample_batch=sample_batch)
+"""
+
+
+def test_a_sweeps_closure_over_a_tensor_computed_from_the_batch_gets_every_gradient_a_direct_solve_gives(tmp_path):
+    (tmp_path / "conditioned.py").write_text(_CONDITIONED)
+    result = ra.sweep(
+        model=f"{tmp_path / 'conditioned.py'}:factory",
+        out=tmp_path / "out",
+        timesteps=[4],
+        method="euler",
+        library=["native", "torchdiffeq"],
+        dtype="bfloat16",
+        scaling="none",
+        noise_batches=0,
+        executor="local",
+        progress=False,
+        report=False,
+    )
+    problem = _seeded(lambda: sys.modules["roundoff_user_conditioned"].factory())
+
+    def direct(solver, low):
+        dtype = torch.float64 if low is None else torch.float32
+        model = copy.deepcopy(problem.model).to(dtype)
+        x = problem.sample_batch(0).to(dtype).requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low is not None):
+            context = model["encoder"](x)
+            field = lambda t, y: model["field"](y) * context  # noqa: E731
+            final = solver(field, x, torch.linspace(0, 1, 5, dtype=dtype), method="euler")[-1]
+            loss = (final**2).mean()
+        return torch.autograd.grad(loss, [x, *model.parameters()])
+
+    table = result.results.set_index("library")
+    assert (table["status"] == "ok").all(), table["failure_message"]
+    for library, solver in (("native", odeint), ("torchdiffeq", torchdiffeq.odeint)):
+        low, high = direct(solver, torch.bfloat16), direct(solver, None)
+        assert table.loc[library, "grad_y0_rel_err"] == pytest.approx(rel_err(low[0], high[0]), rel=1e-6)
+        expected = rel_err(flat(low[1:]), flat(high[1:]))
+        assert table.loc[library, "grad_params_rel_err"] == pytest.approx(expected, rel=1e-6)
+    # The float64 gradients themselves agree between the two libraries: none of them was lost by the native solver.
+    native, reference = direct(odeint, None), direct(torchdiffeq.odeint, None)
+    assert float((flat(native) - flat(reference)).abs().max()) <= 1e-12

@@ -23,6 +23,7 @@ from ..core.errors import InputError, one_line
 from ..core.user_code import quit_line
 from ..solvers import SolveReport
 from .one_run import configured_odeint, step_forward
+from .torchdiffeq_routing import RoutedSolves, routed_solves, routed_words
 
 # The check's solver: what it evaluates is the user's code in each precision, not a method's accuracy.
 _CHECK_LIBRARY, _CHECK_METHOD, _CHECK_STEPS = "native", "euler", 1
@@ -37,11 +38,14 @@ class ProblemShape:
     state_values: int  # elements of the largest state any solve holds: a trajectory holds N + 1 of them
     part_sizes: tuple[int, ...] | None = None  # the first solve's tuple parts (None: a single tensor)
     n_solves: int = 1
+    routed: tuple[RoutedSolves, ...] = ()  # the solves that came through torchdiffeq's names, by name
 
     def describe(self) -> str:
         """What the contract check saw of a training step, in words for the plan's lines."""
         parts = f" in {len(self.part_sizes)} parts" if self.part_sizes else ""
         solves = f"{self.n_solves} solve{'s' if self.n_solves > 1 else ''}"
+        if self.routed:
+            solves += f" ({routed_words(self.routed)}, routed to the library under test)"
         return (
             f"training step: {solves} per step, the first from t = {self.t0:.4g} to {self.t1:.4g}, each in "
             f"n_timesteps equal steps; the largest state holds {self.state_values:,} values{parts}"
@@ -97,7 +101,7 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
     first = solves[0]
     sizes = tuple(first.part_sizes) if first.part_sizes is not None else None
     largest = max(s.states[0].numel() for s in solves)
-    return ProblemShape(first.t0, first.t1, largest, sizes, len(solves))
+    return ProblemShape(first.t0, first.t1, largest, sizes, len(solves), routed_solves(s.origin for s in solves))
 
 
 def low_precision_failures(copies: ProblemCopies, precisions: list[Precision], fp8_scaling: bool) -> list[str]:

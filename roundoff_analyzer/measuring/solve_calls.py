@@ -41,6 +41,7 @@ class SolveRecord:
     t1: float
     states: torch.Tensor
     part_sizes: list[int] | None
+    origin: object = None  # the name of torchdiffeq's a routed call came through (torchdiffeq_routing.RoutedName)
 
 
 class ConfiguredOdeint:
@@ -76,6 +77,7 @@ class ConfiguredOdeint:
         self.budget = budget  # where given, a solve whose tape cannot fit stops within its first steps
         self.tape_bytes = 0  # the tape the solves so far keep for backward, as estimated from their first steps
         self.recompute = recompute  # the field's activations computed again in the backward, not kept
+        self.solving = False  # a library solves now: its own calls of torchdiffeq are not the step's to route
 
     def __call__(
         self,
@@ -125,8 +127,10 @@ class ConfiguredOdeint:
                 self.context() if self.context is not None else nullcontext(),
                 watched.watching() if watched is not None else nullcontext(),
             ):
+                self.solving = True
                 on_grid = self.library.solve(watched or field, state.flat, grid, self.method, self.scaler, report)
         finally:
+            self.solving = False
             self.calls += counted.calls
             self.tape_bytes = watched.estimate if watched is not None else self.tape_bytes
         if first:

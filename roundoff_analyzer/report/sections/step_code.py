@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ...judging import answer as answering
 from .code_parts import after_backward, backward_line, before_loop, scaling_imports, solver_arguments
+from .routed_code import routed_lines
 
 
 def step_code_lines(a: answering.Answer, device_type: str, dtype: str, method: str, problem: dict) -> list[str]:
@@ -15,7 +16,8 @@ def step_code_lines(a: answering.Answer, device_type: str, dtype: str, method: s
     n = a.n_timesteps
     solver_options = [*solver_arguments(a, method), f"options=dict(grid_constructor=equal_steps({n}))"]
     span = f"t from {problem['t0']:.4g} to {problem['t1']:.4g}" if "t0" in problem else "its span"
-    lines = ["import functools", *_imports(a), *before_loop(a, "model", dtype, device_type)]
+    lines = ["import functools", *_imports(a), *routed_lines(a, problem, solver_options)]
+    lines += before_loop(a, "model", dtype, device_type)
     cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
     autocast = f'torch.autocast("{device_type}", dtype={dtype}{cache})'
     whole_step = a.loss_in == "autocast" or a.mode == "pure"
