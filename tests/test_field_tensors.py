@@ -239,3 +239,19 @@ def test_a_sweeps_closure_over_a_tensor_computed_from_the_batch_gets_every_gradi
     # The float64 gradients themselves agree between the two libraries: none of them was lost by the native solver.
     native, reference = direct(odeint, None), direct(torchdiffeq.odeint, None)
     assert float((flat(native) - flat(reference)).abs().max()) <= 1e-12
+
+
+@pytest.mark.parametrize("method", ["euler", "midpoint"])
+def test_a_tensor_added_to_the_state_gets_its_gradient_once_per_step(method):
+    """Autograd hands one gradient tensor to both inputs of `y + shift`; the step size must scale it once for each."""
+    torch.manual_seed(0)
+    shift = torch.nn.Parameter(torch.full((3,), 0.5, dtype=torch.float64))
+    linear = torch.nn.Linear(3, 3).double()
+    y0 = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    t = torch.linspace(0, 1, 5, dtype=torch.float64)
+    grads = []
+    for solver, name in ((odeint, method), (torchdiffeq.odeint, method)):
+        states = solver(lambda s, y: linear(y + shift), y0, t, method=name)
+        grads.append(torch.autograd.grad(states[-1].sum(), [y0, shift, linear.weight]))
+    for got, want in zip(*grads):
+        assert float((got - want).abs().max()) <= 1e-12

@@ -289,6 +289,18 @@ class _NativeSolve(torch.autograd.Function):
         return (None, None, None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
 
 
+def _unshared(parts: list[torch.Tensor]) -> list[torch.Tensor]:
+    """`parts`, each its own tensor: autograd hands one gradient to every input of a sum (the state and a tensor of
+    its shape added to it, `net(y + c)`), and the step size then multiplies each part in place."""
+    held: set[int] = set()
+    for i, part in enumerate(parts):
+        pointer = part.data_ptr()
+        if pointer in held and part.numel():
+            parts[i] = part.clone()
+        held.add(pointer)
+    return parts
+
+
 class _BackwardStep:
     """One step back: rebuild the step's increment from its stored state and take its vector-Jacobian
     product with the adjoint; with a scaler, redo it at half the scale while it is non-finite."""
@@ -360,7 +372,7 @@ class _BackwardStep:
             torch.zeros(x.shape, dtype=self.accumulate, device=x.device) if g is None else g.to(self.accumulate)
             for g, x in zip(grads, inputs)
         ]
-        return parts, slopes
+        return _unshared(parts), slopes
 
     def _held(self, adjoint, scale, entering_dtype):
         # What enters the low-precision product: the scaled adjoint in the autocast dtype. When the
