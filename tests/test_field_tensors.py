@@ -255,3 +255,27 @@ def test_a_tensor_added_to_the_state_gets_its_gradient_once_per_step(method):
         grads.append(torch.autograd.grad(states[-1].sum(), [y0, shift, linear.weight]))
     for got, want in zip(*grads):
         assert float((got - want).abs().max()) <= 1e-12
+
+
+@torch.jit.script
+def _scripted_layer(y: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(y @ weight.t())
+
+
+def test_a_field_calling_a_scripted_function_gets_the_gradients_of_the_weights_it_hands_that_function():
+    """What a scripted function makes and uses, no torch function mode sees: its output is the evaluation's own tensor,
+    and its weights are found in the graph."""
+    weight = torch.nn.Parameter(torch.randn(8, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2)))
+    head = torch.nn.Linear(8, 3).double()
+
+    def field(t, y):
+        return head(_scripted_layer(y, weight)) * weight[0, 0]
+
+    y0 = torch.ones(4, 3, dtype=torch.float64)
+    t = torch.linspace(0, 1, 5, dtype=torch.float64)
+    grads = []
+    for solver, method in ((odeint, "rk4_38"), (torchdiffeq.odeint, "rk4")):
+        states = solver(field, y0, t, method=method)
+        grads.append(torch.autograd.grad((states**2).sum(), [weight, *head.parameters()]))
+    for got, want in zip(*grads):
+        assert float((got - want).abs().max()) <= 1e-12 * max(1.0, float(want.abs().max()))

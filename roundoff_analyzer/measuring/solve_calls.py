@@ -77,7 +77,7 @@ class ConfiguredOdeint:
         self.budget = budget  # where given, a solve whose tape cannot fit stops within its first steps
         self.tape_bytes = 0  # the tape the solves so far keep for backward, as estimated from their first steps
         self.recompute = recompute  # the field's activations computed again in the backward, not kept
-        self.solving = False  # a library solves now: its own calls of torchdiffeq are not the step's to route
+        self.solving = 0  # libraries solving now (a field may solve too): their calls of torchdiffeq are their own
 
     def __call__(
         self,
@@ -115,22 +115,23 @@ class ConfiguredOdeint:
         report = self.report if first else SolveReport()
         counted = CountedDynamics(state.dynamics(func))
         if not isinstance(func, torch.nn.Module) and self.model is not None:
-            # Solvers with a backward of their own (native, the adjoint) differentiate the parameters the field's
-            # module holds; a plain function's are not to be found, so the model's stand in for them.
+            # Solvers with a backward of their own differentiate the parameters the field's module holds (the native
+            # solver also what the field reaches, solvers/field_tensors.py); a plain function holds none, so the
+            # model's stand in for them.
             counted.add_module("model", self.model)
         if self.observer is not None:
             self.observer.watch_field(counted, grid)
         field: torch.nn.Module = RecomputedField(counted) if self.recompute else counted
         watched = TapeWatch(field, self.budget, self.tape_bytes) if self.budget is not None else None
+        self.solving += 1
         try:
             with (
                 self.context() if self.context is not None else nullcontext(),
                 watched.watching() if watched is not None else nullcontext(),
             ):
-                self.solving = True
                 on_grid = self.library.solve(watched or field, state.flat, grid, self.method, self.scaler, report)
         finally:
-            self.solving = False
+            self.solving -= 1
             self.calls += counted.calls
             self.tape_bytes = watched.estimate if watched is not None else self.tape_bytes
         if first:

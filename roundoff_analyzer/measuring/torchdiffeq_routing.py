@@ -147,7 +147,7 @@ def _scan() -> Iterator[_Site]:
     for module_name, module in list(sys.modules.items()):
         try:
             namespace = module.__dict__
-        except AttributeError:
+        except Exception:  # noqa: BLE001 - an object some library put in sys.modules, not a module to scan
             continue
         if not isinstance(namespace, dict):
             continue

@@ -112,7 +112,9 @@ def _walk(out: torch.Tensor, uses: _Uses, start: int) -> list[torch.Tensor]:
     mode did not see."""
     if out.grad_fn is None:
         return []
-    boundary = {_edge(x): x for x in uses.used.values() if x.grad_fn is not None}
+    # A used tensor with a graph is a boundary where that graph was made before the evaluation; one made during it
+    # (by an operation the mode does not see, a scripted function's) is the evaluation's own, walked through.
+    boundary = {_edge(x): x for x in uses.used.values() if x.grad_fn is not None and _older(x.grad_fn, start)}
     leaves = {id(x): x for x in uses.used.values() if x.grad_fn is None}
     reached: dict[int, torch.Tensor] = {}
     seen: set[tuple[int, bool]] = set()
@@ -140,11 +142,16 @@ def _walk(out: torch.Tensor, uses: _Uses, start: int) -> list[torch.Tensor]:
             reached[id(variable)] = variable
             continue
         name = older
-        if name is None and getattr(node, "_sequence_nr", lambda: start)() < start:
+        if name is None and _older(node, start):
             name = type(node).__name__  # made before the evaluation: an autocast copy of a weight, or a tensor's graph
         stack.extend((following, nr, name) for following, nr in node.next_functions)
     ordered = [x for key, x in uses.used.items() if key in reached]
     return ordered + [x for key, x in reached.items() if key not in uses.used]
+
+
+def _older(node, start: int) -> bool:
+    """Whether an autograd node was made before the sequence number `start`."""
+    return getattr(node, "_sequence_nr", lambda: start)() < start
 
 
 def _edge(x: torch.Tensor) -> tuple[int, int]:
