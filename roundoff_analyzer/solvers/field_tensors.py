@@ -62,7 +62,7 @@ def reached_tensors(
         out = func(time, y)
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"the vector field must return a tensor, not a {type(out).__name__}")
-    found = _walk(out, uses, start)
+    found = _walk(out, uses, start, _distinct(own))
     params = _with_own(found, own)
     return Reached(params, out.detach())
 
@@ -107,15 +107,17 @@ def _sequence_now() -> int:
     return node._sequence_nr()
 
 
-def _walk(out: torch.Tensor, uses: _Uses, start: int) -> list[torch.Tensor]:
-    """The used tensors the output depends on, in the order of first use, then the leaves the graph reaches that the
-    mode did not see."""
+def _walk(out: torch.Tensor, uses: _Uses, start: int, own: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The used tensors the output depends on, in the order of first use, then the others the graph reaches that the
+    mode did not see (the field's own parameters among them: a scripted module's calls show none)."""
     if out.grad_fn is None:
         return []
-    # A used tensor with a graph is a boundary where that graph was made before the evaluation; one made during it
-    # (by an operation the mode does not see, a scripted function's) is the evaluation's own, walked through.
-    boundary = {_edge(x): x for x in uses.used.values() if x.grad_fn is not None and _older(x.grad_fn, start)}
-    leaves = {id(x): x for x in uses.used.values() if x.grad_fn is None}
+    known = [*uses.used.values(), *own]
+    # A known tensor with a graph is a boundary where that graph was made before the evaluation (a module's parameter
+    # can be one: a scripted module's, cast to another dtype); a used one made during it (by an operation the mode
+    # does not see, a scripted function's) is the evaluation's own, walked through.
+    boundary = {_edge(x): x for x in known if x.grad_fn is not None and _older(x.grad_fn, start)}
+    leaves = {id(x): x for x in known if x.grad_fn is None}
     reached: dict[int, torch.Tensor] = {}
     seen: set[tuple[int, bool]] = set()
     stack: list[tuple[Any, int, str | None]] = [(out.grad_fn, out.output_nr, None)]
