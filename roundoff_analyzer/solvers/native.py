@@ -155,9 +155,13 @@ def weighted_slopes(
     # Inside the stages h scales a low-precision slope as a 0-dim tensor, so the product is in the
     # slope's dtype, as in rampde's and torchdiffeq's stages.
     scaled: dict[float, torch.Tensor] = {1.0: h}
-    stages: list[torch.Tensor] = [] if first_stage is None else [first_stage]
+    stages: list[torch.Tensor] = []
     width = h if h_value is None else h_value
-    for a_row, c in zip(tableau.a[len(stages) :], tableau.c[len(stages) :]):
+    rows = zip(tableau.a, tableau.c)
+    if first_stage is not None:
+        stages.append(first_stage)
+        next(rows)
+    for a_row, c in rows:
         stage_y = y
         for a_ij, k_j in zip(a_row, stages):
             if a_ij:
