@@ -88,6 +88,12 @@ def function_spec(what: str, function: Any, forms: str) -> str:
     return f"{target}:{name}"
 
 
+def module_label(module_name: str, file: str | None) -> str:
+    """A module's name as its user knows it: the file's stem for a file the tool loaded itself (whose module name is
+    of the tool's making), the dotted name otherwise."""
+    return Path(file).stem if module_name.startswith(_FILE_MODULE_PREFIX) and file else module_name
+
+
 @contextmanager
 def _own_argv(name: str) -> Iterator[None]:
     """The user's module sees a command line of its own name only: one that parses sys.argv finds no roundoff options,
@@ -140,6 +146,11 @@ def _load_file(what: str, path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     # Registered before running it, so that dataclasses and pickling inside the file find their module.
     sys.modules[module_name] = module
+    # Modules beside the file import as they do when it runs as a script (`from models import ODEBlock`); after the
+    # installed packages, so that none of them is shadowed.
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
     try:
         with _own_argv(str(path)), _folder_first_on_path(path.parent):
             spec.loader.exec_module(module)

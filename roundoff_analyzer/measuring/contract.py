@@ -26,6 +26,7 @@ from .batch_size import BatchSize, step_batch_size
 from .draws import same_draws
 from .narrow_constants import NarrowConstants
 from .one_run import configured_odeint, step_forward
+from .torchdiffeq_routing import RoutedSolves, routed_solves, routed_words
 
 # The check's solver: what it evaluates is the user's code in each precision, not a method's accuracy.
 _CHECK_LIBRARY, _CHECK_METHOD, _CHECK_STEPS = "native", "euler", 1
@@ -50,11 +51,14 @@ class ProblemShape:
     batch_size_from: str | None = None
     # What the step's own odeint calls named (method, rtol, atol, the options' keys), which the sweep's solves ignore.
     solver_arguments: dict | None = None
+    routed: tuple[RoutedSolves, ...] = ()  # the solves that came through torchdiffeq's names, by name
 
     def describe(self) -> str:
         """What the contract check saw of a training step, in words for the plan's lines."""
         parts = f" in {len(self.part_sizes)} parts" if self.part_sizes else ""
         solves = f"{self.n_solves} solve{'s' if self.n_solves > 1 else ''}"
+        if self.routed:
+            solves += f" ({routed_words(self.routed)}, routed to the library under test)"
         return (
             f"training step: {solves} per step, the first from t = {self.t0:.4g} to {self.t1:.4g}, each in "
             f"n_timesteps equal steps; the largest state holds {self.state_values:,} values{parts}"
@@ -127,6 +131,7 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
         batch_size=batch.size,
         batch_size_from=batch.source,
         solver_arguments=named or None,
+        routed=routed_solves(s.origin for s in solves),
     )
 
 

@@ -29,6 +29,7 @@ from .failures import Failure
 from .module_hooks import ModuleObserver
 from .solve_calls import ConfiguredOdeint, SolveRecord
 from .tape_estimate import TapeBudget
+from .torchdiffeq_routing import routed_to
 
 
 @dataclass
@@ -290,10 +291,14 @@ def step_forward(
     with (
         prepared.context() if loss_in.step_in_context else nullcontext(),
         observer.watching_weights() if observer is not None else nullcontext(),
+        routed_to(odeint),
     ):
         loss = copies.problem.step(prepared.model, prepared.batch, odeint)
     if not odeint.solves:
-        raise TypeError("the step called no odeint: a sweep measures the solves of the odeint it hands the step")
+        raise TypeError(
+            "the step called no solver: a sweep measures the solves of the odeint it hands the step, and of "
+            "torchdiffeq's odeint and odeint_adjoint wherever a module imported them"
+        )
     return checked_loss(loss)
 
 

@@ -43,6 +43,7 @@ class SolveRecord:
     part_sizes: list[int] | None
     interpolated: int = 0  # output times between two grid points, read off by linear interpolation
     state_shapes: tuple[tuple[int, ...], ...] = ()  # y0's shape, each part's for a tuple state (the batch's size)
+    origin: object = None  # the name of torchdiffeq's a routed call came through (torchdiffeq_routing.RoutedName)
 
 
 class ConfiguredOdeint:
@@ -81,6 +82,7 @@ class ConfiguredOdeint:
         # What the step's calls named of their own (method, rtol, atol, the options' keys): ignored here, and the
         # answer's code says so (report/sections/step_code.py).
         self.named: dict[str, object] = {}
+        self.solving = 0  # libraries solving now (a field may solve too): their calls of torchdiffeq are their own
 
     def __call__(
         self,
@@ -122,13 +124,15 @@ class ConfiguredOdeint:
         report = self.report if first else SolveReport()
         counted = CountedDynamics(state.dynamics(func))
         if not isinstance(func, torch.nn.Module) and self.model is not None:
-            # Solvers with a backward of their own (native, the adjoint) differentiate the parameters the field's
-            # module holds; a plain function's are not to be found, so the model's stand in for them.
+            # Solvers with a backward of their own differentiate the parameters the field's module holds (the native
+            # solver also what the field reaches, solvers/field_tensors.py); a plain function holds none, so the
+            # model's stand in for them.
             counted.add_module("model", self.model)
         if self.observer is not None:
             self.observer.watch_field(counted, grid)
         field: torch.nn.Module = RecomputedField(counted) if self.recompute else counted
         watched = TapeWatch(field, self.budget, self.tape_bytes) if self.budget is not None else None
+        self.solving += 1
         try:
             with (
                 self.context() if self.context is not None else nullcontext(),
@@ -136,6 +140,7 @@ class ConfiguredOdeint:
             ):
                 on_grid = self.library.solve(watched or field, state.flat, grid, self.method, self.scaler, report)
         finally:
+            self.solving -= 1
             self.calls += counted.calls
             self.tape_bytes = watched.estimate if watched is not None else self.tape_bytes
         if first:

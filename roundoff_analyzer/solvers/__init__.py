@@ -1,6 +1,6 @@
 """The native mixed-precision solver, public: `odeint`, a drop-in for torchdiffeq's fixed-grid `odeint` whose backward
-runs the discrete adjoint in the low precision of the forward, and `DynamicAdjointScaler`, the scale that keeps that
-adjoint in range.
+runs the discrete adjoint in the low precision of the forward, `odeint_adjoint`, the same behind torchdiffeq's
+`odeint_adjoint` call, and `DynamicAdjointScaler`, the scale that keeps that adjoint in range.
 
     from roundoff_analyzer.solvers import DynamicAdjointScaler, odeint
     with torch.autocast("cuda", dtype=torch.float16):
@@ -12,10 +12,20 @@ n_timesteps means for a model given as a training step), `SolveReport` records e
 forms it, and `TableauWarning` is what `method="rk4"` warns (torchdiffeq's "rk4" is the 3/8 rule).
 """
 
+from .adjoint import odeint_adjoint
 from .drop_in import TableauWarning, odeint
 from .grid_output import equal_steps
 from .native import increment
 from .scaler import DynamicAdjointScaler
 from .step_magnitudes import SolveReport, StepRecord
 
-__all__ = ["odeint", "equal_steps", "increment", "DynamicAdjointScaler", "SolveReport", "StepRecord", "TableauWarning"]
+__all__ = [
+    "odeint",
+    "odeint_adjoint",
+    "equal_steps",
+    "increment",
+    "DynamicAdjointScaler",
+    "SolveReport",
+    "StepRecord",
+    "TableauWarning",
+]

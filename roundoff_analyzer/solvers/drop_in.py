@@ -21,6 +21,17 @@ from .tuple_state import FlatState, State
 
 # torchdiffeq's methods this solver's arithmetic cannot run, and why (its fixed-grid Runge-Kutta set runs here).
 _MULTISTEP = ("explicit_adams", "implicit_adams", "fixed_adams")
+_IMPLICIT = (
+    "implicit_euler",
+    "implicit_midpoint",
+    "trapezoid",
+    "radauIIA3",
+    "gl4",
+    "radauIIA5",
+    "gl6",
+    "sdirk2",
+    "trbdf2",
+)
 _OPTIONS = ("step_size", "grid_constructor", "perturb", "interp")
 _IGNORED_OPTIONS = ("norm",)  # accepted and unused on fixed grids, as torchdiffeq does
 _ADAPTIVE_CALLBACKS = ("callback_accept_step", "callback_reject_step")
@@ -98,18 +109,24 @@ def odeint(
     "euler", "midpoint", "heun2", "heun3", "rk4_38" (Kutta's 3/8 rule: torchdiffeq's "rk4"), "rk4_classical" (the
     classical rule, rampde's and that of its paper, "Mixed Precision Training of Neural ODEs") and "rk4", which here
     is the classical rule and warns (`TableauWarning`) that torchdiffeq's "rk4" is the 3/8 rule; or an `ExplicitRK`
-    tableau. Adaptive methods and torchdiffeq's Adams methods raise an error naming them.
+    tableau. Adaptive methods and torchdiffeq's Adams and implicit methods raise an error naming them.
 
     As in torchdiffeq: `rtol` and `atol` are accepted and unused (`atol` is the tolerance of an event's time);
     `options` may hold `step_size` or `grid_constructor(func, y0, t)` (the grid stepped on; the states at `t` are
     then read off it by `interp`, "linear" or "cubic"), and `perturb` (the first stage of each step sees the time
     just after the step's start, a last stage at the step's end the time just before it); `t` may decrease, or hold
-    one point (y0 comes back); `func.callback_step(t0, y0, dt)` is called before each step (y0 without a graph);
+    one point (y0 comes back); `func.callback_step(t0, y0, dt)` is called before each step (y0 without a graph),
+    `func.callback_step_adjoint(t, adjoint, dt)` before each step of the backward;
     with `event_fn(t, y)` (and `step_size`) the solve ends where it changes sign and `(event_t, states at t[0] and
     at event_t)` comes back, gradients reaching y0 and the parameters, not event_t.
 
-    This solver's own arguments: gradients reach `y0` (each part), `params` (default: the trainable parameters of
-    `func` when it is an `nn.Module`) and `t` when it requires them; `scaler` scales the adjoint; `report` records
+    Gradients reach `y0` (each part), `t` when it requires them, and the tensors requiring grad that `func` reaches,
+    whatever it is (an `nn.Module`, a closure or lambda over modules and tensors, a `functools.partial`, a bound
+    method, a function using global modules): they are found from its first evaluation, the first stage of the first
+    step, and where they cannot be told, the call is refused before solving, naming `params`.
+
+    This solver's own arguments: `params` names the tensors gradients reach besides y0 instead; `scaler` scales the
+    adjoint; `report` records
     each step's magnitudes; `trajectory_dtype`: "state" (y0's dtype) or "low" (the stored low-precision states
     themselves); `step_product`: "state" (h * S in y0's dtype, this solver's) or "low" (h * S in the low dtype, as
     rampde forms it, for a comparison with rampde).
@@ -125,7 +142,7 @@ def odeint(
         event_fn: Ends the solve where it changes sign.
         scaler: Scales the adjoint in the backward (see `DynamicAdjointScaler`).
         report: Records each step's magnitudes.
-        params: The tensors gradients reach besides y0.
+        params: The tensors gradients reach besides y0 and t (default: those the field reaches).
         trajectory_dtype: "state" or "low".
         step_product: "state" or "low".
 
@@ -134,7 +151,8 @@ def odeint(
             such tensors; with `event_fn`, `(event_t, states at t[0] and at event_t)`.
 
     Raises:
-        ValueError: An adaptive, multistep or unknown `method`, or conflicting options.
+        ValueError: An adaptive, multistep or unknown `method`, or conflicting options; `FieldTensorsUnknown`, the
+            tensors the field reaches could not be told (pass `params`).
         TypeError: A method passed positionally as `rtol`, or an option this solver does not have.
         ScalerExhausted: From the backward: the scaler halved its scale `max_retries` times in one step and the
             product was still not finite.
@@ -169,9 +187,9 @@ def odeint(
 
     state = FlatState.of(y0)
     flat_func = state.dynamics(func)
-    if params is None:
-        params = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
-    stepping = native.Stepping(perturb, step_product, _step_callback(func, state, tableau, t))
+    stepping = native.Stepping(
+        perturb, step_product, _step_callback(func, state, tableau, t), _adjoint_callback(func, state)
+    )
 
     def solve(y, grid):
         return native.odeint(
@@ -214,6 +232,11 @@ def _tableau(method) -> ExplicitRK:
         raise ValueError(
             "method=None is dopri5 in torchdiffeq, an adaptive method; this solver steps on a fixed grid: name one of "
             + ", ".join(fixed)
+        )
+    if method in _IMPLICIT:
+        raise ValueError(
+            f"method {method!r} is implicit (it solves an equation each step); "
+            f"this solver runs explicit Runge-Kutta rules: {', '.join(fixed)}"
         )
     if method in _MULTISTEP:
         raise ValueError(
@@ -260,3 +283,12 @@ def _step_callback(func, state: FlatState, tableau: ExplicitRK, t: torch.Tensor)
     # torchdiffeq passes a decreasing grid's steps as positive dt (it solves in negated time).
     sign = -1.0 if t.numel() > 1 and bool(t[1] < t[0]) else 1.0
     return lambda t0, y, dt: callback(t0, state.unflat(y), sign * dt)
+
+
+def _adjoint_callback(func, state: FlatState):
+    callback = getattr(func, "callback_step_adjoint", None)
+    if not callable(callback):
+        return None
+    # The backward runs against the forward's direction: its steps, as torchdiffeq's adjoint solve passes them, are the
+    # forward's lengths.
+    return lambda t0, adjoint, dt: callback(t0, state.unflat(adjoint), dt.abs())

@@ -22,13 +22,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
 
 from ..axes.methods import METHODS, ExplicitRK
 from ..emulation import active_emulation
+from .field_tensors import reached_tensors
 from .overflow_stop import stop_if_overflowed
 from .scaler import AdjointScalerSlot, DynamicAdjointScaler
 from .step_magnitudes import SolveReport
@@ -51,12 +52,15 @@ StepCallback = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
 @dataclass(frozen=True)
 class Stepping:
     """How each step is taken beyond its tableau: torchdiffeq's `perturb` (the first stage just after the step's start,
-    a last stage at its end just before it), where h * S is formed, and a hook called before each step as
-    `step_callback(t0, y0, dt)` (torchdiffeq's `callback_step`; y0 without a graph)."""
+    a last stage at its end just before it), where h * S is formed, a hook called before each step as
+    `step_callback(t0, y0, dt)` (torchdiffeq's `callback_step`; y0 without a graph), and one called before each step
+    of the backward as `adjoint_callback(t, adjoint, dt)` (torchdiffeq's `callback_step_adjoint`: t the time that
+    step starts from, the end of the forward's step, and the adjoint there, a copy)."""
 
     perturb: bool = False
     step_product: StepProduct = "state"
     step_callback: StepCallback | None = None
+    adjoint_callback: StepCallback | None = None
 
 
 def odeint(
@@ -72,9 +76,11 @@ def odeint(
 ) -> torch.Tensor:
     """Solve dy/dt = func(t, y) on the fixed grid `t`; returns the states at every point of `t`.
 
-    `params` defaults to the trainable parameters of `func` when it is an `nn.Module`; gradients
-    reach exactly those tensors and `y0`. `trajectory_dtype` is "state" (y0's dtype) or "low" (the
-    stored low-precision states, without a second copy). `stepping`: see `Stepping`.
+    Gradients reach `y0`, `t` and `params`, which defaults to the tensors requiring grad that the field reaches, found
+    from its first evaluation (field_tensors.py; that evaluation is the first stage of the first step, so the field
+    is evaluated as often as without it), with an `nn.Module`'s own trainable parameters. `trajectory_dtype` is
+    "state" (y0's dtype) or "low" (the stored low-precision states, without a second copy). `stepping`: see
+    `Stepping`.
     """
     tableau = METHODS.get(method) if isinstance(method, str) else method
     if t.dim() != 1 or t.numel() < 2:
@@ -83,9 +89,46 @@ def odeint(
         raise ValueError(f"trajectory_dtype must be one of {', '.join(TRAJECTORY_DTYPES)}, not {trajectory_dtype!r}")
     if stepping.step_product not in STEP_PRODUCTS:
         raise ValueError(f"step_product must be one of {', '.join(STEP_PRODUCTS)}, not {stepping.step_product!r}")
+    first_stage = None
     if params is None:
-        params = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
-    return _NativeSolve.apply(func, tableau, scaler, report, trajectory_dtype, stepping, y0, t, *params)
+        own = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
+        params, first_stage, stepping = _discovered(func, tableau, y0, t, own, stepping)
+    else:
+        # Once each (a tensor listed twice would get its gradient twice), and only those that take one.
+        params = list({id(p): p for p in params if p.requires_grad}.values())
+    return _NativeSolve.apply(func, tableau, scaler, report, trajectory_dtype, stepping, first_stage, y0, t, *params)
+
+
+def _discovered(func, tableau, y0, t, own, stepping: Stepping):
+    """(the tensors gradients reach, the first step's first stage, the stepping left to the solve): the field evaluated
+    once where the solve evaluates it first, after the first step's callback, as the solve would call them."""
+    if not torch.is_grad_enabled():
+        return own, None, stepping
+    t = t.detach()
+    h = t[1] - t[0]
+    h_value = float(h)
+    callback = stepping.step_callback
+    if callback is not None:
+        callback(t[0], y0.detach(), h)
+        stepping = replace(stepping, step_callback=_after_the_first(callback))
+    time = t[0] + tableau.c[0] * h_value
+    if stepping.perturb:
+        time = _next_float(time, math.copysign(1.0, h_value))
+    found = reached_tensors(func, time, y0, own)
+    return found.params, found.first_stage, stepping
+
+
+def _after_the_first(callback: StepCallback) -> StepCallback:
+    """`callback` for every step but the first, whose call came before the solve."""
+    first = [True]
+
+    def later(t0, y, dt):
+        if first[0]:
+            first[0] = False
+        else:
+            callback(t0, y, dt)
+
+    return later
 
 
 def increment(func: OdeFunc, tableau: ExplicitRK, t: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -102,9 +145,11 @@ def weighted_slopes(
     h: torch.Tensor,
     h_value: float | None = None,
     perturb: bool = False,
+    first_stage: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """sum_i b_i k_i of one explicit Runge-Kutta step from (t, y): the part of the step that runs in the low dtype.
-    `perturb`: the first stage sees the time just after t, a last stage at the step's end the time just before it."""
+    `perturb`: the first stage sees the time just after t, a last stage at the step's end the time just before it.
+    `first_stage`: the first stage's slope where it was evaluated already."""
     # Stage times from the plain float when there is one (exact: c is 0, 1/2 or 1 and h a float32 or
     # float64 number); without it, from the tensor, so that gradients with respect to t reach them.
     # Inside the stages h scales a low-precision slope as a 0-dim tensor, so the product is in the
@@ -112,7 +157,11 @@ def weighted_slopes(
     scaled: dict[float, torch.Tensor] = {1.0: h}
     stages: list[torch.Tensor] = []
     width = h if h_value is None else h_value
-    for a_row, c in zip(tableau.a, tableau.c):
+    rows = zip(tableau.a, tableau.c)
+    if first_stage is not None:
+        stages.append(first_stage)
+        next(rows)
+    for a_row, c in rows:
         stage_y = y
         for a_ij, k_j in zip(a_row, stages):
             if a_ij:
@@ -141,7 +190,7 @@ def _autocast_state(device_type: str) -> tuple[bool, torch.dtype]:
 
 class _NativeSolve(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, func, tableau, scaler, report, trajectory_dtype, stepping, y0, t, *params):
+    def forward(ctx, func, tableau, scaler, report, trajectory_dtype, stepping, first_stage, y0, t, *params):
         device_type = y0.device.type
         autocast_on, autocast_dtype = _autocast_state(device_type)
         low_dtype = autocast_dtype if autocast_on else y0.dtype
@@ -163,7 +212,8 @@ class _NativeSolve(torch.autograd.Function):
         for k, (start, (h, h_value)) in enumerate(zip(t.unbind(), steps)):
             if callback is not None:
                 callback(start, y, h)
-            slopes = weighted_slopes(func, tableau, start, y, h, h_value, perturb)
+            slopes = weighted_slopes(func, tableau, start, y, h, h_value, perturb, first_stage)
+            first_stage = None
             y = y + ((h * slopes).to(y.dtype) if low_product else h * slopes.to(y.dtype))
             stored[k + 1] = store(y)
             if separate:
@@ -176,6 +226,7 @@ class _NativeSolve(torch.autograd.Function):
             steps,
             perturb,
         )
+        ctx.adjoint_callback = stepping.adjoint_callback
         ctx.autocast = (autocast_on, autocast_dtype)
         ctx.low_dtype, ctx.state_dtype, ctx.emulation = low_dtype, y0.dtype, emulation
         ctx.save_for_backward(t, stored, *params)
@@ -210,10 +261,13 @@ class _NativeSolve(torch.autograd.Function):
         adjoint = grad_trajectory[n_steps].to(accumulate, copy=True)
         param_grads = [torch.zeros(p.shape, dtype=accumulate, device=p.device) for p in params]
         # Gradients with respect to the grid: each step's ends enter its increment as two more inputs.
-        grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[7] else None
+        grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[8] else None
         points = t.detach().unbind()  # the stage times need no graph: a gradient for t goes through `ends`
+        adjoint_callback = ctx.adjoint_callback
         with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
             for k in reversed(range(n_steps)):
+                if adjoint_callback is not None:
+                    adjoint_callback(points[k + 1], adjoint.clone(), steps[k][0])
                 ends = (
                     (points[k].detach().requires_grad_(), points[k + 1].detach().requires_grad_())
                     if grad_t is not None
@@ -236,7 +290,19 @@ class _NativeSolve(torch.autograd.Function):
                 del vjp_y, vjp_params, held
         grad_params = [g.to(p.dtype) for g, p in zip(param_grads, params)]
         grad_t = grad_t.to(t.dtype) if grad_t is not None else None
-        return (None, None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
+        return (None, None, None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
+
+
+def _unshared(parts: list[torch.Tensor]) -> list[torch.Tensor]:
+    """`parts`, each its own tensor: autograd hands one gradient to every input of a sum (the state and a tensor of
+    its shape added to it, `net(y + c)`), and the step size then multiplies each part in place."""
+    held: set[int] = set()
+    for i, part in enumerate(parts):
+        pointer = part.data_ptr()
+        if pointer in held and part.numel():
+            parts[i] = part.clone()
+        held.add(pointer)
+    return parts
 
 
 class _BackwardStep:
@@ -310,7 +376,7 @@ class _BackwardStep:
             torch.zeros(x.shape, dtype=self.accumulate, device=x.device) if g is None else g.to(self.accumulate)
             for g, x in zip(grads, inputs)
         ]
-        return parts, slopes
+        return _unshared(parts), slopes
 
     def _held(self, adjoint, scale, entering_dtype):
         # What enters the low-precision product: the scaled adjoint in the autocast dtype. When the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...axes.models.problem import recorded_as_step
+from ...measuring.torchdiffeq_routing import RoutedSolves, routed_words
 from .. import formatting as fmt
 
 
@@ -23,7 +24,7 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
         words.append(
             "**y0**: the model is its training step, so its input is the batch: the gradient w.r.t. y0 is the "
             "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "
-            "first solve."
+            "first solve." + _routed_sentence(problem)
         )
     if ran["library"].isin(["native", "native-low"]).any():
         words.append(
@@ -62,3 +63,17 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
             "training already lives with it, so a roundoff well under it does not change what training does."
         )
     return words
+
+
+def _routed_sentence(problem: dict | None) -> str:
+    """Where the step's solves came from, where its modules called torchdiffeq themselves."""
+    routed = [RoutedSolves(**record) for record in (problem or {}).get("routed") or []]
+    if not routed:
+        return ""
+    n_solves = (problem or {}).get("n_solves", 1)
+    handed = n_solves - sum(r.solves for r in routed)
+    rest = f"; {handed} through the `odeint` handed to the step" if handed > 0 else ""
+    return (
+        f" Of its {n_solves} solve{'s' if n_solves > 1 else ''} per step, {routed_words(routed)}{rest}; its modules' "
+        "calls of torchdiffeq were answered by each row's library."
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ...judging import answer as answering
 from .code_parts import after_backward, backward_line, before_loop, scaling_imports, solver_arguments
 from .model_code import ModelCode
+from .routed_code import routed_lines
 
 
 def step_code_lines(
@@ -27,7 +28,8 @@ def step_code_lines(
     whole_step = a.loss_in == "autocast" or a.mode == "pure" or plain
     partial = whole_step and not named
     imports = [*(["import functools"] if partial else []), *_imports(a)]
-    lines = [*measured.around(imports), *before_loop(a, "model", dtype, device_type)]
+    lines = [*measured.around(imports), *routed_lines(a, problem, solver_options)]
+    lines += before_loop(a, "model", dtype, device_type)
     if named:
         # Passed on, the step's own method and options would override the measured solve (a keyword given to a
         # functools.partial wins over the partial's): dopri5's 50 evaluations run, not the 32 measured.

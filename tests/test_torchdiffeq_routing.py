@@ -1,0 +1,169 @@
+"""A model whose own modules call torchdiffeq, swept as public code is written: during each step, torchdiffeq's `odeint`
+and `odeint_adjoint` are answered by the library under test under every name a module imported them as, and given back
+afterwards; the manifest, the report and the answer's code say where the solves came from. The example's rows are
+checked against computations written here, with each solver called directly."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torchdiffeq
+
+import roundoff_analyzer as ra
+from roundoff_analyzer.core.errors import InputError
+from roundoff_analyzer.core.user_code import load_attribute
+from roundoff_analyzer.solvers import odeint as native_odeint
+
+from .test_step_problems import _seeded, flat, rel_err
+
+REPO = Path(__file__).resolve().parents[1]
+FACTORY = REPO / "examples" / "odeblock.py"
+MODELS = REPO / "examples" / "odeblock_models.py"
+OPTIONS = {"batch": 16, "hidden": 8}
+
+
+def _sweep(model: str, out: Path, **settings) -> ra.SweepResult:
+    grid = {"timesteps": [4], "method": "euler", "library": ["native", "torchdiffeq"], "dtype": "float16"}
+    return ra.sweep(
+        model=model,
+        out=out,
+        progress=False,
+        **(grid | {"scaling": "none", "noise_batches": 0, "executor": "local"} | settings),
+    )
+
+
+def _direct_run(problem, solver, n_timesteps: int, low: torch.dtype | None):
+    """The example's step written out with `solver` called on its vector field directly, on n equal Euler steps: the
+    final state, the loss and the gradients of the batch's points and of every parameter."""
+    dtype = torch.float64 if low is None else torch.float32
+    model = copy.deepcopy(problem.model).to(dtype)
+    x, labels = problem.sample_batch(0)
+    x = x.to(dtype).requires_grad_(True)
+    grid = torch.linspace(0, 1, n_timesteps + 1, dtype=dtype)
+    with torch.autocast("cpu", dtype=low or torch.float16, enabled=low is not None):
+        final = solver(model.odeblock.odefunc, x, grid, method="euler")[-1]
+        loss = torch.nn.functional.cross_entropy(model.head(final), labels)
+    names, params = zip(*model.named_parameters())
+    grads = torch.autograd.grad(loss, [x, *params])
+    return final.detach(), loss.detach(), grads[0], dict(zip(names, grads[1:]))
+
+
+def test_a_public_odeblock_model_is_swept_unchanged_and_its_rows_equal_each_solver_called_directly(tmp_path):
+    odenet = load_attribute("model", f"{FACTORY}:odenet", "a file")[2]  # as the sweep loads it
+    factory_source = inspect.getsource(odenet)
+    assert len([line for line in factory_source.splitlines() if line.strip()]) <= 10
+    assert not re.search(r"\.\s*odeint\w*\s*=", FACTORY.read_text())  # nothing assigned into the model's module
+    assert "from torchdiffeq import odeint\n" in MODELS.read_text() and "import roundoff" not in MODELS.read_text()
+
+    result = _sweep(f"{FACTORY}:odenet", tmp_path / "odenet", options=OPTIONS)
+    table = result.results.set_index("library")
+    assert (table["status"] == "ok").all(), table["failure_message"]
+    assert result.manifest["problem"]["routed"] == [
+        {"module": "odeblock_models", "name": "odeint", "function": "odeint", "solves": 1}
+    ]
+    problem = _seeded(lambda: odenet(**OPTIONS))
+    measured = result.param_errors.set_index(["library", "parameter"])["grad_rel_err"]
+    for library, solver in (("native", native_odeint), ("torchdiffeq", torchdiffeq.odeint)):
+        low, high = _direct_run(problem, solver, 4, torch.float16), _direct_run(problem, solver, 4, None)
+        row = table.loc[library]
+        assert row["final_rel_err"] == pytest.approx(rel_err(low[0], high[0]), rel=1e-6), library
+        assert row["loss_rel_err"] == pytest.approx(rel_err(low[1], high[1]), rel=1e-6), library
+        assert row["grad_y0_rel_err"] == pytest.approx(rel_err(low[2], high[2]), rel=1e-6), library
+        expected = rel_err(flat(low[3].values()), flat(high[3].values()))
+        assert row["grad_params_rel_err"] == pytest.approx(expected, rel=1e-6), library
+        for name in low[3]:  # every parameter, the vector field's inside the ODEBlock and the head's
+            assert measured[(library, name)] == pytest.approx(rel_err(low[3][name], high[3][name]), rel=1e-6)
+    assert {"odeblock.odefunc.net.0.weight", "head.bias"} <= set(measured.index.get_level_values("parameter"))
+    report = (tmp_path / "odenet" / "report.md").read_text()
+    assert "# odeblock_models.py: from roundoff_analyzer.solvers import equal_steps, odeint  # in place of " in report
+    assert "1 through `odeblock_models.odeint` (`from torchdiffeq import odeint`)" in report
+
+
+def _write(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(body))
+    return f"{path}:factory"
+
+
+_HEADER = """
+    import torch
+    from torch import nn
+    import roundoff_analyzer as ra
+    {imports}
+
+    def factory(seed: int = 0):
+        model = nn.Linear(2, 2)
+
+        def step(model, batch, handed):
+            {body}
+
+        return ra.Problem(model=model, step=step, sample_batch=lambda k: torch.randn(8, 2))
+"""
+
+
+def test_odeint_adjoint_imported_as_odeint_is_routed_and_the_answer_names_the_line_to_change(tmp_path):
+    spec = _write(
+        tmp_path,
+        "adjoint_style",
+        _HEADER.format(
+            imports="from torchdiffeq import odeint_adjoint as odeint",
+            body="return odeint(lambda t, y: model(y), batch, torch.tensor([0.0, 1.0]), method='dopri5')[-1].sum()",
+        ),
+    )
+    result = _sweep(spec, tmp_path / "out", library="native", dtype="bfloat16", timesteps=[4, 8], noise_batches=2)
+    assert (result.results["status"] == "ok").all()
+    assert result.manifest["problem"]["routed"] == [
+        {"module": "adjoint_style", "name": "odeint", "function": "odeint_adjoint", "solves": 1}
+    ]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert (
+        "# adjoint_style.py: from roundoff_analyzer.solvers import equal_steps, odeint_adjoint as odeint  # in place "
+        "of `from torchdiffeq import odeint_adjoint as odeint`" in report
+    )
+    module = sys.modules["roundoff_user_adjoint_style"]
+    assert module.odeint is torchdiffeq.odeint_adjoint  # given back after the sweep
+
+
+@pytest.mark.parametrize(
+    ("imports", "body", "words"),
+    [
+        ("", "return model(batch).sum()", "the step called no solver"),
+        (
+            "SOLVER = {'solve': __import__('torchdiffeq').odeint}",
+            "return SOLVER['solve'](lambda t, y: model(y), batch, torch.tensor([0.0, 1.0]))[-1].sum()",
+            "the step called torchdiffeq's odeint through a reference the sweep cannot route",
+        ),
+    ],
+)
+def test_a_step_that_calls_no_solver_or_torchdiffeq_where_it_cannot_be_routed_is_refused_in_one_line(
+    tmp_path, imports, body, words
+):
+    spec = _write(tmp_path, f"refused_{len(imports)}", _HEADER.format(imports=imports, body=body))
+    with pytest.raises(InputError, match=re.escape(words)) as refused:
+        _sweep(spec, tmp_path / "out")
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_torchdiffeqs_names_are_given_back_when_the_step_raises(tmp_path):
+    spec = _write(
+        tmp_path,
+        "raising_step",
+        _HEADER.format(
+            imports="from torchdiffeq import odeint",
+            body="odeint(lambda t, y: model(y), batch, torch.tensor([0.0, 1.0]))\n            raise ValueError('late')",
+        ),
+    )
+    defining = sys.modules["torchdiffeq._impl.odeint"]
+    function, checks = defining.odeint, defining._check_inputs
+    with pytest.raises(InputError, match="late"):
+        _sweep(spec, tmp_path / "out")
+    assert sys.modules["roundoff_user_raising_step"].odeint is function
+    assert torchdiffeq.odeint is function and defining.odeint is function and defining._check_inputs is checks
