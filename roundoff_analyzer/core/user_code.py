@@ -146,11 +146,6 @@ def _load_file(what: str, path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     # Registered before running it, so that dataclasses and pickling inside the file find their module.
     sys.modules[module_name] = module
-    # Modules beside the file import as they do when it runs as a script (`from models import ODEBlock`); after the
-    # installed packages, so that none of them is shadowed.
-    folder = str(path.resolve().parent)
-    if folder not in sys.path:
-        sys.path.append(folder)
     try:
         with _own_argv(str(path)), _folder_first_on_path(path.parent):
             spec.loader.exec_module(module)
