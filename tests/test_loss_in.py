@@ -15,7 +15,6 @@ from torch import nn
 
 import roundoff_analyzer as ra
 from roundoff_analyzer.axes.grid import Grid
-from roundoff_analyzer.axes.models import parse_options, resolve_model
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.judging import answer as answering
 from roundoff_analyzer.judging import verdict as rules
@@ -273,16 +272,21 @@ def test_float32s_answer_is_plain_float32_code_that_runs_as_measured_without_a_w
     code = record["code"]
     assert "autocast" not in code and ".to(torch." not in code and "optimizer.step()" in code
 
-    model = resolve_model("otflow")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)  # as the sweep builds it
-        problem = model.build(parse_options(model, TINY), torch.device("cpu"))
-    reference = copy.deepcopy(problem.func).double()
-    optimizer = torch.optim.SGD(problem.func.parameters(), lr=0.0)
-    names = {"torch": torch, "func": problem.func, "loss_fn": problem.loss, "batches": [problem.y0]}
+    # The handed code builds the measured model itself (ra.model); run on the sweep's batch with a step of 0, its
+    # loop leaves the gradient whose error the row measured.
+    lines = code.splitlines()
+    loop = next(i for i, line in enumerate(lines) if line.startswith("optimizer = "))
+    names: dict = {}
+    threads = torch.get_num_threads()  # the code sets the count the sweep measured with
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        exec(code, names | {"optimizer": optimizer, "max_norm": float("inf")})
+        exec("\n".join(lines[:loop]), names)
+        problem = names["problem"]
+        optimizer = torch.optim.SGD(problem.func.parameters(), lr=0.0)
+        names |= {"batches": [problem.y0], "optimizer": optimizer, "max_norm": float("inf")}
+        exec("\n".join(line for line in lines[loop:] if not line.startswith(("optimizer = ", "max_norm = "))), names)
+    torch.set_num_threads(threads)
+    reference = copy.deepcopy(problem.func).double()
     measured = torch.cat([p.grad.reshape(-1) for p in problem.func.parameters()]).double()
     from roundoff_analyzer.solvers import odeint
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, DEFAULT_TRIPLES
 from roundoff_analyzer.execution import engine as sweep
@@ -114,11 +115,14 @@ def test_native_dynamic_scaling_keeps_gradient_error_flat_across_the_default_gri
     assert result.exit_code == 0, result.output
     table = results(out)
     assert (table.status == "ok").all()
+    # The paper's claim: the error stays at the order of the format's unit roundoff and does not grow with the number
+    # of steps (it may fall: OT-Flow's float16 grad_y0 does, 1.1e-3 at 8 steps to 2.5e-4 at 128 on one AMD EPYC).
     for (method, dtype), group in table.groupby(["method", "dtype"]):
         by_n = group.set_index("n_timesteps")
+        unit_roundoff = float(torch.finfo(getattr(torch, dtype)).eps) / 2
         for metric in ("grad_y0_rel_err", "grad_params_rel_err"):
-            low, high = by_n.loc[smallest, metric], by_n.loc[largest, metric]
-            assert max(low, high) / min(low, high) <= 4, (method, dtype, metric, low, high)
+            few, many = by_n.loc[smallest, metric], by_n.loc[largest, metric]
+            assert many <= 4 * few and max(few, many) <= 10 * unit_roundoff, (method, dtype, metric, few, many)
 
 
 def test_dynamic_with_torchdiffeq_is_skipped_with_its_reason(overflow_sweep):
