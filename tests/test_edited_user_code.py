@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import sys
 import textwrap
 from pathlib import Path
 
@@ -99,16 +100,24 @@ def test_a_library_file_edited_between_two_sweeps_is_swept_as_it_is_then(tmp_pat
     assert after.manifest["settings"]["user_code"] == {spec: sha256(library_file)}
 
 
-@pytest.mark.parametrize("form", ["file", "module", "module the user imported and then edited"])
+IMPORTED_BY_THE_USER = "module the user imported and then edited"
+IMPORTED_WITH_BYTECODE = "module the user imported, its bytecode cached, and then edited"
+
+
+@pytest.mark.parametrize("form", ["file", "module", IMPORTED_BY_THE_USER, IMPORTED_WITH_BYTECODE])
 def test_a_model_factory_edited_between_two_sweeps_is_swept_as_it_is_then(tmp_path, monkeypatch, form):
     monkeypatch.syspath_prepend(str(tmp_path))
     # A module name of its own per test: the import system's cache is the process's.
-    name = f"edited_model_{form.split()[0]}_{abs(hash(str(tmp_path)))}"
+    name = f"edited_model_{form.split(',')[0].replace(' ', '_')}_{abs(hash(str(tmp_path)))}"
     model_file = tmp_path / f"{name}.py"
     model_file.write_text(MODEL)
     spec = f"{model_file}:field" if form == "file" else f"{name}:field"
-    if form.startswith("module the user"):
-        importlib.import_module(name)  # imported by the notebook before any sweep, then edited
+    if form in (IMPORTED_BY_THE_USER, IMPORTED_WITH_BYTECODE):
+        # Imported by the notebook before any sweep (writing __pycache__, as Python does by default), then edited.
+        monkeypatch.setattr(sys, "dont_write_bytecode", form == IMPORTED_BY_THE_USER)
+        importlib.import_module(name)
+        monkeypatch.undo()
+        monkeypatch.syspath_prepend(str(tmp_path))
         before = None
     else:
         before = sweep(tmp_path / "before", model=spec)
@@ -122,6 +131,19 @@ def test_a_model_factory_edited_between_two_sweeps_is_swept_as_it_is_then(tmp_pa
     if before is not None:
         assert errors(after) != errors(before)
     assert after.manifest["settings"]["user_code"] == {spec: sha256(model_file)}
+
+
+def test_a_module_the_user_imported_and_left_as_it_was_is_not_imported_again(tmp_path, monkeypatch):
+    # Run again, a module that registers a plug-in as it is imported would register it twice: only an edit does that.
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    name = f"unedited_model_{abs(hash(str(tmp_path)))}"
+    (tmp_path / f"{name}.py").write_text(MODEL + "\nRUNS = globals().get('RUNS', 0) + 1\n")
+    module = importlib.import_module(name)
+    first = sweep(tmp_path / "first", model=f"{name}:field")
+    second = sweep(tmp_path / "second", model=f"{name}:field")
+    assert module.RUNS == 1
+    assert errors(first) == errors(second)
 
 
 def test_a_module_beside_the_model_file_edited_between_two_sweeps_is_imported_again(tmp_path, monkeypatch):

@@ -162,18 +162,18 @@ def _import(what: str, module_name: str, forms: str) -> ModuleType:
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     loaded = sys.modules.get(module_name)
+    again = loaded is not None and _edited_since_run(loaded)
+    importing = f"importing {module_name}" + (" again (its file changed since this process ran it)" if again else "")
     try:
         with _own_argv(module_name):
-            if loaded is not None and _edited_since_run(loaded):
-                module = importlib.reload(loaded)
-            else:
-                module = importlib.import_module(module_name)
+            module = importlib.reload(loaded) if again and loaded is not None else importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise InputError(f"{what}: cannot import {module_name} ({exc}); give {forms}") from None
     except SystemExit as exc:
-        raise InputError(quit_line(f"{what}: importing {module_name}", exc)) from None
+        raise InputError(quit_line(f"{what}: {importing}", exc)) from None
     except Exception as exc:  # noqa: BLE001 - the module itself failed while importing
-        raise InputError(f"{what}: importing {module_name} raised {one_line(exc)}") from None
+        restart = "; start a new process to use the edited file" if again else ""
+        raise InputError(f"{what}: {importing} raised {one_line(exc)}{restart}") from None
     file = _file_of(module)
     if file is not None:
         try:
@@ -194,17 +194,34 @@ def _file_of(module: ModuleType) -> Path | None:
 
 def _edited_since_run(module: ModuleType) -> bool:
     """Whether an imported module's file differs from what was run of it: the source this process ran, where it
-    imported the module itself; else (imported by the user's own code first) whether the file was written after this
-    process started, when what was run of it cannot be known."""
+    imported the module itself. Imported by the user's own code first, what was run of it cannot be known: then
+    whether the bytecode Python cached for it was compiled from another version of the file, or, where there is none,
+    whether the file was written after this process started."""
     file = _file_of(module)
     if file is None:
         return False
     try:
         if file in _RAN:
             return _sha256(file) != _RAN[file]
-        return file.stat().st_mtime > _process_start()
+        cached = _bytecode_matches(file)
+        return not cached if cached is not None else file.stat().st_mtime > _process_start()
     except OSError:
         return False  # importing it again would fail alike; what runs is what was imported
+
+
+def _bytecode_matches(file: Path) -> bool | None:
+    """Whether the bytecode cached beside `file` (`__pycache__`) was compiled from the file as it is now, by the
+    source's modification time and size its header records; None where there is no such header to read. (This tool
+    writes none for a user's module: `_own_argv`.)"""
+    try:
+        header = Path(importlib.util.cache_from_source(str(file))).read_bytes()[:16]
+        stat = file.stat()
+    except (OSError, NotImplementedError, ValueError):
+        return None
+    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER or header[4:8] != bytes(4):
+        return None  # another version's, or checked by the source's hash rather than its time
+    recorded_mtime, recorded_size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
+    return recorded_mtime == int(stat.st_mtime) & 0xFFFFFFFF and recorded_size == stat.st_size & 0xFFFFFFFF
 
 
 def _process_start() -> float:
