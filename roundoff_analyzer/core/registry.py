@@ -31,6 +31,12 @@ class Registry(Generic[T]):
         self._items[name] = item
         return item
 
+    def replace(self, item: T, name: str) -> T:
+        """`item` under `name`, in place of what was registered under it: a user's object loaded again from its
+        edited file."""
+        self._items.pop(name, None)
+        return self.register(item, name)
+
     def register_family(self, build: Callable[[str], T | None], form: str) -> None:
         self._families.append((build, form))
 

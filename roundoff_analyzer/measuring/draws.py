@@ -19,6 +19,11 @@ naming the draw. The first run watched tells whether the step draws at all; wher
 not intercepted (each torch operation would pay for it), and a run that then moves torch's, numpy's or Python's global
 generator stops the sweep in one line, as does a draw the replay did not see (inside a torch operation that is not
 one of the random functions: an RNN's dropout between its layers).
+
+A run watched module by module (module_hooks.py) keeps its draws in a `DrawRecord`: a module's call re-run in float64,
+or again in the run's precision for its backward, is given the numbers that call drew (and numpy's and Python's
+generators as they stood when it began), not new ones; a re-run that draws otherwise than its call did raises
+DrawMismatch, and the module's row says it was not measured.
 """
 
 from __future__ import annotations
@@ -113,22 +118,105 @@ def draws_anew(copies: ProblemCopies) -> bool:
 
 
 @contextmanager
-def same_draws(copies: ProblemCopies, draw: int, solve: Hashable) -> Iterator[DrawRun]:
+def same_draws(
+    copies: ProblemCopies, draw: int, solve: Hashable, record: DrawRecord | None = None
+) -> Iterator[DrawRun]:
     """Run the body (one run of the step: forward and backward) on draw number `draw` of `solve` (what decides the
-    order of the draws: the library, method and n_timesteps). Yields what the run drew."""
+    order of the draws: the library, method and n_timesteps). Yields what the run drew. `record`: where the run keeps
+    its draws, for re-runs of its calls (a watched run's)."""
     store, run = _store(copies), DrawRun()
     if store.drew is False:
         with _unmoved_generators(_LATE, numpy_and_python=True):
             yield run
         return
     tape = store.tapes.setdefault((solve, draw), _Tape())
-    replay = _Replay(run, tape, draw)
-    with _seeded_globals(DRAW_SEED + draw, run), _unmoved_generators(_UNSEEN), _Watch(replay):
+    replay = _Replay(run, tape, draw, record)
+    with _seeded_globals(DRAW_SEED + draw, run), _unmoved_generators(_UNSEEN), _Watch(replay), _recording(record):
         yield run
     if run.complete:
         tape.closed = True
     if store.drew is None and (run.complete or run.drew):
         store.drew = run.drew
+
+
+@contextmanager
+def _recording(record: DrawRecord | None) -> Iterator[None]:
+    if record is None:
+        yield
+        return
+    record.active = True
+    try:
+        yield
+    finally:
+        record.active = False
+
+
+@dataclass(frozen=True)
+class DrawMark:
+    """Where a call began in a watched run's draws: how many it had drawn, and numpy's and Python's global generators
+    then."""
+
+    at: int
+    numpy: Any
+    python: Any
+
+
+class DrawRecord:
+    """The draws of one watched run, in order, each with what it sampled and the numbers: a re-run of one of its calls
+    (`since(mark)`) is given the numbers that call drew. Keeps nothing unless a run replaying draws records into it."""
+
+    def __init__(self) -> None:
+        self.drawn: list[tuple[tuple[str, tuple], torch.Tensor]] = []
+        self.active = False  # a run that replays draws is recording into it now
+        self.redrawing = 0  # re-runs in progress: the run's own replay lets their draws through to theirs
+
+    def mark(self) -> DrawMark | None:
+        """Where a call begins; None where the run's draws are not recorded (it draws nothing)."""
+        if not self.active:
+            return None
+        return DrawMark(len(self.drawn), np.random.get_state(legacy=True), random.getstate())
+
+    def since(self, mark: DrawMark | None) -> CallDraws | None:
+        """The draws of the call that began at `mark` and has just ended."""
+        if mark is None or not self.active:
+            return None
+        return CallDraws(self, self.drawn[mark.at :], mark)
+
+
+@dataclass(frozen=True)
+class CallDraws:
+    """What one call of a watched run drew: `replayed(f)` is `f` given those draws each time it is called."""
+
+    record: DrawRecord
+    drawn: list[tuple[tuple[str, tuple], torch.Tensor]]
+    mark: DrawMark
+
+    def replayed(self, function: Callable) -> Callable:
+        def again(*args, **kwargs):
+            with self._replaying():
+                return function(*args, **kwargs)
+
+        return again
+
+    @contextmanager
+    def _replaying(self) -> Iterator[None]:
+        numpy_now, python_now = np.random.get_state(legacy=True), random.getstate()
+        np.random.set_state(self.mark.numpy)
+        random.setstate(self.mark.python)
+        redraw = _Redraw(self.drawn)
+        self.record.redrawing += 1
+        try:
+            with redraw:
+                yield
+        finally:
+            self.record.redrawing -= 1
+            np.random.set_state(numpy_now)
+            random.setstate(python_now)
+        if redraw.at < len(self.drawn):
+            raise DrawMismatch(
+                f"its re-run drew {redraw.at} of the {len(self.drawn)} random tensors its call drew, so it cannot "
+                "stand for the call"
+            )
 
 
 # -- numpy's, Python's and torch's global generators ----------------------------------------------------------------
@@ -249,14 +337,8 @@ class _Watch(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-class _Replay(TorchDispatchMode):
-    """Answers the step's random functions from the draw's generators, checking them against the tape."""
-
-    def __init__(self, run: DrawRun, tape: _Tape, draw: int) -> None:
-        super().__init__()
-        self.run, self.tape, self.draw = run, tape, draw
-        self.forward_at, self.backward_at = 0, 0
-        self.backward_pass = -1  # the autograd graph task of the backward pass drawing now
+class _Answers(TorchDispatchMode):
+    """Answers torch's random functions with the numbers `sample` gives, each transformed as the function asks."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -274,6 +356,39 @@ class _Replay(TorchDispatchMode):
                 f"{', '.join(sorted(_REPLAYS))}, without out=)"
             )
         return replay(self, name, bound)
+
+    def sample(self, function: str, kind: tuple, sampler: Callable[[torch.Generator], torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def normal(self, function: str, shape) -> torch.Tensor:
+        size = tuple(int(s) for s in shape)
+        return self.sample(function, ("normal", size), lambda g: torch.randn(size, generator=g, dtype=torch.float64))
+
+    def uniform(self, function: str, shape) -> torch.Tensor:
+        size = tuple(int(s) for s in shape)
+        return self.sample(function, ("uniform", size), lambda g: torch.rand(size, generator=g, dtype=torch.float64))
+
+    def integers(self, function: str, low: int, high: int, shape) -> torch.Tensor:
+        size = tuple(int(s) for s in shape)
+        return self.sample(
+            function, ("integers", size, int(low), int(high)), lambda g: torch.randint(low, high, size, generator=g)
+        )
+
+
+class _Replay(_Answers):
+    """Answers the step's random functions from the draw's generators, checking them against the tape; kept in
+    `record` where one is given."""
+
+    def __init__(self, run: DrawRun, tape: _Tape, draw: int, record: DrawRecord | None = None) -> None:
+        super().__init__()
+        self.run, self.tape, self.draw, self.record = run, tape, draw, record
+        self.forward_at, self.backward_at = 0, 0
+        self.backward_pass = -1  # the autograd graph task of the backward pass drawing now
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.record is not None and self.record.redrawing:
+            return func(*args, **(kwargs or {}))  # a re-run of a call: its own replay answers it
+        return super().__torch_dispatch__(func, types, args, kwargs)
 
     def backward_draws(self) -> bool:
         """Whether a backward pass may draw: its tape says so, or is not complete yet."""
@@ -313,21 +428,30 @@ class _Replay(TorchDispatchMode):
         values = sampler(draw_generator(self.draw, at, backward))
         self.run.functions[function] += 1
         self.run.numbers += values.numel()
+        if self.record is not None:
+            self.record.drawn.append((signature, values.clone()))  # the run may write into what it is handed
         return values
 
-    def normal(self, function: str, shape) -> torch.Tensor:
-        size = tuple(int(s) for s in shape)
-        return self.sample(function, ("normal", size), lambda g: torch.randn(size, generator=g, dtype=torch.float64))
 
-    def uniform(self, function: str, shape) -> torch.Tensor:
-        size = tuple(int(s) for s in shape)
-        return self.sample(function, ("uniform", size), lambda g: torch.rand(size, generator=g, dtype=torch.float64))
+class _Redraw(_Answers):
+    """Answers a re-run of one call with the numbers the call drew, in order, checking each is sampled alike."""
 
-    def integers(self, function: str, low: int, high: int, shape) -> torch.Tensor:
-        size = tuple(int(s) for s in shape)
-        return self.sample(
-            function, ("integers", size, int(low), int(high)), lambda g: torch.randint(low, high, size, generator=g)
-        )
+    def __init__(self, drawn: list[tuple[tuple[str, tuple], torch.Tensor]]) -> None:
+        super().__init__()
+        self.drawn, self.at = drawn, 0
+
+    def sample(self, function: str, kind: tuple, sampler: Callable[[torch.Generator], torch.Tensor]) -> torch.Tensor:
+        if self.at >= len(self.drawn) or self.drawn[self.at][0] != (function, kind):
+            drew = (
+                f"{self.drawn[self.at][0][0]} {_kind_words(self.drawn[self.at][0][1])}"
+                if self.at < len(self.drawn)
+                else "nothing more"
+            )
+            raise DrawMismatch(
+                f"its re-run's random draw {self.at + 1} is {function} {_kind_words(kind)}, where its call drew {drew}"
+            )
+        self.at += 1
+        return self.drawn[self.at - 1][1].clone()
 
 
 def _kind_words(kind: tuple) -> str:
@@ -359,7 +483,7 @@ def _below(uniform: torch.Tensor, p: object, device: torch.device) -> torch.Tens
     return (uniform < float(p)).to(device)  # type: ignore[arg-type]
 
 
-def _normal_out_of_place(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+def _normal_out_of_place(replay: _Answers, name: str, bound: dict[str, Any]) -> torch.Tensor:
     mean, std = bound["mean"], bound["std"]
     tensors = [x for x in (mean, std) if isinstance(x, torch.Tensor)]
     if not tensors:  # normal(mean, std, size)
@@ -369,14 +493,14 @@ def _normal_out_of_place(replay: _Replay, name: str, bound: dict[str, Any]) -> t
     return mean + std * z
 
 
-def _randint_like(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+def _randint_like(replay: _Answers, name: str, bound: dict[str, Any]) -> torch.Tensor:
     low = bound.get("low") or 0
     high = bound["high"]
     high = int(high.item()) if isinstance(high, torch.Tensor) else high
     return replay.integers(name, low, high, bound["self"].shape).to(**_like(bound))
 
 
-def _random_in_place(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+def _random_in_place(replay: _Answers, name: str, bound: dict[str, Any]) -> torch.Tensor:
     low, high = (bound["from"], bound["to"]) if "from" in bound else (0, bound.get("to"))
     if high is None:
         raise NotImplementedError(
@@ -387,7 +511,7 @@ def _random_in_place(replay: _Replay, name: str, bound: dict[str, Any]) -> torch
     return _into(self, replay.integers(name, low, high, self.shape))
 
 
-def _dropout(replay: _Replay, name: str, bound: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+def _dropout(replay: _Answers, name: str, bound: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     x, p, train = bound["input"], float(bound["p"]), bound["train"]
     if train is False or p == 0:
         return x.clone(), torch.ones_like(x, dtype=torch.bool)
@@ -395,22 +519,22 @@ def _dropout(replay: _Replay, name: str, bound: dict[str, Any]) -> tuple[torch.T
     return x * keep * (1 / (1 - p) if p < 1 else 0.0), keep
 
 
-def _bernoulli(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+def _bernoulli(replay: _Answers, name: str, bound: dict[str, Any]) -> torch.Tensor:
     self = bound["self"]
     p = bound.get("p", self)  # bernoulli(p): the tensor holds the probabilities
     return _below(replay.uniform(name, self.shape), p, self.device).to(self.dtype)
 
 
-def _uniform_values(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+def _uniform_values(replay: _Answers, name: str, bound: dict[str, Any]) -> torch.Tensor:
     low, high = bound["from"], bound["to"]
     return replay.uniform(name, bound["self"].shape) * (high - low) + low
 
 
-def _exponential_values(replay: _Replay, name: str, bound: dict[str, Any]) -> torch.Tensor:
+def _exponential_values(replay: _Answers, name: str, bound: dict[str, Any]) -> torch.Tensor:
     return -torch.log1p(-replay.uniform(name, bound["self"].shape)) / bound["lambd"]
 
 
-_Replayer = Callable[[_Replay, str, dict[str, Any]], Any]
+_Replayer = Callable[[_Answers, str, dict[str, Any]], Any]
 _REPLAYS: dict[str, _Replayer] = {
     "randn": lambda r, n, b: r.normal(n, b["size"]).to(**_factory(b)),
     "randn_like": lambda r, n, b: r.normal(n, b["self"].shape).to(**_like(b)),

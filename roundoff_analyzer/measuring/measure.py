@@ -221,7 +221,7 @@ def _measurement(
 
     names = parameter_names(context.copies)
     measured = run_columns(config, dtype, outcomes, references, names)
-    modules = _module_rows(setup, context, last) if context.per_module else []
+    modules = _module_rows(setup, context, last, setup.draw(len(outcomes) - 1)) if context.per_module else []
     # What share of the field's work the kept part does: a setup that keeps all of it is not a low-precision setup.
     kept = (
         kept_share(setup.prepare(context), context.copies, dtype.torch_dtype) if config.keep_float32 != "none" else {}
@@ -243,8 +243,9 @@ def _measurement(
     )
 
 
-def _module_rows(setup: RunSetup, context: SweepContext, measured: RunOutcome) -> list[Row]:
-    """Every module watched over one more run, untimed (the hooks and the float64 re-runs slow it down)."""
+def _module_rows(setup: RunSetup, context: SweepContext, measured: RunOutcome, draw: int) -> list[Row]:
+    """Every module watched over one more run, untimed (the hooks and the float64 re-runs slow it down), on the draw of
+    the step's random numbers the measured run had (`draw`), each call's re-runs on the numbers it drew."""
     observer = None
     n_timesteps = setup.config.n_timesteps
     try:
@@ -258,7 +259,7 @@ def _module_rows(setup: RunSetup, context: SweepContext, measured: RunOutcome) -
             except Exception as exc:  # noqa: BLE001 - a model the observer cannot copy: one row says so, the sweep goes on
                 return [{"module": root, "phase": "forward", "n_calls": 0, "measurement": unwatched(exc)}]
             with observer.attached():
-                watched = setup.run(prepared, context, n_timesteps, measured.retries, observer=observer)
+                watched = setup.run(prepared, context, n_timesteps, measured.retries, observer=observer, draw=draw)
         if watched.failure is not None and measured.failure is None:
             observer.stopped(f"the watched run failed where the measured one did not: {watched.failure.message}")
     except failures.ConfigurationTimeout:

@@ -8,7 +8,9 @@ training step's whole model, WHOLE_MODEL), over the run's calls:
 - its local roundoff: the module re-run in float64 (a float64 copy of its weights) on the very input the run gave it,
   against the run's output; backward, the vector-Jacobian product with the very gradients that reached its outputs,
   recomputed in the run's precision and in float64. So the error the module adds, not the error it inherits
-  (local_error.py). Over every call, and apart over the calls whose values reach the dtype's normal range: a call
+  (local_error.py). A call that drew random numbers (dropout in training mode, `randn_like`) is re-run on the numbers
+  it drew (draws.py), not on new ones; a re-run that draws otherwise is not measured, and its row says so. Over every
+  call, and apart over the calls whose values reach the dtype's normal range: a call
   whose every value (its outputs forward, the gradients reaching them backward) lies below the smallest normal
   computes on subnormals, held with fewer digits, and its relative error says how small they are more than what it
   adds to the gradient;
@@ -32,6 +34,7 @@ The observer watches one run, made for it and not timed: the float64 re-runs cos
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -48,10 +51,13 @@ from ..core.errors import one_line
 from . import metrics
 from .call_inputs import CallInputs, SavedInputs
 from .columns import COMPLETE, VECTOR_FIELD
+from .draws import CallDraws, DrawMark, DrawMismatch, DrawRecord
 from .local_error import NotMeasured, Recomputed, backward_error, floating_outputs, forward_error, in_low_precision
 from .outside_calls import OutsideCalls
 
 IN_PLACE = "in place: not measured"  # a call that wrote into its input before a copy of it was taken
+# A call whose re-run drew other random numbers than the call did (another function or shape, more or fewer draws).
+DRAWS_OTHERWISE = "not measured: draws random numbers, and its re-run drew otherwise than its call"
 # A module whose weights took a gradient in the watched run while none of the calls that used them was seen.
 UNSEEN_USE = (
     "not measured: its weights took a gradient, but no call that used them was seen (an operation no module hook and "
@@ -194,7 +200,9 @@ class ModuleObserver:
         self._running: Counter[str] = Counter()  # the hooked calls running now
         self._in_field = 0  # calls of a solve's vector field running now
         self._watching_outside = 0  # OutsideCalls modes entered and not left
-        self._inputs: dict[str, list[CallInputs]] = {name: [] for name in self.modules}
+        self._inputs: dict[str, list[tuple[CallInputs, DrawMark | None]]] = {name: [] for name in self.modules}
+        # The run's random draws, handed to the run (one_run.py): each re-run of a call is given the call's.
+        self.draws = DrawRecord()
         self._in_place: set[str] = set()  # modules seen writing into their input: their inputs are copied first
         self._kept: set[str] = set()  # modules called inside a kept module or method
         self._backward_done = False
@@ -322,7 +330,8 @@ class ModuleObserver:
             self._running[name] += 1
             # The forward's float64 copies are taken before the call: a module may write into its input.
             forward = self.phase == "forward"
-            self._inputs[name].append(CallInputs.before(args, kwargs, float64=forward, copy=name in self._in_place))
+            taken = CallInputs.before(args, kwargs, float64=forward, copy=name in self._in_place)
+            self._inputs[name].append((taken, self.draws.mark()))
 
         return hook
 
@@ -331,10 +340,10 @@ class ModuleObserver:
             if self._busy or not self._inputs[name]:
                 return
             self._running[name] -= 1
-            inputs = self._inputs[name].pop()
+            inputs, mark = self._inputs[name].pop()
             if inputs.overwritten():
                 self._in_place.add(name)
-            self._measure(name, self._module_recomputed(name), inputs, output, outside=False)
+            self._measure(name, self._module_recomputed(name), inputs, output, self.draws.since(mark))
 
         return hook
 
@@ -344,18 +353,22 @@ class ModuleObserver:
     def running(self, name: str) -> bool:
         return self._running[name] > 0
 
-    def before_outside_call(self, func, args: tuple, kwargs: dict) -> CallInputs:
+    def before_outside_call(self, func, args: tuple, kwargs: dict) -> tuple[CallInputs, DrawMark | None]:
         # Inputs an operation leaves as they were are copied after it, as the modules' are; one that writes into them
         # is copied first.
         in_place = _writes_in_place(func, kwargs)
-        return CallInputs.before(args, kwargs, float64=in_place and self.phase == "forward", copy=in_place)
+        taken = CallInputs.before(args, kwargs, float64=in_place and self.phase == "forward", copy=in_place)
+        return taken, self.draws.mark()
 
-    def outside_call(self, owner: str, func, taken: CallInputs, out: Any, owners: list[str]) -> None:
+    def outside_call(
+        self, owner: str, func, taken: tuple[CallInputs, DrawMark | None], out: Any, owners: list[str]
+    ) -> None:
         # The other owners' weights are measured in this call (nn.MultiheadAttention's functional forward takes its
         # own projection's and its `out_proj`'s).
         self._measured_in_others.update(owners)
         self.stats[(owner, "forward")].n_outside += self.phase == "forward" and bool(floating_outputs(out))
-        self._measure(owner, Recomputed(func, func), taken, out, outside=True)
+        inputs, mark = taken
+        self._measure(owner, Recomputed(func, func), inputs, out, self.draws.since(mark))
 
     def _module_recomputed(self, name: str) -> Recomputed:
         if name not in self._recomputed:
@@ -368,10 +381,17 @@ class ModuleObserver:
             )
         return self._recomputed[name]
 
-    def _measure(self, name: str, recomputed: Recomputed, inputs: CallInputs, output: Any, outside: bool) -> None:
+    def _measure(
+        self, name: str, recomputed: Recomputed, inputs: CallInputs, output: Any, drawn: CallDraws | None
+    ) -> None:
+        """One call's statistics and local errors; `drawn`: what the call drew, given to each re-run of it (None where
+        the run's draws are not recorded: it draws nothing)."""
         outs = floating_outputs(output)
         if not outs:
             return
+        if drawn is not None:
+            low, high = drawn.replayed(recomputed.low), drawn.replayed(recomputed.float64)
+            recomputed = dataclasses.replace(recomputed, low=low, float64=high)
         step = self.step
         in_place = inputs.overwritten()
         if in_kept_region():
@@ -419,6 +439,8 @@ class ModuleObserver:
                 stats.add_error(forward_error(recomputed, inputs64, outs, in_place), call, below_normal)
         except NotMeasured as exc:
             stats.missed(f"float64 re-run: {exc}")
+        except DrawMismatch:
+            stats.missed(DRAWS_OTHERWISE)
         except Exception as exc:  # noqa: BLE001 - the user's code refused the re-run: the row says so, the run goes on
             stats.missed(f"float64 re-run failed: {_described(exc)}")
         finally:
@@ -470,6 +492,9 @@ class ModuleObserver:
                 error, produced = backward_error(recomputed, saved, reached, self.context if low else None, in_place)
             except NotMeasured as exc:
                 stats.missed(f"backward recomputation: {exc}")
+                return
+            except DrawMismatch:
+                stats.missed(DRAWS_OTHERWISE)
                 return
             except Exception as exc:  # noqa: BLE001 - the user's code refused the recomputation: said in the row
                 stats.missed(f"backward recomputation failed: {_described(exc)}")

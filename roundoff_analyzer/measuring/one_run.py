@@ -24,7 +24,7 @@ from ..solvers import DynamicAdjointScaler, SolveReport, StepRecord
 from ..solvers.overflow_stop import whole_passes
 from ..solvers.scaler import AdjointScalerSlot
 from . import failures, metrics
-from .draws import DrawRun, same_draws
+from .draws import DrawRecord, DrawRun, same_draws
 from .failures import Failure
 from .module_hooks import ModuleObserver
 from .solve_calls import ConfiguredOdeint, SolveRecord
@@ -82,7 +82,8 @@ def run_once(
     (per-module measurement); `recompute_field`: the field's activations computed again in the backward rather than
     kept (the same values, for one more evaluation each); `draw`: which draw of the step's random numbers the run is
     given, alike in every run of that draw (None: the step draws as it will, as in training)."""
-    with _draws(copies, draw, library, method, n_timesteps) as drawn:
+    record = observer.draws if observer is not None else None
+    with _draws(copies, draw, library, method, n_timesteps, record) as drawn:
         scaler = scaling.adjoint_scaler(settings)
         run = (n_timesteps, loss_dtype, loss_in, observer, recompute_field, settings, scaler)
         outcome = Forward(prepared, copies, library, method, *run).backward(scaling, scale_hint, scaler)
@@ -122,12 +123,18 @@ def runs_sharing_forward(
 
 
 def _draws(
-    copies: ProblemCopies, draw: int | None, library: SolverLibrary, method: Method, n_timesteps: int
+    copies: ProblemCopies,
+    draw: int | None,
+    library: SolverLibrary,
+    method: Method,
+    n_timesteps: int,
+    record: DrawRecord | None = None,
 ) -> AbstractContextManager[DrawRun]:
-    """The step's random draws in a run: draw `draw` of the run's solve, as every run of it is given (draws.py)."""
+    """The step's random draws in a run: draw `draw` of the run's solve, as every run of it is given (draws.py), kept
+    in `record` (a watched run's, whose calls are re-run on them)."""
     if draw is None:
         return nullcontext(DrawRun())
-    return same_draws(copies, draw, (library.name, method.name, n_timesteps))
+    return same_draws(copies, draw, (library.name, method.name, n_timesteps), record)
 
 
 class Forward:

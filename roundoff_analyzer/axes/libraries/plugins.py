@@ -3,7 +3,9 @@ installed packages that declare an entry point in the group `roundoff_analyzer.l
 
 The object is a SolverLibrary (see base.py): an instance, or a class or function that makes one without arguments.
 A library named by its location is registered under that location, which is also its name in the results (as a
-model named by its factory is); one from an entry point under the entry point's name.
+model named by its factory is); one from an entry point under the entry point's name. A library named by its location
+whose file changed since this process loaded it is loaded again, in place of the old one (a notebook that edits it
+between two sweeps runs the code the manifest's sha256 names).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import inspect
 
 from ...core.errors import InputError, one_line
 from ...core.text import shortened
-from ...core.user_code import load_attribute, quit_line
+from ...core.user_code import load_attribute, quit_line, source_changed
 from ..names import LIBRARY_ENTRY_POINTS
 from .base import LIBRARIES, MISSING_LIBRARIES, SolverLibrary, UnavailableLibrary
 from .optional import LazyLibrary
@@ -25,7 +27,7 @@ _MEMBERS = ("name", "description", "supports_adjoint_scaling", "unsupported_meth
 
 def resolve_library(name: str) -> SolverLibrary:
     """The library called `name`: registered, or loaded (and registered) from the location it names."""
-    if name in LIBRARIES:
+    if name in LIBRARIES and not source_changed(name):
         library = LIBRARIES.get(name)
         if isinstance(library, LazyLibrary):
             library.load()  # an optional package that is installed but broken is one line now, not a failed row per run
@@ -35,7 +37,7 @@ def resolve_library(name: str) -> SolverLibrary:
         _, attribute, made = load_attribute(what, name, FORMS)
         if made is None:
             raise InputError(f"{what}: {name.rpartition(':')[0]} has no '{attribute}'")
-        return LIBRARIES.register(_library(what, made), name=name)
+        return LIBRARIES.replace(_library(what, made), name)
     if name in MISSING_LIBRARIES:
         missing = MISSING_LIBRARIES.get(name)
         install = f"; install it with: {missing.install}" if missing.install else ""
