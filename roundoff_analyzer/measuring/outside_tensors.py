@@ -60,13 +60,15 @@ class OutsideTensors(TorchFunctionMode):
 
     def reached(self, loss: torch.Tensor) -> list[torch.Tensor]:
         """The leaves of the loss's graph that gradients reach outside the model and the batch, in the order first
-        met."""
+        met. A known tensor that is not a leaf (a scripted module's parameter in a copy of the model: computed from the
+        original's) ends the walk: what it was computed from is not trained through it."""
+        boundary = {(id(x.grad_fn), x.output_nr) for x in self.known.values() if x.grad_fn is not None}
         found: dict[int, torch.Tensor] = {}
         seen: set[int] = set()
-        stack = [loss.grad_fn]
+        stack = [(loss.grad_fn, loss.output_nr)]
         while stack:
-            node = stack.pop()
-            if node is None or id(node) in seen:
+            node, index = stack.pop()
+            if node is None or (id(node), index) in boundary or id(node) in seen:
                 continue
             seen.add(id(node))
             variable = getattr(node, "variable", None)  # a leaf's AccumulateGrad
@@ -74,7 +76,7 @@ class OutsideTensors(TorchFunctionMode):
                 if id(variable) not in self.known and variable not in self.made:
                     found.setdefault(id(variable), variable)
                 continue
-            stack.extend(following for following, _ in node.next_functions)
+            stack.extend(node.next_functions)
         return list(found.values())
 
     def used(self) -> list[torch.Tensor]:
