@@ -21,7 +21,7 @@ from roundoff_analyzer.axes.modes import ProblemCopies
 from roundoff_analyzer.axes.scalings import ScalerSettings
 from roundoff_analyzer.measuring.references import ReferenceCache
 from roundoff_analyzer.solvers import odeint
-from roundoff_analyzer.solvers.field_tensors import FieldTensorsUnknown
+from roundoff_analyzer.solvers.field_tensors import FieldTensorsUnknown, reached_tensors
 
 from .test_step_problems import _seeded, flat, rel_err
 
@@ -169,6 +169,26 @@ def test_params_given_name_the_tensors_instead_and_without_grad_mode_nothing_is_
     with torch.no_grad():
         quiet = odeint(lambda s, y: NET(y) * SCALE, y0, t, method="euler")
     assert not quiet.requires_grad and torch.equal(quiet, states.detach())
+
+
+def _energy_gradient(t, y):
+    """A field that takes a derivative of its own, as a Hamiltonian or CNF field does: its state detached, a leaf."""
+    with torch.enable_grad():
+        y = y.detach().requires_grad_(True)
+        (gradient,) = torch.autograd.grad(NET(y).square().sum(), y, create_graph=True)
+    return -gradient
+
+
+def test_a_leaf_the_field_makes_itself_is_not_among_the_tensors_it_reaches_and_the_gradients_are_torchdiffeqs():
+    y0 = torch.ones(2, 3, dtype=torch.float64)
+    found = reached_tensors(_energy_gradient, torch.zeros((), dtype=torch.float64), y0)
+    assert [id(p) for p in found.params] == [id(p) for p in NET.parameters()]
+    t = torch.linspace(0, 1, 5, dtype=torch.float64)
+    native = torch.autograd.grad(odeint(_energy_gradient, y0, t, method="euler").sum(), list(NET.parameters()))
+    direct = torch.autograd.grad(
+        torchdiffeq.odeint(_energy_gradient, y0, t, method="euler").sum(), list(NET.parameters())
+    )
+    assert float((flat(native) - flat(direct)).abs().max()) <= 1e-12
 
 
 @pytest.mark.parametrize(
