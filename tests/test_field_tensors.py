@@ -14,8 +14,14 @@ import torch
 import torchdiffeq
 
 import roundoff_analyzer as ra
+from roundoff_analyzer.axes.libraries import LIBRARIES
+from roundoff_analyzer.axes.libraries.torchdiffeq_lib import solver_name
+from roundoff_analyzer.axes.methods import METHODS
+from roundoff_analyzer.axes.modes import ProblemCopies
+from roundoff_analyzer.axes.scalings import ScalerSettings
+from roundoff_analyzer.measuring.references import ReferenceCache
 from roundoff_analyzer.solvers import odeint
-from roundoff_analyzer.solvers.field_tensors import FieldTensorsUnknown
+from roundoff_analyzer.solvers.field_tensors import FieldTensorsUnknown, reached_tensors
 
 from .test_step_problems import _seeded, flat, rel_err
 
@@ -165,6 +171,26 @@ def test_params_given_name_the_tensors_instead_and_without_grad_mode_nothing_is_
     assert not quiet.requires_grad and torch.equal(quiet, states.detach())
 
 
+def _energy_gradient(t, y):
+    """A field that takes a derivative of its own, as a Hamiltonian or CNF field does: its state detached, a leaf."""
+    with torch.enable_grad():
+        y = y.detach().requires_grad_(True)
+        (gradient,) = torch.autograd.grad(NET(y).square().sum(), y, create_graph=True)
+    return -gradient
+
+
+def test_a_leaf_the_field_makes_itself_is_not_among_the_tensors_it_reaches_and_the_gradients_are_torchdiffeqs():
+    y0 = torch.ones(2, 3, dtype=torch.float64)
+    found = reached_tensors(_energy_gradient, torch.zeros((), dtype=torch.float64), y0)
+    assert [id(p) for p in found.params] == [id(p) for p in NET.parameters()]
+    t = torch.linspace(0, 1, 5, dtype=torch.float64)
+    native = torch.autograd.grad(odeint(_energy_gradient, y0, t, method="euler").sum(), list(NET.parameters()))
+    direct = torch.autograd.grad(
+        torchdiffeq.odeint(_energy_gradient, y0, t, method="euler").sum(), list(NET.parameters())
+    )
+    assert float((flat(native) - flat(direct)).abs().max()) <= 1e-12
+
+
 @pytest.mark.parametrize(
     "form", ["a lambda over a module and a tensor", "a closure over a tensor computed before the solve"]
 )
@@ -239,6 +265,43 @@ def test_a_sweeps_closure_over_a_tensor_computed_from_the_batch_gets_every_gradi
     # The float64 gradients themselves agree between the two libraries: none of them was lost by the native solver.
     native, reference = direct(odeint, None), direct(torchdiffeq.odeint, None)
     assert float((flat(native) - flat(reference)).abs().max()) <= 1e-12
+
+
+class _Counted(torch.nn.Module):
+    def __init__(self, func) -> None:
+        super().__init__()
+        self.func, self.calls = func, 0
+
+    def forward(self, t, y):
+        self.calls += 1
+        return self.func(t, y)
+
+
+@pytest.mark.parametrize("method, rtol", [("rk4_38", 1e-7), ("dopri5", 1e-6)])
+def test_torchdiffeq_adjoints_reference_gets_the_gradients_through_a_closed_over_tensor_that_odeint_gives(method, rtol):
+    # torchdiffeq's adjoint returns gradients for the tensors named in adjoint_params only: the closure's context,
+    # computed from the batch by the encoder, must be one of them, or the batch's gradient through it is lost.
+    namespace: dict = {}
+    exec(_CONDITIONED, namespace)
+    problem = _seeded(namespace["factory"])
+    copies = ProblemCopies(problem)
+    library, solve = LIBRARIES.get("torchdiffeq-adjoint"), METHODS.get(method)
+    if solve.adaptive:  # tight, so that the adjoint's gradients and those through odeint's steps agree closely
+        solve = solve.with_settings(rtol=1e-10, atol=1e-12)
+    reference = ReferenceCache(copies, ScalerSettings()).get(library, solve, 16)
+    model = copy.deepcopy(problem.model).double()
+    x = problem.sample_batch(0).double().requires_grad_(True)
+    context = model["encoder"](x)
+    field = _Counted(lambda t, y: model["field"](y) * context)
+    grid = torch.linspace(0, 1, 17, dtype=torch.float64)
+    options = {"rtol": solve.rtol, "atol": solve.atol} if solve.adaptive else {}
+    final = torchdiffeq.odeint(field, x, grid, method=solver_name(solve), **options)[-1]
+    expected = torch.autograd.grad((final**2).mean(), [x, *model.parameters()])
+    assert len(reference.grads) == len(expected)
+    for measured, direct in zip(reference.grads, expected, strict=True):
+        assert rel_err(measured, direct) <= rtol
+    # The evaluation that found the context is the solve's first: the forward evaluates the field as odeint does.
+    assert reference.report.n_function_evals == field.calls
 
 
 @pytest.mark.parametrize("method", ["euler", "midpoint"])

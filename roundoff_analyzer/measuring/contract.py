@@ -1,7 +1,8 @@
 """The model's contract, checked before anything runs: its step evaluated once (forward only, one Euler step per solve,
 the native solver) in float64 for the reference and in every precision the grid uses, so that a step that cannot run
 is one line now, not a failed row per configuration, and a reference that cannot run is never taken for a failure of
-the low dtype. What the float64 evaluation saw of the solves (their spans and sizes) is the problem's shape: the
+the low dtype; a step that trains a tensor outside its model, whose gradient no row would measure, is refused too
+(outside_tensors.py). What the float64 evaluation saw of the solves (their spans and sizes) is the problem's shape: the
 memory bounds and the rows' span read it."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .batch_size import BatchSize, step_batch_size
 from .draws import same_draws
 from .narrow_constants import NarrowConstants
 from .one_run import configured_odeint, step_forward
+from .outside_tensors import OutsideTensors, refusal
 from .torchdiffeq_routing import RoutedSolves, routed_solves, routed_words
 
 # The check's solver: what it evaluates is the user's code in each precision, not a method's accuracy.
@@ -175,12 +177,21 @@ def _same_twice(name: str, copies: ProblemCopies, placement: LossPlacement) -> t
     an InputError naming the cause: the weights or buffers it changes, else what the sweep does not replay."""
     prepared = cast_run(copies, torch.float64)
     before = {key: value.clone() for key, value in prepared.model.state_dict().items()}
-    with same_draws(copies, 0, _CONTRACT) as drawn:
-        solves, loss, named = _evaluated(copies, prepared, placement, torch.float64)
+    with same_draws(copies, 0, _CONTRACT) as drawn, OutsideTensors(_known(prepared)) as outside:
+        try:
+            solves, loss, named = _evaluated(copies, prepared, placement, torch.float64)
+        except InputError:
+            raise
+        except Exception:  # noqa: BLE001 - a trainable tensor outside the model is why, where the step uses one
+            _refuse_outside(name, copies, prepared, outside.used(), "uses")
+            raise
         drawn.complete = True
+    _refuse_outside(name, copies, prepared, outside.reached(loss))
+    loss = loss.detach()
     changed = [key for key, value in prepared.model.state_dict().items() if not torch.equal(value, before[key])]
     with same_draws(copies, 0, _CONTRACT) as again:
         _, loss_again, _ = _evaluated(copies, cast_run(copies, torch.float64), placement, torch.float64)
+        loss_again = loss_again.detach()
         again.complete = True
     if not torch.allclose(loss, loss_again, rtol=SAME_LOSS_RTOL, atol=0.0, equal_nan=True):
         if changed:
@@ -199,6 +210,22 @@ def _same_twice(name: str, copies: ProblemCopies, placement: LossPlacement) -> t
             f"({float(loss):.17g}, then {float(loss_again):.17g}): {cause}"
         )
     return solves, drawn.describe(), named
+
+
+def _known(prepared: PreparedRun) -> list[torch.Tensor]:
+    """What a run's gradients are measured for: the batch's tensors and the model's parameters (a frozen one too, which
+    a step may unfreeze)."""
+    return [*prepared.inputs, *prepared.model.parameters()]
+
+
+def _refuse_outside(
+    name: str, copies: ProblemCopies, prepared: PreparedRun, tensors: list[torch.Tensor], verb: str = "trains"
+) -> None:
+    """Refuse a step that trains (where its evaluation failed: uses) tensors outside the model (outside_tensors.py)."""
+    if tensors:
+        problem = copies.problem
+        functions = [f for f in (problem.step, getattr(problem, "loss", None)) if f is not None]
+        raise refusal(f"model {name}", tensors, prepared.model, copies.model, functions, verb)
 
 
 def low_precision_failures(copies: ProblemCopies, precisions: list[Precision], fp8_scaling: bool) -> list[str]:
@@ -243,7 +270,7 @@ def _evaluated(
         loss = step_forward(prepared, copies, odeint, loss_in)
     except SystemExit as exc:
         raise InputError(quit_line("the model's step", exc)) from None
-    return odeint.solves, loss.detach(), odeint.named
+    return odeint.solves, loss, odeint.named
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -134,7 +134,9 @@ def _walk(out: torch.Tensor, uses: _Uses, start: int, own: list[torch.Tensor]) -
         seen.add((id(node), older is not None))
         variable = getattr(node, "variable", None)
         if variable is not None:  # a leaf's AccumulateGrad
-            if id(variable) in uses.excluded:
+            # y and t, and a leaf the evaluation made itself (a state detached to take a derivative inside the field,
+            # `z.detach().requires_grad_()`): nothing outside the evaluation holds it to be given a gradient.
+            if id(variable) in uses.excluded or id(variable) in uses._made:
                 continue
             if id(variable) not in leaves and older is not None:
                 raise FieldTensorsUnknown(
