@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -488,3 +489,24 @@ def test_the_noise_is_measured_at_the_batch_the_checkpoint_trained_at(train_fold
     assert trained.exit_code == asked.exit_code == 0, trained.output + asked.output
     assert results(tmp_path / "trained").grad_noise_batch_size.unique().tolist() == [16]
     assert results(tmp_path / "asked").grad_noise_batch_size.unique().tolist() == [4]
+
+
+REPORTS = Path(__file__).resolve().parent.parent / "reports"
+
+
+def test_a_cloned_along_training_report_finds_its_train_folder_beside_it_by_the_checkpoints_bytes(tmp_path):
+    """The committed sweep's manifest records checkpoint paths on the machine that ran it; cloned elsewhere, the train
+    folder of that name beside the sweep's is read when its checkpoint has the recorded bytes, and not when it has
+    others."""
+    for name in ("cnf-train", "cnf-along-training"):
+        shutil.copytree(REPORTS / name, tmp_path / name)
+    sweep_folder = tmp_path / "cnf-along-training"
+    recorded = json.loads((sweep_folder / "manifest.json").read_text())["checkpoints"]
+    assert not any(Path(record["path"]).is_relative_to(tmp_path) for record in recorded)
+    written = load(sweep_folder).write_report().read_text()
+    assert written == (REPORTS / "cnf-along-training" / "report.md").read_text()
+    assert "Training itself (`../cnf-train/training_summary.parquet`" in written
+    for record in recorded:
+        checkpoint = tmp_path / "cnf-train" / "checkpoints" / Path(record["path"]).name
+        checkpoint.write_bytes(checkpoint.read_bytes() + b"\0")
+    assert "Training itself" not in load(sweep_folder).write_report().read_text()

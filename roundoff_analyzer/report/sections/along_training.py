@@ -4,6 +4,7 @@ itself ended where its folder says so (`training_summary.parquet`, read as data 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -71,21 +72,36 @@ def training_table(results: pd.DataFrame) -> str:
     return fmt.markdown_table(rows, ["setup", *TABLE_HEADERS])
 
 
-def training_summary(manifest: dict) -> tuple[Path, pd.DataFrame] | None:
-    """The `training_summary.parquet` of the train folder the sweep's checkpoints came from, where there is one."""
+def training_summary(manifest: dict, sweep_folder: Path) -> tuple[Path, pd.DataFrame] | None:
+    """The `training_summary.parquet` of the train folder the sweep's checkpoints came from, where there is one: at the
+    path the manifest records, or, where the folders were moved or cloned since, in the train folder of that name
+    beside the sweep's, when the checkpoint there has the bytes the manifest records."""
     for record in manifest.get("checkpoints") or []:
         path = Path(str(record.get("path", ""))) if isinstance(record, dict) else None
         if path is None:
             continue
         # DIR/checkpoints/iter_*.pt, or DIR/setups/<label>/checkpoints/iter_*.pt
-        for folder in (path.parent.parent, path.parent.parent.parent.parent):
-            if (folder / TRAINING_SUMMARY).is_file():
+        for recorded in (path.parent.parent, path.parent.parent.parent.parent):
+            folder = (
+                recorded
+                if (recorded / TRAINING_SUMMARY).is_file()
+                else _moved_beside(sweep_folder, recorded, path, record.get("sha256"))
+            )
+            if folder is not None and (folder / TRAINING_SUMMARY).is_file():
                 try:
                     summary = read_table(folder / TRAINING_SUMMARY, SUMMARY_FINDINGS_TABLE)
                 except InputError:
                     return None
                 return folder / TRAINING_SUMMARY, summary
     return None
+
+
+def _moved_beside(sweep_folder: Path, folder: Path, checkpoint: Path, sha256: object) -> Path | None:
+    beside = Path(sweep_folder).parent / folder.name
+    moved = beside / checkpoint.relative_to(folder)
+    if not isinstance(sha256, str) or not moved.is_file():
+        return None
+    return beside if hashlib.sha256(moved.read_bytes()).hexdigest() == sha256 else None
 
 
 def summary_sentence(path: Path, summary: pd.DataFrame) -> str:
@@ -145,7 +161,7 @@ def along_training_section(
             "",
             training_table(results),
         ]
-    summary = training_summary(manifest)
+    summary = training_summary(manifest, Path(report_folder))
     if summary is not None:
         path, table = summary
         lines += ["", summary_sentence(Path(os.path.relpath(path.resolve(), Path(report_folder).resolve())), table)]
