@@ -8,34 +8,22 @@ from dataclasses import dataclass
 import torch
 
 from ..core.errors import ScalerExhausted, StepBudgetExhausted
+from .outcomes import FailureClass
 
-OVERFLOW = "overflow"
-UNDERFLOW = "underflow"
-SCALER_EXHAUSTED = "scaler_exhausted"
-DTYPE_MISMATCH = "dtype_mismatch"
-TORCHSCRIPT_DTYPE_MISMATCH = "torchscript_dtype_mismatch"
-GRADSCALER_FP16_UNSCALE = "gradscaler_fp16_unscale"
-UNSUPPORTED = "unsupported"
-OOM = "oom"
-TIMEOUT = "timeout"
-ERROR = "error"
-STEP_BUDGET_EXHAUSTED = "step_budget_exhausted"
-STEP_SIZE_UNDERFLOW = "step_size_underflow"
+OVERFLOW = FailureClass.OVERFLOW
+UNDERFLOW = FailureClass.UNDERFLOW
+SCALER_EXHAUSTED = FailureClass.SCALER_EXHAUSTED
+DTYPE_MISMATCH = FailureClass.DTYPE_MISMATCH
+TORCHSCRIPT_DTYPE_MISMATCH = FailureClass.TORCHSCRIPT_DTYPE_MISMATCH
+GRADSCALER_FP16_UNSCALE = FailureClass.GRADSCALER_FP16_UNSCALE
+UNSUPPORTED = FailureClass.UNSUPPORTED
+OOM = FailureClass.OOM
+TIMEOUT = FailureClass.TIMEOUT
+ERROR = FailureClass.ERROR
+STEP_BUDGET_EXHAUSTED = FailureClass.STEP_BUDGET_EXHAUSTED
+STEP_SIZE_UNDERFLOW = FailureClass.STEP_SIZE_UNDERFLOW
 
-FAILURE_CLASSES = (
-    OVERFLOW,
-    UNDERFLOW,
-    SCALER_EXHAUSTED,
-    DTYPE_MISMATCH,
-    TORCHSCRIPT_DTYPE_MISMATCH,
-    GRADSCALER_FP16_UNSCALE,
-    UNSUPPORTED,
-    OOM,
-    TIMEOUT,
-    ERROR,
-    STEP_BUDGET_EXHAUSTED,
-    STEP_SIZE_UNDERFLOW,
-)
+FAILURE_CLASSES = tuple(FailureClass)
 
 
 class ConfigurationTimeout(Exception):

@@ -30,7 +30,7 @@ def explain(group: FailureGroup, manifest: dict) -> Explanation:
 
 
 # Classes whose explanation needs none of the group's numbers.
-_FIXED = {
+_FIXED: dict[str, Explanation] = {
     failures.DTYPE_MISMATCH: Explanation(
         "An operation received tensors of two different dtypes at once. Under autocast this happens when a tensor "
         "was cast by hand (inputs cast to the low dtype, or a `.half()` inside the model) while autocast ran in "
