@@ -295,3 +295,30 @@ def test_every_failure_class_has_its_explanation_in_the_report():
     from roundoff_analyzer.report.causes import explained_classes
 
     assert set(FAILURE_CLASSES) == explained_classes()
+
+
+def test_every_failure_class_has_one_record_with_its_words():
+    from roundoff_analyzer.measuring.failures import FAILURE_KINDS
+    from roundoff_analyzer.measuring.outcomes import FailureClass
+
+    assert set(FAILURE_KINDS) == set(FailureClass) and len(FAILURE_KINDS) == len(FailureClass)
+    for failure_class, kind in FAILURE_KINDS.items():
+        assert kind.name is failure_class
+        assert kind.when.strip() and kind.remedy.strip(), failure_class
+        assert all(header.strip() and column.strip() for header, column in kind.table_columns), failure_class
+
+
+def test_the_failures_page_names_every_class_with_its_records_remedy():
+    from roundoff_analyzer.measuring.failures import FAILURE_KINDS
+
+    page = " ".join((Path(__file__).parents[1] / "docs" / "failures.md").read_text(encoding="utf-8").split())
+    for failure_class, kind in FAILURE_KINDS.items():
+        assert f"| `{failure_class.value}` |" in page and f"| {kind.remedy} |" in page, failure_class
+
+
+def test_a_failure_groups_table_shows_its_classes_columns_and_every_column_has_a_format():
+    from roundoff_analyzer.measuring.failures import FAILURE_KINDS
+    from roundoff_analyzer.report.tables import _COLUMN_FORMATS
+
+    named = {column for kind in FAILURE_KINDS.values() for _, column in kind.table_columns}
+    assert named == set(_COLUMN_FORMATS)
