@@ -464,12 +464,14 @@ def _table_rows(page: str) -> list[list[str]]:
     ]
 
 
-def test_the_failure_classes_table_lists_every_class() -> None:
-    from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
+def test_the_failure_classes_table_has_one_row_per_class_in_its_records_words() -> None:
+    from roundoff_analyzer.measuring.failures import FAILURE_KINDS
 
     rows = _table_rows((ROOT / "docs" / "failures.md").read_text(encoding="utf-8"))
-    listed = [match.group(1) for row in rows if (match := re.fullmatch(r"`(\w+)`", row[0]))]
-    assert sorted(listed) == sorted(FAILURE_CLASSES)
+    listed = {match.group(1): row[1:] for row in rows if (match := re.fullmatch(r"`(\w+)`", row[0]))}
+    assert list(listed) == [str(failure_class) for failure_class in FAILURE_KINDS]
+    for failure_class, kind in FAILURE_KINDS.items():
+        assert listed[failure_class] == [kind.when, kind.remedy], failure_class
 
 
 @pytest.mark.parametrize("axis", ["method", "dtype", "scaling", "mode", "loss_in", "arithmetic", "rounding", "library"])

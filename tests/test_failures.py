@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -295,3 +296,89 @@ def test_every_failure_class_has_its_explanation_in_the_report():
     from roundoff_analyzer.report.causes import explained_classes
 
     assert set(FAILURE_CLASSES) == explained_classes()
+
+
+def test_every_failure_class_has_one_record_with_its_words():
+    from roundoff_analyzer.measuring.failures import FAILURE_KINDS
+    from roundoff_analyzer.measuring.outcomes import FailureClass
+
+    assert set(FAILURE_KINDS) == set(FailureClass) and len(FAILURE_KINDS) == len(FailureClass)
+    for failure_class, kind in FAILURE_KINDS.items():
+        assert kind.name is failure_class
+        assert kind.when.strip() and kind.remedy.strip(), failure_class
+        assert all(header.strip() and column.strip() for header, column in kind.table_columns), failure_class
+
+
+def test_the_failures_page_names_every_class_with_its_records_remedy():
+    from roundoff_analyzer.measuring.failures import FAILURE_KINDS
+
+    page = " ".join((Path(__file__).parents[1] / "docs" / "failures.md").read_text(encoding="utf-8").split())
+    for failure_class, kind in FAILURE_KINDS.items():
+        assert f"| `{failure_class.value}` |" in page and f"| {kind.remedy} |" in page, failure_class
+
+
+def test_a_failure_groups_table_shows_its_classes_columns_and_every_column_has_a_format():
+    from roundoff_analyzer.measuring.failures import FAILURE_KINDS
+    from roundoff_analyzer.report.tables import _COLUMN_FORMATS
+
+    named = {column for kind in FAILURE_KINDS.values() for _, column in kind.table_columns}
+    assert named == set(_COLUMN_FORMATS)
+
+
+# Strings equal to a Status or FailureClass value that mean something else there, by file.
+_OTHER_MEANINGS = {
+    "roundoff_analyzer/execution/processes.py": {"failed"},  # an event kind on the worker queue
+    "roundoff_analyzer/execution/slurm_task.py": {"error"},  # the key of a Slurm task's report
+    "roundoff_analyzer/planning/config.py": {"error"},  # Slurm's --error option
+    "roundoff_analyzer/judging/check_output.py": {"skipped"},  # JUnit's attribute
+    "cli/sweep.py": {"timeout"},  # a setting's key
+}
+# Files of issue 59's other branches (T2: the protocols, T3: cli/) whose literals those branches replace: an entry
+# here goes when its branch is merged.
+_NOT_YET_MEMBERS = {
+    "roundoff_analyzer/judging/answer.py": {"ok"},
+    "roundoff_analyzer/judging/verdict.py": {"ok", "failed", "skipped"},
+    "roundoff_analyzer/report/findings.py": {"ok", "failed", "overflow"},
+    "roundoff_analyzer/report/sections/cost.py": {"ok"},
+    "roundoff_analyzer/report/sections/glossary.py": {"skipped"},
+    "roundoff_analyzer/report/sections/key_findings.py": {"ok", "skipped", "overflow", "underflow"},
+    "roundoff_analyzer/report/sections/recommendations.py": {"ok", "skipped"},
+    "cli/show.py": {"failed"},
+}
+
+
+_PANDAS_COMPARE = {"eq", "ne", "isin"}
+
+
+def _values_compared(tree: ast.AST, values: set[str]) -> set[str]:
+    """The constants among `values` that a comparison (==, !=, in), a dict key or pandas' eq/ne/isin spells."""
+    found = set()
+    for node in ast.walk(tree):
+        sides: list[ast.expr] = []
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+        elif isinstance(node, ast.Dict):
+            sides = [key for key in node.keys if key is not None]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PANDAS_COMPARE:
+            sides = list(node.args)
+        for side in sides:
+            for constant in side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]:
+                if isinstance(constant, ast.Constant) and constant.value in values:
+                    found.add(constant.value)
+    return found
+
+
+def test_no_module_but_outcomes_compares_with_a_status_or_failure_class_spelled_as_a_string():
+    from roundoff_analyzer.measuring.outcomes import FailureClass, Status
+
+    root = Path(__file__).parents[1]
+    values = {str(value) for value in (*Status, *FailureClass)}
+    spelled = {}
+    for path in sorted([*(root / "roundoff_analyzer").rglob("*.py"), *(root / "cli").rglob("*.py")]):
+        name = path.relative_to(root).as_posix()
+        if name != "roundoff_analyzer/measuring/outcomes.py":
+            found = _values_compared(ast.parse(path.read_text(encoding="utf-8")), values)
+            if found - _OTHER_MEANINGS.get(name, set()) - _NOT_YET_MEMBERS.get(name, set()):
+                spelled[name] = sorted(found)
+            assert _OTHER_MEANINGS.get(name, set()) <= found, f"{name}: an exception that is no longer needed"
+    assert not spelled, f"use Status or FailureClass members: {spelled}"

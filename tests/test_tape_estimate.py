@@ -11,7 +11,8 @@ import pytest
 import torch
 import torchdiffeq
 
-from roundoff_analyzer.measuring.failures import OOM, classify_exception
+from roundoff_analyzer.measuring.failures import classify_exception
+from roundoff_analyzer.measuring.outcomes import FailureClass
 from roundoff_analyzer.measuring.tape_estimate import TapeBudget, TapeTooLarge, TapeWatch
 
 STATE, HIDDEN, BATCH = 16, 64, 32
@@ -85,7 +86,7 @@ def test_a_solve_that_cannot_fit_stops_after_its_first_step_with_the_estimate_an
         torchdiffeq.odeint(watch, y0, torch.linspace(0, 1, n_steps + 1), method="rk4")
     assert watch.calls == 4  # one step of four stages, not 400,000 evaluations
     failure = classify_exception(stopped.value)
-    assert failure.failure_class == OOM and failure.failure_type == "TapeTooLarge"
+    assert failure.failure_class == FailureClass.OOM and failure.failure_type == "TapeTooLarge"
     estimate_gb = watch.estimate / 1e9
     assert f"{estimate_gb:.3g} GB" in failure.message and "0.05 GB available" in failure.message
     assert "measured on its first 1 of 100000 steps" in failure.message and "stopped after step 1" in failure.message

@@ -17,8 +17,9 @@ from rich.progress import (
 
 from ..axes.grid import Configuration
 from ..core.text import printable
+from ..measuring.outcomes import Status
 
-STATUS_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow"}
+STATUS_STYLE = {Status.OK: "green", Status.FAILED: "red", Status.SKIPPED: "yellow"}
 
 
 class RichProgress:
@@ -61,7 +62,7 @@ class RichProgress:
 
     def finish(self, config: Configuration, row: dict) -> None:
         self._progress.advance(self._bar())
-        if row["status"] == "failed":
+        if row["status"] == Status.FAILED:
             self._progress.console.print(
                 f"[red]failed[/] {escape(printable(config.label()))}: {escape(printable(row['failure_class']))}: "
                 f"{escape(printable(row['failure_message']))}",

@@ -19,6 +19,7 @@ import pandas as pd
 from ..axes.grid import CONFIG_COLUMNS, Configuration
 from ..core.errors import InputError
 from ..measuring.columns import ERROR_METRICS
+from ..measuring.outcomes import Status
 from ..storage.older_tables import with_axis_defaults
 from .check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
 from .yardstick_check import DISC_COLUMNS, YARDSTICK_COLUMNS, fine_reference_changes, reference_changes, yardstick_lines
@@ -262,7 +263,7 @@ def _number(value) -> float | None:
 def _status(record: dict, side: str) -> str:
     """`ok`, `skipped`, or `failed (overflow)`: the status with its failure class where there is one."""
     status, failure_class = _text(record[f"status_{side}"]), _text(record.get(f"failure_class_{side}"))
-    return f"{status} ({failure_class})" if status == "failed" and failure_class else str(status)
+    return f"{status} ({failure_class})" if status == Status.FAILED and failure_class else str(status)
 
 
 def _judge(record: dict, tolerances: Tolerances, cause: str) -> tuple[str, list[str], list[dict]]:
@@ -270,16 +271,16 @@ def _judge(record: dict, tolerances: Tolerances, cause: str) -> tuple[str, list[
     if record["presence"] == "new only":
         return NEW, [f"not in the baseline (now {_status(record, 'new')})"], []
     if record["presence"] == "baseline only":
-        if was == "ok":
+        if was == Status.OK:
             return REGRESSION, ["missing from the new results (was ok)"], []
         return MISSING, [f"missing from the new results (was {_status(record, 'baseline')})"], []
     change = f"was {_status(record, 'baseline')}, now {_status(record, 'new')}"
-    if was == "ok" and now != "ok":
+    if was == Status.OK and now != Status.OK:
         return REGRESSION, [change], []
-    if was != "ok" and now == "ok":
+    if was != Status.OK and now == Status.OK:
         return IMPROVEMENT, [change], []
-    if was != "ok":
-        return (SKIPPED if was == now == "skipped" else UNCHANGED), [change], []
+    if was != Status.OK:
+        return (SKIPPED if was == now == Status.SKIPPED else UNCHANGED), [change], []
     moved = reference_changes(record, _number)
     if moved:
         return _reference_moved(record, tolerances, cause, moved)

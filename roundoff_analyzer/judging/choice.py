@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from . import verdict as rules
+from . import verdict
 from .answer import Answer, answers
 from .format_search import bit_layout
 
@@ -34,7 +34,7 @@ class Choice:
 def choose(results: pd.DataFrame, found: list[Answer] | None = None) -> Choice | None:
     """The setup to train with, or None when no dtype is safe for training here (`found`: the answers, if known)."""
     found = answers(results) if found is None else found
-    ranked = rules.ranked_within_noise([a for a in found if a.train], _group, lambda a: a.judgement, _simpler)
+    ranked = verdict.ranked_within_noise([a for a in found if a.train], _group, lambda a: a.judgement, _simpler)
     if not ranked:
         return None
     chosen = ranked[0]
@@ -54,12 +54,12 @@ def _bits(dtype: str) -> int | None:
 
 def _group(a: Answer) -> tuple:
     bits = _bits(a.dtype)
-    return (a.arithmetic == "emulated", bits if bits is not None else math.inf, rules.RANK[a.judgement.label])
+    return (a.arithmetic == "emulated", bits if bits is not None else math.inf, verdict.RANK[a.judgement.label])
 
 
 def _simpler(a: Answer) -> tuple:
     """Fewer modules kept in float32, then no scaling."""
-    return (len(a.kept.value.split("+")) if a.kept is not None else 0, rules.scaled(a.judgement))
+    return (len(a.kept.value.split("+")) if a.kept is not None else 0, verdict.scaled(a.judgement))
 
 
 def tied_by_noise(chosen: Answer, other: Answer) -> bool:

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..axes.dtypes import DTYPES
-from . import verdict as rules
+from ..measuring.outcomes import FailureClass, Status
+from . import verdict
 from .answer import TRAINABLE, Answer, answers
-
-OVERFLOW = "overflow"
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class FormatResult:
     dtype: str  # as the verdict labels it (`e5m4`, or `float16 emulated` in a sweep over the arithmetic axis)
     exponent_bits: int
     mantissa_bits: int
-    judgement: rules.SetupJudgement  # the best setup
+    judgement: verdict.SetupJudgement  # the best setup
     arithmetic: str  # "hardware" or "emulated", of the best setup's runs
     n_runs: int  # every run of the format that was not skipped, over all its setups
     n_overflows: int
@@ -78,10 +77,10 @@ def bit_layout(dtype: str) -> tuple[int, int] | None:
 
 def format_results(results: pd.DataFrame, judged: list[Answer] | None = None) -> list[FormatResult]:
     """Every format of the sweep whose bit layout is known, narrowest first (`judged`: the answers, if known)."""
-    ran = rules.with_format_labels(results[results["status"] != "skipped"])
+    ran = verdict.with_format_labels(results[results["status"] != Status.SKIPPED])
     by_dtype = dict(tuple(ran.groupby("dtype", sort=False)))
-    setups: dict[str, list[rules.SetupJudgement]] = {}
-    for v in rules.verdicts(results):
+    setups: dict[str, list[verdict.SetupJudgement]] = {}
+    for v in verdict.verdicts(results):
         for j in v.setups:
             setups.setdefault(j.dtype, []).append(j)
     found = []
@@ -92,13 +91,13 @@ def format_results(results: pd.DataFrame, judged: list[Answer] | None = None) ->
         runs = by_dtype[a.dtype]
         # The answer's setup where it trains; otherwise the best of every setup (a scaled one that ran, say, rather
         # than the unscaled one that overflowed and decided the verdict).
-        best = a.judgement if a.train else min(setups.get(a.dtype, [a.judgement]), key=rules.rank)
-        overflows = int(((runs["status"] == "failed") & (runs["failure_class"] == OVERFLOW)).sum())
+        best = a.judgement if a.train else min(setups.get(a.dtype, [a.judgement]), key=verdict.rank)
+        overflows = int(((runs["status"] == Status.FAILED) & (runs["failure_class"] == FailureClass.OVERFLOW)).sum())
         found.append(FormatResult(a.dtype, *layout, best, _arithmetic(runs, best), len(runs), overflows))
     return sorted(found, key=lambda f: f.width)
 
 
-def _arithmetic(runs: pd.DataFrame, judgement: rules.SetupJudgement) -> str:
+def _arithmetic(runs: pd.DataFrame, judgement: verdict.SetupJudgement) -> str:
     setup = runs[
         (runs["library"] == judgement.library)
         & (runs["scaling"] == judgement.scaling)
@@ -124,7 +123,7 @@ def narrower_unsafe(found: list[FormatResult], than: FormatResult) -> list[Forma
 
 def exponent_widths(results: pd.DataFrame) -> list[ExponentWidth]:
     """Per exponent width of the swept formats, narrowest first: its runs, overflows and headroom."""
-    ran = rules.with_format_labels(results[results["status"] != "skipped"])
+    ran = verdict.with_format_labels(results[results["status"] != Status.SKIPPED])
     layouts = {d: bit_layout(d) for d in ran["dtype"].unique()}
     widths: dict[int, list[str]] = {}
     for dtype, layout in layouts.items():
@@ -133,13 +132,13 @@ def exponent_widths(results: pd.DataFrame) -> list[ExponentWidth]:
     found = []
     for bits in sorted(widths):
         runs = ran[ran["dtype"].isin(widths[bits])]
-        overflows = int(((runs["status"] == "failed") & (runs["failure_class"] == OVERFLOW)).sum())
+        overflows = int(((runs["status"] == Status.FAILED) & (runs["failure_class"] == FailureClass.OVERFLOW)).sum())
         found.append(ExponentWidth(bits, tuple(widths[bits]), len(runs), overflows, _headroom(runs)))
     return found
 
 
 def _headroom(runs: pd.DataFrame) -> float | None:
-    ok = runs[runs["status"] == "ok"]
+    ok = runs[runs["status"] == Status.OK]
     if "max_abs_adjoint" not in ok or "dtype_max" not in ok:
         return None
     ratio = (ok["dtype_max"] / ok["max_abs_adjoint"]).replace([math.inf, -math.inf], math.nan).dropna()

@@ -22,6 +22,7 @@ from .kept_share import kept_share
 from .memory import configuration_oom
 from .module_hooks import ModuleObserver, unwatched
 from .one_run import RunOutcome, runs_sharing_forward
+from .outcomes import FailureClass, Status
 from .rows import (
     Measurement,
     Row,
@@ -97,7 +98,7 @@ def _checked(config: Configuration, context: SweepContext) -> Measurement | tupl
         or keep_skip_reason(config.keep_float32, config.mode, config.arithmetic, dtype)
     )
     if skip:
-        return Measurement({**row, "status": "skipped", "skip_reason": skip}, [], [])
+        return Measurement({**row, "status": Status.SKIPPED, "skip_reason": skip}, [], [])
     row = {**row, "tableau": tableau_of(library, method)}
     reason = setup.arithmetic.unsupported_reason(dtype, context.device)
     if reason:
@@ -118,7 +119,7 @@ def _checked(config: Configuration, context: SweepContext) -> Measurement | tupl
         raise
     except failures.ReferenceFailed as exc:
         # Nothing to compare the run with: not a failure of the low dtype, so the verdict does not judge it.
-        return Measurement({**row, "status": "skipped", "skip_reason": reference_skip_reason(exc.failure)}, [], [])
+        return Measurement({**row, "status": Status.SKIPPED, "skip_reason": reference_skip_reason(exc.failure)}, [], [])
     except Exception as exc:  # noqa: BLE001 - a broken reference fails its configurations, not the sweep
         return Measurement({**row, **failure_columns(failures.classify_exception(exc))}, [], [])
     return setup, row, references
@@ -214,7 +215,7 @@ def _measurement(
         last.peak_memory_bytes = peak.bytes
     if (
         last.failure is not None
-        and last.failure.failure_class == failures.STEP_SIZE_UNDERFLOW
+        and last.failure.failure_class == FailureClass.STEP_SIZE_UNDERFLOW
         and isinstance(method, AdaptiveRK)
     ):
         last.failure = failures.step_size_underflow(last.failure, method.rtol, dtype.name, dtype.unit_roundoff)

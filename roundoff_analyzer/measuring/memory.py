@@ -20,7 +20,8 @@ from ..axes.models.inputs import floating_inputs
 from ..core.errors import InputError
 from .device_memory import capacity_bytes, gigabytes
 from .discretisation import fine_steps
-from .failures import OOM, Failure
+from .failures import Failure
+from .outcomes import FailureClass
 
 FLOAT32_AND_FLOAT64 = 4 + 8  # bytes per element: the problem and its reference copy
 
@@ -94,7 +95,7 @@ def configuration_oom(n_timesteps: int, n_values: int, device: torch.device) -> 
     if capacity is None or needed <= capacity:
         return None
     return Failure(
-        OOM,
+        FailureClass.OOM,
         "MemoryEstimate",
         f"the float64 reference trajectory and the run's own alone need {gigabytes(needed)} "
         f"({n_timesteps + 1} states of {n_values} values each); {device} has {gigabytes(capacity)}; not run",

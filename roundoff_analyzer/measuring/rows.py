@@ -23,6 +23,7 @@ from .columns import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS
 from .environment_columns import environment_columns
 from .failures import Failure
 from .one_run import RunOutcome
+from .outcomes import FailureClass, Status
 from .run_setup import SweepContext
 from .significance import quantities, significant_digits
 from .yardsticks import CONTEXT_COLUMNS
@@ -45,7 +46,7 @@ def base_row(config: Configuration, dtype: DtypeSpec, context: SweepContext) -> 
     """Every column of the results table: the configuration's, its environment's, and None for what is measured."""
     row: Row = config.as_dict()
     row.update(t0=context.shape.t0, t1=context.shape.t1)
-    row.update(status="ok", failure_class=None, failure_type=None, failure_message=None, skip_reason=None)
+    row.update(status=Status.OK, failure_class=None, failure_type=None, failure_message=None, skip_reason=None)
     for name in ERROR_METRICS:
         row.update({name: None, f"{name}_over_u": None, f"{name}_spread": None})
     row.update(
@@ -78,7 +79,7 @@ def base_row(config: Configuration, dtype: DtypeSpec, context: SweepContext) -> 
 
 def failure_columns(failure: Failure) -> Row:
     return {
-        "status": "failed",
+        "status": Status.FAILED,
         "failure_class": failure.failure_class,
         "failure_type": failure.failure_type,
         "failure_message": failure.message,
@@ -284,14 +285,14 @@ def _underflow(
     if lost:
         shown = f"{', '.join(lost[:4])}{' ...' if len(lost) > 4 else ''}"
         return failures.Failure(
-            failures.UNDERFLOW,
+            FailureClass.UNDERFLOW,
             "Collapsed",
             f"{len(lost)} of {len(names) - n_inputs} parameter gradients collapsed to (nearly) zero: {shown}",
         )
     zero_share, reference_zero_share = outcome.report.max_zero_share, reference.report.max_zero_share
     if metrics.zeroed(zero_share, reference_zero_share) and params_error is not None and params_error > 0.5:
         return failures.Failure(
-            failures.UNDERFLOW,
+            FailureClass.UNDERFLOW,
             "Collapsed",
             f"{zero_share:.0%} of the low-precision adjoint was exactly zero (reference {reference_zero_share:.0%}); "
             f"parameter gradient error {params_error:.2g}",

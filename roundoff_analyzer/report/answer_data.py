@@ -8,8 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..judging import answer as answering
-from ..judging import verdict as rules
+from ..judging import answer, verdict
 from .sections.answer import answer_sentence, placement_line
 from .sections.answer_code import code_lines
 from .sections.model_code import measured_model_code
@@ -29,7 +28,7 @@ def answer_records(
     rows, _ = judged(results)
     measured = measured_model_code(manifest, results)
     records = {}
-    for a in answering.answers(rows):
+    for a in answer.answers(rows):
         j = a.judgement
         records[a.dtype] = {
             "dtype": a.dtype,
@@ -73,11 +72,11 @@ def verdict_records(results: pd.DataFrame) -> list[dict[str, Any]]:
             **_numbers(v.decided_by),
             "reason": describe(v.decided_by),
         }
-        for v in rules.verdicts(rows)
+        for v in verdict.verdicts(rows)
     ]
 
 
-def _numbers(j: rules.SetupJudgement) -> dict[str, Any]:
+def _numbers(j: verdict.SetupJudgement) -> dict[str, Any]:
     """The numbers a judgement rests on; a ratio's worst run as (method, n_timesteps)."""
     return {
         "worst_grad_params_rel_err": j.worst_grad,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..axes.dtypes import DTYPES
-from ..measuring import failures
+from ..measuring.outcomes import FailureClass
 from . import formatting as fmt
 from .findings import FailureGroup
 
@@ -19,26 +19,28 @@ class Explanation:
     remedy: str
 
 
-def explained_classes() -> set[str]:
+def explained_classes() -> set[FailureClass]:
     return {*_FIXED, *_EXPLAINERS}
 
 
 def explain(group: FailureGroup, manifest: dict) -> Explanation:
-    if group.failure_class in _FIXED:
-        return _FIXED[group.failure_class]
-    return _EXPLAINERS.get(group.failure_class, _error)(group, manifest)
+    # A class this version does not know (a table written by a later one) is explained as an error.
+    failure_class = next((known for known in FailureClass if known == group.failure_class), FailureClass.ERROR)
+    if failure_class in _FIXED:
+        return _FIXED[failure_class]
+    return _EXPLAINERS[failure_class](group, manifest)
 
 
 # Classes whose explanation needs none of the group's numbers.
-_FIXED: dict[str, Explanation] = {
-    failures.DTYPE_MISMATCH: Explanation(
+_FIXED: dict[FailureClass, Explanation] = {
+    FailureClass.DTYPE_MISMATCH: Explanation(
         "An operation received tensors of two different dtypes at once. Under autocast this happens when a tensor "
         "was cast by hand (inputs cast to the low dtype, or a `.half()` inside the model) while autocast ran in "
         "another dtype.",
         "Leave the casting to autocast: keep inputs and parameters in float32 (autocast mode) and remove explicit "
         "casts from the model.",
     ),
-    failures.TORCHSCRIPT_DTYPE_MISMATCH: Explanation(
+    FailureClass.TORCHSCRIPT_DTYPE_MISMATCH: Explanation(
         "An operation received tensors of two different dtypes inside the TorchScript interpreter: scripted "
         "functions are compiled ahead of time and autocast does not recast what reaches them.",
         "Script nothing in the model (plain Python functions), or cast the scripted function's inputs to one dtype "
@@ -220,16 +222,16 @@ def _error(group: FailureGroup, manifest: dict) -> Explanation:
     return Explanation(cause, remedy)
 
 
-# Every failure class (measuring/failures.py) has its explanation here or in _FIXED (tests/test_failures.py checks).
-_EXPLAINERS: dict[str, Callable[[FailureGroup, dict], Explanation]] = {
-    failures.OVERFLOW: _overflow,
-    failures.UNDERFLOW: _underflow,
-    failures.SCALER_EXHAUSTED: _scaler_exhausted,
-    failures.GRADSCALER_FP16_UNSCALE: _gradscaler_fp16_unscale,
-    failures.UNSUPPORTED: _unsupported,
-    failures.OOM: _oom,
-    failures.TIMEOUT: _timeout,
-    failures.STEP_BUDGET_EXHAUSTED: _step_budget_exhausted,
-    failures.STEP_SIZE_UNDERFLOW: _step_size_underflow,
-    failures.ERROR: _error,
+# Every failure class (measuring/outcomes.py) has its explanation here or in _FIXED (tests/test_failures.py checks).
+_EXPLAINERS: dict[FailureClass, Callable[[FailureGroup, dict], Explanation]] = {
+    FailureClass.OVERFLOW: _overflow,
+    FailureClass.UNDERFLOW: _underflow,
+    FailureClass.SCALER_EXHAUSTED: _scaler_exhausted,
+    FailureClass.GRADSCALER_FP16_UNSCALE: _gradscaler_fp16_unscale,
+    FailureClass.UNSUPPORTED: _unsupported,
+    FailureClass.OOM: _oom,
+    FailureClass.TIMEOUT: _timeout,
+    FailureClass.STEP_BUDGET_EXHAUSTED: _step_budget_exhausted,
+    FailureClass.STEP_SIZE_UNDERFLOW: _step_size_underflow,
+    FailureClass.ERROR: _error,
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..axes.dtypes import DTYPES
+from ..measuring.outcomes import Status
 from . import formatting as fmt
 from .findings import most_accurate
 
@@ -23,8 +24,8 @@ def eight_bit_verdicts(results: pd.DataFrame, with_mode: bool) -> list[str]:
 
 
 def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
-    ran = runs[runs["status"] != "skipped"]
-    ok = ran[ran["status"] == "ok"]
+    ran = runs[runs["status"] != Status.SKIPPED]
+    ok = ran[ran["status"] == Status.OK]
     u = float(runs["unit_roundoff"].iloc[0])
     scaled = runs["fp8_scaling"].dropna().unique() if "fp8_scaling" in runs.columns else []
     tensor_scaling = ", per-tensor fp8 scaling " + ("on" if all(scaled) else "off") if len(scaled) else ""
@@ -33,7 +34,7 @@ def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
         "failure"
     )
     if len(ok) < len(ran):
-        classes = ran.loc[ran["status"] == "failed", "failure_class"].value_counts()
+        classes = ran.loc[ran["status"] == Status.FAILED, "failure_class"].value_counts()
         head += f" (failed: {', '.join(f'{c} {n}' for c, n in classes.items())})"
     if best is None:
         return f"{head}; no setup ran at every n_timesteps: not usable for this model as run here."

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from ..axes.grid import CONFIG_COLUMNS
+from ..measuring.outcomes import Status
 from .findings import SETUP_COLUMNS
 from .training_findings import Trend
 
@@ -34,13 +35,13 @@ _RUN_KEYS = tuple(c for c in CONFIG_COLUMNS if c not in ("model", "checkpoint"))
 def with_run_status(profile: pd.DataFrame, results: pd.DataFrame | None) -> pd.DataFrame:
     """The profile with its run's `status` beside each row ("failed" where a run of it failed at any checkpoint)."""
     if results is None:
-        return profile.assign(status="failed")
+        return profile.assign(status=Status.FAILED)
     keys = [k for k in _RUN_KEYS if k in profile and k in results]
-    failed = results.assign(failed=results["status"] == "failed").groupby(keys)["failed"].any().reset_index()
+    failed = results.assign(failed=results["status"] == Status.FAILED).groupby(keys)["failed"].any().reset_index()
     merged = profile.merge(failed, on=keys, how="left")
-    return merged.assign(status=merged["failed"].map({True: "failed", False: "ok"}).fillna("failed")).drop(
-        columns="failed"
-    )
+    return merged.assign(
+        status=merged["failed"].map({True: Status.FAILED, False: Status.OK}).fillna(Status.FAILED)
+    ).drop(columns="failed")
 
 
 def non_finite_steps(profile: pd.DataFrame) -> pd.Series:
@@ -67,5 +68,5 @@ def adjoint_timesteps(profile: pd.DataFrame | None, results: pd.DataFrame) -> li
     if profile is None or profile[profile["phase"] == "backward"].empty:
         return []
     drawn = set(profile.loc[profile["phase"] == "backward", "n_timesteps"].astype(int))
-    failed = set(results.loc[results["status"] == "failed", "n_timesteps"].astype(int)) & drawn
+    failed = set(results.loc[results["status"] == Status.FAILED, "n_timesteps"].astype(int)) & drawn
     return sorted(failed | {max(drawn)})

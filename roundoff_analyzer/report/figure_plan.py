@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..judging import format_search as search
 from ..judging import verdict as rules
+from ..measuring.outcomes import Status
 from .checkpoint_scope import judged_rows
 from .figure_data import ADJOINT_FIGURE, ERROR_FIGURES, TRAINING_FIGURE, adjoint_timesteps
 from .format_search import FEW_FORMATS, FORMAT_FIGURE
@@ -33,7 +34,7 @@ def figure_plan(sweep: SweepFolder) -> dict[str, Callable[[], Figure | None]]:
     judged, _ = judged_rows(sweep)
     results = placements_as_modes(judged.results)
     profile = placements_as_modes(judged.profile) if judged.profile is not None else None
-    ran = results[results["status"] != "skipped"]
+    ran = results[results["status"] != Status.SKIPPED]
     plan: dict[str, Callable[[], Figure | None]] = {}
     if not ran.empty:
         for name, metric in ERROR_FIGURES.items():

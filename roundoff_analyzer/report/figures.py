@@ -23,6 +23,7 @@ from matplotlib.typing import ColorType
 
 from ..axes.dtypes import DTYPES
 from ..judging.format_search import bit_layout
+from ..measuring.outcomes import Status
 from ..storage.results import atomic_write_bytes
 from .figure_data import METRIC_NAMES, non_finite_steps, with_run_status
 from .formatting import span
@@ -53,7 +54,7 @@ def unit_roundoff_label(dtype: str, u: float) -> str:
 
 def error_figure(results: pd.DataFrame, metric: str) -> Figure:
     """Relative error against n_timesteps, log-log, one panel per method × dtype, one line per library × scaling."""
-    ran = results[results["status"] != "skipped"]
+    ran = results[results["status"] != Status.SKIPPED]
     styles = _styles(ran)
     with_mode = ran["mode"].nunique() > 1
     fig, axes = _panel_grid(ran)
@@ -206,9 +207,9 @@ def _grouped_panel(
                 colours.append(colour)
                 points += segments[-1]
                 point_colours += [colour] * len(drawn)
-            failed = runs[runs[broken].astype(bool)] if broken else runs[runs["status"] == "failed"]
+            failed = runs[runs[broken].astype(bool)] if broken else runs[runs["status"] == Status.FAILED]
             if broken:
-                failed = failed[failed["status"] == "failed"]
+                failed = failed[failed["status"] == Status.FAILED]
             if not failed.empty:
                 any_failed = True
                 _mark_failed(ax, failed[x], failed[y], index, colour)
@@ -309,7 +310,7 @@ def _error_panel(ax, panel: pd.DataFrame, metric: str, styles: dict, with_mode: 
         drawn_lines[key] = drawn.set_index("n_timesteps")[metric]
         # A line with no finite point still gets its legend entry, so a setup that always failed is not missing.
         ax.plot(drawn["n_timesteps"], drawn[metric], label=line_label(*key, with_mode=with_mode), **styles[key])
-        failed = runs[runs["status"] == "failed"]
+        failed = runs[runs["status"] == Status.FAILED]
         if not failed.empty:
             any_failed = True
             _mark_failed(ax, failed["n_timesteps"], failed[metric], index, styles[key]["color"])
@@ -363,7 +364,7 @@ def _adjoint_panel(ax, panel: pd.DataFrame, dtype: str, styles: dict, with_mode:
             **{**styles[key], "markersize": 3},
         )
         for recovered, label in ((False, FAILED_LABEL), (True, RECOVERED_LABEL)):
-            broken = runs[runs["broken"] & ((runs["status"] != "failed") == recovered)]
+            broken = runs[runs["broken"] & ((runs["status"] != Status.FAILED) == recovered)]
             if not broken.empty:
                 marked.add(label)
                 _mark_failed(ax, broken["step"], broken["held"], index, styles[key]["color"], recovered)

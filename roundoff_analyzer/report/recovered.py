@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..measuring.outcomes import Status
 from . import formatting as fmt
 from .figure_data import non_finite_steps, with_run_status
 from .findings import SETUP_COLUMNS
@@ -26,7 +27,7 @@ def recovered_overflows(profile: pd.DataFrame | None, results: pd.DataFrame) -> 
     backward = with_run_status(profile[profile["phase"] == "backward"], results)
     backward = backward.assign(broken=non_finite_steps(backward))
     found = []
-    for key, steps in backward[backward["status"] == "ok"].groupby([*SETUP_COLUMNS, "n_timesteps"], sort=False):
+    for key, steps in backward[backward["status"] == Status.OK].groupby([*SETUP_COLUMNS, "n_timesteps"], sort=False):
         broken = steps.loc[steps["broken"], "step"]
         if broken.empty:
             continue

@@ -3,8 +3,13 @@ error growth with n_timesteps, a failure group's runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pandas as pd
 
+from ..measuring.failures import FAILURE_KINDS
+from ..measuring.outcomes import Status
 from . import formatting as fmt
 from .findings import SETUP_COLUMNS, FailureGroup, Growth, in_grid_order, runs_in_grid_order
 
@@ -26,13 +31,13 @@ def _setup_cells(setup: tuple, with_mode: bool) -> list[str]:
 
 def accuracy_table(results: pd.DataFrame, in_units_of_u: bool, with_mode: bool) -> str:
     """min – max over n_timesteps of each error, per setup that ran at least once; `ok` counts runs without failure."""
-    ran = results[results["status"] != "skipped"]
+    ran = results[results["status"] != Status.SKIPPED]
     groups = {tuple(k): g for k, g in ran.groupby(list(SETUP_COLUMNS), sort=False)}
     suffix, number = ("_over_u", fmt.in_u) if in_units_of_u else ("", fmt.error)
     rows = []
     for setup in in_grid_order(results, list(groups)):
         runs = groups[setup]
-        ok = f"{int((runs['status'] == 'ok').sum())} of {len(runs)}"
+        ok = f"{int((runs['status'] == Status.OK).sum())} of {len(runs)}"
         rows.append(
             _setup_cells(setup, with_mode) + [ok] + [fmt.value_range(runs[c + suffix], number) for _, c in ERRORS]
         )
@@ -52,25 +57,27 @@ def growth_table(results: pd.DataFrame, found: list[Growth], with_mode: bool) ->
     )
 
 
-# Columns a failure group's table adds, per failure class: (header, column, format).
-_CLASS_COLUMNS = {
-    "overflow": (
-        ("phase", "overflow_phase", str),
-        ("step", "overflow_step", fmt.integer),
-        ("largest finite adjoint", "max_abs_adjoint", fmt.in_u),
-        ("reference largest adjoint", "reference_max_abs_adjoint", fmt.in_u),
-        ("dtype max", "dtype_max", fmt.in_u),
-    ),
-    "underflow": (
-        ("gradient w.r.t. y0 error", "grad_y0_rel_err", fmt.error),
-        ("parameter gradient error", "grad_params_rel_err", fmt.error),
-    ),
-    "scaler_exhausted": (("final scale", "final_scale", fmt.in_u), ("retries", "scale_retries", fmt.integer)),
+# How a failure group's table shows each column its class adds (measuring/failures.py's `table_columns`).
+_COLUMN_FORMATS: dict[str, Callable[[Any], str]] = {
+    "overflow_phase": str,
+    "overflow_step": fmt.integer,
+    "max_abs_adjoint": fmt.in_u,
+    "reference_max_abs_adjoint": fmt.in_u,
+    "dtype_max": fmt.in_u,
+    "grad_y0_rel_err": fmt.error,
+    "grad_params_rel_err": fmt.error,
+    "final_scale": fmt.in_u,
+    "scale_retries": fmt.integer,
 }
 
 
+def _class_columns(failure_class: str) -> list[tuple[str, str, Callable[[Any], str]]]:
+    columns = next((kind.table_columns for kind in FAILURE_KINDS.values() if kind.name == failure_class), ())
+    return [(header, column, _COLUMN_FORMATS[column]) for header, column in columns]
+
+
 def failure_group_table(group: FailureGroup, results: pd.DataFrame, with_mode: bool) -> str:
-    extra = [(h, c, f) for h, c, f in _CLASS_COLUMNS.get(group.failure_class, ()) if c in group.rows]
+    extra = [(h, c, f) for h, c, f in _class_columns(group.failure_class) if c in group.rows]
     headers = (
         ["library", "method", "n_timesteps", "dtype", "scaling"]
         + (["mode"] if with_mode else [])

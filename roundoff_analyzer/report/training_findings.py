@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..measuring.outcomes import Status
 from .findings import SETUP_COLUMNS
 
 # An error "grows" (or "falls") along training when it is at least this many times larger (smaller) at the last
@@ -85,7 +86,7 @@ def trends(results: pd.DataFrame, metric: str = STATED_METRIC) -> list[Trend]:
     if not checkpoints_in(results) or "train_iteration" not in results.columns:
         return []
     runs = results[results["checkpoint"].astype(str).ne("") & results["train_iteration"].notna()]
-    runs = runs[runs["status"] != "skipped"]
+    runs = runs[runs["status"] != Status.SKIPPED]
     if runs.empty:
         return []
     largest = int(runs["n_timesteps"].max())
@@ -95,13 +96,13 @@ def trends(results: pd.DataFrame, metric: str = STATED_METRIC) -> list[Trend]:
         group = group.sort_values(["train_iteration", "checkpoint"], kind="stable")
         if group["train_iteration"].nunique() < 2:
             continue
-        ok = group["status"].eq("ok") & group[metric].gt(0)
+        ok = group["status"].eq(Status.OK) & group[metric].gt(0)
         values = tuple(float(v) if good else None for v, good in zip(group[metric], ok))
         over_u = tuple(float(v) if good else None for v, good in zip(group[f"{metric}_over_u"], ok))
         failed = tuple(
             (int(i), str(c))
             for i, c, s in zip(group["train_iteration"], group["failure_class"], group["status"])
-            if s == "failed"
+            if s == Status.FAILED
         )
         found.append(
             Trend(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..axes.grid import AXIS_DEFAULTS
 from ..core.errors import InputError
 from ..core.json_files import read_json_object
+from ..measuring.outcomes import Status
 from .result_schemas import TABLES_VERSION, TABLES_VERSION_KEY
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def with_tableau(table: pd.DataFrame) -> pd.DataFrame:
 
     table = table.copy()
     recorded = table["tableau"] if "tableau" in table.columns else pd.Series(None, index=table.index, dtype=object)
-    ran = table["status"] != "skipped" if "status" in table.columns else pd.Series(True, index=table.index)
+    ran = table["status"] != Status.SKIPPED if "status" in table.columns else pd.Series(True, index=table.index)
     then = [
         (_RK4_BEFORE_RECORDED.get(library, "rk4_classical") if method == "rk4" else method) if r else None
         for library, method, r in zip(table["library"], table["method"], ran)

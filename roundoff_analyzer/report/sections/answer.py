@@ -6,10 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from ...core import cards
-from ...judging import answer as answering
+from ...judging import answer, verdict
 from ...judging import choice as choosing
 from ...judging import format_search as search
-from ...judging import verdict as rules
 from .. import formatting as fmt
 from ..findings import is_synthetic
 from ..format_search import format_search_lines, format_search_terminal, summarised
@@ -22,7 +21,7 @@ from .verdict import describe, judged
 LOSS_WORDS = {"float32": "in float32, outside autocast", "autocast": "inside autocast"}
 
 
-def placement_line(a: answering.Answer) -> str | None:
+def placement_line(a: answer.Answer) -> str | None:
     """Where both loss placements of the chosen setup ran and earned different labels: which to use, and why."""
     other = a.other_placement
     if other is None:
@@ -31,7 +30,7 @@ def placement_line(a: answering.Answer) -> str | None:
     return f"Form the loss {here}: formed {there}, the same setup is {other.label}: {describe(other)}."
 
 
-def answer_sentence(a: answering.Answer, device: str | None = None, card: dict | None = None) -> str:
+def answer_sentence(a: answer.Answer, device: str | None = None, card: dict | None = None) -> str:
     """One sentence: dtype, library, scaling, mode, method and n_timesteps; or "do not" and why; and the cost (`card`:
     the manifest's `device_details`, which say whether the card has tensor cores for the dtype)."""
     if a.kept is not None and not a.kept.computes_low:
@@ -74,7 +73,7 @@ def answer_sentence(a: answering.Answer, device: str | None = None, card: dict |
     return f"{text} {cost_sentence(a, device, card)}"
 
 
-def kept_share_words(kept: answering.Kept, dtype: str) -> str | None:
+def kept_share_words(kept: answer.Kept, dtype: str) -> str | None:
     """What share of the field's work the kept part does, as measured: its operations in one evaluation, counted."""
     if kept.op_share is None:
         return None
@@ -86,7 +85,7 @@ def kept_share_words(kept: answering.Kept, dtype: str) -> str | None:
     return f"{text}; {fmt.value_range(kept.low_share, percent)} of them compute in {dtype}"
 
 
-def kept_throughout_sentence(a: answering.Answer) -> str:
+def kept_throughout_sentence(a: answer.Answer) -> str:
     """A setup whose kept part is all of the field's work: float32 with extra casts, not one of its dtype."""
     assert a.kept is not None
     dtype = a.dtype.split()[0]
@@ -97,7 +96,7 @@ def kept_throughout_sentence(a: answering.Answer) -> str:
     )
 
 
-def kept_sentence(kept: answering.Kept, dtype: str) -> str:
+def kept_sentence(kept: answer.Kept, dtype: str) -> str:
     """What keeping the modules in float32 bought, the one change it takes and what it costs against keeping nothing."""
     names = fmt.listing(f"`{p}`" for p in kept.value.split("+"))
     if kept.turns_safe:
@@ -156,11 +155,11 @@ def beyond(dtype: str, dominates) -> str:
     )
 
 
-def _setup(a: answering.Answer) -> str:
+def _setup(a: answer.Answer) -> str:
     return f"{a.library} with {_scaling(a.scaling)}{_under(a)}"
 
 
-def _under(a: answering.Answer) -> str:
+def _under(a: answer.Answer) -> str:
     """' under `autocast`': how the runs computed; float32's computed in plain float32, whatever their mode."""
     return " in plain float32" if a.plain_float32 else f" under `{a.mode}`"
 
@@ -187,7 +186,7 @@ def card_words(dtype: str, card: dict | None) -> str | None:
     )
 
 
-def cost_sentence(a: answering.Answer, device: str | None, card: dict | None = None) -> str:
+def cost_sentence(a: answer.Answer, device: str | None, card: dict | None = None) -> str:
     c = a.cost
     fast = card_words(a.dtype.split()[0], card)
     where = f"on {device}" if device else "on the sweep's device"
@@ -229,7 +228,7 @@ def answer_section(
 ) -> list[str]:
     """The chosen setup first, then per dtype its sentence (the emulated formats of a format search summarised)."""
     rows, at = judged(results)
-    found = answering.answers(rows)
+    found = answer.answers(rows)
     if not found:
         return []
     formats = search.format_results(rows, found)
@@ -253,20 +252,20 @@ def answer_section(
     )
 
 
-def per_dtype(found: list[answering.Answer], formats: list) -> list[answering.Answer]:
+def per_dtype(found: list[answer.Answer], formats: list) -> list[answer.Answer]:
     """The answers that get a sentence each: all but the emulated formats that the format search summarises."""
     hidden = summarised(formats)
     return [a for a in found if a.dtype not in hidden]
 
 
-def headline(rows: pd.DataFrame, found: list[answering.Answer], manifest: dict, device: str | None) -> str:
+def headline(rows: pd.DataFrame, found: list[answer.Answer], manifest: dict, device: str | None) -> str:
     """The one setup to train with, the reason in numbers, and the weights and data it was judged on."""
     chosen = choosing.choose(rows, found)
     on = judged_on(manifest, rows)
     if chosen is None:
         # A setup computing nothing in its dtype (its kept part is the whole field) is no dtype's best.
         low = [a for a in found if a.kept is None or a.kept.computes_low] or found
-        best = min(low, key=lambda a: rules.rank(a.judgement))
+        best = min(low, key=lambda a: verdict.rank(a.judgement))
         return (
             f"**No dtype swept is safe for training here.** The best, {best.dtype} with {_setup(best)}, is "
             f"{best.judgement.label}: {describe(best.judgement)}. {on}"
@@ -291,7 +290,7 @@ def _reason(chosen: choosing.Choice, device: str | None, card: dict | None = Non
     if j.to_noise is not None:
         parts.append(
             f"its parameter-gradient roundoff is at most {fmt.in_u(j.to_noise.value)}× "
-            f"{fmt.noise_at(j.noise_batch_size)} (safe for training up to {rules.WELL_UNDER:g}×"
+            f"{fmt.noise_at(j.noise_batch_size)} (safe for training up to {verdict.WELL_UNDER:g}×"
             f"{fmt.near(j.to_noise_near, j.noise_uncertainty)})"
         )
     else:
@@ -358,7 +357,7 @@ def answer_lines(results: pd.DataFrame, device: str | None, manifest: dict | Non
     """The terminal's form: the chosen setup (with what it was judged on, where the manifest says), per dtype its
     sentence, then its code lines indented."""
     rows, at = judged(results)
-    found = answering.answers(rows)
+    found = answer.answers(rows)
     if not found:
         return []
     formats = search.format_results(rows, found)

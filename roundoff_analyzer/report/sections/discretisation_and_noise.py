@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ...axes.models.problem import recorded_as_step
-from ...judging import verdict as rules
+from ...judging import verdict
+from ...measuring.outcomes import Status
 from .. import formatting as fmt
 from ..findings import GRID_COLUMNS
 from ..section_inputs import SectionInputs
@@ -33,7 +34,7 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
     step = recorded_as_step(problem)
     if "fine_ref_steps" not in results or results["fine_ref_steps"].isna().all():
         return []
-    ok = results[results["status"] == "ok"]
+    ok = results[results["status"] == Status.OK]
     dtypes = list(ok["dtype"].unique())
     dtypes = dtypes if len(dtypes) <= FEW_DTYPE_COLUMNS else []  # many: one pair of columns over them all
     fine = results.dropna(subset=["fine_ref_steps"]).iloc[0]
@@ -45,7 +46,7 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
         f"problem solved once in float64 by the classical RK4 with {int(fine['fine_ref_steps'])} steps on "
         f"[{t0}, {t1}], "
         f"through every grid point of the sweep. {_own_error(fine, step)} A discretisation error below "
-        f"{rules.RESOLVED:g} times that is marked ≈ (not resolved): neither the verdict nor the answer compares the "
+        f"{verdict.RESOLVED:g} times that is marked ≈ (not resolved): neither the verdict nor the answer compares the "
         "roundoff with it. The roundoff columns give, per dtype, the min – max over the scalings of the runs without "
         "failure.",
         "",
@@ -73,7 +74,7 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
             f"{fmt.value_range(ok['roundoff_to_noise'], fmt.in_u)}× the noise (per format in the answer's table)"
         )
     )
-    size, uncertainty = rules.noise_batch_size(results), rules.noise_uncertainty(results)
+    size, uncertainty = verdict.noise_batch_size(results), verdict.noise_uncertainty(results)
     read = (problem or {}).get("batch_size_from") if (problem or {}).get("batch_size") == size else None
     lines.append(
         f"**Gradient noise** {fmt.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}"
@@ -181,6 +182,6 @@ def _own_error(fine: pd.Series, step: bool = False) -> str:
 def _disc(grid: pd.Series, column: str) -> str:
     fine = grid["fine_ref_final_rel_err"] if column == "disc_sol_rel_err" else grid["fine_ref_grad_params_rel_err"]
     value = grid[column]
-    if fmt.present(value) and not (fmt.present(fine) and value >= rules.RESOLVED * fine):
+    if fmt.present(value) and not (fmt.present(fine) and value >= verdict.RESOLVED * fine):
         return f"≈ {fmt.error(value)}"
     return fmt.error(value)

@@ -6,6 +6,7 @@ import re
 
 import pandas as pd
 
+from ...measuring.outcomes import Status
 from .. import formatting as fmt
 from ..findings import is_synthetic, sweep_timesteps
 from ..section_inputs import SectionInputs
@@ -191,9 +192,9 @@ def _triples(triples: list) -> str:
 
 def _outcome(results: pd.DataFrame) -> str:
     counts = results["status"].value_counts()
-    parts = [f"{int(counts[s])} {s}" for s in ("ok", "failed", "skipped") if s in counts]
+    parts = [f"{int(counts[s])} {s}" for s in Status if s in counts]
     text = f"**Outcome**: {', '.join(parts)}"
-    skipped = results[results["status"] == "skipped"]
+    skipped = results[results["status"] == Status.SKIPPED]
     for reason, runs in skipped.groupby(skipped["skip_reason"].fillna("no reason recorded"), sort=False):
         setups = fmt.listing(
             f"{s[0]} {s[1]} {s[2]} {s[3]}"

@@ -15,6 +15,7 @@ from ...axes.dtypes import DTYPES
 from ...axes.grid import CONFIG_COLUMNS
 from ...axes.models.problem import recorded_as_step
 from ...measuring.columns import COMPLETE, VECTOR_FIELD
+from ...measuring.outcomes import Status
 from .. import formatting as fmt
 from ..section_inputs import SectionInputs
 
@@ -51,10 +52,10 @@ def worst_runs(results: pd.DataFrame, modules: pd.DataFrame) -> dict[str, pd.Ser
     measured = results.merge(modules[_keys(modules)].drop_duplicates(), on=_keys(modules))
     if "keep_float32" in measured:
         measured = measured[measured["keep_float32"] == "none"]
-    measured = measured[measured["status"] != "skipped"]
+    measured = measured[measured["status"] != Status.SKIPPED]
     worst = {}
     for dtype, runs in measured.groupby("dtype", sort=False):
-        failed = runs[runs["status"] == "failed"]
+        failed = runs[runs["status"] == Status.FAILED]
         if not failed.empty:
             worst[str(dtype)] = failed.iloc[0]
         elif runs["grad_params_rel_err_over_u"].notna().any():
@@ -191,7 +192,7 @@ def _run_label(run: pd.Series, status: bool = True) -> str:
     if not status:
         return label
     return f"{label}, {run['status']}" + (
-        f" ({run['failure_class']})" if run["status"] == "failed" and fmt.present(run.get("failure_class")) else ""
+        f" ({run['failure_class']})" if run["status"] == Status.FAILED and fmt.present(run.get("failure_class")) else ""
     )
 
 
@@ -199,7 +200,7 @@ def origin_sentence(found: Origin | None, run: pd.Series | None = None) -> str:
     if found is None:
         # What sums over the calls (a weight's gradient over the steps, on autocast's one low-precision copy) is no
         # module's output: the run's own failure says where it was found.
-        if run is not None and run["status"] == "failed" and fmt.present(run.get("failure_message")):
+        if run is not None and run["status"] == Status.FAILED and fmt.present(run.get("failure_message")):
             ending = f"; the run's failure: {run['failure_message']}."
         else:
             ending = "."
@@ -269,13 +270,13 @@ def kept_lines(results: pd.DataFrame) -> list[str]:
         return []
     keys = [c for c in CONFIG_COLUMNS if c in results and c != "keep_float32"]
     plain = results[results["keep_float32"] == "none"]
-    kept = results[(results["keep_float32"] != "none") & (results["status"] != "skipped")]
+    kept = results[(results["keep_float32"] != "none") & (results["status"] != Status.SKIPPED)]
     paired = kept.merge(plain[[*keys, "status", "grad_params_rel_err_over_u"]], on=keys, suffixes=("", "_plain"))
     lines = []
     for (dtype, value), runs in paired.groupby(["dtype", "keep_float32"], sort=False):
-        failed_before = runs[runs["status_plain"] == "failed"]
-        rescued = failed_before[failed_before["status"] == "ok"]
-        ok = runs[runs["status"] == "ok"]
+        failed_before = runs[runs["status_plain"] == Status.FAILED]
+        rescued = failed_before[failed_before["status"] == Status.OK]
+        ok = runs[runs["status"] == Status.OK]
         text = (
             f"Keeping `{value}` in float32 ({dtype}): {len(rescued)} of the {len(failed_before)} runs that failed "
             f"without it ran ok; {len(ok)} of {len(runs)} ran ok"
