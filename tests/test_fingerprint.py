@@ -14,7 +14,7 @@ import pytest
 from roundoff_analyzer import api
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.planning.fingerprint import FINGERPRINT_VERSION, every_version, same_sweep
-from roundoff_analyzer.planning.manifest import fingerprint, manifest
+from roundoff_analyzer.planning.manifest import fingerprint
 from roundoff_analyzer.storage.results import ResultStore
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
