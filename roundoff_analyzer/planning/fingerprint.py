@@ -69,7 +69,7 @@ def fingerprint_of(plan: SweepPlan, problem_sha256: str) -> dict[str, Any]:
 
 def same_sweep(found: Any, wanted: dict[str, Any]) -> bool:
     """Whether a folder whose manifest holds the fingerprint `found` (of any version) holds the sweep `wanted` is."""
-    return found == wanted or (_version(found) == 1 and found == _version_1(wanted))
+    return found == wanted or (_version(found) == 1 and found in every_version(wanted))
 
 
 def differing_keys(found: Any, wanted: dict[str, Any]) -> list[str]:
@@ -77,14 +77,14 @@ def differing_keys(found: Any, wanted: dict[str, Any]) -> list[str]:
     fingerprint at all)."""
     if not isinstance(found, dict):
         return sorted(wanted)
-    compared = _version_1(wanted) if _version(found) == 1 else wanted
+    compared = every_version(wanted)[-1] if _version(found) == 1 else wanted
     return sorted(k for k in {*found, *compared} if found.get(k) != compared.get(k))
 
 
 def every_version(wanted: dict[str, Any]) -> list[dict[str, Any]]:
     """`wanted` as each version writes it, this version's first: a shard carrying the digest of any of them was
     written by this sweep (a folder resumed from version 1 holds both)."""
-    return [wanted, _version_1(wanted)]
+    return [wanted, _version_1(wanted)] if _version(wanted) == FINGERPRINT_VERSION else [wanted]
 
 
 def listed_grid(wanted: dict[str, Any]) -> dict[str, Any]:
