@@ -13,6 +13,7 @@ import pytest
 
 from roundoff_analyzer import api
 from roundoff_analyzer.core.errors import InputError
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.planning.fingerprint import FINGERPRINT_VERSION, every_version, same_sweep
 from roundoff_analyzer.planning.manifest import fingerprint
 from roundoff_analyzer.storage.results import ResultStore
@@ -133,3 +134,11 @@ def test_a_version_1_folder_with_an_axis_off_its_default_is_the_same_sweep_as_it
     wanted = planned_fingerprint(tmp_path, **settings)
     assert "keep_float32" in found["grid"] and same_sweep(found, wanted)
     assert not same_sweep(found, planned_fingerprint(tmp_path, **{**settings, "keep_float32": ["none"]}))
+
+
+def test_resuming_a_committed_folder_reuses_every_shard_and_runs_nothing(tmp_path):
+    folder = committed_copy(tmp_path)
+    planned = api.plan_sweep("otflow", out=folder, **OTFLOW_CPU)
+    outcome = engine.run(planned.plan, planned.out)
+    assert (outcome.n_reused, outcome.n_run) == (42, 0)
+    assert json.loads((folder / "manifest.json").read_text())["fingerprint"]["version"] == FINGERPRINT_VERSION
