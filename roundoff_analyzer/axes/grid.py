@@ -218,8 +218,8 @@ class Grid:
         per_checkpoint = (
             len(self.timesteps) * len(self.methods) * len(self.modes) * per_cell * len(self.loss_ins) * len(self.kept)
         )
-        # A grid of the default placement keeps the description (part of its fingerprint) it had before the axis; so
-        # does one keeping nothing in float32.
+        # The default placement and keeping nothing in float32 say nothing: a version-1 fingerprint holds this text
+        # (without the repeats), and planning/fingerprint.py compares a folder of that version by it.
         placements = (
             "" if self.default_loss_in else f" x {len(self.loss_ins)} loss placements ({', '.join(self.loss_ins)})"
         )
@@ -229,7 +229,6 @@ class Grid:
             f"{triples}{placements}{kept} = {per_checkpoint} configurations"
         )
         if len(self.checkpoints) > 1:
-            # Sweeps of a single checkpoint keep the description (part of their fingerprint) they always had.
             described += f", x {len(self.checkpoints)} checkpoints = {per_checkpoint * len(self.checkpoints)} in all"
         if repeats and self.repeated:
             described += f" (given more than once, run once: {', '.join(self.repeated)})"

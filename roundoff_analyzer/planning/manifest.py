@@ -15,13 +15,13 @@ from pathlib import Path
 
 import torch
 
-from ..axes.methods import METHODS
 from ..axes.models import ModelProblem, TrajectoryProblem
 from ..axes.models.inputs import tensors_with_names
 from ..core.devices import describe
 from ..core.user_code import source_sha256
 from ..core.version import __version__
 from ..measuring.environment_columns import device_details
+from .fingerprint import fingerprint_of, listed_grid
 from .sweep_plan import SweepPlan
 
 
@@ -33,62 +33,13 @@ def manifest(plan: SweepPlan) -> dict:
     """`manifest.json` as a sweep starts: what decides the numbers (the fingerprint), how it is run, and the
     versions."""
     config = plan.config
-    grid = {
-        "timesteps": list(plan.grid.timesteps),
-        "methods": list(plan.grid.methods),
-        "modes": list(plan.grid.modes),
-        "library_dtype_scaling": [list(t) for t in plan.grid.triples],
-        "description": plan.grid.describe(),
-    }
-    if plan.grid.kept != ("none",):
-        # Only where modules are kept in float32, so that folders from before the axis still resume.
-        grid["keep_float32"] = list(plan.grid.kept)
-    model = {
-        "name": plan.model.name,
-        "description": plan.model.description,
-        "options": plan.options.model_dump(mode="json"),
-    }
-    # What decides the numbers; a folder holding another fingerprint is a different sweep. The problem's
-    # hash covers what the options do not: the data file's rows and a checkpoint's weights.
-    # A value given twice is the same sweep as given once: the fingerprint's description leaves the repeats out.
-    fingerprint = {
-        "model": model,
-        "grid": {**grid, "description": plan.grid.describe(repeats=False)},
-        "device": plan.device.type,
-        "repeats": config.repeats,
-        "scaler": config.scaler.model_dump(mode="json"),
-        "loss_scale": config.loss_scale,
-        "noise_batches": config.noise_batches,
-        "problem_sha256": problem_hash(plan.problem),
-    }
-    noise_batch_sizes = [plan.noise_batch_size(name) for name in plan.grid.checkpoints]
-    if any(size is not None for size in noise_batch_sizes):
-        # Only where the noise is drawn at another batch than the sweep's, so that folders from before still resume.
-        fingerprint["noise_batch_size"] = noise_batch_sizes
-    if len(plan.checkpoints) > 1:
-        # Only for several checkpoints, so that folders of a single one still resume; the path does not decide the
-        # numbers.
-        fingerprint["checkpoints"] = [
-            {k: c.record[k] for k in ("name", "sha256", "iteration")} for c in plan.checkpoints
-        ]
-    if not plan.grid.default_loss_in:
-        # Only where another placement is asked for, so that folders from before the loss_in axis still resume.
-        grid["loss_in"] = fingerprint["loss_in"] = list(plan.grid.loss_ins)
-    if plan.shape.draws is not None:
-        # Only for a step that draws random numbers, so that other folders still resume: its rows measured before
-        # every run was given its reference's draws (measuring/draws.py) are another sweep's.
-        fingerprint["draws"] = plan.shape.draws
-    if any(METHODS.get(name).adaptive for name in plan.grid.methods):
-        fingerprint["step_control"] = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
-    if not plan.grid.default_precision:
-        # Only where the arithmetic axis is used, so that folders from before it still resume.
-        grid["arithmetic"] = list(plan.grid.arithmetics) if plan.grid.arithmetics else "each dtype's default"
-        grid["rounding"] = list(plan.grid.roundings)
-        fingerprint["fp8_scaling"] = config.fp8_scaling
+    identity = fingerprint(plan)
+    model = identity["model"]
+    grid = {**listed_grid(identity), "description": plan.grid.describe()}
     return {
         "tool": "roundoff-analyzer",
         "created_at": timestamp(),
-        "fingerprint": fingerprint,
+        "fingerprint": identity,
         "settings": row_settings(plan),
         "model": model,
         "data": config.data or plan.model.default_data,
@@ -139,9 +90,9 @@ def row_settings(plan: SweepPlan) -> dict:
 
 
 def fingerprint(plan: SweepPlan) -> dict:
-    """What decides the numbers, as `manifest.json` stores it: a worker that rebuilt the plan checks it against the
-    folder's."""
-    return json.loads(json.dumps(manifest(plan)["fingerprint"]))
+    """What decides the numbers, as `manifest.json` stores it (planning/fingerprint.py): a folder holding another one
+    is another sweep, and a worker that rebuilt the plan checks it against the folder's."""
+    return fingerprint_of(plan, problem_hash(plan.problem))
 
 
 def problem_hash(problem: ModelProblem) -> str:

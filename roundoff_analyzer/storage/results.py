@@ -25,6 +25,7 @@ from ..core.errors import InputError
 from ..core.safe_files import ABANDONED_SHARD_TEMPORARY_S, atomic_write, refuse_links, remove_abandoned_temporaries
 from ..measuring.rows import Measurement
 from ..measuring.yardstick_files import YARDSTICKS
+from ..planning.fingerprint import differing_keys, every_version, same_sweep
 from .folder_kind import refuse_unwritable
 from .folder_lock import FolderLock
 from .folder_refusals import (
@@ -85,8 +86,8 @@ class ResultStore:
     def __init__(self, root: Path, fingerprint: Any = None, settings: dict[str, Any] | None = None) -> None:
         self.root = Path(root)
         self.shards = self.root / SHARDS
-        # The digest every shard written here carries, and every shard reused must carry (None: not checked).
-        self.digest = None if fingerprint is None else fingerprint_digest(fingerprint)
+        # The digest every shard written here carries, and those a shard reused may carry (None: not checked).
+        self.digest, self.accepted = _digests(fingerprint)
         # What else the rows depend on (planning/manifest.py's row_settings); a shard written with others is set aside.
         self.settings = settings
         self.lock = FolderLock(self.root)
@@ -104,15 +105,8 @@ class ResultStore:
         refuse_foreign_sweep_folder(self.root)
         refuse_links(self.root, WRITTEN_ENTRIES)
         existing = self.read_manifest() if self.root.is_dir() else None
-        found = existing.get("fingerprint") if existing is not None else None
-        if existing is not None and found != fingerprint and not force:
-            found = found if isinstance(found, dict) else {}
-            differs = sorted(k for k in fingerprint if found.get(k) != fingerprint[k])
-            raise InputError(
-                f"output folder '{self.root}' holds a different sweep "
-                f"(differs in: {', '.join(differs) or 'everything'}); "
-                "use another --out, or --force to replace it"
-            )
+        if existing is not None and not force:
+            _refuse_other_sweep(self.root, existing.get("fingerprint"), fingerprint)
 
     def open(self, manifest: dict[str, Any], force: bool = False) -> None:
         """Create the folder, or reopen it for the same sweep; a different sweep there is refused unless `force`.
@@ -141,7 +135,7 @@ class ResultStore:
             raise
 
     def _open_locked(self, manifest: dict[str, Any], force: bool) -> None:
-        self.digest = fingerprint_digest(manifest["fingerprint"])
+        self.digest, self.accepted = _digests(manifest["fingerprint"])
         self.settings = manifest.get("settings")
         remove_abandoned_temporaries(self.root)
         remove_abandoned_temporaries(self.shards, min_age_s=ABANDONED_SHARD_TEMPORARY_S)
@@ -152,16 +146,10 @@ class ResultStore:
                 f"{MANIFEST} was damaged ({damage}): written again from this command; the shards carry their sweep's "
                 "fingerprint, so this sweep's are reused and any other is set aside"
             )
-        found = existing.get("fingerprint") if existing is not None else None
-        if existing is not None and found != manifest["fingerprint"] and not force:
-            found = found if isinstance(found, dict) else {}
-            differs = sorted(k for k in manifest["fingerprint"] if found.get(k) != manifest["fingerprint"][k])
-            raise InputError(
-                f"output folder '{self.root}' holds a different sweep "
-                f"(differs in: {', '.join(differs) or 'everything'}); "
-                "use another --out, or --force to replace it"
-            )
-        if existing is not None and found != manifest["fingerprint"] and self.shards.is_dir():
+        same = existing is not None and same_sweep(existing.get("fingerprint"), manifest["fingerprint"])
+        if existing is not None and not same and not force:
+            _refuse_other_sweep(self.root, existing.get("fingerprint"), manifest["fingerprint"])
+        if existing is not None and not same and self.shards.is_dir():
             for shard in [
                 *self.shards.glob("*.parquet"),
                 *self.shards.glob(f"*{HASH_SUFFIX}"),
@@ -169,7 +157,7 @@ class ResultStore:
             ]:
                 shard.unlink()  # unlink removes a link itself; `shards` and `yardsticks` are no links (refused above)
         self.shards.mkdir(exist_ok=True)
-        if existing is not None and found == manifest["fingerprint"]:
+        if existing is not None and same:
             manifest = {**manifest, "created_at": existing.get("created_at", manifest.get("created_at"))}
             if not existing.get(SHARD_HASHES):
                 self._hash_unhashed_shards()
@@ -220,7 +208,7 @@ class ResultStore:
                 done.add(config_id)
                 continue
             problem = shard_problem(
-                path, SHARD_SCHEMA, self.digest, config_id, lambda key: Configuration(**key).id, self.settings
+                path, SHARD_SCHEMA, self.accepted, config_id, lambda key: Configuration(**key).id, self.settings
             )
             problem = problem or hash_problem(path)
             if problem is None:
@@ -295,6 +283,25 @@ class ResultStore:
             elif (self.root / name).is_file():
                 (self.root / name).unlink()
         return with_tableau(combined.select(RESULT_SCHEMA.names).to_pandas())
+
+
+def _digests(fingerprint: Any) -> tuple[str | None, frozenset[str] | None]:
+    """The digest of `fingerprint` (None: none given), and those of every version's form of it: a folder resumed from
+    an earlier version holds shards carrying the digest of that version's form (planning/fingerprint.py)."""
+    if fingerprint is None:
+        return None, None
+    return fingerprint_digest(fingerprint), frozenset(fingerprint_digest(form) for form in every_version(fingerprint))
+
+
+def _refuse_other_sweep(root: Path, found: Any, wanted: dict[str, Any]) -> None:
+    """Refuse a folder whose manifest holds the fingerprint `found` where `wanted` is another sweep's."""
+    if same_sweep(found, wanted):
+        return
+    raise InputError(
+        f"output folder '{root}' holds a different sweep "
+        f"(differs in: {', '.join(differing_keys(found, wanted)) or 'everything'}); "
+        "use another --out, or --force to replace it"
+    )
 
 
 def _explode(table: pa.Table, column: str, fields: list[pa.Field]) -> pa.Table:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +66,13 @@ def _changed_settings(stored: bytes, settings: dict[str, Any]) -> list[str]:
 def shard_problem(
     path: Path,
     schema: pa.Schema,
-    digest: str | None,
+    digests: Collection[str] | None,
     expected_id: str,
     identify,
     settings: dict[str, Any] | None = None,
 ) -> str | None:
-    """Why the shard at `path` does not count (None when it does). `identify(row)` gives the configuration id of a row.
+    """Why the shard at `path` does not count (None when it does): it counts where it carries one of `digests` (this
+    sweep's fingerprint in each version's form; None: not checked). `identify(row)` gives the configuration id of a row.
     A shard from a version that did not record its settings counts (its fingerprint says it is this sweep's)."""
     if path.is_symlink() or not path.is_file():
         return "not a plain file"
@@ -79,7 +81,7 @@ def shard_problem(
         metadata = pq.read_schema(path).metadata or {}
     except Exception:  # noqa: BLE001 - anything pyarrow cannot read back is damaged, whatever it raises
         return "damaged (it does not read back whole)"
-    if digest is not None and metadata.get(FINGERPRINT_KEY, b"").decode(errors="replace") != digest:
+    if digests is not None and metadata.get(FINGERPRINT_KEY, b"").decode(errors="replace") not in digests:
         return "written by another sweep (its fingerprint differs)"
     if settings is not None and SETTINGS_KEY in metadata:
         changed = _changed_settings(metadata[SETTINGS_KEY], settings)
