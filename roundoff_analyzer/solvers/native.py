@@ -452,7 +452,7 @@ class _BackwardStep:
         eps = self.emulation.settings.format.eps if self.emulation is not None else None
         scale = scaler.scale_for(adjoint, self.low_dtype, eps) if scaler is not None else None
         while True:
-            parts, slopes = self._vjp(k, t_k, y_stored, adjoint, scale, ends)
+            parts, slopes, entering = self._vjp(k, t_k, y_stored, adjoint, scale, ends)
             if scale is not None:
                 parts = _unshared(parts)  # divided in place below
             finite = unscale_and_check(parts, scale) if self.checking else True
@@ -469,11 +469,16 @@ class _BackwardStep:
             outer = (adjoint * slopes.detach().to(self.accumulate)).sum()
             parts[-2].sub_(outer)
             parts[-1].add_(outer)
-        held = self._held(adjoint, scale) if self.recording else None
+        held = None
+        if self.recording:
+            # The adjoint as the low dtype holds it is what entered the product where the product ran in the low dtype.
+            same = self.emulation is None and entering.dtype == self.low_dtype
+            held = entering if same else self._held(adjoint, scale)
         return parts, held, finite
 
     def _vjp(self, k, t_k, y_stored, adjoint, scale, ends):
-        """(the gradient parts, in the accumulation dtype; the weighted slopes S where the product needed them)."""
+        """(the gradient parts, in the accumulation dtype; the weighted slopes S where the product needed them; the
+        adjoint that entered the product)."""
         emulation = self.emulation
         with emulation.reenter() if emulation is not None else nullcontext():
             y = y_stored.to(self.state_dtype).requires_grad_(True)
@@ -506,8 +511,8 @@ class _BackwardStep:
         with torch.autocast(y.device.type, enabled=False):
             grads = torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True, materialize_grads=True)
         if self.accumulating and ends is None:
-            return list(grads), slopes
-        return [g.to(self.accumulate) for g in grads], slopes
+            return list(grads), slopes, entering
+        return [g.to(self.accumulate) for g in grads], slopes, entering
 
     def _held(self, adjoint, scale):
         # What enters the low-precision product: the scaled adjoint in the autocast dtype. When the
