@@ -243,7 +243,9 @@ def measure_size(
         own_float32 = by_setup.get(Setup(s.library, "float32"))
         both_timed = r["time_s"] is not None and own_float32 is not None and own_float32["time_s"] is not None
         r["time_vs_float32"] = r["time_s"] / own_float32["time_s"] if both_timed else None
-        r["theory_saved_bytes"] = (n + 1) * batch * STATE * DTYPES[s.dtype].itemsize if s.library != "torchdiffeq" else None
+        r["theory_saved_bytes"] = (
+            (n + 1) * batch * STATE * DTYPES[s.dtype].itemsize if s.library != "torchdiffeq" else None
+        )
     return rows, skipped
 
 
@@ -293,9 +295,7 @@ def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
                     f"  {library + ' ' + dtype:22s} median {statistics.median(ratios):.2f}  range "
                     f"{min(ratios):.2f}-{max(ratios):.2f}  ({len(ratios)} sizes)"
                 )
-    lines.append(
-        "what a user switches to: native in a low dtype (no scaler) / torchdiffeq float32, median over sizes:"
-    )
+    lines.append("what a user switches to: native in a low dtype (no scaler) / torchdiffeq float32, median over sizes:")
     for setup in [Setup(library, d) for library in ("native", BEFORE) for d in dtypes if d != "float32"]:
         chosen = [r for r in rows if r["setup"] == setup]
         times = [r["vs_torchdiffeq_float32"] for r in chosen if r["vs_torchdiffeq_float32"] is not None]
