@@ -509,7 +509,10 @@ class _BackwardStep:
         else:
             # The product of S = sum_i b_i k_i with the adjoint a is that of each k_i with b_i a: S itself is not
             # rebuilt, and autograd adds each b_i a first into k_i's gradient, as it did through S.
-            cotangents = torch._foreach_mul([entering] * len(self.weights), self.weights)
+            # One product per distinct weight (rk4's four take two): fewer ops, and fewer adjoint-sized tensors alive.
+            distinct = list(dict.fromkeys(self.weights))
+            products = dict(zip(distinct, torch._foreach_mul([entering] * len(distinct), distinct)))
+            cotangents = [products[b] for b in self.weights]
         inputs = (y, *self.params, *(ends or ()))
         if self.discovered:
             refuse_unlisted_leaves(outputs, inputs)
