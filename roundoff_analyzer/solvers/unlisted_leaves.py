@@ -6,6 +6,7 @@ each rebuilt step's graph and refuses instead, in one line that says to pass `pa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -18,7 +19,7 @@ def refuse_unlisted_leaves(outputs: Sequence[torch.Tensor], inputs: Sequence[tor
     listed = {id(x) for x in inputs if x.grad_fn is None}
     boundary = {(id(x.grad_fn), x.output_nr) for x in inputs if x.grad_fn is not None}
     seen: set[int] = set()
-    stack = [(x.grad_fn, x.output_nr) for x in outputs if x.grad_fn is not None]
+    stack: list[tuple[Any, int]] = [(x.grad_fn, x.output_nr) for x in outputs if x.grad_fn is not None]
     while stack:
         node, index = stack.pop()
         if node is None or (id(node), index) in boundary or id(node) in seen:
