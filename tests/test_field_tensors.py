@@ -279,21 +279,3 @@ def test_a_field_calling_a_scripted_function_gets_the_gradients_of_the_weights_i
         grads.append(torch.autograd.grad((states**2).sum(), [weight, *head.parameters()]))
     for got, want in zip(*grads):
         assert float((got - want).abs().max()) <= 1e-12 * max(1.0, float(want.abs().max()))
-
-
-@pytest.mark.parametrize("method", ["euler", "midpoint"])
-def test_a_weight_only_a_later_evaluation_reaches_is_refused_naming_params_and_given_gets_torchdiffeqs_gradient(method):
-    later = torch.nn.Linear(3, 3).double()
-    y0 = torch.ones(2, 3, dtype=torch.float64, requires_grad=True)
-    t = torch.linspace(0, 1, 5, dtype=torch.float64)
-
-    def field(s, y):  # a branch taken from t = 0.5 on, into a module the first evaluation (at t = 0) never touched
-        return torch.tanh(NET(y) if s < 0.5 else later(y))
-
-    with pytest.raises(FieldTensorsUnknown, match=r"later evaluation.*params="):
-        odeint(field, y0, t, method=method).sum().backward()
-    assert later.weight.grad is None
-    odeint(field, y0, t, method=method, params=[*NET.parameters(), *later.parameters()]).sum().backward()
-    native, later.weight.grad = later.weight.grad, None
-    torchdiffeq.odeint(field, y0, t, method=method).sum().backward()
-    assert native is not None and float((native - later.weight.grad).abs().max()) <= 1e-12

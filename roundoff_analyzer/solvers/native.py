@@ -33,7 +33,6 @@ from .field_tensors import reached_tensors
 from .overflow_stop import stop_if_overflowed
 from .scaler import AdjointScalerSlot, DynamicAdjointScaler
 from .step_magnitudes import SolveReport
-from .unlisted_leaves import refuse_unlisted_leaves
 from .unscale import unscale_and_check
 
 OdeFunc = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -283,7 +282,6 @@ class _NativeSolve(torch.autograd.Function):
         low_dtype = autocast_dtype if autocast_on else y0.dtype
         perturb, low_product, callback = stepping.perturb, stepping.step_product == "low", stepping.step_callback
         grid = _grid(t, tableau, perturb, y0.dtype)
-        ctx.discovered = first_stage is not None  # params found from the first evaluation, not given
         steps = list(zip(grid.widths, grid.width_values))
         stored = torch.empty((len(steps) + 1, *y0.shape), dtype=low_dtype, device=y0.device)
         # Under emulated arithmetic the states are stored in float32 holding the format's values, and every operation
@@ -362,7 +360,6 @@ class _NativeSolve(torch.autograd.Function):
             ctx.emulation,
             ctx.perturb,
             grid,
-            ctx.discovered,
         )
 
         # A copy: the adjoint is updated in place, and grad_trajectory is not ours to change.
@@ -433,10 +430,9 @@ class _BackwardStep:
         emulation=None,
         perturb=False,
         grid=None,
-        discovered=False,
     ):
         self.func, self.tableau, self.scaler, self.params, self.emulation = func, tableau, scaler, params, emulation
-        self.perturb, self.grid, self.discovered = perturb, grid, discovered
+        self.perturb, self.grid = perturb, grid
         self.state_dtype, self.low_dtype, self.accumulate, self.recording = (
             state_dtype,
             low_dtype,
@@ -514,8 +510,6 @@ class _BackwardStep:
             products = dict(zip(distinct, torch._foreach_mul([entering] * len(distinct), distinct)))
             cotangents = [products[b] for b in self.weights]
         inputs = (y, *self.params, *(ends or ()))
-        if self.discovered:
-            refuse_unlisted_leaves(outputs, inputs)
         # Outside autocast, as torch runs any backward: autocast applies to the rebuilt forward only.
         with torch.autocast(y.device.type, enabled=False):
             grads = torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True, materialize_grads=True)
