@@ -13,6 +13,10 @@ Setups: torchdiffeq and native in float32, bfloat16 and float16 (autocast), nati
 the DynamicAdjointScaler, with the trajectory in the state's dtype or in the low dtype. Every setup's
 memory is measured; by default only the pair the time ratio needs (torchdiffeq and native, no scaler,
 state trajectory) is timed, `--time-all` times every setup.
+What a user switches between is printed too: native in a low dtype against torchdiffeq in float32 (the
+columns "/ tdq f32": time and peak), per size and as medians.
+`--baseline CHECKOUT` adds "native before": another checkout's native solver (its package imported under
+another name, in this process), timed interleaved with the rest: a change's before and after in one run.
 
 A dtype whose one forward + backward would take longer than --max-run-seconds at a size is skipped
 there, with the estimate printed: the estimate is one step of torchdiffeq timed, times n_timesteps.
@@ -20,12 +24,14 @@ there, with the estimate printed: the estimate is one step of torchdiffeq timed,
 solve takes minutes.)
 
     python bench/native_cost.py [--quick | --size rk4,256,256,16 ...] [--dtype float16,...] [--repeats R]
-                                [--device cpu|cuda] [--markdown FILE]
+                                [--device cpu|cuda] [--baseline CHECKOUT] [--markdown FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import os
 import platform
 import random
@@ -33,6 +39,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torchdiffeq
@@ -56,6 +63,24 @@ SIZES = [
 ]
 QUICK_SIZES = [("rk4", 128, 128, 16), ("euler", 128, 128, 64)]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+BEFORE = "native before"
+# The solvers of --baseline's checkout, when given.
+baseline_odeint = None
+
+
+def checkout_solvers(checkout: Path):
+    """`checkout`'s `roundoff_analyzer.solvers`, imported as `roundoff_before.solvers`: both versions in one process
+    (the package's own imports are relative, so the copy uses its own modules throughout)."""
+    root = checkout / "roundoff_analyzer"
+    spec = importlib.util.spec_from_file_location(
+        "roundoff_before", root / "__init__.py", submodule_search_locations=[str(root)]
+    )
+    if spec is None or spec.loader is None or not root.is_dir():
+        sys.exit(f"--baseline {checkout}: no roundoff_analyzer package there")
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["roundoff_before"] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module("roundoff_before.solvers")
 
 
 @dataclass(frozen=True)
@@ -77,6 +102,7 @@ def setups() -> list[Setup]:
     chosen = []
     for dtype in DTYPES:
         chosen += [Setup("torchdiffeq", dtype), Setup("native", dtype)]
+        chosen += [Setup(BEFORE, dtype)] if baseline_odeint is not None else []
         if dtype != "float32":  # in float32 the stored states are the trajectory already; no scaling needed
             chosen += [
                 Setup("native", dtype, True),
@@ -107,7 +133,8 @@ def forward(setup: Setup, func, y0, t, method):
         if setup.library == "torchdiffeq":
             return torchdiffeq.odeint(func, y0, t, method=method)
         scaler = DynamicAdjointScaler() if setup.scaler else None
-        return odeint(func, y0, t, method=method, scaler=scaler, trajectory_dtype=setup.trajectory)
+        solve = baseline_odeint if setup.library == BEFORE else odeint
+        return solve(func, y0, t, method=method, scaler=scaler, trajectory_dtype=setup.trajectory)
 
 
 def forward_backward(setup: Setup, func, y0, t, method) -> None:
@@ -204,15 +231,21 @@ def measure_size(
         )
     by_setup = {r["setup"]: r for r in rows}
     float32 = by_setup.get(Setup("native", "float32"))
+    user_float32 = by_setup[Setup("torchdiffeq", "float32")]
     for r in rows:
         s = r["setup"]
         reference = by_setup[Setup("torchdiffeq", s.dtype)]["time_s"]
         r["vs_torchdiffeq"] = r["time_s"] / reference if r["time_s"] is not None else None
+        # What a user running torchdiffeq in float32 today switches to.
+        r["vs_torchdiffeq_float32"] = r["time_s"] / user_float32["time_s"] if r["time_s"] is not None else None
+        r["peak_vs_torchdiffeq_float32"] = r["peak_bytes"] / user_float32["peak_bytes"]
         r["peak_vs_native_float32"] = r["peak_bytes"] / float32["peak_bytes"] if float32 else None
         own_float32 = by_setup.get(Setup(s.library, "float32"))
         both_timed = r["time_s"] is not None and own_float32 is not None and own_float32["time_s"] is not None
         r["time_vs_float32"] = r["time_s"] / own_float32["time_s"] if both_timed else None
-        r["theory_saved_bytes"] = (n + 1) * batch * STATE * DTYPES[s.dtype].itemsize if s.library == "native" else None
+        r["theory_saved_bytes"] = (
+            (n + 1) * batch * STATE * DTYPES[s.dtype].itemsize if s.library != "torchdiffeq" else None
+        )
     return rows, skipped
 
 
@@ -230,6 +263,8 @@ def size_table(size, rows: list[dict], tablefmt: str) -> str:
                 number(r["theory_saved_bytes"] and r["theory_saved_bytes"] / 2**20, ".2f"),
                 f"{r['peak_bytes'] / 2**20:.2f}",
                 number(r["peak_vs_native_float32"], ".0%"),
+                number(r["vs_torchdiffeq_float32"], ".2f"),
+                number(r["peak_vs_torchdiffeq_float32"], ".0%"),
             ]
             for r in rows
         ],
@@ -241,6 +276,8 @@ def size_table(size, rows: list[dict], tablefmt: str) -> str:
             "theory MiB",
             "peak MiB",
             "peak / native f32",
+            "time / tdq f32",
+            "peak / tdq f32",
         ],
         tablefmt=tablefmt,
     )
@@ -248,19 +285,31 @@ def size_table(size, rows: list[dict], tablefmt: str) -> str:
 
 def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
     lines = [
-        "native / torchdiffeq time at equal dtype (no scaler, state trajectory), median over sizes (target <= 1.45):"
+        "native / torchdiffeq time at equal dtype (no scaler, state trajectory), median over sizes (target <= 1.1):"
     ]
-    for dtype in dtypes:
-        ratios = [r["vs_torchdiffeq"] for r in rows if r["setup"] == Setup("native", dtype)]
-        if ratios:
-            lines.append(
-                f"  {dtype:9s} median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}  "
-                f"({len(ratios)} sizes)"
-            )
+    for library in ("native", BEFORE):
+        for dtype in dtypes:
+            ratios = [r["vs_torchdiffeq"] for r in rows if r["setup"] == Setup(library, dtype)]
+            if ratios:
+                lines.append(
+                    f"  {library + ' ' + dtype:22s} median {statistics.median(ratios):.2f}  range "
+                    f"{min(ratios):.2f}-{max(ratios):.2f}  ({len(ratios)} sizes)"
+                )
+    lines.append("what a user switches to: native in a low dtype (no scaler) / torchdiffeq float32, median over sizes:")
+    for setup in [Setup(library, d) for library in ("native", BEFORE) for d in dtypes if d != "float32"]:
+        chosen = [r for r in rows if r["setup"] == setup]
+        times = [r["vs_torchdiffeq_float32"] for r in chosen if r["vs_torchdiffeq_float32"] is not None]
+        peaks = [r["peak_vs_torchdiffeq_float32"] for r in chosen]
+        for what, values, spec in (("time", times, ".2f"), ("peak", peaks, ".0%")):
+            if values:
+                lines.append(
+                    f"  {setup.label:22s} {what} median {statistics.median(values):{spec}}  range "
+                    f"{min(values):{spec}}-{max(values):{spec}}  ({len(values)} sizes)"
+                )
     lines.append(
         "time / the same library's float32 (no scaler, state trajectory), median over sizes (below 1: faster):"
     )
-    for library in ("torchdiffeq", "native"):
+    for library in ("torchdiffeq", "native", BEFORE):
         for dtype in [d for d in dtypes if d != "float32"]:
             ratios = [r["time_vs_float32"] for r in rows if r["setup"] == Setup(library, dtype)]
             ratios = [ratio for ratio in ratios if ratio is not None]
@@ -303,6 +352,7 @@ def main() -> None:
     parser.add_argument(
         "--markdown", type=argparse.FileType("w"), help="also write the tables and the summary as markdown"
     )
+    parser.add_argument("--baseline", type=Path, help="also time this checkout's native solver, as 'native before'")
     parser.add_argument(
         "--size",
         action="append",
@@ -317,6 +367,9 @@ def main() -> None:
         parser.error(f"--dtype: {', '.join(unknown) or 'empty'} is not one of {', '.join(DTYPES)}")
     if "float32" not in dtypes:
         dtypes.insert(0, "float32")  # the peak's yardstick
+    if args.baseline is not None:
+        global baseline_odeint
+        baseline_odeint = checkout_solvers(args.baseline).odeint
     device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

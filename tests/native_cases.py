@@ -45,11 +45,18 @@ class Case:
     scaler: bool
     report: bool
     mode: str = "autocast"  # or "pure": parameters and y0 cast to the dtype, no autocast
+    # "even": n equal float32 steps from 0 to 1; "uneven": float64 times of unequal steps from 1 down to 0
+    grid: str = "even"
+    perturb: bool = False  # torchdiffeq's option: stage times nudged off the grid points
 
     @property
     def key(self) -> str:
         scaler = "dynamic" if self.scaler else "none"
-        return f"{self.model}-{self.dtype}-{self.mode}-{self.method}-{scaler}-{'report' if self.report else 'plain'}"
+        extra = ("" if self.grid == "even" else f"-{self.grid}") + ("-perturb" if self.perturb else "")
+        return (
+            f"{self.model}-{self.dtype}-{self.mode}-{self.method}-{scaler}-{'report' if self.report else 'plain'}"
+            + extra
+        )
 
 
 def cases() -> list[Case]:
@@ -72,6 +79,13 @@ def cases() -> list[Case]:
         Case("otflow", "float32", "rk4", True, True),
         Case("mlp", "float16", "rk4", False, True, mode="pure"),
         Case("mlp", "float16", "euler", True, False, mode="pure"),
+        # Tableaus whose stage times and factors are not exact in binary (1/3, 2/3), more than one a_ij per stage, a
+        # zero weight; a decreasing float64 grid of unequal steps; perturbed stage times.
+        Case("mlp", "float16", "rk4_38", False, True, grid="uneven"),
+        Case("mlp", "bfloat16", "heun3", True, False, grid="uneven", perturb=True),
+        Case("mlp", "float16", "midpoint", False, False, perturb=True),
+        Case("otflow", "float16", "rk4_38", True, True, grid="uneven"),
+        Case("mlp", "float32", "heun3", False, True, grid="uneven", perturb=True),
     ]
 
 
@@ -119,13 +133,22 @@ def _run(case: Case, oracle: bool) -> dict[str, torch.Tensor]:
     y0 = y0.clone().requires_grad_(True)
     params = [p for p in func.parameters() if p.requires_grad]
     t = torch.linspace(0.0, 1.0, N_TIMESTEPS + 1)
+    if case.grid == "uneven":
+        steps = torch.rand(N_TIMESTEPS, generator=torch.Generator().manual_seed(7), dtype=torch.float64) + 0.5
+        t = 1.0 - torch.cat([torch.zeros(1, dtype=torch.float64), steps.cumsum(0) / steps.sum()])
     scaler = DynamicAdjointScaler() if case.scaler else None
     with torch.autocast("cpu", dtype=dtype, enabled=case.mode == "autocast" and dtype != torch.float32):
         if oracle:
-            trajectory = native_oracle.odeint(func, y0, t, case.method, scaler=scaler)
+            trajectory = native_oracle.odeint(func, y0, t, case.method, scaler=scaler, perturb=case.perturb)
         else:
             trajectory = odeint(
-                func, y0, t, method=case.method, scaler=scaler, report=SolveReport() if case.report else None
+                func,
+                y0,
+                t,
+                method=case.method,
+                options={"perturb": True} if case.perturb else None,
+                scaler=scaler,
+                report=SolveReport() if case.report else None,
             )
     loss = loss_fn(trajectory.float())
     grads = torch.autograd.grad(loss, [y0, *params], allow_unused=True)

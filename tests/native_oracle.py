@@ -22,26 +22,32 @@ from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.solvers import DynamicAdjointScaler
 
 
-def _weighted_slopes(func, tableau, t, y, h):
+def _weighted_slopes(func, tableau, t, y, h, perturb=False):
     stages = []
-    for a_row, c in zip(tableau.a, tableau.c):
+    width = float(h)  # a stage's time is t + c h with c h a Python float, as the solver defines it
+    for i, (a_row, c) in enumerate(zip(tableau.a, tableau.c)):
         stage_y = y
         for a_ij, k_j in zip(a_row, stages):
             if a_ij:
                 stage_y = stage_y + (h * a_ij) * k_j
-        stages.append(func(t + c * h, stage_y))
+        time = t + c * width
+        if perturb and (i == 0 or (c == 1.0 and i == len(tableau.c) - 1)):
+            # torchdiffeq's perturb: the first stage just after the step's start, a last one at its end just before it
+            toward = 1.0 if width > 0 else -1.0
+            time = torch.nextafter(time, time + (toward if i == 0 else -toward))
+        stages.append(func(time, stage_y))
     return sum(b * k for b, k in zip(tableau.b, stages) if b)
 
 
-def odeint(func, y0, t, method="rk4", scaler: DynamicAdjointScaler | None = None):
+def odeint(func, y0, t, method="rk4", scaler: DynamicAdjointScaler | None = None, perturb: bool = False):
     tableau = METHODS.get(method)
     params = [p for p in func.parameters() if p.requires_grad]
-    return _Solve.apply(func, tableau, scaler, y0, t, *params)
+    return _Solve.apply(func, tableau, scaler, perturb, y0, t, *params)
 
 
 class _Solve(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, func, tableau, scaler, y0, t, *params):
+    def forward(ctx, func, tableau, scaler, perturb, y0, t, *params):
         device = y0.device.type
         autocast_on, autocast_dtype = torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)
         low_dtype = autocast_dtype if autocast_on else y0.dtype
@@ -49,10 +55,10 @@ class _Solve(torch.autograd.Function):
         y = y0.detach()
         for k in range(t.numel() - 1):
             h = t[k + 1] - t[k]
-            y = y + h * _weighted_slopes(func, tableau, t[k], y, h).to(y.dtype)
+            y = y + h * _weighted_slopes(func, tableau, t[k], y, h, perturb).to(y.dtype)
             trajectory.append(y)
             stored.append(y.to(low_dtype))
-        ctx.func, ctx.tableau, ctx.scaler = func, tableau, scaler
+        ctx.func, ctx.tableau, ctx.scaler, ctx.perturb = func, tableau, scaler, perturb
         ctx.autocast, ctx.low_dtype, ctx.state_dtype = (autocast_on, autocast_dtype), low_dtype, y0.dtype
         ctx.save_for_backward(t, torch.stack(stored), *params)
         return torch.stack(trajectory)
@@ -71,7 +77,7 @@ class _Solve(torch.autograd.Function):
             while True:
                 with torch.enable_grad(), torch.autocast(stored.device.type, dtype=autocast_dtype, enabled=autocast_on):
                     y = stored[k].to(ctx.state_dtype).requires_grad_(True)
-                    slopes = _weighted_slopes(ctx.func, ctx.tableau, t[k], y, h)
+                    slopes = _weighted_slopes(ctx.func, ctx.tableau, t[k], y, h, ctx.perturb)
                 cotangent = (adjoint * scale).to(slopes.dtype)
                 grads = torch.autograd.grad(slopes, (y, *params), cotangent, allow_unused=True)
                 parts = [
@@ -86,6 +92,7 @@ class _Solve(torch.autograd.Function):
             for total, part in zip(param_grads, parts[1:]):
                 total.add_(part)
         return (
+            None,
             None,
             None,
             None,

@@ -209,3 +209,49 @@ def test_the_low_trajectory_saves_the_float32_copy_and_the_low_gradient_of_the_t
     gradient = n_elements * (state_dtype.itemsize - low_dtype.itemsize)
     saved = peaks["state"] - peaks["low"]
     assert copy <= saved <= copy + gradient, (saved, copy, gradient, peaks)
+
+
+class _TimeRecorder(torch.nn.Module):
+    """dy/dt = w y; records every time it is evaluated at, forward and in the backward's rebuilt steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(-0.5))
+        self.times: list[torch.Tensor] = []
+
+    def forward(self, t, y):
+        self.times.append(t.detach().clone())
+        return self.w * y
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("method", ["rk4_38", "heun3", "midpoint", "rk4_classical"])
+@pytest.mark.parametrize("perturb", [False, True])
+def test_stage_times_are_each_step_start_plus_c_h_as_a_python_float_in_the_forward_and_the_backward(
+    dtype, method, perturb
+):
+    # Computed once per solve for all steps, the stage times must be the bits of the stage's own expression
+    # t_k + c * h_k (h_k a Python float), nudged by one float where perturb asks, in both passes.
+    steps = torch.rand(64, generator=torch.Generator().manual_seed(3), dtype=torch.float64) + 0.5
+    t = (0.3 - torch.cat([torch.zeros(1, dtype=torch.float64), steps.cumsum(0) / steps.sum()]) * 1.7).to(dtype)
+    tableau = METHODS.get(method)
+    want = []
+    for start, end in zip(t[:-1], t[1:]):
+        h = float(end - start)
+        for i, c in enumerate(tableau.c):
+            time = start + c * h
+            if perturb and (i == 0 or (c == 1.0 and i == len(tableau.c) - 1)):
+                toward = 1.0 if h > 0 else -1.0
+                time = torch.nextafter(time, time + (toward if i == 0 else -toward))
+            want.append(time)
+    func = _TimeRecorder()
+    y0 = torch.randn(4, 2, generator=torch.Generator().manual_seed(4), requires_grad=True)
+    trajectory = odeint(func, y0, t, method=method, options={"perturb": perturb}, params=list(func.parameters()))
+    forward = list(func.times)
+    func.times.clear()
+    trajectory[-1].sum().backward()
+    backward = [
+        time for k in reversed(range(len(t) - 1)) for time in want[k * len(tableau.c) : (k + 1) * len(tableau.c)]
+    ]
+    assert torch.equal(torch.stack(forward), torch.stack(want))
+    assert torch.equal(torch.stack(func.times), torch.stack(backward))

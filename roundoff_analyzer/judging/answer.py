@@ -25,6 +25,8 @@ from . import verdict as rules
 from .per_table import per_table
 
 TRAINABLE = (rules.SAFE, rules.TRAINING)
+# The solver the answer hands out in place of torchdiffeq's odeint.
+NATIVE_LIBRARIES = ("native", "native-low")
 TOTAL, ROUNDOFF = "total_grad_params_rel_err", "grad_params_rel_err"
 
 
@@ -36,6 +38,10 @@ class Cost:
     time_ratio: tuple[float, float] | None  # against float32
     memory_ratio: tuple[float, float] | None  # peak memory against float32
     memory_measured: bool
+    # The native solver's runs against torchdiffeq's float32 ones (same method, n_timesteps, mode): what a user who
+    # runs torchdiffeq in float32 today switches from, where the sweep ran both; time, then peak memory.
+    switch_time_ratio: tuple[float, float] | None = None
+    switch_memory_ratio: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -237,7 +243,26 @@ def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
         time_ratio = _span(times)
         memory_ratio = _span(paired["peak_memory_bytes"] / paired["peak_memory_bytes_float32"])
     measured = "peak_memory_bytes" in runs and runs["peak_memory_bytes"].notna().any()
-    return Cost(_span(seconds), time_ratio, memory_ratio, bool(measured))
+    switch_time, switch_memory = _switch(float32, runs, keys)
+    return Cost(_span(seconds), time_ratio, memory_ratio, bool(measured), switch_time, switch_memory)
+
+
+def _switch(
+    float32: pd.DataFrame, runs: pd.DataFrame, keys: list[str]
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """(time, peak memory) of native runs in a low dtype against torchdiffeq's float32 runs at the same keys."""
+    if runs["library"].iloc[0] not in NATIVE_LIBRARIES or runs["dtype"].iloc[0] == "float32":
+        return None, None
+    reference = float32[float32["library"] == "torchdiffeq"].drop(columns="library")
+    paired = runs.merge(reference, on=[k for k in keys if k != "library"], suffixes=("", "_float32"))
+    if paired.empty:
+        return None, None
+    times = (paired["time_forward_s"] + paired["time_backward_s"]) / (
+        paired["time_forward_s_float32"] + paired["time_backward_s_float32"]
+    )
+    measured = paired["peak_memory_bytes"].notna() & paired["peak_memory_bytes_float32"].notna()
+    memory = paired["peak_memory_bytes"][measured] / paired["peak_memory_bytes_float32"][measured]
+    return _span(times), _span(memory)
 
 
 def _span(values: pd.Series) -> tuple[float, float] | None:

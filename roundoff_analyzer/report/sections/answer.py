@@ -207,6 +207,9 @@ def cost_sentence(a: answer.Answer, device: str | None, card: dict | None = None
             f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward; no float32 run "
             "to compare with (add `--dtype float32`)"
         )
+    if c.switch_time_ratio is not None:
+        text += f"; against torchdiffeq in float32 (what this replaces), {ratio(c.switch_time_ratio)} its time"
+        text += f", {ratio(c.switch_memory_ratio)} its peak memory" if c.switch_memory_ratio is not None else ""
     if fast:
         text += f"; {fast}"
     if device is not None and str(device).startswith("cpu"):
