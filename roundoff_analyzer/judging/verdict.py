@@ -35,6 +35,7 @@ from typing import TypeVar
 import pandas as pd
 
 from ..axes.grid import AXIS_DEFAULTS
+from ..axes.scalings import scales
 from ..measuring.yardsticks import with_context_columns
 from .per_table import per_table
 
@@ -336,7 +337,7 @@ def ranked_within_noise(
 
 
 def scaled(j: SetupJudgement) -> bool:
-    return j.scaling != "none"
+    return scales(j.scaling)
 
 
 @per_table
@@ -350,7 +351,7 @@ def _verdicts(results: pd.DataFrame) -> list[Verdict]:
     found = []
     for key in dict.fromkeys((j.dtype, j.library, j.mode, j.loss_in) for j in judged):
         setups = tuple(j for j in judged if (j.dtype, j.library, j.mode, j.loss_in) == key)
-        unscaled = next((j for j in setups if j.scaling == "none"), None)
+        unscaled = next((j for j in setups if not scales(j.scaling)), None)
         best = min(setups, key=rank)
         if unscaled is None or RANK[best.label] >= RANK[unscaled.label]:
             decided_by = unscaled or best

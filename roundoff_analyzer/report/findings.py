@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..axes import scalings
 from ..axes.grid import CONFIG_COLUMNS
+from ..measuring.outcomes import Status
 
 # A configuration without its n_timesteps: one line in a figure, one row in an accuracy table.
 SETUP_COLUMNS = ("library", "method", "dtype", "scaling", "mode")
@@ -136,11 +138,11 @@ class Rescue:
 def rescues(results: pd.DataFrame) -> list[Rescue]:
     found = []
     for (library, method, dtype, mode), group in results.groupby(["library", "method", "dtype", "mode"], sort=False):
-        unscaled = group[(group["scaling"] == "none") & (group["status"] == "failed")]
+        unscaled = group[scalings.unscaled(group["scaling"]) & (group["status"] == Status.FAILED)]
         if unscaled.empty:
             continue
         at = set(unscaled["n_timesteps"])
-        scaled = group[(group["scaling"] != "none") & group["n_timesteps"].isin(at)]
+        scaled = group[~scalings.unscaled(group["scaling"]) & group["n_timesteps"].isin(at)]
         rescued, still = {}, {}
         for scaling, runs in scaled.groupby("scaling", sort=False):
             rescued[scaling] = tuple(sorted(int(n) for n in runs.loc[runs["status"] == "ok", "n_timesteps"]))

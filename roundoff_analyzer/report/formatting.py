@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 from tabulate import tabulate
@@ -26,8 +27,13 @@ def library_import_line(name: str) -> str | None:
     """The line a training script imports its `odeint` with to solve as library `name` does: the library's own
     `import_line` (None: the script's torchdiffeq import stands), else a comment naming the library. Registered names
     only, as for a scaling's words."""
-    default = f"# solve with {name}, as this sweep did"
-    return getattr(LIBRARIES.get(name), "import_line", default) if name in LIBRARIES.names() else default
+    return library_member(name, "import_line")
+
+
+def library_member(name: str, member: str) -> Any:
+    """Library `name`'s declared `member` (SolverLibrary); a name not registered here reads the protocol's default.
+    Registered names only, as for a scaling's words."""
+    return getattr(LIBRARIES.get(name), member) if name in LIBRARIES.names() else LIBRARIES.optional[member](name)
 
 
 def scaling_code(name: str) -> ScalingCode:

@@ -26,14 +26,14 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
             "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "
             "first solve." + _routed_sentence(problem)
         )
-    if ran["library"].isin(["native", "native-low"]).any():
+    if ran["library"].map(lambda name: fmt.library_member(name, "native_solver")).any():
         words.append(
             "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for "
             "torchdiffeq's fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and "
             "sums the gradients in float32"
             + (
                 " (`native-low` returns the stored low-precision states as the trajectory)."
-                if (ran["library"] == "native-low").any()
+                if ran["library"].map(lambda name: fmt.library_member(name, "returns_low_trajectory")).any()
                 else "."
             )
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...axes.scalings import unscaled
 from .. import formatting as fmt
 from .. import tables
 from ..causes import explain
@@ -129,7 +130,7 @@ def failure_group(
     ]
     lines += overflow_steps(group, with_mode)
     lines += [f"**Cause.** {explanation.cause}", "", f"**What to do.** {explanation.remedy}"]
-    if rescued and group.failure_class in ("overflow", "underflow") and (group.rows["scaling"] == "none").any():
+    if rescued and group.failure_class in ("overflow", "underflow") and unscaled(group.rows["scaling"]).any():
         lines[-1] += f" What each scaling did in this sweep: [{RESCUE_HEADING.lower()}]({RESCUE_ANCHOR})."
     return lines
 
