@@ -79,7 +79,7 @@ def sentence(v: verdict.Verdict, with_mode: bool, with_loss_in: bool = False) ->
         )
         return f"{head} Without scaling {before}. `{chosen.scaling}`{cut} makes it {chosen.label}: {describe(chosen)}."
     text = (
-        f"{head} {'Without scaling' if chosen.scaling == 'none' else f'With `{chosen.scaling}`'}, {describe(chosen)}."
+        f"{head} {'Without scaling' if not scales(chosen.scaling) else f'With `{chosen.scaling}`'}, {describe(chosen)}."
     )
     better = [s for s in v.setups if s is not chosen and scales(s.scaling) and not s.failures]
     if not scales(chosen.scaling) and better:
