@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..axes.grid import CONFIG_COLUMNS
 from ..axes.scalings import unscaled
+from ..measuring.outcomes import Status
 from . import verdict
 from .per_table import per_table
 
@@ -230,7 +231,7 @@ def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
         return None
     seconds = (runs["time_forward_s"] + runs["time_backward_s"]).dropna()
     results, runs = verdict.with_loss_in(results), verdict.with_loss_in(runs)
-    float32 = results[(results["dtype"] == "float32") & unscaled(results["scaling"]) & (results["status"] == "ok")]
+    float32 = results[(results["dtype"] == "float32") & unscaled(results["scaling"]) & (results["status"] == Status.OK)]
     keys = ["library", "method", "n_timesteps", "mode", "loss_in"]
     paired = runs.merge(float32, on=keys, suffixes=("", "_float32")) if not float32.empty else None
     time_ratio = memory_ratio = None

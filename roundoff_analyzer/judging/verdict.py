@@ -36,6 +36,7 @@ import pandas as pd
 
 from ..axes.grid import AXIS_DEFAULTS
 from ..axes.scalings import scales
+from ..measuring.outcomes import Status
 from ..measuring.yardsticks import with_context_columns
 from .per_table import per_table
 
@@ -151,7 +152,7 @@ class Verdict:
 
 
 def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
-    ran = _with_format_labels(with_context_columns(with_loss_in(results[results["status"] != "skipped"])))
+    ran = _with_format_labels(with_context_columns(with_loss_in(results[results["status"] != Status.SKIPPED])))
     judged = []
     for (dtype, library, scaling, mode, loss_in), runs in ran.groupby(
         ["dtype", "library", "scaling", "mode", "loss_in"], sort=False
@@ -219,7 +220,7 @@ def reduction_runs(results: pd.DataFrame, judgement: SetupJudgement) -> pd.DataF
         & (labelled["library"] == judgement.library)
         & (labelled["scaling"] == judgement.scaling)
         & (labelled["mode"] == judgement.mode)
-        & (labelled["status"] == "ok")
+        & (labelled["status"] == Status.OK)
         & (labelled["loss_in"] == judgement.loss_in)
     ]
 
@@ -235,8 +236,8 @@ def _mostly_error(ok: pd.DataFrame) -> Worst | None:
 
 
 def _judge(dtype, library, scaling, mode, runs: pd.DataFrame, loss_in: str = DEFAULT_LOSS_IN) -> SetupJudgement:
-    failed = runs[runs["status"] == "failed"]
-    ok = runs[runs["status"] == "ok"]
+    failed = runs[runs["status"] == Status.FAILED]
+    ok = runs[runs["status"] == Status.OK]
     # (only the columns read: itertuples over a results table's ~90 columns costs seconds on a large sweep)
     failures = tuple(
         (str(m), int(n), str(c))

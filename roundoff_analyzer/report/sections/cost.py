@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...axes.scalings import searches_scale, unscaled
+from ...measuring.outcomes import Status
 from .. import formatting as fmt
 from ..findings import GRID_COLUMNS, sweep_timesteps
 from ..section_inputs import SectionInputs
@@ -16,7 +17,7 @@ def section(inputs: SectionInputs) -> list[str]:
 
 def cost(results: pd.DataFrame) -> list[str]:
     """Time (forward + backward) and peak memory per setup; against float32 where the sweep ran it."""
-    ok = results[results["status"] == "ok"].assign(time_s=lambda r: r["time_forward_s"] + r["time_backward_s"])
+    ok = results[results["status"] == Status.OK].assign(time_s=lambda r: r["time_forward_s"] + r["time_backward_s"])
     if ok["time_s"].isna().all():
         return []
     has_memory = ok["peak_memory_bytes"].notna().any()

@@ -42,7 +42,7 @@ def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
 
 
 def _has_total(results: pd.DataFrame) -> bool:
-    return TOTAL in results and results.loc[results["status"] == "ok", TOTAL].notna().any()
+    return TOTAL in results and results.loc[results["status"] == Status.OK, TOTAL].notna().any()
 
 
 def best_per_dtype(results: pd.DataFrame, with_mode: bool) -> list[str]:
@@ -96,13 +96,13 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
     cut = {(u.dtype, u.mode) for u, _, _ in verdict.strong_cuts(results)}
     unscaled = results[scalings.unscaled(results["scaling"]) & (results["status"] != Status.SKIPPED)]
     for (dtype, mode), runs in unscaled.groupby(["dtype", "mode"], sort=False):
-        if not (runs["status"] == "ok").all() or dtype in {r.dtype for r in found} or (dtype, mode) in cut:
+        if not (runs["status"] == Status.OK).all() or dtype in {r.dtype for r in found} or (dtype, mode) in cut:
             continue
         scaled = results[
             (results["dtype"] == dtype)
             & (results["mode"] == mode)
             & ~scalings.unscaled(results["scaling"])
-            & (results["status"] == "ok")
+            & (results["status"] == Status.OK)
         ]
         mode_text = f" ({mode})" if with_mode else ""
         if scaled.empty:
@@ -138,7 +138,7 @@ def method_advice(results: pd.DataFrame) -> list[str]:
     if not _has_total(results) or results["method"].nunique() < 2:
         return []
     items = []
-    ok = results[(results["status"] == "ok") & results[TOTAL].notna()]
+    ok = results[(results["status"] == Status.OK) & results[TOTAL].notna()]
     others = [c for c in SETUP_COLUMNS if c != "method"] + ["n_timesteps"]
     for dtype, runs in ok.groupby("dtype", sort=False):
         wins: dict[str, int] = {}

@@ -182,7 +182,7 @@ def _yardsticks(results: pd.DataFrame, found: list[verdict.Verdict]) -> str:
         f"every roundoff is at most {verdict.WELL_UNDER:g}× both; *safe for training*: at most {verdict.WELL_UNDER:g}× "
         "the noise but not that far under the discretisation error somewhere; *borderline*: above "
         f"{verdict.WELL_UNDER:g}× the noise; *unsafe*: a failure, or at least {verdict.AT_OR_ABOVE:g}× the noise; "
-        "*needs scaling*: a scaling strategy earns a better verdict than none. docs/verdict.md has the verdict."
+        "*needs scaling*: a scaling strategy earns a better verdict than none. docs/verdict.md has the rules."
     )
 
 
