@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 
 from roundoff_analyzer.core.text import printable
+from roundoff_analyzer.measuring.outcomes import Status
 
 from .common import reports_input_errors, wide_console
 from .judgement import print_judgement
@@ -51,7 +52,7 @@ def show(
         console.print("no configuration matches --where", highlight=False)
     print_judgement(console, results, folder, shown=len(shown) if where else None)
     # The table has the failure class; the message says what happened.
-    for row in shown[shown["status"] == "failed"].to_dict("records"):
+    for row in shown[shown["status"] == Status.FAILED].to_dict("records"):
         label = Configuration(**{c: row[c] for c in CONFIG_COLUMNS}).label()
         failure = f"{row['failure_class']}: {row['failure_message']}"
         console.print(f"[red]failed[/] {escape(printable(label))}: {escape(printable(failure))}", highlight=False)

@@ -159,3 +159,95 @@ def test_an_entry_point_that_fails_to_load_is_listed_with_its_reason_and_breaks_
     assert "│ broken " in text and "broken_pkg_missing" in text  # the reason: no module of that name
     refused = roundoff("sweep", "--model", "otflow", "--library", "broken", pythonpath=site)
     assert refused.returncode == 2 and "library 'broken' cannot be used here" in refused.stderr
+
+
+class _PlainLibrary:
+    """A plug-in written before the protocol declared what the report reads: none of the optional members."""
+
+    name = "plain"
+    description = "a plug-in with only the required members"
+    supports_adjoint_scaling = False
+
+    def unsupported_method_reason(self, method):
+        return None
+
+    def solve(self, func, y0, t, method, scaler, report):
+        raise NotImplementedError
+
+
+class _PlainScaling:
+    name = "plain"
+    description = "a scaling with only the required members"
+
+    def skip_reason(self, library):
+        return None
+
+
+def test_a_plugin_library_or_scaling_without_the_declared_members_reads_their_defaults():
+    from roundoff_analyzer.axes.libraries.base import _OPTIONAL as LIBRARY_OPTIONAL
+    from roundoff_analyzer.axes.libraries.base import SolverLibrary
+    from roundoff_analyzer.axes.methods import METHODS
+    from roundoff_analyzer.axes.methods.base import tableau_of
+    from roundoff_analyzer.axes.scalings.base import _OPTIONAL as SCALING_OPTIONAL
+    from roundoff_analyzer.axes.scalings.base import ScalingRegistry
+    from roundoff_analyzer.core.registry import RegistryWithDefaults, unwrap
+
+    libraries: RegistryWithDefaults[SolverLibrary] = RegistryWithDefaults("library", LIBRARY_OPTIONAL)
+    plugin = _PlainLibrary()
+    library = libraries.register(plugin)
+    assert unwrap(library) is plugin and library.description == plugin.description
+    assert library.import_line == "# solve with plain, as this sweep did"
+    assert (library.native_solver, library.returns_low_trajectory, library.routed_function) == (False, False, None)
+    method = METHODS.get("rk4")
+    assert tableau_of(library, method) == method.tableau
+    scaling = ScalingRegistry("scaling").register(_PlainScaling())
+    assert set(SCALING_OPTIONAL) >= {"scales", "searches_scale"}
+    assert scaling.scales is True and scaling.searches_scale is False and scaling.words == "`plain` scaling"
+
+
+def test_a_library_that_declares_the_members_is_registered_as_it_is():
+    from roundoff_analyzer.axes.libraries import LIBRARIES
+
+    native, low = LIBRARIES.get("native"), LIBRARIES.get("native-low")
+    assert type(native).__name__ == "NativeLibrary" and native.native_solver and not native.returns_low_trajectory
+    assert low.native_solver and low.returns_low_trajectory
+    assert LIBRARIES.get("torchdiffeq").import_line is None
+
+
+# The report's and the judging's modules read what a library or a scaling does from its declared members, never by
+# comparing a name with a built-in one. Allowed: none.
+_BUILT_IN_NAMES = {"native", "native-low", "torchdiffeq", "torchdiffeq-adjoint", "torchode", "torchdyn", "rampde"}
+_BUILT_IN_SCALINGS = {"none", "grad", "dynamic"}
+
+
+def _compared_names(path: Path) -> list[str]:
+    import ast
+
+    found = []
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        text = ast.unparse(node)
+        mentions_library = "library" in text
+        mentions_scaling = "scaling" in text and "keep_float32" not in text
+        for operand in operands:
+            values = [operand] if isinstance(operand, ast.Constant) else getattr(operand, "elts", [])
+            strings = {v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)}
+            if (mentions_library and strings & _BUILT_IN_NAMES) or (mentions_scaling and strings & _BUILT_IN_SCALINGS):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {text}")
+    # A name list handed to .isin(...) is a comparison too.
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "isin":
+            text = ast.unparse(node)
+            if any(f'"{name}"' in text or f"'{name}'" in text for name in _BUILT_IN_NAMES | _BUILT_IN_SCALINGS):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {text}")
+    return found
+
+
+def test_no_report_or_judging_module_compares_a_library_or_scaling_with_a_built_in_name():
+    package = REPO / "roundoff_analyzer"
+    modules = sorted([*(package / "report").rglob("*.py"), *(package / "judging").rglob("*.py")])
+    found = [line for path in modules for line in _compared_names(path)]
+    assert found == []

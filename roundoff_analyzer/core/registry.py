@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .errors import InputError
 
@@ -67,3 +67,38 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._find(name) is not None
+
+
+class _WithDefaults:
+    """An item that leaves out optional attributes of its protocol, read with their defaults; all else is its own."""
+
+    def __init__(self, item: Any, optional: dict[str, Callable[[str], Any]]) -> None:
+        self._item, self._optional = item, optional
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute in self._optional and not hasattr(self._item, attribute):
+            return self._optional[attribute](self._item.name)
+        return getattr(self._item, attribute)
+
+
+def unwrap(item: Any) -> Any:
+    """The object registered, where a registry with defaults holds it inside its wrapper."""
+    return item._item if isinstance(item, _WithDefaults) else item
+
+
+def _declares(item: Any, attribute: str) -> bool:
+    """Whether `item` has `attribute` of its own, without asking a `__getattr__` (a stand-in that loads on demand)."""
+    return attribute in getattr(item, "__dict__", {}) or any(attribute in vars(c) for c in type(item).__mro__)
+
+
+class RegistryWithDefaults(Registry[T]):
+    """A registry whose items each have every attribute of their protocol: an item (a plug-in's) that leaves out an
+    optional one reads it as `optional[attribute](item.name)`."""
+
+    def __init__(self, axis: str, optional: dict[str, Callable[[str], Any]]) -> None:
+        super().__init__(axis)
+        self.optional = optional
+
+    def register(self, item: T, name: str | None = None) -> T:
+        complete = all(_declares(item, attribute) for attribute in self.optional)
+        return super().register(item if complete else cast(T, _WithDefaults(item, self.optional)), name)

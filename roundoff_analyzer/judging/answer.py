@@ -21,12 +21,13 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from ..axes.grid import CONFIG_COLUMNS
-from . import verdict as rules
+from ..axes.libraries.base import library_member
+from ..axes.scalings import unscaled
+from ..measuring.outcomes import Status
+from . import verdict
 from .per_table import per_table
 
-TRAINABLE = (rules.SAFE, rules.TRAINING)
-# The solver the answer hands out in place of torchdiffeq's odeint.
-NATIVE_LIBRARIES = ("native", "native-low")
+TRAINABLE = (verdict.SAFE, verdict.TRAINING)
 TOTAL, ROUNDOFF = "total_grad_params_rel_err", "grad_params_rel_err"
 
 
@@ -49,8 +50,8 @@ class Kept:
     """Modules kept in float32 (a keep_float32 value) against the same dtype without them."""
 
     value: str  # the keep_float32 value: module names or patterns joined with "+"
-    without: rules.SetupJudgement | None  # the best setup of the dtype keeping nothing, where the sweep ran one
-    same_without: rules.SetupJudgement | None  # the same library, scaling and mode keeping nothing, where it ran
+    without: verdict.SetupJudgement | None  # the best setup of the dtype keeping nothing, where the sweep ran one
+    same_without: verdict.SetupJudgement | None  # the same library, scaling and mode keeping nothing, where it ran
     time_ratio: tuple[float, float] | None  # forward + backward against the same runs keeping nothing
     memory_ratio: tuple[float, float] | None  # peak memory against the same runs keeping nothing, where measured
     # Of the field's operations in one evaluation (min – max over the setup's runs; None where not measured): the
@@ -80,7 +81,7 @@ class Kept:
 class Answer:
     dtype: str
     train: bool
-    judgement: rules.SetupJudgement  # the setup chosen: its label, numbers and, for "do not", why
+    judgement: verdict.SetupJudgement  # the setup chosen: its label, numbers and, for "do not", why
     method: str | None
     timesteps: tuple[int, ...]  # the chosen method's n_timesteps without failure, in order
     roundoff_dominates: tuple[
@@ -90,7 +91,7 @@ class Answer:
     arithmetic: str  # "hardware", or "emulated" when the chosen runs computed in emulated arithmetic
     # The same setup with its loss formed elsewhere, where that earned
     # another label (None: not measured, or the same label).
-    other_placement: rules.SetupJudgement | None = None
+    other_placement: verdict.SetupJudgement | None = None
     kept: Kept | None = None  # where the chosen runs kept modules in float32: what that bought and cost
 
     @property
@@ -130,37 +131,38 @@ class Answer:
 def answers(results: pd.DataFrame) -> list[Answer]:
     """One answer per dtype that ran, in the order the sweep met them: each the best setup of its dtype, by label, then
     by its roundoff against the noise, where that tells two apart (else the unscaled one)."""
-    found = rules.verdicts(results)
-    chosen: dict[str, rules.SetupJudgement] = {}
+    found = verdict.verdicts(results)
+    chosen: dict[str, verdict.SetupJudgement] = {}
     for dtype in dict.fromkeys(v.dtype for v in found):
         setups = [v.decided_by for v in found if v.dtype == dtype]
-        chosen[dtype] = rules.ranked_within_noise(setups, lambda j: (rules.RANK[j.label],), lambda j: j, _simpler)[0]
+        ranked = verdict.ranked_within_noise(setups, lambda j: (verdict.RANK[j.label],), lambda j: j, _simpler)
+        chosen[dtype] = ranked[0]
     every_setup = [j for v in found for j in v.setups]
     given = [_answer(results, judgement, _other_placement(judgement, every_setup)) for judgement in chosen.values()]
     return [_with_kept(results, a, chosen) for a in given]
 
 
-def _simpler(j: rules.SetupJudgement) -> tuple:
-    return (rules.scaled(j),)
+def _simpler(j: verdict.SetupJudgement) -> tuple:
+    return (verdict.scaled(j),)
 
 
 # The columns that make two runs the same run but for the modules they keep in float32 (one model per table).
 _SAME_RUN = tuple(c for c in CONFIG_COLUMNS if c not in ("model", "keep_float32"))
 
 
-def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJudgement]) -> Answer:
+def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, verdict.SetupJudgement]) -> Answer:
     if "keep_float32" not in results:
         return a
-    labelled = rules.labelled(results)
+    labelled = verdict.labelled(results)
     rows = results[labelled["dtype"] == a.dtype]
     value = str(rows["keep_float32"].iloc[0]) if not rows.empty else "none"
     if value == "none":
         return a
-    without_label = rules.labelled(rows.assign(keep_float32="none"))["dtype"].iloc[0]
+    without_label = verdict.labelled(rows.assign(keep_float32="none"))["dtype"].iloc[0]
     keys = [c for c in _SAME_RUN if c in results]
     mine = rows[(rows["library"] == a.library) & (rows["scaling"] == a.scaling) & (rows["mode"] == a.mode)]
     if "loss_in" in rows:
-        mine = mine[mine["loss_in"].fillna(rules.DEFAULT_LOSS_IN) == a.loss_in]
+        mine = mine[mine["loss_in"].fillna(verdict.DEFAULT_LOSS_IN) == a.loss_in]
     plain = results[results["keep_float32"] == "none"]
     paired = mine.merge(plain, on=keys, suffixes=("", "_plain"))
     time_ratio = memory_ratio = None
@@ -172,7 +174,7 @@ def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJu
         memory_ratio = _span(paired["peak_memory_bytes"] / paired["peak_memory_bytes_plain"])
     setup = (without_label, a.library, a.scaling, a.mode, a.loss_in)
     same = next(
-        (j for j in rules.judge_setups(results) if (j.dtype, j.library, j.scaling, j.mode, j.loss_in) == setup), None
+        (j for j in verdict.judge_setups(results) if (j.dtype, j.library, j.scaling, j.mode, j.loss_in) == setup), None
     )
     shares = [_span(mine[c]) if c in mine else None for c in ("kept_op_share", "low_dtype_op_share")]
     kept = Kept(value, chosen.get(without_label), same, time_ratio, memory_ratio, *shares)
@@ -180,16 +182,18 @@ def _with_kept(results: pd.DataFrame, a: Answer, chosen: dict[str, rules.SetupJu
     return replace(a, kept=kept, train=a.train and kept.computes_low)
 
 
-def _other_placement(chosen: rules.SetupJudgement, setups: list[rules.SetupJudgement]) -> rules.SetupJudgement | None:
+def _other_placement(
+    chosen: verdict.SetupJudgement, setups: list[verdict.SetupJudgement]
+) -> verdict.SetupJudgement | None:
     """The same setup (dtype, library, scaling, mode) with its loss formed elsewhere, where it earned another label."""
     others = [j for j in setups if j.setup == chosen.setup and j.loss_in != chosen.loss_in and j.label != chosen.label]
-    return min(others, key=rules.rank) if others else None
+    return min(others, key=verdict.rank) if others else None
 
 
 def _answer(
-    results: pd.DataFrame, judgement: rules.SetupJudgement, other_placement: rules.SetupJudgement | None = None
+    results: pd.DataFrame, judgement: verdict.SetupJudgement, other_placement: verdict.SetupJudgement | None = None
 ) -> Answer:
-    runs = rules.reduction_runs(results, judgement)
+    runs = verdict.reduction_runs(results, judgement)
     train = judgement.label in TRAINABLE and not runs.empty
     method = _best_method(runs, judgement) if train else None
     at = runs[runs["method"] == method].sort_values("n_timesteps") if method else runs.iloc[0:0]
@@ -207,7 +211,7 @@ def _answer(
     )
 
 
-def _best_method(runs: pd.DataFrame, judgement: rules.SetupJudgement) -> str | None:
+def _best_method(runs: pd.DataFrame, judgement: verdict.SetupJudgement) -> str | None:
     """The method that never failed in this setup with the smallest largest total error (else roundoff); never an
     adaptive method run at an rtol below the dtype's unit roundoff (one that ran anyway ran on luck)."""
     failed = {m for m, _, _ in judgement.failures}
@@ -231,8 +235,8 @@ def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
     if runs.empty or "time_forward_s" not in runs:
         return None
     seconds = (runs["time_forward_s"] + runs["time_backward_s"]).dropna()
-    results, runs = rules.with_loss_in(results), rules.with_loss_in(runs)
-    float32 = results[(results["dtype"] == "float32") & (results["scaling"] == "none") & (results["status"] == "ok")]
+    results, runs = verdict.with_loss_in(results), verdict.with_loss_in(runs)
+    float32 = results[(results["dtype"] == "float32") & unscaled(results["scaling"]) & (results["status"] == Status.OK)]
     keys = ["library", "method", "n_timesteps", "mode", "loss_in"]
     paired = runs.merge(float32, on=keys, suffixes=("", "_float32")) if not float32.empty else None
     time_ratio = memory_ratio = None
@@ -251,9 +255,11 @@ def _switch(
     float32: pd.DataFrame, runs: pd.DataFrame, keys: list[str]
 ) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
     """(time, peak memory) of native runs in a low dtype against torchdiffeq's float32 runs at the same keys."""
-    if runs["library"].iloc[0] not in NATIVE_LIBRARIES or runs["dtype"].iloc[0] == "float32":
+    if not library_member(runs["library"].iloc[0], "native_solver") or runs["dtype"].iloc[0] == "float32":
         return None, None
-    reference = float32[float32["library"] == "torchdiffeq"].drop(columns="library")
+    # What the native solver replaces: torchdiffeq's odeint (the library whose calls route to `odeint`).
+    replaced = float32["library"].map(lambda name: library_member(name, "routed_function") == "odeint")
+    reference = float32[replaced.astype(bool)].drop(columns="library")
     paired = runs.merge(reference, on=[k for k in keys if k != "library"], suffixes=("", "_float32"))
     if paired.empty:
         return None, None

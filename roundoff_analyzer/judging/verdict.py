@@ -35,6 +35,8 @@ from typing import TypeVar
 import pandas as pd
 
 from ..axes.grid import AXIS_DEFAULTS
+from ..axes.scalings import scales
+from ..measuring.outcomes import Status
 from ..measuring.yardsticks import with_context_columns
 from .per_table import per_table
 
@@ -150,7 +152,7 @@ class Verdict:
 
 
 def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
-    ran = _with_format_labels(with_context_columns(with_loss_in(results[results["status"] != "skipped"])))
+    ran = _with_format_labels(with_context_columns(with_loss_in(results[results["status"] != Status.SKIPPED])))
     judged = []
     for (dtype, library, scaling, mode, loss_in), runs in ran.groupby(
         ["dtype", "library", "scaling", "mode", "loss_in"], sort=False
@@ -218,7 +220,7 @@ def reduction_runs(results: pd.DataFrame, judgement: SetupJudgement) -> pd.DataF
         & (labelled["library"] == judgement.library)
         & (labelled["scaling"] == judgement.scaling)
         & (labelled["mode"] == judgement.mode)
-        & (labelled["status"] == "ok")
+        & (labelled["status"] == Status.OK)
         & (labelled["loss_in"] == judgement.loss_in)
     ]
 
@@ -234,8 +236,8 @@ def _mostly_error(ok: pd.DataFrame) -> Worst | None:
 
 
 def _judge(dtype, library, scaling, mode, runs: pd.DataFrame, loss_in: str = DEFAULT_LOSS_IN) -> SetupJudgement:
-    failed = runs[runs["status"] == "failed"]
-    ok = runs[runs["status"] == "ok"]
+    failed = runs[runs["status"] == Status.FAILED]
+    ok = runs[runs["status"] == Status.OK]
     # (only the columns read: itertuples over a results table's ~90 columns costs seconds on a large sweep)
     failures = tuple(
         (str(m), int(n), str(c))
@@ -336,7 +338,7 @@ def ranked_within_noise(
 
 
 def scaled(j: SetupJudgement) -> bool:
-    return j.scaling != "none"
+    return scales(j.scaling)
 
 
 @per_table
@@ -350,7 +352,7 @@ def _verdicts(results: pd.DataFrame) -> list[Verdict]:
     found = []
     for key in dict.fromkeys((j.dtype, j.library, j.mode, j.loss_in) for j in judged):
         setups = tuple(j for j in judged if (j.dtype, j.library, j.mode, j.loss_in) == key)
-        unscaled = next((j for j in setups if j.scaling == "none"), None)
+        unscaled = next((j for j in setups if not scales(j.scaling)), None)
         best = min(setups, key=rank)
         if unscaled is None or RANK[best.label] >= RANK[unscaled.label]:
             decided_by = unscaled or best

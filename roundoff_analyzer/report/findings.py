@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..axes import scalings
 from ..axes.grid import CONFIG_COLUMNS
+from ..measuring.outcomes import FailureClass, Status
 
 # A configuration without its n_timesteps: one line in a figure, one row in an accuracy table.
 SETUP_COLUMNS = ("library", "method", "dtype", "scaling", "mode")
@@ -87,7 +89,9 @@ class FailureGroup:
 
 def failure_groups(results: pd.DataFrame) -> list[FailureGroup]:
     """Every failure group, the largest first."""
-    failed = results[results["status"] == "failed"].assign(_pattern=lambda f: f["failure_message"].map(message_pattern))
+    failed = results[results["status"] == Status.FAILED].assign(
+        _pattern=lambda f: f["failure_message"].map(message_pattern)
+    )
     groups = []
     for (failure_class, failure_type, pattern), rows in failed.groupby(
         ["failure_class", "failure_type", "_pattern"], sort=False, dropna=False
@@ -95,7 +99,9 @@ def failure_groups(results: pd.DataFrame) -> list[FailureGroup]:
         rows = rows.drop(columns="_pattern")
         messages = rows["failure_message"].map(without_step).unique()
         message = messages[0] if len(messages) == 1 else pattern
-        groups.append(FailureGroup(_none_if_nan(failure_class) or "error", _none_if_nan(failure_type), message, rows))
+        groups.append(
+            FailureGroup(_none_if_nan(failure_class) or FailureClass.ERROR, _none_if_nan(failure_type), message, rows)
+        )
     return sorted(groups, key=lambda g: -g.count)
 
 
@@ -110,7 +116,7 @@ class OverflowProgression:
 
 def overflow_progressions(rows: pd.DataFrame) -> list[OverflowProgression]:
     """Setups that overflowed at a known step for at least two n_timesteps."""
-    known = rows[(rows["failure_class"] == "overflow") & rows["overflow_step"].notna()]
+    known = rows[(rows["failure_class"] == FailureClass.OVERFLOW) & rows["overflow_step"].notna()]
     progressions = []
     for key, group in known.groupby([*SETUP_COLUMNS, "overflow_phase"], sort=False, dropna=False):
         if group["n_timesteps"].nunique() >= 2:
@@ -136,15 +142,15 @@ class Rescue:
 def rescues(results: pd.DataFrame) -> list[Rescue]:
     found = []
     for (library, method, dtype, mode), group in results.groupby(["library", "method", "dtype", "mode"], sort=False):
-        unscaled = group[(group["scaling"] == "none") & (group["status"] == "failed")]
+        unscaled = group[scalings.unscaled(group["scaling"]) & (group["status"] == Status.FAILED)]
         if unscaled.empty:
             continue
         at = set(unscaled["n_timesteps"])
-        scaled = group[(group["scaling"] != "none") & group["n_timesteps"].isin(at)]
+        scaled = group[~scalings.unscaled(group["scaling"]) & group["n_timesteps"].isin(at)]
         rescued, still = {}, {}
         for scaling, runs in scaled.groupby("scaling", sort=False):
-            rescued[scaling] = tuple(sorted(int(n) for n in runs.loc[runs["status"] == "ok", "n_timesteps"]))
-            still[scaling] = tuple(sorted(int(n) for n in runs.loc[runs["status"] == "failed", "n_timesteps"]))
+            rescued[scaling] = tuple(sorted(int(n) for n in runs.loc[runs["status"] == Status.OK, "n_timesteps"]))
+            still[scaling] = tuple(sorted(int(n) for n in runs.loc[runs["status"] == Status.FAILED, "n_timesteps"]))
         failed_without = tuple(
             sorted((int(n), str(c)) for n, c in zip(unscaled["n_timesteps"], unscaled["failure_class"]))
         )
@@ -181,7 +187,7 @@ class Growth:
 
 
 def growths(results: pd.DataFrame, metric: str = "grad_params_rel_err") -> list[Growth]:
-    ok = results[(results["status"] == "ok") & results[metric].gt(0)]
+    ok = results[(results["status"] == Status.OK) & results[metric].gt(0)]
     found = []
     for setup, group in ok.groupby(list(SETUP_COLUMNS), sort=False):
         group = group.sort_values("n_timesteps")
@@ -234,7 +240,11 @@ def most_accurate(results: pd.DataFrame, metric: str = "grad_params_rel_err") ->
     for dtype, runs in results.groupby("dtype", sort=False):
         worst = {}
         for setup, group in runs.groupby(list(SETUP_COLUMNS), sort=False):
-            if (group["status"] == "ok").all() and set(group["n_timesteps"]) == every_n and group[metric].notna().all():
+            if (
+                (group["status"] == Status.OK).all()
+                and set(group["n_timesteps"]) == every_n
+                and group[metric].notna().all()
+            ):
                 worst[tuple(setup)] = group.loc[group[metric].idxmax()]
         if not worst:
             best[dtype] = None
@@ -261,19 +271,21 @@ class SetupOutcome:
 def setup_outcomes(results: pd.DataFrame) -> list[SetupOutcome]:
     outcomes = []
     for setup, group in results.groupby(list(SETUP_COLUMNS), sort=False):
-        by_status = {s: group[group["status"] == s] for s in ("ok", "failed", "skipped")}
+        by_status = {s: group[group["status"] == s] for s in (Status.OK, Status.FAILED, Status.SKIPPED)}
         outcomes.append(
             SetupOutcome(
                 tuple(setup),
-                tuple(sorted(int(n) for n in by_status["ok"]["n_timesteps"])),
+                tuple(sorted(int(n) for n in by_status[Status.OK]["n_timesteps"])),
                 tuple(
                     sorted(
                         (int(n), str(c))
-                        for n, c in zip(by_status["failed"]["n_timesteps"], by_status["failed"]["failure_class"])
+                        for n, c in zip(
+                            by_status[Status.FAILED]["n_timesteps"], by_status[Status.FAILED]["failure_class"]
+                        )
                     )
                 ),
-                tuple(sorted(int(n) for n in by_status["skipped"]["n_timesteps"])),
-                tuple(by_status["skipped"]["skip_reason"].dropna().unique()),
+                tuple(sorted(int(n) for n in by_status[Status.SKIPPED]["n_timesteps"])),
+                tuple(by_status[Status.SKIPPED]["skip_reason"].dropna().unique()),
             )
         )
     order = in_grid_order(results, [o.setup for o in outcomes])
@@ -282,7 +294,7 @@ def setup_outcomes(results: pd.DataFrame) -> list[SetupOutcome]:
 
 def worst_parameters(param_errors: pd.DataFrame, results: pd.DataFrame, per_dtype: int) -> pd.DataFrame:
     """Per dtype, the parameters whose gradient error is largest over the runs without failure, each with that run."""
-    ok = results.loc[results["status"] == "ok", list(CONFIG_COLUMNS)]
+    ok = results.loc[results["status"] == Status.OK, list(CONFIG_COLUMNS)]
     runs = param_errors[param_errors["parameter"] != "y0"].merge(ok, on=list(CONFIG_COLUMNS))  # y0 has its own column
     runs = runs[runs["grad_rel_err"].notna()]  # a parameter without a measured error has no rank
     if runs.empty:
@@ -300,7 +312,7 @@ def worst_parameters(param_errors: pd.DataFrame, results: pd.DataFrame, per_dtyp
 def without_gradient(param_errors: pd.DataFrame, results: pd.DataFrame) -> list[str]:
     """The parameters (and inputs) with no gradient in either run, the float64 reference's nor the low dtype's, in
     every run without failure that measured them: an empty `grad_rel_err` (measuring/rows.py)."""
-    ok = results.loc[results["status"] == "ok", list(CONFIG_COLUMNS)]
+    ok = results.loc[results["status"] == Status.OK, list(CONFIG_COLUMNS)]
     runs = param_errors[param_errors["parameter"] != "y0"].merge(ok, on=list(CONFIG_COLUMNS))
     if runs.empty:
         return []
@@ -344,5 +356,5 @@ def growth_groups(results: pd.DataFrame) -> list[GrowthGroup]:
 
 def largest_error(results: pd.DataFrame, metric: str = "grad_params_rel_err") -> pd.Series | None:
     """The run without failure with the largest error."""
-    ok = results[(results["status"] == "ok") & results[metric].notna()]
+    ok = results[(results["status"] == Status.OK) & results[metric].notna()]
     return None if ok.empty else ok.loc[ok[metric].idxmax()]

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 from tabulate import tabulate
 
-from ..axes.libraries import LIBRARIES
+from ..axes.libraries.base import library_member  # noqa: F401  (the report's modules read it here)
 from ..axes.scalings import SCALINGS, ScalingCode
 from .findings import SETUP_COLUMNS
 
@@ -26,8 +26,7 @@ def library_import_line(name: str) -> str | None:
     """The line a training script imports its `odeint` with to solve as library `name` does: the library's own
     `import_line` (None: the script's torchdiffeq import stands), else a comment naming the library. Registered names
     only, as for a scaling's words."""
-    default = f"# solve with {name}, as this sweep did"
-    return getattr(LIBRARIES.get(name), "import_line", default) if name in LIBRARIES.names() else default
+    return library_member(name, "import_line")
 
 
 def scaling_code(name: str) -> ScalingCode:

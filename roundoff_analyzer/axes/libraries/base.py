@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
-from ...core.registry import Registry
+from ...core.registry import Registry, RegistryWithDefaults
 from ...solvers import DynamicAdjointScaler, SolveReport
 from ...solvers.scaler import AdjointScalerSlot
 from ..methods import Method
@@ -18,13 +19,24 @@ class SolverLibrary(Protocol):
     description: str
     # Whether the library can scale the adjoint inside its own backward (the `dynamic` strategy).
     supports_adjoint_scaling: bool
-    # Optional: the line the answer's code imports its `odeint` with to solve as this library does (None: the
-    # script's own torchdiffeq import stands); without it, the code says to solve with the library by name.
-    # import_line: str | None
+    # The line the answer's code imports its `odeint` with to solve as this library does (None: the script's own
+    # torchdiffeq import stands); a library without it: a comment saying to solve with the library by name.
+    import_line: str | None
+    # Whether it is this package's solver (roundoff_analyzer.solvers.odeint): it sums the gradients in float32, and
+    # the answer's code imports it and names its classical rk4 `rk4_classical`.
+    native_solver: bool = False
+    # Whether it returns the stored low-precision states as the trajectory (`trajectory_dtype="low"`).
+    returns_low_trajectory: bool = False
+    # The torchdiffeq function a model's own torchdiffeq calls keep to solve as this library does (None: none).
+    routed_function: str | None = None
 
     def unsupported_method_reason(self, method: Method) -> str | None:
         """None when the library runs `method`; otherwise why not (the configuration is then skipped with it)."""
         ...
+
+    def tableau_name(self, method: Method) -> str:
+        """The rule the library runs for `method` (a library without it: the method's own tableau)."""
+        return getattr(method, "tableau", method.name)
 
     def solve(
         self,
@@ -55,5 +67,24 @@ class UnavailableLibrary:
     install: str | None = None  # the command that installs it, where one does
 
 
-LIBRARIES: Registry[SolverLibrary] = Registry("library")
+def _tableau_of_method(name: str) -> Callable[[Method], str]:
+    return lambda method: SolverLibrary.tableau_name(None, method)  # type: ignore[arg-type]
+
+
+# What a library that leaves out an optional member of the protocol reads as, given its name.
+_OPTIONAL: dict[str, Callable[[str], Any]] = {
+    "import_line": lambda name: f"# solve with {name}, as this sweep did",
+    "native_solver": lambda name: False,
+    "returns_low_trajectory": lambda name: False,
+    "routed_function": lambda name: None,
+    "tableau_name": _tableau_of_method,
+}
+
+LIBRARIES: RegistryWithDefaults[SolverLibrary] = RegistryWithDefaults("library", _OPTIONAL)
 MISSING_LIBRARIES: Registry[UnavailableLibrary] = Registry("library")
+
+
+def library_member(name: str, member: str) -> Any:
+    """Library `name`'s declared `member` (SolverLibrary); a name not registered here reads the protocol's default.
+    Registered names only: reading results runs no plug-in code."""
+    return getattr(LIBRARIES.get(name), member) if name in LIBRARIES.names() else LIBRARIES.optional[member](name)

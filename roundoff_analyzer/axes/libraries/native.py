@@ -11,6 +11,7 @@ class NativeLibrary(SolverLibrary):
         "adjoint scaling"
     )
     supports_adjoint_scaling = True
+    native_solver = True
 
     def unsupported_method_reason(self, method):
         if method.adaptive:

@@ -12,6 +12,7 @@ class NativeLowTrajectoryLibrary(NativeLibrary):
     """
 
     name = "native-low"
+    returns_low_trajectory = True
     description = (
         "the native solver returning its stored low-precision states as the trajectory, as rampde does "
         "(less memory; the loss sees rounded states)"

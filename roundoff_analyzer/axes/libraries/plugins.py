@@ -14,6 +14,7 @@ import importlib.metadata
 import inspect
 
 from ...core.errors import InputError, one_line
+from ...core.registry import unwrap
 from ...core.text import shortened
 from ...core.user_code import load_attribute, quit_line, source_changed
 from ..names import LIBRARY_ENTRY_POINTS
@@ -29,8 +30,8 @@ def resolve_library(name: str) -> SolverLibrary:
     """The library called `name`: registered, or loaded (and registered) from the location it names."""
     if name in LIBRARIES and not source_changed(name):
         library = LIBRARIES.get(name)
-        if isinstance(library, LazyLibrary):
-            library.load()  # an optional package that is installed but broken is one line now, not a failed row per run
+        if isinstance(lazy := unwrap(library), LazyLibrary):
+            lazy.load()  # an optional package that is installed but broken is one line now, not a failed row per run
         return library
     if ":" in name:
         what = f"library '{name}'"

@@ -9,6 +9,7 @@ from .torchdiffeq_lib import adaptive_solve, solver_name, tableau_name, unsuppor
 class TorchdiffeqAdjointLibrary(SolverLibrary):
     name = "torchdiffeq-adjoint"
     import_line = "from torchdiffeq import odeint_adjoint as odeint"
+    routed_function = "odeint_adjoint"
     description = (
         f"torchdiffeq {torchdiffeq.__version__} odeint_adjoint: the continuous adjoint (optimise, then discretise), "
         "solved "

@@ -63,9 +63,9 @@ Method = ExplicitRK | AdaptiveRK
 
 
 def tableau_of(library, method: Method) -> str:
-    """The rule `library` runs for `method`: its own `tableau_name(method)` where it has one, else the method's."""
-    named = getattr(library, "tableau_name", None)
-    return named(method) if callable(named) else getattr(method, "tableau", method.name)
+    """The rule `library` (a registered SolverLibrary: a plug-in without `tableau_name` reads the default, the
+    method's own tableau) runs for `method`."""
+    return library.tableau_name(method)
 
 
 METHODS: Registry[Method] = Registry("method")

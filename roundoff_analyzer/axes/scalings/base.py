@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
+import pandas as pd
 import torch
 
-from ...core.registry import Registry
+from ...core.registry import Registry, RegistryWithDefaults
 from ...solvers import DynamicAdjointScaler
 from ..libraries import SolverLibrary
 from ..scaler_settings import ScalerSettings
@@ -53,6 +54,8 @@ class Scaling(Protocol):
     # Whether `backward` searches a loss scale over several backward passes. The first run of such a scaling at a
     # large n_timesteps is preceded by a cheap run of the same setup, whose retries become its `hint`.
     searches_scale: bool = False
+    # Whether it scales at all (False only for a plain backward: the report's "unscaled" runs).
+    scales: bool = True
     # Whether its runs may share one forward pass with the other scalings that do (measuring/one_run.py): its backward
     # then takes `keep_graph`, True for every pass but the forward's last, which must leave the graph for the next.
     shares_forward: bool = False
@@ -90,34 +93,37 @@ class Scaling(Protocol):
 _OPTIONAL: dict[str, Callable[[str], Any]] = {
     "searches_scale": lambda name: False,
     "shares_forward": lambda name: False,
+    "scales": lambda name: True,
     "words": lambda name: f"`{name}` scaling",
     "glossary": lambda name: None,
     "code": lambda name: ScalingCode(),
 }
 
 
-class _WithDefaults:
-    """A scaling that leaves out optional attributes of the protocol, read with their defaults; all else is its
-    own."""
-
-    def __init__(self, scaling: Any) -> None:
-        self._scaling = scaling
-
-    def __getattr__(self, attribute: str) -> Any:
-        if attribute in _OPTIONAL and not hasattr(self._scaling, attribute):
-            return _OPTIONAL[attribute](self._scaling.name)
-        return getattr(self._scaling, attribute)
-
-
-class ScalingRegistry(Registry[Scaling]):
+class ScalingRegistry(RegistryWithDefaults[Scaling]):
     """The scalings by name, each with every attribute of the protocol (the optional ones with their defaults)."""
 
-    def register(self, item: Scaling, name: str | None = None) -> Scaling:
-        complete = all(hasattr(item, attribute) for attribute in _OPTIONAL)
-        return super().register(item if complete else cast(Scaling, _WithDefaults(item)), name)
+    def __init__(self, axis: str) -> None:
+        super().__init__(axis, _OPTIONAL)
 
 
 SCALINGS: Registry[Scaling] = ScalingRegistry("scaling")
+
+
+def scales(name: str) -> bool:
+    """Whether scaling `name` scales (`Scaling.scales`); a name not registered here (a plug-in of the machine that
+    ran the sweep) reads the default: reading results runs no plug-in's code."""
+    return SCALINGS.get(name).scales if name in SCALINGS.names() else True
+
+
+def searches_scale(name: str) -> bool:
+    """Whether scaling `name` searches a loss scale (`Scaling.searches_scale`); as `scales` for a name not here."""
+    return SCALINGS.get(name).searches_scale if name in SCALINGS.names() else False
+
+
+def unscaled(scalings: pd.Series) -> pd.Series:
+    """Where a `scaling` column names a scaling that does not scale."""
+    return ~scalings.map(scales).astype(bool)
 
 
 def plain_backward(

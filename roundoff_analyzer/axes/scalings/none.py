@@ -15,6 +15,7 @@ from .base import SCALINGS, BackwardResult, Scaling, plain_backward
 class NoScaling(Scaling):
     name = "none"
     shares_forward = True
+    scales = False
     description = "plain backward, no scaling"
     words = "no scaling"
 

@@ -4,9 +4,9 @@ they formed it, the scaling they measured; a training step's is step_code.py's (
 from __future__ import annotations
 
 from ...axes.models.problem import recorded_as_step
-from ...judging import answer as answering
+from ...judging import answer
 from .. import formatting as fmt
-from .code_parts import after_backward, backward_line, before_loop, scaling_imports, solver_arguments
+from .code_parts import after_backward, backward_line, before_loop, library_imports, solver_arguments
 from .model_code import ModelCode
 from .step_code import step_code_lines
 
@@ -15,11 +15,11 @@ def code_method(library: str, method: str) -> str:
     """The method name to write for the answer's solver: the drop-in's `rk4` is the classical rule, as the native rows
     ran it, but warns that torchdiffeq's is the 3/8 rule; `rk4_classical` names the measured rule without the
     warning."""
-    return "rk4_classical" if library in ("native", "native-low") and method == "rk4" else method
+    return "rk4_classical" if fmt.library_member(library, "native_solver") and method == "rk4" else method
 
 
 def code_lines(
-    a: answering.Answer, device: str | None = None, problem: dict | None = None, measured: ModelCode = ModelCode()
+    a: answer.Answer, device: str | None = None, problem: dict | None = None, measured: ModelCode = ModelCode()
 ) -> list[str]:
     """The lines to write in a training script for this answer, as its rows ran: the solve, the loss formed where
     they formed it, the scaling they measured (GradScaler's loop with the clip after `unscale_`, or the native
@@ -53,7 +53,11 @@ def code_lines(
             + (f"from the {a.dtype} output" if a.mode == "pure" else "inside autocast")
             + ", as measured"
         )
-    lines = [*measured.around(_imports(a)), *before_loop(a, "func", dtype, device_type), "for y0 in batches:"]
+    lines = [
+        *measured.around(library_imports(a, step=False)),
+        *before_loop(a, "func", dtype, device_type),
+        "for y0 in batches:",
+    ]
     if a.plain_float32:
         lines += ["    optimizer.zero_grad()", f"    {solve}", f"    {loss}"]
     elif a.mode == "pure":
@@ -68,13 +72,3 @@ def code_lines(
         lines.append(f"        {loss}" if inside else f"    {loss}")
     lines.append(backward_line(a))
     return lines + after_backward(a, "func")
-
-
-def _imports(a: answering.Answer) -> list[str]:
-    lines = []
-    if a.kept is not None:
-        lines.append("import roundoff_analyzer")
-    import_line = fmt.library_import_line(a.library)
-    if import_line is not None:
-        lines.append(import_line)
-    return lines + scaling_imports(a)

@@ -5,25 +5,40 @@ scaling adds to each is its own `code` (axes/scalings)."""
 
 from __future__ import annotations
 
-from ...judging import answer as answering
+from ...judging import answer
 from .. import formatting as fmt
 
 INDENT = "    "
 
 
-def scaling_imports(a: answering.Answer) -> list[str]:
+def scaling_imports(a: answer.Answer) -> list[str]:
     return list(fmt.scaling_code(a.scaling).imports)
 
 
-def solver_arguments(a: answering.Answer, method: str) -> list[str]:
+def library_imports(a: answer.Answer, step: bool) -> list[str]:
+    """The import lines of answer `a`'s code: its library's `import_line` and its scaling's imports; for a training
+    step (`step`), also `equal_steps`, and torchdiffeq's `odeint` where the library's line keeps the script's."""
+    lines = ["import roundoff_analyzer"] if a.kept is not None else []
+    import_line = fmt.library_import_line(a.library)
+    if step and fmt.library_member(a.library, "native_solver"):
+        lines.append("from roundoff_analyzer.solvers import equal_steps, odeint  # in place of torchdiffeq's odeint")
+    elif step:
+        lines.append("from roundoff_analyzer.solvers import equal_steps  # a grid_constructor: n equal steps per solve")
+        lines.append(import_line or "from torchdiffeq import odeint")
+    elif import_line is not None:
+        lines.append(import_line)
+    return lines + scaling_imports(a)
+
+
+def solver_arguments(a: answer.Answer, method: str) -> list[str]:
     """The solver's keyword arguments as the runs solved: the method, the adjoint scaler, the low trajectory."""
     arguments = [f'method="{method}"', *fmt.scaling_code(a.scaling).solver_arguments]
-    if a.library == "native-low":
+    if fmt.library_member(a.library, "returns_low_trajectory"):
         arguments.append('trajectory_dtype="low"')
     return arguments
 
 
-def before_loop(a: answering.Answer, owner: str, dtype: str, device_type: str) -> list[str]:
+def before_loop(a: answer.Answer, owner: str, dtype: str, device_type: str) -> list[str]:
     """What is written once before the training loop: the kept modules, the cast of pure mode, the GradScaler."""
     lines = []
     if a.kept is not None:
@@ -33,13 +48,13 @@ def before_loop(a: answering.Answer, owner: str, dtype: str, device_type: str) -
     return lines + [line.format(device=device_type) for line in fmt.scaling_code(a.scaling).before_loop]
 
 
-def backward_line(a: answering.Answer, comment: bool = True) -> str:
+def backward_line(a: answer.Answer, comment: bool = True) -> str:
     """The loop's backward; `comment`: with what the scaling says of it (a `(func, y0, loss)` model's loop)."""
     code = fmt.scaling_code(a.scaling)
     return INDENT + code.backward + (code.backward_comment if comment else "")
 
 
-def after_backward(a: answering.Answer, owner: str) -> list[str]:
+def after_backward(a: answer.Answer, owner: str) -> list[str]:
     """The lines after `loss.backward()` for answer `a`; `owner` holds the parameters (`func`, `model`)."""
     code = fmt.scaling_code(a.scaling)
     if a.mode == "pure" and not a.plain_float32:

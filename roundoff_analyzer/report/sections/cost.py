@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...axes.scalings import searches_scale, unscaled
+from ...measuring.outcomes import Status
 from .. import formatting as fmt
 from ..findings import GRID_COLUMNS, sweep_timesteps
 from ..section_inputs import SectionInputs
@@ -15,11 +17,11 @@ def section(inputs: SectionInputs) -> list[str]:
 
 def cost(results: pd.DataFrame) -> list[str]:
     """Time (forward + backward) and peak memory per setup; against float32 where the sweep ran it."""
-    ok = results[results["status"] == "ok"].assign(time_s=lambda r: r["time_forward_s"] + r["time_backward_s"])
+    ok = results[results["status"] == Status.OK].assign(time_s=lambda r: r["time_forward_s"] + r["time_backward_s"])
     if ok["time_s"].isna().all():
         return []
     has_memory = ok["peak_memory_bytes"].notna().any()
-    float32 = ok[(ok["dtype"] == "float32") & (ok["scaling"] == "none")].set_index(GRID_COLUMNS + ["mode"])
+    float32 = ok[(ok["dtype"] == "float32") & unscaled(ok["scaling"])].set_index(GRID_COLUMNS + ["mode"])
     rows = []
     for (dtype, library, scaling, _mode), runs in ok.groupby(["dtype", "library", "scaling", "mode"], sort=False):
         cells = [dtype, library, scaling, fmt.value_range(runs["time_s"], lambda v: f"{v:.3g}")]
@@ -43,7 +45,7 @@ def cost(results: pd.DataFrame) -> list[str]:
         else "this sweep has no float32 run to compare with (add `--dtype float32` for the ratio)"
     )
     memory = "" if has_memory else " Peak memory was not recorded on this device."
-    if (ok["scaling"] == "grad").any():
+    if ok["scaling"].map(searches_scale).any():
         memory += (
             " `grad`'s times include the search for its loss scale: extra backward passes at other scales, to find "
             "the largest whose gradients are finite (`scale_retries` backoffs from the initial scale), where "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...axes.models.problem import recorded_as_step
+from ...measuring.outcomes import Status
 from ...measuring.torchdiffeq_routing import RoutedSolves, routed_words
 from .. import formatting as fmt
 
@@ -12,7 +13,7 @@ from .. import formatting as fmt
 def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
     """One sentence for each word of the report a reader may not know, for the words this sweep uses (`problem`: the
     manifest's record of the model's form)."""
-    ran = results[results["status"] != "skipped"]
+    ran = results[results["status"] != Status.SKIPPED]
     units = fmt.unit_roundoffs(ran, "in")
     words = [
         "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same "
@@ -26,14 +27,14 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
             "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "
             "first solve." + _routed_sentence(problem)
         )
-    if ran["library"].isin(["native", "native-low"]).any():
+    if ran["library"].map(lambda name: fmt.library_member(name, "native_solver")).any():
         words.append(
             "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for "
             "torchdiffeq's fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and "
             "sums the gradients in float32"
             + (
                 " (`native-low` returns the stored low-precision states as the trajectory)."
-                if (ran["library"] == "native-low").any()
+                if ran["library"].map(lambda name: fmt.library_member(name, "returns_low_trajectory")).any()
                 else "."
             )
         )

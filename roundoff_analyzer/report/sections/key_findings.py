@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...axes.scalings import unscaled
+from ...measuring.outcomes import FailureClass, Status
 from .. import formatting as fmt
 from .. import tables
 from ..causes import explain
@@ -34,7 +36,7 @@ def key_findings(
     results: pd.DataFrame, manifest: dict, with_mode: bool, profile: pd.DataFrame | None = None
 ) -> list[str]:
     groups = failure_groups(results)
-    ran = results[results["status"] != "skipped"]
+    ran = results[results["status"] != Status.SKIPPED]
     if groups:
         counts = ", ".join(f"{g.count} {g.failure_class}" for g in groups)
         summary = (
@@ -129,13 +131,17 @@ def failure_group(
     ]
     lines += overflow_steps(group, with_mode)
     lines += [f"**Cause.** {explanation.cause}", "", f"**What to do.** {explanation.remedy}"]
-    if rescued and group.failure_class in ("overflow", "underflow") and (group.rows["scaling"] == "none").any():
+    if (
+        rescued
+        and group.failure_class in (FailureClass.OVERFLOW, FailureClass.UNDERFLOW)
+        and unscaled(group.rows["scaling"]).any()
+    ):
         lines[-1] += f" What each scaling did in this sweep: [{RESCUE_HEADING.lower()}]({RESCUE_ANCHOR})."
     return lines
 
 
 def overflow_steps(group: FailureGroup, with_mode: bool) -> list[str]:
-    if group.failure_class != "overflow":
+    if group.failure_class != FailureClass.OVERFLOW:
         return []
     lines = []
     progressions = overflow_progressions(group.rows)
@@ -172,7 +178,7 @@ def rescue_sentence(rescue: Rescue, with_mode: bool) -> str:
 
 
 def dtype_comparison(results: pd.DataFrame) -> list[str]:
-    ok = results[(results["status"] == "ok") & results["grad_params_rel_err"].notna()]
+    ok = results[(results["status"] == Status.OK) & results["grad_params_rel_err"].notna()]
     if ok["dtype"].nunique() < 2:
         return []
     spans = {d: runs for d, runs in ok.groupby("dtype", sort=False)}

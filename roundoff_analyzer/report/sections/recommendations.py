@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...judging import verdict as rules
+from ...axes import scalings
+from ...judging import verdict
+from ...measuring.outcomes import Status
 from .. import formatting as fmt
 from ..eight_bit import eight_bit_verdicts
 from ..findings import GROWS, SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
 from ..section_inputs import SectionInputs
 
 TOTAL = "total_grad_params_rel_err"
-# Libraries whose backward sums each parameter gradient step by step in float32 (the native solver, either
-# trajectory): a growth with n_timesteps there is not autocast's weight cache.
-FLOAT32_GRADIENT_SUMS = frozenset({"native", "native-low"})
 
 
 def section(inputs: SectionInputs) -> list[str]:
@@ -27,7 +26,7 @@ def section(inputs: SectionInputs) -> list[str]:
 def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
     # A setup keeping modules in float32 is a dtype of its own here, as in the answer: never mixed with the same setup
     # keeping nothing.
-    results = rules.kept_as_dtypes(results)
+    results = verdict.kept_as_dtypes(results)
     items = (
         scaling_needed(results, with_mode)
         + scaling_that_pays(results, with_mode)
@@ -43,7 +42,7 @@ def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
 
 
 def _has_total(results: pd.DataFrame) -> bool:
-    return TOTAL in results and results.loc[results["status"] == "ok", TOTAL].notna().any()
+    return TOTAL in results and results.loc[results["status"] == Status.OK, TOTAL].notna().any()
 
 
 def best_per_dtype(results: pd.DataFrame, with_mode: bool) -> list[str]:
@@ -94,16 +93,16 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
             )
             places.append(f"{r.library} {r.method}{mode} at n = {fmt.listing(n for n, _ in r.failed_without)} ({fix})")
         items.append(f"**{dtype} needs scaling** where it failed without it: {'; '.join(places)}.")
-    cut = {(u.dtype, u.mode) for u, _, _ in rules.strong_cuts(results)}
-    unscaled = results[(results["scaling"] == "none") & (results["status"] != "skipped")]
+    cut = {(u.dtype, u.mode) for u, _, _ in verdict.strong_cuts(results)}
+    unscaled = results[scalings.unscaled(results["scaling"]) & (results["status"] != Status.SKIPPED)]
     for (dtype, mode), runs in unscaled.groupby(["dtype", "mode"], sort=False):
-        if not (runs["status"] == "ok").all() or dtype in {r.dtype for r in found} or (dtype, mode) in cut:
+        if not (runs["status"] == Status.OK).all() or dtype in {r.dtype for r in found} or (dtype, mode) in cut:
             continue
         scaled = results[
             (results["dtype"] == dtype)
             & (results["mode"] == mode)
-            & (results["scaling"] != "none")
-            & (results["status"] == "ok")
+            & ~scalings.unscaled(results["scaling"])
+            & (results["status"] == Status.OK)
         ]
         mode_text = f" ({mode})" if with_mode else ""
         if scaled.empty:
@@ -111,7 +110,7 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
         else:
             tail = (
                 f"no scaling strategy of this sweep ({fmt.listing(scaled['scaling'].unique())}) cut its "
-                f"parameter-gradient error {rules.CUTS:g}× or more."
+                f"parameter-gradient error {verdict.CUTS:g}× or more."
             )
         items.append(
             f"**{dtype} without scaling**{mode_text} ran at every n_timesteps with every library and method it was "
@@ -123,7 +122,7 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
 def scaling_that_pays(results: pd.DataFrame, with_mode: bool) -> list[str]:
     """A scaling that cut the largest parameter-gradient error by CUTS or more, whether or not anything failed."""
     items = []
-    for unscaled, scaled, factor in rules.strong_cuts(results):
+    for unscaled, scaled, factor in verdict.strong_cuts(results):
         mode = f" ({scaled.mode})" if with_mode else ""
         failed = " (which also failed without it)" if unscaled.failures else ", although nothing failed without it"
         items.append(
@@ -139,7 +138,7 @@ def method_advice(results: pd.DataFrame) -> list[str]:
     if not _has_total(results) or results["method"].nunique() < 2:
         return []
     items = []
-    ok = results[(results["status"] == "ok") & results[TOTAL].notna()]
+    ok = results[(results["status"] == Status.OK) & results[TOTAL].notna()]
     others = [c for c in SETUP_COLUMNS if c != "method"] + ["n_timesteps"]
     for dtype, runs in ok.groupby("dtype", sort=False):
         wins: dict[str, int] = {}
@@ -205,8 +204,13 @@ def weight_cache(results: pd.DataFrame) -> list[str]:
         uncached = by_setup.get((*setup[:mode_at], UNCACHED, *setup[mode_at + 1 :]))
         if uncached is not None and uncached.timesteps == cached.timesteps and cached.factor >= 2 * uncached.factor:
             confirmed.setdefault(library, []).append((cached, uncached))
-        elif uncached is None and not (results["mode"] == UNCACHED).any() and library not in FLOAT32_GRADIENT_SUMS:
-            # (the native solver sums the parameter gradient in float32, step by step: the cache is not its cause)
+        elif (
+            uncached is None
+            and not (results["mode"] == UNCACHED).any()
+            and not fmt.library_member(library, "native_solver")
+        ):
+            # (the native solver, either trajectory, sums the parameter gradient in float32 step by step: a growth
+            # with n_timesteps there is not autocast's weight cache)
             suspected.setdefault(library, []).append(cached)
     items = []
     for library, pairs in confirmed.items():

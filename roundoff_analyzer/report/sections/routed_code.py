@@ -4,15 +4,12 @@ pass to solve as the chosen runs did."""
 
 from __future__ import annotations
 
-from ...judging import answer as answering
+from ...judging import answer
 from ...measuring.torchdiffeq_routing import RoutedSolves, user_import
-
-_NATIVE = ("native", "native-low")
-# The torchdiffeq function each of its libraries calls.
-_TORCHDIFFEQ = {"torchdiffeq": "odeint", "torchdiffeq-adjoint": "odeint_adjoint"}
+from .. import formatting as fmt
 
 
-def routed_lines(a: answering.Answer, problem: dict, solver_options: list[str]) -> list[str]:
+def routed_lines(a: answer.Answer, problem: dict, solver_options: list[str]) -> list[str]:
     """A comment line per name the step's solves were routed through (the manifest's `problem.routed`): what to import
     there in place of torchdiffeq's function to solve as answer `a`'s runs did, and the arguments its calls pass."""
     lines = []
@@ -34,12 +31,12 @@ def _replacement(library: str, routed: RoutedSolves) -> str | None:
     """The import line (for calls through torchdiffeq's namespace, the function) that solves as `library` did; None
     where the user's own already does."""
     namespace = user_import(routed) is None
-    if library in _NATIVE:
+    if fmt.library_member(library, "native_solver"):
         if namespace:
             return f"roundoff_analyzer.solvers.{routed.function}"
         alias = "" if routed.name == routed.function else f" as {routed.name}"
         return f"from roundoff_analyzer.solvers import equal_steps, {routed.function}{alias}"
-    wanted = _TORCHDIFFEQ.get(library)
+    wanted = fmt.library_member(library, "routed_function")
     if wanted is None:
         return f"solve with {library}, as this sweep did,"
     if wanted == routed.function:

@@ -4,14 +4,14 @@ autocast as the runs placed it (the whole step, or the solves alone)."""
 
 from __future__ import annotations
 
-from ...judging import answer as answering
-from .code_parts import after_backward, backward_line, before_loop, scaling_imports, solver_arguments
+from ...judging import answer
+from .code_parts import after_backward, backward_line, before_loop, library_imports, solver_arguments
 from .model_code import ModelCode
 from .routed_code import routed_lines
 
 
 def step_code_lines(
-    a: answering.Answer, device_type: str, dtype: str, method: str, problem: dict, measured: ModelCode = ModelCode()
+    a: answer.Answer, device_type: str, dtype: str, method: str, problem: dict, measured: ModelCode = ModelCode()
 ) -> list[str]:
     """The lines to write for answer `a`: `dtype` the torch dtype's name (`torch.float16`), `method` the name to
     pass, `problem` the manifest's record of the step's solves (their span, and what the step's own calls name: the
@@ -27,7 +27,7 @@ def step_code_lines(
     plain = a.plain_float32  # no autocast, no cast
     whole_step = a.loss_in == "autocast" or a.mode == "pure" or plain
     partial = whole_step and not named
-    imports = [*(["import functools"] if partial else []), *_imports(a)]
+    imports = [*(["import functools"] if partial else []), *library_imports(a, step=True)]
     lines = [*measured.around(imports), *routed_lines(a, problem, solver_options)]
     lines += before_loop(a, "model", dtype, device_type)
     if named:
@@ -72,18 +72,3 @@ def _named_words(named: dict) -> str:
     if named.get("options"):
         words.append(f"options {', '.join(named['options'])}")
     return ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
-
-
-def _imports(a: answering.Answer) -> list[str]:
-    lines = ["import roundoff_analyzer"] if a.kept is not None else []
-    if a.library in ("native", "native-low"):
-        lines.append("from roundoff_analyzer.solvers import equal_steps, odeint  # in place of torchdiffeq's odeint")
-    else:
-        lines.append("from roundoff_analyzer.solvers import equal_steps  # a grid_constructor: n equal steps per solve")
-        if a.library == "torchdiffeq-adjoint":
-            lines.append("from torchdiffeq import odeint_adjoint as odeint")
-        elif a.library == "torchdiffeq":
-            lines.append("from torchdiffeq import odeint")
-        else:
-            lines.append(f"# solve with {a.library}, as this sweep did")
-    return lines + scaling_imports(a)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...judging import verdict as rules
+from ...axes.scalings import scales
+from ...judging import verdict
 from .. import formatting as fmt
 from ..section_inputs import SectionInputs
 from ..training_findings import last_checkpoint
@@ -23,7 +24,7 @@ def verdict_lines(results: pd.DataFrame) -> list[str]:
     """One sentence per dtype × library (× mode): the verdict and its numbers; the report's and `roundoff show`'s.
     A sweep over several checkpoints is judged at the last in training, and each sentence says so."""
     rows, at = judged(results)
-    found = rules.verdicts(rows)
+    found = verdict.verdicts(rows)
     with_mode = len({v.mode for v in found}) > 1
     return [f"{at}{sentence(v, with_mode, _with_loss_in(found))}" for v in found]
 
@@ -33,7 +34,7 @@ def section(inputs: SectionInputs) -> list[str]:
 
 
 def verdict_section(results: pd.DataFrame) -> list[str]:
-    found = rules.verdicts(results)
+    found = verdict.verdicts(results)
     if not found:
         return [
             "## Verdict",
@@ -51,7 +52,7 @@ def verdict_section(results: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _with_loss_in(found: list[rules.Verdict]) -> bool:
+def _with_loss_in(found: list[verdict.Verdict]) -> bool:
     """Whether the sweep formed its loss in more than one place (then each verdict names its placement)."""
     return len({v.loss_in for v in found}) > 1
 
@@ -64,11 +65,11 @@ def label(verdict_label: str) -> str:
     return f"**{verdict_label}**"
 
 
-def sentence(v: rules.Verdict, with_mode: bool, with_loss_in: bool = False) -> str:
+def sentence(v: verdict.Verdict, with_mode: bool, with_loss_in: bool = False) -> str:
     mode = (f", {v.mode}" if with_mode else "") + (f", {loss_words(v.loss_in)}" if with_loss_in else "")
     head = f"**{v.dtype}** with {v.library}{mode}: {label(v.label)}."
     chosen, unscaled = v.decided_by, v.unscaled
-    if v.label == rules.NEEDS_SCALING:
+    if v.label == verdict.NEEDS_SCALING:
         before = describe(unscaled) if unscaled is not None else ""
         # A factor near 1 says nothing worth a word: the scaling rescued failures, not accuracy.
         cut = (
@@ -78,12 +79,12 @@ def sentence(v: rules.Verdict, with_mode: bool, with_loss_in: bool = False) -> s
         )
         return f"{head} Without scaling {before}. `{chosen.scaling}`{cut} makes it {chosen.label}: {describe(chosen)}."
     text = (
-        f"{head} {'Without scaling' if chosen.scaling == 'none' else f'With `{chosen.scaling}`'}, {describe(chosen)}."
+        f"{head} {'Without scaling' if not scales(chosen.scaling) else f'With `{chosen.scaling}`'}, {describe(chosen)}."
     )
-    better = [s for s in v.setups if s is not chosen and s.scaling != "none" and not s.failures]
-    if chosen.scaling == "none" and better:
+    better = [s for s in v.setups if s is not chosen and scales(s.scaling) and not s.failures]
+    if not scales(chosen.scaling) and better:
         factors = [(s, v.cut_by(s)) for s in better]
-        strong = [(s, f) for s, f in factors if f is not None and f >= rules.CUTS]
+        strong = [(s, f) for s, f in factors if f is not None and f >= verdict.CUTS]
         if strong:
             s, f = max(strong, key=lambda pair: pair[1])
             text += (
@@ -92,7 +93,7 @@ def sentence(v: rules.Verdict, with_mode: bool, with_loss_in: bool = False) -> s
     return text
 
 
-def describe(j: rules.SetupJudgement) -> str:
+def describe(j: verdict.SetupJudgement) -> str:
     """What decided one setup's label, in numbers."""
     if j.failures:
         classes = fmt.listing(dict.fromkeys(c for _, _, c in j.failures))
@@ -128,7 +129,7 @@ def describe(j: rules.SetupJudgement) -> str:
     return "; ".join(parts) if parts else "no error was measured"
 
 
-def _consequence(j: rules.SetupJudgement) -> str:
+def _consequence(j: verdict.SetupJudgement) -> str:
     """What a roundoff above the discretisation error means: more steps stop paying from the first n where it is."""
     first: dict[str, int] = {}
     for method, _, n in j.roundoff_dominates:
@@ -139,7 +140,7 @@ def _consequence(j: rules.SetupJudgement) -> str:
     return f", so more steps buy no accuracy in {j.dtype} beyond {where}"
 
 
-def _at_batch(found: list[rules.Verdict]) -> str:
+def _at_batch(found: list[verdict.Verdict]) -> str:
     sizes = {j.noise_batch_size for v in found for j in v.setups if j.noise_batch_size}
     return f" at batch {sizes.pop()}" if len(sizes) == 1 else ""
 
@@ -148,14 +149,14 @@ def _ratio(value: float) -> str:
     return f"{fmt.in_u(value)}×"
 
 
-def _where(worst: rules.Worst) -> str:
+def _where(worst: verdict.Worst) -> str:
     return f"{worst.method} n = {worst.n_timesteps}"
 
 
-def _yardsticks(results: pd.DataFrame, found: list[rules.Verdict]) -> str:
+def _yardsticks(results: pd.DataFrame, found: list[verdict.Verdict]) -> str:
     noise = results["grad_noise_rel"].dropna() if "grad_noise_rel" in results else pd.Series(dtype=float)
     batches = results["grad_noise_batches"].dropna() if "grad_noise_batches" in results else pd.Series(dtype=float)
-    size, uncertainty = rules.noise_batch_size(results), rules.noise_uncertainty(results)
+    size, uncertainty = verdict.noise_batch_size(results), verdict.noise_uncertainty(results)
     noise_text = (
         f"{fmt.noise_at(size)} is {fmt.in_u(noise.iloc[0])} (relative spread of the float64 parameter gradient over "
         f"{int(batches.iloc[0])} other batches of the data{f' of {size} points each' if size else ''}"
@@ -178,14 +179,14 @@ def _yardsticks(results: pd.DataFrame, found: list[rules.Verdict]) -> str:
     return (
         f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; the "
         "discretisation error is that float64 run against a fine reference (see below). *safe*: nothing failed and "
-        f"every roundoff is at most {rules.WELL_UNDER:g}× both; *safe for training*: at most {rules.WELL_UNDER:g}× "
+        f"every roundoff is at most {verdict.WELL_UNDER:g}× both; *safe for training*: at most {verdict.WELL_UNDER:g}× "
         "the noise but not that far under the discretisation error somewhere; *borderline*: above "
-        f"{rules.WELL_UNDER:g}× the noise; *unsafe*: a failure, or at least {rules.AT_OR_ABOVE:g}× the noise; *needs "
-        "scaling*: a scaling strategy earns a better verdict than none. docs/verdict.md has the rules."
+        f"{verdict.WELL_UNDER:g}× the noise; *unsafe*: a failure, or at least {verdict.AT_OR_ABOVE:g}× the noise; "
+        "*needs scaling*: a scaling strategy earns a better verdict than none. docs/verdict.md has the rules."
     )
 
 
-def _table(found: list[rules.Verdict], with_mode: bool, with_loss_in: bool) -> str:
+def _table(found: list[verdict.Verdict], with_mode: bool, with_loss_in: bool) -> str:
     rows = []
     for v in found:
         for j in v.setups:
