@@ -58,9 +58,9 @@ def _readme_where_cells(readme: str) -> list[str]:
     section = readme[readme.index("## Where things are") : readme.index("## User guide")]
     header = next((line for line in section.splitlines() if line.startswith("| ")), "")
     columns = [cell.strip() for cell in header.strip().strip("|").split(" | ")]
-    if "where a new one goes" not in columns:
+    where = next((i for i, column in enumerate(columns) if column.startswith("where a new one goes")), None)
+    if where is None:
         return []
-    where = columns.index("where a new one goes")
     return [row[where] for row in _rows(section)[1:] if len(row) > where and row[where]]
 
 
@@ -121,3 +121,14 @@ def test_a_readme_cell_naming_a_file_contributing_does_not_is_caught() -> None:
     assert _disagreements(readme, contributing) == [
         "report section: a module in `report/sections/`, one entry in `layout.py`: layout.py"
     ]
+
+
+def test_no_test_of_this_run_is_both_unit_and_slow(request: pytest.FixtureRequest) -> None:
+    # `-m unit` replaces the default `-m 'not slow'`: a slow test marked unit (a `pytestmark` over a file holding one)
+    # would run in the unit tier.
+    both = [
+        item.nodeid
+        for item in request.session.items
+        if item.get_closest_marker("unit") and item.get_closest_marker("slow")
+    ]
+    assert both == []
