@@ -132,3 +132,20 @@ def test_no_test_of_this_run_is_both_unit_and_slow(request: pytest.FixtureReques
         if item.get_closest_marker("unit") and item.get_closest_marker("slow")
     ]
     assert both == []
+
+
+def test_the_tests_workflow_installs_as_the_check_workflow_does_and_runs_the_checks_contributing_asks_for() -> None:
+    workflows = ROOT / ".github" / "workflows"
+
+    def installs(name: str) -> list[str]:
+        return [
+            line.strip()
+            for line in (workflows / name).read_text(encoding="utf-8").splitlines()
+            if line.strip().startswith("python -m pip install")
+        ]
+
+    assert installs("tests.yml") == installs("roundoff-check.yml") != []
+    runs = (workflows / "tests.yml").read_text(encoding="utf-8")
+    contributing = CONTRIBUTING.read_text(encoding="utf-8")
+    for command in ("ruff check .", "ruff format --check .", "mypy", "pytest -q -m unit"):
+        assert f"run: python -m {command}\n" in runs and command in contributing, command
