@@ -379,6 +379,7 @@ def test_the_ci_check_step_goes_red_on_a_regression(tiny_sweep, tmp_path):
     assert "regression" in red.stdout
 
 
+@pytest.mark.unit
 def test_ci_runs_the_check_step_without_swallowing_its_exit_code():
     script = (REPO / ".ci" / "run").read_text()
     assert "set -euo pipefail" in script

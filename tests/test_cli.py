@@ -7,16 +7,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import roundoff_analyzer
 
 from .conftest import run_cli
 
 
+@pytest.mark.unit
 def test_version():
     result = run_cli("--version")
     assert result.exit_code == 0 and result.stdout.strip() == f"roundoff-analyzer {roundoff_analyzer.__version__}"
 
 
+@pytest.mark.unit
 def test_shell_completion_completes_commands_and_options():
     """What the script `roundoff --install-completion` installs asks: the command with the words typed so far."""
     roundoff = Path(sys.executable).parent / "roundoff"
@@ -31,6 +35,7 @@ def test_shell_completion_completes_commands_and_options():
         assert out.returncode == 0 and out.stdout.split() == [expected], out.stderr
 
 
+@pytest.mark.unit
 def test_sweep_help_groups_the_options_and_shows_the_defaults(monkeypatch):
     monkeypatch.setenv("COLUMNS", "120")
     text = run_cli("sweep", "--help").stdout
@@ -50,6 +55,7 @@ def test_sweep_help_groups_the_options_and_shows_the_defaults(monkeypatch):
     assert "<bool>" not in force  # a flag takes no value
 
 
+@pytest.mark.unit
 def test_help_lists_each_axis_from_its_registry_and_flags_take_no_value(monkeypatch):
     from roundoff_analyzer.axes.dtypes import DTYPES
     from roundoff_analyzer.axes.libraries import LIBRARIES
@@ -76,6 +82,7 @@ def test_help_lists_each_axis_from_its_registry_and_flags_take_no_value(monkeypa
     assert "<bool>" not in run_cli("--help").stdout
 
 
+@pytest.mark.unit
 def test_train_help_names_every_update_rule_without_importing_its_registry(monkeypatch):
     from roundoff_analyzer.training.updates import UPDATES
 
@@ -107,6 +114,7 @@ def test_the_cli_starts_without_torch_pandas_or_matplotlib():
         ), args
 
 
+@pytest.mark.unit
 def test_bad_lists_are_refused_before_torch_is_imported():
     script = (
         "from roundoff_cli.app import app\ntry:\n    app({!r})\nexcept SystemExit as exit:\n    print('exit', "

@@ -28,6 +28,8 @@ from roundoff_analyzer.core.registry import Registry
 from roundoff_analyzer.planning.config import SlurmSettings, SweepConfig, axis_registry
 from roundoff_analyzer.training.config import MASTER_WEIGHTS, SetupEntry, TrainConfig
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "reports" / "README.md"]
 

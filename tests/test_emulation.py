@@ -43,6 +43,7 @@ def _hard_cases(fmt: NumberFormat, generator: torch.Generator) -> torch.Tensor:
     return torch.cat([wide, subnormal, ties, representable, beyond, -beyond, specials])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", TORCH_FORMATS)
 def test_round_to_nearest_even_equals_torch_cast_bit_for_bit(name):
     fmt = DTYPES.get(name).format
@@ -53,12 +54,14 @@ def test_round_to_nearest_even_equals_torch_cast_bit_for_bit(name):
     assert round_nearest(nan, fmt).isnan().all() and round_by_cast(nan, fmt).isnan().all()
 
 
+@pytest.mark.unit
 def test_e4m3_saturates_where_e5m2_overflows_as_torch_does():
     huge = torch.tensor([1e6, math.inf, -1e6])
     assert round_nearest(huge, DTYPES.get("float8_e4m3").format).tolist() == [448.0, 448.0, -448.0]
     assert round_nearest(huge, DTYPES.get("float8_e5m2").format).tolist() == [math.inf, math.inf, -math.inf]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", TORCH_FORMATS)
 def test_format_constants_match_torch_finfo(name):
     spec = DTYPES.get(name)
@@ -67,6 +70,7 @@ def test_format_constants_match_torch_finfo(name):
     assert spec.smallest_subnormal == info.smallest_normal * info.eps
 
 
+@pytest.mark.unit
 def test_custom_formats_are_ieee_like_and_equal_torch_where_the_layout_is_the_same():
     e5m10, e8m7, e4m3 = custom_format("e5m10"), custom_format("e8m7"), DTYPES.get("e4m3").format
     assert (e4m3.max, e4m3.unit_roundoff, e4m3.smallest_normal, e4m3.smallest_subnormal) == (240.0, 2**-4, 2**-6, 2**-9)
@@ -80,6 +84,7 @@ def test_custom_formats_are_ieee_like_and_equal_torch_where_the_layout_is_the_sa
     assert custom_format("e9m3") is None and "e9m3" not in DTYPES
 
 
+@pytest.mark.unit
 def test_stochastic_rounding_picks_a_neighbour_keeps_exact_values_and_is_unbiased():
     fmt = DTYPES.get("float16").format
     generator = torch.Generator().manual_seed(0)
@@ -98,6 +103,7 @@ def _format(name):
     return DTYPES.get(name).format if name in DTYPES else custom_format(name)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", STOCHASTIC_FORMATS)
 def test_stochastic_rounding_never_moves_an_exact_value(name):
     fmt = _format(name)
@@ -111,6 +117,7 @@ def test_stochastic_rounding_never_moves_an_exact_value(name):
     assert int(moved.sum()) == 0
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", STOCHASTIC_FORMATS)
 def test_stochastic_rounding_is_unbiased_within_the_binomial_standard_error(name):
     fmt = _format(name)
@@ -139,6 +146,7 @@ def _layer_run(x, layer, context):
     return out, grads
 
 
+@pytest.mark.unit
 def test_one_linear_layer_emulated_equals_autocast_forward_and_rounds_its_gradients():
     torch.manual_seed(0)
     layer, x = torch.nn.Linear(16, 8), torch.randn(32, 16, requires_grad=True)
@@ -151,6 +159,7 @@ def test_one_linear_layer_emulated_equals_autocast_forward_and_rounds_its_gradie
         assert float((ours - theirs).norm() / theirs.norm()) < 4 * DTYPES.get("float16").unit_roundoff
 
 
+@pytest.mark.unit
 def test_configuration_ids_of_hardware_runs_are_unchanged():
     hardware = Configuration("otflow", "native", "rk4", 8, "float16", "none", "autocast")
     assert hardware.id == "otflow-native-rk4-n000008-float16-none-autocast"
@@ -319,6 +328,7 @@ def test_stochastic_repeats_estimate_significant_digits_close_to_the_reference_e
 SCALED_MLP = str(Path(__file__).parent / "fixtures" / "scaled_mlp.py") + ":scaled_mlp"
 
 
+@pytest.mark.unit
 def test_fp8_saturation_is_counted_on_the_scaled_values_a_layer_really_holds():
     layer = torch.nn.Linear(4, 16)
     x = 1000 * torch.randn(32, 4, generator=torch.Generator().manual_seed(0))  # beyond E4M3's 448

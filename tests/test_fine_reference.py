@@ -29,6 +29,7 @@ def _solves(error: torch.Tensor, order: float, directions: list[torch.Tensor]):
     return [exact + error * 2 ** (order * k) * directions[k] for k in range(3)], exact
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("order", [1.0, 2.0, 4.0])
 def test_errors_along_one_direction_give_richardsons_estimate(order):
     direction = torch.tensor([3.0, -1.0, 2.0], dtype=torch.float64) / math.sqrt(14)
@@ -39,6 +40,7 @@ def test_errors_along_one_direction_give_richardsons_estimate(order):
     assert own_error(found, found.order) == pytest.approx(metrics.rel_err(fine, exact), rel=1e-4)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("order", [1.0, 2.0])
 def test_errors_in_unrelated_directions_are_not_mistaken_for_their_differences(order):
     # Each density's error orthogonal to the others': the differences are longer than the errors themselves.
@@ -51,6 +53,7 @@ def test_errors_in_unrelated_directions_are_not_mistaken_for_their_differences(o
     assert own_error(found, found.order) == pytest.approx(metrics.rel_err(fine, exact), rel=1e-4)
 
 
+@pytest.mark.unit
 def test_solves_that_agree_to_roundoff_or_do_not_converge():
     x = torch.ones(4, dtype=torch.float64)
     agreeing = differences(x, x + 1e-16, x + 2e-16)
@@ -123,6 +126,7 @@ def test_the_quarter_density_read_off_the_reference_is_the_quarter_solve_bit_for
     assert fine_from_reference(copies, [8, 16], fine_steps([8, 16]), 4, reference) is None
 
 
+@pytest.mark.unit
 def test_a_loss_of_every_state_has_the_quarter_density_solved_on_its_own():
     """Each n_timesteps' loss then sends its own cotangent into the solve: the reference's gradient is not its."""
 

@@ -130,6 +130,7 @@ def test_the_search_gives_what_gradscalers_loop_gives(copies, library, method, n
             assert same_outcome(measure(copies, grad, library, method, n, settings, hint=hint), loop), hint
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("library", ["native", "torchdiffeq"])
 def test_a_relu_field_gives_what_gradscalers_loop_gives(relu_copies, library):
     loop = measure(relu_copies, GradScalerLoop(), library, "euler", 8, ScalerSettings())
@@ -140,6 +141,7 @@ def test_a_relu_field_gives_what_gradscalers_loop_gives(relu_copies, library):
         )
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("answer", [0, 1, 5, 11, 29, 30, 31])
 @pytest.mark.parametrize("guess", [0, 1, 5, 10, 11, 12, 31, 40])
 def test_first_finite_from_a_guess_finds_the_boundary(answer, guess):
@@ -159,6 +161,7 @@ def test_first_finite_from_a_guess_finds_the_boundary(answer, guess):
     assert len(calls) <= 8
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("answer", [0, 1, 5, 11, 29, 30, 31])
 def test_first_finite_finds_the_boundary_with_few_probes(answer):
     probed = []

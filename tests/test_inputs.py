@@ -58,6 +58,7 @@ def build(name: str, data: str | None = None, **options):
 # --- data -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_bsds300_rows_of_the_chosen_split_become_the_batch(tmp_path):
     path = write_bsds300(tmp_path / "BSDS300.hdf5")
     problem = build("otflow", f"bsds300:{path}?split=test", d=63, hidden=8, batch=5)
@@ -104,6 +105,7 @@ def test_synthetic_data_is_said_to_be_synthetic(tmp_path):
     assert json.loads((out / "manifest.json").read_text())["data_source"].startswith("synthetic:")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("source", ["2spirals", "8gaussians"])
 def test_toy_data_is_generated_from_the_seed(source):
     a, b, c = (build("cnf", source, batch=33, width=4, seed=seed).y0 for seed in (1, 1, 2))
@@ -111,6 +113,7 @@ def test_toy_data_is_generated_from_the_seed(source):
     assert torch.isfinite(a).all() and a[:, 2].eq(0).all()  # log-density change starts at 0
 
 
+@pytest.mark.unit
 def test_data_options_are_checked():
     with pytest.raises(InputError, match="option 'split'.*options of bsds300: split"):
         parse_data(f"bsds300:{EXAMPLE}?split=training")
@@ -121,6 +124,7 @@ def test_data_options_are_checked():
 # --- the CNF ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_cnf_trace_is_the_exact_trace_of_the_jacobian():
     func = build("cnf", width=16, batch=7).func.double()
     state = torch.randn(7, 3, dtype=torch.float64)
@@ -143,6 +147,7 @@ def test_cnf_sweep_runs_end_to_end(tmp_path):
     assert json.loads((out / "manifest.json").read_text())["data_source"].startswith("2spirals:")
 
 
+@pytest.mark.unit
 def test_cnf_config_file_holds_the_papers_grid():
     """configs/cnf_2spirals.toml: the grid of the roundoff study in "Mixed Precision Training of Neural ODEs"."""
     plan = sweep.plan(config.resolve(REPO / "configs" / "cnf_2spirals.toml", {"options": {"batch": 4}}))
@@ -154,6 +159,7 @@ def test_cnf_config_file_holds_the_papers_grid():
 # --- checkpoints ------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("nesting", [None, "state_dict", "model_state_dict", "func_state_dict"])
 def test_checkpoint_weights_replace_the_initial_ones(tmp_path, nesting):
     trained = build("cnf", width=8, seed=7).func.state_dict()
@@ -165,6 +171,7 @@ def test_checkpoint_weights_replace_the_initial_ones(tmp_path, nesting):
     assert recorded["path"] == str(path.resolve()) and len(recorded["sha256"]) == 64
 
 
+@pytest.mark.unit
 def test_checkpoint_mismatch_names_the_parameters(tmp_path):
     path = tmp_path / "narrow.pth"
     torch.save(build("cnf", width=8).func.state_dict(), path)
@@ -172,6 +179,7 @@ def test_checkpoint_mismatch_names_the_parameters(tmp_path):
         load_checkpoint(build("cnf").func, path, "cnf")
 
 
+@pytest.mark.unit
 def test_checkpoint_that_would_run_code_is_refused_without_running_it(tmp_path, capfd):
     class RunsCode:
         def __reduce__(self):
@@ -222,6 +230,7 @@ def test_example_user_model_sweeps_end_to_end(tmp_path):
     assert manifest["model"]["options"] == {"seed": 0, "frequency": 2.0, "damping": 0.3, "hidden": 16, "batch": 8}
 
 
+@pytest.mark.unit
 def test_user_model_by_module_name_gets_typed_options_and_a_seeded_init(monkeypatch):
     monkeypatch.chdir(REPO)  # `examples.damped_oscillator` is found from the current folder, as with python -m
     a = build("examples.damped_oscillator:damped_oscillator", frequency="3", seed="4")
@@ -232,6 +241,7 @@ def test_user_model_by_module_name_gets_typed_options_and_a_seeded_init(monkeypa
         build("examples.damped_oscillator:damped_oscillator", dampnig="1")
 
 
+@pytest.mark.unit
 def test_user_model_breaking_the_contract_is_one_line(tmp_path):
     factory = tmp_path / "broken.py"
     factory.write_text(
@@ -498,6 +508,7 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("args, phrase", [(a, p) for _, a, p in BAD_INPUTS], ids=[what for what, _, _ in BAD_INPUTS])
 def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, args, phrase):
     files = _files(tmp_path)

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import roundoff_analyzer as ra
+
+pytestmark = pytest.mark.unit
 
 PACKAGE = Path(ra.__file__).parent
 # The stages, lowest first: a module imports from its own stage or a lower one. The native solver shares the axes'

@@ -61,6 +61,7 @@ def test_a_library_named_by_its_file_is_listed_swept_and_checked_against_a_basel
     assert "roundoff.otflow.examples_unrolled_solver_py_library" in (tmp_path / "check.xml").read_text()
 
 
+@pytest.mark.unit
 def test_bad_library_locations_are_one_line_and_exit_2(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     not_a_library = tmp_path / "not_a_library.py"

@@ -14,6 +14,8 @@ from roundoff_analyzer.axes.data import parse_data
 from roundoff_analyzer.axes.models import MODELS, parse_option_pairs, parse_options
 from roundoff_analyzer.core.errors import InputError
 
+pytestmark = pytest.mark.unit
+
 
 def _otflow(**options):
     model = MODELS.get("otflow")

@@ -12,6 +12,8 @@ import torch
 
 from tests.native_cases import cases, run
 
+pytestmark = pytest.mark.unit
+
 
 def _bits(x: torch.Tensor) -> torch.Tensor:
     return x.detach().reshape(-1).contiguous().view(torch.uint8)

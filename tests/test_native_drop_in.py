@@ -8,6 +8,8 @@ import torch
 from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.solvers import odeint
 
+pytestmark = pytest.mark.unit
+
 
 class _Coupled(torch.nn.Module):
     """A two-part state (points, one scalar per point) whose dynamics depend on t."""

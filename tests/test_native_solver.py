@@ -9,6 +9,8 @@ from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.axes.models import MODELS, parse_options
 from roundoff_analyzer.solvers import DynamicAdjointScaler, SolveReport, increment, odeint
 
+pytestmark = pytest.mark.unit
+
 
 def _problem(name: str, **options):
     model = MODELS.get(name)

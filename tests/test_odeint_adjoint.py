@@ -9,6 +9,8 @@ import torchdiffeq
 
 from roundoff_analyzer.solvers import odeint, odeint_adjoint
 
+pytestmark = pytest.mark.unit
+
 
 class _Field(torch.nn.Module):
     def __init__(self) -> None:

@@ -102,12 +102,14 @@ def _ratios(rampde, problem, dtypes, methods, grid):
         torch.set_num_threads(threads)
 
 
+@pytest.mark.unit
 @pytest.mark.filterwarnings("ignore:In CPU autocast, but the target dtype is not supported")
 def test_small_adjoint_gradient_error_is_rampdes_at_every_n(rampde):
     ratios = _ratios(rampde, _linear_small_loss, [torch.float16], ["rk4"], [8, 32, 128])
     assert all(1 / AGREE <= r <= AGREE for r in ratios.values()), ratios
 
 
+@pytest.mark.unit
 @pytest.mark.filterwarnings("ignore:In CPU autocast, but the target dtype is not supported")
 def test_mlp_gradient_error_is_rampdes_in_float16_and_bfloat16(rampde):
     ratios = _ratios(rampde, _mlp, [torch.float16, torch.bfloat16], ["euler", "rk4"], [8, 32])
@@ -121,6 +123,7 @@ def test_default_otflow_gradient_error_is_rampdes(rampde):
     assert all(1 / AGREE <= r <= AGREE for r in ratios.values()), ratios
 
 
+@pytest.mark.unit
 @pytest.mark.filterwarnings("ignore:In CPU autocast, but the target dtype is not supported")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_step_product_low_is_rampdes_forward_bit_for_bit(rampde, dtype):

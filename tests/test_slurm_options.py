@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from roundoff_analyzer.planning import config
+
+pytestmark = pytest.mark.unit
 
 
 def test_true_and_false_mean_a_bare_flag_and_no_flag_on_both_sides(tmp_path):

@@ -78,6 +78,7 @@ def test_the_estimate_is_the_whole_tape_and_the_watch_changes_nothing(method, st
     assert abs(watch.estimate - whole) <= within * whole + weights
 
 
+@pytest.mark.unit
 def test_a_solve_that_cannot_fit_stops_after_its_first_step_with_the_estimate_and_the_limit():
     field, y0, n_steps = Field(), torch.randn(BATCH, STATE), 100_000
     budget = TapeBudget(torch.device("cpu"), 50_000_000, n_steps, 4)
