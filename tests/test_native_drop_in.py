@@ -274,3 +274,18 @@ def test_gradients_reach_t_as_torchdiffeq_s_do(options, reverse):
         grads.append(torch.autograd.grad(trajectory.square().sum(), t)[0])
     assert float(grads[0].abs().max()) > 0.1
     assert float((grads[1] - grads[0]).abs().max()) <= 1e-12 * float(grads[0].abs().max())
+
+
+@pytest.mark.parametrize(("method", "theirs"), [("euler", "euler"), ("rk4_38", "rk4")])
+def test_a_field_of_t_alone_passes_the_states_gradient_through_as_torchdiffeq_does(method, theirs):
+    """f(t, y) = g(t) reaches neither y nor a weight: the backward has no graph to take, and y0's gradient is the
+    identity's (torchdiffeq's gradient_tests 'exp' problem without t's gradient raised before)."""
+    y0 = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    t = torch.linspace(0, 1, 5, dtype=torch.float64)
+
+    def field(t, y):
+        return torch.exp(-t) * torch.ones(3, dtype=torch.float64)
+
+    (native,) = torch.autograd.grad(odeint(field, y0, t, method=method).square().sum(), y0)
+    (direct,) = torch.autograd.grad(torchdiffeq.odeint(field, y0, t, method=theirs).square().sum(), y0)
+    assert float((native - direct).abs().max()) <= 1e-12

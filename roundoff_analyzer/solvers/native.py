@@ -511,8 +511,19 @@ class _BackwardStep:
             cotangents = [products[b] for b in self.weights]
         inputs = (y, *self.params, *(ends or ()))
         # Outside autocast, as torch runs any backward: autocast applies to the rebuilt forward only.
+        # A stage that reaches no input (a field of t alone, f(t, y) = g(t)) has no graph and passes on nothing.
+        reaching = [(out, cot) for out, cot in zip(outputs, cotangents) if out.requires_grad]
         with torch.autocast(y.device.type, enabled=False):
-            grads = torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True, materialize_grads=True)
+            if reaching:
+                grads = torch.autograd.grad(
+                    [out for out, _ in reaching],
+                    inputs,
+                    [cot for _, cot in reaching],
+                    allow_unused=True,
+                    materialize_grads=True,
+                )
+            else:
+                grads = tuple(torch.zeros_like(x) for x in inputs)
         if self.accumulating and ends is None:
             return list(grads), slopes, entering
         return [g.to(self.accumulate) for g in grads], slopes, entering
