@@ -45,7 +45,7 @@ def _registries() -> dict[str, str]:
         for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
             if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Call):
                 called = node.value.func
-                if isinstance(called, ast.Name) and re.fullmatch(r"\w*Registry", called.id):
+                if isinstance(called, ast.Name) and re.fullmatch(r"\w*Registry\w*", called.id):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for target in targets:
                         if isinstance(target, ast.Name):

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import pandas as pd
 import torch
 
 from ...core.registry import Registry, RegistryWithDefaults
 from ...solvers import DynamicAdjointScaler
 from ..libraries import SolverLibrary
 from ..scaler_settings import ScalerSettings
+
+if TYPE_CHECKING:  # a worker imports this module and not pandas (the tables are the sweep's own process's)
+    import pandas as pd
 
 
 @dataclass
