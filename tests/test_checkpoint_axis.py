@@ -495,9 +495,9 @@ REPORTS = Path(__file__).resolve().parent.parent / "reports"
 
 
 def test_a_cloned_along_training_report_finds_its_train_folder_beside_it_by_the_checkpoints_bytes(tmp_path):
-    """The committed sweep's manifest records checkpoint paths on the machine that ran it; cloned elsewhere, the train
-    folder of that name beside the sweep's is read when its checkpoint has the recorded bytes, and not when it has
-    others."""
+    """The committed sweep's manifest records checkpoint paths on the machine that ran it; wherever it is cloned, the
+    train folder of that name beside the sweep's is read when its checkpoint has the recorded bytes, and not when it
+    has others."""
     for name in ("cnf-train", "cnf-along-training"):
         shutil.copytree(REPORTS / name, tmp_path / name)
     sweep_folder = tmp_path / "cnf-along-training"
@@ -509,4 +509,5 @@ def test_a_cloned_along_training_report_finds_its_train_folder_beside_it_by_the_
     for record in recorded:
         checkpoint = tmp_path / "cnf-train" / "checkpoints" / Path(record["path"]).name
         checkpoint.write_bytes(checkpoint.read_bytes() + b"\0")
-    assert "Training itself" not in load(sweep_folder).write_report().read_text()
+    # Not the copy beside it any more: the recorded path where it still exists (the machine that ran it), else none.
+    assert "`../cnf-train/training_summary.parquet`" not in load(sweep_folder).write_report().read_text()

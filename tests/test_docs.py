@@ -562,9 +562,10 @@ def test_every_module_the_reports_index_names_is_named_in_the_report_it_describe
 
 
 def test_where_the_reports_index_says_an_overflow_began_is_where_its_reports_tables_say() -> None:
-    """'Unscaled native runs overflow first at backward step 0, in `potential.layers.0` (n_timesteps 8) and in the
-    vector field's own code (n_timesteps 32, 128)': every failed unscaled run of that library (keeping nothing in
-    float32) at those n_timesteps, read from its folder's tables by the report's own rule."""
+    """'Unscaled native runs overflow first at backward step 0, in `potential.layers.0` (n_timesteps 8) and in
+    `potential` (n_timesteps 32, 128)' (or 'in the vector field's own code'): every failed unscaled run of that
+    library (keeping nothing in float32) at those n_timesteps, read from its folder's tables by the report's own
+    rule."""
     import pandas as pd
 
     from roundoff_analyzer.measuring.columns import VECTOR_FIELD

@@ -82,11 +82,10 @@ def training_summary(manifest: dict, sweep_folder: Path) -> tuple[Path, pd.DataF
             continue
         # DIR/checkpoints/iter_*.pt, or DIR/setups/<label>/checkpoints/iter_*.pt
         for recorded in (path.parent.parent, path.parent.parent.parent.parent):
-            folder = (
-                recorded
-                if (recorded / TRAINING_SUMMARY).is_file()
-                else _moved_beside(sweep_folder, recorded, path, record.get("sha256"))
-            )
+            # The train folder beside the sweep's first (a clone reads its own copy, wherever it was run), then the
+            # recorded path.
+            beside = _moved_beside(sweep_folder, recorded, path, record.get("sha256"))
+            folder = beside if beside is not None else recorded
             if folder is not None and (folder / TRAINING_SUMMARY).is_file():
                 try:
                     summary = read_table(folder / TRAINING_SUMMARY, SUMMARY_FINDINGS_TABLE)
