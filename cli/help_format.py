@@ -1,5 +1,6 @@
 """How --help reads: flags without a `<bool>` type, and each axis's values by name (filled in only when help is
-shown, from `roundoff_analyzer.axes.names`, so that help imports no registry and so no torch)."""
+shown, from `roundoff_analyzer.axes.names` by way of `roundoff_analyzer.commands`, so that help imports no registry
+and so no torch)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import typer.core
 
-from roundoff_analyzer.axes.names import axis_names
+from roundoff_analyzer.commands import axis_names
 
 # Placeholder in an option's help -> the axis whose values replace it.
 AXES = {

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 # The scaler's settings import neither torch nor pandas: --help shows their defaults at once.
-from roundoff_analyzer.axes.scaler_settings import ScalerSettings
+from roundoff_analyzer.commands import SCALER_FIELDS
 
 
 def shown_default(fields: dict[str, Any], name: str) -> str:
@@ -21,7 +21,7 @@ def shown_default(fields: dict[str, Any], name: str) -> str:
 
 
 def _scaler_default(name: str) -> str:
-    return shown_default(ScalerSettings.model_fields, name)
+    return shown_default(SCALER_FIELDS, name)
 
 
 def data_option(panel: str) -> Any:

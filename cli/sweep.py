@@ -1,29 +1,13 @@
-"""`roundoff sweep`: run the grid, write Parquet, print the table."""
+"""`roundoff sweep`'s options; what it does is `roundoff_analyzer.commands.sweep`."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any
 
 import typer
-from rich.markup import escape
 
-from roundoff_analyzer.core.breakpoints import inert_breakpoints
-from roundoff_analyzer.core.text import printable
-from roundoff_analyzer.execution.start_method import warm_up_workers
-from roundoff_analyzer.planning import config as sweep_config
-from roundoff_analyzer.planning.workers import may_use_processes
+from roundoff_analyzer.commands import SLURM_TIME_FORMS, SWEEP_FIELDS, SweepRequest, sweep_command
 
-from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
-from .interrupts import (
-    StopRequests,
-    report_environment_failure,
-    report_incomplete,
-    report_interrupted,
-    stop_after_current,
-)
-from .judgement import print_judgement
 from .shared_options import (
     backoff_factor_option,
     data_option,
@@ -35,12 +19,9 @@ from .shared_options import (
 
 GRID, MODEL, SCALING, EXECUTION, OUTPUT = "Grid", "Model and data", "Scaling", "Execution", "Output"
 # The schema imports neither torch nor pandas: --help shows its defaults at once.
-_FIELDS = sweep_config.SweepConfig.model_fields
+_FIELDS = SWEEP_FIELDS
 
 
-@reports_input_errors
-# from the model's first evaluation (the plan checks it) to the last row: nobody sits at a pdb prompt
-@inert_breakpoints()
 def sweep(
     model: str | None = typer.Option(
         None,
@@ -174,7 +155,7 @@ def sweep(
     slurm_time: str | None = typer.Option(
         None,
         "--slurm-time",
-        help=f"slurm: time limit per task ({sweep_config.SLURM_TIME_FORMS}).",
+        help=f"slurm: time limit per task ({SLURM_TIME_FORMS}).",
         show_default="the partition's",
         rich_help_panel=EXECUTION,
     ),
@@ -316,123 +297,4 @@ def sweep(
     and grad; float16 on native with none, grad and dynamic. Naming any of these three axes sweeps the full product of
     the axes named (the others take all their values).
     """
-    started = time.monotonic()
-    console = wide_console()
-    overrides: dict[str, Any] = {
-        "model": model,
-        "options": model_options(option),
-        "data": data,
-        "checkpoint": checkpoint,
-        "timesteps": split_ints(timesteps, "timesteps"),
-        "method": split_list(method, "method"),
-        "library": split_list(library, "library"),
-        "dtype": split_list(dtype, "dtype"),
-        "scaling": split_list(scaling, "scaling"),
-        "mode": split_list(mode, "mode"),
-        "loss_in": split_list(loss_in, "loss_in"),
-        "arithmetic": split_list(arithmetic, "arithmetic"),
-        "rounding": split_list(rounding, "rounding"),
-        "fp8_scaling": fp8_scaling,
-        "device": device,
-        "repeats": repeats,
-        "timeout": timeout,
-        "cpu_memory": cpu_memory,
-        "allow_oom": allow_oom,
-        "keep_float32": split_list(keep_float32, "keep-float32"),
-        "per_module": per_module,
-        "loss_scale": loss_scale,
-        "noise_batches": noise_batches,
-        "noise_batch_size": noise_batch_size,
-        "scaler": {
-            k: v
-            for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
-            if v is not None
-        }
-        or None,
-        "executor": executor,
-        "workers": workers,
-        "slurm": {
-            k: v
-            for k, v in {
-                "partition": slurm_partition,
-                "time": slurm_time,
-                "gpus_per_task": slurm_gpus_per_task,
-                "options": sweep_config.parse_sbatch_options(slurm_option) or None,
-            }.items()
-            if v is not None
-        }
-        or None,
-        "threads": threads,
-        "rtol": rtol,
-        "atol": atol,
-        "max_steps": max_steps,
-    }
-    # A sweep that may run in worker processes starts their fork server first: it imports torch on a core of its own
-    # while this process imports torch, pandas and matplotlib below (planning then decides whether it is used). It is
-    # judged on the settings as given, since validating them imports torch.
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if may_use_processes({**(sweep_config.load_toml(config) if config else {}), **given}):
-        warm_up_workers()
-    # Here, not at the top, and after the lists above are checked: torch, pandas and matplotlib load only when a sweep
-    # runs.
-    from roundoff_analyzer import api
-    from roundoff_analyzer.execution import engine as sweeping
-    from roundoff_analyzer.report import REPORT
-
-    from .progress import RichProgress
-    from .tables import results_table
-
-    planned = api.plan_sweep(
-        config=config,
-        out=out,
-        force=force,
-        source="command line",
-        **{k: v for k, v in overrides.items() if v is not None},
-    )
-    plan, out_dir = planned.plan, planned.out
-    console.print(
-        f"[bold]{escape(printable(plan.model.name))}[/] {escape(printable(plan.options.model_dump()))} on "
-        f"{plan.device}: {plan.grid.describe()} -> "
-        f"{escape(printable(out_dir))}",
-        highlight=False,
-    )
-    console.print(f"data: {plan.problem.data_source}", highlight=False, markup=False)
-    if plan.problem.form == "step":
-        console.print(plan.shape.describe(), highlight=False, markup=False)
-    for line in plan.warnings():
-        stderr.print(line, highlight=False, markup=False)
-    if plan.threads:
-        console.print(
-            f"torch threads: {plan.threads.threads} per process ({plan.threads.reason})", highlight=False, markup=False
-        )
-    stop = StopRequests()
-    try:
-        with RichProgress(console) as progress, stop_after_current(console, stop=stop):
-            result = api.run_sweep(planned, force=force, report=not no_report, progress=progress, stop_requested=stop)
-    except sweeping.SweepInterrupted as stopped:
-        report_interrupted(stderr, stopped, stop.exit_code)
-    except sweeping.SweepIncomplete as incomplete:
-        report_incomplete(stderr, incomplete)
-    except sweeping.EnvironmentFailure as failure:
-        report_environment_failure(stderr, failure)
-    except KeyboardInterrupt:
-        # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
-        report_interrupted(stderr, sweeping.tables_after_interrupt(plan, out_dir), stop.exit_code)
-    outcome = result.run
-    assert outcome is not None  # a sweep that ran says how (only a folder opened with `load` has no run)
-    console.print(
-        results_table(
-            result.results, title=f"{escape(printable(plan.model.name))}: error against the float64 reference"
-        )
-    )
-    print_judgement(console, result.results, out_dir)
-    counts = result.results["status"].value_counts().to_dict()
-    console.print(
-        f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}); the command took "
-        f"{time.monotonic() - started:.1f} s, {outcome.wall_seconds:.1f} s of it running configurations; "
-        f"{outcome.reference_solves} reference solves; results: {escape(printable(out_dir / 'results.parquet'))}",
-        highlight=False,
-        soft_wrap=True,  # one line, whatever the terminal's width: scripts and tests read it
-    )
-    if not no_report:
-        console.print(f"report: {printable(out_dir / REPORT)}", highlight=False, markup=False)
+    sweep_command(SweepRequest(**locals()))  # the options as given, by name

@@ -1,20 +1,14 @@
-"""`roundoff train`: train a model with Adam in one or more precisions and save checkpoints a sweep can load."""
+"""`roundoff train`'s options; what it does is `roundoff_analyzer.commands.train`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 # The training's schema imports neither torch nor pandas: --help shows its defaults at once.
-from roundoff_analyzer.core.breakpoints import inert_breakpoints
-from roundoff_analyzer.core.errors import InputError
-from roundoff_analyzer.core.text import printable
-from roundoff_analyzer.training.config import TrainConfig
+from roundoff_analyzer.commands import TRAIN_FIELDS, TrainRequest, train_command
 
-from .common import model_options, reports_input_errors, split_ints, split_list, stderr, wide_console
-from .interrupts import StopRequests, stop_after_current
 from .shared_options import (
     backoff_factor_option,
     data_option,
@@ -23,7 +17,6 @@ from .shared_options import (
     max_retries_option,
     shown_default,
 )
-from .train_progress import TrainRichProgress
 
 MODEL, TRAINING, PRECISION, WEIGHTS, OUTPUT = (
     "Model and data",
@@ -32,18 +25,9 @@ MODEL, TRAINING, PRECISION, WEIGHTS, OUTPUT = (
     "Weights and optimizer",
     "Output",
 )
-_FIELDS = TrainConfig.model_fields
+_FIELDS = TRAIN_FIELDS
 
 
-def _single_int(value: str | None, what: str) -> int | None:
-    values = split_ints(value, what)
-    if values is not None and len(values) != 1:
-        raise InputError(f"--{what} '{value}' takes one value; every setup trains on the same grid")
-    return values[0] if values else None
-
-
-@reports_input_errors
-@inert_breakpoints()  # from the model's first evaluation (the plan checks it) to the last iteration
 def train(
     model: str | None = typer.Option(
         None,
@@ -229,82 +213,4 @@ def train(
     DIR/setups/<label>/checkpoints for the others; killed and started again with the same command, the training resumes
     from its last saved state.
     """
-    console = wide_console()
-    options = model_options(option) or {}
-    if seed is not None:
-        options["seed"] = str(seed)
-    overrides = {
-        "options": options or None,
-        "data": data,
-        "iters": iters,
-        "save_at": split_ints(save_at, "save-at"),
-        "resume_every": resume_every,
-        "lr": lr,
-        "val_batches": val_batches,
-        "val_every": val_every,
-        "timesteps": _single_int(timesteps, "timesteps"),
-        "method": method,
-        "library": split_list(library, "library"),
-        "dtype": split_list(dtype, "dtype"),
-        "scaling": split_list(scaling, "scaling"),
-        "mode": mode,
-        "device": device,
-        "threads": threads,
-        "weights": split_list(weights, "weights"),
-        "update": split_list(update, "update"),
-        "optimizer_state": optimizer_state,
-        "optimizer": optimizer,
-        "clip_grad_norm": clip_grad_norm,
-        "scaler": {
-            k: v
-            for k, v in {"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}.items()
-            if v is not None
-        }
-        or None,
-    }
-    # Here, not at the top, and after the lists above are checked: torch and pandas load only when a training runs.
-    from roundoff_analyzer import training
-    from roundoff_analyzer.training.folder import LOG, REPORT, SUMMARY
-
-    plan = training.plan(
-        model, config=config, out=out, force=force, **{k: v for k, v in overrides.items() if v is not None}
-    )
-    console.print(
-        f"[bold]{escape(printable(plan.model.name))}[/] {escape(printable(plan.options.model_dump()))} on "
-        f"{plan.device}: {len(plan.setups)} setup(s) x "
-        f"{plan.config.iters} "
-        f"iterations, checkpoints at {','.join(map(str, plan.save_at))} -> {escape(printable(plan.out))}",
-        highlight=False,
-    )
-    console.print(
-        f"data: {plan.problem.data_source}; setups: {', '.join(s.setup_label for s in plan.setups)}",
-        highlight=False,
-        markup=False,
-    )
-    for entry in plan.left_out:
-        console.print(f"left out: {entry}", highlight=False, markup=False)
-    for entry in plan.added:
-        console.print(f"added: {entry}", highlight=False, markup=False)
-    stop = StopRequests()
-    try:
-        with TrainRichProgress(console) as progress, stop_after_current(console, "the iteration in progress", stop):
-            result = training.run(plan, progress=progress, stop_requested=stop)
-    except training.TrainingInterrupted as stopped:
-        stderr.print(f"interrupted: {stopped}; run the same command again to resume", highlight=False, markup=False)
-        raise typer.Exit(stop.exit_code) from None
-    except KeyboardInterrupt:  # a second Ctrl-C: the last resume state written stays
-        stderr.print(
-            f"interrupted: the last saved state of each setup is in {printable(plan.out)}; run the same command again "
-            "to resume",
-            highlight=False,
-            markup=False,
-        )
-        raise typer.Exit(stop.exit_code) from None
-    from .tables import print_training_summary
-
-    print_training_summary(console, result.summary)
-    console.print(
-        f"log: {result.folder / LOG}; summary: {result.folder / SUMMARY}; report: {result.folder / REPORT}",
-        highlight=False,
-        markup=False,
-    )
+    train_command(TrainRequest(**locals()))  # the options as given, by name

@@ -17,7 +17,7 @@ from roundoff_analyzer.planning.workers import may_use_processes
 # the command started the workers' fork server so far, each as whether torch had been imported by then.
 EARLY_START = """
 import sys
-import roundoff_cli.sweep as command
+import roundoff_analyzer.commands.sweep as command
 started = command.warm_up_workers
 seen = []
 def recording():

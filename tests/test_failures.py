@@ -331,7 +331,7 @@ _OTHER_MEANINGS = {
     "roundoff_analyzer/execution/slurm_task.py": {"error"},  # the key of a Slurm task's report
     "roundoff_analyzer/planning/config.py": {"error"},  # Slurm's --error option
     "roundoff_analyzer/judging/check_output.py": {"skipped"},  # JUnit's attribute
-    "cli/sweep.py": {"timeout"},  # a setting's key
+    "roundoff_analyzer/commands/sweep.py": {"timeout"},  # a setting's key
 }
 # Files of issue 59's other branches (T2: the protocols, T3: cli/) whose literals those branches replace: an entry
 # here goes when its branch is merged.

@@ -17,6 +17,7 @@ from roundoff_analyzer.axes.scalings.base import ScalingRegistry
 from roundoff_analyzer.axes.scalings.grad import _Leaves, first_finite
 from roundoff_analyzer.core.errors import ScalerExhausted
 from roundoff_analyzer.measuring.one_run import RunOutcome, run_once
+from roundoff_analyzer.measuring.run_spec import RunSpec
 
 
 class GradScalerLoop:
@@ -52,17 +53,7 @@ def copies() -> ProblemCopies:
 
 def measure(copies, scaling, library, method, n, settings, hint=None) -> RunOutcome:
     prepared = MODES.get("autocast").prepare(copies, torch.float16)
-    return run_once(
-        prepared,
-        copies,
-        LIBRARIES.get(library),
-        METHODS.get(method),
-        scaling,
-        settings,
-        n,
-        torch.float32,
-        scale_hint=hint,
-    )
+    return run_once(RunSpec(prepared, copies, LIBRARIES.get(library), METHODS.get(method), n), scaling, settings, hint)
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

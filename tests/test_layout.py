@@ -32,8 +32,8 @@ STAGES = [
     ("training",),
 ]
 # The public modules compose the stages (the sweep API; the plug-in authors' imports, which reach the training's
-# registries); nothing below imports them.
-TOP = ("api", "plugins")
+# registries; the commands the command line hands its requests to); nothing below imports them.
+TOP = ("api", "plugins", "commands")
 
 
 def module_name(path: Path) -> str:
@@ -139,6 +139,39 @@ def test_the_api_names_are_plain_functions_with_their_own_signatures():
         assert inspect.isfunction(function) and function.__doc__
     assert list(inspect.signature(ra.sweep).parameters)[:4] == ["model", "config", "out", "force"]
     assert ra.sweep.__doc__.startswith("Run a sweep")
+
+
+# All the command line (`cli/`, installed as `roundoff_cli`) sees of the package: the public modules, and the
+# commands it hands each command's request to.
+CLI_SURFACE = {"roundoff_analyzer", "roundoff_analyzer.plugins", "roundoff_analyzer.api", "roundoff_analyzer.commands"}
+
+
+def internal_imports_of_the_cli() -> list[str]:
+    """Each import in `cli/` of a module of the package outside CLI_SURFACE, or of a name the package's root does not
+    declare public, as `file: module`."""
+    import roundoff_cli
+
+    found = []
+    for path in sorted(Path(roundoff_cli.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module]
+                if node.module == ra.__name__:  # `from roundoff_analyzer import x`: x may be a module too
+                    targets += [f"{node.module}.{alias.name}" for alias in node.names if alias.name not in ra.__all__]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [
+                f"{path.name}: {target}"
+                for target in targets
+                if target.split(".")[0] == ra.__name__ and target not in CLI_SURFACE
+            ]
+    return found
+
+
+def test_the_command_line_imports_nothing_of_the_package_but_its_public_surface():
+    assert internal_imports_of_the_cli() == []
 
 
 def test_importing_the_package_adds_no_import_hook():

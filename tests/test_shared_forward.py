@@ -18,6 +18,7 @@ from roundoff_analyzer.axes.modes import MODES, ProblemCopies
 from roundoff_analyzer.axes.scalings import SCALINGS, ScalerSettings
 from roundoff_analyzer.measuring.measure import forward_families
 from roundoff_analyzer.measuring.one_run import RunOutcome, run_once, runs_sharing_forward
+from roundoff_analyzer.measuring.run_spec import RunSpec
 from roundoff_analyzer.solvers import SolveReport
 from roundoff_analyzer.solvers.overflow_stop import BackwardOverflow, stopping_at_overflow, whole_passes
 
@@ -51,18 +52,10 @@ def _same(shared: RunOutcome, alone: RunOutcome) -> None:
 def test_one_forward_gives_each_scaling_what_its_own_run_gives(copies, library, scalings):
     settings = ScalerSettings()
     solver, method = LIBRARIES.get(library), METHODS.get("rk4")
-    shared = runs_sharing_forward(
-        _prepared(copies),
-        copies,
-        solver,
-        method,
-        [(SCALINGS.get(name), None) for name in scalings],
-        settings,
-        8,
-        torch.float32,
-    )
+    backwards = [(SCALINGS.get(name), None) for name in scalings]
+    shared = runs_sharing_forward(RunSpec(_prepared(copies), copies, solver, method, 8), backwards, settings)
     for name, outcome in zip(scalings, shared, strict=True):
-        alone = run_once(_prepared(copies), copies, solver, method, SCALINGS.get(name), settings, 8, torch.float32)
+        alone = run_once(RunSpec(_prepared(copies), copies, solver, method, 8), SCALINGS.get(name), settings)
         _same(outcome, alone)
     by_name = dict(zip(scalings, shared, strict=True))
     assert by_name["grad"].retries > 0  # the search backed off: its probes overflowed and were cut short

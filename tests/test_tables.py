@@ -4,7 +4,8 @@ output no wider than the table."""
 from __future__ import annotations
 
 import pytest
-from roundoff_cli.tables import COLUMNS, cell
+
+from roundoff_analyzer.commands.tables import COLUMNS, cell
 
 from .conftest import results, run_cli
 

@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 import torch
 from rich.console import Console
-from roundoff_cli.train_progress import TrainRichProgress
 
 from roundoff_analyzer import training
 from roundoff_analyzer.axes.models import MODELS, load_checkpoint, parse_options
+from roundoff_analyzer.commands.train_progress import TrainRichProgress
 from roundoff_analyzer.training.config import resolve
 from roundoff_analyzer.training.files import load_resume
 from roundoff_analyzer.training.setups import choose_setups

@@ -22,12 +22,13 @@ from ..axes.modes import MODES, PreparedRun, ProblemCopies, cast_run
 from ..axes.modes.base import run_device
 from ..core.errors import InputError, one_line
 from ..core.user_code import quit_line
-from ..solvers import SolveReport
 from .batch_size import BatchSize, step_batch_size
 from .draws import same_draws
 from .narrow_constants import NarrowConstants
-from .one_run import configured_odeint, step_forward
+from .one_run import step_forward
 from .outside_tensors import OutsideTensors, refusal
+from .run_spec import RunSpec
+from .solve_calls import ConfiguredOdeint
 from .torchdiffeq_routing import RoutedSolves, routed_solves, routed_words
 
 # The check's solver: what it evaluates is the user's code in each precision, not a method's accuracy.
@@ -265,9 +266,10 @@ def _evaluated(
     copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacement, loss_dtype: torch.dtype
 ) -> tuple[list, torch.Tensor, dict]:
     library, method = LIBRARIES.get(_CHECK_LIBRARY), METHODS.get(_CHECK_METHOD)
-    odeint = configured_odeint(prepared, library, method, _CHECK_STEPS, loss_dtype, loss_in, None, SolveReport())
+    run = RunSpec(prepared, copies, library, method, _CHECK_STEPS, loss_dtype, loss_in)
+    odeint = ConfiguredOdeint(run)
     try:
-        loss = step_forward(prepared, copies, odeint, loss_in)
+        loss = step_forward(run, odeint)
     except SystemExit as exc:
         raise InputError(quit_line("the model's step", exc)) from None
     return odeint.solves, loss, odeint.named

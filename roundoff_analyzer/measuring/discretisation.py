@@ -38,12 +38,14 @@ from ..axes.loss_placements import LOSS_PLACEMENTS
 from ..axes.methods import METHODS
 from ..axes.methods.rk4 import CLASSICAL
 from ..axes.modes import ProblemCopies, cast_run
-from ..solvers import SolveReport, odeint
+from ..solvers import odeint
 from ..solvers.grid_output import equal_grid
 from . import metrics
 from .draws import same_draws
 from .fine_error import RK4_ORDER, differences, own_error, shared_order
-from .one_run import RunOutcome, configured_odeint, step_forward
+from .one_run import RunOutcome, step_forward
+from .run_spec import RunSpec
+from .solve_calls import ConfiguredOdeint
 
 FINE_FACTOR = 4
 # The fine reference's solver and rule: the native solver's classical RK4, in float64.
@@ -224,20 +226,14 @@ def solve_step_on_fine_grid(copies: ProblemCopies, steps: int, device: torch.dev
     fine reference of a step, the same for every n_timesteps (its output times are the step's own)."""
     prepared = cast_run(copies, torch.float64)
     placement = LOSS_PLACEMENTS.get("float32")
-    odeint = configured_odeint(
-        prepared,
-        LIBRARIES.get(FINE_LIBRARY),
-        METHODS.get(FINE_TABLEAU),
-        steps,
-        torch.float64,
-        placement,
-        None,
-        SolveReport(),
+    run = RunSpec(
+        prepared, copies, LIBRARIES.get(FINE_LIBRARY), METHODS.get(FINE_TABLEAU), steps, torch.float64, placement
     )
+    odeint = ConfiguredOdeint(run)
     leaves = prepared.leaves
     # On draw 0 of the step's random numbers, as the references of draw 0 (draws.py).
     with same_draws(copies, 0, ("fine", steps)) as drawn, torch.enable_grad():
-        loss = step_forward(prepared, copies, odeint, placement)
+        loss = step_forward(run, odeint)
         found = torch.autograd.grad(loss, leaves, allow_unused=True)
         drawn.complete = True
     grads = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(found, leaves)]

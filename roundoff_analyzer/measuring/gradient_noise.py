@@ -36,10 +36,11 @@ from ..axes.models import NoMoreBatches
 from ..axes.models.inputs import on_device
 from ..axes.modes import PreparedRun, ProblemCopies
 from ..core.errors import InputError
-from ..solvers import SolveReport
 from . import metrics
 from .contract import ProblemShape, problem_batch
-from .one_run import configured_odeint, step_forward
+from .one_run import step_forward
+from .run_spec import RunSpec
+from .solve_calls import ConfiguredOdeint
 
 # The batches' spread hardly depends on the grid, so a coarse one does: with 16 batches, grad_noise_rel at 8 steps
 # against 16 differed by 0.04% (otflow), 6e-9 relative (cnf) and 0.5% (linear), each at its default options, where
@@ -127,11 +128,9 @@ def batch_gradients(
         except (InputError, NoMoreBatches) as exc:  # a data file without rows for another batch: those it has must do
             return gradients, str(exc)
         prepared = PreparedRun(model, on_device(batch, device, torch.float64), nullcontext)
-        odeint = configured_odeint(
-            prepared, library, method, n_timesteps, torch.float64, placement, None, SolveReport()
-        )
+        run = RunSpec(prepared, copies, library, method, n_timesteps, torch.float64, placement)
         with torch.enable_grad():
-            loss = step_forward(prepared, copies, odeint, placement)
+            loss = step_forward(run, ConfiguredOdeint(run))
             found = torch.autograd.grad(loss, params, allow_unused=True)
         # Kept on the sweep's device, where a piece read back from the folder lands too: a sweep whose pieces were
         # computed partly here and partly by another process (or before a resume) stacks them together.

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import torch
-
 from ..axes.arithmetics import ARITHMETICS
 from ..axes.grid import Configuration
 from ..axes.keep_float32 import keep_skip_reason, kept_in_float32
@@ -36,6 +34,7 @@ from .rows import (
     step_columns,
 )
 from .run_setup import RunSetup, SweepContext
+from .run_spec import RunSpec
 from .scale_hint import hint_key, needs_hint, shared_scale_hint
 from .time_limit import time_limit
 from .torch_state import restored_torch_state
@@ -179,18 +178,16 @@ def _runs_sharing_forward(setups: list[RunSetup], context: SweepContext) -> list
         with restored_torch_state():
             prepared = first.prepare(context, repeat)
             backwards = [(setups[i].scaling, context.scale_hints.get(hint_key(setups[i].config))) for i in running]
-            runs = runs_sharing_forward(
+            run = RunSpec(
                 prepared,
                 context.copies,
                 first.library,
                 first.method,
-                backwards,
-                context.settings,
                 first.config.n_timesteps,
-                torch.float32,
-                first.loss_in,
+                loss_in=first.loss_in,
                 draw=first.draw(repeat),
             )
+            runs = runs_sharing_forward(run, backwards, context.settings)
         for i, outcome in zip(running, runs, strict=True):
             if outcome.retries is not None:
                 context.scale_hints[hint_key(setups[i].config)] = outcome.retries

@@ -12,10 +12,6 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..axes.libraries import SolverLibrary
-from ..axes.loss_placements import DEFAULT_LOSS_IN, LOSS_PLACEMENTS, LossPlacement
-from ..axes.methods import Method
-from ..axes.modes import PreparedRun, ProblemCopies
 from ..axes.scalings import ScalerSettings, Scaling
 from ..core.devices import measured
 from ..core.errors import InputError
@@ -26,9 +22,8 @@ from ..solvers.scaler import AdjointScalerSlot
 from . import failures, metrics
 from .draws import DrawRecord, DrawRun, same_draws
 from .failures import Failure
-from .module_hooks import ModuleObserver
+from .run_spec import RunSpec
 from .solve_calls import ConfiguredOdeint, SolveRecord
-from .tape_estimate import TapeBudget
 from .torchdiffeq_routing import routed_to
 
 
@@ -59,60 +54,30 @@ class RunOutcome:
         return self.grads[self.n_inputs :]
 
 
-def run_once(
-    prepared: PreparedRun,
-    copies: ProblemCopies,
-    library: SolverLibrary,
-    method: Method,
-    scaling: Scaling,
-    settings: ScalerSettings,
-    n_timesteps: int,
-    loss_dtype: torch.dtype,
-    scale_hint: int | None = None,
-    loss_in: LossPlacement | None = None,
-    observer: ModuleObserver | None = None,
-    recompute_field: bool = False,
-    draw: int | None = None,
-) -> RunOutcome:
-    """Forward (the problem's step, its solves by `library` and `method` in `n_timesteps` equal steps each), loss and
-    backward of one run; any exception or non-finite value becomes `failure`. The grid's times are float64 where the
-    loss is (the reference), else float32.
-    `scale_hint`: where a searching loss scaler starts (the retries of a similar run); `loss_in`: where the loss is
-    formed (default: outside the run's context, in `loss_dtype`); `observer`: told where the backward begins
-    (per-module measurement); `recompute_field`: the field's activations computed again in the backward rather than
-    kept (the same values, for one more evaluation each); `draw`: which draw of the step's random numbers the run is
-    given, alike in every run of that draw (None: the step draws as it will, as in training)."""
-    record = observer.draws if observer is not None else None
-    with _draws(copies, draw, library, method, n_timesteps, record) as drawn:
+def run_once(spec: RunSpec, scaling: Scaling, settings: ScalerSettings, scale_hint: int | None = None) -> RunOutcome:
+    """Forward (the problem's step, its solves by the run's library and method in n_timesteps equal steps each), loss
+    and backward of one run by `scaling`; any exception or non-finite value becomes `failure`. `scale_hint`: where a
+    searching loss scaler starts (the retries of a similar run)."""
+    record = spec.observer.draws if spec.observer is not None else None
+    with _draws(spec, record) as drawn:
         scaler = scaling.adjoint_scaler(settings)
-        run = (n_timesteps, loss_dtype, loss_in, observer, recompute_field, settings, scaler)
-        outcome = Forward(prepared, copies, library, method, *run).backward(scaling, scale_hint, scaler)
+        outcome = Forward(spec, settings, scaler).backward(scaling, scale_hint, scaler)
         drawn.complete = outcome.failure is None
     return outcome
 
 
 def runs_sharing_forward(
-    prepared: PreparedRun,
-    copies: ProblemCopies,
-    library: SolverLibrary,
-    method: Method,
-    backwards: Sequence[tuple[Scaling, int | None]],
-    settings: ScalerSettings,
-    n_timesteps: int,
-    loss_dtype: torch.dtype,
-    loss_in: LossPlacement | None = None,
-    draw: int | None = None,
+    spec: RunSpec, backwards: Sequence[tuple[Scaling, int | None]], settings: ScalerSettings
 ) -> list[RunOutcome]:
     """The runs of scalings that `share_forward` (each with its hint), as `run_once` gives them, from one forward: a
     scaling acts in the backward only (the native solver reads its adjoint scaler when its backward starts), so the
     forward is the same for each. Their backward passes follow in the order given, each but the last keeping the
-    graph for the next."""
-    with _draws(copies, draw, library, method, n_timesteps) as drawn:
+    graph for the next. A watched run (`spec.observer`) runs alone."""
+    assert spec.observer is None and not spec.recompute_field, "a shared forward is neither watched nor recomputed"
+    with _draws(spec) as drawn:
         scalers = [scaling.adjoint_scaler(settings) for scaling, _ in backwards]
         slot = AdjointScalerSlot() if any(scaler is not None for scaler in scalers) else None
-        forward = Forward(
-            prepared, copies, library, method, n_timesteps, loss_dtype, loss_in, None, False, settings, slot
-        )
+        forward = Forward(spec, settings, slot)
         outcomes = []
         for index, ((scaling, hint), scaler) in enumerate(zip(backwards, scalers, strict=True)):
             if slot is not None:
@@ -122,70 +87,44 @@ def runs_sharing_forward(
     return outcomes
 
 
-def _draws(
-    copies: ProblemCopies,
-    draw: int | None,
-    library: SolverLibrary,
-    method: Method,
-    n_timesteps: int,
-    record: DrawRecord | None = None,
-) -> AbstractContextManager[DrawRun]:
-    """The step's random draws in a run: draw `draw` of the run's solve, as every run of it is given (draws.py), kept
-    in `record` (a watched run's, whose calls are re-run on them)."""
-    if draw is None:
+def _draws(spec: RunSpec, record: DrawRecord | None = None) -> AbstractContextManager[DrawRun]:
+    """The step's random draws in a run: draw `spec.draw` of the run's solve, as every run of it is given (draws.py),
+    kept in `record` (a watched run's, whose calls are re-run on them)."""
+    if spec.draw is None:
         return nullcontext(DrawRun())
-    return same_draws(copies, draw, (library.name, method.name, n_timesteps), record)
+    return same_draws(spec.copies, spec.draw, (spec.library.name, spec.method.name, spec.n_timesteps), record)
 
 
 class Forward:
     """A run's forward pass (solves, loss), done once on construction; `backward` completes a run from it, as often
-    as the graph is kept."""
+    as the graph is kept. `solver_scaler`: what the solver scales its adjoint with (a run alone hands its scaler to
+    the solver here; a shared forward hands the slot each backward fills)."""
 
     def __init__(
         self,
-        prepared: PreparedRun,
-        copies: ProblemCopies,
-        library: SolverLibrary,
-        method: Method,
-        n_timesteps: int,
-        loss_dtype: torch.dtype,
-        loss_in: LossPlacement | None,
-        observer: ModuleObserver | None,
-        recompute_field: bool,
+        spec: RunSpec,
         settings: ScalerSettings,
         solver_scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
     ) -> None:
-        self.prepared, self.library, self.method, self.settings = prepared, library, method, settings
-        self.observer, self.device = observer, prepared.device
+        self.spec, self.settings = spec, settings
+        self.prepared, self.library, self.method = spec.prepared, spec.library, spec.method
+        self.observer, self.device = spec.observer, spec.prepared.device
         # A probe of a loss scale may stop at its first non-finite step (solvers/overflow_stop.py) where that step is
         # sure to reach a leaf's gradient, the trajectory's y0; a watched run's observer counts whole passes.
-        self.whole_passes = observer is not None or copies.trajectory is None
+        self.whole_passes = spec.observer is not None or spec.copies.trajectory is None
         self.report = SolveReport()
-        self.shared = RunOutcome(n_inputs=len(prepared.inputs), report=self.report)
+        self.shared = RunOutcome(n_inputs=len(spec.prepared.inputs), report=self.report)
         self.loss: torch.Tensor | None = None
         self.forward_peak: int | None = None
-        placement = loss_in or LOSS_PLACEMENTS.get(DEFAULT_LOSS_IN)
-        self._run(copies, n_timesteps, loss_dtype, placement, recompute_field, solver_scaler)
+        self._run(solver_scaler)
 
-    def _run(self, copies, n_timesteps, loss_dtype, loss_in, recompute_field, solver_scaler) -> None:
-        outcome = self.shared
-        # A run alone hands its scaler to the solver here; a shared forward hands the slot each backward fills.
-        odeint = configured_odeint(
-            self.prepared,
-            self.library,
-            self.method,
-            n_timesteps,
-            loss_dtype,
-            loss_in,
-            solver_scaler,
-            self.report,
-            self.observer,
-            recompute_field,
-        )
+    def _run(self, solver_scaler: DynamicAdjointScaler | AdjointScalerSlot | None) -> None:
+        outcome, loss_in = self.shared, self.spec.loss_in
+        odeint = ConfiguredOdeint(self.spec, solver_scaler, self.report)
         try:
             with measured(self.device) as forward:
                 try:
-                    loss = step_forward(self.prepared, copies, odeint, loss_in)
+                    loss = step_forward(self.spec, odeint)
                 finally:
                     outcome.report.n_function_evals = odeint.calls
                     outcome.solves = odeint.solves
@@ -257,42 +196,10 @@ class Forward:
         return f"{self.library.name} {self.method.name}: the solve, the model or its loss"
 
 
-def configured_odeint(
-    prepared: PreparedRun,
-    library: SolverLibrary,
-    method: Method,
-    n_timesteps: int,
-    loss_dtype: torch.dtype,
-    loss_in: LossPlacement,
-    scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
-    report: SolveReport,
-    observer: ModuleObserver | None = None,
-    recompute_field: bool = False,
-) -> ConfiguredOdeint:
-    """The `odeint` a run hands its step: inside the run's context where the step is not, its output then cast to
-    `loss_dtype`; the grid's times float64 where the loss is (the reference), else float32."""
-    outside = not loss_in.step_in_context
-    return ConfiguredOdeint(
-        library,
-        method,
-        n_timesteps,
-        torch.float64 if loss_dtype == torch.float64 else torch.float32,
-        scaler,
-        report,
-        context=prepared.context if outside else None,
-        output_dtype=loss_dtype if outside else None,
-        model=prepared.model,
-        observer=observer,
-        budget=None if method.adaptive else TapeBudget.for_run(prepared.device, n_timesteps, method.n_stages),
-        recompute=recompute_field,
-    )
-
-
-def step_forward(
-    prepared: PreparedRun, copies: ProblemCopies, odeint: ConfiguredOdeint, loss_in: LossPlacement
-) -> torch.Tensor:
-    """The problem's step on the run's model and batch, inside the run's context where the placement puts it: the
-    loss, checked to be a scalar."""
+def step_forward(spec: RunSpec, odeint: ConfiguredOdeint) -> torch.Tensor:
+    """The problem's step on the run's model and batch, inside the run's context where its loss placement puts it:
+    the loss, checked to be a scalar."""
+    prepared, loss_in = spec.prepared, spec.loss_in
     observer = odeint.observer if loss_in.step_in_context else None
     # A watched step's uses of weights outside their modules' calls are counted inside the run's precision.
     with (
@@ -300,7 +207,7 @@ def step_forward(
         observer.watching_weights() if observer is not None else nullcontext(),
         routed_to(odeint),
     ):
-        loss = copies.problem.step(prepared.model, prepared.batch, odeint)
+        loss = spec.copies.problem.step(prepared.model, prepared.batch, odeint)
     if not odeint.solves:
         raise TypeError(
             "the step called no solver: a sweep measures the solves of the odeint it hands the step, and of "

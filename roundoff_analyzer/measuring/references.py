@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
@@ -16,6 +17,7 @@ from ..axes.scalings import SCALINGS, ScalerSettings
 from . import failures
 from .draws import draws_anew
 from .one_run import RunOutcome, run_once
+from .run_spec import RunSpec
 from .tape_estimate import TapeTooLarge
 
 
@@ -52,24 +54,12 @@ class ReferenceCache:
             start = time.perf_counter()
             prepared = cast_run(self.copies, torch.float64)
             none = SCALINGS.get("none")
-            outcome = run_once(
-                prepared, self.copies, library, method, none, self.settings, n_timesteps, torch.float64, draw=draw
-            )
+            run = RunSpec(prepared, self.copies, library, method, n_timesteps, torch.float64, draw=draw)
+            outcome = run_once(run, none, self.settings)
             if outcome.failure is not None and outcome.failure.failure_type == TapeTooLarge.__name__:
                 # Its tape would not fit: the same solve, its field's activations computed again in the backward.
                 self.n_recomputed += 1
-                outcome = run_once(
-                    prepared,
-                    self.copies,
-                    library,
-                    method,
-                    none,
-                    self.settings,
-                    n_timesteps,
-                    torch.float64,
-                    recompute_field=True,
-                    draw=draw,
-                )
+                outcome = run_once(replace(run, recompute_field=True), none, self.settings)
             if outcome.failure is not None:
                 raise failures.ReferenceFailed(outcome.failure)
             self._cache[key] = outcome

@@ -21,6 +21,7 @@ from .contract import ProblemShape
 from .module_hooks import ModuleObserver
 from .one_run import RunOutcome, run_once
 from .references import ReferenceCache
+from .run_spec import RunSpec
 from .yardsticks import Yardsticks
 
 
@@ -97,17 +98,14 @@ class RunSetup:
         draw: int | None = None,
     ) -> RunOutcome:
         """One run of the setup (`draw`: the draw of the step's random numbers it is given, as its reference is)."""
-        return run_once(
+        run = RunSpec(
             prepared,
             context.copies,
             self.library,
             self.method,
-            self.scaling,
-            context.settings,
             n_timesteps,
-            torch.float32,
-            scale_hint=scale_hint,
             loss_in=self.loss_in,
             observer=observer,
             draw=draw,
         )
+        return run_once(run, self.scaling, context.settings, scale_hint)

@@ -21,14 +21,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ..axes.libraries import SolverLibrary
 from ..axes.libraries.steps import CountedDynamics
-from ..axes.methods import Method
 from ..solvers import DynamicAdjointScaler, SolveReport
 from ..solvers.grid_output import equal_grid, read_off
 from ..solvers.scaler import AdjointScalerSlot
 from ..solvers.tuple_state import FlatState, State
-from .module_hooks import ModuleObserver
+from .run_spec import RunSpec
 from .tape_estimate import RecomputedField, TapeBudget, TapeWatch
 
 
@@ -47,38 +45,37 @@ class SolveRecord:
 
 
 class ConfiguredOdeint:
-    """`odeint` for a step, as one configuration solves: `library` and `method` in `n_timesteps` equal steps per call,
-    the grid in `time_dtype`. `context`: entered around each solve (the step runs outside the run's context); the
-    output is then cast to `output_dtype`. `report`: the first call's per-step record. `model`: the step's model,
-    whose parameters a vector field that is not itself an `nn.Module` (a function or a bound method closing over
-    them) is differentiated with respect to. `observer`: watches each solve's vector field on its grid. `budget`: the
-    memory a solve's tape may take (tape_estimate.py); `recompute`: the field's activations computed again in the
-    backward rather than kept (a float64 reference whose tape would not fit)."""
+    """`odeint` for a step, as one run (`spec`) solves: its library and method in its n_timesteps equal steps per call,
+    the grid in its `time_dtype`. Where the run's loss placement leaves the step outside the run's context, the context
+    is entered around each solve and the output then cast to the loss's dtype. `scaler`: the native solver's adjoint
+    scaler (or the slot a shared forward fills); `report`: the first call's per-step record. The run's model stands in
+    for the parameters of a vector field that is not itself an `nn.Module` (a function or a bound method closing over
+    them). The run's observer watches each solve's vector field on its grid. A fixed-grid solve's tape may take the
+    memory of a `TapeBudget` (tape_estimate.py); `recompute`: the field's activations computed again in the backward
+    rather than kept (a float64 reference whose tape would not fit)."""
 
     def __init__(
         self,
-        library: SolverLibrary,
-        method: Method,
-        n_timesteps: int,
-        time_dtype: torch.dtype,
-        scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
-        report: SolveReport,
-        context: Callable[[], AbstractContextManager] | None = None,
-        output_dtype: torch.dtype | None = None,
-        model: torch.nn.Module | None = None,
-        observer: ModuleObserver | None = None,
-        budget: TapeBudget | None = None,
-        recompute: bool = False,
+        spec: RunSpec,
+        scaler: DynamicAdjointScaler | AdjointScalerSlot | None = None,
+        report: SolveReport | None = None,
     ) -> None:
-        self.library, self.method, self.n_timesteps, self.time_dtype = library, method, n_timesteps, time_dtype
-        self.scaler, self.report = scaler, report
-        self.context, self.output_dtype, self.model = context, output_dtype, model
-        self.observer = observer  # told each solve's vector field and grid (per-module measurement)
+        method, outside = spec.method, not spec.loss_in.step_in_context
+        self.library, self.method, self.n_timesteps = spec.library, method, spec.n_timesteps
+        self.time_dtype = spec.time_dtype
+        self.scaler, self.report = scaler, SolveReport() if report is None else report
+        self.context: Callable[[], AbstractContextManager] | None = spec.prepared.context if outside else None
+        self.output_dtype = spec.loss_dtype if outside else None
+        self.model: torch.nn.Module | None = spec.prepared.model
+        self.observer = spec.observer  # told each solve's vector field and grid (per-module measurement)
         self.solves: list[SolveRecord] = []
         self.calls = 0  # function evaluations over every solve so far
-        self.budget = budget  # where given, a solve whose tape cannot fit stops within its first steps
+        # Where given, a solve whose tape cannot fit stops within its first steps.
+        self.budget = (
+            None if method.adaptive else TapeBudget.for_run(spec.prepared.device, spec.n_timesteps, method.n_stages)
+        )
         self.tape_bytes = 0  # the tape the solves so far keep for backward, as estimated from their first steps
-        self.recompute = recompute  # the field's activations computed again in the backward, not kept
+        self.recompute = spec.recompute_field  # the field's activations computed again in the backward, not kept
         # What the step's calls named of their own (method, rtol, atol, the options' keys): ignored here, and the
         # answer's code says so (report/sections/step_code.py).
         self.named: dict[str, object] = {}

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import torch
 
-from ..axes.data import parse_data
+from ..axes.data import DataRequest, parse_data
 from ..axes.grid import AXIS_DEFAULTS, Configuration, Grid, file_safe
 from ..axes.keep_float32 import unmatched
 from ..axes.libraries import resolve_library
@@ -39,7 +39,7 @@ from ..measuring.contract import (
     precisions_of,
 )
 from ..measuring.gradient_noise import problem_batch_size
-from .checkpoints import SweepCheckpoint, expand_checkpoints, load_checkpoints
+from .checkpoints import CheckpointFile, SweepCheckpoint, expand_checkpoints, load_checkpoints
 from .config import SweepConfig
 from .tolerances import tolerance_warnings
 from .workers import EXECUTORS_WITH_PROCESSES, auto_workers
@@ -114,12 +114,36 @@ class SweepPlan:
         ]
 
 
+@dataclass(frozen=True)
+class ResolvedSweep:
+    """The request resolved by name, before the model is built or run: the model's factory and options, the grid, the
+    checkpoint files, the data asked for, the executor, the device, and the worker processes (`config.workers` too)
+    with why so many."""
+
+    config: SweepConfig
+    model: ModelSpec
+    options: ModelOptions
+    grid: Grid
+    checkpoint_files: list[CheckpointFile]
+    data: DataRequest | None
+    executor: PlannedExecutor
+    device: torch.device
+    workers: int
+    workers_reason: str | None
+
+
 def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked: bool = False) -> SweepPlan:
     """Everything that can be wrong with the request is found here, before anything touches the disk:
     the model, its options, the data file, the checkpoint (the problem is built and the weights loaded),
     the executor and its settings. `executors`: where the executor's name is looked up (the registered executors,
     which run plans and so live above this stage). `checked`: the process that started this one (a worker's) already
     bounded the problem's memory, which for a model built on the meta device costs an import of torch._dynamo."""
+    return probe_model(resolve_request(config, executors), checked)
+
+
+def resolve_request(config: SweepConfig, executors: Registry[PlannedExecutor]) -> ResolvedSweep:
+    """The request's names looked up and its grid built; no model is built or evaluated (a user's model or library
+    named by its location is imported, to find it)."""
     model = resolve_model(config.model)
     for library in config.library or ():
         resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
@@ -151,17 +175,29 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
         config = config.model_copy(update={"workers": workers})
     executor = executors.get(config.executor_name)
     device = executor.target_device(config)
+    data = parse_data(config.data) if config.data else None
+    return ResolvedSweep(config, model, options, grid, files, data, executor, device, workers, workers_reason)
+
+
+def probe_model(resolved: ResolvedSweep, checked: bool = False) -> SweepPlan:
+    """The plan of a resolved request: the problem built (with its checkpoints' weights) and its step evaluated, to
+    check its contract, find the precisions in which it raises, bound its memory and choose the threads.
+    `checked`: as `make_plan`'s."""
+    config, model, grid, executor, device = (
+        resolved.config,
+        resolved.model,
+        resolved.grid,
+        resolved.executor,
+        resolved.device,
+    )
     # optional: what takes seconds to start starts while the problem is built
     warm_up = getattr(executor, "warm_up", None)
     if warm_up is not None:
         warm_up(config)
     # Built here to check it and fingerprint it; where the runs happen elsewhere, this copy never runs, so the CPU will
     # do.
-    build_on, data = (
-        device if executor.runs_here else torch.device("cpu"),
-        parse_data(config.data) if config.data else None,
-    )
-    problem = build_problem(model, options, build_on, data, bound_memory=not checked)
+    build_on = device if executor.runs_here else torch.device("cpu")
+    problem = build_problem(model, resolved.options, build_on, resolved.data, bound_memory=not checked)
     if config.loss_in is None:
         grid = replace(grid, loss_ins=(problem.default_loss_in,))
         config = config.model_copy(update={"loss_in": [problem.default_loss_in]})
@@ -183,27 +219,29 @@ def make_plan(config: SweepConfig, executors: Registry[PlannedExecutor], checked
     if config.loss_scale != 1.0:
         problem = problem.with_loss_scale(config.loss_scale)
     refuse_unmatched_modules(problem.model, grid.kept)
-    checkpoints = load_checkpoints(problem, files, model.name)
+    checkpoints = load_checkpoints(problem, resolved.checkpoint_files, model.name)
     checkpoint = (
         {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
     )
     grid = replace(grid, checkpoints=tuple(c.name for c in checkpoints) or ("",))
-    threads = choose_threads(evaluate_once(copies), device, config.threads, workers) if executor.runs_here else None
+    threads = (
+        choose_threads(evaluate_once(copies), device, config.threads, resolved.workers) if executor.runs_here else None
+    )
     return SweepPlan(
-        config,
-        model,
-        options,
-        grid,
-        grid.configurations(model.name),
-        device,
-        problem,
-        checkpoint,
-        executor,
-        threads,
-        checkpoints,
-        workers_reason,
-        shape,
-        step_warnings,
+        config=config,
+        model=model,
+        options=resolved.options,
+        grid=grid,
+        configurations=grid.configurations(model.name),
+        device=device,
+        problem=problem,
+        checkpoint=checkpoint,
+        executor=executor,
+        threads=threads,
+        checkpoints=checkpoints,
+        workers_reason=resolved.workers_reason,
+        shape=shape,
+        step_warnings=step_warnings,
     )
 
 

@@ -16,8 +16,9 @@ from ..axes.models import ModelProblem
 from ..axes.models.inputs import on_device
 from ..axes.modes import PreparedRun, ProblemCopies
 from ..axes.modes.base import run_device
-from ..measuring.one_run import configured_odeint, step_forward
-from ..solvers import SolveReport
+from ..measuring.one_run import step_forward
+from ..measuring.run_spec import RunSpec
+from ..measuring.solve_calls import ConfiguredOdeint
 
 VALIDATION_METHOD = "rk4_classical"  # the classical rule, named so the drop-in does not warn
 
@@ -31,8 +32,6 @@ def validation_loss(problem: ModelProblem, batches: list[Any], n_timesteps: int)
     with torch.no_grad():
         for batch in batches:
             prepared = PreparedRun(problem.model, on_device(batch, device), nullcontext)
-            odeint = configured_odeint(
-                prepared, library, method, n_timesteps, torch.float32, placement, None, SolveReport()
-            )
-            losses.append(float(step_forward(prepared, copies, odeint, placement)))
+            run = RunSpec(prepared, copies, library, method, n_timesteps, loss_in=placement)
+            losses.append(float(step_forward(run, ConfiguredOdeint(run))))
     return sum(losses) / len(losses)

@@ -21,6 +21,7 @@ from ..axes.models import ModelProblem
 from ..axes.modes import MODES, ProblemCopies
 from ..axes.scalings import SCALINGS, ScalerSettings
 from ..measuring.one_run import run_once
+from ..measuring.run_spec import RunSpec
 from .setups import TrainSetup
 
 # GradScaler's defaults: after this many finite steps in a row the loss scale grows by this factor.
@@ -79,17 +80,8 @@ class SetupStep:
         # A scale searched for is a training's loss scale, carried from step to step.
         searches = self.scaling.searches_scale
         settings = self.loss_scale.settings(self.settings) if searches else self.settings
-        outcome = run_once(
-            prepared,
-            copies,
-            self.library,
-            self.method,
-            self.scaling,
-            settings,
-            self.setup.n_timesteps,
-            torch.float32,
-            loss_in=self.loss_in,
-        )
+        run = RunSpec(prepared, copies, self.library, self.method, self.setup.n_timesteps, loss_in=self.loss_in)
+        outcome = run_once(run, self.scaling, settings)
         failure = outcome.failure
         finite = failure is None
         if searches:

@@ -16,10 +16,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from roundoff_analyzer.core.text import printable
-from roundoff_analyzer.report.formatting import span
-
-from .progress import STATUS_STYLE
+from ..core.text import printable
+from ..execution.progress_bar import STATUS_STYLE
+from ..report.formatting import span
 
 
 def _short_exponent(text: str) -> str:

@@ -14,7 +14,7 @@ from rich.progress import (
 )
 from rich.table import Column
 
-from roundoff_analyzer.core.text import printable
+from ..core.text import printable
 
 # Below this width the bar and the times are left out of the progress lines.
 _NARROW = 72

@@ -6,18 +6,18 @@ from pathlib import Path
 
 from rich.console import Console
 
-from roundoff_analyzer.core.text import printable
+from ..core.text import printable
 
 
 def print_judgement(console: Console, results, folder: Path, shown: int | None = None) -> None:
     """Verdict lines, then per dtype the answer and its code lines. `shown`: how many rows a filter left in the table
     above, which the verdict and the answer do not judge (they judge the whole sweep, and say so)."""
-    from roundoff_analyzer.core.errors import InputError
-    from roundoff_analyzer.judging.environments import float32_not_ieee, mixed_environments
-    from roundoff_analyzer.judging.manifest_setup import manifest_of, read_setup
-    from roundoff_analyzer.report.sections.answer import answer_lines
-    from roundoff_analyzer.report.sections.verdict import verdict_lines
-    from roundoff_analyzer.storage.manifest_schema import read_manifest
+    from ..core.errors import InputError
+    from ..judging.environments import float32_not_ieee, mixed_environments
+    from ..judging.manifest_setup import manifest_of, read_setup
+    from ..report.sections.answer import answer_lines
+    from ..report.sections.verdict import verdict_lines
+    from ..storage.manifest_schema import read_manifest
 
     try:
         device = (read_setup(folder) or {}).get("device")

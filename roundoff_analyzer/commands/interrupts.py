@@ -14,16 +14,15 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
-import typer
 from rich.console import Console
 
-from roundoff_analyzer.core.environment import EnvironmentFailure
-from roundoff_analyzer.core.text import printable
+from ..core.environment import EnvironmentFailure
+from ..core.text import printable
 
 if TYPE_CHECKING:  # the sweep engine imports torch; the commands import it when they run
-    from roundoff_analyzer.execution.engine import SweepIncomplete, SweepInterrupted
+    from ..execution.engine import SweepIncomplete, SweepInterrupted
 
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
@@ -82,7 +81,7 @@ def stop_after_current(
             signal.signal(signum, signal.SIG_IGN if stop.requested else handler)
 
 
-def report_interrupted(console: Console, stopped: SweepInterrupted, exit_code: int = EXIT_INTERRUPTED) -> None:
+def report_interrupted(console: Console, stopped: SweepInterrupted, exit_code: int = EXIT_INTERRUPTED) -> NoReturn:
     console.print(
         f"interrupted: {stopped.n_done} of {stopped.n_total} configurations are done and saved in "
         f"{printable(stopped.out_dir)} "
@@ -92,10 +91,10 @@ def report_interrupted(console: Console, stopped: SweepInterrupted, exit_code: i
     )
     if stopped.note:
         console.print(stopped.note, highlight=False, markup=False)
-    raise typer.Exit(exit_code)
+    raise SystemExit(exit_code)
 
 
-def report_incomplete(console: Console, incomplete: SweepIncomplete) -> None:
+def report_incomplete(console: Console, incomplete: SweepIncomplete) -> NoReturn:
     """Configurations lost without a stop request (a worker died, a Slurm task failed): each cause, then how to
     retry."""
     for problem in incomplete.problems:
@@ -107,10 +106,10 @@ def report_incomplete(console: Console, incomplete: SweepIncomplete) -> None:
         highlight=False,
         markup=False,
     )
-    raise typer.Exit(EXIT_INCOMPLETE)
+    raise SystemExit(EXIT_INCOMPLETE)
 
 
-def report_environment_failure(console: Console, failure: EnvironmentFailure) -> None:
+def report_environment_failure(console: Console, failure: EnvironmentFailure) -> NoReturn:
     """The machine stopped the sweep (a full disk, a read-only folder): one line with what is done and how to go on."""
     console.print(f"error: {failure}", highlight=False, markup=False, soft_wrap=True)
-    raise typer.Exit(EXIT_INCOMPLETE)
+    raise SystemExit(EXIT_INCOMPLETE)

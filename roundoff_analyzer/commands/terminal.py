@@ -1,18 +1,17 @@
-"""What every command shares: one-line errors for bad input, and comma-separated lists."""
+"""What every command shares: one-line errors for bad input, comma-separated lists, and the consoles it prints to."""
 
 from __future__ import annotations
 
 import functools
 import os
 from collections.abc import Callable
-from typing import NoReturn, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
-import typer
 from rich.console import Console
 
-from roundoff_analyzer.core.environment import os_error_line
-from roundoff_analyzer.core.errors import InputError
-from roundoff_analyzer.core.text import shortened
+from ..core.environment import os_error_line
+from ..core.errors import InputError
+from ..core.text import shortened
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -29,7 +28,7 @@ MAX_LINE = 2000
 
 def fail(message: str) -> NoReturn:
     stderr.print(f"error: {shortened(message, MAX_LINE)}", markup=False)
-    raise typer.Exit(EXIT_BAD_INPUT)
+    raise SystemExit(EXIT_BAD_INPUT)
 
 
 def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
@@ -43,7 +42,7 @@ def reports_input_errors(command: Callable[P, R]) -> Callable[P, R]:
             fail(str(exc))
         except OSError as exc:  # the machine, not the request: a full disk, a read-only or forbidden path
             stderr.print(f"error: cannot go on: {os_error_line(exc)}", markup=False)
-            raise typer.Exit(EXIT_ENVIRONMENT) from None
+            raise SystemExit(EXIT_ENVIRONMENT) from None
 
     return wrapper
 
@@ -67,12 +66,22 @@ def split_ints(value: str | None, what: str) -> list[int] | None:
         raise InputError(f"--{what} '{value}' must be comma-separated whole numbers, such as 8,16,32") from None
 
 
+def given_only(keys: dict[str, Any]) -> dict[str, Any]:
+    """The keys whose value was given (not None)."""
+    return {key: value for key, value in keys.items() if value is not None}
+
+
+def scaler_settings(init_scale: float | None, backoff_factor: float | None, max_retries: int | None) -> dict | None:
+    """The scaler's options given on the command line, as the `scaler` key's table; None without any."""
+    return given_only({"init_scale": init_scale, "backoff_factor": backoff_factor, "max_retries": max_retries}) or None
+
+
 def model_options(pairs: list[str]) -> dict[str, str] | None:
     """`-o key=value` options as a dict (None without any); the models' parser loads torch, so only when options are
     given."""
     if not pairs:
         return None
-    from roundoff_analyzer.axes.models import parse_option_pairs
+    from ..axes.models import parse_option_pairs
 
     return parse_option_pairs(pairs)
 

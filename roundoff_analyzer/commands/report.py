@@ -1,0 +1,46 @@
+"""`roundoff report`: write a sweep folder's markdown report and figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from ..core.text import printable
+from .terminal import reports_input_errors
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """`roundoff report`'s folder and options as given."""
+
+    folder: Path
+    out: Path | None
+
+
+@reports_input_errors
+def report_command(request: ReportRequest) -> None:
+    """Write the report of the request's folder: a sweep's, or a training's."""
+    folder, out = request.folder, request.out
+    # Here, not at the top: pandas, matplotlib and torch load only when a report is written.
+    from ..core.safe_files import refuse_links
+    from ..report import FIGURES, REPORT, write_report
+    from ..storage.result_schemas import RESULTS
+    from ..training.folder import REPORT as TRAINING_REPORT
+    from ..training.folder import TRAIN_MANIFEST
+    from ..training.training_report import write_training_report
+
+    if (folder / TRAIN_MANIFEST).is_file() and not (folder / RESULTS).is_file():
+        refuse_links(folder, [FIGURES] + ([] if out else [TRAINING_REPORT]))
+        written = write_training_report(folder, out)
+        Console(highlight=False, soft_wrap=True, emoji=False).print(
+            printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False
+        )
+        return
+    # written into the folder: never through a link out of it
+    refuse_links(folder, [FIGURES] + ([] if out else [REPORT]))
+    written = write_report(folder, out)
+    Console(highlight=False, soft_wrap=True, emoji=False).print(
+        printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False
+    )
