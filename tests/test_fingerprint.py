@@ -1,7 +1,7 @@
-"""The fingerprint as versioned data: a folder written by the previous version (the committed reports' folders, whose
-fingerprint held the grid's prose) resumes as the same sweep with its shards kept, a folder of the present version
-likewise, and either is refused for a sweep that differs in any axis or setting: nothing of another sweep is mixed
-in."""
+"""The fingerprint as versioned data: a folder written by the previous version (a committed report folder as that
+version wrote it, kept in tests/fixtures; its fingerprint held the grid's prose) resumes as the same sweep with its
+shards kept, a folder of the present version likewise, and either is refused for a sweep that differs in any axis or
+setting: nothing of another sweep is mixed in."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ from roundoff_analyzer.planning.manifest import fingerprint
 from roundoff_analyzer.storage.results import ResultStore
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
+# reports/otflow-cpu's manifest and shards as the previous version wrote them (before the reports were run again), and
+# reports/otflow-which-module's manifest of then.
+VERSION_1 = Path(__file__).resolve().parent / "fixtures" / "otflow-cpu-v1"
+VERSION_1_WHICH_MODULE = Path(__file__).resolve().parent / "fixtures" / "otflow-which-module-v1-manifest.json"
 
 # reports/otflow-cpu's sweep, as its manifest records it.
 OTFLOW_CPU = {
@@ -62,6 +66,12 @@ def committed_copy(tmp_path: Path) -> Path:
     return folder
 
 
+def version_1_copy(tmp_path: Path) -> Path:
+    folder = tmp_path / "otflow-cpu-v1"
+    shutil.copytree(VERSION_1, folder)
+    return folder
+
+
 def new_version_folder(tmp_path: Path, wanted: dict) -> Path:
     """A folder of the present version: the committed shards under a manifest this version wrote."""
     folder = committed_copy(tmp_path)
@@ -71,8 +81,8 @@ def new_version_folder(tmp_path: Path, wanted: dict) -> Path:
     return folder
 
 
-def test_a_committed_folder_holds_a_version_1_fingerprint_that_is_the_same_sweep_as_its_config_planned_now(wanted):
-    found = json.loads((REPORTS / "otflow-cpu" / "manifest.json").read_text())["fingerprint"]
+def test_a_version_1_folder_holds_a_fingerprint_that_is_the_same_sweep_as_its_config_planned_now(wanted):
+    found = json.loads((VERSION_1 / "manifest.json").read_text())["fingerprint"]
     assert "version" not in found and "description" in found["grid"]
     assert wanted["version"] == FINGERPRINT_VERSION and "description" not in wanted["grid"]
     assert same_sweep(found, wanted) and found in every_version(wanted)
@@ -80,13 +90,13 @@ def test_a_committed_folder_holds_a_version_1_fingerprint_that_is_the_same_sweep
 
 @pytest.mark.parametrize("axis", [*CHANGED, "draws"])
 def test_a_version_1_folder_is_another_sweep_for_a_changed_axis_or_setting(axis, changed):
-    found = json.loads((REPORTS / "otflow-cpu" / "manifest.json").read_text())["fingerprint"]
+    found = json.loads((VERSION_1 / "manifest.json").read_text())["fingerprint"]
     assert not same_sweep(found, changed[axis])
 
 
 @pytest.mark.parametrize("version", ["version 1", "version 2"])
 def test_a_folder_of_either_version_resumes_with_every_shard_kept(tmp_path, wanted, version):
-    folder = committed_copy(tmp_path) if version == "version 1" else new_version_folder(tmp_path, wanted)
+    folder = version_1_copy(tmp_path) if version == "version 1" else new_version_folder(tmp_path, wanted)
     n_shards = len(list((folder / "shards").glob("*.parquet")))
     ResultStore(folder).check(wanted)  # the same sweep: not refused
     store = ResultStore(folder)
@@ -106,7 +116,7 @@ def test_a_folder_of_either_version_resumes_with_every_shard_kept(tmp_path, want
 def test_a_folder_of_either_version_is_refused_for_a_changed_axis_and_its_shards_are_not_reused(
     tmp_path, wanted, changed, version, axis
 ):
-    folder = committed_copy(tmp_path) if version == "version 1" else new_version_folder(tmp_path, wanted)
+    folder = version_1_copy(tmp_path) if version == "version 1" else new_version_folder(tmp_path, wanted)
     with pytest.raises(InputError, match="holds a different sweep"):
         ResultStore(folder).check(changed[axis])
     # A store of the other sweep (as a worker's or an interrupted run's) counts none of the folder's shards.
@@ -122,7 +132,7 @@ def test_every_committed_sweep_folder_has_a_fingerprint_of_a_known_version():
 
 def test_a_version_1_folder_with_an_axis_off_its_default_is_the_same_sweep_as_its_config_planned_now(tmp_path):
     # reports/otflow-which-module keeps modules in float32: version 1 named that axis, and its count in the prose.
-    found = json.loads((REPORTS / "otflow-which-module" / "manifest.json").read_text())["fingerprint"]
+    found = json.loads(VERSION_1_WHICH_MODULE.read_text())["fingerprint"]
     settings = {
         "method": ["euler"],
         "library": ["torchdiffeq", "native"],
