@@ -14,7 +14,9 @@ refused instead, by torchdiffeq's checking of its inputs, which only such a call
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -75,19 +77,36 @@ class _Site:
 def routed_to(odeint: ConfiguredOdeint) -> Iterator[None]:
     """Within the block, torchdiffeq's `odeint` and `odeint_adjoint` are `odeint`, under every name a loaded module
     gave them; each solve a routed call makes records the name it came through (`SolveRecord.origin`)."""
-    sites = [site for site in _sites() if site.namespace.get(site.routed.name) is _original(site)]
-    checks = _checks()
-    for site in sites:
-        site.namespace[site.routed.name] = _router(odeint, site)
-    for namespace, original, function in checks:
-        namespace[_CHECK] = _refusal(odeint, original, function)
+    sites: list[_Site] = []
+    checks: list = []
+    try:
+        with _uninterrupted():  # a configuration's time limit (SIGALRM) waits until every name is set, or restored
+            sites = [site for site in _sites() if site.namespace.get(site.routed.name) is _original(site)]
+            checks = _checks()
+            for site in sites:
+                site.namespace[site.routed.name] = _router(odeint, site)
+            for namespace, original, function in checks:
+                namespace[_CHECK] = _refusal(odeint, original, function)
+        yield
+    finally:
+        with _uninterrupted():
+            for site in sites:
+                site.namespace[site.routed.name] = _original(site)
+            for namespace, original, _ in checks:
+                namespace[_CHECK] = original
+
+
+@contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """SIGALRM held back in the block (delivered after it), where this thread may block it."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
     try:
         yield
     finally:
-        for site in sites:
-            site.namespace[site.routed.name] = _original(site)
-        for namespace, original, _ in checks:
-            namespace[_CHECK] = original
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _router(odeint: ConfiguredOdeint, site: _Site):
