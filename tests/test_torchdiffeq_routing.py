@@ -5,11 +5,16 @@ checked against computations written here, with each solver called directly."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
+import itertools
+import os
 import re
+import signal
 import sys
 import textwrap
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -17,8 +22,18 @@ import torch
 import torchdiffeq
 
 import roundoff_analyzer as ra
+from roundoff_analyzer.axes.libraries import LIBRARIES
+from roundoff_analyzer.axes.methods import METHODS
+from roundoff_analyzer.axes.modes import PreparedRun, ProblemCopies
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.core.user_code import load_attribute
+from roundoff_analyzer.measuring import torchdiffeq_routing
+from roundoff_analyzer.measuring.failures import ConfigurationTimeout
+from roundoff_analyzer.measuring.one_run import step_forward
+from roundoff_analyzer.measuring.run_spec import RunSpec
+from roundoff_analyzer.measuring.solve_calls import ConfiguredOdeint
+from roundoff_analyzer.measuring.time_limit import time_limit
+from roundoff_analyzer.measuring.torch_state import restored_torch_state
 from roundoff_analyzer.solvers import odeint as native_odeint
 
 from .test_step_problems import _seeded, flat, rel_err
@@ -167,3 +182,62 @@ def test_torchdiffeqs_names_are_given_back_when_the_step_raises(tmp_path):
         _sweep(spec, tmp_path / "out")
     assert sys.modules["roundoff_user_raising_step"].odeint is function
     assert torchdiffeq.odeint is function and defining.odeint is function and defining._check_inputs is checks
+
+
+def _alarm_at_line(k: int, files: set[str]):
+    """A trace function sending this process SIGALRM at the k-th line run in `files`, as a time limit's alarm lands
+    wherever the run is; and whether it was sent."""
+    seen, sent = 0, []
+
+    def local(frame, event, arg):
+        nonlocal seen
+        if event == "line":
+            seen += 1
+            if seen == k:
+                sent.append(k)
+                os.kill(os.getpid(), signal.SIGALRM)
+        return local
+
+    return (lambda frame, event, arg: local if frame.f_code.co_filename in files else None), sent
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="a configuration's time limit is POSIX's SIGALRM")
+def test_an_alarm_at_any_line_of_the_routing_is_a_timeout_that_leaves_no_name_routed_and_no_alarm_held_back():
+    """A time limit's alarm that landed while torchdiffeq's names were being set or given back once left them routed
+    for every later run in the process (CI: 135 tests of other files failed). The alarm is sent at each line the
+    routing and the context managers around the step run, in turn, until a step runs through with none left."""
+    odenet = load_attribute("model", f"{FACTORY}:odenet", "a file")[2]
+    problem = _seeded(lambda: odenet(batch=4, hidden=4))
+    copies = ProblemCopies(problem)
+    run = RunSpec(
+        PreparedRun(problem.model, copies.batch, nullcontext), copies, LIBRARIES.get("native"), METHODS.get("euler"), 2
+    )
+    defining = sys.modules["torchdiffeq._impl.odeint"]
+    models = sys.modules["odeblock_models"]
+    originals = (torchdiffeq.odeint, torchdiffeq.odeint_adjoint, defining._check_inputs)
+    files = {torchdiffeq_routing.__file__, contextlib.__file__}
+    outer = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # an alarm still pending after the limit ends is dropped
+    try:
+        for k in itertools.count(1):
+            trace, sent = _alarm_at_line(k, files)
+            odeint = ConfiguredOdeint(run)
+            try:
+                with restored_torch_state(), time_limit(600):  # as every run of a sweep
+                    sys.settrace(trace)
+                    try:
+                        step_forward(run, odeint)
+                    finally:
+                        sys.settrace(None)
+            except ConfigurationTimeout:
+                assert sent, k
+            else:
+                assert not sent, f"the alarm sent at line {k} raised nothing"
+            assert (torchdiffeq.odeint, torchdiffeq.odeint_adjoint, defining._check_inputs) == originals, k
+            assert models.odeint is torchdiffeq.odeint and defining.odeint is torchdiffeq.odeint, k
+            assert signal.SIGALRM not in signal.pthread_sigmask(signal.SIG_BLOCK, ()), k
+            assert signal.SIGALRM not in signal.sigpending(), k
+            if not sent:
+                break
+    finally:
+        signal.signal(signal.SIGALRM, outer)
+    assert k > 20  # the routing's lines were reached: it set the names, routed a solve and gave them back

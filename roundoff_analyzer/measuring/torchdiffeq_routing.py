@@ -14,9 +14,7 @@ refused instead, by torchdiffeq's checking of its inputs, which only such a call
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -77,36 +75,36 @@ class _Site:
 def routed_to(odeint: ConfiguredOdeint) -> Iterator[None]:
     """Within the block, torchdiffeq's `odeint` and `odeint_adjoint` are `odeint`, under every name a loaded module
     gave them; each solve a routed call makes records the name it came through (`SolveRecord.origin`)."""
-    sites: list[_Site] = []
-    checks: list = []
+    owner = object()
     try:
-        with _uninterrupted():  # a configuration's time limit (SIGALRM) waits until every name is set, or restored
-            sites = [site for site in _sites() if site.namespace.get(site.routed.name) is _original(site)]
-            checks = _checks()
-            for site in sites:
-                site.namespace[site.routed.name] = _router(odeint, site)
-            for namespace, original, function in checks:
-                namespace[_CHECK] = _refusal(odeint, original, function)
+        for site in _sites():
+            if site.namespace.get(site.routed.name) is _original(site):
+                _route(site.namespace, site.routed.name, _router(odeint, site), owner)
+        for namespace, original, function in _checks():
+            _route(namespace, _CHECK, _refusal(odeint, original, function), owner)
         yield
     finally:
-        with _uninterrupted():
-            for site in sites:
-                site.namespace[site.routed.name] = _original(site)
-            for namespace, original, _ in checks:
-                namespace[_CHECK] = original
+        give_back(owner)
 
 
-@contextmanager
-def _uninterrupted() -> Iterator[None]:
-    """SIGALRM held back in the block (delivered after it), where this thread may block it."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+# Every name routed now: (the namespace's id, the name) -> (the namespace, what the name was, the routing that set
+# it). Written before a name is set and cleared after it is given back, so that it always holds at least what is
+# routed: a time limit's alarm may end a run anywhere, even between a context manager's lines where no `finally` of
+# the routing's runs, and `give_back()` then gives back what was left (measuring/torch_state.py, after every run).
+_routed: dict[tuple[int, str], tuple[dict[str, Any], str, Any, object]] = {}
+
+
+def _route(namespace: dict[str, Any], name: str, value: Any, owner: object) -> None:
+    _routed[(id(namespace), name)] = (namespace, name, namespace[name], owner)
+    namespace[name] = value
+
+
+def give_back(owner: object | None = None) -> None:
+    """Every name a routing (`owner`; None: every routing) set, given back what it was."""
+    for key, (namespace, name, original, by) in list(_routed.items()):
+        if owner is None or by is owner:
+            namespace[name] = original
+            del _routed[key]
 
 
 def _router(odeint: ConfiguredOdeint, site: _Site):
