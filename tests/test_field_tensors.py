@@ -20,7 +20,7 @@ from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.axes.modes import ProblemCopies
 from roundoff_analyzer.axes.scalings import ScalerSettings
 from roundoff_analyzer.measuring.references import ReferenceCache
-from roundoff_analyzer.solvers import odeint
+from roundoff_analyzer.solvers import odeint, odeint_adjoint
 from roundoff_analyzer.solvers.field_tensors import FieldTensorsUnknown, reached_tensors
 
 from .test_step_problems import _seeded, flat, rel_err
@@ -342,3 +342,40 @@ def test_a_field_calling_a_scripted_function_gets_the_gradients_of_the_weights_i
         grads.append(torch.autograd.grad((states**2).sum(), [weight, *head.parameters()]))
     for got, want in zip(*grads):
         assert float((got - want).abs().max()) <= 1e-12 * max(1.0, float(want.abs().max()))
+
+
+class _Switching(torch.nn.Module):
+    """A field whose later steps use a module its first evaluation does not (a branch on t)."""
+
+    def __init__(self, late: torch.nn.Module) -> None:
+        super().__init__()
+        self.net, self.late = NET, late
+
+    def forward(self, t, y):
+        return self.net(y) if t < 0.5 else self.late(y)
+
+
+@pytest.mark.parametrize("solver", [odeint, odeint_adjoint])
+def test_a_closure_reaching_a_module_only_at_a_later_time_is_refused_and_its_gradients_are_torchdiffeqs_with_params(
+    solver,
+):
+    late = torch.nn.Linear(3, 3).double()
+    y0 = torch.ones(2, 3, dtype=torch.float64)
+    t = torch.linspace(0, 1, 9, dtype=torch.float64)
+    switching = _Switching(late)
+    closure = lambda s, y: switching(s, y)  # noqa: E731 - a closure, whose modules the solver cannot list
+    with pytest.raises(
+        FieldTensorsUnknown, match=r"used a 3×3 float64 parameter at t = 0\.5 that its first"
+    ) as refused:
+        solver(closure, y0, t, method="euler")
+    assert "params=" in str(refused.value) and "\n" not in str(refused.value)
+    named = (
+        {"params": list(switching.parameters())}
+        if solver is odeint
+        else {"adjoint_params": tuple(switching.parameters())}
+    )
+    want = torch.autograd.grad(torchdiffeq.odeint(closure, y0, t, method="euler").sum(), list(switching.parameters()))
+    for field, given in ((closure, named), (switching, {})):  # the tensors named, or the module's own parameters
+        got = torch.autograd.grad(solver(field, y0, t, method="euler", **given).sum(), list(switching.parameters()))
+        assert float((flat(got) - flat(want)).abs().max()) <= 1e-12
+        assert float(flat(got[-2:]).abs().max()) > 0  # the late module's gradient is there

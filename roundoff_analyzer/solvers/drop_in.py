@@ -188,7 +188,11 @@ def odeint(
     state = FlatState.of(y0)
     flat_func = state.dynamics(func)
     stepping = native.Stepping(
-        perturb, step_product, _step_callback(func, state, tableau, t), _adjoint_callback(func, state)
+        perturb,
+        step_product,
+        _step_callback(func, state, tableau, t),
+        _adjoint_callback(func, state),
+        later_reach_checked=True,
     )
 
     def solve(y, grid):

@@ -36,11 +36,12 @@ class FieldTensorsUnknown(ValueError):
 
 @dataclass
 class Reached:
-    """What the first evaluation found: the tensors gradients must reach besides y0, and its output (without a graph),
-    which is the first stage of the first step."""
+    """What the first evaluation found: the tensors gradients must reach besides y0, its output (without a graph),
+    which is the first stage of the first step, and every tensor requiring grad that it was seen to use (by id)."""
 
     params: list[torch.Tensor]
     first_stage: torch.Tensor | None
+    used: frozenset[int] = frozenset()
 
 
 def reached_tensors(
@@ -64,7 +65,35 @@ def reached_tensors(
         raise TypeError(f"the vector field must return a tensor, not a {type(out).__name__}")
     found = _walk(out, uses, start, _distinct(own))
     params = _with_own(found, own)
-    return Reached(params, out.detach())
+    return Reached(params, out.detach(), frozenset(uses.used) | {id(x) for x in params})
+
+
+class LaterReachChecked:
+    """`func`, each evaluation refused where it uses a tensor requiring grad that the first evaluation neither used nor
+    was given (`reached`): a closure that switches modules at a later time (`net_a(y) if t < 0.5 else net_b(y)`), whose
+    gradients would otherwise be none, silently. Its operations are watched as the first evaluation's were; `func`
+    itself is what the backward evaluates again (the same evaluations, already checked). A tensor with a graph made
+    since the solve began is an evaluation's own, made by an operation no mode sees (a scripted function's output,
+    which requires grad even without grad mode)."""
+
+    def __init__(self, func: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], reached: Reached) -> None:
+        self.func, self.known, self.start = func, reached.used, _sequence_now()
+
+    def __call__(self, time: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        uses = _Uses({id(y), id(time)})
+        with uses:
+            out = self.func(time, y)
+        new = [
+            x
+            for key, x in uses.used.items()
+            if key not in self.known and (x.grad_fn is None or _older(x.grad_fn, self.start))
+        ]
+        if new:
+            raise FieldTensorsUnknown(
+                f"the vector field used a {_described(new[0])} at t = {float(time):.6g} that its first evaluation did "
+                f"not (a later branch), so no gradient would reach it; {PASS_PARAMS}"
+            )
+        return out
 
 
 class _Uses(TorchFunctionMode):

@@ -29,7 +29,7 @@ import torch
 
 from ..axes.methods import METHODS, ExplicitRK
 from ..emulation import active_emulation
-from .field_tensors import reached_tensors
+from .field_tensors import LaterReachChecked, reached_tensors
 from .overflow_stop import stop_if_overflowed
 from .scaler import AdjointScalerSlot, DynamicAdjointScaler
 from .step_magnitudes import SolveReport
@@ -55,12 +55,16 @@ class Stepping:
     a last stage at its end just before it), where h * S is formed, a hook called before each step as
     `step_callback(t0, y0, dt)` (torchdiffeq's `callback_step`; y0 without a graph), and one called before each step
     of the backward as `adjoint_callback(t, adjoint, dt)` (torchdiffeq's `callback_step_adjoint`: t the time that
-    step starts from, the end of the forward's step, and the adjoint there, a copy)."""
+    step starts from, the end of the forward's step, and the adjoint there, a copy). `later_reach_checked`: where the
+    tensors gradients reach were found from the first evaluation, every later one is refused where it uses a tensor
+    requiring grad that the first did not (the drop-in's fields may be closures that switch modules at a later time; a
+    sweep's contract check sees every evaluation of its step instead, measuring/outside_tensors.py)."""
 
     perturb: bool = False
     step_product: StepProduct = "state"
     step_callback: StepCallback | None = None
     adjoint_callback: StepCallback | None = None
+    later_reach_checked: bool = False
 
 
 def odeint(
@@ -92,7 +96,9 @@ def odeint(
     first_stage = None
     if params is None:
         own = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
-        params, first_stage, stepping = _discovered(func, tableau, y0, t, own, stepping)
+        params, first_stage, stepping, reached = _discovered(func, tableau, y0, t, own, stepping)
+        if reached is not None and stepping.later_reach_checked:
+            func = LaterReachChecked(func, reached)
     else:
         # Once each (a tensor listed twice would get its gradient twice), and only those that take one.
         params = list({id(p): p for p in params if p.requires_grad}.values())
@@ -100,10 +106,11 @@ def odeint(
 
 
 def _discovered(func, tableau, y0, t, own, stepping: Stepping):
-    """(the tensors gradients reach, the first step's first stage, the stepping left to the solve): the field evaluated
-    once where the solve evaluates it first, after the first step's callback, as the solve would call them."""
+    """(the tensors gradients reach, the first step's first stage, the stepping left to the solve, what the evaluation
+    found): the field evaluated once where the solve evaluates it first, after the first step's callback, as the solve
+    would call them. Without grad mode nothing is evaluated: no gradient is asked for."""
     if not torch.is_grad_enabled():
-        return own, None, stepping
+        return own, None, stepping, None
     t = t.detach()
     h = t[1] - t[0]
     h_value = float(h)
@@ -115,7 +122,7 @@ def _discovered(func, tableau, y0, t, own, stepping: Stepping):
     if stepping.perturb:
         time = _next_float(time, math.copysign(1.0, h_value))
     found = reached_tensors(func, time, y0, own)
-    return found.params, found.first_stage, stepping
+    return found.params, found.first_stage, stepping, found
 
 
 def _after_the_first(callback: StepCallback) -> StepCallback:
@@ -323,7 +330,7 @@ class _NativeSolve(torch.autograd.Function):
             if separate and rows is not trajectory:
                 trajectory[k + 1] = y
         ctx.func, ctx.tableau, ctx.scaler, ctx.report, ctx.grid, ctx.perturb = (
-            func,
+            func.func if isinstance(func, LaterReachChecked) else func,
             tableau,
             scaler,
             report,
