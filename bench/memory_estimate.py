@@ -21,7 +21,7 @@ from roundoff_analyzer.execution.executors import EXECUTORS
 from roundoff_analyzer.measuring.cpu_memory import cpu_peak_memory
 from roundoff_analyzer.measuring.discretisation import fine_steps, solve_on_fine_grid
 from roundoff_analyzer.measuring.memory import configuration_bytes, fine_reference_bytes
-from roundoff_analyzer.planning import config as sweep_config
+from roundoff_analyzer.planning.config import validate
 from roundoff_analyzer.planning.sweep_plan import make_plan
 
 
@@ -43,7 +43,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as folder:
         result = ra.sweep(out=f"{folder}/sweep", report=False, progress=False, **settings)
-    plan = make_plan(sweep_config.validate(settings), EXECUTORS)
+    plan = make_plan(validate(settings), EXECUTORS)
     n_values = plan.problem.y0.numel()
     print(f"otflow {plan.options.model_dump()}: y0 holds {n_values} values")
     print(f"{'what':<34} {'bound':>12} {'peak':>12} {'peak / bound':>13}")

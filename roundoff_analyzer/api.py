@@ -27,9 +27,9 @@ from .core.breakpoints import inert_breakpoints
 from .core.errors import InputError
 from .core.safe_files import out_folder
 from .core.user_code import function_spec
-from .execution import engine as sweeping
+from .execution import engine
 from .execution.base import Progress
-from .planning import config as sweep_config
+from .planning.config import SweepConfig, list_valued_keys, resolve
 from .planning.manifest import fingerprint
 from .planning.sweep_plan import SweepPlan
 from .report import SweepFolder, read_sweep_folder, write_report
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .axes.models.problem import ModelProblem
 
 # Keys whose value is a list in a config file: a single value is taken as a list of one in Python.
-_LIST_KEYS = sweep_config.list_valued_keys(sweep_config.SweepConfig)
+_LIST_KEYS = list_valued_keys(SweepConfig)
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class SweepResult:
     profile: pd.DataFrame | None
     modules: pd.DataFrame | None = None
     part_errors: pd.DataFrame | None = None
-    run: sweeping.SweepOutcome | None = field(default=None, kw_only=True)
+    run: engine.SweepOutcome | None = field(default=None, kw_only=True)
 
     def figures(self) -> dict[str, Figure]:
         """The report's figures as matplotlib Figures, by name.
@@ -188,7 +188,7 @@ def plan_sweep(
     overrides = {
         key: _as_list(value) if key in _LIST_KEYS else value for key, value in {"model": model, **settings}.items()
     }
-    plan = sweeping.plan(sweep_config.resolve(config, overrides, source))
+    plan = engine.plan(resolve(config, overrides, source))
     if plan.model.name.startswith("__main__:") and plan.config.executor_name != "local":
         # Worker processes and cluster jobs start from the package, not from this notebook or script.
         raise InputError(
@@ -196,7 +196,7 @@ def plan_sweep(
             f"{plan.config.executor_name} executor's workers cannot import; define the factory in a module, "
             "or run with executor='local'"
         )
-    folder = out_folder(out) or sweeping.default_out_dir(plan)
+    folder = out_folder(out) or engine.default_out_dir(plan)
     ResultStore(folder).check(fingerprint(plan), force=force)
     return PlannedSweep(plan, folder)
 
@@ -212,7 +212,7 @@ def run_sweep(
     """Run what the folder does not hold yet; write the report unless `report` is False. Raises
     sweep.SweepInterrupted / SweepIncomplete when configurations are left without a result."""
     with inert_breakpoints():  # a breakpoint() left in the user's model must not hold a batch sweep at a pdb prompt
-        outcome = sweeping.run(planned.plan, planned.out, progress=progress, force=force, stop_requested=stop_requested)
+        outcome = engine.run(planned.plan, planned.out, progress=progress, force=force, stop_requested=stop_requested)
     if report:
         write_report(planned.out)
     loaded = load(planned.out)

@@ -103,15 +103,15 @@ class PlainDoubling:
 def test_a_scalings_words_and_glossary_are_its_own_and_a_plug_in_without_them_reads_with_defaults():
     from roundoff_analyzer.axes.scalings import SCALINGS
     from roundoff_analyzer.axes.scalings.base import ScalingRegistry
-    from roundoff_analyzer.report import formatting as fmt
+    from roundoff_analyzer.report import formatting
 
-    assert [fmt.scaling_words(s) for s in ("none", "grad", "dynamic", "unknown")] == [
+    assert [formatting.scaling_words(s) for s in ("none", "grad", "dynamic", "unknown")] == [
         "no scaling",
         "`grad` loss scaling",
         "`dynamic` adjoint scaling",
         "`unknown` scaling",
     ]
-    assert fmt.scaling_glossary("none") is None and "GradScaler" in (fmt.scaling_glossary("grad") or "")
+    assert formatting.scaling_glossary("none") is None and "GradScaler" in (formatting.scaling_glossary("grad") or "")
     registry = ScalingRegistry("scaling")
     plug_in = registry.register(PlainDoubling())
     assert (plug_in.words, plug_in.glossary, plug_in.searches_scale) == ("`doubling` scaling", None, False)

@@ -24,7 +24,7 @@ from matplotlib.image import imread
 from roundoff_analyzer import api
 from roundoff_analyzer.api import load
 from roundoff_analyzer.axes.models import MODELS, parse_options
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.judging.check import compare
 from roundoff_analyzer.planning import config
 from roundoff_analyzer.report.checkpoint_scope import scope_note
@@ -201,8 +201,8 @@ def test_a_comma_list_and_a_config_file_list_name_files_by_their_stems(train_fol
     files = [train_folder / "checkpoints" / f"iter_{i:07d}.pt" for i in (20, 0)]
     toml = tmp_path / "sweep.toml"
     toml.write_text(f'model = "cnf"\ncheckpoint = {json.dumps([str(f) for f in files])}\n')
-    from_file = sweep.plan(config.resolve(toml, {"options": TINY_CNF}))
-    from_cli = sweep.plan(
+    from_file = engine.plan(config.resolve(toml, {"options": TINY_CNF}))
+    from_cli = engine.plan(
         config.resolve(None, {"model": "cnf", "options": TINY_CNF, "checkpoint": ",".join(map(str, files))})
     )
     from_api = api.plan_sweep("cnf", options=TINY_CNF, checkpoint=[str(f) for f in files], out=tmp_path / "api").plan
@@ -214,7 +214,7 @@ def test_a_comma_list_and_a_config_file_list_name_files_by_their_stems(train_fol
     # The same file twice (once by itself, once in its folder) runs once; a file without a sidecar has no iteration.
     bare = tmp_path / "bare.pt"
     bare.write_bytes(files[1].read_bytes())
-    plan = sweep.plan(
+    plan = engine.plan(
         config.validate({"model": "cnf", "options": TINY_CNF, "checkpoint": f"{files[1]},{train_folder},{bare}"})
     )
     assert [(c.name, c.iteration) for c in plan.checkpoints] == [
@@ -316,7 +316,7 @@ def test_check_compares_rows_by_checkpoint(along, tmp_path):
 
 def test_an_interrupted_sweep_over_checkpoints_resumes_without_recomputing(train_folder, tmp_path):
     out = tmp_path / "resumed"
-    plan = sweep.plan(
+    plan = engine.plan(
         config.validate(
             {
                 "model": "cnf",
@@ -334,18 +334,18 @@ def test_an_interrupted_sweep_over_checkpoints_resumes_without_recomputing(train
         )
     )
     n_total = 2 * len(ITERATIONS)
-    with pytest.raises(sweep.SweepInterrupted) as stopped:
-        sweep.run(plan, out, stop_requested=lambda: len(shards(out)) >= 3)  # into the second checkpoint
+    with pytest.raises(engine.SweepInterrupted) as stopped:
+        engine.run(plan, out, stop_requested=lambda: len(shards(out)) >= 3)  # into the second checkpoint
     assert (stopped.value.n_done, stopped.value.n_total) == (3, n_total)
     finished = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in shards(out)}
 
-    outcome = sweep.run(sweep.plan(plan.config), out)
+    outcome = engine.run(engine.plan(plan.config), out)
     assert (outcome.n_reused, outcome.n_run, len(outcome.results)) == (3, n_total - 3, n_total)
     assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in shards(out) if p.name in finished} == finished
     # Only the references of the configurations that ran: the second checkpoint's again (it has one left), the third's.
     assert outcome.reference_solves == 2
 
-    uninterrupted = sweep.run(sweep.plan(plan.config), tmp_path / "whole")
+    uninterrupted = engine.run(engine.plan(plan.config), tmp_path / "whole")
     columns = result_columns_except_cost(uninterrupted.results)
     pd.testing.assert_frame_equal(outcome.results[columns], uninterrupted.results[columns], check_exact=True)
 
@@ -430,7 +430,7 @@ def test_two_workers_give_the_sequential_rows_over_checkpoints(along, train_fold
             "workers": 2,
         }
     )
-    outcome = sweep.run(sweep.plan(request), tmp_path / "parallel")
+    outcome = engine.run(engine.plan(request), tmp_path / "parallel")
     parallel, sequential = results(tmp_path / "parallel"), results(along)
     columns = result_columns_except_cost(sequential)
     pd.testing.assert_frame_equal(parallel[columns], sequential[columns], check_exact=True)
@@ -440,12 +440,12 @@ def test_two_workers_give_the_sequential_rows_over_checkpoints(along, train_fold
 
 def test_folders_from_before_the_axis_resume_and_read_with_one_set_of_weights(tmp_path):
     out = tmp_path / "old"
-    plan = sweep.plan(config.validate({"model": "linear", "timesteps": [2], "method": ["euler"]}))
-    sweep.run(plan, out)
+    plan = engine.plan(config.validate({"model": "linear", "timesteps": [2], "method": ["euler"]}))
+    engine.run(plan, out)
     for path in shards(out):  # shards as they were written before the checkpoint axis
         pq.write_table(pq.read_table(path).drop_columns(["checkpoint", "train_iteration"]), path)
     as_written_before_content_hashes(out)
-    resumed = sweep.run(sweep.plan(plan.config), out)
+    resumed = engine.run(engine.plan(plan.config), out)
     assert (resumed.n_reused, resumed.n_run) == (7, 0)
     loaded = load(out).results
     assert (loaded["checkpoint"] == "").all() and loaded["train_iteration"].isna().all()
@@ -459,7 +459,7 @@ def test_the_shipped_along_training_config_fits_the_shipped_training_run():
     request = config.resolve(
         repo / "configs" / "cnf_2spirals_along_training.toml", {"checkpoint": str(repo / "reports" / "cnf-train")}
     )
-    plan = sweep.plan(request)  # the weights load: the config's model options are the training's
+    plan = engine.plan(request)  # the weights load: the config's model options are the training's
     iterations = [c.iteration for c in plan.checkpoints]
     assert len(iterations) >= 3 and iterations == sorted(iterations) and iterations[0] == 0
     assert len(plan.configurations) == 16 * len(iterations) and max(plan.grid.timesteps) == 32

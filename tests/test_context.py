@@ -17,8 +17,8 @@ import torch
 
 from roundoff_analyzer.axes.models import parse_options, resolve_model
 from roundoff_analyzer.axes.modes import ProblemCopies
-from roundoff_analyzer.judging import answer as answering
 from roundoff_analyzer.judging import verdict
+from roundoff_analyzer.judging.answer import answers
 from roundoff_analyzer.judging.choice import choose
 from roundoff_analyzer.measuring.gradient_noise import batch_gradients, relative_spread, relative_uncertainty
 from roundoff_analyzer.report.sections.answer import headline
@@ -313,11 +313,11 @@ def test_within_the_noises_uncertainty_the_simpler_setup_is_chosen_and_the_answe
     assert ratios == pytest.approx({"float16": 0.0104, "float16 keeping a+b in float32": 0.00982})
     if uncertainty * 0.00982 >= 0.0104 - 0.00982:  # within it: fewer kept modules, no scaling
         assert chosen.answer.dtype == "float16" and chosen.answer.scaling == "none"
-        said = headline(table, answering.answers(table), {}, "cpu")
+        said = headline(table, answers(table), {}, "cpu")
         assert "within the noise's ±18% of this setup's, so the simpler setup goes first" in said, said
     else:  # known well enough to tell them apart: the smaller roundoff
         assert chosen.answer.dtype == "float16 keeping a+b in float32"
-        assert "simpler" not in headline(table, answering.answers(table), {}, "cpu")
+        assert "simpler" not in headline(table, answers(table), {}, "cpu")
 
 
 def test_within_the_noises_uncertainty_a_dtypes_answer_is_its_unscaled_setup():
@@ -327,7 +327,7 @@ def test_within_the_noises_uncertainty_a_dtypes_answer_is_its_unscaled_setup():
     scaled = [{**row, "library": "native"} for row in _runs("grad", 0.000982, disc=0.001)]
     for uncertainty, scaling in ((0.183, "none"), (0.03, "grad")):
         table = pd.DataFrame(unscaled + scaled).assign(grad_noise_uncertainty=uncertainty)
-        (a,) = answering.answers(table)
+        (a,) = answers(table)
         assert a.scaling == scaling, uncertainty
 
 

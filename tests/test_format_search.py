@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from roundoff_analyzer.judging import format_search as search
+from roundoff_analyzer.judging import format_search
 from roundoff_analyzer.judging.choice import choose
 from roundoff_analyzer.judging.verdict import WELL_UNDER
 
@@ -69,13 +69,13 @@ def test_the_narrowest_safe_format_and_exponent_width_follow_from_the_parquet(fo
     # Fewest bits, then fewest exponent bits, then (float16 against e5m10) the smaller roundoff against the noise.
     noise = table.groupby("dtype").roundoff_to_noise.max()
     expected = min(safe, key=lambda d: (1 + sum(layout(d)), layout(d)[0], noise[d]))
-    found = search.format_results(table)
+    found = format_search.format_results(table)
     assert [f.width for f in found] == sorted(f.width for f in found)
-    assert search.narrowest_safe(found).dtype == expected
+    assert format_search.narrowest_safe(found).dtype == expected
     overflowed = {layout(d)[0] for d in table.loc[table.failure_class == "overflow", "dtype"]}
     widths = sorted({layout(d)[0] for d in table.dtype})
     clear = [w for w in widths if all(o < w for o in overflowed)]
-    narrowest = search.narrowest_without_overflow(search.exponent_widths(table))
+    narrowest = format_search.narrowest_without_overflow(format_search.exponent_widths(table))
     assert (narrowest.exponent_bits if narrowest else None) == (clear[0] if clear else None)
 
     text = (format_sweep / "report.md").read_text()

@@ -16,8 +16,8 @@ from torch import nn
 import roundoff_analyzer as ra
 from roundoff_analyzer.axes.grid import Grid
 from roundoff_analyzer.core.errors import InputError
-from roundoff_analyzer.judging import answer as answering
-from roundoff_analyzer.judging import verdict as rules
+from roundoff_analyzer.judging.answer import Answer, answers
+from roundoff_analyzer.judging.verdict import UNSAFE, judge_setups, verdicts
 from roundoff_analyzer.report.sections.answer_code import code_lines, code_method
 from roundoff_analyzer.report.sections.model_code import measured_model_code
 from roundoff_analyzer.report.sections.verdict import describe
@@ -98,10 +98,10 @@ def test_rows_written_before_the_axis_read_as_float32(tmp_path):
     read = read_parquet(tmp_path / "old.parquet")
     assert (read["loss_in"] == "float32").all()
     # Judged without the column at all, as a hand-made table would be.
-    assert {v.loss_in for v in rules.verdicts(old.to_pandas())} == {"float32"}
+    assert {v.loss_in for v in verdicts(old.to_pandas())} == {"float32"}
 
 
-def _code_against_rows(code: list[str], a: answering.Answer, results: pd.DataFrame) -> None:
+def _code_against_rows(code: list[str], a: Answer, results: pd.DataFrame) -> None:
     """The code block says what the answer's rows ran: the library, method, n_timesteps, mode, scaling and loss
     placement."""
     text = "\n".join(code)
@@ -162,7 +162,7 @@ def test_the_answers_code_is_what_its_rows_ran(tmp_path, setup):
     result = quiet_sweep(
         tmp_path, "answer", timesteps=[2, 4], dtype="float16", noise_batches=2, **{k: [v] for k, v in setup.items()}
     )
-    (a,) = answering.answers(result.results)
+    (a,) = answers(result.results)
     assert a.train, a.judgement
     assert (a.library, a.scaling, a.mode, a.loss_in) == tuple(setup.values())
     code = code_lines(a, "cpu", result.manifest["problem"], measured_model_code(result.manifest, result.results))
@@ -185,10 +185,8 @@ def test_both_placements_measured_the_answer_says_which_and_why(tmp_path):
         loss_in=["autocast", "float32"],
         noise_batches=2,
     )
-    (a,) = answering.answers(result.results)
-    assert (
-        a.train and a.loss_in == "float32" and a.other_placement is not None and a.other_placement.label == rules.UNSAFE
-    )
+    (a,) = answers(result.results)
+    assert a.train and a.loss_in == "float32" and a.other_placement is not None and a.other_placement.label == UNSAFE
     _code_against_rows(code_lines(a, "cpu"), a, result.results)
     answer = result.answers["float16"]
     assert answer["placement"].startswith(
@@ -200,12 +198,12 @@ def test_an_error_larger_than_its_quantity_is_unsafe_whatever_yardstick_is_missi
     result = quiet_sweep(
         tmp_path, "large", timesteps=[2], library="native", dtype="float16", scaling="none", noise_batches=0
     )
-    (before,) = rules.judge_setups(result.results)
-    assert before.label != rules.UNSAFE and not before.noise_known  # no gradient noise: no yardstick for training
+    (before,) = judge_setups(result.results)
+    assert before.label != UNSAFE and not before.noise_known  # no gradient noise: no yardstick for training
     results = result.results.assign(grad_params_rel_err=2.08)
-    (judged,) = rules.judge_setups(results)
+    (judged,) = judge_setups(results)
     assert (
-        judged.label == rules.UNSAFE
+        judged.label == UNSAFE
         and judged.mostly_error.value == 2.08
         and judged.mostly_error.quantity == "parameter gradient"
     )
@@ -263,7 +261,7 @@ def test_float32s_answer_is_plain_float32_code_that_runs_as_measured_without_a_w
     result = quiet_sweep(
         tmp_path, mode, timesteps=[2], library="native", method="rk4", dtype="float32", scaling="none", mode=mode
     )
-    (a,) = answering.answers(result.results)
+    (a,) = answers(result.results)
     assert a.train and a.plain_float32, a.judgement
     record = result.answers["float32"]
     assert "in plain float32" in record["sentence"] and "autocast" not in record["sentence"]

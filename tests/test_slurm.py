@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.execution.executors import EXECUTORS
 from roundoff_analyzer.planning import config
 
@@ -96,7 +96,7 @@ def test_a_gpu_sweep_is_planned_on_a_login_node_without_gpus():
     request = config.resolve(
         REPO / "configs" / "otflow_bsds300.toml", {"executor": "slurm", "slurm": {"gpus_per_task": 1}}
     )
-    plan = sweep.plan(request)  # this machine has no GPU: the problem is built on the CPU, only to fingerprint it
+    plan = engine.plan(request)  # this machine has no GPU: the problem is built on the CPU, only to fingerprint it
     assert (
         plan.device == torch.device("cuda") and plan.problem.y0.device.type == "cpu" and len(plan.configurations) == 84
     )

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from roundoff_analyzer.axes.modes import ProblemCopies
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.measuring.gradient_noise import measure_gradient_noise
 from roundoff_analyzer.measuring.yardstick_files import YARDSTICKS, YardstickFiles
 from roundoff_analyzer.measuring.yardsticks import PIECES, Yardsticks
@@ -33,7 +33,7 @@ def tiny_request(**extra) -> config.SweepConfig:
 
 
 def test_the_noise_computed_in_pieces_equals_the_noise_computed_in_one_go():
-    copies = ProblemCopies(sweep.plan(tiny_request()).problem)
+    copies = ProblemCopies(engine.plan(tiny_request()).problem)
     whole = measure_gradient_noise(copies, 8, 6, CPU)
     in_pieces = Yardsticks(copies, [4, 8], 6, CPU).noise()
     assert whole.rel is not None and in_pieces.rel == whole.rel
@@ -42,16 +42,16 @@ def test_the_noise_computed_in_pieces_equals_the_noise_computed_in_one_go():
 
 def test_a_resumed_sweep_reads_the_saved_pieces_instead_of_solving_again(tmp_path):
     out, whole = tmp_path / "sweep", tmp_path / "whole"
-    reference = sweep.run(sweep.plan(tiny_request()), whole).results
+    reference = engine.run(engine.plan(tiny_request()), whole).results
     assert not (whole / YARDSTICKS).exists()  # a finished sweep leaves no pieces behind
 
     stopped = lambda: any((out / "shards").glob("*.parquet"))  # noqa: E731 - after the first configuration
-    with pytest.raises(sweep.SweepInterrupted):
-        sweep.run(sweep.plan(tiny_request()), out, stop_requested=stopped)
+    with pytest.raises(engine.SweepInterrupted):
+        engine.run(engine.plan(tiny_request()), out, stop_requested=stopped)
     saved = {piece: (out / YARDSTICKS / f"{piece}.pt").stat().st_mtime_ns for piece in PIECES}
     seen = []
-    resumed = sweep.run(
-        sweep.plan(tiny_request()),
+    resumed = engine.run(
+        engine.plan(tiny_request()),
         out,
         stop_requested=lambda: (
             seen.append({piece: (out / YARDSTICKS / f"{piece}.pt").stat().st_mtime_ns for piece in PIECES}) and False
@@ -65,10 +65,10 @@ def test_a_resumed_sweep_reads_the_saved_pieces_instead_of_solving_again(tmp_pat
 
 def test_a_sweep_replaced_with_force_does_not_read_the_pieces_of_the_one_before(tmp_path):
     out = tmp_path / "sweep"
-    sweep.run(sweep.plan(tiny_request()), out)
+    engine.run(engine.plan(tiny_request()), out)
     other = tiny_request(options={"d": "3", "hidden": "8", "batch": "16", "seed": "1"})
-    replaced = sweep.run(sweep.plan(other), out, force=True).results
-    fresh = sweep.run(sweep.plan(other), tmp_path / "fresh").results
+    replaced = engine.run(engine.plan(other), out, force=True).results
+    fresh = engine.run(engine.plan(other), tmp_path / "fresh").results
     assert replaced["grad_noise_rel"].tolist() == fresh["grad_noise_rel"].tolist()
     assert replaced["disc_final_rel_err"].tolist() == fresh["disc_final_rel_err"].tolist()
 

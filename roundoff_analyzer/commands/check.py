@@ -39,7 +39,7 @@ class CheckRequest:
 def check_command(request: CheckRequest) -> None:
     """Compare the request's sweep with its baseline and print what changed; exit 1 on a regression."""
     # Here, not at the top: `roundoff --help` and the other commands start without pandas and torch.
-    from ..judging import baseline as baselines
+    from ..judging.baseline import ensure_writable, replace_with
     from ..judging.check import compare, parse_tolerances, share_nothing
     from ..judging.check_output import REPORTED, headline, junit_xml, markdown_summary, only_on_one_side
     from ..judging.environments import environment_differences
@@ -49,7 +49,7 @@ def check_command(request: CheckRequest) -> None:
     new_results, baseline_results = load_results(request.results), load_results(request.baseline)
     setup_note = _compare_setups(request.results, request.baseline, request.allow_different_setup)
     if request.update_baseline:
-        baselines.ensure_writable(request.baseline)
+        ensure_writable(request.baseline)
     comparison = compare(
         new_results, baseline_results, tolerances, names=(f"'{request.results}'", f"baseline '{request.baseline}'")
     )
@@ -88,7 +88,7 @@ def check_command(request: CheckRequest) -> None:
         if comparison.regressed:
             console.print("baseline not updated: a baseline is not updated over a regression", highlight=False)
         else:
-            written = baselines.replace_with(request.baseline, request.results)
+            written = replace_with(request.baseline, request.results)
             wrote = ", ".join(printable(p) for p in written)
             console.print(f"baseline updated: wrote {wrote}", highlight=False, markup=False)
     if comparison.regressed:
@@ -97,14 +97,14 @@ def check_command(request: CheckRequest) -> None:
 
 def _compare_setups(results: Path, baseline: Path, allow_different: bool) -> str | None:
     """Refuse two sweeps of different setups (unless allowed); returns a line to show, or None."""
-    from ..judging import manifest_setup as setups
+    from ..judging.manifest_setup import changed_code, differences, read_setup
 
-    new_setup, baseline_setup = setups.read_setup(results), setups.read_setup(baseline)
+    new_setup, baseline_setup = read_setup(results), read_setup(baseline)
     if new_setup is None or baseline_setup is None:
         lacking = results if new_setup is None else baseline
         return f"setups not compared: '{lacking}' has no manifest.json beside its results"
-    differs = setups.differences(new_setup, baseline_setup)
-    code = setups.changed_code(results, baseline)
+    differs = differences(new_setup, baseline_setup)
+    code = changed_code(results, baseline)
     if not differs:
         return code
     if not allow_different:

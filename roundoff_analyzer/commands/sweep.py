@@ -13,7 +13,7 @@ from rich.markup import escape
 from ..core.breakpoints import inert_breakpoints
 from ..core.text import printable
 from ..execution.start_method import warm_up_workers
-from ..planning import config as sweep_config
+from ..planning.config import SLURM_TIME_FORMS, SweepConfig, load_toml, parse_sbatch_options
 from ..planning.workers import may_use_processes
 from .interrupts import (
     StopRequests,
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from ..api import PlannedSweep, SweepResult
 
 # The schema imports neither torch nor pandas: --help shows its defaults at once.
-SWEEP_FIELDS = sweep_config.SweepConfig.model_fields
-SLURM_TIME_FORMS = sweep_config.SLURM_TIME_FORMS
+SWEEP_FIELDS = SweepConfig.model_fields
+SLURM_TIME_FORMS = SLURM_TIME_FORMS
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def settings(request: SweepRequest) -> dict[str, Any]:
                 "partition": request.slurm_partition,
                 "time": request.slurm_time,
                 "gpus_per_task": request.slurm_gpus_per_task,
-                "options": sweep_config.parse_sbatch_options(request.slurm_option) or None,
+                "options": parse_sbatch_options(request.slurm_option) or None,
             }
         )
         or None,
@@ -147,7 +147,7 @@ def sweep_command(request: SweepRequest) -> None:
     # A sweep that may run in worker processes starts their fork server first: it imports torch on a core of its own
     # while this process imports torch, pandas and matplotlib below (planning then decides whether it is used). It is
     # judged on the settings as given, since validating them imports torch.
-    if may_use_processes({**(sweep_config.load_toml(request.config) if request.config else {}), **given}):
+    if may_use_processes({**(load_toml(request.config) if request.config else {}), **given}):
         warm_up_workers()
     # Here, not at the top, and after the lists above are checked: torch, pandas and matplotlib load only when a sweep
     # runs.
@@ -184,7 +184,7 @@ def _run(console: Console, planned: PlannedSweep, request: SweepRequest) -> Swee
     """The sweep run with a progress bar; a stop, configurations left without a result or a failure of the machine end
     the command (with how to go on)."""
     from .. import api
-    from ..execution import engine as sweeping
+    from ..execution import engine
     from ..execution.progress_bar import RichProgress
 
     stop = StopRequests()
@@ -193,15 +193,15 @@ def _run(console: Console, planned: PlannedSweep, request: SweepRequest) -> Swee
             return api.run_sweep(
                 planned, force=request.force, report=not request.no_report, progress=progress, stop_requested=stop
             )
-    except sweeping.SweepInterrupted as stopped:
+    except engine.SweepInterrupted as stopped:
         report_interrupted(stderr, stopped, stop.exit_code)
-    except sweeping.SweepIncomplete as incomplete:
+    except engine.SweepIncomplete as incomplete:
         report_incomplete(stderr, incomplete)
-    except sweeping.EnvironmentFailure as failure:
+    except engine.EnvironmentFailure as failure:
         report_environment_failure(stderr, failure)
     except KeyboardInterrupt:
         # A second Ctrl-C after the configurations had stopped, while the tables were being rebuilt: rebuild them again.
-        report_interrupted(stderr, sweeping.tables_after_interrupt(planned.plan, planned.out), stop.exit_code)
+        report_interrupted(stderr, engine.tables_after_interrupt(planned.plan, planned.out), stop.exit_code)
 
 
 def _print_results(console: Console, planned: PlannedSweep, result: SweepResult, started: float, report: bool) -> None:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..axes.dtypes import DTYPES
 from ..measuring.outcomes import FailureClass
-from . import formatting as fmt
+from . import formatting
 from .findings import FailureGroup
 
 
@@ -61,7 +61,9 @@ def _overflow(group: FailureGroup, manifest: dict) -> Explanation:
     rows = group.rows
     dtypes = _dtypes(rows)
     largest = (
-        fmt.listing(fmt.in_u(m) for m in rows["dtype_max"].dropna().unique()) if "dtype_max" in rows else fmt.MISSING
+        formatting.listing(formatting.in_u(m) for m in rows["dtype_max"].dropna().unique())
+        if "dtype_max" in rows
+        else formatting.MISSING
     )
     phases = [p for p in rows.get("overflow_phase", pd.Series(dtype=object)).dropna().unique()]
     where = f" in the {' and '.join(phases)} pass" if phases else ""
@@ -70,7 +72,7 @@ def _overflow(group: FailureGroup, manifest: dict) -> Explanation:
         rows["reference_max_abs_adjoint"].dropna() if "reference_max_abs_adjoint" in rows else pd.Series(dtype=float)
     )
     if not reference.empty and "dtype_max" in rows:
-        span = fmt.value_range(reference, fmt.in_u)
+        span = formatting.value_range(reference, formatting.in_u)
         if (reference > rows.loc[reference.index, "dtype_max"]).any():
             cause += (
                 f" The float64 reference's largest adjoint entry is {span}, beyond that limit: the exact adjoint "
@@ -95,16 +97,17 @@ def _overflow(group: FailureGroup, manifest: dict) -> Explanation:
         wide, narrow = "bfloat16", "float16"
         if narrow in set(rows["dtype"]) and wide in DTYPES:
             remedy += (
-                f" Or use {wide}: its largest finite number is {fmt.in_u(_dtype_fact(wide, 'max'))}, at a larger "
-                f"unit roundoff ({fmt.error(_dtype_fact(wide, 'unit_roundoff'))} against {narrow}'s "
-                f"{fmt.error(_dtype_fact(narrow, 'unit_roundoff'))})."
+                f" Or use {wide}: its largest finite number is {formatting.in_u(_dtype_fact(wide, 'max'))}, at a "
+                "larger "
+                f"unit roundoff ({formatting.error(_dtype_fact(wide, 'unit_roundoff'))} against {narrow}'s "
+                f"{formatting.error(_dtype_fact(narrow, 'unit_roundoff'))})."
             )
     return Explanation(cause, remedy)
 
 
 def _underflow(group: FailureGroup, manifest: dict) -> Explanation:
     dtypes = list(group.rows["dtype"].unique())
-    floors = [f"{d}: {fmt.in_u(_dtype_fact(d, 'smallest_subnormal'))}" for d in dtypes if d in DTYPES]
+    floors = [f"{d}: {formatting.in_u(_dtype_fact(d, 'smallest_subnormal'))}" for d in dtypes if d in DTYPES]
     cause = (
         "The gradients stayed finite but their norm collapsed against the float64 reference (the message gives both "
         "norms): what happens when gradient entries fall below the dtype's smallest subnormal "
@@ -116,8 +119,14 @@ def _underflow(group: FailureGroup, manifest: dict) -> Explanation:
 
 def _scaler_exhausted(group: FailureGroup, manifest: dict) -> Explanation:
     rows = group.rows
-    scales = fmt.value_range(rows["final_scale"], fmt.in_u) if "final_scale" in rows else fmt.MISSING
-    retries = fmt.value_range(rows["scale_retries"], fmt.integer) if "scale_retries" in rows else fmt.MISSING
+    scales = (
+        formatting.value_range(rows["final_scale"], formatting.in_u) if "final_scale" in rows else formatting.MISSING
+    )
+    retries = (
+        formatting.value_range(rows["scale_retries"], formatting.integer)
+        if "scale_retries" in rows
+        else formatting.MISSING
+    )
     cause = (
         f"The scaler halved its scale as often as it may ({retries} retries) and still saw non-finite values; "
         f"the final scale was {scales}."

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from . import formatting as fmt
+from . import formatting
 from .sections.along_training import SECTION
 from .sweep_folder import SweepFolder
 from .training_findings import checkpoints_in, last_checkpoint
@@ -51,6 +51,6 @@ def scope_note(results: pd.DataFrame) -> str | None:
         else (f"the last given, `{last}` (no training iteration is known for it)")
     )
     return (
-        f"This sweep ran its grid on {fmt.plural(len(names), 'checkpoint')}; every section but "
+        f"This sweep ran its grid on {formatting.plural(len(names), 'checkpoint')}; every section but "
         f"[{SECTION}](#{SECTION.lower().replace(' ', '-')}) judges {which}."
     )

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..axes.dtypes import DTYPES
 from ..measuring.outcomes import Status
-from . import formatting as fmt
+from . import formatting
 from .findings import most_accurate
 
 ONE_DIGIT = 0.1
@@ -30,7 +30,8 @@ def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
     scaled = runs["fp8_scaling"].dropna().unique() if "fp8_scaling" in runs.columns else []
     tensor_scaling = ", per-tensor fp8 scaling " + ("on" if all(scaled) else "off") if len(scaled) else ""
     head = (
-        f"**8-bit {dtype}** (u = {fmt.error(u)}{tensor_scaling}): {len(ok)} of {len(ran)} configurations ran without "
+        f"**8-bit {dtype}** (u = {formatting.error(u)}{tensor_scaling}): {len(ok)} of {len(ran)} configurations ran "
+        "without "
         "failure"
     )
     if len(ok) < len(ran):
@@ -38,9 +39,9 @@ def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
         head += f" (failed: {', '.join(f'{c} {n}' for c, n in classes.items())})"
     if best is None:
         return f"{head}; no setup ran at every n_timesteps: not usable for this model as run here."
-    setups = fmt.setups_label(best.setups, with_mode)
-    worst = f"at most {fmt.error(best.worst)}" + (
-        f" ({fmt.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else ""
+    setups = formatting.setups_label(best.setups, with_mode)
+    worst = f"at most {formatting.error(best.worst)}" + (
+        f" ({formatting.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else ""
     )
     if best.worst < ONE_DIGIT:
         return (

@@ -7,8 +7,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..judging import format_search as search
-from ..judging import verdict as rules
+from ..judging import format_search, verdict
 from ..measuring.outcomes import Status
 from .checkpoint_scope import judged_rows
 from .figure_data import ADJOINT_FIGURE, ERROR_FIGURES, TRAINING_FIGURE, adjoint_timesteps
@@ -43,9 +42,11 @@ def figure_plan(sweep: SweepFolder) -> dict[str, Callable[[], Figure | None]]:
         plan[f"{ADJOINT_FIGURE}_n{n}"] = _drawn("figures", "adjoint_range_figure", profile, n, results)
     if any(trends(sweep.results, metric) for metric in TRAINING_METRICS):
         plan[TRAINING_FIGURE] = _drawn("training_figure", "along_training_figure", sweep.results)
-    searched = search.emulated(search.format_results(sweep.results))
+    searched = format_search.emulated(format_search.format_results(sweep.results))
     if len(searched) > FEW_FORMATS:
-        plan[FORMAT_FIGURE] = _drawn("figures", "format_search_figure", searched, rules.WELL_UNDER, rules.AT_OR_ABOVE)
+        plan[FORMAT_FIGURE] = _drawn(
+            "figures", "format_search_figure", searched, verdict.WELL_UNDER, verdict.AT_OR_ABOVE
+        )
     return plan
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..core.version import __version__
 from ..judging.environments import float32_not_ieee, mixed_environments
-from . import formatting as fmt
+from . import formatting
 from .checkpoint_scope import judged_rows, scope_note
 from .placements import placements_as_modes
 from .section_inputs import SectionInputs
@@ -50,7 +50,7 @@ def render(sweep: SweepFolder, figures: dict[str, tuple[str, str]]) -> str:
     # The answer and the verdict judge each loss placement from its column; the detail reads it as a mode.
     results = placements_as_modes(judged)
     inputs = SectionInputs(sweep, every_checkpoint, judged, results, results["mode"].nunique() > 1, figures)
-    model = (sweep.manifest.get("model") or {}).get("name") or fmt.listing(results["model"].unique())
+    model = (sweep.manifest.get("model") or {}).get("name") or formatting.listing(results["model"].unique())
     lines = [
         f"# Roundoff report: {model}",
         "",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..measuring.outcomes import Status
-from . import formatting as fmt
+from . import formatting
 from .figure_data import non_finite_steps, with_run_status
 from .findings import SETUP_COLUMNS
 
@@ -66,11 +66,12 @@ def recovered_paragraph(profile: pd.DataFrame | None, results: pd.DataFrame, wit
     for r in found:
         scale = f", at scale {r.scale:g}" if r.scale is not None else ""
         items.append(
-            f"- {fmt.setup_label(r.setup, with_mode)} at n = {r.n_timesteps}: backward "
+            f"- {formatting.setup_label(r.setup, with_mode)} at n = {r.n_timesteps}: backward "
             f"{'step' if len(r.steps) == 1 else 'steps'} {spans(r.steps)} ({len(r.steps)} of {r.of_steps}{scale})"
         )
     return [
-        f"**Overflows the runs recovered from.** In {fmt.plural(len(found), 'run')} without failure the adjoint, "
+        f"**Overflows the runs recovered from.** In {formatting.plural(len(found), 'run')} without failure the "
+        "adjoint, "
         "multiplied by the loss or adjoint scale in effect and cast to the low dtype, was not finite at some "
         "backward steps (○ in the figures of the adjoint's range):",
         "",

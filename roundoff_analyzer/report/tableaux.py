@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import formatting as fmt
+from . import formatting
 
 
 def tableau_notes(results: pd.DataFrame) -> list[str]:
@@ -18,7 +18,7 @@ def tableau_notes(results: pd.DataFrame) -> list[str]:
         by_tableau = runs.drop_duplicates(["library", "tableau"]).groupby("tableau", sort=False)["library"]
         if by_tableau.ngroups < 2:
             continue
-        parts = [f"{fmt.listing(list(libraries))} ran `{tableau}`" for tableau, libraries in by_tableau]
+        parts = [f"{formatting.listing(list(libraries))} ran `{tableau}`" for tableau, libraries in by_tableau]
         notes.append(
             f"At method `{method}` the libraries ran different tableaux: {'; '.join(parts)}. Each run's error is "
             "against the float64 run of its own library, so the errors compare; the solutions themselves differ by "

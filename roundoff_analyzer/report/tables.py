@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..measuring.failures import FAILURE_KINDS
 from ..measuring.outcomes import Status
-from . import formatting as fmt
+from . import formatting
 from .findings import SETUP_COLUMNS, FailureGroup, Growth, in_grid_order, runs_in_grid_order
 
 # (header, column) of the errors the accuracy tables show.
@@ -33,15 +33,17 @@ def accuracy_table(results: pd.DataFrame, in_units_of_u: bool, with_mode: bool) 
     """min – max over n_timesteps of each error, per setup that ran at least once; `ok` counts runs without failure."""
     ran = results[results["status"] != Status.SKIPPED]
     groups = {tuple(k): g for k, g in ran.groupby(list(SETUP_COLUMNS), sort=False)}
-    suffix, number = ("_over_u", fmt.in_u) if in_units_of_u else ("", fmt.error)
+    suffix, number = ("_over_u", formatting.in_u) if in_units_of_u else ("", formatting.error)
     rows = []
     for setup in in_grid_order(results, list(groups)):
         runs = groups[setup]
         ok = f"{int((runs['status'] == Status.OK).sum())} of {len(runs)}"
         rows.append(
-            _setup_cells(setup, with_mode) + [ok] + [fmt.value_range(runs[c + suffix], number) for _, c in ERRORS]
+            _setup_cells(setup, with_mode)
+            + [ok]
+            + [formatting.value_range(runs[c + suffix], number) for _, c in ERRORS]
         )
-    return fmt.bounded_table(rows, setup_headers(with_mode) + ["ok"] + [h for h, _ in ERRORS])
+    return formatting.bounded_table(rows, setup_headers(with_mode) + ["ok"] + [h for h, _ in ERRORS])
 
 
 def growth_table(results: pd.DataFrame, found: list[Growth], with_mode: bool) -> str:
@@ -49,10 +51,15 @@ def growth_table(results: pd.DataFrame, found: list[Growth], with_mode: bool) ->
     order = in_grid_order(results, [g.setup for g in found])
     rows = [
         _setup_cells(g.setup, with_mode)
-        + [f"{g.timesteps[0]} → {g.timesteps[-1]}", fmt.error(g.values[0]), fmt.error(g.values[-1]), fmt.in_u(g.factor)]
+        + [
+            f"{g.timesteps[0]} → {g.timesteps[-1]}",
+            formatting.error(g.values[0]),
+            formatting.error(g.values[-1]),
+            formatting.in_u(g.factor),
+        ]
         for g in sorted(found, key=lambda g: order.index(g.setup))
     ]
-    return fmt.bounded_table(
+    return formatting.bounded_table(
         rows, setup_headers(with_mode) + ["n_timesteps", "error at smallest n", "error at largest n", "ratio"]
     )
 
@@ -60,14 +67,14 @@ def growth_table(results: pd.DataFrame, found: list[Growth], with_mode: bool) ->
 # How a failure group's table shows each column its class adds (measuring/failures.py's `table_columns`).
 _COLUMN_FORMATS: dict[str, Callable[[Any], str]] = {
     "overflow_phase": str,
-    "overflow_step": fmt.integer,
-    "max_abs_adjoint": fmt.in_u,
-    "reference_max_abs_adjoint": fmt.in_u,
-    "dtype_max": fmt.in_u,
-    "grad_y0_rel_err": fmt.error,
-    "grad_params_rel_err": fmt.error,
-    "final_scale": fmt.in_u,
-    "scale_retries": fmt.integer,
+    "overflow_step": formatting.integer,
+    "max_abs_adjoint": formatting.in_u,
+    "reference_max_abs_adjoint": formatting.in_u,
+    "dtype_max": formatting.in_u,
+    "grad_y0_rel_err": formatting.error,
+    "grad_params_rel_err": formatting.error,
+    "final_scale": formatting.in_u,
+    "scale_retries": formatting.integer,
 }
 
 
@@ -89,10 +96,10 @@ def failure_group_table(group: FailureGroup, results: pd.DataFrame, with_mode: b
     for _, row in runs_in_grid_order(results, group.rows).iterrows():
         cells = [row["library"], row["method"], str(int(row["n_timesteps"])), row["dtype"], row["scaling"]]
         cells += [row["mode"]] if with_mode else []
-        cells += [f(row[c]) if fmt.present(row[c]) else fmt.MISSING for _, c, f in extra]
-        cells += [row["failure_message"] or fmt.MISSING] if group.messages_differ else []
+        cells += [f(row[c]) if formatting.present(row[c]) else formatting.MISSING for _, c, f in extra]
+        cells += [row["failure_message"] or formatting.MISSING] if group.messages_differ else []
         rows.append(cells)
-    return fmt.markdown_table(rows, headers)
+    return formatting.markdown_table(rows, headers)
 
 
 def worst_parameters_table(worst: pd.DataFrame, with_mode: bool) -> str:
@@ -100,8 +107,8 @@ def worst_parameters_table(worst: pd.DataFrame, with_mode: bool) -> str:
         [
             r["dtype"],
             r["parameter"],
-            fmt.error(r["grad_rel_err"]),
-            fmt.in_u(r["grad_rel_err_over_u"]),
+            formatting.error(r["grad_rel_err"]),
+            formatting.in_u(r["grad_rel_err_over_u"]),
             r["library"],
             r["method"],
             str(int(r["n_timesteps"])),
@@ -111,4 +118,4 @@ def worst_parameters_table(worst: pd.DataFrame, with_mode: bool) -> str:
         for _, r in worst.iterrows()
     ]
     headers = ["dtype", "parameter", "largest error", "in u", "library", "method", "n_timesteps", "scaling"]
-    return fmt.bounded_table(rows, headers + (["mode"] if with_mode else []))
+    return formatting.bounded_table(rows, headers + (["mode"] if with_mode else []))

@@ -24,9 +24,20 @@ from ..planning.config import list_valued_keys
 from ..storage.folder_lock import FolderLock
 from ..storage.results import atomic_write_parquet
 from ..storage.training_summary import summary_table
-from . import folder as train_folder
 from .config import TrainConfig
 from .files import load_resume
+from .folder import (
+    KIND,
+    LOG,
+    SUMMARY,
+    WRITTEN_ENTRIES,
+    clear_training,
+    read_manifest,
+    remove_abandoned,
+    setup_folder,
+    utc_now,
+    write_manifest,
+)
 from .log import read_log, write_log
 from .loop import NoProgress, SetupRun, TrainProgress, train_setup
 from .request_checks import TrainPlan, option_strings, plan_training
@@ -86,15 +97,15 @@ def run(
     progress, stop_requested = progress or NoProgress(), stop_requested or (lambda: False)
     root = plan.out
     root.mkdir(parents=True, exist_ok=True)
-    refuse_links(root, train_folder.WRITTEN_ENTRIES)
+    refuse_links(root, WRITTEN_ENTRIES)
     lock = FolderLock(root)
     lock.acquire()
     try:
         if plan.resumable is None and plan.force:
-            train_folder.clear(root)
-        train_folder.remove_abandoned(root)  # as a resumed sweep does: what a killed run was writing
+            clear_training(root)
+        remove_abandoned(root)  # as a resumed sweep does: what a killed run was writing
         manifest = _manifest(plan)
-        train_folder.write_manifest(root, manifest)
+        write_manifest(root, manifest)
         initial = copy.deepcopy(plan.problem.model.state_dict())
         validation = plan.stream.validation_set()
         runs: dict[str, SetupRun] = _earlier_runs(plan, manifest)
@@ -106,7 +117,7 @@ def run(
 
             return write
 
-        folders = {s.setup_label: root / train_folder.setup_folder(i, s.setup_label) for i, s in enumerate(plan.setups)}
+        folders = {s.setup_label: root / setup_folder(i, s.setup_label) for i, s in enumerate(plan.setups)}
         with torch_threads(plan.threads):
             for setup in plan.setups:
                 runs[setup.setup_label] = train_setup(
@@ -123,12 +134,12 @@ def run(
             final = {label: load_resume(folder) for label, folder in folders.items()}
             timings = interleaved_times(plan, initial, {k: v for k, v in final.items() if v is not None})
         _write_log(root, runs)
-        log = read_log(root / train_folder.LOG)
+        log = read_log(root / LOG)
         summary = setup_summary(log, manifest["setups"], runs, timings)
-        atomic_write_parquet(summary_table(summary), root / train_folder.SUMMARY)
-        train_folder.write_manifest(root, {**manifest, "finished_at": train_folder.now()})
+        atomic_write_parquet(summary_table(summary), root / SUMMARY)
+        write_manifest(root, {**manifest, "finished_at": utc_now()})
         write_training_report(root)
-        finished = train_folder.read_manifest(root)
+        finished = read_manifest(root)
         assert finished is not None  # written just above
         return TrainResult(root, finished, log, summary)
     finally:
@@ -174,7 +185,7 @@ def train(
 
 
 def _write_log(root: Path, runs: dict[str, SetupRun]) -> None:
-    write_log([row for run in runs.values() for row in run.rows], root / train_folder.LOG)
+    write_log([row for run in runs.values() for row in run.rows], root / LOG)
 
 
 def _earlier_runs(plan: TrainPlan, manifest: dict) -> dict[str, SetupRun]:
@@ -192,15 +203,15 @@ def _earlier_runs(plan: TrainPlan, manifest: dict) -> dict[str, SetupRun]:
 def _manifest(plan: TrainPlan) -> dict:
     config = plan.config
     earlier = plan.resumable or {}
-    asked = [{**s.as_dict(), "folder": train_folder.setup_folder(i, s.setup_label)} for i, s in enumerate(plan.setups)]
+    asked = [{**s.as_dict(), "folder": setup_folder(i, s.setup_label)} for i, s in enumerate(plan.setups)]
     labels = {s["label"] for s in asked}
     setups = asked + [s for s in earlier.get("setups", []) if isinstance(s, dict) and s.get("label") not in labels]
     return {
-        "kind": train_folder.KIND,
+        "kind": KIND,
         "tool": "roundoff-analyzer",
         "version": __version__,
-        "created_at": earlier.get("created_at", train_folder.now()),
-        "updated_at": train_folder.now(),
+        "created_at": earlier.get("created_at", utc_now()),
+        "updated_at": utc_now(),
         "model": plan.model.name,
         "options": option_strings(plan.options),
         "seed": plan.options.seed,

@@ -89,7 +89,7 @@ def _readable_manifest(root: Path) -> dict | None:
         return None
 
 
-def clear(root: Path) -> None:
+def clear_training(root: Path) -> None:
     """What a training wrote in `root` (with --force): its entries only, links refused, never followed; in `figures/`,
     which a sweep's report may share, only the training's own figure."""
     refuse_links(root, WRITTEN_ENTRIES)
@@ -117,5 +117,5 @@ def write_manifest(root: Path, manifest: dict) -> None:
     atomic_write_bytes(root / TRAIN_MANIFEST, (json.dumps(manifest, indent=1, default=str) + "\n").encode())
 
 
-def now() -> str:
+def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

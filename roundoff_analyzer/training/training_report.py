@@ -12,13 +12,13 @@ import pandas as pd
 
 from ..core.errors import InputError
 from ..core.version import __version__
-from ..report import formatting as fmt
+from ..report import formatting
 from ..report.figures import save
 from ..storage.results import atomic_write_bytes
 from ..storage.table_schemas import read_table
 from ..storage.training_summary import SUMMARY_TABLE, with_later_columns
-from . import folder as train_folder
 from .figure import LOSS_FIGURE, loss_figure
+from .folder import FIGURES, LOG, REPORT, SUMMARY, read_manifest
 from .log import read_log
 from .summary import relative_to
 from .training_verdict import COMPARABLE, SetupVerdict, best_low_weights, setup_verdicts, stored_bytes
@@ -27,17 +27,17 @@ from .training_verdict import COMPARABLE, SetupVerdict, best_low_weights, setup_
 def write_training_report(root: Path, out: Path | None = None) -> Path:
     """`training_report.md` (or `out`) and its figure under `root/figures/`, from the folder's tables and manifest."""
     root = Path(root)
-    manifest = train_folder.read_manifest(root, "the training report cannot say what was trained") or {}
-    missing = [name for name in (train_folder.LOG, train_folder.SUMMARY) if not (root / name).is_file()]
+    manifest = read_manifest(root, "the training report cannot say what was trained") or {}
+    missing = [name for name in (LOG, SUMMARY) if not (root / name).is_file()]
     if missing:
         raise InputError(
             f"training folder '{root}' has no {' and no '.join(missing)}: its training has not finished; "
             "run the same `roundoff train` command again to finish it"
         )
-    log = read_log(root / train_folder.LOG)
-    summary = with_later_columns(read_table(root / train_folder.SUMMARY, SUMMARY_TABLE))
-    figure = save(loss_figure(log, list(summary["setup"])), root / train_folder.FIGURES, LOSS_FIGURE)
-    path = Path(out) if out is not None else root / train_folder.REPORT
+    log = read_log(root / LOG)
+    summary = with_later_columns(read_table(root / SUMMARY, SUMMARY_TABLE))
+    figure = save(loss_figure(log, list(summary["setup"])), root / FIGURES, LOSS_FIGURE)
+    path = Path(out) if out is not None else root / REPORT
     text = render(
         manifest,
         summary,
@@ -49,25 +49,25 @@ def write_training_report(root: Path, out: Path | None = None) -> Path:
 
 
 def _percent(value) -> str:
-    return f"{100 * value:+.3g}%" if fmt.present(value) else fmt.MISSING
+    return f"{100 * value:+.3g}%" if formatting.present(value) else formatting.MISSING
 
 
 def _ratio(value) -> str:
-    return f"{value:.2f}×" if fmt.present(value) else fmt.MISSING
+    return f"{value:.2f}×" if formatting.present(value) else formatting.MISSING
 
 
 def _mib(value) -> str:
-    if not fmt.present(value):
-        return fmt.MISSING
+    if not formatting.present(value):
+        return formatting.MISSING
     return f"{value / 2**20:.3g} MiB" if value >= 2**20 else f"{value / 2**10:.3g} KiB"
 
 
 def _fraction(value) -> str:
-    return f"{100 * value:.3g}%" if fmt.present(value) else fmt.MISSING
+    return f"{100 * value:.3g}%" if formatting.present(value) else formatting.MISSING
 
 
 def _size(value) -> str:
-    return _mib(value) if not fmt.present(value) or value >= 2**10 else f"{int(value)} B"
+    return _mib(value) if not formatting.present(value) or value >= 2**10 else f"{int(value)} B"
 
 
 def _optimizer(manifest: dict) -> str:
@@ -78,7 +78,7 @@ def _optimizer(manifest: dict) -> str:
 
 
 def _loss(value) -> str:
-    return f"{value:.5g}" if fmt.present(value) else fmt.MISSING
+    return f"{value:.5g}" if formatting.present(value) else formatting.MISSING
 
 
 def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str) -> str:
@@ -86,7 +86,7 @@ def render(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame, figure: str
     lines = [
         f"# Training report: {manifest.get('model', '?')}",
         "",
-        f"Written by roundoff-analyzer {__version__} from `{train_folder.LOG}` and `{train_folder.SUMMARY}`; "
+        f"Written by roundoff-analyzer {__version__} from `{LOG}` and `{SUMMARY}`; "
         "every number is read from those tables. Each setup trained the same initial weights on the same batches "
         f"with {_optimizer(manifest)} on its weights (float32 master weights, or weights stored in a low format that "
         "each step is rounded into); relative differences are against the first setup"
@@ -151,7 +151,7 @@ def _statements(summary: pd.DataFrame, log: pd.DataFrame, manifest: dict) -> lis
     if reference["skipped_steps"]:
         lines.append(
             f"- `{reference['setup']}`, the setup the others are compared with: "
-            f"{fmt.plural(int(reference['skipped_steps']), 'step')} of {int(reference['iterations'])} skipped "
+            f"{formatting.plural(int(reference['skipped_steps']), 'step')} of {int(reference['iterations'])} skipped "
             "(non-finite gradient)."
         )
     lines += _clipping(summary)
@@ -181,21 +181,25 @@ def _verdict_line(verdict: SetupVerdict, row, reference: pd.Series, against: str
         )
     parts.append(
         f"time per iteration {_time_ratio(row)}"
-        + (f", peak memory {_ratio(row.memory_rel_to_reference)}" if fmt.present(row.memory_rel_to_reference) else "")
+        + (
+            f", peak memory {_ratio(row.memory_rel_to_reference)}"
+            if formatting.present(row.memory_rel_to_reference)
+            else ""
+        )
     )
     line = "; ".join(parts)
     if row.skipped_steps:
-        line += f"; {fmt.plural(int(row.skipped_steps), 'step')} skipped (non-finite gradient)"
+        line += f"; {formatting.plural(int(row.skipped_steps), 'step')} skipped (non-finite gradient)"
     return line + "."
 
 
 def _interleaved(row) -> bool:
-    return fmt.present(row.timing_rounds) and fmt.present(row.time_rel_to_reference)
+    return formatting.present(row.timing_rounds) and formatting.present(row.time_rel_to_reference)
 
 
 def _iteration_seconds(row) -> float:
     """The interleaved rounds' median where they were timed; else the training's own mean."""
-    return row.interleaved_iter_s if fmt.present(row.interleaved_iter_s) else row.time_per_iter_s
+    return row.interleaved_iter_s if formatting.present(row.interleaved_iter_s) else row.time_per_iter_s
 
 
 def _time_ratio(row, rounds: bool = True) -> str:
@@ -270,7 +274,7 @@ def _answer_code(manifest: dict, summary: pd.DataFrame, log: pd.DataFrame) -> li
         "    loss = ...  # forward and backward as the setup computed them",
         "    loss.backward()",
     ]
-    if fmt.present(clip):
+    if formatting.present(clip):
         lines.append(
             f"    torch.nn.utils.clip_grad_norm_(params, {clip:g})  # on the unscaled gradient (after scaler.unscale_)"
         )
@@ -303,8 +307,8 @@ def _table(summary: pd.DataFrame) -> str:
     rows = [
         [
             r.setup,
-            fmt.integer(r.iterations),
-            fmt.integer(r.skipped_steps),
+            formatting.integer(r.iterations),
+            formatting.integer(r.skipped_steps),
             _loss(r.final_loss),
             _percent(r.loss_rel_to_reference),
             _loss(r.final_val_loss),
@@ -318,7 +322,7 @@ def _table(summary: pd.DataFrame) -> str:
         ]
         for r in summary.itertuples(index=False)
     ]
-    return fmt.markdown_table(rows, headers)
+    return formatting.markdown_table(rows, headers)
 
 
 def _along_training(log: pd.DataFrame, setups: list[str]) -> str:
@@ -330,11 +334,11 @@ def _along_training(log: pd.DataFrame, setups: list[str]) -> str:
     headers = ["iteration", reference] + [h for setup in setups[1:] for h in (setup, "vs first")]
     rows = []
     for iteration, values in table.iterrows():
-        row = [fmt.integer(iteration), _loss(values.get(reference))]
+        row = [formatting.integer(iteration), _loss(values.get(reference))]
         for setup in setups[1:]:
             row += [_loss(values.get(setup)), _percent(relative_to(values.get(setup), values.get(reference)))]
         rows.append(row)
-    return fmt.markdown_table(rows, headers)
+    return formatting.markdown_table(rows, headers)
 
 
 def _overview(manifest: dict) -> list[str]:
@@ -346,11 +350,11 @@ def _overview(manifest: dict) -> list[str]:
         f"- {manifest.get('iters')} iterations of {_optimizer(manifest)} (lr {manifest.get('lr')}"
         + (
             f", gradient norm clipped to {manifest['clip_grad_norm']:g}"
-            if fmt.present(manifest.get("clip_grad_norm"))
+            if formatting.present(manifest.get("clip_grad_norm"))
             else ""
         )
         + "), a fresh batch each; checkpoints at "
-        f"{fmt.listing(manifest.get('save_at') or [])}; {manifest.get('val_batches')} held-out batches.",
+        f"{formatting.listing(manifest.get('save_at') or [])}; {manifest.get('val_batches')} held-out batches.",
         f"- Solves: {first.get('method')} on n_timesteps {first.get('n_timesteps')}, mode {first.get('mode')}; device "
         f"{manifest.get('device')}, {(manifest.get('threads') or {}).get('threads')} torch thread(s).",
     ]

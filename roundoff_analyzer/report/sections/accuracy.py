@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import formatting as fmt
-from .. import tables
+from .. import formatting, tables
 from ..figure_data import ERROR_FIGURES, METRIC_NAMES
 from ..findings import growths, sweep_timesteps, without_gradient, worst_parameters
 from ..section_inputs import SectionInputs
@@ -23,13 +22,13 @@ WORST_PARAMETERS = 5  # rows per dtype in the table of least accurate parameter 
 def accuracy(
     results: pd.DataFrame, param_errors: pd.DataFrame | None, with_mode: bool, figures: dict[str, tuple[str, str]]
 ) -> list[str]:
-    timesteps = fmt.listing(sweep_timesteps(results))
+    timesteps = formatting.listing(sweep_timesteps(results))
     lines = [
         "## Accuracy",
         "",
         f"Each cell is the min – max over n_timesteps ({timesteps}) of the runs that produced a finite value, failed "
         "runs included (an overflow in the backward pass still leaves the solution error measured); `ok` counts the "
-        f"runs without failure. {fmt.MISSING} means no run of that setup produced the value.",
+        f"runs without failure. {formatting.MISSING} means no run of that setup produced the value.",
         "",
         *(line for note in tableau_notes(results) for line in (note, "")),
         "### Relative error",
@@ -38,7 +37,7 @@ def accuracy(
         "",
         "### In units of the unit roundoff u",
         "",
-        f"The unit roundoff u of each dtype: {fmt.unit_roundoffs(results)}.",
+        f"The unit roundoff u of each dtype: {formatting.unit_roundoffs(results)}.",
         "",
         tables.accuracy_table(results, in_units_of_u=True, with_mode=with_mode),
     ]
@@ -70,7 +69,7 @@ def accuracy(
                 "",
                 f"No gradient in either run, the float64 reference's nor the low dtype's (the loss does not depend on "
                 f"{'it' if len(none) == 1 else 'them'}, so no error is measured): "
-                f"{fmt.bounded_listing(f'`{name}`' for name in none)}.",
+                f"{formatting.bounded_listing(f'`{name}`' for name in none)}.",
             ]
     shown = [name for name in ERROR_FIGURES if name in figures]
     if shown:

@@ -3,7 +3,7 @@ at the largest n_timesteps and wherever a run failed."""
 
 from __future__ import annotations
 
-from .. import formatting as fmt
+from .. import formatting
 from ..figure_data import ADJOINT_FIGURE
 from ..section_inputs import SectionInputs
 
@@ -28,7 +28,7 @@ def adjoint_range(figures: dict[str, tuple[str, str]]) -> list[str]:
         "failed, a ○ one in a run that still ended ok (its backward used a wider adjoint, or its scaler redid the "
         "step; the key findings list them), each in the grey band at the top when the value itself is not finite. "
         "Drawn at the largest n_timesteps and at every n_timesteps where a run failed: n = "
-        f"{fmt.listing(n for n, _ in drawn)}.",
+        f"{formatting.listing(n for n, _ in drawn)}.",
     ]
     for n, (png, svg) in drawn:
         lines += ["", f"![largest adjoint magnitude per backward step, n_timesteps = {n}]({png}) ([SVG]({svg}))"]

@@ -13,7 +13,7 @@ import pandas as pd
 from ...core.errors import InputError
 from ...storage.table_schemas import read_table
 from ...storage.training_summary import SUMMARY_FINDINGS_TABLE
-from .. import formatting as fmt
+from .. import formatting
 from ..figure_data import TRAINING_FIGURE, trend_label, varying_columns
 from ..section_inputs import SectionInputs
 from ..training_findings import ALONG_TRAINING, STATED_METRIC, TRAINING_METRICS, Trend, movement, trends
@@ -36,23 +36,25 @@ def _movement(trend: Trend) -> str:
     if moved is None:
         return f"{name} measured at fewer than two checkpoints{failed}."
     values = {i: v for i, v in trend.measured}
-    first, last = fmt.error(values[moved.first]), fmt.error(values[moved.last])
+    first, last = formatting.error(values[moved.first]), formatting.error(values[moved.last])
     if moved.kind in ("grows", "falls"):
         assert moved.steepest is not None  # a trend that grows or falls has its steepest step
         a, b = moved.steepest
         return (
-            f"{name} {moved.kind} {fmt.in_u(moved.factor)}× from iteration {moved.first} to {moved.last} "
+            f"{name} {moved.kind} {formatting.in_u(moved.factor)}× from iteration {moved.first} to {moved.last} "
             f"({first} → {last}), most between {a} and {b}{failed}."
         )
-    low, high = fmt.error(min(values.values())), fmt.error(max(values.values()))
+    low, high = formatting.error(min(values.values())), formatting.error(max(values.values()))
     if moved.kind == "stays":
         return (
-            f"{name} stays within {fmt.in_u(ALONG_TRAINING)}× from iteration {moved.first} to {moved.last} ({low} – "
+            f"{name} stays within {formatting.in_u(ALONG_TRAINING)}× from iteration {moved.first} to {moved.last} "
+            f"({low} – "
             f"{high}){failed}."
         )
     return (
-        f"{name} varies {fmt.in_u(moved.factor)}× between iterations {moved.first} and {moved.last} ({low} – {high}) "
-        f"but ends within {fmt.in_u(ALONG_TRAINING)}× of where it started ({first} → {last}){failed}."
+        f"{name} varies {formatting.in_u(moved.factor)}× between iterations {moved.first} and {moved.last} ({low} – "
+        f"{high}) "
+        f"but ends within {formatting.in_u(ALONG_TRAINING)}× of where it started ({first} → {last}){failed}."
     )
 
 
@@ -65,11 +67,11 @@ def training_table(results: pd.DataFrame) -> str:
     found = trends(results, STATED_METRIC)
     varying = varying_columns(found)
     rows = [
-        [trend_label(t, varying), str(i), name, fmt.in_u(u), fmt.in_u(r)]
+        [trend_label(t, varying), str(i), name, formatting.in_u(u), formatting.in_u(r)]
         for t in found
         for i, name, u, r in zip(t.iterations, t.checkpoints, t.over_u, t.ratios)
     ]
-    return fmt.markdown_table(rows, ["setup", *TABLE_HEADERS])
+    return formatting.markdown_table(rows, ["setup", *TABLE_HEADERS])
 
 
 def training_summary(manifest: dict, sweep_folder: Path) -> tuple[Path, pd.DataFrame] | None:
@@ -112,14 +114,15 @@ def summary_sentence(path: Path, summary: pd.DataFrame) -> str:
             if index == 0
             else (
                 f"{row.val_loss_rel_to_reference:+.2%} against it"
-                if fmt.present(row.val_loss_rel_to_reference)
-                else fmt.MISSING
+                if formatting.present(row.val_loss_rel_to_reference)
+                else formatting.MISSING
             )
         )
-        parts.append(f"{row.setup} {fmt.in_u(row.final_val_loss)} ({relative})")
+        parts.append(f"{row.setup} {formatting.in_u(row.final_val_loss)} ({relative})")
     # A path, not a link: the train folder may lie outside whatever holds the report (a clone, a copied folder).
     return (
-        f"Training itself (`{path.as_posix()}`, relative to this report): final validation loss {fmt.listing(parts)}."
+        f"Training itself (`{path.as_posix()}`, relative to this report): final validation loss "
+        f"{formatting.listing(parts)}."
     )
 
 
@@ -140,7 +143,7 @@ def along_training_section(
         f"Each setup's errors at each checkpoint with a training iteration, at n_timesteps = {n} (the sweep's "
         "largest), "
         f"against that checkpoint's own float64 reference. An error grows (falls) along training when it is at least "
-        f'{fmt.in_u(ALONG_TRAINING)}× larger (smaller) at the last checkpoint than at the first; "most between" '
+        f'{formatting.in_u(ALONG_TRAINING)}× larger (smaller) at the last checkpoint than at the first; "most between" '
         "names the "
         "two consecutive checkpoints between which it moved most that way.",
         "",

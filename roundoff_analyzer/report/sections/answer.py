@@ -6,10 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ...core import cards
-from ...judging import answer, verdict
-from ...judging import choice as choosing
-from ...judging import format_search as search
-from .. import formatting as fmt
+from ...judging import answer, choice, format_search, verdict
+from .. import formatting
 from ..findings import is_synthetic
 from ..format_search import format_search_lines, format_search_terminal, summarised
 from ..section_inputs import SectionInputs
@@ -48,17 +46,17 @@ def answer_sentence(a: answer.Answer, device: str | None = None, card: dict | No
             f"{describe(a.judgement)}."
         )
     steps = (
-        f"n_timesteps {fmt.value_range(a.timesteps, str)}"
+        f"n_timesteps {formatting.value_range(a.timesteps, str)}"
         if len(a.timesteps) > 1
         else f"n_timesteps = {a.timesteps[0]}"
     )
     text = (
-        f"**{a.dtype}**: train with {a.library}, {fmt.scaling_words(a.scaling)}, {a.method}, "
+        f"**{a.dtype}**: train with {a.library}, {formatting.scaling_words(a.scaling)}, {a.method}, "
         f"{steps}{_under(a)} ({a.judgement.label}"
         + (
-            f": the parameter-gradient roundoff is at most {fmt.in_u(a.judgement.to_noise.value)}× "
-            f"{fmt.noise_at(a.judgement.noise_batch_size)}"
-            + fmt.near(a.judgement.to_noise_near, a.judgement.noise_uncertainty)
+            f": the parameter-gradient roundoff is at most {formatting.in_u(a.judgement.to_noise.value)}× "
+            f"{formatting.noise_at(a.judgement.noise_batch_size)}"
+            + formatting.near(a.judgement.to_noise_near, a.judgement.noise_uncertainty)
             if a.judgement.to_noise
             else ""
         )
@@ -78,11 +76,11 @@ def kept_share_words(kept: answer.Kept, dtype: str) -> str | None:
     if kept.op_share is None:
         return None
     percent = lambda v: f"{v:.0%}"  # noqa: E731
-    text = f"the kept part runs {fmt.value_range(kept.op_share, percent)} of the field's operations"
+    text = f"the kept part runs {formatting.value_range(kept.op_share, percent)} of the field's operations"
     if not kept.computes_low:
         return f"{text}, and the rest compute in float32 too: no operation computes in {dtype}"
     assert kept.low_share is not None  # computes_low reads it
-    return f"{text}; {fmt.value_range(kept.low_share, percent)} of them compute in {dtype}"
+    return f"{text}; {formatting.value_range(kept.low_share, percent)} of them compute in {dtype}"
 
 
 def kept_throughout_sentence(a: answer.Answer) -> str:
@@ -98,7 +96,7 @@ def kept_throughout_sentence(a: answer.Answer) -> str:
 
 def kept_sentence(kept: answer.Kept, dtype: str) -> str:
     """What keeping the modules in float32 bought, the one change it takes and what it costs against keeping nothing."""
-    names = fmt.listing(f"`{p}`" for p in kept.value.split("+"))
+    names = formatting.listing(f"`{p}`" for p in kept.value.split("+"))
     if kept.turns_safe:
         assert kept.without is not None  # turns_safe compares against it
         text = (
@@ -129,7 +127,7 @@ def kept_sentence(kept: answer.Kept, dtype: str) -> str:
     if share is not None:
         text += f" Measured over one evaluation of the field, {share}."
     text += f' The one change: `roundoff_analyzer.keep_float32(func, "{kept.value}")` once the model is built.'
-    ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
+    ratio = lambda span: formatting.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
     if kept.time_ratio is not None:
         text += f" It takes {ratio(kept.time_ratio)} the time of the same runs keeping nothing"
         text += (
@@ -147,7 +145,7 @@ def beyond(dtype: str, dominates) -> str:
     (quantity, first), rest = ordered[0], ordered[1:]
     others = [f"of the {q} from n = {n}" for q, n in rest if n != first]
     same = [q for q, n in rest if n == first]
-    of = fmt.either([quantity, *same]).replace(" or ", " and ")
+    of = formatting.either([quantity, *same]).replace(" or ", " and ")
     tail = f" ({'; '.join(others)})" if others else ""
     return (
         f"More steps buy no accuracy in {dtype} beyond n = {first}: from there the roundoff of the {of} exceeds its "
@@ -165,7 +163,7 @@ def _under(a: answer.Answer) -> str:
 
 
 def _scaling(scaling: str) -> str:
-    return fmt.scaling_words(scaling)
+    return formatting.scaling_words(scaling)
 
 
 def card_words(dtype: str, card: dict | None) -> str | None:
@@ -193,8 +191,8 @@ def cost_sentence(a: answer.Answer, device: str | None, card: dict | None = None
     if c is None or c.seconds is None:
         return f"Cost {where}: not measured" + (f"; {fast}." if fast else ".")
     if a.plain_float32:  # the run every other dtype's cost is set against
-        return f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward."
-    ratio = lambda span: fmt.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
+        return f"Cost {where}: {formatting.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward."
+    ratio = lambda span: formatting.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
     if c.time_ratio is not None:
         text = f"Cost {where}: {ratio(c.time_ratio)} float32's time"
         text += (
@@ -204,7 +202,8 @@ def cost_sentence(a: answer.Answer, device: str | None, card: dict | None = None
         )
     else:
         text = (
-            f"Cost {where}: {fmt.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward; no float32 run "
+            f"Cost {where}: {formatting.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward; no "
+            "float32 run "
             "to compare with (add `--dtype float32`)"
         )
     if c.switch_time_ratio is not None:
@@ -214,7 +213,7 @@ def cost_sentence(a: answer.Answer, device: str | None, card: dict | None = None
         text += f"; {fast}"
     if device is not None and str(device).startswith("cpu"):
         text += "; on a CPU low precision is emulated in software, so its speed says nothing of a GPU's"
-    if fmt.scaling_searches(a.scaling):
+    if formatting.scaling_searches(a.scaling):
         text += f"; `{a.scaling}`'s time includes the backward passes of its search for a loss scale"
     return text + "."
 
@@ -234,7 +233,7 @@ def answer_section(
     found = answer.answers(rows)
     if not found:
         return []
-    formats = search.format_results(rows, found)
+    formats = format_search.format_results(rows, found)
     lines = ["## The answer", "", at + headline(rows, found, manifest or {}, device), ""]
     measured = measured_model_code(manifest, results)
     for a in per_dtype(found, formats):
@@ -263,7 +262,7 @@ def per_dtype(found: list[answer.Answer], formats: list) -> list[answer.Answer]:
 
 def headline(rows: pd.DataFrame, found: list[answer.Answer], manifest: dict, device: str | None) -> str:
     """The one setup to train with, the reason in numbers, and the weights and data it was judged on."""
-    chosen = choosing.choose(rows, found)
+    chosen = choice.choose(rows, found)
     on = judged_on(manifest, rows)
     if chosen is None:
         # A setup computing nothing in its dtype (its kept part is the whole field) is no dtype's best.
@@ -275,10 +274,12 @@ def headline(rows: pd.DataFrame, found: list[answer.Answer], manifest: dict, dev
         )
     a = chosen.answer
     steps = (
-        f"n_timesteps {fmt.value_range(a.timesteps, str)}" if len(a.timesteps) > 1 else f"n_timesteps {a.timesteps[0]}"
+        f"n_timesteps {formatting.value_range(a.timesteps, str)}"
+        if len(a.timesteps) > 1
+        else f"n_timesteps {a.timesteps[0]}"
     )
     loss = f", the loss formed {LOSS_WORDS.get(chosen.loss_in, f'in `{chosen.loss_in}`')}" if chosen.loss_in else ""
-    what = f"{a.library}, {fmt.scaling_words(a.scaling)}, {a.method}, {steps}{_under(a)}{loss}"
+    what = f"{a.library}, {formatting.scaling_words(a.scaling)}, {a.method}, {steps}{_under(a)}{loss}"
     emulated = (
         " (emulated in software here: what it would do, not code to train with today)"
         if a.arithmetic == "emulated"
@@ -287,43 +288,46 @@ def headline(rows: pd.DataFrame, found: list[answer.Answer], manifest: dict, dev
     return f"**Train with {a.dtype}**: {what}{emulated}. {_reason(chosen, device, manifest.get('device_details'))} {on}"
 
 
-def _reason(chosen: choosing.Choice, device: str | None, card: dict | None = None) -> str:
+def _reason(chosen: choice.Choice, device: str | None, card: dict | None = None) -> str:
     j = chosen.answer.judgement
     parts = []
     if j.to_noise is not None:
         parts.append(
-            f"its parameter-gradient roundoff is at most {fmt.in_u(j.to_noise.value)}× "
-            f"{fmt.noise_at(j.noise_batch_size)} (safe for training up to {verdict.WELL_UNDER:g}×"
-            f"{fmt.near(j.to_noise_near, j.noise_uncertainty)})"
+            f"its parameter-gradient roundoff is at most {formatting.in_u(j.to_noise.value)}× "
+            f"{formatting.noise_at(j.noise_batch_size)} (safe for training up to {verdict.WELL_UNDER:g}×"
+            f"{formatting.near(j.to_noise_near, j.noise_uncertainty)})"
         )
     else:
         parts.append(
-            f"its parameter-gradient roundoff is at most {fmt.error(j.worst_grad)} ({j.label}; the gradient noise "
+            f"its parameter-gradient roundoff is at most {formatting.error(j.worst_grad)} ({j.label}; the gradient "
+            "noise "
             "was not measured)"
         )
     if chosen.float32_grad and j.worst_grad is not None and chosen.answer.dtype.split()[0] != "float32":
         parts.append(
-            f"{fmt.in_u(j.worst_grad / chosen.float32_grad)}× float32's ({fmt.error(j.worst_grad)} against "
-            f"{fmt.error(chosen.float32_grad)})"
+            f"{formatting.in_u(j.worst_grad / chosen.float32_grad)}× float32's ({formatting.error(j.worst_grad)} "
+            "against "
+            f"{formatting.error(chosen.float32_grad)})"
         )
     c = chosen.answer.cost
     if device is not None and str(device).startswith("cuda") and c is not None and c.time_ratio is not None:
         fast = card_words(chosen.answer.dtype.split()[0], card)
         parts.append(
-            f"at {fmt.value_range(c.time_ratio, lambda v: f'{v:.2f}×')} float32's time"
+            f"at {formatting.value_range(c.time_ratio, lambda v: f'{v:.2f}×')} float32's time"
             + (f", and {fast}" if fast else "")
         )
     r = chosen.runner_up
     if r is not None:
         noise = (
-            f"{fmt.in_u(r.judgement.to_noise.value)}× the noise"
-            + fmt.near(r.judgement.to_noise_near, r.judgement.noise_uncertainty)
+            f"{formatting.in_u(r.judgement.to_noise.value)}× the noise"
+            + formatting.near(r.judgement.to_noise_near, r.judgement.noise_uncertainty)
             if r.judgement.to_noise
-            else fmt.error(r.judgement.worst_grad)
+            else formatting.error(r.judgement.worst_grad)
         )
-        if choosing.tied_by_noise(chosen.answer, r):
+        if choice.tied_by_noise(chosen.answer, r):
             noise += (
-                f", within the noise's {fmt.plus_minus(j.noise_uncertainty or 0.0)} of this setup's, so the simpler "
+                f", within the noise's {formatting.plus_minus(j.noise_uncertainty or 0.0)} of this setup's, so the "
+                "simpler "
                 "setup goes first"
             )
         parts.append(f"next best {r.dtype} ({r.judgement.label}, {noise})")
@@ -363,7 +367,7 @@ def answer_lines(results: pd.DataFrame, device: str | None, manifest: dict | Non
     found = answer.answers(rows)
     if not found:
         return []
-    formats = search.format_results(rows, found)
+    formats = format_search.format_results(rows, found)
     plain = lambda text: text.replace("**", "").replace("`", "")  # noqa: E731
     first = headline(rows, found, manifest or {}, device)
     lines = [plain(at + (first if manifest else first.split(" Judged on ")[0]))]

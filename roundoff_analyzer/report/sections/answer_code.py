@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...axes.models.problem import recorded_as_step
 from ...judging import answer
-from .. import formatting as fmt
+from .. import formatting
 from .code_parts import after_backward, backward_line, before_loop, library_imports, solver_arguments
 from .model_code import ModelCode
 from .step_code import step_code_lines
@@ -15,7 +15,7 @@ def code_method(library: str, method: str) -> str:
     """The method name to write for the answer's solver: the drop-in's `rk4` is the classical rule, as the native rows
     ran it, but warns that torchdiffeq's is the 3/8 rule; `rk4_classical` names the measured rule without the
     warning."""
-    return "rk4_classical" if fmt.library_member(library, "native_solver") and method == "rk4" else method
+    return "rk4_classical" if formatting.library_member(library, "native_solver") and method == "rk4" else method
 
 
 def code_lines(

@@ -6,21 +6,21 @@ scaling adds to each is its own `code` (axes/scalings)."""
 from __future__ import annotations
 
 from ...judging import answer
-from .. import formatting as fmt
+from .. import formatting
 
 INDENT = "    "
 
 
 def scaling_imports(a: answer.Answer) -> list[str]:
-    return list(fmt.scaling_code(a.scaling).imports)
+    return list(formatting.scaling_code(a.scaling).imports)
 
 
 def library_imports(a: answer.Answer, step: bool) -> list[str]:
     """The import lines of answer `a`'s code: its library's `import_line` and its scaling's imports; for a training
     step (`step`), also `equal_steps`, and torchdiffeq's `odeint` where the library's line keeps the script's."""
     lines = ["import roundoff_analyzer"] if a.kept is not None else []
-    import_line = fmt.library_import_line(a.library)
-    if step and fmt.library_member(a.library, "native_solver"):
+    import_line = formatting.library_import_line(a.library)
+    if step and formatting.library_member(a.library, "native_solver"):
         lines.append("from roundoff_analyzer.solvers import equal_steps, odeint  # in place of torchdiffeq's odeint")
     elif step:
         lines.append("from roundoff_analyzer.solvers import equal_steps  # a grid_constructor: n equal steps per solve")
@@ -32,8 +32,8 @@ def library_imports(a: answer.Answer, step: bool) -> list[str]:
 
 def solver_arguments(a: answer.Answer, method: str) -> list[str]:
     """The solver's keyword arguments as the runs solved: the method, the adjoint scaler, the low trajectory."""
-    arguments = [f'method="{method}"', *fmt.scaling_code(a.scaling).solver_arguments]
-    if fmt.library_member(a.library, "returns_low_trajectory"):
+    arguments = [f'method="{method}"', *formatting.scaling_code(a.scaling).solver_arguments]
+    if formatting.library_member(a.library, "returns_low_trajectory"):
         arguments.append('trajectory_dtype="low"')
     return arguments
 
@@ -45,18 +45,18 @@ def before_loop(a: answer.Answer, owner: str, dtype: str, device_type: str) -> l
         lines.append(f'roundoff_analyzer.keep_float32({owner}, "{a.kept.value}")  # once, after building the model')
     if a.mode == "pure" and not a.plain_float32:
         lines.append(f"{owner} = {owner}.to({dtype})")
-    return lines + [line.format(device=device_type) for line in fmt.scaling_code(a.scaling).before_loop]
+    return lines + [line.format(device=device_type) for line in formatting.scaling_code(a.scaling).before_loop]
 
 
 def backward_line(a: answer.Answer, comment: bool = True) -> str:
     """The loop's backward; `comment`: with what the scaling says of it (a `(func, y0, loss)` model's loop)."""
-    code = fmt.scaling_code(a.scaling)
+    code = formatting.scaling_code(a.scaling)
     return INDENT + code.backward + (code.backward_comment if comment else "")
 
 
 def after_backward(a: answer.Answer, owner: str) -> list[str]:
     """The lines after `loss.backward()` for answer `a`; `owner` holds the parameters (`func`, `model`)."""
-    code = fmt.scaling_code(a.scaling)
+    code = formatting.scaling_code(a.scaling)
     if a.mode == "pure" and not a.plain_float32:
         # The sweep measured the gradient, not what an optimizer does with low-precision weights.
         return [

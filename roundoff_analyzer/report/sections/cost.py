@@ -6,7 +6,7 @@ import pandas as pd
 
 from ...axes.scalings import searches_scale, unscaled
 from ...measuring.outcomes import Status
-from .. import formatting as fmt
+from .. import formatting
 from ..findings import GRID_COLUMNS, sweep_timesteps
 from ..section_inputs import SectionInputs
 
@@ -24,21 +24,21 @@ def cost(results: pd.DataFrame) -> list[str]:
     float32 = ok[(ok["dtype"] == "float32") & unscaled(ok["scaling"])].set_index(GRID_COLUMNS + ["mode"])
     rows = []
     for (dtype, library, scaling, _mode), runs in ok.groupby(["dtype", "library", "scaling", "mode"], sort=False):
-        cells = [dtype, library, scaling, fmt.value_range(runs["time_s"], lambda v: f"{v:.3g}")]
+        cells = [dtype, library, scaling, formatting.value_range(runs["time_s"], lambda v: f"{v:.3g}")]
         if not float32.empty:
             ratios = [
                 row.time_s / float32.loc[key, "time_s"].min()
                 for row in runs.itertuples()
                 if (key := (row.library, row.method, row.n_timesteps, row.mode)) in float32.index
             ]
-            cells.append(fmt.value_range(ratios, lambda v: f"{v:.2f}×"))
+            cells.append(formatting.value_range(ratios, lambda v: f"{v:.2f}×"))
         if has_memory:
-            cells.append(fmt.value_range(runs["peak_memory_bytes"] / 2**20, lambda v: f"{v:.3g}"))
+            cells.append(formatting.value_range(runs["peak_memory_bytes"] / 2**20, lambda v: f"{v:.3g}"))
         rows.append(cells)
     headers = ["dtype", "library", "scaling", "forward + backward (s)"]
     headers += ["time / float32"] if not float32.empty else []
     headers += ["peak memory (MiB)"] if has_memory else []
-    timesteps = fmt.listing(sweep_timesteps(results))
+    timesteps = formatting.listing(sweep_timesteps(results))
     note = (
         "against the float32 run of the same library, method, n_timesteps and scaling none"
         if not float32.empty
@@ -58,5 +58,5 @@ def cost(results: pd.DataFrame) -> list[str]:
         f"({timesteps}) and methods; {note}.{memory} Low precision on a CPU is emulated in software and is often "
         "slower than float32: judge speed on the device you will train on.",
         "",
-        fmt.bounded_table(rows, headers),
+        formatting.bounded_table(rows, headers),
     ]

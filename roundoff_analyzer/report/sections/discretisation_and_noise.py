@@ -7,7 +7,7 @@ import pandas as pd
 from ...axes.models.problem import recorded_as_step
 from ...judging import verdict
 from ...measuring.outcomes import Status
-from .. import formatting as fmt
+from .. import formatting
 from ..findings import GRID_COLUMNS
 from ..section_inputs import SectionInputs
 
@@ -38,7 +38,7 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
     dtypes = list(ok["dtype"].unique())
     dtypes = dtypes if len(dtypes) <= FEW_DTYPE_COLUMNS else []  # many: one pair of columns over them all
     fine = results.dropna(subset=["fine_ref_steps"]).iloc[0]
-    t0, t1 = fmt.span(results)
+    t0, t1 = formatting.span(results)
     lines = [
         "## Roundoff against discretisation error and gradient noise",
         "",
@@ -63,26 +63,28 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
     batches = int(results["grad_noise_batches"].dropna().iloc[0])
     per_dtype = (
         "; ".join(
-            f"{d}: parameter-gradient roundoff {fmt.value_range(runs['grad_params_rel_err'], fmt.error)}, "
-            f"{fmt.value_range(runs['roundoff_to_noise'], fmt.in_u)}× the noise"
+            f"{d}: parameter-gradient roundoff "
+            f"{formatting.value_range(runs['grad_params_rel_err'], formatting.error)}, "
+            f"{formatting.value_range(runs['roundoff_to_noise'], formatting.in_u)}× the noise"
             for d, runs in ok.groupby("dtype", sort=False)
         )
-        if ok["dtype"].nunique() <= fmt.FEW
+        if ok["dtype"].nunique() <= formatting.FEW
         else (
             f"over the {ok['dtype'].nunique()} dtypes, parameter-gradient roundoff "
-            f"{fmt.value_range(ok['grad_params_rel_err'], fmt.error)}, "
-            f"{fmt.value_range(ok['roundoff_to_noise'], fmt.in_u)}× the noise (per format in the answer's table)"
+            f"{formatting.value_range(ok['grad_params_rel_err'], formatting.error)}, "
+            f"{formatting.value_range(ok['roundoff_to_noise'], formatting.in_u)}× the noise (per format in the "
+            "answer's table)"
         )
     )
     size, uncertainty = verdict.noise_batch_size(results), verdict.noise_uncertainty(results)
     read = (problem or {}).get("batch_size_from") if (problem or {}).get("batch_size") == size else None
     lines.append(
-        f"**Gradient noise** {fmt.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}"
+        f"**Gradient noise** {formatting.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}"
         + (f" ({read})" if read else "")
         + ": the relative spread of "
         f"the float64 parameter gradient over {batches} other batches of the model's data"
         + (f" of {size} points each" if size else "")
-        + (f", known to {fmt.plus_minus(uncertainty)}" if uncertainty is not None else "")
+        + (f", known to {formatting.plus_minus(uncertainty)}" if uncertainty is not None else "")
         + f". Against it, over the runs without failure: {per_dtype}."
     )
     return lines
@@ -97,7 +99,7 @@ def narrow_reference(manifest: dict) -> str | None:
     return (
         "**The float64 reference computes with float32 values of the model's own code**, so it is less precise than "
         f"float64 there and an error near float32's unit roundoff against it is not resolved: "
-        f"{fmt.bounded_listing(found)} (`manifest.json`, `problem.narrow_in_float64`)."
+        f"{formatting.bounded_listing(found)} (`manifest.json`, `problem.narrow_in_float64`)."
     )
 
 
@@ -121,21 +123,21 @@ def _grid_table(results: pd.DataFrame, ok: pd.DataFrame, dtypes: list[str]) -> s
         columns: list[str | None] = [*dtypes] if dtypes else [None]  # None: one pair of columns over them all
         for dtype in columns:
             at = runs[runs["dtype"] == dtype] if dtype is not None else runs
-            cells += [fmt.value_range(at[roundoff], fmt.error) for _, roundoff, _ in QUANTITIES]
+            cells += [formatting.value_range(at[roundoff], formatting.error) for _, roundoff, _ in QUANTITIES]
         rows.append(cells)
     headers = ["library", "method", "n_timesteps"] + [f"discretisation: {h}" for h, _, _ in QUANTITIES]
     every = f"roundoff over the {ok['dtype'].nunique()} dtypes"
     headers += [f"{d} roundoff: {h}" for d in dtypes for h, _, _ in QUANTITIES] or [
         f"{every}: {h}" for h, _, _ in QUANTITIES
     ]
-    return fmt.bounded_table(rows, headers)
+    return formatting.bounded_table(rows, headers)
 
 
 def _interpolated(fine: pd.Series, step: bool) -> int | None:
     """How many output times the fine reference read between its grid points (None: not known, a step's folder from
     before they were counted); a trajectory problem's output times are its grid's."""
     value = fine.get("fine_ref_interpolated_times")
-    return int(value) if fmt.present(value) else (None if step else 0)
+    return int(value) if formatting.present(value) else (None if step else 0)
 
 
 def _slower_cause(fine: pd.Series, step: bool) -> str:
@@ -147,7 +149,7 @@ def _slower_cause(fine: pd.Series, step: bool) -> str:
         return ""
     if interpolated:
         return (
-            f"; {fmt.plural(interpolated, 'output time')} of the step fell between grid steps and "
+            f"; {formatting.plural(interpolated, 'output time')} of the step fell between grid steps and "
             f"{'was' if interpolated == 1 else 'were'} read off by linear interpolation, second order however smooth "
             "the right-hand side, which costs it that"
         )
@@ -158,19 +160,21 @@ def _own_error(fine: pd.Series, step: bool = False) -> str:
     """How the fine reference knows its own error: the orders its three densities converged at, and the error that
     puts on it (a folder from before the orders were recorded: the error alone)."""
     errors = (
-        f"{fmt.error(fine['fine_ref_final_rel_err'])} in the final state and "
-        + fmt.error(fine["fine_ref_grad_params_rel_err"])
+        f"{formatting.error(fine['fine_ref_final_rel_err'])} in the final state and "
+        + formatting.error(fine["fine_ref_grad_params_rel_err"])
         + " in the parameter gradient"
     )
-    if not any(fmt.present(fine.get(c)) for c in ORDER_COLUMNS.values()):
+    if not any(formatting.present(fine.get(c)) for c in ORDER_COLUMNS.values()):
         return f"Its own estimated error is {errors}."
-    orders = fmt.listing(
-        f"{fmt.in_u(fine[column]) if fmt.present(fine.get(column)) else 'none (they agree to float64 roundoff)'} in "
-        f"the {quantity}"
+    agreeing = "none (they agree to float64 roundoff)"
+    orders = formatting.listing(
+        f"{formatting.in_u(fine[column]) if formatting.present(fine.get(column)) else agreeing} in the {quantity}"
         for quantity, column in ORDER_COLUMNS.items()
     )
-    unknown = not fmt.present(fine["fine_ref_final_rel_err"]) or not fmt.present(fine["fine_ref_grad_params_rel_err"])
-    slower = any(fmt.present(fine.get(c)) and fine[c] < SMOOTH_ORDER for c in ORDER_COLUMNS.values())
+    unknown = not formatting.present(fine["fine_ref_final_rel_err"]) or not formatting.present(
+        fine["fine_ref_grad_params_rel_err"]
+    )
+    slower = any(formatting.present(fine.get(c)) and fine[c] < SMOOTH_ORDER for c in ORDER_COLUMNS.values())
     return (
         f"Solved again with a half and a quarter of the steps, the three converge at order {orders} (RK4's is 4"
         + (_slower_cause(fine, step) if slower else "")
@@ -182,6 +186,6 @@ def _own_error(fine: pd.Series, step: bool = False) -> str:
 def _disc(grid: pd.Series, column: str) -> str:
     fine = grid["fine_ref_final_rel_err"] if column == "disc_sol_rel_err" else grid["fine_ref_grad_params_rel_err"]
     value = grid[column]
-    if fmt.present(value) and not (fmt.present(fine) and value >= verdict.RESOLVED * fine):
-        return f"≈ {fmt.error(value)}"
-    return fmt.error(value)
+    if formatting.present(value) and not (formatting.present(fine) and value >= verdict.RESOLVED * fine):
+        return f"≈ {formatting.error(value)}"
+    return formatting.error(value)

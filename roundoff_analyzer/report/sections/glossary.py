@@ -7,14 +7,14 @@ import pandas as pd
 from ...axes.models.problem import recorded_as_step
 from ...measuring.outcomes import Status
 from ...measuring.torchdiffeq_routing import RoutedSolves, routed_words
-from .. import formatting as fmt
+from .. import formatting
 
 
 def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
     """One sentence for each word of the report a reader may not know, for the words this sweep uses (`problem`: the
     manifest's record of the model's form)."""
     ran = results[results["status"] != Status.SKIPPED]
-    units = fmt.unit_roundoffs(ran, "in")
+    units = formatting.unit_roundoffs(ran, "in")
     words = [
         "**roundoff**: the error of a low-precision run against the float64 run of the same library on the same "
         "time grid.",
@@ -27,19 +27,19 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
             "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "
             "first solve." + _routed_sentence(problem)
         )
-    if ran["library"].map(lambda name: fmt.library_member(name, "native_solver")).any():
+    if ran["library"].map(lambda name: formatting.library_member(name, "native_solver")).any():
         words.append(
             "**native**: this package's mixed-precision solver, `roundoff_analyzer.solvers.odeint`, a drop-in for "
             "torchdiffeq's fixed-grid `odeint`: it evaluates each step in the low dtype but updates the state and "
             "sums the gradients in float32"
             + (
                 " (`native-low` returns the stored low-precision states as the trajectory)."
-                if ran["library"].map(lambda name: fmt.library_member(name, "returns_low_trajectory")).any()
+                if ran["library"].map(lambda name: formatting.library_member(name, "returns_low_trajectory")).any()
                 else "."
             )
         )
     for scaling in ran["scaling"].unique():  # in the order the table lists them
-        glossary = fmt.scaling_glossary(scaling)
+        glossary = formatting.scaling_glossary(scaling)
         if glossary:
             words.append(f"**{scaling}**: {glossary}")
     if ran["mode"].str.startswith("autocast").any():
@@ -47,7 +47,7 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
             "**autocast**: the model runs under `torch.autocast`, which computes matrix products in the low dtype "
             "and keeps the weights in float32."
         )
-    t0, t1 = fmt.span(results)
+    t0, t1 = formatting.span(results)
     words.append(
         "**adjoint**: the gradient of the loss with respect to the state at one time step, which the backward pass "
         f"carries from t = {t1} back to t = {t0}; it is where low precision overflows or underflows first."

@@ -6,8 +6,7 @@ import pandas as pd
 
 from ...axes.scalings import unscaled
 from ...measuring.outcomes import FailureClass, Status
-from .. import formatting as fmt
-from .. import tables
+from .. import formatting, tables
 from ..causes import explain
 from ..findings import (
     SETUP_COLUMNS,
@@ -46,7 +45,7 @@ def key_findings(
     else:
         skipped = len(results) - len(ran)
         summary = f"No configuration failed: all {len(ran)} that ran gave finite solutions and gradients" + (
-            f" ({fmt.plural(skipped, 'configuration')} skipped, see the overview)." if skipped else "."
+            f" ({formatting.plural(skipped, 'configuration')} skipped, see the overview)." if skipped else "."
         )
     lines = ["## Key findings", "", summary]
     recovered = recovered_paragraph(profile, results, with_mode)
@@ -57,7 +56,8 @@ def key_findings(
         lines += [
             "",
             "**Largest parameter-gradient roundoff** of a run without failure: "
-            f"{fmt.error(largest['grad_params_rel_err'])} ({fmt.in_u(largest['grad_params_rel_err_over_u'])} u), "
+            f"{formatting.error(largest['grad_params_rel_err'])} "
+            f"({formatting.in_u(largest['grad_params_rel_err_over_u'])} u), "
             f"{largest['dtype']} {largest['library']} {largest['method']} scaling {largest['scaling']}{mode} at n = "
             f"{int(largest['n_timesteps'])}.",
         ]
@@ -84,7 +84,8 @@ def error_growth(results: pd.DataFrame, with_mode: bool) -> list[str]:
     if len(groups) > GROWTH_SHOWN:
         rest = len(groups) - GROWTH_SHOWN
         lines.append(
-            f"- {fmt.plural(rest, 'more group')} of setups grow{'s' if rest == 1 else ''} less; the accuracy section "
+            f"- {formatting.plural(rest, 'more group')} of setups grow{'s' if rest == 1 else ''} less; the accuracy "
+            "section "
             "has every setup's ratio."
         )
     return lines
@@ -94,11 +95,11 @@ def growth_sentence(group: GrowthGroup, with_mode: bool) -> str:
     first = group.members[0]
     scalings = [dict(zip(SETUP_COLUMNS, g.setup))["scaling"] for g in group.members]
     mode = f" {group.mode}" if with_mode else ""
-    factors = fmt.value_range([g.factor for g in group.members], fmt.in_u)
-    ends = fmt.value_range([g.values[-1] for g in group.members], fmt.error)
-    starts = fmt.value_range([g.values[0] for g in group.members], fmt.error)
+    factors = formatting.value_range([g.factor for g in group.members], formatting.in_u)
+    ends = formatting.value_range([g.values[-1] for g in group.members], formatting.error)
+    starts = formatting.value_range([g.values[0] for g in group.members], formatting.error)
     return (
-        f"{group.dtype} {group.library} {group.method}{mode} (scaling {fmt.either(scalings)}): the "
+        f"{group.dtype} {group.library} {group.method}{mode} (scaling {formatting.either(scalings)}): the "
         f"parameter-gradient error grows {factors}× from n = {first.timesteps[0]} to n = {first.timesteps[-1]} "
         f"({starts} → {ends})."
     )
@@ -118,7 +119,7 @@ def failure_group(
             f" (where the step is known it ends with it, e.g. `{stepped[0][len(without_step(stepped[0])) :].strip()}`)"
         )
     lines = [
-        f"### {number}. {group.failure_class}: {fmt.plural(group.count, 'configuration')}",
+        f"### {number}. {group.failure_class}: {formatting.plural(group.count, 'configuration')}",
         "",
         f"Message{message_note}:",
         "",
@@ -146,32 +147,32 @@ def overflow_steps(group: FailureGroup, with_mode: bool) -> list[str]:
     lines = []
     progressions = overflow_progressions(group.rows)
     if progressions:
-        t1 = fmt.span(group.rows)[1]
+        t1 = formatting.span(group.rows)[1]
         lines += [
             f"**Overflow step by n_timesteps** (backward steps count from t = {t1} as the solver walks back):",
             "",
         ]
         for p in progressions:
             steps = ", ".join(f"step {s} at n = {n}" for n, s in p.steps)
-            lines.append(f"- {fmt.setup_label(p.setup, with_mode)}{f' ({p.phase})' if p.phase else ''}: {steps}")
+            lines.append(f"- {formatting.setup_label(p.setup, with_mode)}{f' ({p.phase})' if p.phase else ''}: {steps}")
         lines.append("")
     unknown = group.rows[group.rows["overflow_step"].isna()] if "overflow_step" in group.rows else group.rows
     if len(unknown):
-        libraries = fmt.listing(unknown["library"].unique())
+        libraries = formatting.listing(unknown["library"].unique())
         lines += [f"The step is not recorded for {len(unknown)} of these runs ({libraries}).", ""]
     return lines
 
 
 def rescue_sentence(rescue: Rescue, with_mode: bool) -> str:
     mode = f" ({rescue.mode})" if with_mode else ""
-    failed_at = fmt.listing(n for n, _ in rescue.failed_without)
-    classes = fmt.listing(dict.fromkeys(c for _, c in rescue.failed_without))
+    failed_at = formatting.listing(n for n, _ in rescue.failed_without)
+    classes = formatting.listing(dict.fromkeys(c for _, c in rescue.failed_without))
     text = (
         f"**{rescue.dtype}**, {rescue.library} {rescue.method}{mode}: without scaling it failed at n = {failed_at} "
         f"({classes})"
     )
-    parts = [f"`{s}` worked at n = {fmt.listing(n)}" for s, n in rescue.rescued_by.items()]
-    parts += [f"`{s}` failed too at n = {fmt.listing(n)}" for s, n in rescue.failed_with.items()]
+    parts = [f"`{s}` worked at n = {formatting.listing(n)}" for s, n in rescue.rescued_by.items()]
+    parts += [f"`{s}` failed too at n = {formatting.listing(n)}" for s, n in rescue.failed_with.items()]
     if not parts:
         return text + "; no other scaling was run there."
     return text + "; " + "; ".join(parts) + "."
@@ -183,10 +184,10 @@ def dtype_comparison(results: pd.DataFrame) -> list[str]:
         return []
     spans = {d: runs for d, runs in ok.groupby("dtype", sort=False)}
     described = "; ".join(
-        fmt.bounded_items(
+        formatting.bounded_items(
             [
-                f"{d} {fmt.value_range(r['grad_params_rel_err'], fmt.error)} "
-                f"({fmt.value_range(r['grad_params_rel_err_over_u'], fmt.in_u)} u)"
+                f"{d} {formatting.value_range(r['grad_params_rel_err'], formatting.error)} "
+                f"({formatting.value_range(r['grad_params_rel_err_over_u'], formatting.in_u)} u)"
                 for d, r in spans.items()
             ],
             "more dtypes",

@@ -7,7 +7,7 @@ import re
 import pandas as pd
 
 from ...measuring.outcomes import Status
-from .. import formatting as fmt
+from .. import formatting
 from ..findings import is_synthetic, sweep_timesteps
 from ..section_inputs import SectionInputs
 from ..sweep_folder import SweepFolder
@@ -57,7 +57,7 @@ def _duration(manifest: dict) -> str | None:
 
 def _model(manifest: dict, results: pd.DataFrame) -> str:
     model = manifest.get("model", {})
-    name = model.get("name") or fmt.listing(results["model"].unique())
+    name = model.get("name") or formatting.listing(results["model"].unique())
     options = model.get("options") or {}
     settings = ", ".join(f"{k}={_option(v)}" for k, v in options.items())
     about = f" ({model['description']})" if model.get("description") else ""
@@ -66,7 +66,7 @@ def _model(manifest: dict, results: pd.DataFrame) -> str:
         checkpoint = checkpoint.get("path") or checkpoint.get("sha256")
     several = [c for c in manifest.get("checkpoints") or [] if isinstance(c, dict)]
     if len(several) > 1:
-        names = fmt.listing(f"`{c.get('name')}`" for c in several)
+        names = formatting.listing(f"`{c.get('name')}`" for c in several)
         weights = f"; trained weights from {len(several)} checkpoints ({names})"
     elif checkpoint:
         weights = f"; trained weights from `{checkpoint}`"
@@ -81,7 +81,7 @@ def _draws(manifest: dict) -> str | None:
     if not draws:
         return None
     functions = ", ".join(f"{name} ×{count}" for name, count in (draws.get("functions") or {}).items())
-    sources = [f"torch's {functions}: {fmt.plural(draws.get('numbers', 0), 'number')}"] if functions else []
+    sources = [f"torch's {functions}: {formatting.plural(draws.get('numbers', 0), 'number')}"] if functions else []
     named = (("numpy", "numpy"), ("python", "Python"))
     sources += [f"{name}'s global generator" for key, name in named if draws.get(key)]
     repeats = manifest.get("repeats") or 1
@@ -132,13 +132,13 @@ def _versions(manifest: dict) -> str | None:
 def _settings(manifest: dict) -> str | None:
     parts = []
     if manifest.get("repeats") is not None:
-        parts.append(f"{fmt.plural(int(manifest['repeats']), 'run')} per configuration")
+        parts.append(f"{formatting.plural(int(manifest['repeats']), 'run')} per configuration")
     scaler = manifest.get("scaler") or {}
     if scaler:
         parts.append(
-            f"loss scaler starts at {scaler.get('init_scale', fmt.MISSING):g}, multiplies by "
-            f"{scaler.get('backoff_factor', fmt.MISSING):g} after a non-finite gradient, at most "
-            f"{scaler.get('max_retries', fmt.MISSING)} retries"
+            f"loss scaler starts at {scaler.get('init_scale', formatting.MISSING):g}, multiplies by "
+            f"{scaler.get('backoff_factor', formatting.MISSING):g} after a non-finite gradient, at most "
+            f"{scaler.get('max_retries', formatting.MISSING)} retries"
         )
     if manifest.get("timeout_s"):
         parts.append(f"time limit {manifest['timeout_s']:g} s per configuration")
@@ -158,15 +158,16 @@ def _grid(manifest: dict, results: pd.DataFrame) -> str:
     cells = max(len(triples), len(results[precision_columns].drop_duplicates()))
     planned = len(timesteps) * len(methods) * len(modes) * cells
     text = (
-        f"**Configurations**: {planned} = {len(timesteps)} n_timesteps ({fmt.listing(timesteps)}) × "
-        f"{fmt.plural(len(methods), 'method')} ({fmt.listing(methods)}) × {fmt.plural(len(modes), 'mode')} "
-        f"({fmt.listing(modes)}) × {len(triples)} (library, dtype, scaling) triples: {_triples(triples)}"
+        f"**Configurations**: {planned} = {len(timesteps)} n_timesteps ({formatting.listing(timesteps)}) × "
+        f"{formatting.plural(len(methods), 'method')} ({formatting.listing(methods)}) × "
+        f"{formatting.plural(len(modes), 'mode')} "
+        f"({formatting.listing(modes)}) × {len(triples)} (library, dtype, scaling) triples: {_triples(triples)}"
     )
     if cells != len(triples) or "arithmetic" in grid:
         pairs = results[["dtype", "arithmetic", "rounding"]].drop_duplicates().itertuples(index=False)
         text += (
             f", in {cells} runs per (n_timesteps, method, mode) by dtype arithmetic rounding: "
-            + fmt.bounded_listing(" ".join(p) for p in pairs)
+            + formatting.bounded_listing(" ".join(p) for p in pairs)
         )
     if len(results) != planned:
         text += f". results.parquet holds {len(results)} of them: the sweep did not finish"
@@ -185,7 +186,8 @@ def _triples(triples: list) -> str:
     for library, dtype, scaling in triples:
         by_library.setdefault(library, {}).setdefault(dtype, []).append(scaling)
     return "; ".join(
-        f"{library} " + fmt.bounded_listing(f"{dtype} {{{', '.join(scalings)}}}" for dtype, scalings in dtypes.items())
+        f"{library} "
+        + formatting.bounded_listing(f"{dtype} {{{', '.join(scalings)}}}" for dtype, scalings in dtypes.items())
         for library, dtypes in by_library.items()
     )
 
@@ -196,12 +198,12 @@ def _outcome(results: pd.DataFrame) -> str:
     text = f"**Outcome**: {', '.join(parts)}"
     skipped = results[results["status"] == Status.SKIPPED]
     for reason, runs in skipped.groupby(skipped["skip_reason"].fillna("no reason recorded"), sort=False):
-        setups = fmt.listing(
+        setups = formatting.listing(
             f"{s[0]} {s[1]} {s[2]} {s[3]}"
             for s in runs[["library", "method", "dtype", "scaling"]].drop_duplicates().itertuples(index=False)
         )
         text += (
-            f". Skipped {len(runs)} ({setups}, at n_timesteps {fmt.listing(sorted(set(runs['n_timesteps'])))}): "
+            f". Skipped {len(runs)} ({setups}, at n_timesteps {formatting.listing(sorted(set(runs['n_timesteps'])))}): "
             f"{reason}"
         )
     return text

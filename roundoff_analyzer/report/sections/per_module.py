@@ -16,7 +16,7 @@ from ...axes.grid import CONFIG_COLUMNS
 from ...axes.models.problem import recorded_as_step
 from ...measuring.columns import COMPLETE, VECTOR_FIELD
 from ...measuring.outcomes import Status
-from .. import formatting as fmt
+from .. import formatting
 from ..section_inputs import SectionInputs
 
 MODULE_ROWS = 5  # per dtype: the modules that add the most roundoff, then those closest to the range's limits
@@ -152,18 +152,23 @@ def below_normal_sentence(rows: pd.DataFrame, run: pd.Series) -> str | None:
     if apart.empty:
         return None
     dtype, unit = str(run["dtype"]), float(run["unit_roundoff"])
-    floor = f" ({fmt.error(DTYPES.get(dtype).smallest_normal)})" if dtype in DTYPES else ""
+    floor = f" ({formatting.error(DTYPES.get(dtype).smallest_normal)})" if dtype in DTYPES else ""
 
     def said(r) -> str:
-        others = f"; {fmt.in_u(r[NORMAL_RANGE] / unit)} u over its other calls" if fmt.present(r[NORMAL_RANGE]) else ""
+        others = (
+            f"; {formatting.in_u(r[NORMAL_RANGE] / unit)} u over its other calls"
+            if formatting.present(r[NORMAL_RANGE])
+            else ""
+        )
         return (
-            f"`{r['module']}` {r['phase']} {fmt.in_u(r['local_rel_err'] / unit)} u ({int(r['n_calls_below_normal'])} "
+            f"`{r['module']}` {r['phase']} {formatting.in_u(r['local_rel_err'] / unit)} u "
+            f"({int(r['n_calls_below_normal'])} "
             f"of {int(r['n_calls'])} calls{others})"
         )
 
     own = run.get("grad_params_rel_err_over_u")
-    beside = f" The run's parameter-gradient roundoff is {fmt.in_u(own)} u." if fmt.present(own) else ""
-    listed = fmt.listing(said(r) for _, r in apart.iterrows())
+    beside = f" The run's parameter-gradient roundoff is {formatting.in_u(own)} u." if formatting.present(own) else ""
+    listed = formatting.listing(said(r) for _, r in apart.iterrows())
     return (
         f"Ranked apart: calls whose every value (the gradient reaching them, backward; their output, forward) lay "
         f"below {dtype}'s smallest normal{floor} compute on subnormals, which hold fewer digits the smaller they are: "
@@ -177,14 +182,14 @@ def _table(rows: pd.DataFrame, unit_roundoff: float) -> str:
         [
             f"`{r.module}`",
             r.phase,
-            fmt.in_u(getattr(r, error) / unit_roundoff if fmt.present(getattr(r, error)) else None),
-            fmt.error(r.max_abs_over_dtype_max),
-            fmt.in_u(r.below_normal_share),
-            fmt.integer(r.first_nonfinite_step),
+            formatting.in_u(getattr(r, error) / unit_roundoff if formatting.present(getattr(r, error)) else None),
+            formatting.error(r.max_abs_over_dtype_max),
+            formatting.in_u(r.below_normal_share),
+            formatting.integer(r.first_nonfinite_step),
         ]
         for r in rows.itertuples()
     ]
-    return fmt.markdown_table(cells, HEADERS)
+    return formatting.markdown_table(cells, HEADERS)
 
 
 def _run_label(run: pd.Series, status: bool = True) -> str:
@@ -192,7 +197,9 @@ def _run_label(run: pd.Series, status: bool = True) -> str:
     if not status:
         return label
     return f"{label}, {run['status']}" + (
-        f" ({run['failure_class']})" if run["status"] == Status.FAILED and fmt.present(run.get("failure_class")) else ""
+        f" ({run['failure_class']})"
+        if run["status"] == Status.FAILED and formatting.present(run.get("failure_class"))
+        else ""
     )
 
 
@@ -200,7 +207,7 @@ def origin_sentence(found: Origin | None, run: pd.Series | None = None) -> str:
     if found is None:
         # What sums over the calls (a weight's gradient over the steps, on autocast's one low-precision copy) is no
         # module's output: the run's own failure says where it was found.
-        if run is not None and run["status"] == Status.FAILED and fmt.present(run.get("failure_message")):
+        if run is not None and run["status"] == Status.FAILED and formatting.present(run.get("failure_message")):
             ending = f"; the run's failure: {run['failure_message']}."
         else:
             ending = "."
@@ -243,7 +250,7 @@ def outside_line(modules: pd.DataFrame) -> str | None:
     if forward.empty:
         return None
     most = forward.groupby("module", sort=False)[["n_calls_outside", "n_calls"]].max()
-    named = fmt.bounded_listing(
+    named = formatting.bounded_listing(
         f"`{m}` ({int(r.n_calls_outside)} of {int(r.n_calls)} calls)" for m, r in most.iterrows()
     )
     return (
@@ -258,7 +265,8 @@ def unused_line(modules: pd.DataFrame) -> str | None:
     if not named:
         return None
     return (
-        f"No gradient reached the output of {fmt.bounded_listing(f'`{m}`' for m in named)}: the loss does not depend "
+        f"No gradient reached the output of {formatting.bounded_listing(f'`{m}`' for m in named)}: the loss does not "
+        "depend "
         "on it, and it is never named as where the roundoff or the overflow comes from."
     )
 
@@ -282,11 +290,13 @@ def kept_lines(results: pd.DataFrame) -> list[str]:
             f"without it ran ok; {len(ok)} of {len(runs)} ran ok"
         )
         if ok["grad_params_rel_err_over_u"].notna().any():
-            text += f", parameter-gradient error {fmt.value_range(ok['grad_params_rel_err_over_u'], fmt.in_u)} u"
+            errors = formatting.value_range(ok["grad_params_rel_err_over_u"], formatting.in_u)
+            text += f", parameter-gradient error {errors} u"
             both = ok[ok["grad_params_rel_err_over_u_plain"].notna()]
             if not both.empty:
                 text += (
-                    f" (without it {fmt.value_range(both['grad_params_rel_err_over_u_plain'], fmt.in_u)} u on the "
+                    " (without it "
+                    f"{formatting.value_range(both['grad_params_rel_err_over_u_plain'], formatting.in_u)} u on the "
                     "same runs)"
                 )
         share = _share_words(runs, str(dtype))
@@ -304,10 +314,11 @@ def _share_words(runs: pd.DataFrame, dtype: str) -> str:
         return ""
     percent = lambda v: f"{v:.0%}"  # noqa: E731
     low = runs["low_dtype_op_share"].dropna()
-    text = f"; the kept part runs {fmt.value_range(runs['kept_op_share'].dropna(), percent)} of the field's operations"
+    shares = formatting.value_range(runs["kept_op_share"].dropna(), percent)
+    text = f"; the kept part runs {shares} of the field's operations"
     if not low.empty and (low == 0).all():
         return f"{text} and none computes in {dtype}: these runs are float32 arithmetic"
-    return f"{text}, {fmt.value_range(low, percent)} compute in {dtype}" if not low.empty else text
+    return f"{text}, {formatting.value_range(low, percent)} compute in {dtype}" if not low.empty else text
 
 
 def section(inputs: SectionInputs) -> list[str]:

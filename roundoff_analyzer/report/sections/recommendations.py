@@ -11,7 +11,7 @@ import pandas as pd
 from ...axes import scalings
 from ...judging import verdict
 from ...measuring.outcomes import Status
-from .. import formatting as fmt
+from .. import formatting
 from ..eight_bit import eight_bit_verdicts
 from ..findings import GROWS, SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
 from ..section_inputs import SectionInputs
@@ -38,7 +38,9 @@ def recommendations(results: pd.DataFrame, with_mode: bool) -> list[str]:
     items += eight_bit_verdicts(results, with_mode)
     if not items:
         return []
-    return ["## Recommendations", ""] + [f"- {item}" for item in fmt.bounded_items(items, "more recommendations")]
+    return ["## Recommendations", ""] + [
+        f"- {item}" for item in formatting.bounded_items(items, "more recommendations")
+    ]
 
 
 def _has_total(results: pd.DataFrame) -> bool:
@@ -58,12 +60,12 @@ def best_per_dtype(results: pd.DataFrame, with_mode: bool) -> list[str]:
         if best is None:
             items.append(f"**{dtype}**: no setup ran without failure at every n_timesteps, so none is recommended.")
             continue
-        setups = fmt.setups_label(best.setups, with_mode)
+        setups = formatting.setups_label(best.setups, with_mode)
         tie = " (tied within 1%)" if len(best.setups) > 1 else ""
-        in_u = f" ({fmt.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else ""
+        in_u = f" ({formatting.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else ""
         items.append(
             f"**{dtype}**: the most accurate setup that ran at every n_timesteps is {setups}{tie}: its {what} "
-            f"is at most {fmt.error(best.worst)}{in_u}{_computes_nothing_low(results, dtype)}."
+            f"is at most {formatting.error(best.worst)}{in_u}{_computes_nothing_low(results, dtype)}."
         )
     return items
 
@@ -87,11 +89,13 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
         for r in (r for r in found if r.dtype == dtype):
             mode = f" ({r.mode})" if with_mode else ""
             fix = (
-                f"{fmt.either([f'`{s}`' for s in r.rescued_by])} worked there"
+                f"{formatting.either([f'`{s}`' for s in r.rescued_by])} worked there"
                 if r.rescued_by
                 else "no scaling in this sweep worked there"
             )
-            places.append(f"{r.library} {r.method}{mode} at n = {fmt.listing(n for n, _ in r.failed_without)} ({fix})")
+            places.append(
+                f"{r.library} {r.method}{mode} at n = {formatting.listing(n for n, _ in r.failed_without)} ({fix})"
+            )
         items.append(f"**{dtype} needs scaling** where it failed without it: {'; '.join(places)}.")
     cut = {(u.dtype, u.mode) for u, _, _ in verdict.strong_cuts(results)}
     unscaled = results[scalings.unscaled(results["scaling"]) & (results["status"] != Status.SKIPPED)]
@@ -109,7 +113,7 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
             tail = "this sweep ran no scaling strategy to compare it with."
         else:
             tail = (
-                f"no scaling strategy of this sweep ({fmt.listing(scaled['scaling'].unique())}) cut its "
+                f"no scaling strategy of this sweep ({formatting.listing(scaled['scaling'].unique())}) cut its "
                 f"parameter-gradient error {verdict.CUTS:g}× or more."
             )
         items.append(
@@ -127,8 +131,8 @@ def scaling_that_pays(results: pd.DataFrame, with_mode: bool) -> list[str]:
         failed = " (which also failed without it)" if unscaled.failures else ", although nothing failed without it"
         items.append(
             f"**{scaled.dtype} with {scaled.library}{mode}: use `{scaled.scaling}` scaling.** It cut the largest "
-            f"parameter-gradient error {fmt.in_u(factor)}×, from {fmt.error(unscaled.worst_grad)} to "
-            f"{fmt.error(scaled.worst_grad)}{failed}."
+            f"parameter-gradient error {formatting.in_u(factor)}×, from {formatting.error(unscaled.worst_grad)} to "
+            f"{formatting.error(scaled.worst_grad)}{failed}."
         )
     return items
 
@@ -153,7 +157,8 @@ def method_advice(results: pd.DataFrame) -> list[str]:
             (best,) = wins
             rest = [m for m in runs["method"].unique() if m != best]
             spans = "; ".join(
-                f"{m} {fmt.value_range(runs.loc[runs['method'] == m, TOTAL], fmt.error)}" for m in [best, *rest]
+                f"{m} {formatting.value_range(runs.loc[runs['method'] == m, TOTAL], formatting.error)}"
+                for m in [best, *rest]
             )
             items.append(
                 f"**Method ({dtype})**: prefer {best}. Its total parameter-gradient error (discretisation and "
@@ -172,15 +177,20 @@ def growth_contrasts(results: pd.DataFrame, with_mode: bool) -> list[str]:
         grouped.setdefault(key, []).append(c)
     items = []
     for (method, dtype, mode, grows, flat), found in grouped.items():
-        scalings = fmt.either(list(dict.fromkeys(dict(zip(SETUP_COLUMNS, c.grows.setup))["scaling"] for c in found)))
+        scalings = formatting.either(
+            list(dict.fromkeys(dict(zip(SETUP_COLUMNS, c.grows.setup))["scaling"] for c in found))
+        )
         mode_text = f", {mode}" if with_mode else ""
         g = found[0].grows
         items.append(
             f"**Error growth with n_timesteps** ({method}, {dtype}, scaling {scalings}{mode_text}): {grows}'s "
-            f"parameter-gradient error grows {fmt.value_range([c.grows.factor for c in found], fmt.in_u)}× from n = "
+            "parameter-gradient error grows "
+            f"{formatting.value_range([c.grows.factor for c in found], formatting.in_u)}× from n = "
             f"{g.timesteps[0]} to n = {g.timesteps[-1]} (to "
-            f"{fmt.value_range([c.grows.values[-1] for c in found], fmt.error)}), while {flat}'s stays within "
-            f"{fmt.value_range([v for c in found for v in c.flat.values], fmt.error)}: at the larger n_timesteps of "
+            f"{formatting.value_range([c.grows.values[-1] for c in found], formatting.error)}), while {flat}'s stays "
+            "within "
+            f"{formatting.value_range([v for c in found for v in c.flat.values], formatting.error)}: at the larger "
+            "n_timesteps of "
             f"this sweep, prefer {flat}."
         )
     return items
@@ -207,7 +217,7 @@ def weight_cache(results: pd.DataFrame) -> list[str]:
         elif (
             uncached is None
             and not (results["mode"] == UNCACHED).any()
-            and not fmt.library_member(library, "native_solver")
+            and not formatting.library_member(library, "native_solver")
         ):
             # (the native solver, either trajectory, sums the parameter gradient in float32 step by step: a growth
             # with n_timesteps there is not autocast's weight cache)
@@ -216,15 +226,17 @@ def weight_cache(results: pd.DataFrame) -> list[str]:
     for library, pairs in confirmed.items():
         items.append(
             f"**Autocast's weight cache** ({library}, {_setups_phrase([c for c, _ in pairs])}): the "
-            f"parameter-gradient error grows {fmt.value_range([c.factor for c, _ in pairs], fmt.in_u)}× from the "
+            f"parameter-gradient error grows {formatting.value_range([c.factor for c, _ in pairs], formatting.in_u)}× "
+            "from the "
             "smallest to the largest n_timesteps under `autocast` and "
-            f"{fmt.value_range([u.factor for _, u in pairs], fmt.in_u)}× with the cache off: pass "
+            f"{formatting.value_range([u.factor for _, u in pairs], formatting.in_u)}× with the cache off: pass "
             "`cache_enabled=False` to `torch.autocast` around the solve."
         )
     for library, found in suspected.items():
         items.append(
             f"**Autocast's weight cache?** ({library}, {_setups_phrase(found)}): the parameter-gradient error grows "
-            f"{fmt.value_range([g.factor for g in found], fmt.in_u)}× from the smallest to the largest n_timesteps; "
+            f"{formatting.value_range([g.factor for g in found], formatting.in_u)}× from the smallest to the largest "
+            "n_timesteps; "
             f"if it is the cache's low-precision sum over the steps, `--mode autocast,{UNCACHED}` shows it."
         )
     return items
@@ -233,5 +245,6 @@ def weight_cache(results: pd.DataFrame) -> list[str]:
 def _setups_phrase(found: list) -> str:
     named = [dict(zip(SETUP_COLUMNS, g.setup)) for g in found]
     return " and ".join(
-        f"{key} {fmt.either(list(dict.fromkeys(n[key] for n in named)))}" for key in ("method", "dtype", "scaling")
+        f"{key} {formatting.either(list(dict.fromkeys(n[key] for n in named)))}"
+        for key in ("method", "dtype", "scaling")
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...judging import answer
 from ...measuring.torchdiffeq_routing import RoutedSolves, user_import
-from .. import formatting as fmt
+from .. import formatting
 
 
 def routed_lines(a: answer.Answer, problem: dict, solver_options: list[str]) -> list[str]:
@@ -31,12 +31,12 @@ def _replacement(library: str, routed: RoutedSolves) -> str | None:
     """The import line (for calls through torchdiffeq's namespace, the function) that solves as `library` did; None
     where the user's own already does."""
     namespace = user_import(routed) is None
-    if fmt.library_member(library, "native_solver"):
+    if formatting.library_member(library, "native_solver"):
         if namespace:
             return f"roundoff_analyzer.solvers.{routed.function}"
         alias = "" if routed.name == routed.function else f" as {routed.name}"
         return f"from roundoff_analyzer.solvers import equal_steps, {routed.function}{alias}"
-    wanted = fmt.library_member(library, "routed_function")
+    wanted = formatting.library_member(library, "routed_function")
     if wanted is None:
         return f"solve with {library}, as this sweep did,"
     if wanted == routed.function:

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ...axes.scalings import scales
 from ...judging import verdict
-from .. import formatting as fmt
+from .. import formatting
 from ..section_inputs import SectionInputs
 from ..training_findings import last_checkpoint
 
@@ -46,7 +46,7 @@ def verdict_section(results: pd.DataFrame) -> list[str]:
     lines = ["## Verdict", ""]
     lines += [
         f"- {item}"
-        for item in fmt.bounded_items([sentence(v, with_mode, with_loss_in) for v in found], "more verdicts")
+        for item in formatting.bounded_items([sentence(v, with_mode, with_loss_in) for v in found], "more verdicts")
     ]
     lines += ["", _yardsticks(results, found), "", _table(found, with_mode, with_loss_in)]
     return lines
@@ -73,7 +73,7 @@ def sentence(v: verdict.Verdict, with_mode: bool, with_loss_in: bool = False) ->
         before = describe(unscaled) if unscaled is not None else ""
         # A factor near 1 says nothing worth a word: the scaling rescued failures, not accuracy.
         cut = (
-            f" cuts the parameter-gradient error {fmt.in_u(v.reduction)}× and"
+            f" cuts the parameter-gradient error {formatting.in_u(v.reduction)}× and"
             if v.reduction and v.reduction >= 1.5
             else ""
         )
@@ -88,7 +88,8 @@ def sentence(v: verdict.Verdict, with_mode: bool, with_loss_in: bool = False) ->
         if strong:
             s, f = max(strong, key=lambda pair: pair[1])
             text += (
-                f" `{s.scaling}` still cuts the parameter-gradient error {fmt.in_u(f)}× (to {fmt.error(s.worst_grad)})."
+                f" `{s.scaling}` still cuts the parameter-gradient error {formatting.in_u(f)}× (to "
+                f"{formatting.error(s.worst_grad)})."
             )
     return text
 
@@ -96,9 +97,9 @@ def sentence(v: verdict.Verdict, with_mode: bool, with_loss_in: bool = False) ->
 def describe(j: verdict.SetupJudgement) -> str:
     """What decided one setup's label, in numbers."""
     if j.failures:
-        classes = fmt.listing(dict.fromkeys(c for _, _, c in j.failures))
-        where = fmt.listing(f"{m} n = {n}" for m, n, _ in j.failures[:4]) + (" …" if len(j.failures) > 4 else "")
-        return f"{fmt.plural(len(j.failures), 'run')} of {j.n_ran} failed ({classes}: {where})"
+        classes = formatting.listing(dict.fromkeys(c for _, _, c in j.failures))
+        where = formatting.listing(f"{m} n = {n}" for m, n, _ in j.failures[:4]) + (" …" if len(j.failures) > 4 else "")
+        return f"{formatting.plural(len(j.failures), 'run')} of {j.n_ran} failed ({classes}: {where})"
     parts = []
     if j.mostly_error is not None:
         e = j.mostly_error
@@ -107,12 +108,12 @@ def describe(j: verdict.SetupJudgement) -> str:
             "whatever the yardsticks say"
         )
     if j.worst_grad is not None:
-        in_u = f" ({fmt.in_u(j.worst_grad_over_u)} u)" if j.worst_grad_over_u is not None else ""
-        parts.append(f"the parameter-gradient roundoff reaches {fmt.error(j.worst_grad)}{in_u}")
+        in_u = f" ({formatting.in_u(j.worst_grad_over_u)} u)" if j.worst_grad_over_u is not None else ""
+        parts.append(f"the parameter-gradient roundoff reaches {formatting.error(j.worst_grad)}{in_u}")
     if j.to_noise is not None:
         parts.append(
-            f"{_ratio(j.to_noise.value)} {fmt.noise_at(j.noise_batch_size)} ({_where(j.to_noise)}"
-            f"{fmt.near(j.to_noise_near, j.noise_uncertainty)})"
+            f"{_ratio(j.to_noise.value)} {formatting.noise_at(j.noise_batch_size)} ({_where(j.to_noise)}"
+            f"{formatting.near(j.to_noise_near, j.noise_uncertainty)})"
         )
     elif not j.noise_known:
         parts.append("the gradient noise is unknown")
@@ -124,7 +125,7 @@ def describe(j: verdict.SetupJudgement) -> str:
     if j.unresolved:
         parts.append(
             "the discretisation error is too small to resolve at "
-            f"{fmt.listing(f'{m} n = {n}' for m, n in j.unresolved)}"
+            f"{formatting.listing(f'{m} n = {n}' for m, n in j.unresolved)}"
         )
     return "; ".join(parts) if parts else "no error was measured"
 
@@ -136,7 +137,7 @@ def _consequence(j: verdict.SetupJudgement) -> str:
         first[method] = min(first.get(method, n), n)
     if not first:
         return ""
-    where = fmt.listing(f"n = {n} with {m}" for m, n in first.items())
+    where = formatting.listing(f"n = {n} with {m}" for m, n in first.items())
     return f", so more steps buy no accuracy in {j.dtype} beyond {where}"
 
 
@@ -146,7 +147,7 @@ def _at_batch(found: list[verdict.Verdict]) -> str:
 
 
 def _ratio(value: float) -> str:
-    return f"{fmt.in_u(value)}×"
+    return f"{formatting.in_u(value)}×"
 
 
 def _where(worst: verdict.Worst) -> str:
@@ -158,9 +159,10 @@ def _yardsticks(results: pd.DataFrame, found: list[verdict.Verdict]) -> str:
     batches = results["grad_noise_batches"].dropna() if "grad_noise_batches" in results else pd.Series(dtype=float)
     size, uncertainty = verdict.noise_batch_size(results), verdict.noise_uncertainty(results)
     noise_text = (
-        f"{fmt.noise_at(size)} is {fmt.in_u(noise.iloc[0])} (relative spread of the float64 parameter gradient over "
+        f"{formatting.noise_at(size)} is {formatting.in_u(noise.iloc[0])} (relative spread of the float64 parameter "
+        "gradient over "
         f"{int(batches.iloc[0])} other batches of the data{f' of {size} points each' if size else ''}"
-        + (f", known to {fmt.plus_minus(uncertainty)}" if uncertainty is not None else "")
+        + (f", known to {formatting.plus_minus(uncertainty)}" if uncertainty is not None else "")
         + ")"
         if not noise.empty
         else "the gradient noise was not measured (see docs/yardsticks.md: a model needs a batch sampler)"
@@ -172,9 +174,10 @@ def _yardsticks(results: pd.DataFrame, found: list[verdict.Verdict]) -> str:
         # A standard error falls as 1/sqrt(B − 1): four times the batches about halve it.
         narrowed = uncertainty * ((drawn - 1) / (more - 1)) ** 0.5
         noise_text += (
-            f"; {fmt.plural(len(near), 'setup')} {'lies' if len(near) == 1 else 'lie'} within that uncertainty of a "
+            f"; {formatting.plural(len(near), 'setup')} {'lies' if len(near) == 1 else 'lie'} within that uncertainty "
+            "of a "
             'threshold ("near" in the table, and said in the verdict it decides): `--noise-batches '
-            f"{more}` narrows it to about {fmt.plus_minus(narrowed)}"
+            f"{more}` narrows it to about {formatting.plus_minus(narrowed)}"
         )
     return (
         f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; the "
@@ -198,12 +201,12 @@ def _table(found: list[verdict.Verdict], with_mode: bool, with_loss_in: bool) ->
                     j.scaling,
                     j.label,
                     f"{j.n_ran - len(j.failures)} of {j.n_ran}",
-                    fmt.error(j.worst_grad),
-                    fmt.in_u(j.worst_grad_over_u),
-                    (fmt.in_u(j.to_noise.value) + (f" (near {j.to_noise_near:g})" if j.to_noise_near else ""))
+                    formatting.error(j.worst_grad),
+                    formatting.in_u(j.worst_grad_over_u),
+                    (formatting.in_u(j.to_noise.value) + (f" (near {j.to_noise_near:g})" if j.to_noise_near else ""))
                     if j.to_noise
-                    else fmt.MISSING,
-                    fmt.in_u(j.to_disc.value) if j.to_disc else fmt.MISSING,
+                    else formatting.MISSING,
+                    formatting.in_u(j.to_disc.value) if j.to_disc else formatting.MISSING,
                 ]
             )
     headers = (
@@ -220,4 +223,4 @@ def _table(found: list[verdict.Verdict], with_mode: bool, with_loss_in: bool) ->
             "roundoff / discretisation (max)",
         ]
     )
-    return fmt.bounded_table(rows, headers)
+    return formatting.bounded_table(rows, headers)
