@@ -30,7 +30,7 @@ from roundoff_analyzer.measuring import metrics
 from roundoff_analyzer.measuring.discretisation import ESTIMATED, FineReference, fine_steps, solve_on_fine_grid
 from roundoff_analyzer.measuring.gradient_noise import GradientNoise
 from roundoff_analyzer.measuring.references import ReferenceCache
-from roundoff_analyzer.measuring.yardsticks import Yardsticks, context_columns
+from roundoff_analyzer.measuring.yardsticks import Yardsticks, yardstick_columns
 from roundoff_analyzer.planning import config
 
 FINER = 8
@@ -83,8 +83,8 @@ def main() -> None:
         for method in args.method.split(","):
             for n in timesteps:
                 reference = cache.get(LIBRARIES.get(library), METHODS.get(method), n)
-                measured = context_columns(None, reference, fine, unknown, n, {})
-                true = context_columns(None, reference, finer, unknown, n, {})
+                measured = yardstick_columns(None, reference, fine, unknown, n, {})
+                true = yardstick_columns(None, reference, finer, unknown, n, {})
                 cells = []
                 for column, estimate in (
                     ("disc_final_rel_err", "fine_ref_final_rel_err"),

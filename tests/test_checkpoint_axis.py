@@ -27,8 +27,8 @@ from roundoff_analyzer.axes.models import MODELS, parse_options
 from roundoff_analyzer.execution import engine
 from roundoff_analyzer.judging.check import compare
 from roundoff_analyzer.planning import config
+from roundoff_analyzer.report.along_training_findings import ALONG_TRAINING, last_checkpoint, trends
 from roundoff_analyzer.report.checkpoint_scope import scope_note
-from roundoff_analyzer.report.training_findings import ALONG_TRAINING, last_checkpoint, trends
 
 from .conftest import WIDE_TABLES, as_written_before_content_hashes, results, run_cli
 from .test_parallel import result_columns_except_cost

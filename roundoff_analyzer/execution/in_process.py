@@ -12,7 +12,7 @@ from ..axes.modes import ProblemCopies
 from ..measuring.discretisation import FINE_LIBRARY, FINE_TABLEAU
 from ..measuring.measure import forward_families, measure_configurations
 from ..measuring.references import ReferenceCache
-from ..measuring.run_setup import SweepContext
+from ..measuring.run_inputs import SweepShared
 from ..measuring.yardstick_files import YARDSTICKS, YardstickFiles, yardstick_key
 from ..measuring.yardsticks import PIECES, Yardsticks
 from ..planning.sweep_plan import SweepPlan
@@ -68,10 +68,10 @@ class ProcessProblems:
         copies = {name: ProblemCopies(plan.problem_for(name)) for name in plan.grid.checkpoints}
         return cls(copies, {name: process_yardsticks(plan, c, store, name) for name, c in copies.items()})
 
-    def context(self, plan: SweepPlan, checkpoint: str) -> SweepContext:
-        context = sweep_context(plan, self.copies[checkpoint], self.yardsticks[checkpoint], checkpoint)
-        context.scale_hints = self.scale_hints.setdefault(checkpoint, {})
-        return context
+    def shared(self, plan: SweepPlan, checkpoint: str) -> SweepShared:
+        shared = sweep_shared(plan, self.copies[checkpoint], self.yardsticks[checkpoint], checkpoint)
+        shared.scale_hints = self.scale_hints.setdefault(checkpoint, {})
+        return shared
 
     def prepare(self, task: tuple[str, str]) -> None:
         """Compute (or read) one piece of one checkpoint's yardsticks: a task of `yardstick_tasks`."""
@@ -84,12 +84,12 @@ def yardstick_tasks(plan: SweepPlan) -> list[tuple[str, str]]:
     return [(name, piece) for name in plan.grid.checkpoints for piece in PIECES]
 
 
-def sweep_context(plan: SweepPlan, copies: ProblemCopies, yardsticks: Yardsticks, checkpoint: str = "") -> SweepContext:
+def sweep_shared(plan: SweepPlan, copies: ProblemCopies, yardsticks: Yardsticks, checkpoint: str = "") -> SweepShared:
     """A fresh reference cache over the problem of one checkpoint of the plan, its cast copies and its yardsticks
     (made once per process): references, fine reference and gradient noise are each checkpoint's own."""
     config = plan.config
     step_control = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
-    return SweepContext(
+    return SweepShared(
         copies,
         ReferenceCache(copies, config.scaler, yardsticks.reference),
         plan.device,
@@ -116,7 +116,7 @@ def by_checkpoint(configurations: list[Configuration]) -> dict[str, list[Configu
 
 def measure_in_process(
     configurations: list[Configuration],
-    context: SweepContext,
+    shared: SweepShared,
     store: ResultStore,
     begin: Callable[[Configuration], None],
     finish: Callable[[Configuration, dict], None],
@@ -126,12 +126,12 @@ def measure_in_process(
     measuring/measure.py), and write each one's shard (atomically) before the next family; False when
     `stop_requested` (asked between families) stopped it early. A KeyboardInterrupt drops the family in progress: its
     shards were never written, so a resume runs it."""
-    for family in forward_families(configurations, context.timeout_s):
+    for family in forward_families(configurations, shared.timeout_s):
         if stop_requested():
             return False
         for config in family:
             begin(config)
-        for config, measurement in zip(family, measure_configurations(family, context), strict=True):
+        for config, measurement in zip(family, measure_configurations(family, shared), strict=True):
             store.write(config, measurement)
             finish(config, measurement.row)
     return True

@@ -38,15 +38,15 @@ class LocalExecutor(Executor):
         completed = True
         # One checkpoint after the other, each with its own references (freed before the next checkpoint's).
         for checkpoint, pending in by_checkpoint(execution.pending).items():
-            context = problems.context(plan, checkpoint)
+            shared = problems.shared(plan, checkpoint)
             try:
                 with torch_threads(plan.threads):
                     completed = measure_in_process(
-                        pending, context, execution.store, progress.begin, progress.finish, execution.stop_requested
+                        pending, shared, execution.store, progress.begin, progress.finish, execution.stop_requested
                     )
             except KeyboardInterrupt:
                 completed = False
-            report.add_references(context.references.n_solves, context.references.seconds)
+            report.add_references(shared.references.n_solves, shared.references.seconds)
             if not completed:
                 break
         report.interrupted = not completed

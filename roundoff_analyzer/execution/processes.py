@@ -85,14 +85,14 @@ def measure_here(execution: Execution, tasks, report: ExecutionReport) -> Execut
             if isinstance(group, tuple):
                 problems.prepare(group)
                 continue
-            context = problems.context(
+            shared = problems.shared(
                 execution.plan, group[0].checkpoint
             )  # a group shares one reference, so one checkpoint
             progress = execution.progress
             completed = measure_in_process(
-                group, context, execution.store, progress.begin, progress.finish, execution.stop_requested
+                group, shared, execution.store, progress.begin, progress.finish, execution.stop_requested
             )
-            mine.add_references(context.references.n_solves, context.references.seconds)
+            mine.add_references(shared.references.n_solves, shared.references.seconds)
             if not completed:
                 report.interrupted = True
     return mine

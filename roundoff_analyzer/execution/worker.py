@@ -82,6 +82,6 @@ class Worker:
         stop_requested: Callable[[], bool],
     ) -> GroupReport:
         # A group shares one reference (so one checkpoint): a cache per group solves it once and frees it afterwards.
-        context = self.problems.context(self.plan, group[0].checkpoint)
-        completed = measure_in_process(group, context, self.store, begin, finish, stop_requested)
-        return GroupReport(context.references.n_solves, context.references.seconds, completed)
+        shared = self.problems.shared(self.plan, group[0].checkpoint)
+        completed = measure_in_process(group, shared, self.store, begin, finish, stop_requested)
+        return GroupReport(shared.references.n_solves, shared.references.seconds, completed)

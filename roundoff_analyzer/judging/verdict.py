@@ -37,7 +37,7 @@ import pandas as pd
 from ..axes.grid import AXIS_DEFAULTS
 from ..axes.scalings import scales
 from ..measuring.outcomes import Status
-from ..measuring.yardsticks import with_context_columns
+from ..measuring.yardsticks import with_yardstick_columns
 from .per_table import per_table
 
 WELL_UNDER = 0.1
@@ -152,7 +152,7 @@ class Verdict:
 
 
 def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
-    ran = _with_format_labels(with_context_columns(with_loss_in(results[results["status"] != Status.SKIPPED])))
+    ran = _with_format_labels(with_yardstick_columns(with_loss_in(results[results["status"] != Status.SKIPPED])))
     judged = []
     for (dtype, library, scaling, mode, loss_in), runs in ran.groupby(
         ["dtype", "library", "scaling", "mode", "loss_in"], sort=False

@@ -8,7 +8,7 @@ states of y0's size each; and the yardsticks' fine reference (discretisation.py)
 fractions while it is built, its float64 trajectory, the cotangent of the same size and at least two more
 states per step on the tape. A problem over the
 bound is bad input (exit 2); a configuration over it is an `oom` row that never ran, a fine reference over
-it leaves the context columns empty; a grid whose largest need is more than FAR_BEYOND times the device is
+it leaves the yardstick columns empty; a grid whose largest need is more than FAR_BEYOND times the device is
 refused before anything runs, unless asked for (`allow_oom`).
 """
 

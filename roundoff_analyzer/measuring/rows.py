@@ -24,9 +24,9 @@ from .environment_columns import environment_columns
 from .failures import Failure
 from .one_run import RunOutcome
 from .outcomes import FailureClass, Status
-from .run_setup import SweepContext
+from .run_inputs import SweepShared
 from .significance import quantities, significant_digits
-from .yardsticks import CONTEXT_COLUMNS
+from .yardsticks import YARDSTICK_COLUMNS
 
 Row = dict[str, Any]
 
@@ -42,10 +42,10 @@ class Measurement:
     parts: list[Row] = field(default_factory=list)  # per submodule or tuple part, where there are several
 
 
-def base_row(config: Configuration, dtype: DtypeSpec, context: SweepContext) -> Row:
+def base_row(config: Configuration, dtype: DtypeSpec, shared: SweepShared) -> Row:
     """Every column of the results table: the configuration's, its environment's, and None for what is measured."""
     row: Row = config.as_dict()
-    row.update(t0=context.shape.t0, t1=context.shape.t1)
+    row.update(t0=shared.shape.t0, t1=shared.shape.t1)
     row.update(status=Status.OK, failure_class=None, failure_type=None, failure_message=None, skip_reason=None)
     for name in ERROR_METRICS:
         row.update({name: None, f"{name}_over_u": None, f"{name}_spread": None})
@@ -68,12 +68,12 @@ def base_row(config: Configuration, dtype: DtypeSpec, context: SweepContext) -> 
         fp8_scaling=None,
         **dict.fromkeys(SIG_DIGITS),
     )
-    row.update(dict.fromkeys(CONTEXT_COLUMNS))
+    row.update(dict.fromkeys(YARDSTICK_COLUMNS))
     row.update(dict.fromkeys(STEP_COLUMNS))
     row["tableau"] = None
-    row["train_iteration"] = context.train_iteration
-    row.update(environment_columns(context.device))
-    row["fp8_scaling"] = tensor_scaling(dtype, config.arithmetic, context.fp8_scaling)
+    row["train_iteration"] = shared.train_iteration
+    row.update(environment_columns(shared.device))
+    row["fp8_scaling"] = tensor_scaling(dtype, config.arithmetic, shared.fp8_scaling)
     return row
 
 

@@ -12,7 +12,7 @@ import hashlib
 
 from ..axes.grid import Configuration
 from . import failures
-from .run_setup import RunSetup, SweepContext
+from .run_inputs import ResolvedRun, SweepShared
 from .time_limit import time_limit
 from .torch_state import restored_torch_state
 
@@ -22,7 +22,7 @@ HINT_TIMESTEPS = 8
 
 
 def hint_key(config: Configuration) -> tuple[str, ...]:
-    """What a hint is shared by: every axis but n_timesteps and the method (the checkpoint has a context of its own)."""
+    """What a hint is shared by: every axis but n_timesteps and the method (each checkpoint has a `SweepShared`)."""
     return (
         config.library,
         config.dtype,
@@ -35,31 +35,31 @@ def hint_key(config: Configuration) -> tuple[str, ...]:
     )
 
 
-def needs_hint(setup: RunSetup, context: SweepContext) -> bool:
+def needs_hint(resolved: ResolvedRun, shared: SweepShared) -> bool:
     """Whether the setup's loss scaler searches, at an n_timesteps above the hint's, with no hint known yet."""
     return (
-        hint_key(setup.config) not in context.scale_hints
-        and setup.scaling.searches_scale
-        and setup.config.n_timesteps > HINT_TIMESTEPS
+        hint_key(resolved.config) not in shared.scale_hints
+        and resolved.scaling.searches_scale
+        and resolved.config.n_timesteps > HINT_TIMESTEPS
     )
 
 
-def shared_scale_hint(setup: RunSetup, context: SweepContext) -> int | None:
+def shared_scale_hint(resolved: ResolvedRun, shared: SweepShared) -> int | None:
     """`scale_hint` of the setup, made by this sweep's first process to need it and read by the others."""
-    files = context.yardsticks.files if context.yardsticks is not None else None
+    files = shared.yardsticks.files if shared.yardsticks is not None else None
     if files is None:
-        return scale_hint(setup, context)
-    piece = "scale_hint_" + hashlib.sha256(repr(hint_key(setup.config)).encode()).hexdigest()[:16]
-    return files.obtain(piece, lambda: {"retries": scale_hint(setup, context)})["retries"]
+        return scale_hint(resolved, shared)
+    piece = "scale_hint_" + hashlib.sha256(repr(hint_key(resolved.config)).encode()).hexdigest()[:16]
+    return files.obtain(piece, lambda: {"retries": scale_hint(resolved, shared)})["retries"]
 
 
-def scale_hint(setup: RunSetup, context: SweepContext) -> int | None:
+def scale_hint(resolved: ResolvedRun, shared: SweepShared) -> int | None:
     """The retries of the same setup at HINT_TIMESTEPS, or None where that run fails: where the loss scaler's search
     of a larger run starts. Its numbers are not kept."""
     try:
-        with restored_torch_state(), time_limit(context.timeout_s):
-            prepared = setup.prepare(context)
-            outcome = setup.run(prepared, context, HINT_TIMESTEPS, None)
+        with restored_torch_state(), time_limit(shared.timeout_s):
+            prepared = resolved.prepare(shared)
+            outcome = resolved.run(prepared, shared, HINT_TIMESTEPS, None)
     except failures.ConfigurationTimeout:
         return None
     return outcome.retries if outcome.failure is None else None

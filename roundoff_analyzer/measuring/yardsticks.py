@@ -63,7 +63,7 @@ def fine_order_column(metric: str) -> str:
 # The fine reference's self-check estimates, by the metrics they bound.
 _FINE_ESTIMATES = {"final_rel_err": "final_state", "grad_y0_rel_err": "grad_y0", "grad_params_rel_err": "grad_params"}
 
-CONTEXT_COLUMNS = (
+YARDSTICK_COLUMNS = (
     *(disc_column(m) for m in DISC_METRICS),
     *(ratio_column(m) for m in DISC_METRICS),
     *(total_column(m) for m in DISC_METRICS),
@@ -77,7 +77,7 @@ CONTEXT_COLUMNS = (
     "grad_noise_uncertainty",
     "roundoff_to_noise",
 )
-INTEGER_CONTEXT_COLUMNS = (
+INTEGER_YARDSTICK_COLUMNS = (
     "fine_ref_steps",
     "fine_ref_interpolated_times",
     "grad_noise_batches",
@@ -85,9 +85,9 @@ INTEGER_CONTEXT_COLUMNS = (
 )
 
 
-def with_context_columns(results):
-    """`results` with every context column, NaN where missing: a folder from before they were measured still reads."""
-    return results.assign(**{c: float("nan") for c in CONTEXT_COLUMNS if c not in results.columns})
+def with_yardstick_columns(results):
+    """`results` with every yardstick column, NaN where missing: a folder from before they were measured still reads."""
+    return results.assign(**{c: float("nan") for c in YARDSTICK_COLUMNS if c not in results.columns})
 
 
 # The gradient noise is computed in this many parts (batch ranges), so that processes can share it.
@@ -205,7 +205,7 @@ class Yardsticks:
             else:  # a step's output times are its own: one solve serves every n_timesteps
                 step_solution = solve_step_on_fine_grid(self.copies, steps // coarsening, self.device)
                 solved = dict.fromkeys(self.timesteps, step_solution)
-        except Exception as exc:  # noqa: BLE001 - without it the rows lack the context columns, nothing more
+        except Exception as exc:  # noqa: BLE001 - without it the rows lack the yardstick columns, nothing more
             return {"failure": f"{type(exc).__name__}: {exc}"}
         solutions = {n: _solution_record(s) for n, s in solved.items()}
         return {"solutions": solutions, "seconds": time.perf_counter() - started}
@@ -285,12 +285,12 @@ def _values(solution) -> dict[str, torch.Tensor | None]:
     }
 
 
-def context_columns(
+def yardstick_columns(
     run, reference, fine: FineReference | None, noise: GradientNoise, n_timesteps: int, errors: dict
 ) -> dict:
     """Discretisation error of the float64 reference, total error of the run, their ratios to the roundoff
     (`errors`: the run's error against its reference), and the gradient noise: each None where unknown."""
-    columns: dict[str, float | int | None] = dict.fromkeys(CONTEXT_COLUMNS)
+    columns: dict[str, float | int | None] = dict.fromkeys(YARDSTICK_COLUMNS)
     solution: FineSolution | None = fine.at.get(n_timesteps) if fine is not None else None
     if fine is not None and solution is not None:
         columns["fine_ref_steps"] = fine.fine_steps

@@ -8,9 +8,9 @@ from dataclasses import replace
 import pandas as pd
 
 from . import formatting
+from .along_training_findings import checkpoints_in, last_checkpoint
 from .sections.along_training import SECTION
 from .sweep_folder import SweepFolder
-from .training_findings import checkpoints_in, last_checkpoint
 
 
 def at_checkpoint(sweep: SweepFolder, checkpoint: str) -> SweepFolder:

@@ -10,8 +10,8 @@ import pandas as pd
 
 from ..axes.grid import CONFIG_COLUMNS
 from ..measuring.outcomes import Status
+from .along_training_findings import Trend
 from .findings import SETUP_COLUMNS
-from .training_findings import Trend
 
 METRIC_NAMES = {
     "sol_rel_err": "solution",

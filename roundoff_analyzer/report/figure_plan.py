@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..judging import format_search, verdict
 from ..measuring.outcomes import Status
+from .along_training_findings import TRAINING_METRICS, trends
 from .checkpoint_scope import judged_rows
 from .figure_data import ADJOINT_FIGURE, ERROR_FIGURES, TRAINING_FIGURE, adjoint_timesteps
 from .format_search import FEW_FORMATS, FORMAT_FIGURE
 from .placements import placements_as_modes
 from .sweep_folder import SweepFolder
-from .training_findings import TRAINING_METRICS, trends
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -41,7 +41,7 @@ def figure_plan(sweep: SweepFolder) -> dict[str, Callable[[], Figure | None]]:
     for n in adjoint_timesteps(profile, results):
         plan[f"{ADJOINT_FIGURE}_n{n}"] = _drawn("figures", "adjoint_range_figure", profile, n, results)
     if any(trends(sweep.results, metric) for metric in TRAINING_METRICS):
-        plan[TRAINING_FIGURE] = _drawn("training_figure", "along_training_figure", sweep.results)
+        plan[TRAINING_FIGURE] = _drawn("along_training_figure", "along_training_figure", sweep.results)
     searched = format_search.emulated(format_search.format_results(sweep.results))
     if len(searched) > FEW_FORMATS:
         plan[FORMAT_FIGURE] = _drawn(

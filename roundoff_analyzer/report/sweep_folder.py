@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..axes.grid import CONFIG_COLUMNS
 from ..core.errors import InputError
-from ..measuring.yardsticks import with_context_columns
+from ..measuring.yardsticks import with_yardstick_columns
 from ..storage.manifest_schema import read_manifest
 from ..storage.result_schemas import (
     MANIFEST,
@@ -55,7 +55,7 @@ def read_sweep_folder(path: str | Path) -> SweepFolder:
     if results.empty:
         raise InputError(f"'{path / RESULTS}' holds no configurations; there is nothing to report")
     # A folder from before the discretisation error and the gradient noise were measured still reports, without them.
-    results = with_context_columns(results)
+    results = with_yardstick_columns(results)
     return SweepFolder(
         path,
         results,

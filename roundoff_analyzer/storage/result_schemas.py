@@ -10,7 +10,7 @@ import pyarrow as pa
 from ..axes.grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
 from ..measuring.columns import ERROR_METRICS, KEPT_SHARE_COLUMNS, SIG_DIGITS, STEP_COLUMNS
 from ..measuring.environment_columns import ENVIRONMENT_COLUMNS
-from ..measuring.yardsticks import CONTEXT_COLUMNS, INTEGER_CONTEXT_COLUMNS
+from ..measuring.yardsticks import INTEGER_YARDSTICK_COLUMNS, YARDSTICK_COLUMNS
 from .table_schemas import TableSchema
 
 MANIFEST = "manifest.json"
@@ -57,7 +57,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field("fp8_scaling", pa.bool_()),
         *(pa.field(name, pa.float64()) for name in SIG_DIGITS),
     ]
-    + [pa.field(name, pa.int64() if name in INTEGER_CONTEXT_COLUMNS else pa.float64()) for name in CONTEXT_COLUMNS]
+    + [pa.field(name, pa.int64() if name in INTEGER_YARDSTICK_COLUMNS else pa.float64()) for name in YARDSTICK_COLUMNS]
     + [pa.field(name, pa.float64() if name in ("rtol", "atol") else pa.int64()) for name in STEP_COLUMNS]
     + [
         pa.field("train_iteration", pa.int64())

@@ -14,9 +14,9 @@ from ...core.errors import InputError
 from ...storage.table_schemas import read_table
 from ...storage.training_summary import SUMMARY_FINDINGS_TABLE
 from .. import formatting
+from ..along_training_findings import ALONG_TRAINING, STATED_METRIC, TRAINING_METRICS, Trend, movement, trends
 from ..figure_data import TRAINING_FIGURE, trend_label, varying_columns
 from ..section_inputs import SectionInputs
-from ..training_findings import ALONG_TRAINING, STATED_METRIC, TRAINING_METRICS, Trend, movement, trends
 
 SECTION = "Along training"
 TRAINING_SUMMARY = "training_summary.parquet"

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ...axes.models import MODELS
 from ...axes.models.problem import recorded_as_step
-from ..training_findings import last_checkpoint
+from ..along_training_findings import last_checkpoint
 
 # The longest line written: the terminal prints the code indented by 4, within 100 columns.
 _WIDTH = 92

@@ -7,8 +7,8 @@ import pandas as pd
 from ...axes.scalings import scales
 from ...judging import verdict
 from .. import formatting
+from ..along_training_findings import last_checkpoint
 from ..section_inputs import SectionInputs
-from ..training_findings import last_checkpoint
 
 VERDICT_ANCHOR = "the-verdict"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .along_training_findings import TRAINING_METRICS, trends
 from .figure_data import trend_label, varying_columns
 from .figures import figure_legend
-from .training_findings import TRAINING_METRICS, trends
 
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 

@@ -1,6 +1,7 @@
-"""What a configuration's runs are made of: the sweep's shared context and the configuration's axes resolved from
-their names. One place to prepare and start a run, so that the timed runs, the scale hint's run, the memory run and
-the per-module run of a configuration cannot differ in how they are set up."""
+"""What a configuration's runs are made of: what the sweep's configurations share in a process (`SweepShared`) and
+the configuration's axes resolved from their names (`ResolvedRun`). One place to prepare and start a run, so that the
+timed runs, the scale hint's run, the memory run and the per-module run of a configuration cannot differ in how they
+are set up."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from .yardsticks import Yardsticks
 
 
 @dataclass
-class SweepContext:
+class SweepShared:
     """What the configurations of one checkpoint's sweep share in one process: the problem, its references, the
     settings, and the scale hints found so far."""
 
@@ -50,7 +51,7 @@ class SweepContext:
 
 
 @dataclass(frozen=True)
-class RunSetup:
+class ResolvedRun:
     """A configuration with each axis's implementation looked up (an adaptive method with the sweep's tolerances)."""
 
     config: Configuration
@@ -63,7 +64,7 @@ class RunSetup:
     loss_in: LossPlacement
 
     @classmethod
-    def of(cls, config: Configuration, step_control: dict[str, float]) -> RunSetup:
+    def of(cls, config: Configuration, step_control: dict[str, float]) -> ResolvedRun:
         method = METHODS.get(config.method)
         if isinstance(method, AdaptiveRK):
             method = method.with_settings(**step_control)
@@ -83,15 +84,15 @@ class RunSetup:
         spread over draws; draw 0 for every repeat where the rounding is random, whose repeats measure its spread."""
         return 0 if ROUNDINGS.get(self.config.rounding).random else repeat
 
-    def prepare(self, context: SweepContext, repeat: int = 0) -> PreparedRun:
+    def prepare(self, shared: SweepShared, repeat: int = 0) -> PreparedRun:
         """The problem cast for the configuration's mode, dtype and arithmetic (`repeat`: which stochastic rounding)."""
-        request = ArithmeticRequest(self.config.rounding, context.fp8_scaling, repeat)
-        return self.arithmetic.prepare(self.mode, context.copies, self.dtype, request)
+        request = ArithmeticRequest(self.config.rounding, shared.fp8_scaling, repeat)
+        return self.arithmetic.prepare(self.mode, shared.copies, self.dtype, request)
 
     def run(
         self,
         prepared: PreparedRun,
-        context: SweepContext,
+        shared: SweepShared,
         n_timesteps: int,
         scale_hint: int | None,
         observer: ModuleObserver | None = None,
@@ -100,7 +101,7 @@ class RunSetup:
         """One run of the setup (`draw`: the draw of the step's random numbers it is given, as its reference is)."""
         run = RunSpec(
             prepared,
-            context.copies,
+            shared.copies,
             self.library,
             self.method,
             n_timesteps,
@@ -108,4 +109,4 @@ class RunSetup:
             observer=observer,
             draw=draw,
         )
-        return run_once(run, self.scaling, context.settings, scale_hint)
+        return run_once(run, self.scaling, shared.settings, scale_hint)
