@@ -14,29 +14,17 @@ from ...solvers.scaler import AdjointScalerSlot
 from ..methods import Method
 
 
-class SolverLibrary(Protocol):
+class LibraryAdapter(Protocol):
+    """What a library's adapter itself must have; the optional libraries' adapter modules hold one as `LIBRARY`, whose
+    description and the members with defaults below come from its registration (optional.py)."""
+
     name: str
-    description: str
     # Whether the library can scale the adjoint inside its own backward (the `dynamic` strategy).
     supports_adjoint_scaling: bool
-    # The line the answer's code imports its `odeint` with to solve as this library does (None: the script's own
-    # torchdiffeq import stands); a library without it: a comment saying to solve with the library by name.
-    import_line: str | None
-    # Whether it is this package's solver (roundoff_analyzer.solvers.odeint): it sums the gradients in float32, and
-    # the answer's code imports it and names its classical rk4 `rk4_classical`.
-    native_solver: bool = False
-    # Whether it returns the stored low-precision states as the trajectory (`trajectory_dtype="low"`).
-    returns_low_trajectory: bool = False
-    # The torchdiffeq function a model's own torchdiffeq calls keep to solve as this library does (None: none).
-    routed_function: str | None = None
 
     def unsupported_method_reason(self, method: Method) -> str | None:
         """None when the library runs `method`; otherwise why not (the configuration is then skipped with it)."""
         ...
-
-    def tableau_name(self, method: Method) -> str:
-        """The rule the library runs for `method` (a library without it: the method's own tableau)."""
-        return getattr(method, "tableau", method.name)
 
     def solve(
         self,
@@ -56,6 +44,24 @@ class SolverLibrary(Protocol):
         `errors.StepBudgetExhausted` once it has attempted `max_steps` steps.
         """
         ...
+
+
+class SolverLibrary(LibraryAdapter, Protocol):
+    description: str
+    # The line the answer's code imports its `odeint` with to solve as this library does (None: the script's own
+    # torchdiffeq import stands); a library without it: a comment saying to solve with the library by name.
+    import_line: str | None
+    # Whether it is this package's solver (roundoff_analyzer.solvers.odeint): it sums the gradients in float32, and
+    # the answer's code imports it and names its classical rk4 `rk4_classical`.
+    native_solver: bool = False
+    # Whether it returns the stored low-precision states as the trajectory (`trajectory_dtype="low"`).
+    returns_low_trajectory: bool = False
+    # The torchdiffeq function a model's own torchdiffeq calls keep to solve as this library does (None: none).
+    routed_function: str | None = None
+
+    def tableau_name(self, method: Method) -> str:
+        """The rule the library runs for `method` (a library without it: the method's own tableau)."""
+        return getattr(method, "tableau", method.name)
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,17 @@ import importlib.metadata
 import importlib.util
 
 from ...core.errors import InputError, one_line
-from .base import LIBRARIES, MISSING_LIBRARIES, UnavailableLibrary
+from .base import LIBRARIES, MISSING_LIBRARIES, LibraryAdapter, UnavailableLibrary
 
 
 class LazyLibrary:
     """Stands in for the adapter module's `LIBRARY` until anything but its name and description is asked for."""
 
     def __init__(self, name: str, adapter: str, description: str) -> None:
-        self.name, self.description, self._adapter, self._library = name, description, adapter, None
+        self.name, self.description, self._adapter = name, description, adapter
+        self._library: LibraryAdapter | None = None
 
-    def load(self):
+    def load(self) -> LibraryAdapter:
         if self._library is None:
             try:
                 self._library = importlib.import_module(f"{__package__}.{self._adapter}").LIBRARY

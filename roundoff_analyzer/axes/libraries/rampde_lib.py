@@ -4,6 +4,10 @@ import rampde
 import torch
 
 from ...core.errors import LibraryUnsupported
+from ...solvers import DynamicAdjointScaler, SolveReport
+from ...solvers.scaler import AdjointScalerSlot
+from ..methods import Method
+from .base import LibraryAdapter
 
 # rampde reads torch.is_autocast_enabled() (CUDA's) and autocasts with device_type="cuda" only.
 CPU_AUTOCAST_REASON = (
@@ -16,12 +20,20 @@ class RampdeLibrary:
     name = "rampde"
     supports_adjoint_scaling = False
 
-    def unsupported_method_reason(self, method):
+    def unsupported_method_reason(self, method: Method) -> str | None:
         if method.name not in ("euler", "rk4", "rk4_classical"):
             return f"rampde has fixed-grid euler and rk4 (classical) only, not '{method.name}'"
         return None
 
-    def solve(self, func, y0, t, method, scaler, report):
+    def solve(
+        self,
+        func: torch.nn.Module,
+        y0: torch.Tensor,
+        t: torch.Tensor,
+        method: Method,
+        scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
+        report: SolveReport,
+    ) -> torch.Tensor:
         device_type = y0.device.type
         if device_type != "cuda" and torch.is_autocast_enabled(device_type):
             dtype = str(torch.get_autocast_dtype(device_type)).removeprefix("torch.")
@@ -32,4 +44,4 @@ class RampdeLibrary:
             return rampde.odeint(func, y0, t, method=method.name.removesuffix("_classical"), loss_scaler=False)
 
 
-LIBRARY = RampdeLibrary()
+LIBRARY: LibraryAdapter = RampdeLibrary()

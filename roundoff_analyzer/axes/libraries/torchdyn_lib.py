@@ -1,4 +1,10 @@
+import torch
 from torchdyn.numerics import odeint
+
+from ...solvers import DynamicAdjointScaler, SolveReport
+from ...solvers.scaler import AdjointScalerSlot
+from ..methods import Method
+from .base import LibraryAdapter
 
 _FIXED_GRID = ("euler", "midpoint", "rk4")
 _SOLVER_NAMES = {"rk4_classical": "rk4"}  # torchdyn's rk4 is the classical rule
@@ -8,7 +14,7 @@ class TorchdynLibrary:
     name = "torchdyn"
     supports_adjoint_scaling = False
 
-    def unsupported_method_reason(self, method):
+    def unsupported_method_reason(self, method: Method) -> str | None:
         if method.adaptive:
             return (
                 "torchdyn's adaptive odeint takes no step budget and does not report its steps, which an adaptive "
@@ -18,9 +24,17 @@ class TorchdynLibrary:
             return f"torchdyn has no fixed-grid method '{method.name}'"
         return None
 
-    def solve(self, func, y0, t, method, scaler, report):
+    def solve(
+        self,
+        func: torch.nn.Module,
+        y0: torch.Tensor,
+        t: torch.Tensor,
+        method: Method,
+        scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
+        report: SolveReport,
+    ) -> torch.Tensor:
         _, trajectory = odeint(func, y0, t, solver=_SOLVER_NAMES.get(method.name, method.name))
         return trajectory
 
 
-LIBRARY = TorchdynLibrary()
+LIBRARY: LibraryAdapter = TorchdynLibrary()

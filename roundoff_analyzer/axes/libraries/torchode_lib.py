@@ -1,8 +1,13 @@
+import torch
 import torchode
 from torchode.interpolation import LinearInterpolation
 from torchode.single_step_methods.runge_kutta import ButcherTableau, ExplicitRungeKutta
 from torchode.status_codes import REACHED_MAX_STEPS, Status
 
+from ...solvers import DynamicAdjointScaler, SolveReport
+from ...solvers.scaler import AdjointScalerSlot
+from ..methods import AdaptiveRK, Method
+from .base import LibraryAdapter
 from .steps import exhausted
 
 
@@ -31,17 +36,25 @@ class TorchodeLibrary:
     name = "torchode"
     supports_adjoint_scaling = False
 
-    def unsupported_method_reason(self, method):
+    def unsupported_method_reason(self, method: Method) -> str | None:
         if method.adaptive and method.name not in ("dopri5", "tsit5"):
             return f"torchode has no adaptive method '{method.name}'"
         return None
 
-    def solve(self, func, y0, t, method, scaler, report):
+    def solve(
+        self,
+        func: torch.nn.Module,
+        y0: torch.Tensor,
+        t: torch.Tensor,
+        method: Method,
+        scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
+        report: SolveReport,
+    ) -> torch.Tensor:
         shape = y0.shape
         # torchode solves a batch of independent problems, each with its own step size; one flat row keeps
         # one step size for the whole state, as the other libraries do.
         term = torchode.ODETerm(lambda s, y: func(s[0], y.reshape(shape)).reshape(1, -1))
-        if method.adaptive:
+        if isinstance(method, AdaptiveRK):
             stepper = torchode.Dopri5(term) if method.name == "dopri5" else torchode.Tsit5(term)
             controller = torchode.IntegralController(atol=method.atol, rtol=method.rtol, term=term)
             # torchode flags the budget once `max_steps` steps were attempted; one more lets a solve that needs exactly
@@ -60,14 +73,14 @@ class TorchodeLibrary:
         problem = torchode.InitialValueProblem(y0=y0.reshape(1, -1), t_eval=t.reshape(1, -1))
         solution = solver.solve(problem, dt0=dt0)
         steps, accepted = int(solution.stats["n_steps"]), int(solution.stats["n_accepted"])
-        if method.adaptive:
+        if isinstance(method, AdaptiveRK):
             report.record_steps(accepted, steps - accepted)
         status = int(solution.status)
         if int(solution.stats["n_initialized"]) < t.numel():
-            if status == REACHED_MAX_STEPS:
+            if status == REACHED_MAX_STEPS and isinstance(method, AdaptiveRK):
                 raise exhausted(self.name, steps, method.max_steps)
             raise RuntimeError(f"torchode stopped with status {Status(status).name} after {steps} steps")
         return solution.ys.reshape(t.numel(), *shape)
 
 
-LIBRARY = TorchodeLibrary()
+LIBRARY: LibraryAdapter = TorchodeLibrary()
