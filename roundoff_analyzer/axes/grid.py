@@ -21,6 +21,8 @@ DEFAULT_TRIPLES: tuple[tuple[str, str, str], ...] = (
     ("native", "float16", "dynamic"),
     ("native", "bfloat16", "none"),
 )
+# Where some of library, dtype and scaling are asked for, the others take every value the default triples have.
+DEFAULT_LIBRARIES, DEFAULT_DTYPES, DEFAULT_SCALINGS = (tuple(dict.fromkeys(axis)) for axis in zip(*DEFAULT_TRIPLES))
 
 
 def file_safe(name: str) -> str:
@@ -109,7 +111,7 @@ class Grid:
     triples: tuple[tuple[str, str, str], ...]
     # None: each dtype's default arithmetic (emulated for stochastic rounding); else the product.
     arithmetics: tuple[str, ...] | None = None
-    roundings: tuple[str, ...] = ("nearest",)
+    roundings: tuple[str, ...] = (AXIS_DEFAULTS["rounding"],)
     # Values given more than once, as "axis value" (each runs once); said in the description, not part of the sweep's
     # identity.
     repeated: tuple[str, ...] = field(default=(), compare=False)
@@ -117,8 +119,8 @@ class Grid:
     checkpoints: tuple[str, ...] = ("",)
     # Where the loss is formed (the loss_in axis), each placement over the whole grid.
     loss_ins: tuple[str, ...] = (AXIS_DEFAULTS["loss_in"],)
-    # keep_float32 values, each a run of the grid's configurations; ("none",): every module in the low dtype.
-    kept: tuple[str, ...] = ("none",)
+    # keep_float32 values, each a run of the grid's configurations; by default none: every module in the low dtype.
+    kept: tuple[str, ...] = (AXIS_DEFAULTS["keep_float32"],)
 
     @classmethod
     def build(
@@ -155,9 +157,9 @@ class Grid:
         else:
             triples = tuple(
                 (library, dtype, scaling)
-                for library in libraries or ("torchdiffeq", "native")
-                for dtype in dtypes or ("float16", "bfloat16")
-                for scaling in scalings or ("none", "grad", "dynamic")
+                for library in libraries or DEFAULT_LIBRARIES
+                for dtype in dtypes or DEFAULT_DTYPES
+                for scaling in scalings or DEFAULT_SCALINGS
             )
         return cls(
             tuple(timesteps),
@@ -165,10 +167,10 @@ class Grid:
             tuple(modes),
             triples,
             tuple(arithmetics) if arithmetics else None,
-            tuple(roundings) if roundings else ("nearest",),
+            tuple(roundings) if roundings else (AXIS_DEFAULTS["rounding"],),
             repeated,
             loss_ins=tuple(loss_ins) if loss_ins else (AXIS_DEFAULTS["loss_in"],),
-            kept=tuple(_unique(keep_float32)) if keep_float32 else ("none",),
+            kept=tuple(_unique(keep_float32)) if keep_float32 else (AXIS_DEFAULTS["keep_float32"],),
         )
 
     def precisions(self, dtype: str) -> list[tuple[str, str]]:
