@@ -21,7 +21,7 @@ from roundoff_analyzer.execution import engine as sweep
 from roundoff_analyzer.execution.base import Execution, ExecutionReport, NoProgress
 from roundoff_analyzer.execution.processes import measure_here
 from roundoff_analyzer.execution.start_method import PRELOAD, worker_context
-from roundoff_analyzer.execution.worker import SweepMismatch, Worker, WorkerSetup
+from roundoff_analyzer.execution.worker import SweepMismatch, Worker, WorkerSettings
 from roundoff_analyzer.planning import config
 from roundoff_analyzer.planning.groups import reference_groups, reference_key
 from roundoff_analyzer.planning.manifest import manifest
@@ -107,10 +107,10 @@ def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_pa
         }
     )
     sweep.run(sweep.plan(request), tmp_path / "sweep")
-    Worker(WorkerSetup(request, str(tmp_path / "sweep"), "cpu", threads=None))  # the same sweep: accepted
+    Worker(WorkerSettings(request, str(tmp_path / "sweep"), "cpu", threads=None))  # the same sweep: accepted
     other = request.model_copy(update={"options": {"seed": 1}})
     with pytest.raises(SweepMismatch, match=r"differs from the one .* holds now \(in: model, problem_sha256\)"):
-        Worker(WorkerSetup(other, str(tmp_path / "sweep"), "cpu", threads=None))
+        Worker(WorkerSettings(other, str(tmp_path / "sweep"), "cpu", threads=None))
 
 
 def test_the_fork_server_imports_what_a_run_needs_and_not_the_tables_libraries():

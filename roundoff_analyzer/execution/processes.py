@@ -29,19 +29,19 @@ from .base import EXECUTORS, Execution, ExecutionReport, Executor
 from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
 from .parent_death import die_with_parent
 from .start_method import children_ignore_sigint, start_processes, warm_up_workers, worker_context
-from .worker import Worker, WorkerSetup
+from .worker import Worker, WorkerSettings
 
 POLL_S = 0.2
 JOIN_TIMEOUT_S = 30
 
 
-def worker_main(index: int, setup: WorkerSetup, tasks, events, stop, parent_pid: int) -> None:
+def worker_main(index: int, settings: WorkerSettings, tasks, events, stop, parent_pid: int) -> None:
     """A worker process: take groups until the queue says None or a stop is requested; report every step."""
     die_with_parent(parent_pid)
     make_breakpoints_inert()  # a fork server's process started before the sweep set the variable
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        worker = Worker(setup)
+        worker = Worker(settings)
     except Exception as exc:  # noqa: BLE001 - reported to the main process, which names it
         events.put(("failed", index, f"worker {index} could not start: {one_line(exc)}"))
         events.put(("exit", index, None))
@@ -149,17 +149,18 @@ class ProcessesExecutor(Executor):
         assert plan.threads is not None  # planning chose them for an executor that runs here
         threads = plan.threads.threads  # chosen for a share of the cores (core/threads.py)
         out_dir = str(execution.store.root.resolve())
-        setups = [
-            WorkerSetup(plan.config, out_dir, device, threads) for device in worker_devices(plan.device, n_workers)[1:]
+        worker_settings = [
+            WorkerSettings(plan.config, out_dir, device, threads)
+            for device in worker_devices(plan.device, n_workers)[1:]
         ]
         processes = [
             spawn.Process(
                 target=worker_main,
-                args=(i, setup, tasks, events, stop, os.getpid()),
+                args=(i, settings, tasks, events, stop, os.getpid()),
                 name=f"roundoff-worker-{i}",
                 daemon=True,
             )
-            for i, setup in enumerate(setups)
+            for i, settings in enumerate(worker_settings)
         ]
         execution.progress.note(
             f"this process and {n_workers - 1} worker process(es), {threads} torch thread(s) each, "

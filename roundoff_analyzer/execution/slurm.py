@@ -22,7 +22,7 @@ from ..planning.groups import reference_groups
 from .base import EXECUTORS, Execution, ExecutionReport, Executor
 from .slurm_arrays import ArrayLog, QueueUnreadable, queued_tasks
 from .slurm_task import run_array_task
-from .worker import WorkerSetup
+from .worker import WorkerSettings
 
 POLL_S = 1.0  # how often the shards folder is looked at
 QUEUE_POLL_S = 3.0  # how often squeue is asked (the controller serves everyone)
@@ -102,10 +102,12 @@ class SlurmExecutor(Executor):
             gpus_per_task=settings.gpus_per_task,
             additional_parameters=dict(settings.options),
         )
-        setup = WorkerSetup(plan.config, str(execution.store.root.resolve()), str(plan.device), threads=None)
+        worker_settings = WorkerSettings(
+            plan.config, str(execution.store.root.resolve()), str(plan.device), threads=None
+        )
         before = set(log.folder.iterdir()) if log.folder.is_dir() else set()
         try:
-            jobs = executor.map_array(run_array_task, [setup] * len(groups), groups)
+            jobs = executor.map_array(run_array_task, [worker_settings] * len(groups), groups)
         except Exception as exc:  # noqa: BLE001 - sbatch refused: an unknown partition, a bad option, ...
             for leftover in set(log.folder.iterdir()) - before:  # submitit's pickles and script of the refused array
                 if leftover.is_file():

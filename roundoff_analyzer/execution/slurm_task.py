@@ -10,7 +10,7 @@ from ..axes.grid import Configuration
 from ..core.breakpoints import make_breakpoints_inert
 from ..core.errors import one_line
 from .slurm_arrays import ArrayLog, this_task
-from .worker import Worker, WorkerSetup
+from .worker import Worker, WorkerSettings
 
 
 def task_threads() -> int:
@@ -18,12 +18,12 @@ def task_threads() -> int:
     return int(os.environ.get("SLURM_CPUS_PER_TASK") or 1)
 
 
-def run_array_task(setup: WorkerSetup, group: list[Configuration]) -> dict:
+def run_array_task(settings: WorkerSettings, group: list[Configuration]) -> dict:
     """Measure the group into the sweep folder's shards, and leave a report for the process watching the array."""
     make_breakpoints_inert()  # nobody sits at a Slurm task's debugger prompt
-    log = ArrayLog(Path(setup.out_dir))
+    log = ArrayLog(Path(settings.out_dir))
     try:
-        worker = Worker(replace(setup, threads=task_threads()))
+        worker = Worker(replace(settings, threads=task_threads()))
         # Tasks that start together compute different pieces of the yardsticks, each starting at its own.
         worker.prepare_yardsticks(first=int(os.environ.get("SLURM_ARRAY_TASK_ID") or 0), checkpoint=group[0].checkpoint)
         report = asdict(

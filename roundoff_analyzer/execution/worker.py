@@ -25,7 +25,7 @@ from .parent_death import exit_if_sweep_died
 
 
 @dataclass(frozen=True)
-class WorkerSetup:
+class WorkerSettings:
     # The validated config travels, not the plan: a plan's problem may hold closures (a user's loss) that do not pickle.
     config: SweepConfig
     out_dir: str  # absolute: a Slurm task may start in another folder
@@ -45,22 +45,22 @@ class SweepMismatch(RuntimeError):
 
 
 class Worker:
-    def __init__(self, setup: WorkerSetup) -> None:
-        if setup.threads:
-            torch.set_num_threads(setup.threads)
+    def __init__(self, settings: WorkerSettings) -> None:
+        if settings.threads:
+            torch.set_num_threads(settings.threads)
         # Inside a worker the configurations run right here, one after another.
-        here = setup.config.model_copy(update={"executor": "local", "workers": 1, "device": setup.device})
+        here = settings.config.model_copy(update={"executor": "local", "workers": 1, "device": settings.device})
         self.plan = make_plan(here, planned(EXECUTORS), checked=True)
         rebuilt = fingerprint(self.plan)
         # Shards written here carry the fingerprint of the sweep rebuilt here, which must be the folder's.
-        self.store = ResultStore(Path(setup.out_dir), rebuilt, row_settings(self.plan))
+        self.store = ResultStore(Path(settings.out_dir), rebuilt, row_settings(self.plan))
         self.store.before_write = exit_if_sweep_died
         expected = (self.store.read_manifest() or {}).get("fingerprint", {})
         if rebuilt != expected:
             expected = expected if isinstance(expected, dict) else {}
             differs = sorted(key for key in rebuilt if expected.get(key) != rebuilt[key])
             raise SweepMismatch(
-                f"the sweep rebuilt on this worker differs from the one {setup.out_dir} holds now "
+                f"the sweep rebuilt on this worker differs from the one {settings.out_dir} holds now "
                 f"(in: {', '.join(differs)}): "
                 "another data file, checkpoint or model code here, or the folder was replaced with --force"
             )
