@@ -4,8 +4,6 @@ import rampde
 import torch
 
 from ...core.errors import LibraryUnsupported
-from ...solvers import DynamicAdjointScaler, SolveReport
-from ...solvers.scaler import AdjointScalerSlot
 from ..methods import Method
 from .base import LibraryAdapter
 
@@ -25,15 +23,7 @@ class RampdeLibrary:
             return f"rampde has fixed-grid euler and rk4 (classical) only, not '{method.name}'"
         return None
 
-    def solve(
-        self,
-        func: torch.nn.Module,
-        y0: torch.Tensor,
-        t: torch.Tensor,
-        method: Method,
-        scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
-        report: SolveReport,
-    ) -> torch.Tensor:
+    def solve(self, func, y0, t, method, scaler, report):
         device_type = y0.device.type
         if device_type != "cuda" and torch.is_autocast_enabled(device_type):
             dtype = str(torch.get_autocast_dtype(device_type)).removeprefix("torch.")

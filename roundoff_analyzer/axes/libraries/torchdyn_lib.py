@@ -1,8 +1,5 @@
-import torch
 from torchdyn.numerics import odeint
 
-from ...solvers import DynamicAdjointScaler, SolveReport
-from ...solvers.scaler import AdjointScalerSlot
 from ..methods import Method
 from .base import LibraryAdapter
 
@@ -24,15 +21,7 @@ class TorchdynLibrary:
             return f"torchdyn has no fixed-grid method '{method.name}'"
         return None
 
-    def solve(
-        self,
-        func: torch.nn.Module,
-        y0: torch.Tensor,
-        t: torch.Tensor,
-        method: Method,
-        scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
-        report: SolveReport,
-    ) -> torch.Tensor:
+    def solve(self, func, y0, t, method, scaler, report):
         _, trajectory = odeint(func, y0, t, solver=_SOLVER_NAMES.get(method.name, method.name))
         return trajectory
 

@@ -1,11 +1,8 @@
-import torch
 import torchode
 from torchode.interpolation import LinearInterpolation
 from torchode.single_step_methods.runge_kutta import ButcherTableau, ExplicitRungeKutta
 from torchode.status_codes import REACHED_MAX_STEPS, Status
 
-from ...solvers import DynamicAdjointScaler, SolveReport
-from ...solvers.scaler import AdjointScalerSlot
 from ..methods import AdaptiveRK, Method
 from .base import LibraryAdapter
 from .steps import exhausted
@@ -41,15 +38,7 @@ class TorchodeLibrary:
             return f"torchode has no adaptive method '{method.name}'"
         return None
 
-    def solve(
-        self,
-        func: torch.nn.Module,
-        y0: torch.Tensor,
-        t: torch.Tensor,
-        method: Method,
-        scaler: DynamicAdjointScaler | AdjointScalerSlot | None,
-        report: SolveReport,
-    ) -> torch.Tensor:
+    def solve(self, func, y0, t, method, scaler, report):
         shape = y0.shape
         # torchode solves a batch of independent problems, each with its own step size; one flat row keeps
         # one step size for the whole state, as the other libraries do.
