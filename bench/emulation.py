@@ -16,7 +16,7 @@ from pathlib import Path
 
 from roundoff_analyzer.axes.grid import DEFAULT_TRIPLES
 from roundoff_analyzer.axes.models import parse_option_pairs
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.planning import config
 
 
@@ -44,7 +44,7 @@ def main() -> None:
                 }
             )
             with tempfile.TemporaryDirectory() as folder:
-                outcome = sweep.run(sweep.plan(request), Path(folder) / "sweep")
+                outcome = engine.run(engine.plan(request), Path(folder) / "sweep")
             table = outcome.results
             assert (table.status == "ok").all(), table[table.status != "ok"][["library", "failure_message"]]
             wall += outcome.wall_seconds - outcome.reference_seconds

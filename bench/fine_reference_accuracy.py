@@ -24,7 +24,7 @@ from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.axes.models import parse_option_pairs
 from roundoff_analyzer.axes.modes import ProblemCopies
 from roundoff_analyzer.axes.scalings import ScalerSettings
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.judging.verdict import RESOLVED
 from roundoff_analyzer.measuring import metrics
 from roundoff_analyzer.measuring.discretisation import ESTIMATED, FineReference, fine_steps, solve_on_fine_grid
@@ -48,7 +48,7 @@ def main() -> None:
     torch.set_num_threads(1)
 
     timesteps = [int(n) for n in args.timesteps.split(",")]
-    plan = sweep.plan(
+    plan = engine.plan(
         config.validate(
             {"model": args.model, "options": parse_option_pairs(args.option), "timesteps": timesteps, "workers": 1}
         )

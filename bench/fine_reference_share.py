@@ -17,7 +17,7 @@ import torch
 
 from roundoff_analyzer.axes.models import parse_option_pairs
 from roundoff_analyzer.axes.modes import ProblemCopies
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.measuring.discretisation import COARSENINGS, fine_steps, solve_on_fine_grid
 from roundoff_analyzer.planning import config
 
@@ -29,10 +29,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     request = {"model": args.model, "options": parse_option_pairs(args.option), "workers": 1, "threads": 1}
-    plan = sweep.plan(config.validate(request))
+    plan = engine.plan(config.validate(request))
     started, wall = time.process_time(), time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
-        sweep.run(plan, Path(folder) / "sweep")
+        engine.run(plan, Path(folder) / "sweep")
     total, wall = time.process_time() - started, time.perf_counter() - wall
     copies, timesteps = ProblemCopies(plan.problem), list(plan.grid.timesteps)
     steps = fine_steps(timesteps)

@@ -22,7 +22,7 @@ import torch
 
 from roundoff_analyzer.axes.models import parse_option_pairs
 from roundoff_analyzer.axes.modes import ProblemCopies
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.measuring.gradient_noise import NOISE_TIMESTEPS, batch_gradients, noise_from, problem_batch_size
 from roundoff_analyzer.planning import config
 
@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    plan = sweep.plan(
+    plan = engine.plan(
         config.validate(
             {"model": args.model, "options": parse_option_pairs(args.option), "timesteps": [NOISE_TIMESTEPS]}
         )

@@ -24,7 +24,7 @@ import pandas as pd
 
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
 from roundoff_analyzer.axes.models import parse_option_pairs
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.measuring.columns import ERROR_METRICS
 from roundoff_analyzer.planning import config
 
@@ -49,7 +49,7 @@ GRIDS = {
 
 def timed_sweep(request: config.SweepConfig, out: Path) -> tuple[float, pd.DataFrame, int]:
     started = time.perf_counter()
-    outcome = sweep.run(sweep.plan(request), out)
+    outcome = engine.run(engine.plan(request), out)
     return time.perf_counter() - started, outcome.results, outcome.reference_solves
 
 

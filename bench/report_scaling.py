@@ -17,7 +17,7 @@ from pathlib import Path
 
 from matplotlib.image import imread
 
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.planning import config
 from roundoff_analyzer.report import write_report
 
@@ -39,7 +39,7 @@ def measure(folder: Path, count: int) -> dict[str, float]:
             "dtype": formats(count),
         }
     )
-    sweep.run(sweep.plan(request), folder)
+    engine.run(engine.plan(request), folder)
     wall, cpu = time.perf_counter(), time.process_time()
     report = write_report(folder)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

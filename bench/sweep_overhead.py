@@ -22,7 +22,7 @@ from pathlib import Path
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, Configuration
 from roundoff_analyzer.axes.models import parse_option_pairs
 from roundoff_analyzer.axes.modes import ProblemCopies
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.execution.in_process import fine_quarter_reference
 from roundoff_analyzer.measuring.measure import forward_families
 from roundoff_analyzer.measuring.yardsticks import Yardsticks
@@ -44,9 +44,9 @@ def main() -> None:
         request = config.validate(
             {"model": args.model, "options": parse_option_pairs(args.option), "workers": args.workers}
         )
-    plan = sweep.plan(request)
+    plan = engine.plan(request)
     with tempfile.TemporaryDirectory() as folder:
-        outcome = sweep.run(plan, args.out or Path(folder) / "sweep")
+        outcome = engine.run(plan, args.out or Path(folder) / "sweep")
     # The sweep computed these once inside; computed again here, alone, to time them (the quarter density as the
     # sweep solved it: where it is a reference's solve, that reference's time is in it, not in the reference solves).
     yardsticks = Yardsticks(

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from roundoff_analyzer.core.cards import TENSOR_CORES_FROM, float32_matmul, tensor_cores
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.judging.environments import environments, float32_not_ieee
 from roundoff_analyzer.measuring.environment_columns import ENVIRONMENT_COLUMNS, cpu_model
 from roundoff_analyzer.storage.results import load_results
@@ -200,10 +200,10 @@ def test_on_cuda_the_manifest_records_the_card_and_the_rows_their_float32_matmul
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     try:
         torch.backends.cuda.matmul.allow_tf32 = False
-        ieee = sweep.run(sweep.plan(tiny_otflow_request(device="cuda")), tmp_path / "ieee").results
+        ieee = engine.run(engine.plan(tiny_otflow_request(device="cuda")), tmp_path / "ieee").results
         details = json.loads((tmp_path / "ieee" / "manifest.json").read_text())["device_details"]
         torch.backends.cuda.matmul.allow_tf32 = True
-        tf32 = sweep.run(sweep.plan(tiny_otflow_request(device="cuda")), tmp_path / "tf32").results
+        tf32 = engine.run(engine.plan(tiny_otflow_request(device="cuda")), tmp_path / "tf32").results
         details_tf32 = json.loads((tmp_path / "tf32" / "manifest.json").read_text())["device_details"]
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before

@@ -17,13 +17,13 @@ from roundoff_analyzer.planning.workers import may_use_processes
 # the command started the workers' fork server so far, each as whether torch had been imported by then.
 EARLY_START = """
 import sys
-import roundoff_analyzer.commands.sweep as command
-started = command.warm_up_workers
+from roundoff_analyzer.commands import sweep
+started = sweep.warm_up_workers
 seen = []
 def recording():
     seen.append("torch" in sys.modules)
     started()
-command.warm_up_workers = recording
+sweep.warm_up_workers = recording
 from typer.testing import CliRunner
 from roundoff_cli.app import app
 for args in {runs!r}:

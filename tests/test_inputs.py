@@ -20,7 +20,7 @@ from roundoff_analyzer.axes.data import parse_data
 from roundoff_analyzer.axes.data.bsds300 import SPLITS
 from roundoff_analyzer.axes.models import load_checkpoint, parse_options, resolve_model
 from roundoff_analyzer.core.errors import InputError
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.planning import config
 
 from .conftest import results, run_cli, snapshot
@@ -150,7 +150,7 @@ def test_cnf_sweep_runs_end_to_end(tmp_path):
 @pytest.mark.unit
 def test_cnf_config_file_holds_the_papers_grid():
     """configs/cnf_2spirals.toml: the grid of the roundoff study in "Mixed Precision Training of Neural ODEs"."""
-    plan = sweep.plan(config.resolve(REPO / "configs" / "cnf_2spirals.toml", {"options": {"batch": 4}}))
+    plan = engine.plan(config.resolve(REPO / "configs" / "cnf_2spirals.toml", {"options": {"batch": 4}}))
     assert plan.grid.timesteps == (64, 128, 256, 512, 1024, 2048, 4096) and plan.grid.methods == ("euler", "rk4")
     assert len(plan.grid.triples) == 7 and len(plan.configurations) == 98
     assert plan.problem.data_source.startswith("2spirals") and plan.options.width == 128 and plan.options.hidden == 32

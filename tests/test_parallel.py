@@ -17,7 +17,7 @@ import torch
 
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
 from roundoff_analyzer.core.devices import shared_gpu_warning, worker_devices
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.execution.base import Execution, ExecutionReport, NoProgress
 from roundoff_analyzer.execution.processes import measure_here
 from roundoff_analyzer.execution.start_method import PRELOAD, worker_context
@@ -50,7 +50,7 @@ def tiny_otflow_request(**extra) -> config.SweepConfig:
 @pytest.mark.slow  # a sequential and a two-worker sweep of the same grid: 20-40 s
 def test_two_workers_give_the_sequential_results_bit_for_bit(tiny_sweep, tmp_path):
     """tiny_sweep is the same grid run sequentially (one process, torch's default threads)."""
-    outcome = sweep.run(sweep.plan(tiny_otflow_request(workers=2)), tmp_path / "parallel")
+    outcome = engine.run(engine.plan(tiny_otflow_request(workers=2)), tmp_path / "parallel")
     parallel, sequential = results(tmp_path / "parallel"), results(tiny_sweep)
     assert len(parallel) == len(sequential) == 28
     columns = result_columns_except_cost(sequential)
@@ -67,7 +67,7 @@ def test_two_workers_give_the_sequential_results_bit_for_bit(tiny_sweep, tmp_pat
 def test_this_process_takes_one_end_of_work_and_leaves_the_workers_theirs(tmp_path):
     """Each process, this one included, gets its own None once the groups are gone: this process stops at the first
     it takes and leaves the rest to the workers, rather than waiting on an empty queue for work that will not come."""
-    plan = sweep.plan(tiny_otflow_request(workers=1))
+    plan = engine.plan(tiny_otflow_request(workers=1))
     store = ResultStore(tmp_path / "sweep")
     store.open(manifest(plan))
     tasks = worker_context().Queue()
@@ -84,7 +84,7 @@ def test_this_process_takes_one_end_of_work_and_leaves_the_workers_theirs(tmp_pa
 
 
 def test_groups_keep_each_reference_together_costliest_first():
-    plan = sweep.plan(tiny_otflow_request())
+    plan = engine.plan(tiny_otflow_request())
     groups = reference_groups(plan.configurations)
     assert sorted(c.id for g in groups for c in g) == sorted(c.id for c in plan.configurations)
     assert all(len({reference_key(c) for c in group}) == 1 for group in groups)
@@ -106,7 +106,7 @@ def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_pa
             "device": "cpu",
         }
     )
-    sweep.run(sweep.plan(request), tmp_path / "sweep")
+    engine.run(engine.plan(request), tmp_path / "sweep")
     Worker(WorkerSettings(request, str(tmp_path / "sweep"), "cpu", threads=None))  # the same sweep: accepted
     other = request.model_copy(update={"options": {"seed": 1}})
     with pytest.raises(SweepMismatch, match=r"differs from the one .* holds now \(in: model, problem_sha256\)"):
@@ -142,7 +142,7 @@ def test_workers_spread_over_the_visible_gpus(tmp_path):
     assert worker_devices(torch.device("cuda"), 2 * n_gpus) == [f"cuda:{i % n_gpus}" for i in range(2 * n_gpus)]
     assert worker_devices(torch.device("cuda:1"), 2) == ["cuda:1", "cuda:1"]  # a GPU named explicitly is kept
     request = tiny_otflow_request(workers=n_gpus, device="cuda")
-    outcome = sweep.run(sweep.plan(request), tmp_path / "gpus")
+    outcome = engine.run(engine.plan(request), tmp_path / "gpus")
     assert len(outcome.results) == 28 and set(outcome.results.status) <= {"ok", "failed"}
 
 
@@ -157,14 +157,14 @@ def test_bsds300_config_file_holds_its_84_configuration_gpu_grid():
         "batch": 256,
         "seed": 0,
     }
-    plan = sweep.plan(request.model_copy(update={"device": "cpu"}))  # the same grid, built where this test runs
+    plan = engine.plan(request.model_copy(update={"device": "cpu"}))  # the same grid, built where this test runs
     assert len(plan.configurations) == 6 * 2 * 7 == 84
 
 
 @pytest.mark.cuda
 def test_on_cuda_memory_comes_from_the_allocator_and_workers_match_a_sequential_run(tmp_path):
-    sequential = sweep.run(sweep.plan(tiny_otflow_request(device="cuda")), tmp_path / "one").results
-    parallel = sweep.run(sweep.plan(tiny_otflow_request(device="cuda", workers=2)), tmp_path / "two").results
+    sequential = engine.run(engine.plan(tiny_otflow_request(device="cuda")), tmp_path / "one").results
+    parallel = engine.run(engine.plan(tiny_otflow_request(device="cuda", workers=2)), tmp_path / "two").results
     ran = sequential[sequential.status == "ok"]
     assert len(ran) and ran.peak_memory_bytes.notna().all() and (ran.peak_memory_bytes > 0).all()
     assert (ran.time_forward_s > 0).all() and (ran.time_backward_s > 0).all()

@@ -825,7 +825,7 @@ def test_the_answer_costs_time_and_memory_against_float32(tmp_path):
 
 
 def test_the_native_answer_costs_what_it_replaces_torchdiffeq_float32_from_the_table(tmp_path):
-    from roundoff_analyzer.judging import answer as answering
+    from roundoff_analyzer.judging import answer
 
     out = tmp_path / "switch"
     args = ["--library", "native,torchdiffeq", "--dtype", "float16,float32", "--scaling", "none"]
@@ -835,22 +835,22 @@ def test_the_native_answer_costs_what_it_replaces_torchdiffeq_float32_from_the_t
     row = table.set_index(["library", "dtype"])
     seconds = row.eval("time_forward_s + time_backward_s")
     native = table[(table.library == "native") & (table.dtype == "float16")]
-    cost = answering.cost(table, native)
+    cost = answer.cost(table, native)
     time_ratio = seconds["native", "float16"] / seconds["torchdiffeq", "float32"]
     memory_ratio = row.peak_memory_bytes["native", "float16"] / row.peak_memory_bytes["torchdiffeq", "float32"]
     assert cost is not None and cost.switch_time_ratio == pytest.approx((time_ratio, time_ratio))
     assert cost.switch_memory_ratio == pytest.approx((memory_ratio, memory_ratio))
     # torchdiffeq's own runs, and native's float32, switch from nothing.
-    torchdiffeq = answering.cost(table, table[(table.library == "torchdiffeq") & (table.dtype == "float16")])
-    native_float32 = answering.cost(table, table[(table.library == "native") & (table.dtype == "float32")])
+    torchdiffeq = answer.cost(table, table[(table.library == "torchdiffeq") & (table.dtype == "float16")])
+    native_float32 = answer.cost(table, table[(table.library == "native") & (table.dtype == "float32")])
     assert torchdiffeq is not None and torchdiffeq.switch_time_ratio is None
     assert native_float32 is not None and native_float32.switch_time_ratio is None
     text = " ".join(report_text(out).split())
-    answer = re.search(r"\*\*float16\*\*: train with (\S+),.*?Cost on cpu: .*?; on a CPU", text)
-    assert answer, text[:3000]
+    said = re.search(r"\*\*float16\*\*: train with (\S+),.*?Cost on cpu: .*?; on a CPU", text)
+    assert said, text[:3000]
     replaced = r"against torchdiffeq in float32 \(what this replaces\), (\S+)× its time, (\S+)× its peak memory"
-    switch = re.search(replaced, answer[0])
-    assert (switch is not None) == (answer[1] == "native")
+    switch = re.search(replaced, said[0])
+    assert (switch is not None) == (said[1] == "native")
     if switch:
         assert math.isclose(float(switch[1]), time_ratio, abs_tol=0.005)
         assert math.isclose(float(switch[2]), memory_ratio, abs_tol=0.005)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.measuring.columns import ERROR_METRICS
 from roundoff_analyzer.planning import config
 
@@ -102,13 +102,13 @@ def test_ctrl_c_keeps_what_finished_and_says_how_to_resume(tmp_path, presses):
 
 def test_stop_between_configurations_leaves_the_finished_ones(tmp_path):
     out = tmp_path / "stopped"
-    plan = sweep.plan(config.validate({"model": "linear", "timesteps": [2], "method": ["euler"]}))
-    with pytest.raises(sweep.SweepInterrupted) as stopped:
-        sweep.run(plan, out, stop_requested=lambda: len(shards(out)) >= 3)
+    plan = engine.plan(config.validate({"model": "linear", "timesteps": [2], "method": ["euler"]}))
+    with pytest.raises(engine.SweepInterrupted) as stopped:
+        engine.run(plan, out, stop_requested=lambda: len(shards(out)) >= 3)
     assert (stopped.value.n_done, stopped.value.n_total) == (3, 7)
     assert len(results(out)) == 3
 
-    outcome = sweep.run(plan, out)
+    outcome = engine.run(plan, out)
     assert (outcome.n_reused, outcome.n_run, len(outcome.results)) == (3, 4, 7)
 
 

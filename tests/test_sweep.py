@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS, DEFAULT_TRIPLES
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.measuring.columns import ERROR_METRICS
 from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
 from roundoff_analyzer.planning import config
@@ -87,7 +87,7 @@ def test_float32_errors_stay_below_1e5_for_both_libraries_and_methods(tmp_path):
 
 def test_one_reference_per_library_method_and_n_timesteps(tmp_path):
     request = config.validate({"model": "otflow", "options": {"d": 3, "hidden": 8, "batch": 16}, "timesteps": [4, 8]})
-    outcome = sweep.run(sweep.plan(request), tmp_path / "refs")
+    outcome = engine.run(engine.plan(request), tmp_path / "refs")
     distinct = outcome.results[["library", "method", "n_timesteps"]].drop_duplicates()
     assert outcome.reference_solves == len(distinct) == 2 * 2 * 2
     assert len(outcome.results) == 28

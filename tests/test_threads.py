@@ -13,7 +13,7 @@ import torch
 
 from roundoff_analyzer.axes.models import parse_options, resolve_model
 from roundoff_analyzer.core.threads import PARALLEL_MATMUL_MACS, available_cores, choose_threads, largest_matmul_macs
-from roundoff_analyzer.execution import engine as sweep
+from roundoff_analyzer.execution import engine
 from roundoff_analyzer.planning import config
 from roundoff_analyzer.storage.results import ResultStore
 
@@ -50,7 +50,7 @@ def test_small_problems_get_one_thread_large_ones_the_cores_of_their_share():
 
 
 def sweep_with_threads(request: dict, threads: int, out) -> tuple[pd.DataFrame, dict]:
-    sweep.run(sweep.plan(config.validate({**request, "threads": threads})), out)
+    engine.run(engine.plan(config.validate({**request, "threads": threads})), out)
     table = results(out)
     cost = [c for c in table.columns if c.startswith("time_") or c == "peak_memory_bytes"]
     return table.drop(columns=cost), ResultStore(out).read_manifest()
@@ -90,7 +90,7 @@ def test_on_a_large_problem_threads_move_only_the_float32_loss_reduction(tmp_pat
         "scaling": ["none"],
         "device": "cpu",
     }
-    problem = sweep.plan(config.validate(request)).problem
+    problem = engine.plan(config.validate(request)).problem
     assert largest_matmul_macs(field_at_zero(problem)) >= PARALLEL_MATMUL_MACS
     (one, _), (two, _) = (sweep_with_threads(request, n, tmp_path / str(n)) for n in (1, 2))
     loss = [c for c in one.columns if c.startswith("loss_rel_err")]
@@ -142,7 +142,7 @@ def test_choosing_costs_no_torch_dynamo_import():
     plans with checked=True: the memory bound, built on the meta device, was computed by the sweep's own process)."""
     code = (
         "import sys, torch; from roundoff_analyzer.planning import config; from roundoff_analyzer.execution import "
-        "engine as sweep; sweep.plan(config.validate({'model': 'otflow', 'device': 'cpu'}), checked=True); "
+        "engine; engine.plan(config.validate({'model': 'otflow', 'device': 'cpu'}), checked=True); "
         "print('torch._dynamo' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
