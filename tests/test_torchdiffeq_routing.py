@@ -184,9 +184,9 @@ def test_torchdiffeqs_names_are_given_back_when_the_step_raises(tmp_path):
     assert torchdiffeq.odeint is function and defining.odeint is function and defining._check_inputs is checks
 
 
-def _alarm_at_line(k: int, files: set[str]):
-    """A trace function sending this process SIGALRM at the k-th line run in `files`, as a time limit's alarm lands
-    wherever the run is; and whether it was sent."""
+def _alarm_at_line(k: int, traced):
+    """A trace function sending this process SIGALRM at the k-th line run in the code `traced(code)` picks, as a time
+    limit's alarm lands wherever the run is; and whether it was sent."""
     seen, sent = 0, []
 
     def local(frame, event, arg):
@@ -198,34 +198,35 @@ def _alarm_at_line(k: int, files: set[str]):
                 os.kill(os.getpid(), signal.SIGALRM)
         return local
 
-    return (lambda frame, event, arg: local if frame.f_code.co_filename in files else None), sent
+    return (lambda frame, event, arg: local if traced(frame.f_code) else None), sent
 
 
-@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="a configuration's time limit is POSIX's SIGALRM")
-def test_an_alarm_at_any_line_of_the_routing_is_a_timeout_that_leaves_no_name_routed_and_no_alarm_held_back():
-    """A time limit's alarm that landed while torchdiffeq's names were being set or given back once left them routed
-    for every later run in the process (CI: 135 tests of other files failed). The alarm is sent at each line the
-    routing and the context managers around the step run, in turn, until a step runs through with none left."""
+def _odeblock_run() -> RunSpec:
     odenet = load_attribute("model", f"{FACTORY}:odenet", "a file")[2]
     problem = _seeded(lambda: odenet(batch=4, hidden=4))
     copies = ProblemCopies(problem)
-    run = RunSpec(
-        PreparedRun(problem.model, copies.batch, nullcontext), copies, LIBRARIES.get("native"), METHODS.get("euler"), 2
-    )
+    prepared = PreparedRun(problem.model, copies.batch, nullcontext)
+    return RunSpec(prepared, copies, LIBRARIES.get("native"), METHODS.get("euler"), 2)
+
+
+def _alarms_at_each_line(run: RunSpec, traced, rescan: bool = False, most: int | None = None) -> int:
+    """The run's step under a time limit, with the alarm sent at its first, second, ... traced line in turn, until a
+    step runs through with none left (or at `most` lines); after each, nothing may be left routed or held back. The
+    number of lines."""
     defining = sys.modules["torchdiffeq._impl.odeint"]
     models = sys.modules["odeblock_models"]
     originals = (torchdiffeq.odeint, torchdiffeq.odeint_adjoint, defining._check_inputs)
-    files = {torchdiffeq_routing.__file__, contextlib.__file__}
     outer = signal.signal(signal.SIGALRM, signal.SIG_IGN)  # an alarm still pending after the limit ends is dropped
     try:
-        for k in itertools.count(1):
-            trace, sent = _alarm_at_line(k, files)
-            odeint = ConfiguredOdeint(run)
+        for k in itertools.count(1) if most is None else range(1, most + 1):
+            trace, sent = _alarm_at_line(k, traced)
+            if rescan:
+                torchdiffeq_routing._scanned = (-1, [])  # the modules' globals looked through again, as after an import
             try:
                 with restored_torch_state(), time_limit(600):  # as every run of a sweep
                     sys.settrace(trace)
                     try:
-                        step_forward(run, odeint)
+                        step_forward(run, ConfiguredOdeint(run))
                     finally:
                         sys.settrace(None)
             except ConfigurationTimeout:
@@ -237,7 +238,32 @@ def test_an_alarm_at_any_line_of_the_routing_is_a_timeout_that_leaves_no_name_ro
             assert signal.SIGALRM not in signal.pthread_sigmask(signal.SIG_BLOCK, ()), k
             assert signal.SIGALRM not in signal.sigpending(), k
             if not sent:
-                break
+                return k - 1
     finally:
         signal.signal(signal.SIGALRM, outer)
-    assert k > 20  # the routing's lines were reached: it set the names, routed a solve and gave them back
+    return k
+
+
+POSIX_ALARM = pytest.mark.skipif(
+    not hasattr(signal, "pthread_sigmask"), reason="a configuration's time limit is POSIX's SIGALRM"
+)
+
+
+@POSIX_ALARM
+def test_an_alarm_at_any_line_of_the_routing_is_a_timeout_that_leaves_no_name_routed_and_no_alarm_held_back():
+    """A time limit's alarm that landed while torchdiffeq's names were being set or given back once left them routed
+    for every later run in the process (CI: 135 tests of other files failed). The alarm is sent at each line the
+    routing and the context managers around the step run, in turn (the scan of the modules, already done, apart)."""
+    run = _odeblock_run()
+    step_forward(run, ConfiguredOdeint(run))  # the modules scanned once, as in a sweep's every later run
+    files = {torchdiffeq_routing.__file__, contextlib.__file__}
+    lines = _alarms_at_each_line(run, lambda code: code.co_filename in files and code.co_name != "_scan")
+    assert lines > 20  # the routing's lines were reached: it set the names, routed a solve and gave them back
+
+
+@POSIX_ALARM
+def test_an_alarm_while_the_modules_are_scanned_is_a_timeout_not_an_error_swallowed_on_the_way():
+    """The scan of the modules' globals passes over what it cannot read with `except Exception`: an alarm landing
+    there was swallowed and the run went on past its limit. A timeout is no Exception, as KeyboardInterrupt is not."""
+    # The scan runs a few lines per loaded module: its first 40 land in its `try` a dozen times.
+    assert _alarms_at_each_line(_odeblock_run(), lambda code: code.co_name == "_scan", rescan=True, most=40) == 40

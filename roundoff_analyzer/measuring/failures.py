@@ -136,8 +136,10 @@ FAILURE_KINDS: dict[FailureClass, FailureKind] = {
 FAILURE_CLASSES = tuple(FailureClass)
 
 
-class ConfigurationTimeout(Exception):
-    """One configuration ran past its time limit."""
+class ConfigurationTimeout(BaseException):
+    """One configuration ran past its time limit. Raised wherever the run is when its alarm lands, so, like
+    KeyboardInterrupt, not an Exception: an `except Exception` on the way (the model's, a library's, this package's
+    own) would swallow it and the run would go on past its limit."""
 
 
 class ReferenceFailed(RuntimeError):
