@@ -29,7 +29,7 @@ import torch
 
 from ..axes.methods import METHODS, ExplicitRK
 from ..emulation import active_emulation
-from .field_tensors import LaterReachChecked, reached_tensors
+from .field_tensors import LaterReachChecked, Reached, reached_tensors
 from .overflow_stop import stop_if_overflowed
 from .scaler import AdjointScalerSlot, DynamicAdjointScaler
 from .step_magnitudes import SolveReport
@@ -96,8 +96,9 @@ def odeint(
     first_stage = None
     if params is None:
         own = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
-        params, first_stage, stepping, reached = _discovered(func, tableau, y0, t, own, stepping)
-        if reached is not None and stepping.later_reach_checked:
+        reached, stepping = _discovered(func, tableau, y0, t, own, stepping)
+        params, first_stage = reached.params, reached.first_stage
+        if stepping.later_reach_checked and first_stage is not None:  # None: not evaluated, no gradient asked for
             func = LaterReachChecked(func, reached)
     else:
         # Once each (a tensor listed twice would get its gradient twice), and only those that take one.
@@ -106,11 +107,11 @@ def odeint(
 
 
 def _discovered(func, tableau, y0, t, own, stepping: Stepping):
-    """(the tensors gradients reach, the first step's first stage, the stepping left to the solve, what the evaluation
-    found): the field evaluated once where the solve evaluates it first, after the first step's callback, as the solve
-    would call them. Without grad mode nothing is evaluated: no gradient is asked for."""
+    """(what the field's first evaluation found, the stepping left to the solve): the field evaluated once where the
+    solve evaluates it first, after the first step's callback, as the solve would call them. Without grad mode nothing
+    is evaluated (no gradient is asked for), and the callback is left to the solve."""
     if not torch.is_grad_enabled():
-        return own, None, stepping, None
+        return Reached(own, None), stepping
     t = t.detach()
     h = t[1] - t[0]
     h_value = float(h)
@@ -121,8 +122,7 @@ def _discovered(func, tableau, y0, t, own, stepping: Stepping):
     time = t[0] + tableau.c[0] * h_value
     if stepping.perturb:
         time = _next_float(time, math.copysign(1.0, h_value))
-    found = reached_tensors(func, time, y0, own)
-    return found.params, found.first_stage, stepping, found
+    return reached_tensors(func, time, y0, own), stepping
 
 
 def _after_the_first(callback: StepCallback) -> StepCallback:
