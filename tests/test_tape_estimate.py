@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import weakref
 from contextlib import nullcontext
 
 import pytest
@@ -40,30 +41,32 @@ def solve_and_backward(func, field: Field, y0, t, method: str, dtype: torch.dtyp
 
 
 def whole_tape_bytes(func, y0, t, method: str, dtype: torch.dtype | None) -> int:
-    """Every storage the solve saves for backward, each once: the independent count."""
-    seen: dict[int, int] = {}
+    """Every storage the tape holds once the solve is done, each once: the independent count. A saved tensor whose
+    node the solve dropped (torchdiffeq's `y.abs()` under autocast) is freed and not counted; storages still held
+    have distinct addresses."""
+    saved: list[tuple[weakref.ref, int, int]] = []
 
     def pack(tensor):
         storage = tensor.untyped_storage()
-        seen[storage.data_ptr()] = storage.nbytes()
+        saved.append((weakref.ref(tensor), storage.data_ptr(), storage.nbytes()))
         return tensor
 
     with (
         torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor),
         torch.autocast("cpu", dtype=dtype) if dtype else torch.autocast("cpu", enabled=False),
     ):
-        torchdiffeq.odeint(func, y0, t, method=method)
+        trajectory = torchdiffeq.odeint(func, y0, t, method=method)
     parameters = {p.untyped_storage().data_ptr() for p in func.parameters()}
-    return sum(size for pointer, size in seen.items() if pointer not in parameters)
+    held = {pointer: size for tensor, pointer, size in saved if tensor() is not None and pointer not in parameters}
+    del trajectory
+    return sum(held.values())
 
 
-# Under autocast both counts vary from run to run by up to about 15%: storages are told apart by their address, and
-# the allocator gives the address of a freed one to the next.
 @pytest.mark.parametrize(
-    ("method", "stages", "dtype", "within"),
-    [("rk4", 4, None, 0.02), ("euler", 1, None, 0.02), ("rk4", 4, torch.bfloat16, 0.25)],
+    ("method", "stages", "dtype"),
+    [("rk4", 4, None), ("euler", 1, None), ("rk4", 4, torch.bfloat16), ("rk4", 4, torch.float16)],
 )
-def test_the_estimate_is_the_whole_tape_and_the_watch_changes_nothing(method, stages, dtype, within):
+def test_the_estimate_is_the_whole_tape_and_the_watch_changes_nothing(method, stages, dtype):
     torch.manual_seed(0)
     field, y0, n_steps = Field(), torch.randn(BATCH, STATE), 40
     t = torch.linspace(0, 1, n_steps + 1)
@@ -75,7 +78,7 @@ def test_the_estimate_is_the_whole_tape_and_the_watch_changes_nothing(method, st
     whole = whole_tape_bytes(field, y0, t, method, dtype)
     # Within the tolerance, and the weights, which the estimate counts once and the independent count leaves out.
     weights = sum(p.numel() * p.element_size() for p in field.parameters())
-    assert abs(watch.estimate - whole) <= within * whole + weights
+    assert abs(watch.estimate - whole) <= 0.02 * whole + weights
 
 
 @pytest.mark.unit

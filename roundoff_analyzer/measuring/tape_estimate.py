@@ -4,8 +4,9 @@ float64 reference whose tape cannot fit, solved again with its field recomputed 
 A library that differentiates through its steps (torchdiffeq without the adjoint) keeps every stage's activations
 until the backward: the tape grows by the same bytes each step. What the solve saves for backward (the field's
 activations and the solver's combinations of stages) is counted through torch.autograd.graph.saved_tensors_hooks
-over its first steps, each storage once: what the last of them adds is the growth per step (what an earlier one
-saved and a later one reuses, the weights and their autocast copies, is kept once). What the steps so far saved plus
+over its first steps, each storage the tape still holds once (what a node the solve dropped saved is freed with it):
+what the last of them adds is the growth per step (what an earlier one saved and a later one reuses, the weights and
+their autocast copies, is kept once). What the steps so far saved plus
 the growth times the steps to come is the estimate; over the memory the device has left, the solve stops at the
 start of the next step with a `TapeTooLarge`, which the row records as `oom` with the estimate and the limit. Only
 the first WATCHED_STEPS steps are watched, so the rest of the solve runs as it would without the watch. A solver
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import resource
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -87,7 +89,10 @@ class TapeWatch(torch.nn.Module):
         self.calls = 0
         self.estimate = kept_before  # bytes the whole solve keeps for backward, with what earlier solves keep
         self.step_bytes = 0  # the growth per step, from the last step measured
-        self._storages: list[dict[int, int]] = [{} for _ in range(WATCHED_STEPS)]  # each step's, each storage once
+        # Each step's saved tensors: their storage's address and size, and the tensor the tape holds, which dies with
+        # the tape's node: a node whose output the solve drops (torchdiffeq's `y.abs()` for a dtype) frees what it
+        # saved at once, and the allocator may hand its address to a tensor saved later.
+        self._saved: list[list[tuple[int, int, weakref.ref[torch.Tensor]]]] = [[] for _ in range(WATCHED_STEPS)]
         self._hooks: torch.autograd.graph.saved_tensors_hooks | None = None
 
     def forward(self, t, y):
@@ -109,19 +114,21 @@ class TapeWatch(torch.nn.Module):
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
         step = min(max(self.calls - 1, 0) // self.budget.evals_per_step, WATCHED_STEPS - 1)
         storage = tensor.untyped_storage()
-        self._storages[step].setdefault(storage.data_ptr(), storage.nbytes())
         # A detached view: the saved tensor itself would tie a saved output to its own graph node (a cycle).
-        return tensor.detach()
+        packed = tensor.detach()
+        self._saved[step].append((storage.data_ptr(), storage.nbytes(), weakref.ref(packed)))
+        return packed
 
     def _measure(self, steps_done: int) -> None:
-        """The estimate after `steps_done` steps: what they saved, and the last one's new storages for each step
-        still to come."""
+        """The estimate after `steps_done` steps: what they saved and the tape still holds, and the last one's new
+        storages for each step still to come."""
         seen: set[int] = set()
         saved = 0
-        for storages in self._storages[:steps_done]:
-            self.step_bytes = sum(size for pointer, size in storages.items() if pointer not in seen)
+        for step_saved in self._saved[:steps_done]:
+            held = {pointer: size for pointer, size, packed in step_saved if packed() is not None}
+            self.step_bytes = sum(size for pointer, size in held.items() if pointer not in seen)
             saved += self.step_bytes
-            seen.update(storages)
+            seen.update(held)
         self.estimate = self.kept_before + saved + self.step_bytes * (self.budget.n_steps - steps_done)
         if steps_done == WATCHED_STEPS:
             self._stop_watching()
