@@ -5,7 +5,7 @@ backward of the mean square of the final state, for each size:
   - time: median of fwd+bwd over --repeats runs, the setups interleaved round-robin in one process
     (so that a busy machine slows all of them alike), and native / torchdiffeq at equal dtype;
   - saved for backward: bytes packed through torch.autograd.graph.saved_tensors_hooks during the
-    forward, each storage once, parameters, y0 and t left out;
+    forward and still held by the tape at its end, each storage once, parameters, y0 and t left out;
   - peak: the most memory allocated at once during forward + backward, beyond what was allocated
     before: torch.cuda.max_memory_allocated on a GPU; on the CPU, the CPU allocator's own events as
     torch.profiler reports them (roundoff_analyzer/measuring/cpu_memory.py), in an extra, untimed run.
@@ -38,6 +38,7 @@ import random
 import statistics
 import sys
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,18 +150,19 @@ def forward_backward(setup: Setup, func, y0, t, method) -> None:
 def saved_bytes(setup: Setup, func, y0, t, method) -> int:
     y0 = y0.detach().requires_grad_(True)
     excluded = {x.untyped_storage().data_ptr() for x in (y0, t, *func.parameters())}
-    seen: dict[int, int] = {}
+    saved: list[tuple[weakref.ref, int, int]] = []
 
     def pack(tensor):
         storage = tensor.untyped_storage()
-        if storage.data_ptr() not in excluded:
-            seen[storage.data_ptr()] = storage.nbytes()
+        saved.append((weakref.ref(tensor), storage.data_ptr(), storage.nbytes()))
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         trajectory = forward(setup, func, y0, t, method)
+    # What the tape still holds: a node the solve dropped freed what it saved, and its address may be another's since.
+    held = {pointer: size for tensor, pointer, size in saved if tensor() is not None and pointer not in excluded}
     del trajectory
-    return sum(seen.values())
+    return sum(held.values())
 
 
 def peak_bytes(setup: Setup, func, y0, t, method) -> int:
