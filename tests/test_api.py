@@ -117,6 +117,28 @@ def test_the_answers_code_for_a_built_in_model_runs_as_handed_from_the_problem_t
         torch.set_num_threads(threads)
 
 
+def test_a_torchdiffeq_answers_code_for_a_built_in_model_imports_the_odeint_it_calls(tmp_path):
+    """The code builds its model itself, so nothing else in the user's script imports torchdiffeq for it."""
+    result = ra.sweep(
+        model="otflow",
+        options={"d": 3, "hidden": 8, "batch": 16},
+        timesteps=[4, 16],
+        library="torchdiffeq",
+        dtype="float16",
+        scaling="none",
+        out=tmp_path / "sweep",
+    )
+    code = result.answers["float16"]["code"]
+    assert code and "from torchdiffeq import odeint\n" in code, result.answers
+    handed: dict = {}
+    threads = torch.get_num_threads()
+    try:
+        exec(code, handed)  # noqa: S102 - the code the report hands a user, run as they would
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.isfinite(handed["loss"])
+
+
 def test_model_gives_a_trainings_batches_loads_a_checkpoint_and_refuses_bad_options_in_one_line(tmp_path):
     options = {"d": 3, "hidden": 8, "batch": 16}
     problem = ra.model("otflow", **options)

@@ -54,7 +54,7 @@ def code_lines(
             + ", as measured"
         )
     lines = [
-        *measured.around(library_imports(a, step=False)),
+        *measured.around(library_imports(a, step=False, whole_script=bool(measured.lines))),
         *before_loop(a, "func", dtype, device_type),
         "for y0 in batches:",
     ]

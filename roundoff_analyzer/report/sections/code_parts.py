@@ -15,9 +15,11 @@ def scaling_imports(a: answer.Answer) -> list[str]:
     return list(formatting.scaling_code(a.scaling).imports)
 
 
-def library_imports(a: answer.Answer, step: bool) -> list[str]:
+def library_imports(a: answer.Answer, step: bool, whole_script: bool = False) -> list[str]:
     """The import lines of answer `a`'s code: its library's `import_line` and its scaling's imports; for a training
-    step (`step`), also `equal_steps`, and torchdiffeq's `odeint` where the library's line keeps the script's."""
+    step (`step`), also `equal_steps`. torchdiffeq's `odeint` where the library's line keeps the script's and the
+    code is a script of its own (a step's, or `whole_script`: a built-in model's, which builds its model itself);
+    in a user's script that solves with torchdiffeq, the import is there already."""
     lines = ["import roundoff_analyzer"] if a.kept is not None else []
     import_line = formatting.library_import_line(a.library)
     if step and formatting.library_member(a.library, "native_solver"):
@@ -25,8 +27,8 @@ def library_imports(a: answer.Answer, step: bool) -> list[str]:
     elif step:
         lines.append("from roundoff_analyzer.solvers import equal_steps  # a grid_constructor: n equal steps per solve")
         lines.append(import_line or "from torchdiffeq import odeint")
-    elif import_line is not None:
-        lines.append(import_line)
+    elif import_line is not None or whole_script:
+        lines.append(import_line or "from torchdiffeq import odeint")
     return lines + scaling_imports(a)
 
 
