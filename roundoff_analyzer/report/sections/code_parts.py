@@ -17,17 +17,17 @@ def scaling_imports(a: answer.Answer) -> list[str]:
 
 def library_imports(a: answer.Answer, step: bool, whole_script: bool = False) -> list[str]:
     """The import lines of answer `a`'s code: its library's `import_line` and its scaling's imports; for a training
-    step (`step`), also `equal_steps`. torchdiffeq's `odeint` where the library's line keeps the script's and the
-    code is a script of its own (a step's, or `whole_script`: a built-in model's, which builds its model itself);
-    in a user's script that solves with torchdiffeq, the import is there already."""
+    step (`step`), also `equal_steps`. Where the library's line keeps the script's torchdiffeq import, that import
+    is written when the code is a script of its own (a step's, or `whole_script`: a built-in model's, which builds
+    its model itself); a user's script that solves with torchdiffeq has it already."""
     lines = ["import roundoff_analyzer"] if a.kept is not None else []
     import_line = formatting.library_import_line(a.library)
     if step and formatting.library_member(a.library, "native_solver"):
         lines.append("from roundoff_analyzer.solvers import equal_steps, odeint  # in place of torchdiffeq's odeint")
-    elif step:
+        return lines + scaling_imports(a)
+    if step:
         lines.append("from roundoff_analyzer.solvers import equal_steps  # a grid_constructor: n equal steps per solve")
-        lines.append(import_line or "from torchdiffeq import odeint")
-    elif import_line is not None or whole_script:
+    if import_line is not None or step or whole_script:
         lines.append(import_line or "from torchdiffeq import odeint")
     return lines + scaling_imports(a)
 
