@@ -62,9 +62,11 @@ def check(
         help="Compare even when the manifests' setups (model, options, data, checkpoint, device, scaler) differ.",
     ),
 ) -> None:
-    """Compare a sweep with a baseline, configuration by configuration: exit 0 if nothing regressed, 1 if something did.
+    """Compare a sweep with a baseline, configuration by configuration: exit 0 if nothing regressed, 1 if something did
+    or a float64 reference moved.
 
     A regression: a configuration that was ok and now fails, is skipped or is missing, or an error
-    (sol, final, loss, grad_y0, grad_params) above FACTOR x baseline + FLOOR x u.
+    (sol, final, loss, grad_y0, grad_params) above FACTOR x baseline + FLOOR x u. A reference moved: its
+    norms or its distance from the fine reference changed; its errors are then not compared.
     """
     check_command(CheckRequest(**locals()))  # the arguments and options as given, by name

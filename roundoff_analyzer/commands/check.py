@@ -18,7 +18,13 @@ if TYPE_CHECKING:  # pandas and torch: imported when the command runs
     from ..judging.check import Comparison
 
 EXIT_REGRESSION = 1
-VERDICT_STYLE = {"regression": "red", "improvement": "green", "new": "cyan", "missing": "yellow"}
+VERDICT_STYLE = {
+    "regression": "red",
+    "reference moved": "magenta",
+    "improvement": "green",
+    "new": "cyan",
+    "missing": "yellow",
+}
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,10 @@ def check_command(request: CheckRequest) -> None:
         console.print(f"JUnit XML: {printable(request.junit)}", highlight=False, markup=False)
     if request.update_baseline:
         if comparison.regressed:
-            console.print("baseline not updated: a baseline is not updated over a regression", highlight=False)
+            console.print(
+                "baseline not updated: a baseline is not updated over a regression or a moved reference",
+                highlight=False,
+            )
         else:
             written = replace_with(request.baseline, request.results)
             wrote = ", ".join(printable(p) for p in written)

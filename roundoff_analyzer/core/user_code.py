@@ -32,6 +32,9 @@ _RAN: dict[Path, str] = {}
 # beside it), with their files' sha256 then, by the file's resolved path: one whose file changed since is imported
 # afresh when the file runs again, as a new process would import it.
 _BESIDE: dict[Path, dict[str, str]] = {}
+# The modules a user's file or module brought into sys.modules when it last ran, by its resolved path: where
+# user_files.py starts looking (those a second run finds imported already, it reaches from the module's globals).
+_BROUGHT: dict[Path, set[str]] = {}
 
 
 def quit_line(what: str, exc: SystemExit) -> str:
@@ -170,6 +173,7 @@ def _import(what: str, module_name: str, forms: str) -> ModuleType:
     loaded = sys.modules.get(module_name)
     again = loaded is not None and _edited_since_run(loaded)
     importing = f"importing {module_name}" + (" again (its file changed since this process ran it)" if again else "")
+    before = set(sys.modules)
     try:
         with _own_argv(module_name):
             module = importlib.reload(loaded) if again and loaded is not None else importlib.import_module(module_name)
@@ -182,11 +186,38 @@ def _import(what: str, module_name: str, forms: str) -> ModuleType:
         raise InputError(f"{what}: {importing} raised {one_line(exc)}{restart}") from None
     file = _file_of(module)
     if file is not None:
+        _note_brought(file, before, module_name)
         try:
             _RAN[file] = _sha256(file)
         except OSError:
             _RAN.pop(file, None)
     return module
+
+
+def _note_brought(file: Path, before: set[str], own_name: str) -> None:
+    _BROUGHT[file] = set(sys.modules) - before - {own_name}
+
+
+def loaded_modules(spec: str) -> list[ModuleType]:
+    """The module `spec`'s object was loaded from, first, then those its loading brought into sys.modules (empty where
+    it is not loaded): where the search for the files of the user's code starts (user_files.py)."""
+    target = spec.rpartition(":")[0]
+    if _is_file_spec(target):
+        module = sys.modules.get(f"{_FILE_MODULE_PREFIX}{Path(target).stem}")
+        if module is None or _file_of(module) != Path(target).resolve():
+            return []
+    else:
+        module = sys.modules.get(target)
+        if module is None:
+            return []
+    file = _file_of(module)
+    brought = sorted(_BROUGHT.get(file, set())) if file is not None else []
+    return [module, *(m for m in (sys.modules.get(name) for name in brought) if isinstance(m, ModuleType))]
+
+
+def ran_sha256(file: Path) -> str | None:
+    """The sha256 of the source this process ran of the user's `file` (resolved), where it loaded it itself."""
+    return _RAN.get(file)
 
 
 def _file_of(module: ModuleType) -> Path | None:
@@ -281,6 +312,7 @@ def _load_file(what: str, path: Path) -> ModuleType:
         raise InputError(f"{what}: running {path} raised {one_line(exc)}") from None
     finally:
         _BESIDE[resolved] = unchanged | _imported_beside(resolved.parent, before)
+    _note_brought(resolved, before, module_name)
     _RAN[resolved] = hashlib.sha256(source).hexdigest()
     return module
 

@@ -4,8 +4,9 @@ A configuration regresses when it was `ok` in the baseline and now fails, is ski
 or when one of its errors grew beyond the tolerance `factor * baseline + floor_u * u` (u: the
 dtype's unit roundoff). It improves when it was not `ok` and now is, or when an error shrank beyond
 the same tolerance read the other way (`baseline > factor * new + floor_u * u`). Where the float64 reference its errors
-are measured against moved (yardstick_check.py), the configuration regresses with the reference named as the cause,
-and its errors are not compared.
+are measured against moved (yardstick_check.py: its distance from the fine reference, or its own norms), its verdict
+is "reference moved", with the reference named as the cause: its errors are said, not compared (against a moved
+reference they are neither better nor worse), and, like a regression, it fails the check.
 """
 
 from __future__ import annotations
@@ -18,25 +19,34 @@ import pandas as pd
 
 from ..axes.grid import CONFIG_COLUMNS, Configuration
 from ..core.errors import InputError
-from ..measuring.columns import ERROR_METRICS
+from ..measuring.columns import ERROR_METRICS, REFERENCE_NORM_COLUMNS
 from ..measuring.outcomes import Status
 from ..storage.older_tables import with_axis_defaults
 from .check_defaults import DEFAULT_FACTOR, DEFAULT_FLOOR_U
-from .yardstick_check import DISC_COLUMNS, YARDSTICK_COLUMNS, fine_reference_changes, reference_changes, yardstick_lines
+from .yardstick_check import (
+    DISC_COLUMNS,
+    YARDSTICK_COLUMNS,
+    fine_reference_changes,
+    norm_changes,
+    reference_changes,
+    yardstick_lines,
+)
 
 REQUIRED_COLUMNS = (*CONFIG_COLUMNS, "status", "unit_roundoff", *ERROR_METRICS)
-OPTIONAL_COLUMNS = ("failure_class", *YARDSTICK_COLUMNS)
+OPTIONAL_COLUMNS = ("failure_class", *YARDSTICK_COLUMNS, *REFERENCE_NORM_COLUMNS)
 
-# One verdict per configuration. Only "regression" fails the check.
-REGRESSION, IMPROVEMENT, NEW, MISSING, UNCHANGED, SKIPPED = (
+# One verdict per configuration. "regression" and "reference moved" fail the check.
+REGRESSION, REFERENCE_MOVED, IMPROVEMENT, NEW, MISSING, UNCHANGED, SKIPPED = (
     "regression",
+    "reference moved",
     "improvement",
     "new",
     "missing",
     "unchanged",
     "skipped",
 )
-VERDICTS = (REGRESSION, IMPROVEMENT, NEW, MISSING, UNCHANGED, SKIPPED)
+VERDICTS = (REGRESSION, REFERENCE_MOVED, IMPROVEMENT, NEW, MISSING, UNCHANGED, SKIPPED)
+FAILING = (REGRESSION, REFERENCE_MOVED)
 
 
 @dataclass(frozen=True)
@@ -104,7 +114,8 @@ class Comparison:
     `label`, `presence` (both, new only, baseline only), `status_new` and `status_baseline` (empty
     where the configuration is absent), `verdict` and `reasons` (what changed, in words; empty when nothing did).
     `metrics`: one row per (configuration, metric) compared, with `baseline`, `new`, `allowed`, `ratio`
-    (new / baseline) and `verdict`; where a configuration's reference moved, its `disc_*` that moved instead.
+    (new / baseline) and `verdict`; where a configuration's reference moved, its `disc_*` and `reference_*_norm` that
+    moved instead.
     `yardsticks`: one line per reference that moved (the fine reference, each library's float64 references).
     """
 
@@ -118,7 +129,8 @@ class Comparison:
 
     @property
     def regressed(self) -> bool:
-        return bool((self.configurations["verdict"] == REGRESSION).any())
+        """Whether the check fails: a configuration regressed, or its reference moved."""
+        return bool(self.configurations["verdict"].isin(FAILING).any())
 
     def counts(self) -> dict[str, int]:
         found = self.configurations["verdict"].value_counts()
@@ -209,7 +221,9 @@ def compare(
     )
     metric_columns = [*CONFIG_COLUMNS, "metric", "baseline", "new", "allowed", "ratio", "verdict"]
     compared = pd.DataFrame(metric_rows, columns=metric_columns)
-    moved = compared[compared["metric"].isin(DISC_COLUMNS)].drop_duplicates(list(CONFIG_COLUMNS))
+    moved = compared[compared["metric"].isin([*DISC_COLUMNS, *REFERENCE_NORM_COLUMNS])].drop_duplicates(
+        list(CONFIG_COLUMNS)
+    )
     return Comparison(configurations, compared, tolerances, yardstick_lines(new, baseline, moved))
 
 
@@ -281,16 +295,17 @@ def _judge(record: dict, tolerances: Tolerances, cause: str) -> tuple[str, list[
         return IMPROVEMENT, [change], []
     if was != Status.OK:
         return (SKIPPED if was == now == Status.SKIPPED else UNCHANGED), [change], []
-    moved = reference_changes(record, _number)
+    norms = norm_changes(record, _number)
+    moved = norms + reference_changes(record, _number)
     if moved:
-        return _reference_moved(record, tolerances, cause, moved)
+        return _reference_moved(record, tolerances, "its float64 reference" if norms else cause, moved)
     return _judge_errors(record, tolerances)
 
 
 def _reference_moved(
     record: dict, tolerances: Tolerances, cause: str, moved: list[tuple[str, float, float]]
 ) -> tuple[str, list[str], list[dict]]:
-    """Both sides ok, the reference moved: a regression naming it, the errors' changes said but not judged."""
+    """Both sides ok, the reference moved: its own verdict naming it, the errors' changes said but not judged."""
     u = _number(record["unit_roundoff_new"]) or _number(record["unit_roundoff_baseline"]) or 0.0
     shifted = []
     for metric in ERROR_METRICS:
@@ -299,8 +314,7 @@ def _reference_moved(
             tolerance = tolerances[metric]
             if after > tolerance.allowed(before, u) or before > tolerance.allowed(after, u):
                 shifted.append(f"{metric} {_change(before, after)}")
-    # A yardstick's movement to four digits: the smallest it counts is 0.1%.
-    changes = "; ".join(f"{column} {_change(before, after, 4)}" for column, before, after in moved)
+    changes = "; ".join(_moved(column, before, after) for column, before, after in moved)
     reason = f"{cause} changed ({changes}): its errors are not compared with the baseline's" + (
         f" (they moved with it: {'; '.join(shifted)})" if shifted else ""
     )
@@ -311,11 +325,11 @@ def _reference_moved(
             "new": after,
             "allowed": None,
             "ratio": after / before if before > 0 else None,
-            "verdict": REGRESSION,
+            "verdict": REFERENCE_MOVED,
         }
         for column, before, after in moved
     ]
-    return REGRESSION, [reason], metrics
+    return REFERENCE_MOVED, [reason], metrics
 
 
 def _judge_errors(record: dict, tolerances: Tolerances) -> tuple[str, list[str], list[dict]]:
@@ -348,6 +362,15 @@ def _judge_errors(record: dict, tolerances: Tolerances) -> tuple[str, list[str],
     if reasons[IMPROVEMENT]:
         return IMPROVEMENT, reasons[IMPROVEMENT], metrics
     return UNCHANGED, [], metrics
+
+
+def _moved(column: str, before: float, after: float) -> str:
+    """A yardstick's movement: a `disc_*` to four digits (the smallest it counts is 0.1%), a norm with its relative
+    change (the smallest it counts is NORM_RTOL)."""
+    if column not in REFERENCE_NORM_COLUMNS:
+        return f"{column} {_change(before, after, 4)}"
+    relative = f" ({(after - before) / before:+.2g} of itself)" if before and math.isfinite(after) else ""
+    return f"{column} {before:.7g} -> {after:.7g}{relative}"
 
 
 def _change(before: float, after: float, digits: int = 3) -> str:

@@ -8,11 +8,12 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 from tabulate import tabulate
 
-from .check import IMPROVEMENT, MISSING, NEW, REGRESSION, SKIPPED, Comparison
+from .check import IMPROVEMENT, MISSING, NEW, REFERENCE_MOVED, REGRESSION, SKIPPED, Comparison
 
 # The verdicts a reader is shown, in this order, each under its own heading.
 REPORTED = (
     (REGRESSION, "Regressions"),
+    (REFERENCE_MOVED, "References moved"),
     (IMPROVEMENT, "Improvements"),
     (NEW, "New configurations"),
     (MISSING, "Missing configurations"),
@@ -21,8 +22,12 @@ SUITE = "roundoff check"
 
 
 def headline(comparison: Comparison) -> str:
-    regressions = comparison.counts()[REGRESSION]
-    return f"failed: {regressions} regression{'s' if regressions != 1 else ''}" if regressions else "passed"
+    counts = comparison.counts()
+    regressions, moved = counts[REGRESSION], counts[REFERENCE_MOVED]
+    failed = ([f"{regressions} regression{'s' if regressions != 1 else ''}"] if regressions else []) + (
+        [f"{moved} reference{'s' if moved != 1 else ''} moved"] if moved else []
+    )
+    return f"failed: {', '.join(failed)}" if failed else "passed"
 
 
 def configuration_name(row) -> str:
@@ -63,7 +68,7 @@ def junit_xml(comparison: Comparison) -> ET.ElementTree:
     attributes = {
         "name": SUITE,
         "tests": str(len(comparison.configurations)),
-        "failures": str(counts[REGRESSION]),
+        "failures": str(counts[REGRESSION] + counts[REFERENCE_MOVED]),
         "errors": "0",
         "skipped": str(skipped),
     }
@@ -71,8 +76,8 @@ def junit_xml(comparison: Comparison) -> ET.ElementTree:
     suite = ET.SubElement(root, "testsuite", attributes)
     for _, row in comparison.configurations.iterrows():
         case = ET.SubElement(suite, "testcase", {"classname": _classname(row), "name": row["label"]})
-        if row["verdict"] == REGRESSION:
-            ET.SubElement(case, "failure", {"message": row["reasons"], "type": REGRESSION}).text = row["reasons"]
+        if row["verdict"] in (REGRESSION, REFERENCE_MOVED):
+            ET.SubElement(case, "failure", {"message": row["reasons"], "type": row["verdict"]}).text = row["reasons"]
         elif row["verdict"] in (SKIPPED, MISSING):
             ET.SubElement(case, "skipped", {"message": row["reasons"]})
         elif row["reasons"]:

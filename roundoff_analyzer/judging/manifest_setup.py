@@ -44,25 +44,42 @@ def read_setup(path: Path) -> dict[str, Any] | None:
 
 
 def changed_code(results: Path, baseline: Path) -> str | None:
-    """One line naming the user's code (a `file.py:factory` model, a `--library file.py:object` plug-in) whose file
-    differs between the two sweeps, by the SHA-256 each manifest recorded (None when none does): the same name then
-    ran other code, which a comparison of the errors should say. An unreadable manifest is an InputError."""
-    new, old = _user_code(results), _user_code(baseline)
-    changed = [spec for spec in new if spec in old and new[spec] != old[spec]]
-    if not changed:
-        return None
-    files = "; ".join(
-        f"{spec} (sha256 {_short(new[spec])} now, {_short(old[spec])} in the baseline)" for spec in changed
-    )
-    return f"the code differs from the baseline's: {files}; the errors are compared across that change"
+    """One line naming the user's code whose files differ between the two sweeps, by the SHA-256 each manifest
+    recorded (None when none does): a spec's own file (a `file.py:factory` model, a `--library file.py:object`
+    plug-in), and each other file its loading brought in (`settings.user_files`), changed, added or removed. The same
+    name then ran other code, which a comparison of the errors should say. An unreadable manifest is an InputError."""
+    new, old = _settings(results), _settings(baseline)
+    new_code, old_code = _mapping(new.get("user_code")), _mapping(old.get("user_code"))
+    changed = [spec for spec in new_code if spec in old_code and new_code[spec] != old_code[spec]]
+    said = [
+        f"{spec} (sha256 {_short(new_code[spec])} now, {_short(old_code[spec])} in the baseline)" for spec in changed
+    ]
+    new_files, old_files = new.get("user_files"), old.get("user_files")
+    unrecorded = None
+    if isinstance(new_files, dict) and isinstance(old_files, dict):
+        said += [f"{printable(path)} {how}" for path, how in file_changes(new_files, old_files)]
+    elif isinstance(new_files, dict) and new_files and old_code:  # the baseline's version recorded the specs' own
+        unrecorded = (
+            f"the baseline did not record the other files its code imported ({printable(', '.join(new_files))}): "
+            "they were not compared"
+        )
+    differs = f"the code differs from the baseline's: {'; '.join(said)}; the errors are compared across that change"
+    return "; ".join(([differs] if said else []) + ([unrecorded] if unrecorded else [])) or None
 
 
-def _user_code(path: Path) -> dict[str, Any]:
+def file_changes(new: dict[str, Any], old: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path, "changed"/"added"/"removed") for each file whose digest differs between two `user_files` records."""
+    found = [(path, "changed") for path in new if path in old and new[path] != old[path]]
+    found += [(path, "added") for path in new if path not in old]
+    return found + [(path, "removed") for path in old if path not in new]
+
+
+def _settings(path: Path) -> dict[str, Any]:
     manifest_path = manifest_of(path)
     if manifest_path is None:
         return {}
     manifest = read_manifest(manifest_path, "the setups cannot be compared")
-    return _mapping(_mapping(manifest.get("settings")).get("user_code"))
+    return _mapping(manifest.get("settings"))
 
 
 def _short(digest: Any) -> str:

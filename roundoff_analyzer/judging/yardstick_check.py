@@ -8,6 +8,11 @@ sweeps of one setup it does not move (float64 on both sides; between AVX-512 and
 REFERENCE_FACTOR names the reference as what changed, and the errors measured against it are not compared. The fine
 reference's own error and its observed order of convergence (`fine_ref_*`, one per sweep) are compared the same way:
 where they moved, every `disc_*` did.
+
+A reference that moved with the fine reference (a head computed in float16 in every precision, float64's included)
+can keep its distance from it: so each reference's own norms are compared too (`reference_*_norm`, measured in the
+same configurations on both sides), with a relative tolerance, not bit equality: recomputed on another CPU, a float64
+solve differs in its last bits.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import math
 
 import pandas as pd
 
+from ..measuring.columns import REFERENCE_NORM_COLUMNS
 from ..measuring.yardsticks import DISC_METRICS, disc_column
 
 # How far a float64 yardstick may move before it counts as changed: 70 times the largest movement between CPUs (a
@@ -31,6 +37,11 @@ FINE_COLUMNS = (
     ("fine_ref_grad_params_rel_err", "own error in the parameter gradient"),
 )
 YARDSTICK_COLUMNS = (*DISC_COLUMNS, *(column for column, _ in FINE_COLUMNS))
+# How far a float64 reference's norm may move, relative to the larger, before the reference counts as moved. Between
+# AVX-512 and scalar kernels the CI grid's norms moved by at most 1.2e-8 (the inputs are made in float32); a model file
+# whose head rounds to float16 in every precision moved a tiny field's norms by 1.2e-6 to 4.9e-5, the largest of each
+# configuration's four by 6.2e-6 or more (docs/ci.md): 25 times the one, a twentieth of the other.
+NORM_RTOL = 3e-7
 
 
 def moved(before: float | None, after: float | None) -> bool:
@@ -50,6 +61,39 @@ def reference_changes(record: dict, number) -> list[tuple[str, float, float]]:
         if before is not None and after is not None and moved(before, after):
             found.append((column, before, after))
     return found
+
+
+def norm_changes(record: dict, number) -> list[tuple[str, float, float]]:
+    """The reference norms of one configuration (a merged record with `_new` and `_baseline` columns) that moved by
+    more than NORM_RTOL of the larger: (column, baseline, new). A norm finite on one side only moved."""
+    found = []
+    for column in REFERENCE_NORM_COLUMNS:
+        before, after = number(record.get(f"{column}_baseline")), number(record.get(f"{column}_new"))
+        if before is None or after is None:
+            continue
+        if math.isfinite(before) and math.isfinite(after):
+            if abs(after - before) > NORM_RTOL * max(abs(before), abs(after)):
+                found.append((column, before, after))
+        elif math.isfinite(before) or math.isfinite(after):
+            found.append((column, before, after))
+    return found
+
+
+def unrecorded_norms(new: pd.DataFrame, baseline: pd.DataFrame) -> str | None:
+    """A line where the new results recorded their references' norms and the baseline did not (a table from before
+    them): its references are then compared by their distance from the fine reference alone, where it has one."""
+    if not _recorded(new) or _recorded(baseline):
+        return None
+    compared = "their distances from the fine reference (disc_*)" if any(c in baseline for c in DISC_COLUMNS) else ""
+    return (
+        "the baseline did not record its float64 references' norms (written before roundoff-analyzer recorded "
+        f"them): {'only ' + compared + ' were compared' if compared else 'the references were not compared'}; "
+        "sweep the baseline again to compare them"
+    )
+
+
+def _recorded(table: pd.DataFrame) -> bool:
+    return any(column in table and table[column].notna().any() for column in REFERENCE_NORM_COLUMNS)
 
 
 def fine_reference_changes(new: pd.DataFrame, baseline: pd.DataFrame) -> list[str]:
@@ -79,8 +123,9 @@ def growing_with_n(table: pd.DataFrame, library: str) -> list[str]:
 
 
 def yardstick_lines(new: pd.DataFrame, baseline: pd.DataFrame, changed: pd.DataFrame) -> list[str]:
-    """One line for a fine reference that moved, and one per library whose float64 references moved (`changed`: the
-    configurations whose `disc_*` moved, with their library), with where their discretisation error now grows."""
+    """One line for a fine reference that moved, one per library whose float64 references moved (`changed`: the
+    configurations whose `disc_*` or reference norms moved, with their library, method, n_timesteps and checkpoint),
+    with where their discretisation error now grows, and one where the baseline recorded no reference norms."""
     lines = []
     fine = fine_reference_changes(new, baseline)
     if fine:
@@ -90,13 +135,17 @@ def yardstick_lines(new: pd.DataFrame, baseline: pd.DataFrame, changed: pd.DataF
         )
     for library, rows in changed.groupby("library", sort=False):
         grows = growing_with_n(new, str(library))
+        # Configurations of one method, n_timesteps and checkpoint share one reference (measuring/references.py).
+        shared = len(rows.drop_duplicates(["method", "n_timesteps", "checkpoint"]))
         lines.append(
             f"the float64 reference of {library} changed in {len(rows)} configuration{'s' if len(rows) != 1 else ''}"
+            + (f" ({shared} reference{'s' if shared != 1 else ''})" if shared != len(rows) else "")
             + (f"; its discretisation error now grows with n_timesteps ({'; '.join(grows)})" if grows else "")
             + ": the errors measured against it are not compared with the baseline's; "
-            "a change that moves the reference is a regression until the baseline is swept again"
+            "a change that moves the reference fails the check until the baseline is swept again"
         )
-    return lines
+    unrecorded = unrecorded_norms(new, baseline)
+    return lines + ([unrecorded] if unrecorded else [])
 
 
 def _one(table: pd.DataFrame, column: str) -> float | None:

@@ -21,6 +21,14 @@ STEP_COLUMNS = (
 # Where modules were kept in float32: the share of the field's operations the kept part ran, and the share computed in
 # the low dtype (measuring/kept_share.py).
 KEPT_SHARE_COLUMNS = ("kept_op_share", "low_dtype_op_share")
+# The float64 reference's own size, per quantity the errors compare (the final state's is the solution's): what
+# `check` compares to see a reference that moved (judging/yardstick_check.py), which the errors against it cannot show.
+REFERENCE_NORM_COLUMNS = (
+    "reference_sol_norm",
+    "reference_loss_norm",
+    "reference_grad_y0_norm",
+    "reference_grad_params_norm",
+)
 # The per-module table (measuring/module_hooks.py): the row of the vector field as a whole, and a row's measurement
 # where every call's local error was recomputed.
 VECTOR_FIELD = "(vector field)"

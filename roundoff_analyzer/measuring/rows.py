@@ -19,7 +19,7 @@ from ..axes.modes import ProblemCopies
 from ..axes.roundings import ROUNDINGS
 from ..solvers import SolveReport
 from . import failures, metrics
-from .columns import ERROR_METRICS, SIG_DIGITS, STEP_COLUMNS
+from .columns import ERROR_METRICS, REFERENCE_NORM_COLUMNS, SIG_DIGITS, STEP_COLUMNS
 from .environment_columns import environment_columns
 from .failures import Failure
 from .one_run import RunOutcome
@@ -70,6 +70,7 @@ def base_row(config: Configuration, dtype: DtypeSpec, shared: SweepShared) -> Ro
     )
     row.update(dict.fromkeys(YARDSTICK_COLUMNS))
     row.update(dict.fromkeys(STEP_COLUMNS))
+    row.update(dict.fromkeys(REFERENCE_NORM_COLUMNS))
     row["tableau"] = None
     row["train_iteration"] = shared.train_iteration
     row.update(environment_columns(shared.device))
@@ -135,6 +136,7 @@ def run_columns(
         time_forward_s=_median([o.forward_s for o in outcomes]),
         time_backward_s=_median([o.backward_s for o in outcomes]),
         peak_memory_bytes=max((o.peak_memory_bytes for o in outcomes if o.peak_memory_bytes is not None), default=None),
+        **reference_norms(references[0]),
     )
     if ROUNDINGS.get(config.rounding).random:
         columns.update(_significant_digits(outcomes))
@@ -144,6 +146,21 @@ def run_columns(
     if failure is not None:
         columns.update(failure_columns(failure))
     return columns
+
+
+def reference_norms(reference: RunOutcome) -> Row:
+    """The float64 reference's norms (of the first draw's, where the step draws random numbers): its solution, loss,
+    gradient w.r.t. the inputs and parameter gradient. Shared references give their configurations the same values."""
+    inputs = metrics.joined(reference.input_grads) if reference.grads else None
+    values = (
+        reference.trajectory,
+        reference.loss,
+        inputs,
+        _params(reference) if reference.grads else None,
+    )
+    return {
+        column: None if value is None else metrics.norm(value) for column, value in zip(REFERENCE_NORM_COLUMNS, values)
+    }
 
 
 def parameter_error_rows(names: list[str], last: RunOutcome, reference: RunOutcome, dtype: DtypeSpec) -> list[Row]:

@@ -12,6 +12,7 @@ import platform
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -77,11 +78,20 @@ def manifest(plan: SweepPlan) -> dict:
 def row_settings(plan: SweepPlan) -> dict:
     """What a row depends on beyond the fingerprint: the time limit and the CPU memory measurement (which decide
     whether a row is a timeout or has a peak memory) and the content of the user's code the sweep loads (a factory
-    file edited between two runs builds another vector field). Kept out of the fingerprint, so that a change sets
-    the shards it concerns aside rather than refusing the folder; the data file and the weights are in the
-    fingerprint's problem hash, and a config file's values are these settings and the fingerprint's."""
-    user_code = {spec: source_sha256(spec) for spec in [plan.model.name, *(plan.config.library or [])] if ":" in spec}
-    settings = {"timeout_s": plan.config.timeout, "cpu_memory": plan.config.cpu_memory, "user_code": user_code}
+    file edited between two runs builds another vector field): `user_code`, the file each spec names, and
+    `user_files`, every other file of the user's its loading brought in (the model file beside a factory, the user's
+    package), written only where a spec is the user's code so that a built-in model's shards from before it still
+    count. Kept out of the fingerprint, so that a change sets the shards it concerns aside rather than refusing the
+    folder; the data file and the weights are in the fingerprint's problem hash, and a config file's values are these
+    settings and the fingerprint's."""
+    user_code = {spec: source_sha256(spec) for spec in plan.user_specs()}
+    settings: dict[str, Any] = {
+        "timeout_s": plan.config.timeout,
+        "cpu_memory": plan.config.cpu_memory,
+        "user_code": user_code,
+    }
+    if plan.user_files is not None:
+        settings["user_files"] = plan.user_files
     if plan.config.per_module:
         # Only when on, so that shards from before the option still count: a shard without the module rows is set aside
         # and measured again once they are asked for (and one with them, once they are not).

@@ -29,6 +29,7 @@ from ..core.errors import InputError, one_line
 from ..core.registry import Registry
 from ..core.text import shortened
 from ..core.threads import ThreadChoice, choose_threads
+from ..core.user_files import user_files
 from ..measuring import memory
 from ..measuring.contract import (
     ProblemShape,
@@ -87,6 +88,13 @@ class SweepPlan:
     shape: ProblemShape = field(default_factory=lambda: ProblemShape(0.0, 1.0, 0))
     # Lines to say before running: precisions of the grid in which the step raises (their configurations will fail).
     step_warnings: list[str] = field(default_factory=list)
+    # Every other file of the user's code its loading brought in, path -> sha256 (core/user_files.py): found once,
+    # here; None where no model or library is the user's code.
+    user_files: dict[str, str] | None = None
+
+    def user_specs(self) -> list[str]:
+        """The model and libraries loaded from the user's code (`file.py:object`, `module:object`)."""
+        return [spec for spec in [self.model.name, *(self.config.library or [])] if ":" in spec]
 
     def problem_for(self, checkpoint: str) -> ModelProblem:
         """The problem of the configurations whose `checkpoint` is this name."""
@@ -227,7 +235,7 @@ def probe_model(resolved: ResolvedSweep, checked: bool = False) -> SweepPlan:
     threads = (
         choose_threads(evaluate_once(copies), device, config.threads, resolved.workers) if executor.runs_here else None
     )
-    return SweepPlan(
+    plan = SweepPlan(
         config=config,
         model=model,
         options=resolved.options,
@@ -243,6 +251,8 @@ def probe_model(resolved: ResolvedSweep, checked: bool = False) -> SweepPlan:
         shape=shape,
         step_warnings=step_warnings,
     )
+    specs = plan.user_specs()
+    return replace(plan, user_files=user_files(specs)) if specs else plan
 
 
 def refuse_unmatched_modules(model: torch.nn.Module, kept: tuple[str, ...]) -> None:

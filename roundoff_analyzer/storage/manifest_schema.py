@@ -46,6 +46,19 @@ class ManifestCheckpoint(_Open):
     iteration: int | None = None
 
 
+class ManifestSettings(_Open):
+    """What a row depends on beyond the fingerprint (planning/manifest.py's row_settings)."""
+
+    timeout_s: float | None = None
+    cpu_memory: bool | None = None
+    # The file each spec of the user's code names, spec -> sha256 (None: no file to read).
+    user_code: dict[str, str | None] = {}
+    # Every other file of the user's code its loading brought in, path -> sha256; absent where no spec is the user's
+    # code, and in a folder from before it was recorded.
+    user_files: dict[str, str] | None = None
+    per_module: bool | None = None
+
+
 class SweepManifest(_Open):
     tool: str | None = None
     created_at: str | None = None
@@ -71,7 +84,7 @@ class SweepManifest(_Open):
     versions: dict[str, str | None] = {}
     grid: ManifestGrid = ManifestGrid()
     fingerprint: dict[str, Any] = {}
-    settings: dict[str, Any] = {}
+    settings: ManifestSettings = ManifestSettings()
 
 
 def read_manifest(path: Path, advice: str) -> dict[str, Any]:

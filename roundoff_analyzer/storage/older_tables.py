@@ -1,5 +1,8 @@
 """Tables written by earlier versions, read as this one writes them: the columns added since, filled with what those
-runs did; and a folder from a later version, whose tables this one cannot know, refused in one line."""
+runs did; and a folder from a later version, whose tables this one cannot know, refused in one line.
+
+A column whose value those runs did not measure stays missing (null), and its reader says so: the float64
+references' norms of tables version 2 (judging/yardstick_check.py's `unrecorded_norms`)."""
 
 from __future__ import annotations
 

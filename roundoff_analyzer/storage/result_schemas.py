@@ -8,7 +8,7 @@ from dataclasses import fields as dataclass_fields
 import pyarrow as pa
 
 from ..axes.grid import AXIS_DEFAULTS, CONFIG_COLUMNS, Configuration
-from ..measuring.columns import ERROR_METRICS, KEPT_SHARE_COLUMNS, SIG_DIGITS, STEP_COLUMNS
+from ..measuring.columns import ERROR_METRICS, KEPT_SHARE_COLUMNS, REFERENCE_NORM_COLUMNS, SIG_DIGITS, STEP_COLUMNS
 from ..measuring.environment_columns import ENVIRONMENT_COLUMNS
 from ..measuring.yardsticks import INTEGER_YARDSTICK_COLUMNS, YARDSTICK_COLUMNS
 from .table_schemas import TableSchema
@@ -24,8 +24,9 @@ SHARDS = "shards"
 SHARD_HASHES = "shard_hashes"  # in the manifest: every shard's content hash is recorded beside it
 # In the manifest: the version of the tables' layout. A folder without one is older and reads through older_tables.py;
 # one with a higher version was written by a newer roundoff-analyzer and is refused rather than misread. A change to
-# the tables' columns raises it, with its reader of the folders before it in older_tables.py.
-TABLES_VERSION_KEY, TABLES_VERSION = "tables_version", 1
+# the tables' columns raises it, with its reader of the folders before it in older_tables.py. Version 2 added the
+# float64 reference's norms (REFERENCE_NORM_COLUMNS).
+TABLES_VERSION_KEY, TABLES_VERSION = "tables_version", 2
 
 # The axes' columns, typed as Configuration types its fields (its annotations are strings: `from __future__`).
 _ARROW_TYPES = {"str": pa.string(), "int": pa.int64()}
@@ -69,6 +70,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field(name, pa.string()) for name in ENVIRONMENT_COLUMNS
     ]  # where the row was measured (null: before they were recorded)
     + [pa.field(name, pa.float64()) for name in KEPT_SHARE_COLUMNS]  # where modules were kept in float32
+    + [pa.field(name, pa.float64()) for name in REFERENCE_NORM_COLUMNS]  # the float64 reference's norms (version 2)
 )
 
 PARAM_FIELDS = [
