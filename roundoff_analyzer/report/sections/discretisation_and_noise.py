@@ -93,9 +93,11 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
 def narrow_reference(manifest: dict) -> str | None:
     """The report's line where the float64 evaluation of the model met narrower values of its own code (the contract
     check's record in the manifest): the reference is less precise than float64 there."""
-    found = (manifest.get("problem") or {}).get("narrow_in_float64") or []
+    problem = manifest.get("problem") or {}
+    found = problem.get("narrow_in_float64") or []
     if not found:
-        return None
+        unwatched = problem.get("narrow_unwatched")
+        return f"**The float64 reference was not checked for float32 values**: {unwatched}." if unwatched else None
     return (
         "**The float64 reference computes with float32 values of the model's own code**, so it is less precise than "
         f"float64 there and an error near float32's unit roundoff against it is not resolved: "
