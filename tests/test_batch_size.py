@@ -1,7 +1,8 @@
-"""The batch size said beside every ratio to the gradient noise comes from the batch's structure: the first dimension
-of the state the step's solve carries, which a tensor of the batch shares (never a time axis: torchdiffeq's ode_demo
-hands its step y0 of 20 trajectories, t of 10 times and the true states 10 × 20 × 1 × 2), or the Problem's own
-`batch_size`; manifest.json and the report say where it was read."""
+"""The batch size said beside every ratio to the gradient noise is the minibatch's: the leading dimension of what
+sample_batch returns, told apart from a time axis by the solve's state (torchdiffeq's ode_demo hands its step y0 of 20
+trajectories, t of 10 times and the true states 10 × 20 × 1 × 2), never the state's first dimension (Rubanova's latent
+ODE solves (z0 samples, batch, latent)), or the Problem's own `batch_size`; manifest.json and the report say where it
+was read, or why it cannot be known."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ import roundoff_analyzer as ra
 from roundoff_analyzer.axes.modes import ProblemCopies
 from roundoff_analyzer.measuring.contract import check_contract
 
-from .fixtures import ode_demo
+from .fixtures import ode_demo, public_patterns
 from .test_step_problems import _seeded
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ode_demo.py"
+PATTERNS = Path(__file__).parent / "fixtures" / "public_patterns.py"
 
 
-WHERE = "the first dimension of the solve's state (20, 1, 2), which `batch[0]` of shape (20, 1, 2) shares"
+WHERE = (
+    "the leading dimension of `batch[0]` of shape (20, 1, 2): of the batch's leading dimensions (20, 10), the one the "
+    "state (20, 1, 2) of the step's first solve holds"
+)
 
 
 def test_ode_demos_batch_is_read_as_its_20_trajectories():
@@ -70,3 +75,41 @@ def test_a_state_of_one_dimension_is_one_trajectory():
     )
     shape = _shape(problem)
     assert (shape.batch_size, shape.batch_size_from) == (1, "the solve's state (2,) is one trajectory")
+
+
+def test_a_state_of_samples_batch_and_dimension_is_read_at_the_minibatchs_size_not_the_samples():
+    shape = _shape(_seeded(lambda: public_patterns.sampled_z0(series=5, times=7, samples=1)))
+    assert shape.batch_size == 5
+    assert shape.batch_size_from == (
+        "the leading dimension of `batch[0]` of shape (5, 7, 2): of the batch's leading dimensions (5, 7), the one the "
+        "state (1, 5, 3) of the step's first solve holds"
+    )
+
+
+def test_a_batch_whose_leading_sizes_the_state_cannot_tell_apart_has_no_batch_size_and_says_why():
+    shape = _shape(_seeded(lambda: public_patterns.sampled_z0(series=3, times=3 + 4, samples=7)))
+    assert shape.batch_size is None
+    assert shape.batch_size_from == (
+        "the batch's tensors lead with 2 sizes (3, 7) and the state (7, 3, 3) of the step's first solve holds 2 of "
+        "them (3, 7); give the Problem its batch_size"
+    )
+
+
+def test_a_latent_odes_gradient_noise_is_said_at_its_minibatchs_size(tmp_path):
+    out = tmp_path / "latent"
+    result = ra.sweep(
+        model=f"{PATTERNS}:sampled_z0",
+        options={"series": 5, "times": 7, "samples": 1},
+        timesteps=[4],
+        library="torchdiffeq",
+        method="rk4",
+        dtype="float16",
+        scaling="none",
+        noise_batches=2,
+        out=out,
+        progress=False,
+    )
+    assert (result.results["grad_noise_batch_size"] == 5).all()
+    report = (out / "report.md").read_text()
+    assert "at batch 5 (the leading dimension of `batch[0]` of shape (5, 7, 2)" in report
+    assert "at batch 1" not in report

@@ -51,7 +51,7 @@ class ProblemShape:
     narrow_unwatched: str | None = None
     # What the step drew in its float64 evaluation (draws.py's record: every run is given the same); None: nothing.
     draws: dict | None = None
-    # The points of one batch, and where they were read (batch_size.py).
+    # The points of one batch, and where they were read (batch_size.py); None: not known, batch_size_from says why.
     batch_size: int | None = None
     batch_size_from: str | None = None
     # What the step's own odeint calls named (method, rtol, atol, the options' keys), which the sweep's solves ignore.

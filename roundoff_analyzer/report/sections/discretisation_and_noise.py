@@ -77,10 +77,12 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
         )
     )
     size, uncertainty = verdict.noise_batch_size(results), verdict.noise_uncertainty(results)
-    read = (problem or {}).get("batch_size_from") if (problem or {}).get("batch_size") == size else None
+    record = problem or {}
+    read = record.get("batch_size_from") if record.get("batch_size") == size else None
+    unknown = f", at a batch size not known ({read})" if read and size is None else ""
     lines.append(
-        f"**Gradient noise** {formatting.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}"
-        + (f" ({read})" if read else "")
+        f"**Gradient noise** {formatting.in_u(noise.iloc[0])}{f' at batch {size}' if size else unknown}"
+        + (f" ({read})" if read and size else "")
         + ": the relative spread of "
         f"the float64 parameter gradient over {batches} other batches of the model's data"
         + (f" of {size} points each" if size else "")
