@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 import roundoff_analyzer as ra
@@ -32,11 +33,27 @@ def test_ode_demos_batch_is_read_as_its_20_trajectories():
     assert (shape.batch_size, shape.batch_size_from) == (20, WHERE)
 
 
-def test_ode_demos_gradient_noise_is_said_at_batch_20_and_where_that_was_read(tmp_path):
-    out = tmp_path / "demo"
+LATENT_WHERE = (
+    "the leading dimension of `batch[0]` of shape (5, 7, 2): of the batch's leading dimensions (5, 7), the one the "
+    "state (1, 5, 3) of the step's first solve holds"
+)
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "size", "where", "not_said"),
+    [
+        (f"{FIXTURE}:ode_demo", {"data_size": 200}, 20, WHERE, 10),  # not its time axis
+        (f"{PATTERNS}:sampled_z0", {"series": 5, "times": 7, "samples": 1}, 5, LATENT_WHERE, 1),  # not its z0 samples
+    ],
+    ids=["ode_demo", "latent ODE (samples, batch, latent)"],
+)
+def test_the_gradient_noise_is_said_at_the_minibatchs_size_and_where_that_was_read(
+    tmp_path, model, options, size, where, not_said
+):
+    out = tmp_path / "sweep"
     result = ra.sweep(
-        model=f"{FIXTURE}:ode_demo",
-        options={"data_size": 200},
+        model=model,
+        options=options,
         timesteps=[4],
         library="torchdiffeq",
         method="rk4",
@@ -46,12 +63,12 @@ def test_ode_demos_gradient_noise_is_said_at_batch_20_and_where_that_was_read(tm
         out=out,
         progress=False,
     )
-    assert (result.results["grad_noise_batch_size"] == 20).all()
+    assert (result.results["grad_noise_batch_size"] == size).all()
     problem = result.manifest["problem"]
-    assert (problem["batch_size"], problem["batch_size_from"]) == (20, WHERE)
+    assert (problem["batch_size"], problem["batch_size_from"]) == (size, where)
     report = (out / "report.md").read_text()
-    assert f"at batch 20 ({WHERE}): the relative spread" in report
-    assert "at batch 10" not in report
+    assert f"at batch {size} ({where}): the relative spread" in report
+    assert f"at batch {not_said} " not in report
 
 
 def _shape(problem: ra.Problem):
@@ -77,15 +94,13 @@ def test_a_state_of_one_dimension_is_one_trajectory():
     assert (shape.batch_size, shape.batch_size_from) == (1, "the solve's state (2,) is one trajectory")
 
 
+@pytest.mark.unit
 def test_a_state_of_samples_batch_and_dimension_is_read_at_the_minibatchs_size_not_the_samples():
     shape = _shape(_seeded(lambda: public_patterns.sampled_z0(series=5, times=7, samples=1)))
-    assert shape.batch_size == 5
-    assert shape.batch_size_from == (
-        "the leading dimension of `batch[0]` of shape (5, 7, 2): of the batch's leading dimensions (5, 7), the one the "
-        "state (1, 5, 3) of the step's first solve holds"
-    )
+    assert (shape.batch_size, shape.batch_size_from) == (5, LATENT_WHERE)
 
 
+@pytest.mark.unit
 def test_a_batch_whose_leading_sizes_the_state_cannot_tell_apart_has_no_batch_size_and_says_why():
     shape = _shape(_seeded(lambda: public_patterns.sampled_z0(series=3, times=3 + 4, samples=7)))
     assert shape.batch_size is None
@@ -93,23 +108,3 @@ def test_a_batch_whose_leading_sizes_the_state_cannot_tell_apart_has_no_batch_si
         "the batch's tensors lead with 2 sizes (3, 7) and the state (7, 3, 3) of the step's first solve holds 2 of "
         "them (3, 7); give the Problem its batch_size"
     )
-
-
-def test_a_latent_odes_gradient_noise_is_said_at_its_minibatchs_size(tmp_path):
-    out = tmp_path / "latent"
-    result = ra.sweep(
-        model=f"{PATTERNS}:sampled_z0",
-        options={"series": 5, "times": 7, "samples": 1},
-        timesteps=[4],
-        library="torchdiffeq",
-        method="rk4",
-        dtype="float16",
-        scaling="none",
-        noise_batches=2,
-        out=out,
-        progress=False,
-    )
-    assert (result.results["grad_noise_batch_size"] == 5).all()
-    report = (out / "report.md").read_text()
-    assert "at batch 5 (the leading dimension of `batch[0]` of shape (5, 7, 2)" in report
-    assert "at batch 1" not in report

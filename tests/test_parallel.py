@@ -152,6 +152,7 @@ def test_workers_run_the_package_the_sweep_imported_not_a_copy_in_the_folder_it_
     assert len(results(out)) == 4
 
 
+@pytest.mark.unit
 def test_a_worker_tells_another_copy_of_the_package_from_the_sweeps():
     folder, digest = IDENTITY
     assert differs(IDENTITY) is None
