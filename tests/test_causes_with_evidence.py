@@ -90,9 +90,41 @@ def test_a_float32_constant_the_float64_reference_computes_with_is_flagged_where
     assert found[0] in report
 
 
+def test_a_float32_constant_is_flagged_in_a_step_that_also_draws(tmp_path):
+    # The draw replay watches the same evaluation: its mode's frame passes the user's call on, it is not the solver's.
+    with pytest.warns(UserWarning, match="the float64 reference computes with float32 values"):
+        result = _sweep(tmp_path / "sweep", "float32_prior", options={"draws": True})
+    problem = result.manifest["problem"]
+    assert problem["draws"]["functions"] == {"randn": 1}
+    (found,) = problem["narrow_in_float64"]
+    assert "PRIOR.log_prob(z)" in found and "met a float32 tensor" in found
+
+
+def test_the_float32_values_of_torchdiffeqs_latent_ode_loss_are_found_beside_its_vae_draw(tmp_path):
+    result = _sweep(tmp_path / "sweep", "vae_constants")
+    found = result.manifest["problem"]["narrow_in_float64"]
+    assert result.manifest["problem"]["draws"]["functions"] == {"randn": 1}
+    codes = [line.split("`")[1] for line in found]
+    assert codes == [
+        "z0 = epsilon * torch.exp(0.5 * logvar) + mean",  # the drawn float32 ε
+        "const = torch.log(torch.from_numpy(np.array([2.0 * np.pi])).float())",
+        "return -0.5 * (const + logvar + (x - mean) ** 2.0 / torch.exp(logvar))",
+    ]
+    assert result.manifest["problem"]["narrow_unwatched"] is None
+
+
+def test_a_step_whose_operations_the_watch_cannot_see_is_said_unwatched_not_clean(tmp_path):
+    with pytest.warns(UserWarning, match="none of the step's torch operations reached the watch"):
+        result = _sweep(tmp_path / "sweep", "float32_prior", options={"hidden": True})
+    problem = result.manifest["problem"]
+    assert problem["narrow_in_float64"] == [] and "cannot be found" in problem["narrow_unwatched"]
+    assert "**The float64 reference was not checked for float32 values**" in (result.folder / "report.md").read_text()
+
+
 def test_a_step_whose_constants_match_the_reference_or_are_exact_is_not_flagged(tmp_path):
     result = _sweep(tmp_path / "sweep", "float32_prior", options={"matched": True})
     assert result.manifest["problem"]["narrow_in_float64"] == []
+    assert result.manifest["problem"]["narrow_unwatched"] is None
     assert "The float64 reference computes with float32" not in (result.folder / "report.md").read_text()
 
 

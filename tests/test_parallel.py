@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,10 +16,12 @@ import pandas as pd
 import pytest
 import torch
 
+import roundoff_analyzer
 from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
 from roundoff_analyzer.core.devices import shared_gpu_warning, worker_devices
 from roundoff_analyzer.execution import engine
 from roundoff_analyzer.execution.base import Execution, ExecutionReport, NoProgress
+from roundoff_analyzer.execution.package_identity import IDENTITY, differs
 from roundoff_analyzer.execution.processes import measure_here
 from roundoff_analyzer.execution.start_method import PRELOAD, worker_context
 from roundoff_analyzer.execution.worker import SweepMismatch, Worker, WorkerSettings
@@ -118,6 +121,47 @@ def test_the_fork_server_imports_what_a_run_needs_and_not_the_tables_libraries()
     matplotlib (the tables and the report are the sweep's own process's); pyarrow writes the shards."""
     loaded = imported_heavy("import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in PRELOAD))
     assert sorted(loaded) == ["pyarrow", "torch"]
+
+
+@pytest.mark.slow  # a two-worker sweep from the command line: 15-60 s on 2 busy cores
+def test_workers_run_the_package_the_sweep_imported_not_a_copy_in_the_folder_it_started_in(tmp_path):
+    """An older clone in the working directory: multiprocessing's fork server (`python -c`) would put it first on the
+    path and every worker would run it. The decoy is a full copy that marks each process importing it."""
+    command = Path(sys.executable).with_name("roundoff")
+    if not command.exists():
+        pytest.skip(f"the console script {command} is not installed (the working directory must not be on the path)")
+    installed = Path(roundoff_analyzer.__file__).parent
+    shutil.copytree(installed, tmp_path / "roundoff_analyzer", ignore=shutil.ignore_patterns("__pycache__"))
+    marker = tmp_path / "decoy-imported"
+    with (tmp_path / "roundoff_analyzer" / "__init__.py").open("a") as init:
+        init.write(f"\nimport os\nwith open({str(marker)!r}, 'a') as mark:\n    mark.write(f'{{os.getpid()}}\\n')\n")
+    grid = ["--model", "linear", "--timesteps", "4", "--method", "euler,rk4", "--library", "native,torchdiffeq"]
+    options = ["--dtype", "float16", "--scaling", "none", "--noise-batches", "0", "--device", "cpu", "--no-report"]
+    out = tmp_path / "sweep"
+    done = subprocess.run(
+        [str(command), "sweep", *grid, *options, "--workers", "2", "--out", str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "this process and 1 worker process(es)" in done.stdout
+    assert "worker" not in done.stderr, done.stderr  # none refused, failed or died
+    assert not marker.exists(), f"processes {marker.read_text().split()} ran the copy in the working directory"
+    assert len(results(out)) == 4
+
+
+@pytest.mark.unit
+def test_a_worker_tells_another_copy_of_the_package_from_the_sweeps():
+    folder, digest = IDENTITY
+    assert differs(IDENTITY) is None
+    assert differs(("/elsewhere/roundoff_analyzer", digest)) == (
+        f"it imported roundoff_analyzer from {folder}, where the sweep's process imported it from "
+        "/elsewhere/roundoff_analyzer"
+    )
+    changed = differs((folder, "0" * 32))
+    assert changed is not None and "the files changed since" in changed and "the sweep's 000000000000" in changed
 
 
 def test_workers_share_the_sweeps_device():

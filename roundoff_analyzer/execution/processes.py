@@ -7,12 +7,14 @@ but the folder, a queue of tasks (the yardsticks' pieces first, then the groups)
 back. Each worker gets the sweep's thread choice (core/threads.py), made for a share of cores // N, so N
 workers do not oversubscribe the cores; on CUDA, worker i takes GPU i mod (visible GPUs). Workers come
 from multiprocessing's fork server (start_method.py), which imported torch once, and ignore SIGINT:
-Ctrl-C is the main process's to handle, as in a sequential sweep.
+Ctrl-C is the main process's to handle, as in a sequential sweep. A worker whose roundoff_analyzer is not the copy
+this process imported (package_identity.py) is refused in one line, before it reads its settings.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import queue
 import signal
 import threading
@@ -27,6 +29,7 @@ from ..core.threads import torch_threads
 from ..planning.groups import reference_groups
 from .base import EXECUTORS, Execution, ExecutionReport, Executor
 from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
+from .package_identity import IDENTITY, differs
 from .parent_death import die_with_parent
 from .start_method import children_ignore_sigint, start_processes, warm_up_workers, worker_context
 from .worker import Worker, WorkerSettings
@@ -35,13 +38,20 @@ POLL_S = 0.2
 JOIN_TIMEOUT_S = 30
 
 
-def worker_main(index: int, settings: WorkerSettings, tasks, events, stop, parent_pid: int) -> None:
-    """A worker process: take groups until the queue says None or a stop is requested; report every step."""
+def worker_main(index: int, package: tuple[str, str], settings: bytes, tasks, events, stop, parent_pid: int) -> None:
+    """A worker process: take groups until the queue says None or a stop is requested; report every step.
+    `package`: the parent's package identity, which this process's must be; `settings`: its WorkerSettings, pickled,
+    read only once the package is known to be the parent's (another copy's classes would not read them)."""
     die_with_parent(parent_pid)
     make_breakpoints_inert()  # a fork server's process started before the sweep set the variable
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    other = differs(package)
+    if other is not None:
+        events.put(("refused", index, f"worker {index} refused: {other}; its rows would be another code's numbers"))
+        events.put(("exit", index, None))
+        return
     try:
-        worker = Worker(settings)
+        worker = Worker(pickle.loads(settings))
     except Exception as exc:  # noqa: BLE001 - reported to the main process, which names it
         events.put(("failed", index, f"worker {index} could not start: {one_line(exc)}"))
         events.put(("exit", index, None))
@@ -156,7 +166,7 @@ class ProcessesExecutor(Executor):
         processes = [
             spawn.Process(
                 target=worker_main,
-                args=(i, settings, tasks, events, stop, os.getpid()),
+                args=(i, IDENTITY, pickle.dumps(settings), tasks, events, stop, os.getpid()),
                 name=f"roundoff-worker-{i}",
                 daemon=True,
             )
@@ -215,6 +225,9 @@ class ProcessesExecutor(Executor):
                 report.add_references(payload.reference_solves, payload.reference_seconds)
             elif kind == "failed":
                 report.problems.append(payload)
+            elif kind == "refused":  # said now: the sweep goes on without it, and may still complete
+                report.problems.append(payload)
+                execution.progress.note(payload)
             elif kind == "exit":
                 exited.add(index)
                 if len(exited) == len(processes):  # each worker's last event: nothing can follow

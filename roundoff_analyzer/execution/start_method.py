@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.forkserver
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing.context import BaseContext, ForkServerContext, SpawnContext
+
+from .server_environment import restore, set_for_server
 
 # What a worker imports before it measures anything; everything torch-heavy is beneath these. Not pandas or
 # matplotlib: the tables and the report are the parent's, and a worker writes its shards with pyarrow.
@@ -23,6 +27,7 @@ from multiprocessing.context import BaseContext, ForkServerContext, SpawnContext
 # it, even while it imports torch.
 PRELOAD = [
     "roundoff_analyzer.execution.fork_server_guard",
+    "roundoff_analyzer.execution.package_identity",  # its digest taken when the server imports the package
     "torch",
     "torchdiffeq",
     "roundoff_analyzer.execution.worker",
@@ -47,8 +52,22 @@ def warm_up(context: BaseContext) -> None:
     that."""
     global _server_started
     if context.get_start_method() == "forkserver":
-        multiprocessing.forkserver.ensure_running()
+        with _parents_path():
+            multiprocessing.forkserver.ensure_running()
         _server_started = True
+
+
+@contextmanager
+def _parents_path() -> Iterator[None]:
+    """The fork server started on this process's sys.path. multiprocessing runs it as `python -c`, which puts the
+    working directory first and does not apply the parent's path (Python 3.11's passes it and ignores it): a copy
+    of this package in that folder (an older clone) would be what every worker runs. PYTHONSAFEPATH keeps the working
+    directory off; PYTHONPATH lists this process's path, in order (its '' the folder it meant then)."""
+    saved = set_for_server([entry or os.getcwd() for entry in sys.path])
+    try:
+        yield
+    finally:
+        restore(saved)
 
 
 def fork_server_started() -> bool:

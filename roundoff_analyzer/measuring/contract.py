@@ -47,9 +47,11 @@ class ProblemShape:
     n_solves: int = 1
     # Places in the user's code where the float64 evaluation computed with narrower values (narrow_constants.py).
     narrow_in_float64: tuple[str, ...] = ()
+    # Why no place could be looked for where none is named: the watch saw none of the user's operations.
+    narrow_unwatched: str | None = None
     # What the step drew in its float64 evaluation (draws.py's record: every run is given the same); None: nothing.
     draws: dict | None = None
-    # The points of one batch, and where they were read (batch_size.py).
+    # The points of one batch, and where they were read (batch_size.py); None: not known, batch_size_from says why.
     batch_size: int | None = None
     batch_size_from: str | None = None
     # What the step's own odeint calls named (method, rtol, atol, the options' keys), which the sweep's solves ignore.
@@ -130,6 +132,7 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
         part_sizes=sizes,
         n_solves=len(solves),
         narrow_in_float64=narrow.lines(),
+        narrow_unwatched=narrow.unwatched(_users_functions(copies)),
         draws=draws,
         batch_size=batch.size,
         batch_size_from=batch.source,
@@ -138,11 +141,17 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
     )
 
 
+def _users_functions(copies: ProblemCopies) -> list[Callable]:
+    problem = copies.problem
+    return [f for f in (getattr(problem, "step", None), getattr(problem, "loss", None)) if f is not None]
+
+
 def narrow_warning(shape: ProblemShape) -> str | None:
-    """The plan's line where the float64 reference computes with narrower values, the first place named."""
+    """The plan's line where the float64 reference computes with narrower values, the first place named; or where
+    no place could be looked for."""
     found = shape.narrow_in_float64
     if not found:
-        return None
+        return shape.narrow_unwatched
     more = f" (and {len(found) - 1} more places)" if len(found) > 1 else ""
     return (
         f"the float64 reference computes with float32 values of the model's own code, so it is less precise than "
@@ -224,9 +233,7 @@ def _refuse_outside(
 ) -> None:
     """Refuse a step that trains (where its evaluation failed: uses) tensors outside the model (outside_tensors.py)."""
     if tensors:
-        problem = copies.problem
-        functions = [f for f in (problem.step, getattr(problem, "loss", None)) if f is not None]
-        raise refusal(f"model {name}", tensors, prepared.model, copies.model, functions, verb)
+        raise refusal(f"model {name}", tensors, prepared.model, copies.model, _users_functions(copies), verb)
 
 
 def low_precision_failures(copies: ProblemCopies, precisions: list[Precision], fp8_scaling: bool) -> list[str]:

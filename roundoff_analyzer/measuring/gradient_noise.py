@@ -87,10 +87,10 @@ def batch_size_of(y0: torch.Tensor) -> int:
     return int(y0.shape[0]) if y0.dim() else 1
 
 
-def problem_batch_size(copies: ProblemCopies, shape: ProblemShape | None = None) -> int:
+def problem_batch_size(copies: ProblemCopies, shape: ProblemShape | None = None) -> int | None:
     """The points of one batch of the model's data (contract.py's `problem_batch`; `shape`: what the contract check
-    found, where it ran)."""
-    if shape is not None and shape.batch_size is not None:
+    found, where it ran); None where they cannot be known."""
+    if shape is not None and (shape.batch_size is not None or shape.batch_size_from is not None):
         return shape.batch_size
     return problem_batch(copies).size
 

@@ -8,12 +8,20 @@ and nothing fails to say so. While the float64 evaluation runs, every torch oper
 tensor holding a value that is neither an integer nor short (more than 11 significant bits, float16's: a decimal's
 rounding, not a constant like 0.5 that every format holds), that casts a float64 tensor to a narrower dtype and
 changes a value, or that computes a narrower result from float64 inputs. Each place in the user's code is said once,
-in one line."""
+in one line.
+
+The place is the innermost frame outside torch and Python's own library; a frame of this package there is its own
+solver's code, not the user's, except a `__torch_function__` (another mode watching the same evaluation: the draw
+replay, the search for tensors outside the model), which only passes the user's call on. Where none of the step's
+operations reached the watch as the user's (a mode that handles them without passing them on, code torch's modes do
+not see), an empty list would say nothing was found where nothing was looked at: `unwatched` says so instead."""
 
 from __future__ import annotations
 
 import linecache
 import sys
+import sysconfig
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import FrameType
 
@@ -26,6 +34,9 @@ from ..axes.parameter_uses import tensors_in
 SHORT_BITS = 11
 _OURS = str(Path(__file__).resolve().parents[1])
 _TORCH = str(Path(torch.__file__).resolve().parent)
+# Python's own library (copy.deepcopy of a model, contextlib) passes calls on too; installed packages are the user's.
+_STDLIB = sysconfig.get_path("stdlib")
+_INSTALLED = tuple({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
 
 
 def _inexact(tensor: torch.Tensor) -> bool:
@@ -45,15 +56,33 @@ def _shape(tensor: torch.Tensor) -> str:
     return "×".join(str(n) for n in tensor.shape) or "0-d"
 
 
+# A frame of a handler that passes a call on: another mode's, watching the same evaluation.
+_PASSING_ON = frozenset({"__torch_function__", "__torch_dispatch__"})
+
+
 def _user_frame() -> FrameType | None:
-    """The innermost frame of the calling code outside torch; None where that is this package (its own solver)."""
+    """The innermost frame of the calling code outside torch and outside the modes passing the call on; None where
+    that is this package (its own solver)."""
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        path = frame.f_code.co_filename
-        if path != __file__ and not path.startswith(_TORCH):
+        code = frame.f_code
+        path = code.co_filename
+        if path != __file__ and not _passes_on(path) and code.co_name not in _PASSING_ON:
             return None if path.startswith(_OURS) else frame
         frame = frame.f_back
     return None
+
+
+def _passes_on(path: str) -> bool:
+    """Whether code at `path` is torch's or Python's own library's, which the user's code calls to reach torch."""
+    return path.startswith(_TORCH) or (path.startswith(_STDLIB) and not path.startswith(_INSTALLED))
+
+
+def users_code(function: Callable) -> bool:
+    """Whether `function` (a step, a loss) is the user's code: neither torch's nor this package's."""
+    code = getattr(function, "__code__", None)
+    path = code.co_filename if code is not None else ""
+    return bool(path) and not path.startswith(_OURS) and not path.startswith(_TORCH)
 
 
 class NarrowConstants(TorchFunctionMode):
@@ -62,15 +91,20 @@ class NarrowConstants(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.found: dict[tuple[str, int], str] = {}
+        self.users_calls = 0  # operations the user's code called that reached the watch
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         floats = [t for t in tensors_in((args, kwargs)) if t.is_floating_point()]
-        if any(t.dtype == torch.float64 for t in floats):
-            what = self._narrowed(func, floats, out)
+        what = self._narrowed(func, floats, out) if any(t.dtype == torch.float64 for t in floats) else None
+        if what is None and self.users_calls:
+            return out  # the frames are walked only where they are needed: a place to name, or the first call seen
+        frame = _user_frame()
+        if frame is not None:
+            self.users_calls += 1
             if what is not None:
-                self._record(what)
+                self._record(frame, what)
         return out
 
     def _narrowed(self, func, floats: list[torch.Tensor], out) -> str | None:
@@ -87,10 +121,7 @@ class NarrowConstants(TorchFunctionMode):
             return f"`{name}` cast a float64 tensor ({_shape(floats[0])}) to {_dtype(outs[0])}"
         return f"`{name}` computed in {_dtype(outs[0])} from float64 inputs"
 
-    def _record(self, what: str) -> None:
-        frame = _user_frame()
-        if frame is None:
-            return
+    def _record(self, frame: FrameType, what: str) -> None:
         key = (frame.f_code.co_filename, frame.f_lineno)
         if key not in self.found:
             code = linecache.getline(*key).strip()
@@ -99,3 +130,15 @@ class NarrowConstants(TorchFunctionMode):
 
     def lines(self) -> tuple[str, ...]:
         return tuple(self.found.values())
+
+    def unwatched(self, functions: Iterable[Callable]) -> str | None:
+        """Why the watch cannot say the user's code met no narrower value: none of its operations reached it, though
+        `functions` (the step, its loss) are the user's. None where it saw them, or where there is no code of the
+        user's to see (a built-in model)."""
+        if self.users_calls or not any(users_code(f) for f in functions):
+            return None
+        return (
+            "none of the step's torch operations reached the watch for narrower values in the float64 reference (code "
+            "torch's modes do not see: scripted, compiled or run under torch._C.DisableTorchFunction), so float32 "
+            "constants it computes with there cannot be found"
+        )

@@ -216,7 +216,8 @@ def probe_model(resolved: ResolvedSweep, checked: bool = False) -> SweepPlan:
         if config.noise_batch_size != own:
             raise InputError(
                 f"noise_batch_size {config.noise_batch_size}: model {model.name} is a training step, whose batches "
-                f"are what its sample_batch(k) gives ({own} points); set their size with the factory's options"
+                f"are what its sample_batch(k) gives ({f'{own} points' if own else shape.batch_size_from}); set their "
+                "size with the factory's options"
             )
     step_warnings: list[str] = []
     if not checked:

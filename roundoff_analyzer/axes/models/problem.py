@@ -48,8 +48,8 @@ class Problem:
             of the gradient noise and of training. Raise `IndexError` where there is no batch `k`.
         data_source: Where the batches come from, for the manifest and the report.
         notes: Anything the model wants recorded in the manifest.
-        batch_size: The points in one batch, said beside every ratio to the gradient noise (default: the first
-            dimension of the state the step's first solve carries, measuring/batch_size.py).
+        batch_size: The points in one batch, said beside every ratio to the gradient noise (default: the leading
+            dimension of what sample_batch returns, measuring/batch_size.py).
 
     Example:
         ```python

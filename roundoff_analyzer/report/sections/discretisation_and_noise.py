@@ -77,10 +77,12 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
         )
     )
     size, uncertainty = verdict.noise_batch_size(results), verdict.noise_uncertainty(results)
-    read = (problem or {}).get("batch_size_from") if (problem or {}).get("batch_size") == size else None
+    record = problem or {}
+    read = record.get("batch_size_from") if record.get("batch_size") == size else None
+    unknown = f", at a batch size not known ({read})" if read and size is None else ""
     lines.append(
-        f"**Gradient noise** {formatting.in_u(noise.iloc[0])}{f' at batch {size}' if size else ''}"
-        + (f" ({read})" if read else "")
+        f"**Gradient noise** {formatting.in_u(noise.iloc[0])}{f' at batch {size}' if size else unknown}"
+        + (f" ({read})" if read and size else "")
         + ": the relative spread of "
         f"the float64 parameter gradient over {batches} other batches of the model's data"
         + (f" of {size} points each" if size else "")
@@ -93,9 +95,11 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
 def narrow_reference(manifest: dict) -> str | None:
     """The report's line where the float64 evaluation of the model met narrower values of its own code (the contract
     check's record in the manifest): the reference is less precise than float64 there."""
-    found = (manifest.get("problem") or {}).get("narrow_in_float64") or []
+    problem = manifest.get("problem") or {}
+    found = problem.get("narrow_in_float64") or []
     if not found:
-        return None
+        unwatched = problem.get("narrow_unwatched")
+        return f"**The float64 reference was not checked for float32 values**: {unwatched}." if unwatched else None
     return (
         "**The float64 reference computes with float32 values of the model's own code**, so it is less precise than "
         f"float64 there and an error near float32's unit roundoff against it is not resolved: "
