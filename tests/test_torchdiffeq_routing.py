@@ -149,6 +149,37 @@ def test_odeint_adjoint_imported_as_odeint_is_routed_and_the_answer_says_its_lin
     assert module.odeint is torchdiffeq.odeint_adjoint  # given back after the sweep
 
 
+@pytest.mark.slow
+def test_a_models_own_odeint_adjoint_is_measured_in_the_torchdiffeq_rows_by_torchdiffeqs_adjoint(tmp_path):
+    """A routed `odeint_adjoint` call in the torchdiffeq rows was answered by torchdiffeq's `odeint` (backpropagation
+    through the steps): it is answered by its adjoint form, so its rows equal those of the same model handing its
+    solve to the step's `odeint` under torchdiffeq-adjoint; the manifest keeps the call's adjoint tolerances."""
+    solve = (
+        "(lambda t, y: model(y), batch, torch.tensor([0.0, 1.0]), method='dopri5', adjoint_rtol=1e-4, "
+        "adjoint_atol=1e-5)"
+    )
+    own = _write(
+        tmp_path,
+        "own_adjoint",
+        _HEADER.format(
+            imports="from torchdiffeq import odeint_adjoint", body=f"return odeint_adjoint{solve}[-1].sum()"
+        ),
+    )
+    handed = _write(tmp_path, "handed_adjoint", _HEADER.format(imports="", body=f"return handed{solve}[-1].sum()"))
+    settings = {"dtype": ["float16", "bfloat16"], "method": "rk4", "timesteps": [4]}
+    routed = _sweep(own, tmp_path / "own", library="torchdiffeq", **settings)
+    direct = _sweep(handed, tmp_path / "handed", library="torchdiffeq-adjoint", **settings)
+    columns = ["sol_rel_err", "grad_y0_rel_err", "grad_params_rel_err"]
+    assert (routed.results["status"] == "ok").all(), routed.results["failure_message"]
+    assert routed.results[columns].to_numpy().tolist() == direct.results[columns].to_numpy().tolist()
+    backprop = _sweep(handed, tmp_path / "backprop", library="torchdiffeq", **settings)
+    assert routed.results["grad_params_rel_err"].tolist() != backprop.results["grad_params_rel_err"].tolist()
+    named = routed.manifest["problem"]["solver_arguments"]
+    assert (named["adjoint_rtol"], named["adjoint_atol"]) == (1e-4, 1e-5)
+    report = (tmp_path / "own" / "report.md").read_text()
+    assert "an `odeint_adjoint` call by torchdiffeq-adjoint in the torchdiffeq rows" in report
+
+
 @pytest.mark.parametrize(
     ("imports", "body", "words"),
     [

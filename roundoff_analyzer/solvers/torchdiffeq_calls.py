@@ -8,11 +8,12 @@ or a package such as torchcde whose `cdeint` calls `torchdiffeq.odeint_adjoint`)
 
 The calls are found by name: every module loaded when the block begins whose globals hold torchdiffeq's two functions
 (under any name: `from torchdiffeq import odeint_adjoint as odeint`), torchdiffeq's own namespace among them (for
-`torchdiffeq.odeint(...)`), has those names pointed at a router for the block and back afterwards, even when the block
-raises. While the answering solver solves, the names answer as torchdiffeq's own: that solver may be torchdiffeq. A
-call that reaches torchdiffeq by another way (an attribute, a default argument or a `partial` holding the function)
-would solve with its own method and grid: it is refused instead, by torchdiffeq's checking of its inputs, which only
-such a call runs inside the block. The sweep routes a step's calls with the same mechanism (`routing`).
+`torchdiffeq.odeint(...)`; its inner modules' names are its own), has those names pointed at a router for the block
+and back afterwards, even when the block raises. While the answering solver solves, the names answer as torchdiffeq's
+own: that solver may be torchdiffeq. A call that reaches torchdiffeq by another way (an attribute, a default argument
+or a `partial` holding the function) would solve with its own method and grid: it is refused instead, by torchdiffeq's
+checking of its inputs, which only such a call (or torchdiffeq's own) runs inside the block. The sweep routes a step's
+calls with the same mechanism (`routing`).
 """
 
 from __future__ import annotations
@@ -219,11 +220,18 @@ def _original(site: _Site):
 
 def _refusal(own: Callable[[], bool], original, message: str):
     def checked(*args, **kwargs):
-        if own():
+        # The solve that checks its inputs here (frame 1) was called by torchdiffeq itself (odeint_adjoint's forward,
+        # its backward's solves) or by no routed name.
+        if own() or _in_torchdiffeq(sys._getframe(1).f_back):
             return original(*args, **kwargs)
         raise TypeError(message)
 
     return checked
+
+
+def _in_torchdiffeq(frame: Any) -> bool:
+    module = frame.f_globals.get("__name__") if frame is not None else None
+    return isinstance(module, str) and module.split(".")[0] == "torchdiffeq"
 
 
 def _checks() -> list[tuple[dict[str, Any], Any, str]]:
@@ -236,13 +244,14 @@ def _checks() -> list[tuple[dict[str, Any], Any, str]]:
     return found
 
 
-_scanned: tuple[int, list[_Site]] = (-1, [])
+_scanned: tuple[object, list[_Site]] = (-1, [])
 
 
 def _sites() -> list[_Site]:
-    """Every module global that is one of torchdiffeq's functions; scanned again only when modules were loaded since."""
+    """Every module global that is one of torchdiffeq's functions; scanned again only when modules were loaded since:
+    more of them, or another last one (a module taken out and imported again leaves their number as it was)."""
     global _scanned
-    loaded = len(sys.modules)
+    loaded = (len(sys.modules), id(next(reversed(sys.modules.values()), None)))
     if _scanned[0] != loaded:
         _scanned = (loaded, list(_scan()))
     return _scanned[1]
@@ -251,6 +260,10 @@ def _sites() -> list[_Site]:
 def _scan() -> Iterator[_Site]:
     wanted = {id(function): name for name, function in FUNCTIONS.items()}
     for module_name, module in list(sys.modules.items()):
+        if module_name.startswith("torchdiffeq."):
+            # torchdiffeq's own solves (odeint_adjoint's forward and the backward's, which may run after the block's
+            # solve has returned, inside it or not) stay its own; its namespace answers `torchdiffeq.odeint(...)`.
+            continue
         try:
             namespace = module.__dict__
         except Exception:  # noqa: BLE001 - an object some library put in sys.modules, not a module to scan

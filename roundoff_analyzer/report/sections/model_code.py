@@ -59,6 +59,10 @@ def measured_model_code(manifest: dict | None, results: pd.DataFrame | None = No
         ("model, step", "problem.model, problem.step") if step else ("func, loss_fn", "problem.func, problem.loss")
     )
     batches = f"batches 1 to {count} of its data" if count else "its batches from 1 on"
+    batches_code = f"problem.batches({count})"
+    if not built_in and not step:
+        # A factory's (func, y0, loss) may draw no batch beyond y0 (no sample_batch): y0 is trained on first.
+        batches, batches_code = f"y0, then {batches} where it draws them", f"[problem.y0, *problem.batches({count})]"
     said = (
         f"# as this sweep built them: the model, its loss and {batches}"
         if built_in
@@ -71,7 +75,7 @@ def measured_model_code(manifest: dict | None, results: pd.DataFrame | None = No
             *_threads_line(manifest),
             *_wrapped_comment(said),
             *_call("problem = roundoff_analyzer.model(", arguments),
-            f"{parts}, batches = {attributes}, problem.batches({count})",
+            f"{parts}, batches = {attributes}, {batches_code}",
             # What the sweep did not measure is the user's to choose; these let the lines below run as they are.
             f"optimizer = torch.optim.Adam({'model' if step else 'func'}.parameters())  # yours: the sweep chose none",
             'max_norm = float("inf")  # yours, if you clip (inf clips nothing)',
