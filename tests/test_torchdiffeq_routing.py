@@ -158,14 +158,14 @@ def test_a_models_own_odeint_adjoint_is_measured_in_the_torchdiffeq_rows_by_torc
         "(lambda t, y: model(y), batch, torch.tensor([0.0, 1.0]), method='dopri5', adjoint_rtol=1e-4, "
         "adjoint_atol=1e-5)"
     )
+    # The same batch in every sweep (the header's draws from torch's global generator).
+    header = _HEADER.replace("torch.randn(8, 2)", "torch.randn(8, 2, generator=torch.Generator().manual_seed(k))")
     own = _write(
         tmp_path,
         "own_adjoint",
-        _HEADER.format(
-            imports="from torchdiffeq import odeint_adjoint", body=f"return odeint_adjoint{solve}[-1].sum()"
-        ),
+        header.format(imports="from torchdiffeq import odeint_adjoint", body=f"return odeint_adjoint{solve}[-1].sum()"),
     )
-    handed = _write(tmp_path, "handed_adjoint", _HEADER.format(imports="", body=f"return handed{solve}[-1].sum()"))
+    handed = _write(tmp_path, "handed_adjoint", header.format(imports="", body=f"return handed{solve}[-1].sum()"))
     settings = {"dtype": ["float16", "bfloat16"], "method": "rk4", "timesteps": [4]}
     routed = _sweep(own, tmp_path / "own", library="torchdiffeq", **settings)
     direct = _sweep(handed, tmp_path / "handed", library="torchdiffeq-adjoint", **settings)
