@@ -34,7 +34,7 @@ def _run_as_handed(result: ra.SweepResult, dtype: str, cwd: Path) -> tuple[int, 
     losses it printed, and its output."""
     code = result.answers[dtype]["code"]
     assert code, result.answers[dtype]
-    script = cwd / "handed.py"
+    script = result.folder / "handed.py"  # beside the sweep's files; run from `cwd`
     script.write_text(code + "\n")
     # Nothing of the test's process reaches the script but what a user's shell would give it.
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
