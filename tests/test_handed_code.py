@@ -51,6 +51,7 @@ def _assert_runs(result: ra.SweepResult, dtype: str, cwd: Path, batches: int = 2
     assert len(losses) == batches and all(math.isfinite(loss) for loss in losses), output
 
 
+@pytest.mark.slow
 def test_a_built_in_models_code_runs_as_handed(tmp_path):
     result = _sweep("otflow", tmp_path / "sweep", options={"d": 3, "hidden": 8, "batch": 16}, timesteps=[4, 16])
     _assert_runs(result, "float16", tmp_path)
