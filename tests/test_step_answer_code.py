@@ -16,7 +16,7 @@ import roundoff_analyzer as ra
 from roundoff_analyzer.solvers import equal_steps, odeint
 
 from .fixtures import anode
-from .test_step_problems import _seeded, flat, rel_err
+from .test_step_problems import _seeded, flat, loop_of, rel_err
 
 FIXTURE = Path(__file__).parent / "fixtures" / "anode.py"
 
@@ -48,7 +48,7 @@ def test_the_answers_code_drops_the_steps_own_method_and_runs_what_the_row_measu
     model.odefunc.register_forward_hook(lambda *_: calls.append(torch._C._current_graph_task_id() == -1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     names = {"torch": torch, "model": model, "step": problem.step, "batches": [problem.sample_batch(0)]}
-    exec(code, names | {"optimizer": optimizer, "max_norm": float("inf")})
+    exec(loop_of(code), names | {"optimizer": optimizer, "max_norm": float("inf")})
     # The forward's evaluations of the field: the measured method's, not dopri5's.
     assert sum(calls) == row["nfe"]
 

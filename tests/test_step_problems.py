@@ -142,6 +142,15 @@ def test_the_latent_odes_rows_equal_a_float16_run_of_its_step_written_with_torch
         assert parts[("grad_params_rel_err", part)] == pytest.approx(expected, rel=1e-6), part
 
 
+def loop_of(code: str) -> str:
+    """The answer's code without the lines that build the sweep's model, its batches and an optimizer (from
+    `problem = ` to `max_norm = `) or set torch's threads: its imports and its loop, to run on a model of the test's."""
+    lines = code.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("problem = "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("max_norm = "))
+    return "\n".join(line for line in lines[:start] + lines[end + 1 :] if not line.startswith("torch.set_num_threads"))
+
+
 def _seeded(make):
     """What a factory builds after the sweep's torch.manual_seed(seed) (seed 0)."""
     with torch.random.fork_rng(devices=[]):
@@ -175,7 +184,7 @@ def test_the_answer_writes_the_users_step_span_and_steps_and_its_code_is_the_run
     model = problem.model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     names = {"torch": torch, "model": model, "step": problem.step, "batches": [problem.sample_batch(0)]}
-    exec(code, names | {"optimizer": optimizer, "max_norm": float("inf")})
+    exec(loop_of(code), names | {"optimizer": optimizer, "max_norm": float("inf")})
     measured = flat(p.grad for p in model.parameters())
     reference = _seeded(lambda: load_example(LATENT).latent_ode(**LATENT_OPTIONS))
     model64 = copy.deepcopy(reference.model).double()

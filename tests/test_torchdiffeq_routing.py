@@ -35,6 +35,7 @@ from roundoff_analyzer.measuring.solve_calls import ConfiguredOdeint
 from roundoff_analyzer.measuring.time_limit import time_limit
 from roundoff_analyzer.measuring.torch_state import restored_torch_state
 from roundoff_analyzer.solvers import odeint as native_odeint
+from roundoff_analyzer.solvers import torchdiffeq_calls
 
 from .test_step_problems import _seeded, flat, rel_err
 
@@ -81,7 +82,7 @@ def test_a_public_odeblock_model_is_swept_unchanged_and_its_rows_equal_each_solv
     table = result.results.set_index("library")
     assert (table["status"] == "ok").all(), table["failure_message"]
     assert result.manifest["problem"]["routed"] == [
-        {"module": "odeblock_models", "name": "odeint", "function": "odeint", "solves": 1}
+        {"module": "odeblock_models", "name": "odeint", "function": "odeint", "solves": 1, "caller": None}
     ]
     problem = _seeded(lambda: odenet(**OPTIONS))
     measured = result.param_errors.set_index(["library", "parameter"])["grad_rel_err"]
@@ -97,7 +98,9 @@ def test_a_public_odeblock_model_is_swept_unchanged_and_its_rows_equal_each_solv
             assert measured[(library, name)] == pytest.approx(rel_err(low[3][name], high[3][name]), rel=1e-6)
     assert {"odeblock.odefunc.net.0.weight", "head.bias"} <= set(measured.index.get_level_values("parameter"))
     report = (tmp_path / "odenet" / "report.md").read_text()
-    assert "# odeblock_models.py: from roundoff_analyzer.solvers import equal_steps, odeint  # in place of " in report
+    assert (
+        "# odeblock_models.py: its `from torchdiffeq import odeint` stands; answered_by answers it with solve" in report
+    )
     assert "1 through `odeblock_models.odeint` (`from torchdiffeq import odeint`)" in report
 
 
@@ -123,7 +126,7 @@ _HEADER = """
 """
 
 
-def test_odeint_adjoint_imported_as_odeint_is_routed_and_the_answer_names_the_line_to_change(tmp_path):
+def test_odeint_adjoint_imported_as_odeint_is_routed_and_the_answer_says_its_line_stands(tmp_path):
     spec = _write(
         tmp_path,
         "adjoint_style",
@@ -135,15 +138,46 @@ def test_odeint_adjoint_imported_as_odeint_is_routed_and_the_answer_names_the_li
     result = _sweep(spec, tmp_path / "out", library="native", dtype="bfloat16", timesteps=[4, 8], noise_batches=2)
     assert (result.results["status"] == "ok").all()
     assert result.manifest["problem"]["routed"] == [
-        {"module": "adjoint_style", "name": "odeint", "function": "odeint_adjoint", "solves": 1}
+        {"module": "adjoint_style", "name": "odeint", "function": "odeint_adjoint", "solves": 1, "caller": None}
     ]
     report = (tmp_path / "out" / "report.md").read_text()
     assert (
-        "# adjoint_style.py: from roundoff_analyzer.solvers import equal_steps, odeint_adjoint as odeint  # in place "
-        "of `from torchdiffeq import odeint_adjoint as odeint`" in report
+        "# adjoint_style.py: its `from torchdiffeq import odeint_adjoint as odeint` stands; answered_by answers it "
+        "with solve" in report
     )
     module = sys.modules["roundoff_user_adjoint_style"]
     assert module.odeint is torchdiffeq.odeint_adjoint  # given back after the sweep
+
+
+@pytest.mark.slow
+def test_a_models_own_odeint_adjoint_is_measured_in_the_torchdiffeq_rows_by_torchdiffeqs_adjoint(tmp_path):
+    """A routed `odeint_adjoint` call in the torchdiffeq rows was answered by torchdiffeq's `odeint` (backpropagation
+    through the steps): it is answered by its adjoint form, so its rows equal those of the same model handing its
+    solve to the step's `odeint` under torchdiffeq-adjoint; the manifest keeps the call's adjoint tolerances."""
+    solve = (
+        "(lambda t, y: model(y), batch, torch.tensor([0.0, 1.0]), method='dopri5', adjoint_rtol=1e-4, "
+        "adjoint_atol=1e-5)"
+    )
+    # The same batch in every sweep (the header's draws from torch's global generator).
+    header = _HEADER.replace("torch.randn(8, 2)", "torch.randn(8, 2, generator=torch.Generator().manual_seed(k))")
+    own = _write(
+        tmp_path,
+        "own_adjoint",
+        header.format(imports="from torchdiffeq import odeint_adjoint", body=f"return odeint_adjoint{solve}[-1].sum()"),
+    )
+    handed = _write(tmp_path, "handed_adjoint", header.format(imports="", body=f"return handed{solve}[-1].sum()"))
+    settings = {"dtype": ["float16", "bfloat16"], "method": "rk4", "timesteps": [4]}
+    routed = _sweep(own, tmp_path / "own", library="torchdiffeq", **settings)
+    direct = _sweep(handed, tmp_path / "handed", library="torchdiffeq-adjoint", **settings)
+    columns = ["sol_rel_err", "grad_y0_rel_err", "grad_params_rel_err"]
+    assert (routed.results["status"] == "ok").all(), routed.results["failure_message"]
+    assert routed.results[columns].to_numpy().tolist() == direct.results[columns].to_numpy().tolist()
+    backprop = _sweep(handed, tmp_path / "backprop", library="torchdiffeq", **settings)
+    assert routed.results["grad_params_rel_err"].tolist() != backprop.results["grad_params_rel_err"].tolist()
+    named = routed.manifest["problem"]["solver_arguments"]
+    assert (named["adjoint_rtol"], named["adjoint_atol"]) == (1e-4, 1e-5)
+    report = (tmp_path / "own" / "report.md").read_text()
+    assert "an `odeint_adjoint` call by torchdiffeq-adjoint in the torchdiffeq rows" in report
 
 
 @pytest.mark.parametrize(
@@ -221,7 +255,7 @@ def _alarms_at_each_line(run: RunSpec, traced, rescan: bool = False, most: int |
         for k in itertools.count(1) if most is None else range(1, most + 1):
             trace, sent = _alarm_at_line(k, traced)
             if rescan:
-                torchdiffeq_routing._scanned = (-1, [])  # the modules' globals looked through again, as after an import
+                torchdiffeq_calls._scanned = (-1, [])  # the modules' globals looked through again, as after an import
             try:
                 with restored_torch_state(), time_limit(600):  # as every run of a sweep
                     sys.settrace(trace)
@@ -256,7 +290,7 @@ def test_an_alarm_at_any_line_of_the_routing_is_a_timeout_that_leaves_no_name_ro
     routing and the context managers around the step run, in turn (the scan of the modules, already done, apart)."""
     run = _odeblock_run()
     step_forward(run, ConfiguredOdeint(run))  # the modules scanned once, as in a sweep's every later run
-    files = {torchdiffeq_routing.__file__, contextlib.__file__}
+    files = {torchdiffeq_routing.__file__, torchdiffeq_calls.__file__, contextlib.__file__}
     lines = _alarms_at_each_line(run, lambda code: code.co_filename in files and code.co_name != "_scan")
     assert lines > 20  # the routing's lines were reached: it set the names, routed a solve and gave them back
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from ..axes.libraries import LIBRARIES
 from ..axes.libraries.steps import CountedDynamics
 from ..solvers import DynamicAdjointScaler, SolveReport
 from ..solvers.grid_output import equal_grid, read_off
@@ -62,6 +64,11 @@ class ConfiguredOdeint:
     ) -> None:
         method, outside = spec.method, not spec.loss_in.step_in_context
         self.library, self.method, self.n_timesteps = spec.library, method, spec.n_timesteps
+        # What answers a model's own odeint_adjoint call (torchdiffeq_routing.py): the library's adjoint form where it
+        # has one, so that torchdiffeq's rows measure torchdiffeq's continuous adjoint there, not backpropagation.
+        form = spec.library.adjoint_form
+        self.adjoint_library = LIBRARIES.get(form) if form is not None else spec.library
+        self._solving_with = spec.library
         self.time_dtype = spec.time_dtype
         self.scaler, self.report = scaler, SolveReport() if report is None else report
         self.context: Callable[[], AbstractContextManager] | None = spec.prepared.context if outside else None
@@ -91,6 +98,10 @@ class ConfiguredOdeint:
         method: str | None = None,
         options: dict | None = None,
         event_fn: Callable | None = None,
+        *,
+        adjoint_rtol: float | None = None,
+        adjoint_atol: float | None = None,
+        adjoint_method: str | None = None,
         **ignored: object,
     ) -> State:
         if event_fn is not None:
@@ -98,7 +109,14 @@ class ConfiguredOdeint:
                 "an event_fn ends each solve at a time of its own; the sweep compares solves on one grid, so solve to "
                 "a fixed end time"
             )
-        given = {"method": method, "rtol": rtol, "atol": atol}
+        given = {
+            "method": method,
+            "rtol": rtol,
+            "atol": atol,
+            "adjoint_method": adjoint_method,
+            "adjoint_rtol": adjoint_rtol,
+            "adjoint_atol": adjoint_atol,
+        }
         self.named.update({name: _plain(value) for name, value in given.items() if value is not None})
         if options:
             self.named["options"] = sorted(set(map(str, options)).union(self.named.get("options") or ()))  # type: ignore[arg-type]
@@ -108,6 +126,15 @@ class ConfiguredOdeint:
             return state.split(state.flat[None].clone(), 1)
         grid = equal_grid(float(times[0]), float(times[-1]), self.n_timesteps, self.time_dtype, state.flat.device)
         return self._solve(func, state, grid, times.to(device=grid.device, dtype=self.time_dtype))
+
+    def adjoint(self, *args: Any, **kwargs: Any) -> State:
+        """A model's own `odeint_adjoint` call, solved as this call solves but by the library's adjoint form; its
+        `adjoint_params` give way to the tensors the field reaches, which that form finds itself."""
+        self._solving_with = self.adjoint_library
+        try:
+            return self(*args, **kwargs)
+        finally:
+            self._solving_with = self.library
 
     def on_grid(self, func: torch.nn.Module, y0: torch.Tensor, t0: float, t1: float) -> torch.Tensor:
         """The states at every point of the grid from t0 to t1 (a trajectory problem's loss reads them all)."""
@@ -135,7 +162,7 @@ class ConfiguredOdeint:
                 self.context() if self.context is not None else nullcontext(),
                 watched.watching() if watched is not None else nullcontext(),
             ):
-                on_grid = self.library.solve(watched or field, state.flat, grid, self.method, self.scaler, report)
+                on_grid = self._solving_with.solve(watched or field, state.flat, grid, self.method, self.scaler, report)
         finally:
             self.solving -= 1
             self.calls += counted.calls

@@ -58,6 +58,9 @@ class SolverLibrary(LibraryAdapter, Protocol):
     returns_low_trajectory: bool = False
     # The torchdiffeq function a model's own torchdiffeq calls keep to solve as this library does (None: none).
     routed_function: str | None = None
+    # The library that answers a model's own `odeint_adjoint` call as this library's adjoint form would (torchdiffeq's
+    # odeint_adjoint for torchdiffeq); None: this library answers it as it answers `odeint`.
+    adjoint_form: str | None = None
 
     def tableau_name(self, method: Method) -> str:
         """The rule the library runs for `method` (a library without it: the method's own tableau)."""
@@ -83,6 +86,7 @@ _OPTIONAL: dict[str, Callable[[str], Any]] = {
     "native_solver": lambda name: False,
     "returns_low_trajectory": lambda name: False,
     "routed_function": lambda name: None,
+    "adjoint_form": lambda name: None,
     "tableau_name": _tableau_of_method,
 }
 

@@ -73,6 +73,7 @@ class _ProbedDynamics(torch.nn.Module):
 class TorchdiffeqLibrary(SolverLibrary):
     name = "torchdiffeq"
     routed_function = "odeint"
+    adjoint_form = "torchdiffeq-adjoint"
     import_line = None  # the script's own `from torchdiffeq import odeint` stands
     description = (
         f"torchdiffeq {torchdiffeq.__version__}, autograd through every stage (its rk4 is the 3/8 rule, "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...axes.models.problem import recorded_as_step
 from ...judging import answer
 from .. import formatting
-from .code_parts import after_backward, backward_line, before_loop, library_imports, solver_arguments
+from .code_parts import after_backward, backward_line, before_loop, library_imports, loss_line, solver_arguments
 from .model_code import ModelCode
 from .step_code import step_code_lines
 
@@ -71,4 +71,4 @@ def code_lines(
         ]
         lines.append(f"        {loss}" if inside else f"    {loss}")
     lines.append(backward_line(a))
-    return lines + after_backward(a, "func")
+    return lines + after_backward(a, "func") + loss_line(bool(measured.lines))

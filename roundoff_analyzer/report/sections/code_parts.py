@@ -15,18 +15,20 @@ def scaling_imports(a: answer.Answer) -> list[str]:
     return list(formatting.scaling_code(a.scaling).imports)
 
 
-def library_imports(a: answer.Answer, step: bool, whole_script: bool = False) -> list[str]:
+def library_imports(a: answer.Answer, step: bool, whole_script: bool = False, answered: bool = False) -> list[str]:
     """The import lines of answer `a`'s code: its library's `import_line` and its scaling's imports; for a training
-    step (`step`), also `equal_steps`. Where the library's line keeps the script's torchdiffeq import, that import
-    is written when the code is a script of its own (a step's, or `whole_script`: a built-in model's, which builds
-    its model itself); a user's script that solves with torchdiffeq has it already."""
+    step (`step`), also `equal_steps` (and `answered_by`, where the model's own torchdiffeq calls are `answered`).
+    Where the library's line keeps the script's torchdiffeq import, that import is written when the code is a script
+    of its own (a step's, or `whole_script`: a built-in model's, which builds its model itself); a user's script that
+    solves with torchdiffeq has it already."""
     lines = ["import roundoff_analyzer"] if a.kept is not None else []
     import_line = formatting.library_import_line(a.library)
+    solvers = f"from roundoff_analyzer.solvers import {'answered_by, ' if answered else ''}equal_steps"
     if step and formatting.library_member(a.library, "native_solver"):
-        lines.append("from roundoff_analyzer.solvers import equal_steps, odeint  # in place of torchdiffeq's odeint")
+        lines.append(f"{solvers}, odeint  # in place of torchdiffeq's odeint")
         return lines + scaling_imports(a)
     if step:
-        lines.append("from roundoff_analyzer.solvers import equal_steps  # a grid_constructor: n equal steps per solve")
+        lines.append(f"{solvers}  # a grid_constructor: n equal steps per solve")
     if import_line is not None or step or whole_script:
         lines.append(import_line or "from torchdiffeq import odeint")
     return lines + scaling_imports(a)
@@ -69,3 +71,8 @@ def after_backward(a: answer.Answer, owner: str) -> list[str]:
     clip = f"torch.nn.utils.clip_grad_norm_({owner}.parameters(), max_norm)  # if you clip"
     steps = code.optimizer_step if code.optimizer_step is not None else ("{clip}", "optimizer.step()")
     return [INDENT + line.format(clip=clip) for line in steps]
+
+
+def loss_line(whole_script: bool) -> list[str]:
+    """The loop's last line in a script of its own (a built-in model's, a factory's): the loss each batch reached."""
+    return [INDENT + 'print(f"loss {loss.item():.6g}")'] if whole_script else []

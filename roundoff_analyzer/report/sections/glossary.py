@@ -25,7 +25,7 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
         words.append(
             "**y0**: the model is its training step, so its input is the batch: the gradient w.r.t. y0 is the "
             "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "
-            "first solve." + _routed_sentence(problem)
+            "first solve." + _routed_sentence(problem, sorted(set(ran["library"])))
         )
     if ran["library"].map(lambda name: formatting.library_member(name, "native_solver")).any():
         words.append(
@@ -66,15 +66,23 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
     return words
 
 
-def _routed_sentence(problem: dict | None) -> str:
-    """Where the step's solves came from, where its modules called torchdiffeq themselves."""
+def _routed_sentence(problem: dict | None, libraries: list[str]) -> str:
+    """Where the step's solves came from, where its modules called torchdiffeq themselves, and what answered an
+    `odeint_adjoint` call in each library's rows."""
     routed = [RoutedSolves(**record) for record in (problem or {}).get("routed") or []]
     if not routed:
         return ""
     n_solves = (problem or {}).get("n_solves", 1)
     handed = n_solves - sum(r.solves for r in routed)
     rest = f"; {handed} through the `odeint` handed to the step" if handed > 0 else ""
+    adjoint = ""
+    if any(r.function == "odeint_adjoint" for r in routed):
+        forms = {name: formatting.library_member(name, "adjoint_form") for name in libraries}
+        by_form = [f"by {form} in the {name} rows" for name, form in forms.items() if form is not None]
+        itself = [name for name, form in forms.items() if form is None]
+        said = by_form + ([f"by the row's library itself in the {', '.join(itself)} rows"] if itself else [])
+        adjoint = f" (an `odeint_adjoint` call {'; '.join(said)})"
     return (
         f" Of its {n_solves} solve{'s' if n_solves > 1 else ''} per step, {routed_words(routed)}{rest}; its modules' "
-        "calls of torchdiffeq were answered by each row's library."
+        f"calls of torchdiffeq were answered by each row's library{adjoint}."
     )

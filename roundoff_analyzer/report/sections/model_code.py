@@ -1,10 +1,13 @@
-"""The first lines of the answer's code for a built-in model: the model, its loss and its batches as the sweep measured
-them, built by `roundoff_analyzer.model` from what the manifest records, and the torch threads the sweep measured with
-where the process's own count differed. A user's own model is in their script already: nothing is written for it."""
+"""The first lines of the answer's code: the model, its loss (or step) and its batches as the sweep measured them, built
+by `roundoff_analyzer.model` from what the manifest records (a built-in model by its name, a user's factory by the
+`path/to/file.py:factory` or `package.module:factory` the sweep was given, relative where it was, so the code runs from
+the folder the sweep ran in), and the torch threads the sweep measured with where the process's own count differed. The
+code is then a script of its own that runs as handed."""
 
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +37,14 @@ def measured_model_code(manifest: dict | None, results: pd.DataFrame | None = No
     manifest = manifest or {}
     model = _mapping(manifest.get("model"))
     name, options = model.get("name"), model.get("options")
-    if not isinstance(name, str) or name not in MODELS.names() or not isinstance(options, dict):
+    if not isinstance(name, str) or not isinstance(options, dict):
+        return ModelCode()
+    built_in = name in MODELS.names()
+    if not built_in and not _factory_spec(name):
         return ModelCode()
     arguments = [_literal(name), *(f"{key}={_literal(value)}" for key, value in options.items())]
     data = manifest.get("data")
-    if isinstance(data, str) and data != MODELS.get(name).default_data:
+    if isinstance(data, str) and built_in and data != MODELS.get(name).default_data:
         arguments.append(f"data={_literal(data)}")
     checkpoint = _checkpoint_path(manifest, _judged_checkpoint(results))
     if checkpoint is not None:
@@ -53,18 +59,39 @@ def measured_model_code(manifest: dict | None, results: pd.DataFrame | None = No
         ("model, step", "problem.model, problem.step") if step else ("func, loss_fn", "problem.func, problem.loss")
     )
     batches = f"batches 1 to {count} of its data" if count else "its batches from 1 on"
+    batches_code = f"problem.batches({count})"
+    if not built_in and not step:
+        # A factory's (func, y0, loss) may draw no batch beyond y0 (no sample_batch): y0 is trained on first.
+        batches, batches_code = f"y0, then {batches} where it draws them", f"[problem.y0, *problem.batches({count})]"
+    said = (
+        f"# as this sweep built them: the model, its loss and {batches}"
+        if built_in
+        else f"# your factory, imported from {name.rpartition(':')[0]} as this sweep imported it (run this from the "
+        f"folder the sweep ran in), built as the sweep built it (torch seeded with its seed): {batches}"
+    )
     return ModelCode(
         ("import torch", "import roundoff_analyzer"),
         (
             *_threads_line(manifest),
-            f"# as this sweep built them: the model, its loss and {batches}",
+            *_wrapped_comment(said),
             *_call("problem = roundoff_analyzer.model(", arguments),
-            f"{parts}, batches = {attributes}, problem.batches({count})",
+            f"{parts}, batches = {attributes}, {batches_code}",
             # What the sweep did not measure is the user's to choose; these let the lines below run as they are.
             f"optimizer = torch.optim.Adam({'model' if step else 'func'}.parameters())  # yours: the sweep chose none",
             'max_norm = float("inf")  # yours, if you clip (inf clips nothing)',
         ),
     )
+
+
+def _factory_spec(name: str) -> bool:
+    """Whether `name` names a user's factory (`path/to/file.py:factory`, `package.module:factory`)."""
+    module, colon, factory = name.rpartition(":")
+    return bool(colon and module and factory.isidentifier())
+
+
+def _wrapped_comment(comment: str) -> list[str]:
+    """A comment on lines of the code's width."""
+    return textwrap.wrap(comment, _WIDTH, subsequent_indent="# ", break_long_words=False, break_on_hyphens=False)
 
 
 def _call(opening: str, arguments: list[str]) -> list[str]:

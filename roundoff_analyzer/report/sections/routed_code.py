@@ -1,48 +1,57 @@
-"""The answer's code for a model whose own modules call torchdiffeq (the sweep routed those calls,
-measuring/torchdiffeq_routing.py): the import line to change in each such module, and the arguments its calls then
-pass to solve as the chosen runs did."""
+"""The answer's code for a model whose own modules (or a package it calls, torchcde's `cdeint`) call torchdiffeq: the
+sweep routed those calls (measuring/torchdiffeq_routing.py), and the code runs the step inside `answered_by`
+(roundoff_analyzer.solvers), under which they solve as the chosen runs did, with nothing of the user's edited. An
+`odeint_adjoint` call is answered by the library's adjoint form where it has one, as the sweep answered it."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ...judging import answer
 from ...measuring.torchdiffeq_routing import RoutedSolves, user_import
 from .. import formatting
 
-
-def routed_lines(a: answer.Answer, problem: dict, solver_options: list[str]) -> list[str]:
-    """A comment line per name the step's solves were routed through (the manifest's `problem.routed`): what to import
-    there in place of torchdiffeq's function to solve as answer `a`'s runs did, and the arguments its calls pass."""
-    lines = []
-    calls = f"its calls with {', '.join(solver_options)}, as measured"
-    for record in problem.get("routed") or []:
-        routed = RoutedSolves(**record)
-        original, replacement = user_import(routed), _replacement(a.library, routed)
-        if original is None:  # calls written torchdiffeq.odeint(...)
-            instead = f"call {replacement} in its place, " if replacement else ""
-            lines.append(f"# where your code calls torchdiffeq.{routed.function}: {instead}{calls}")
-        elif replacement is None:
-            lines.append(f"# {_file(routed)}: its `{original}` stands; {calls}")
-        else:
-            lines.append(f"# {_file(routed)}: {replacement}  # in place of `{original}`; {calls}")
-    return lines
+ADJOINT_SOLVE = "solve_adjoint"
 
 
-def _replacement(library: str, routed: RoutedSolves) -> str | None:
-    """The import line (for calls through torchdiffeq's namespace, the function) that solves as `library` did; None
-    where the user's own already does."""
-    namespace = user_import(routed) is None
-    if formatting.library_member(library, "native_solver"):
-        if namespace:
-            return f"roundoff_analyzer.solvers.{routed.function}"
-        alias = "" if routed.name == routed.function else f" as {routed.name}"
-        return f"from roundoff_analyzer.solvers import equal_steps, {routed.function}{alias}"
-    wanted = formatting.library_member(library, "routed_function")
-    if wanted is None:
-        return f"solve with {library}, as this sweep did,"
-    if wanted == routed.function:
-        return None
-    return f"torchdiffeq.{wanted}" if namespace else f"from torchdiffeq import {wanted} as {routed.name}"
+@dataclass(frozen=True)
+class RoutedCode:
+    """What the answer's code adds for routed calls: its imports (besides `answered_by`), the comment lines saying
+    where the calls are, the function answering `odeint_adjoint` calls (None: `solve` answers them too) and the
+    context the step runs in."""
+
+    imports: tuple[str, ...] = ()
+    comments: tuple[str, ...] = ()
+    adjoint_function: str | None = None
+    context: str | None = None
 
 
-def _file(routed: RoutedSolves) -> str:
-    return routed.module.replace(".", "/") + ".py"
+def routed_code(a: answer.Answer, problem: dict) -> RoutedCode:
+    """The routed calls' part of answer `a`'s code; nothing where the step's solves all came through its argument, or
+    where `a`'s library has no `odeint` to write (a comment says to solve with it by name)."""
+    routed = [RoutedSolves(**record) for record in problem.get("routed") or []]
+    if not routed or _writes_no_odeint(a.library):
+        return RoutedCode()
+    form = formatting.library_member(a.library, "adjoint_form")
+    adjoint = form is not None and any(r.function == "odeint_adjoint" for r in routed)
+    function = formatting.library_member(form, "routed_function") if adjoint else None
+    imports = [f"from torchdiffeq import {function}"] if function is not None else []
+    answering = f"solve, adjoint={ADJOINT_SOLVE}" if function is not None else "solve"
+    comments = tuple(_comment(r, function is not None and r.function == "odeint_adjoint", form) for r in routed)
+    return RoutedCode(tuple(imports), comments, function, f"answered_by({answering})")
+
+
+def _writes_no_odeint(library: str) -> bool:
+    line = formatting.library_import_line(library)
+    return line is not None and line.startswith("#")
+
+
+def _comment(routed: RoutedSolves, by_adjoint: bool, form: str | None) -> str:
+    """Where one routed name's calls are and what answers them."""
+    line = user_import(routed)
+    if line is not None:
+        where = f"{routed.module.replace('.', '/')}.py: its `{line}` stands"
+    else:
+        where = f"{routed.caller or 'your code'}: its call of torchdiffeq.{routed.function} stands"
+    answered = f"{ADJOINT_SOLVE} ({form})" if by_adjoint else "solve"
+    return f"# {where}; answered_by answers it with {answered}"

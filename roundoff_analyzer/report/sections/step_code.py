@@ -5,9 +5,9 @@ autocast as the runs placed it (the whole step, or the solves alone)."""
 from __future__ import annotations
 
 from ...judging import answer
-from .code_parts import after_backward, backward_line, before_loop, library_imports, solver_arguments
+from .code_parts import after_backward, backward_line, before_loop, library_imports, loss_line, solver_arguments
 from .model_code import ModelCode
-from .routed_code import routed_lines
+from .routed_code import ADJOINT_SOLVE, routed_code
 
 
 def step_code_lines(
@@ -27,39 +27,67 @@ def step_code_lines(
     plain = a.plain_float32  # no autocast, no cast
     whole_step = a.loss_in == "autocast" or a.mode == "pure" or plain
     partial = whole_step and not named
-    imports = [*(["import functools"] if partial else []), *library_imports(a, step=True)]
-    lines = [*measured.around(imports), *routed_lines(a, problem, solver_options)]
+    routed = routed_code(a, problem)
+    imports = [
+        *(["import functools"] if partial else []),
+        *library_imports(a, step=True, answered=routed.context is not None),
+        *routed.imports,
+    ]
+    lines = [*measured.around(imports), *routed.comments]
     lines += before_loop(a, "model", dtype, device_type)
     if named:
         # Passed on, the step's own method and options would override the measured solve (a keyword given to a
         # functools.partial wins over the partial's): dopri5's 50 evaluations run, not the 32 measured.
         lines += [f"# your step's odeint call names {_named_words(named)}; solve drops them, as the sweep did"]
-    if partial:
-        lines.append(f"solve = functools.partial(odeint, {', '.join(solver_options)})")
-    elif whole_step:
-        lines += [
-            "def solve(func, y0, t, **named):  # the step's own method, rtol, atol and options give way",
-            f"    return odeint(func, y0, t, {', '.join(solver_options)})",
-        ]
-    else:
-        lines += [
-            "def solve(func, y0, t, **ignored):  # autocast around the solves alone, their states back in float32",
-            f"    with {autocast}:",
-            f"        states = odeint(func, y0, t, {', '.join(solver_options)})",
-            "    return states.float() if isinstance(states, torch.Tensor) else tuple(s.float() for s in states)",
-        ]
+    lines += _solve_lines("solve", "odeint", solver_options, partial, whole_step, autocast)
+    if routed.adjoint_function is not None:
+        lines += _solve_lines(
+            ADJOINT_SOLVE, routed.adjoint_function, solver_options, partial, whole_step, autocast, adjoint=True
+        )
     pure = f"  # its floating-point tensors in {dtype}" if a.mode == "pure" and not plain else ""
     lines += [f"for batch in batches:{pure}", "    optimizer.zero_grad()"]
     call = (
         f"loss = step(model, batch, solve)  # your step, each solve in {n} equal steps across its span ({span}), "
         "as measured"
     )
-    if whole_step and a.mode != "pure" and not plain:
-        lines += [f"    with {autocast}:", f"        {call}"]
+    contexts = [
+        *([routed.context] if routed.context is not None else []),
+        *([autocast] if whole_step and a.mode != "pure" and not plain else []),
+    ]
+    if contexts:
+        lines += [f"    with {', '.join(contexts)}:", f"        {call}"]
     else:
         lines.append(f"    {call}")
     lines.append(backward_line(a, comment=False))
-    return lines + after_backward(a, "model")
+    return lines + after_backward(a, "model") + loss_line(bool(measured.lines))
+
+
+def _solve_lines(
+    name: str,
+    function: str,
+    solver_options: list[str],
+    partial: bool,
+    whole_step: bool,
+    autocast: str,
+    adjoint: bool = False,
+) -> list[str]:
+    """The definition of `name`, solving with `function` as the runs did; an adjoint's passes on the parameters a
+    call names for its adjoint."""
+    options = ", ".join(solver_options)
+    if partial:
+        return [f"{name} = functools.partial({function}, {options})"]
+    passed = ', adjoint_params=named.get("adjoint_params")' if adjoint else ""
+    if whole_step:
+        return [
+            f"def {name}(func, y0, t, **named):  # the step's own method, rtol, atol and options give way",
+            f"    return {function}(func, y0, t, {options}{passed})",
+        ]
+    return [
+        f"def {name}(func, y0, t, **named):  # autocast around the solves alone, their states back in float32",
+        f"    with {autocast}:",
+        f"        states = {function}(func, y0, t, {options}{passed})",
+        "    return states.float() if isinstance(states, torch.Tensor) else tuple(s.float() for s in states)",
+    ]
 
 
 def _named_words(named: dict) -> str:
