@@ -24,7 +24,7 @@ from ..axes.grid import CONFIG_COLUMNS
 from ..axes.libraries.base import library_member
 from ..axes.scalings import unscaled
 from ..measuring.outcomes import Status
-from . import verdict
+from . import simplicity, verdict
 from .per_table import per_table
 
 TRAINABLE = (verdict.SAFE, verdict.TRAINING)
@@ -129,11 +129,17 @@ class Answer:
 
 @per_table
 def answers(results: pd.DataFrame) -> list[Answer]:
-    """One answer per dtype that ran, in the order the sweep met them: each the best setup of its dtype, by label, then
-    by its roundoff against the noise, where that tells two apart (else the unscaled one)."""
+    """One answer per dtype that ran, in the order the sweep met them. Where some setup of the dtype is safe for
+    training, the simplest such (fewest changes: simplicity.changes), the better label and then the smaller roundoff
+    against the noise breaking ties; else the best verdict, by label, then by its roundoff against the noise, where
+    that tells two apart (else the unscaled one)."""
     found = verdict.verdicts(results)
     chosen: dict[str, verdict.SetupJudgement] = {}
     for dtype in dict.fromkeys(v.dtype for v in found):
+        trainable = [j for v in found if v.dtype == dtype for j in v.setups if j.label in TRAINABLE]
+        if trainable:
+            chosen[dtype] = min(trainable, key=simplest_first)
+            continue
         setups = [v.decided_by for v in found if v.dtype == dtype]
         ranked = verdict.ranked_within_noise(setups, lambda j: (verdict.RANK[j.label],), lambda j: j, _simpler)
         chosen[dtype] = ranked[0]
@@ -144,6 +150,13 @@ def answers(results: pd.DataFrame) -> list[Answer]:
 
 def _simpler(j: verdict.SetupJudgement) -> tuple:
     return (verdict.scaled(j),)
+
+
+def simplest_first(j: verdict.SetupJudgement, kept: str | None = None) -> tuple:
+    """Of setups safe for training, the order the answer takes them in: fewer changes, then the better label, then the
+    smaller roundoff against the gradient noise, then the smaller parameter-gradient error (`kept`: the modules kept
+    in float32, where setups keeping different ones are compared)."""
+    return (simplicity.changes(j, kept), verdict.RANK[j.label], verdict.to_noise(j), verdict.rank(j)[1])
 
 
 # The columns that make two runs the same run but for the modules they keep in float32 (one model per table).
