@@ -11,15 +11,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import roundoff_analyzer as ra
 from roundoff_analyzer.judging.answer import answers
 from roundoff_analyzer.judging.choice import choose
 from roundoff_analyzer.report import formatting
 
 from .conftest import run_cli
+from .test_same_draws import sweep as drawing_sweep
 
 KEPT = "potential.layers.0"
-DRAWING_STEPS = Path(__file__).parent / "fixtures" / "drawing_steps.py"
 
 
 def words(text: str) -> str:
@@ -97,19 +96,7 @@ def test_the_terminal_summary_names_where_the_overflow_began_as_the_report_does(
 @pytest.mark.slow
 def test_the_terminal_summary_names_the_draws_replayed_as_the_report_does(tmp_path):
     out = tmp_path / "drawn"
-    ra.sweep(
-        model=f"{DRAWING_STEPS}:held_out",
-        options={"batch": 16},
-        out=out,
-        progress=False,
-        timesteps=[4],
-        method="rk4",
-        library="torchdiffeq",
-        dtype="float16",
-        scaling="none",
-        noise_batches=0,
-        report=True,
-    )
+    drawing_sweep("held_out", out, {"batch": 16}, report=True)  # the step draws; every run is given its draws
     report = (out / "report.md").read_text()
     drawn = re.search(r"^- \*\*Random draws\*\*: (.*)$", report, flags=re.M)
     assert drawn is not None, report
