@@ -1,7 +1,8 @@
 """The answer: per dtype, what to train with, or not to train in it and why. Pure functions of the results table.
 
 Per dtype (as the verdict labels it: `float16`, or `float16 emulated` in a sweep over the arithmetic axis), the
-setup with the best verdict is chosen (library, scaling, mode; ties go to the smaller parameter-gradient error):
+simplest setup safe for training is chosen (library, scaling, mode: fewest changes, simplicity.changes; ties go to
+the better label, then the smaller roundoff against the noise), else the setup with the best verdict:
 - if its label is `safe` or `safe for training`, the answer is to train with it, with the method whose total
   error (discretisation and roundoff, against the fine reference; the roundoff alone where the fine reference
   was not solved) is smallest over its runs, at the n_timesteps at which that method ran without failure;
