@@ -10,13 +10,17 @@ from ..core.text import printable
 
 
 def print_judgement(console: Console, results, folder: Path, shown: int | None = None) -> None:
-    """Verdict lines, then per dtype the answer and its code lines. `shown`: how many rows a filter left in the table
-    above, which the verdict and the answer do not judge (they judge the whole sweep, and say so)."""
+    """Verdict lines, then per dtype the answer and its code lines, then where an overflow began and the random draws
+    every run was given, as the report says them. `shown`: how many rows a filter left in the table above, which the
+    verdict and the answer do not judge (they judge the whole sweep, and say so)."""
     from ..core.errors import InputError
     from ..judging.environments import float32_not_ieee, mixed_environments
     from ..judging.manifest_setup import manifest_of, read_setup
     from ..report.sections.answer import answer_lines
+    from ..report.sections.overview import random_draws
+    from ..report.sections.per_module import overflow_origins
     from ..report.sections.verdict import verdict_lines
+    from ..report.sweep_folder import modules_table
     from ..storage.manifest_schema import read_manifest
 
     try:
@@ -43,3 +47,10 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     for line in answer_lines(results, device, manifest):
         prefix = "" if line.startswith(" ") else "answer: "
         console.print(f"{prefix}{printable(line)}", highlight=False, markup=False)
+    plain = lambda text: printable(text.replace("**", "").replace("`", ""))  # noqa: E731
+    sweep = folder if folder.is_dir() else folder.parent  # a folder, or its results.parquet
+    for line in overflow_origins(results, modules_table(sweep)):
+        console.print(f"overflow: {plain(line)}", highlight=False, markup=False)
+    draws = random_draws(manifest) if manifest else None
+    if draws:  # without the report's bold label: the prefix says it
+        console.print(f"draws: {plain(draws.split('**: ', 1)[-1])}", highlight=False, markup=False)

@@ -1,7 +1,8 @@
 """The answer: per dtype, what to train with, or not to train in it and why. Pure functions of the results table.
 
 Per dtype (as the verdict labels it: `float16`, or `float16 emulated` in a sweep over the arithmetic axis), the
-setup with the best verdict is chosen (library, scaling, mode; ties go to the smaller parameter-gradient error):
+simplest setup safe for training is chosen (library, scaling, mode: fewest changes, simplicity.changes; ties go to
+the better label, then the smaller roundoff against the noise), else the setup with the best verdict:
 - if its label is `safe` or `safe for training`, the answer is to train with it, with the method whose total
   error (discretisation and roundoff, against the fine reference; the roundoff alone where the fine reference
   was not solved) is smallest over its runs, at the n_timesteps at which that method ran without failure;
@@ -24,7 +25,7 @@ from ..axes.grid import CONFIG_COLUMNS
 from ..axes.libraries.base import library_member
 from ..axes.scalings import unscaled
 from ..measuring.outcomes import Status
-from . import verdict
+from . import simplicity, verdict
 from .per_table import per_table
 
 TRAINABLE = (verdict.SAFE, verdict.TRAINING)
@@ -129,11 +130,17 @@ class Answer:
 
 @per_table
 def answers(results: pd.DataFrame) -> list[Answer]:
-    """One answer per dtype that ran, in the order the sweep met them: each the best setup of its dtype, by label, then
-    by its roundoff against the noise, where that tells two apart (else the unscaled one)."""
+    """One answer per dtype that ran, in the order the sweep met them. Where some setup of the dtype is safe for
+    training, the simplest such (fewest changes: simplicity.changes), the better label and then the smaller roundoff
+    against the noise breaking ties; else the best verdict, by label, then by its roundoff against the noise, where
+    that tells two apart (else the unscaled one)."""
     found = verdict.verdicts(results)
     chosen: dict[str, verdict.SetupJudgement] = {}
     for dtype in dict.fromkeys(v.dtype for v in found):
+        trainable = [j for v in found if v.dtype == dtype for j in v.setups if j.label in TRAINABLE]
+        if trainable:
+            chosen[dtype] = min(trainable, key=simplest_first)
+            continue
         setups = [v.decided_by for v in found if v.dtype == dtype]
         ranked = verdict.ranked_within_noise(setups, lambda j: (verdict.RANK[j.label],), lambda j: j, _simpler)
         chosen[dtype] = ranked[0]
@@ -144,6 +151,13 @@ def answers(results: pd.DataFrame) -> list[Answer]:
 
 def _simpler(j: verdict.SetupJudgement) -> tuple:
     return (verdict.scaled(j),)
+
+
+def simplest_first(j: verdict.SetupJudgement, kept: str | None = None) -> tuple:
+    """Of setups safe for training, the order the answer takes them in: fewer changes, then the better label, then the
+    smaller roundoff against the gradient noise, then the smaller parameter-gradient error (`kept`: the modules kept
+    in float32, where setups keeping different ones are compared)."""
+    return (simplicity.changes(j, kept), verdict.RANK[j.label], verdict.to_noise(j), verdict.rank(j)[1])
 
 
 # The columns that make two runs the same run but for the modules they keep in float32 (one model per table).

@@ -2,10 +2,13 @@
 results table and the answers.
 
 Preferred, in order: a dtype that ran with real hardware support (an emulated format is what it would do, not code to
-train with today); then fewer total bits (float32 only when nothing narrower is safe for training); then the better
-label (`safe` before `safe for training`); then the smaller parameter-gradient roundoff against the gradient noise,
-then against nothing (its largest parameter-gradient roundoff). Two ratios to the noise within its uncertainty of each
-other do not tell two setups apart: of those the simpler goes first (fewer modules kept in float32, then no scaling).
+train with today); then fewer total bits (float32 only when nothing narrower is safe for training); then, within those,
+the simplest setup (fewest changes to the user's code: no modules kept in float32 before some, no scaling before
+scaling, the user's own library before another, no float32 part before one: simplicity.changes); then the better label
+(`safe` before `safe for training`); then the smaller parameter-gradient roundoff against the gradient noise, then
+against nothing (its largest parameter-gradient roundoff). A more complex setup goes first only where no simpler one
+is safe for training; where one with more changes has the smaller roundoff, the answer says what the extra change
+would buy (`Choice.lower`).
 """
 
 from __future__ import annotations
@@ -15,26 +18,37 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from . import verdict
-from .answer import Answer, answers
+from . import simplicity, verdict
+from .answer import TRAINABLE, Answer, answers, simplest_first
 from .format_search import bit_layout
 
 LOSS_PLACEMENT = "loss_in"  # where the loss is computed, where the sweep measured it (a column of newer tables)
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """A setup safe for training other than the chosen one, with the modules it keeps in float32 (None: none)."""
+
+    judgement: verdict.SetupJudgement
+    kept: str | None
+
+
+@dataclass(frozen=True)
 class Choice:
     answer: Answer  # the dtype and setup to train with
     bits: int | None
-    runner_up: Answer | None  # the next best dtype safe for training, for the comparison
+    runner_up: Answer | None  # the next setup safe for training in the same order, for the comparison
     float32_grad: float | None  # float32's smallest largest parameter-gradient roundoff, where float32 ran
     loss_in: str | None  # where the chosen setup formed its loss, where the sweep measured more than one placement
+    # A setup of the same dtype with more changes and a smaller roundoff against the noise, where one is safe for
+    # training: what the extra change would buy, and why the answer does without it.
+    lower: Alternative | None = None
 
 
 def choose(results: pd.DataFrame, found: list[Answer] | None = None) -> Choice | None:
     """The setup to train with, or None when no dtype is safe for training here (`found`: the answers, if known)."""
     found = answers(results) if found is None else found
-    ranked = verdict.ranked_within_noise([a for a in found if a.train], _group, lambda a: a.judgement, _simpler)
+    ranked = sorted((a for a in found if a.train), key=lambda a: (_group(a), simplest_first(a.judgement, _kept(a))))
     if not ranked:
         return None
     chosen = ranked[0]
@@ -44,6 +58,7 @@ def choose(results: pd.DataFrame, found: list[Answer] | None = None) -> Choice |
         ranked[1] if len(ranked) > 1 else None,
         _float32_grad(found),
         _loss_in(results, chosen),
+        _lower(results, chosen, found),
     )
 
 
@@ -54,21 +69,33 @@ def _bits(dtype: str) -> int | None:
 
 def _group(a: Answer) -> tuple:
     bits = _bits(a.dtype)
-    return (a.arithmetic == "emulated", bits if bits is not None else math.inf, verdict.RANK[a.judgement.label])
+    return (a.arithmetic == "emulated", bits if bits is not None else math.inf)
 
 
-def _simpler(a: Answer) -> tuple:
-    """Fewer modules kept in float32, then no scaling."""
-    return (len(a.kept.value.split("+")) if a.kept is not None else 0, verdict.scaled(a.judgement))
+def _kept(a: Answer) -> str | None:
+    return a.kept.value if a.kept is not None else None
 
 
-def tied_by_noise(chosen: Answer, other: Answer) -> bool:
-    """Whether `other`, the smaller roundoff against the noise, lies within the noise's uncertainty of `chosen`: the
-    simpler `chosen` went first."""
-    mine, theirs, u = chosen.judgement.to_noise, other.judgement.to_noise, chosen.judgement.noise_uncertainty
-    if mine is None or theirs is None or u is None or _group(chosen) != _group(other):
-        return False
-    return theirs.value < mine.value <= theirs.value * (1 + u)
+def _lower(results: pd.DataFrame, chosen: Answer, found: list[Answer]) -> Alternative | None:
+    """Of the setups safe for training of the chosen one's dtype (every library, scaling, placement and kept part) with
+    more changes, the one whose roundoff against the noise is the smallest, where it is smaller than the chosen one's
+    by more than the noise's uncertainty: what the extra change would buy."""
+    kept = {a.dtype: _kept(a) for a in found if a.train and _group(a) == _group(chosen)}
+    setups = [
+        Alternative(j, kept[j.dtype])
+        for v in verdict.verdicts(results)
+        if v.dtype in kept
+        for j in v.setups
+        if j.label in TRAINABLE
+    ]
+    changes = simplicity.changes(chosen.judgement, _kept(chosen))
+    # Lower by less than the noise's uncertainty, another draw of the noise's batches could order the two otherwise:
+    # the change buys nothing the sweep can tell.
+    told = verdict.to_noise(chosen.judgement) / (1 + (chosen.judgement.noise_uncertainty or 0.0))
+    lower = [
+        s for s in setups if simplicity.changes(s.judgement, s.kept) > changes and verdict.to_noise(s.judgement) < told
+    ]
+    return min(lower, key=lambda s: verdict.to_noise(s.judgement)) if lower else None
 
 
 def _float32_grad(found: list[Answer]) -> float | None:

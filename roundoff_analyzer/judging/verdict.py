@@ -13,9 +13,9 @@ A setup (dtype, library, scaling, mode over every method and n_timesteps it ran)
 - `borderline`: nothing failed, but the gradient roundoff is above WELL_UNDER times the noise (below it);
 - `unsafe`: a run failed, or the gradient roundoff is at or above the noise, or a relative error is above
   MOSTLY_ERROR (the quantity is mostly error), whichever yardstick is missing.
-Per dtype and library, the unscaled setup's label is the verdict, unless a scaled setup earns a better one:
-then the verdict is `needs scaling` (when that setup is safe or safe for training), naming it and how much
-it cut the parameter-gradient error.
+Per dtype and library, the unscaled setup's label is the verdict, unless it is not safe for training and a scaled
+setup earns a better one: then the verdict is `needs scaling` (when that setup is safe or safe for training), naming
+it and how much it cut the parameter-gradient error.
 A setup is also told apart by where its loss was formed (`loss_in`): each placement is judged on its own.
 A discretisation error counts only where the fine reference resolves it (at least RESOLVED times the fine
 reference's own estimated error); elsewhere that yardstick is left out and the verdict says so.
@@ -314,7 +314,8 @@ def rank(j: SetupJudgement) -> tuple[int, float]:
     return RANK[j.label], j.worst_grad if j.worst_grad is not None else math.inf
 
 
-def _to_noise(j: SetupJudgement) -> float:
+def to_noise(j: SetupJudgement) -> float:
+    """The largest parameter-gradient roundoff against the gradient noise (inf where not measured)."""
     return j.to_noise.value if j.to_noise is not None else math.inf
 
 
@@ -325,14 +326,14 @@ def ranked_within_noise(
     except that the setups whose ratio lies within the noise's uncertainty of the group's smallest (r ≤ r_min·(1 + u),
     the precision the ratios are quoted to) cannot be told apart by it: of those the simplest (`simpler`, lower
     first: fewer modules kept in float32, no scaling) comes first. Without a measured noise, by the error alone."""
-    ordered = sorted(items, key=lambda i: (group(i), _to_noise(judgement(i)), rank(judgement(i))[1]))
+    ordered = sorted(items, key=lambda i: (group(i), to_noise(judgement(i)), rank(judgement(i))[1]))
     found: list[T] = []
     for _, grouped in itertools.groupby(ordered, key=group):
         members = list(grouped)
         best = judgement(members[0])
         uncertainty = best.noise_uncertainty if best.noise_uncertainty is not None else 0.0
-        bound = _to_noise(best) * (1 + uncertainty)
-        tied = [i for i in members if _to_noise(judgement(i)) <= bound] if math.isfinite(bound) else members[:1]
+        bound = to_noise(best) * (1 + uncertainty)
+        tied = [i for i in members if to_noise(judgement(i)) <= bound] if math.isfinite(bound) else members[:1]
         found += sorted(tied, key=simpler) + [i for i in members if i not in tied]
     return found
 
@@ -354,7 +355,9 @@ def _verdicts(results: pd.DataFrame) -> list[Verdict]:
         setups = tuple(j for j in judged if (j.dtype, j.library, j.mode, j.loss_in) == key)
         unscaled = next((j for j in setups if not scales(j.scaling)), None)
         best = min(setups, key=rank)
-        if unscaled is None or RANK[best.label] >= RANK[unscaled.label]:
+        # A scaling is needed only where the unscaled setup is not safe for training: training without it is the
+        # simpler setup (docs/verdict.md), whatever a scaled one buys in accuracy.
+        if unscaled is None or RANK[best.label] >= RANK[unscaled.label] or unscaled.label in (SAFE, TRAINING):
             decided_by = unscaled or best
             label = decided_by.label
         else:

@@ -62,7 +62,7 @@ def read_sweep_folder(path: str | Path) -> SweepFolder:
         _manifest(path),
         _side_table(path / PARAM_ERRORS, PARAM_ERRORS_TABLE),
         _side_table(path / PROFILE, PROFILE_TABLE),
-        _side_table(path / MODULES, MODULES_TABLE),
+        modules_table(path),
         _side_table(path / PART_ERRORS, PART_ERRORS_TABLE),
     )
 
@@ -72,6 +72,11 @@ def _manifest(folder: Path) -> dict[str, Any]:
     if not (folder / MANIFEST).is_file():
         return {}
     return read_manifest(folder / MANIFEST, "the report cannot say how the sweep was run")
+
+
+def modules_table(folder: Path) -> pd.DataFrame | None:
+    """`modules.parquet` of a sweep folder (a sweep run with --per-module); None where it has none."""
+    return _side_table(folder / MODULES, MODULES_TABLE)
 
 
 def _side_table(path: Path, spec) -> pd.DataFrame | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...axes.scalings import scales
 from ...core import cards
 from ...judging import answer, choice, format_search, verdict
 from .. import formatting
@@ -316,22 +317,38 @@ def _reason(chosen: choice.Choice, device: str | None, card: dict | None = None)
             f"at {formatting.value_range(c.time_ratio, lambda v: f'{v:.2f}×')} float32's time"
             + (f", and {fast}" if fast else "")
         )
+    lower = chosen.lower
+    if lower is not None and lower.judgement.to_noise is not None:
+        extra = " and ".join(_changes_beyond(lower, chosen.answer))
+        parts.append(f"{extra} lowers it to {formatting.in_u(lower.judgement.to_noise.value)}×; not needed")
     r = chosen.runner_up
-    if r is not None:
+    if r is not None and (lower is None or r.judgement is not lower.judgement):
         noise = (
             f"{formatting.in_u(r.judgement.to_noise.value)}× the noise"
             + formatting.near(r.judgement.to_noise_near, r.judgement.noise_uncertainty)
             if r.judgement.to_noise
             else formatting.error(r.judgement.worst_grad)
         )
-        if choice.tied_by_noise(chosen.answer, r):
-            noise += (
-                f", within the noise's {formatting.plus_minus(j.noise_uncertainty or 0.0)} of this setup's, so the "
-                "simpler "
-                "setup goes first"
-            )
         parts.append(f"next best {r.dtype} ({r.judgement.label}, {noise})")
     return f"Why: {'; '.join(parts)}."
+
+
+def _changes_beyond(other: choice.Alternative, chosen: answer.Answer) -> list[str]:
+    """What setup `other` changes beyond the chosen one ("keeping `head` in float32", "`grad` loss scaling", "native
+    in place of torchdiffeq", "forming the loss in float32, outside autocast"), in the order the choice weighs them."""
+    j, than = other.judgement, chosen.judgement
+    words = []
+    if other.kept is not None and (chosen.kept is None or other.kept != chosen.kept.value):
+        words.append(f"keeping {formatting.listing(f'`{p}`' for p in other.kept.split('+'))} in float32")
+    if j.scaling != than.scaling:
+        words.append(formatting.scaling_words(j.scaling) if scales(j.scaling) else "dropping the loss scaling")
+    if j.library != than.library:
+        words.append(f"{j.library} in place of {than.library}")
+    if j.loss_in != than.loss_in:
+        words.append(f"forming the loss {LOSS_WORDS.get(j.loss_in, f'in `{j.loss_in}`')}")
+    if j.mode != than.mode:
+        words.append(f"`{j.mode}`")
+    return words
 
 
 def judged_on(manifest: dict, rows: pd.DataFrame) -> str:

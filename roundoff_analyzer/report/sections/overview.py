@@ -93,6 +93,9 @@ def _draws(manifest: dict) -> str | None:
     )
 
 
+random_draws = _draws  # the public name: the terminal's summary says it too
+
+
 def _option(value) -> str:
     return (
         ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)

@@ -227,6 +227,19 @@ def origin_sentence(found: Origin | None, run: pd.Series | None = None) -> str:
     return f"The overflow began in {where} at {found.phase} step {found.step}: {what}."
 
 
+def overflow_origins(results: pd.DataFrame, modules: pd.DataFrame | None) -> list[str]:
+    """Per dtype whose worst run has a module where a non-finite value began, as the section says it: "float16, native
+    euler n = 8 none autocast, failed (overflow): The overflow began in `head` at forward step 3: …"."""
+    if modules is None or modules.empty:
+        return []
+    said = []
+    for dtype, run in worst_runs(results, modules).items():
+        found = origin(rows_of(modules, run))
+        if found is not None:
+            said.append(f"{dtype}, {_run_label(run)}: {origin_sentence(found, run)}")
+    return said
+
+
 def incomplete_line(modules: pd.DataFrame) -> str | None:
     """One line where a module's extra run or recomputation failed in some calls: how many rows, and the first."""
     if "measurement" not in modules:
