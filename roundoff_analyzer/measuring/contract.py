@@ -25,6 +25,7 @@ from ..core.user_code import quit_line
 from .batch_size import BatchSize, step_batch_size
 from .draws import same_draws
 from .narrow_constants import NarrowConstants
+from .narrow_origins import NarrowOrigins
 from .one_run import step_forward
 from .outside_tensors import OutsideTensors, refusal
 from .run_spec import RunSpec
@@ -106,18 +107,22 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
         torch.float32: "the model's own",
     }
     seen, draws, named = {}, None, dict[str, object]()
-    narrow = NarrowConstants()
+    narrow, origins = NarrowConstants(), NarrowOrigins()
     for dtype, role in roles.items():
         try:
             if dtype == torch.float64:
-                with narrow:
+                with origins, narrow:
                     seen[dtype], draws, named = _same_twice(name, copies, placement)
             else:
                 seen[dtype] = evaluate(copies, cast_run(copies, dtype), placement, dtype)
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's step failed: say where, in one line
-            raise InputError(f"model {name}: its step fails in {dtype_name(dtype)} ({role}): {one_line(exc)}") from None
+            # A float32 tensor the step made meeting a float64 one: where, and why it is float32.
+            where = f"; {origins.failed}" if dtype == torch.float64 and origins.failed else ""
+            raise InputError(
+                f"model {name}: its step fails in {dtype_name(dtype)} ({role}): {one_line(exc)}{where}"
+            ) from None
     solves = seen[torch.float64]
     first = solves[0]
     sizes = tuple(first.part_sizes) if first.part_sizes is not None else None

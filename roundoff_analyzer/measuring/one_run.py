@@ -6,8 +6,8 @@ exactly this too, one run at a time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -121,6 +121,8 @@ class Forward:
     def _run(self, solver_scaler: DynamicAdjointScaler | AdjointScalerSlot | None) -> None:
         outcome, loss_in = self.shared, self.spec.loss_in
         odeint = ConfiguredOdeint(self.spec, solver_scaler, self.report)
+        if self.observer is not None:
+            self.observer.solving_with(RecomputedSolves(odeint))
         try:
             with measured(self.device) as forward:
                 try:
@@ -194,6 +196,23 @@ class Forward:
 
     def _what_ran(self) -> str:
         return f"{self.library.name} {self.method.name}: the solve, the model or its loss"
+
+
+@dataclass(frozen=True)
+class RecomputedSolves:
+    """A watched run's solves, for its modules' recomputations (module_hooks.RunSolves): a call that solved outside
+    the run's solves (an ODEBlock, a whole model) is recomputed with every torchdiffeq call routed to the run's odeint,
+    which answers with the configuration's solve (ConfiguredOdeint.recomputing)."""
+
+    odeint: ConfiguredOdeint
+
+    def solving(self) -> bool:
+        return self.odeint.solving > 0
+
+    @contextmanager
+    def recomputing(self, module: torch.nn.Module | None, float64: bool, route: bool) -> Iterator[None]:
+        with self.odeint.recomputing(module, float64), routed_to(self.odeint) if route else nullcontext():
+            yield
 
 
 def step_forward(spec: RunSpec, odeint: ConfiguredOdeint) -> torch.Tensor:

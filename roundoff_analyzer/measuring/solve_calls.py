@@ -15,8 +15,9 @@ holds the per-step profile. Every call counts in the function evaluations.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+import copy
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -80,6 +81,8 @@ class ConfiguredOdeint:
         # answer's code says so (report/sections/step_code.py).
         self.named: dict[str, object] = {}
         self.solving = 0  # libraries solving now (a field may solve too): their calls of torchdiffeq are their own
+        # While a module's call is recomputed (module_hooks.py): the module it recomputes, and in which precision.
+        self._recomputing: tuple[torch.nn.Module | None, bool] | None = None
 
     def __call__(
         self,
@@ -93,6 +96,13 @@ class ConfiguredOdeint:
         event_fn: Callable | None = None,
         **ignored: object,
     ) -> State:
+        twin = self._twin()
+        if twin is not None:
+            self.solving += 1  # the twin's library calling torchdiffeq through a routed name calls torchdiffeq's own
+            try:
+                return twin(func, y0, t, event_fn=event_fn)
+            finally:
+                self.solving -= 1
         if event_fn is not None:
             raise NotImplementedError(
                 "an event_fn ends each solve at a time of its own; the sweep compares solves on one grid, so solve to "
@@ -108,6 +118,34 @@ class ConfiguredOdeint:
             return state.split(state.flat[None].clone(), 1)
         grid = equal_grid(float(times[0]), float(times[-1]), self.n_timesteps, self.time_dtype, state.flat.device)
         return self._solve(func, state, grid, times.to(device=grid.device, dtype=self.time_dtype))
+
+    @contextmanager
+    def recomputing(self, module: torch.nn.Module | None, float64: bool) -> Iterator[None]:
+        """Within the block, each call solves for a recomputation of one call of `module` (its float64 twin's where
+        `float64`), as the run solves: the run's library, method and steps (per-module measurement, module_hooks.py). So
+        a module whose call solved (an ODEBlock, a whole model) is recomputed with the solve it was measured with, not
+        with the method its own code names. Such a solve is recorded nowhere in the run."""
+        before = self._recomputing
+        self._recomputing = (module, float64)
+        try:
+            yield
+        finally:
+            self._recomputing = before
+
+    def _twin(self) -> ConfiguredOdeint | None:
+        """The odeint of the recomputation in progress (None: none is): this one's copy, recording on its own, watched
+        by no observer and scaled by no scaler; in float64, the reference's grid (float64 times) outside the run's
+        context."""
+        if self._recomputing is None:
+            return None
+        module, float64 = self._recomputing
+        twin = copy.copy(self)
+        twin._recomputing, twin.observer, twin.scaler, twin.budget, twin.model = None, None, None, None, module
+        twin.solves, twin.calls, twin.solving, twin.tape_bytes, twin.named = [], 0, 0, 0, {}
+        twin.report = SolveReport()
+        if float64:
+            twin.time_dtype, twin.context, twin.output_dtype = torch.float64, None, None
+        return twin
 
     def on_grid(self, func: torch.nn.Module, y0: torch.Tensor, t0: float, t1: float) -> torch.Tensor:
         """The states at every point of the grid from t0 to t1 (a trajectory problem's loss reads them all)."""
