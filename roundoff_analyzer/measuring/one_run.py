@@ -31,7 +31,7 @@ from .torchdiffeq_routing import routed_to
 class RunOutcome:
     """What one run gave: its solution, loss and gradients (detached), the scaler's end, its times, and its failure."""
 
-    trajectory: torch.Tensor | None = None  # the first solve's states at its output times (solve_calls.SolveRecord)
+    trajectory: torch.Tensor | None = None  # the solve of record's states at its output times (solve_calls.SolveRecord)
     loss: torch.Tensor | None = None
     grads: list[torch.Tensor] = field(default_factory=list)  # the batch's floating-point inputs first, then parameters
     n_inputs: int = 1  # how many of `grads` are the inputs' (a trajectory problem's: y0's)
@@ -43,7 +43,8 @@ class RunOutcome:
     peak_memory_bytes: int | None = None
     report: SolveReport = field(default_factory=SolveReport)
     failure: Failure | None = None
-    solves: list[SolveRecord] = field(default_factory=list)  # every solve of the step, the first the trajectory's
+    solves: list[SolveRecord] = field(default_factory=list)  # every solve of the step
+    of_record: int = 0  # which of `solves` is the trajectory's
 
     @property
     def input_grads(self) -> list[torch.Tensor]:
@@ -130,7 +131,7 @@ class Forward:
                 finally:
                     outcome.report.n_function_evals = odeint.calls
                     outcome.solves = odeint.solves
-            trajectory = odeint.solves[0].states
+            trajectory, outcome.of_record = odeint.record.states, odeint.of_record
             outcome.trajectory, outcome.loss, outcome.forward_s = trajectory, loss.detach(), forward.seconds
             self.forward_peak = forward.peak_memory_bytes
             if not metrics.all_finite([s.states for s in odeint.solves]):

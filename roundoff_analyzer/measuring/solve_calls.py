@@ -9,8 +9,9 @@ t[0] to t[-1], and each time of `t` between two grid points is read off the step
 interpolation, as torchdiffeq's fixed-grid solvers read their grids with `step_size` (its default `interp`). Times on
 the grid (a `t` of two points, or one that the grid refines) are the grid's states, exactly.
 
-The first call is the run's solve of record: its states at `t` are the solution the errors compare, and its report
-holds the per-step profile. Every call counts in the function evaluations.
+One call is the run's solve of record (the problem's `solve_of_record`, as the contract check found it): its states at
+`t` are the solution the errors compare, and its report holds the per-step profile. Every call counts in the function
+evaluations.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class ConfiguredOdeint:
         self.model: torch.nn.Module | None = spec.prepared.model
         self.observer = spec.observer  # told each solve's vector field and grid (per-module measurement)
         self.solves: list[SolveRecord] = []
+        self.of_record = spec.copies.solve_of_record  # which call is the solve of record
         self.calls = 0  # function evaluations over every solve so far
         # Where given, a solve whose tape cannot fit stops within its first steps.
         self.budget = (
@@ -147,6 +149,16 @@ class ConfiguredOdeint:
             twin.time_dtype, twin.context, twin.output_dtype = torch.float64, None, None
         return twin
 
+    @property
+    def record(self) -> SolveRecord:
+        """The solve of record (an IndexError naming it where the step made fewer solves than that)."""
+        if self.of_record >= len(self.solves):
+            raise IndexError(
+                f"the step made {len(self.solves)} solves here, where the contract check found solve "
+                f"{self.of_record + 1} the one of record: its solves must be the same in every run"
+            )
+        return self.solves[self.of_record]
+
     def on_grid(self, func: torch.nn.Module, y0: torch.Tensor, t0: float, t1: float) -> torch.Tensor:
         """The states at every point of the grid from t0 to t1 (a trajectory problem's loss reads them all)."""
         grid = equal_grid(t0, t1, self.n_timesteps, self.time_dtype, y0.device)
@@ -155,7 +167,7 @@ class ConfiguredOdeint:
         return solution
 
     def _solve(self, func: Callable[..., State], state: FlatState, grid: torch.Tensor, times: torch.Tensor) -> State:
-        first = not self.solves
+        first = len(self.solves) == self.of_record
         report = self.report if first else SolveReport()
         counted = CountedDynamics(state.dynamics(func))
         if not isinstance(func, torch.nn.Module) and self.model is not None:
