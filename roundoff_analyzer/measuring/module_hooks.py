@@ -444,10 +444,11 @@ class ModuleObserver:
     def _routed(self, recomputed: Recomputed) -> Recomputed:
         """A call made outside the run's solves, recomputed with every solve it makes routed as the run's were: the
         run's library, method and steps, in the run's precision and in float64 (solve_calls.ConfiguredOdeint
-        .recomputing). A call made while the run solved is left as it is: the torchdiffeq calls it made were
-        torchdiffeq's own, in the run as in its recomputation."""
+        .recomputing). A call made while the run solved, or in its backward (a library's re-evaluation of the
+        field), is left as it is: the torchdiffeq calls it made were torchdiffeq's own (the run's solver solving, or
+        no routing in the backward), in the run as in its recomputation."""
         solves = self._solves
-        if solves is None or solves.solving():
+        if solves is None or solves.solving() or self.phase != "forward":
             return recomputed
         low, high = self._solving(solves, recomputed.low, False), self._solving(solves, recomputed.float64, True)
         return dataclasses.replace(recomputed, low=low, float64=high)
