@@ -65,7 +65,8 @@ class ProcessProblems:
 
     @classmethod
     def of(cls, plan: SweepPlan, store: ResultStore) -> ProcessProblems:
-        copies = {name: ProblemCopies(plan.problem_for(name)) for name in plan.grid.checkpoints}
+        record = plan.shape.solve_of_record
+        copies = {name: ProblemCopies(plan.problem_for(name), solve_of_record=record) for name in plan.grid.checkpoints}
         return cls(copies, {name: process_yardsticks(plan, c, store, name) for name, c in copies.items()})
 
     def shared(self, plan: SweepPlan, checkpoint: str) -> SweepShared:

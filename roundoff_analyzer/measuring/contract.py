@@ -25,6 +25,7 @@ from ..core.user_code import quit_line
 from .batch_size import BatchSize, step_batch_size
 from .draws import same_draws
 from .narrow_constants import NarrowConstants
+from .narrow_origins import NarrowOrigins
 from .one_run import step_forward
 from .outside_tensors import OutsideTensors, refusal
 from .run_spec import RunSpec
@@ -38,13 +39,18 @@ _CONTRACT = "contract check"  # the check's solves draw in an order of their own
 
 @dataclass(frozen=True)
 class ProblemShape:
-    """What the step's solves are: the first one's span and tuple parts, how many there are, and the largest state."""
+    """What the step's solves are: the span and tuple parts of the one of record, how many there are, and the largest
+    state."""
 
     t0: float
     t1: float
     state_values: int  # elements of the largest state any solve holds: a trajectory holds N + 1 of them
-    part_sizes: tuple[int, ...] | None = None  # the first solve's tuple parts (None: a single tensor)
+    part_sizes: tuple[int, ...] | None = None  # the solve of record's tuple parts (None: a single tensor)
     n_solves: int = 1
+    # Which solve is the one of record, in the step's order (0: the first), and why: the Problem named it, or it spans
+    # longest.
+    solve_of_record: int = 0
+    solve_of_record_named: bool = False
     # Places in the user's code where the float64 evaluation computed with narrower values (narrow_constants.py).
     narrow_in_float64: tuple[str, ...] = ()
     # Why no place could be looked for where none is named: the watch saw none of the user's operations.
@@ -64,9 +70,11 @@ class ProblemShape:
         solves = f"{self.n_solves} solve{'s' if self.n_solves > 1 else ''}"
         if self.routed:
             solves += f" ({routed_words(self.routed)}, routed to the library under test)"
+        record = record_words(self.n_solves, self.solve_of_record, self.solve_of_record_named)
         return (
-            f"training step: {solves} per step, the first from t = {self.t0:.4g} to {self.t1:.4g}, each in "
-            f"n_timesteps equal steps; the largest state holds {self.state_values:,} values{parts}"
+            f"training step: {solves} per step, the {record} from t = {self.t0:.4g} to "
+            f"{self.t1:.4g}, each in n_timesteps equal steps; the largest state holds {self.state_values:,} "
+            f"values{parts}"
         )
 
     @classmethod
@@ -75,6 +83,15 @@ class ProblemShape:
         trajectory = copies.trajectory
         assert trajectory is not None, "a step's shape is found by evaluating it (check_contract)"
         return cls(0.0, 1.0, trajectory.y0.numel())
+
+
+def record_words(n_solves: int, index: int, named: bool) -> str:
+    """Which solve is the one of record, in words: `first solve`, or `solve of record (15 of 15, the longest span;
+    Problem(solve_of_record=k) names another)`."""
+    if n_solves == 1 or (index == 0 and not named):
+        return "first solve"
+    why = "named by the Problem's solve_of_record" if named else "the longest span"
+    return f"solve of record ({index + 1} of {n_solves}, {why}; Problem(solve_of_record=k) names another)"
 
 
 @dataclass(frozen=True)
@@ -108,20 +125,26 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
         torch.float32: "the model's own",
     }
     seen, draws, named = {}, None, dict[str, object]()
-    narrow = NarrowConstants()
+    narrow, origins = NarrowConstants(), NarrowOrigins()
     for dtype, role in roles.items():
         try:
             if dtype == torch.float64:
-                with narrow:
+                with origins, narrow:
                     seen[dtype], draws, named = _same_twice(name, copies, placement)
             else:
                 seen[dtype] = evaluate(copies, cast_run(copies, dtype), placement, dtype)
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's step failed: say where, in one line
-            raise InputError(f"model {name}: its step fails in {dtype_name(dtype)} ({role}): {one_line(exc)}") from None
+            # A float32 tensor the step made meeting a float64 one: where, and why it is float32.
+            where = f"; {origins.failed}" if dtype == torch.float64 and origins.failed else ""
+            raise InputError(
+                f"model {name}: its step fails in {dtype_name(dtype)} ({role}): {one_line(exc)}{where}"
+            ) from None
     solves = seen[torch.float64]
-    first = solves[0]
+    chosen = getattr(copies.problem, "solve_of_record", None)
+    record = of_record(name, chosen, solves)
+    first = solves[record]
     sizes = tuple(first.part_sizes) if first.part_sizes is not None else None
     largest = max(s.states[0].numel() for s in solves)
     batch = problem_batch(copies, first.state_shapes)
@@ -131,6 +154,8 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
         state_values=largest,
         part_sizes=sizes,
         n_solves=len(solves),
+        solve_of_record=record,
+        solve_of_record_named=chosen is not None,
         narrow_in_float64=narrow.lines(),
         narrow_unwatched=narrow.unwatched(_users_functions(copies)),
         draws=draws,
@@ -144,6 +169,22 @@ def check_contract(name: str, copies: ProblemCopies) -> ProblemShape:
 def _users_functions(copies: ProblemCopies) -> list[Callable]:
     problem = copies.problem
     return [f for f in (getattr(problem, "step", None), getattr(problem, "loss", None)) if f is not None]
+
+
+def of_record(name: str, named: object, solves: list) -> int:
+    """The index of the solve of record among a step's `solves`: the one `named` (negative: from the last), else the
+    one of the longest span, the first of those (an encoder's short segments are not what the loss reads). A name that
+    is no solve's is an InputError."""
+    count = len(solves)
+    if named is None:
+        spans = [abs(s.t1 - s.t0) for s in solves]
+        return spans.index(max(spans))
+    if isinstance(named, bool) or not isinstance(named, int) or not -count <= named < count:
+        raise InputError(
+            f"model {name}: solve_of_record={named!r} names no solve: its step makes {count} "
+            f"solve{'s' if count > 1 else ''} (0 to {count - 1} in the order it makes them, or -1 for the last)"
+        )
+    return named % count
 
 
 def narrow_warning(shape: ProblemShape) -> str | None:

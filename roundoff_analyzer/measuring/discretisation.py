@@ -58,7 +58,7 @@ COARSENINGS = (1, 2, 4)
 
 @dataclass
 class FineSolution:
-    """The fine reference seen through one n_timesteps: its first solve's output states, the loss, and its
+    """The fine reference seen through one n_timesteps: its solve of record's output states, the loss, and its
     gradients."""
 
     trajectory: torch.Tensor
@@ -238,4 +238,4 @@ def solve_step_on_fine_grid(copies: ProblemCopies, steps: int, device: torch.dev
         drawn.complete = True
     grads = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(found, leaves)]
     interpolated = sum(s.interpolated for s in odeint.solves)
-    return FineSolution(odeint.solves[0].states, loss.detach(), grads, len(prepared.inputs), interpolated)
+    return FineSolution(odeint.record.states, loss.detach(), grads, len(prepared.inputs), interpolated)

@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -153,6 +153,20 @@ def _writes_in_place(func, kwargs: dict) -> bool:
     return (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") or "out" in kwargs
 
 
+class RunSolves(Protocol):
+    """The watched run's solves as its modules' recomputations need them (one_run.RecomputedSolves)."""
+
+    def solving(self) -> bool:
+        """Whether the run's solver is solving now: a call made then had its torchdiffeq calls answered by
+        torchdiffeq's own."""
+        ...
+
+    def recomputing(self, module: nn.Module | None, float64: bool, route: bool) -> AbstractContextManager:
+        """The block a recomputation of one call of `module` runs in: its solves as the run's, in float64 where asked;
+        `route`: torchdiffeq's names routed for it (where no step's routing holds)."""
+        ...
+
+
 class ModuleObserver:
     """Hooks on the leaf modules of `root` (and `root` itself, its row named `root_name`) for one run: the vector field
     of a trajectory problem, the whole model of a training step. `context` re-creates the run's precision (its autocast
@@ -213,6 +227,12 @@ class ModuleObserver:
         self._earlier_passes: list[dict[tuple[str, str], ModuleStats]] = []  # backward passes before the current one
         self.calls = 0  # watched calls so far, forward then backward (a hook's output counts once it is done)
         self._handles: list = []
+        self._solves: RunSolves | None = None  # the watched run's, which its modules' calls solved with
+
+    def solving_with(self, solves: RunSolves) -> None:
+        """The watched run's solves: a call made outside them (a whole model, an ODEBlock, whose own code calls
+        torchdiffeq) is recomputed with the solve the run routed it to (`_routed`)."""
+        self._solves = solves
 
     @contextmanager
     def attached(self) -> Iterator[ModuleObserver]:
@@ -389,6 +409,7 @@ class ModuleObserver:
         outs = floating_outputs(output)
         if not outs:
             return
+        recomputed = self._routed(recomputed)
         if drawn is not None:
             low, high = drawn.replayed(recomputed.low), drawn.replayed(recomputed.float64)
             recomputed = dataclasses.replace(recomputed, low=low, float64=high)
@@ -419,6 +440,29 @@ class ModuleObserver:
             hook = self._gradient_hook(name, recomputed, step, saved, in_low_precision(), in_place, call, graded)
             # Once per backward pass, with the gradients of every output it reached (None for the others).
             torch.autograd.graph.register_multi_grad_hook([outs[i] for i in graded], hook)
+
+    def _routed(self, recomputed: Recomputed) -> Recomputed:
+        """A call made outside the run's solves, recomputed with every solve it makes routed as the run's were: the
+        run's library, method and steps, in the run's precision and in float64 (solve_calls.ConfiguredOdeint
+        .recomputing). A call made while the run solved, or in its backward (a library's re-evaluation of the
+        field), is left as it is: the torchdiffeq calls it made were torchdiffeq's own (the run's solver solving, or
+        no routing in the backward), in the run as in its recomputation."""
+        solves = self._solves
+        if solves is None or solves.solving() or self.phase != "forward":
+            return recomputed
+        low, high = self._solving(solves, recomputed.low, False), self._solving(solves, recomputed.float64, True)
+        return dataclasses.replace(recomputed, low=low, float64=high)
+
+    def _solving(self, solves: RunSolves, call: Callable, float64: bool) -> Callable:
+        module = call if isinstance(call, nn.Module) else None
+
+        def routed(*args, **kwargs):
+            # The forward's recomputations run inside the step, whose routing answers with the run's odeint; the
+            # backward's run after it, and route their own.
+            with solves.recomputing(module, float64, route=self.phase != "forward"):
+                return call(*args, **kwargs)
+
+        return routed
 
     def _forward_error(
         self,

@@ -6,8 +6,8 @@ exactly this too, one run at a time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -31,7 +31,7 @@ from .torchdiffeq_routing import routed_to
 class RunOutcome:
     """What one run gave: its solution, loss and gradients (detached), the scaler's end, its times, and its failure."""
 
-    trajectory: torch.Tensor | None = None  # the first solve's states at its output times (solve_calls.SolveRecord)
+    trajectory: torch.Tensor | None = None  # the solve of record's states at its output times (solve_calls.SolveRecord)
     loss: torch.Tensor | None = None
     grads: list[torch.Tensor] = field(default_factory=list)  # the batch's floating-point inputs first, then parameters
     n_inputs: int = 1  # how many of `grads` are the inputs' (a trajectory problem's: y0's)
@@ -43,7 +43,8 @@ class RunOutcome:
     peak_memory_bytes: int | None = None
     report: SolveReport = field(default_factory=SolveReport)
     failure: Failure | None = None
-    solves: list[SolveRecord] = field(default_factory=list)  # every solve of the step, the first the trajectory's
+    solves: list[SolveRecord] = field(default_factory=list)  # every solve of the step
+    of_record: int = 0  # which of `solves` is the trajectory's
 
     @property
     def input_grads(self) -> list[torch.Tensor]:
@@ -121,6 +122,8 @@ class Forward:
     def _run(self, solver_scaler: DynamicAdjointScaler | AdjointScalerSlot | None) -> None:
         outcome, loss_in = self.shared, self.spec.loss_in
         odeint = ConfiguredOdeint(self.spec, solver_scaler, self.report)
+        if self.observer is not None:
+            self.observer.solving_with(RecomputedSolves(odeint))
         try:
             with measured(self.device) as forward:
                 try:
@@ -128,7 +131,7 @@ class Forward:
                 finally:
                     outcome.report.n_function_evals = odeint.calls
                     outcome.solves = odeint.solves
-            trajectory = odeint.solves[0].states
+            trajectory, outcome.of_record = odeint.record.states, odeint.of_record
             outcome.trajectory, outcome.loss, outcome.forward_s = trajectory, loss.detach(), forward.seconds
             self.forward_peak = forward.peak_memory_bytes
             if not metrics.all_finite([s.states for s in odeint.solves]):
@@ -194,6 +197,23 @@ class Forward:
 
     def _what_ran(self) -> str:
         return f"{self.library.name} {self.method.name}: the solve, the model or its loss"
+
+
+@dataclass(frozen=True)
+class RecomputedSolves:
+    """A watched run's solves, for its modules' recomputations (module_hooks.RunSolves): a call that solved outside
+    the run's solves (an ODEBlock, a whole model) is recomputed with every torchdiffeq call routed to the run's odeint,
+    which answers with the configuration's solve (ConfiguredOdeint.recomputing)."""
+
+    odeint: ConfiguredOdeint
+
+    def solving(self) -> bool:
+        return self.odeint.solving > 0
+
+    @contextmanager
+    def recomputing(self, module: torch.nn.Module | None, float64: bool, route: bool) -> Iterator[None]:
+        with self.odeint.recomputing(module, float64), routed_to(self.odeint) if route else nullcontext():
+            yield
 
 
 def step_forward(spec: RunSpec, odeint: ConfiguredOdeint) -> torch.Tensor:

@@ -190,7 +190,7 @@ def submodule_of(parameter: str) -> str:
 
 def part_error_rows(names: list[str], last: RunOutcome, reference: RunOutcome, dtype: DtypeSpec) -> list[Row]:
     """Errors of parts, where there is more than one: the parameter gradient of each top-level submodule (encoder,
-    func, decoder), and the solution and final state of each part of a tuple state (the first solve's)."""
+    func, decoder), and the solution and final state of each part of a tuple state (the solve of record's)."""
     rows: list[Row] = []
 
     def add(metric: str, part: str, error: float) -> None:
@@ -205,7 +205,7 @@ def part_error_rows(names: list[str], last: RunOutcome, reference: RunOutcome, d
         if len(groups) > 1:
             for part, (own, theirs) in groups.items():
                 add("grad_params_rel_err", part, metrics.rel_err(metrics.flatten(own), metrics.flatten(theirs)))
-    sizes = last.solves[0].part_sizes if last.solves else None
+    sizes = last.solves[last.of_record].part_sizes if len(last.solves) > last.of_record else None
     finite = last.trajectory is not None and metrics.all_finite([last.trajectory])
     if sizes and finite and last.trajectory is not None and reference.trajectory is not None:
         parts = zip(last.trajectory.split(sizes, dim=-1), reference.trajectory.split(sizes, dim=-1))

@@ -9,14 +9,16 @@ t[0] to t[-1], and each time of `t` between two grid points is read off the step
 interpolation, as torchdiffeq's fixed-grid solvers read their grids with `step_size` (its default `interp`). Times on
 the grid (a `t` of two points, or one that the grid refines) are the grid's states, exactly.
 
-The first call is the run's solve of record: its states at `t` are the solution the errors compare, and its report
-holds the per-step profile. Every call counts in the function evaluations.
+One call is the run's solve of record (the problem's `solve_of_record`, as the contract check found it): its states at
+`t` are the solution the errors compare, and its report holds the per-step profile. Every call counts in the function
+evaluations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+import copy
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +78,7 @@ class ConfiguredOdeint:
         self.model: torch.nn.Module | None = spec.prepared.model
         self.observer = spec.observer  # told each solve's vector field and grid (per-module measurement)
         self.solves: list[SolveRecord] = []
+        self.of_record = spec.copies.solve_of_record  # which call is the solve of record
         self.calls = 0  # function evaluations over every solve so far
         # Where given, a solve whose tape cannot fit stops within its first steps.
         self.budget = (
@@ -87,6 +90,8 @@ class ConfiguredOdeint:
         # answer's code says so (report/sections/step_code.py).
         self.named: dict[str, object] = {}
         self.solving = 0  # libraries solving now (a field may solve too): their calls of torchdiffeq are their own
+        # While a module's call is recomputed (module_hooks.py): the module it recomputes, and in which precision.
+        self._recomputing: tuple[torch.nn.Module | None, bool] | None = None
 
     def __call__(
         self,
@@ -104,6 +109,13 @@ class ConfiguredOdeint:
         adjoint_method: str | None = None,
         **ignored: object,
     ) -> State:
+        twin = self._twin()
+        if twin is not None:
+            self.solving += 1  # the twin's library calling torchdiffeq through a routed name calls torchdiffeq's own
+            try:
+                return twin(func, y0, t, event_fn=event_fn)
+            finally:
+                self.solving -= 1
         if event_fn is not None:
             raise NotImplementedError(
                 "an event_fn ends each solve at a time of its own; the sweep compares solves on one grid, so solve to "
@@ -136,6 +148,44 @@ class ConfiguredOdeint:
         finally:
             self._solving_with = self.library
 
+    @contextmanager
+    def recomputing(self, module: torch.nn.Module | None, float64: bool) -> Iterator[None]:
+        """Within the block, each call solves for a recomputation of one call of `module` (its float64 twin's where
+        `float64`), as the run solves: the run's library, method and steps (per-module measurement, module_hooks.py). So
+        a module whose call solved (an ODEBlock, a whole model) is recomputed with the solve it was measured with, not
+        with the method its own code names. Such a solve is recorded nowhere in the run."""
+        before = self._recomputing
+        self._recomputing = (module, float64)
+        try:
+            yield
+        finally:
+            self._recomputing = before
+
+    def _twin(self) -> ConfiguredOdeint | None:
+        """The odeint of the recomputation in progress (None: none is): this one's copy, recording on its own, watched
+        by no observer and scaled by no scaler; in float64, the reference's grid (float64 times) outside the run's
+        context."""
+        if self._recomputing is None:
+            return None
+        module, float64 = self._recomputing
+        twin = copy.copy(self)
+        twin._recomputing, twin.observer, twin.scaler, twin.budget, twin.model = None, None, None, None, module
+        twin.solves, twin.calls, twin.solving, twin.tape_bytes, twin.named = [], 0, 0, 0, {}
+        twin.report = SolveReport()
+        if float64:
+            twin.time_dtype, twin.context, twin.output_dtype = torch.float64, None, None
+        return twin
+
+    @property
+    def record(self) -> SolveRecord:
+        """The solve of record (an IndexError naming it where the step made fewer solves than that)."""
+        if self.of_record >= len(self.solves):
+            raise IndexError(
+                f"the step made {len(self.solves)} solves here, where the contract check found solve "
+                f"{self.of_record + 1} the one of record: its solves must be the same in every run"
+            )
+        return self.solves[self.of_record]
+
     def on_grid(self, func: torch.nn.Module, y0: torch.Tensor, t0: float, t1: float) -> torch.Tensor:
         """The states at every point of the grid from t0 to t1 (a trajectory problem's loss reads them all)."""
         grid = equal_grid(t0, t1, self.n_timesteps, self.time_dtype, y0.device)
@@ -144,7 +194,7 @@ class ConfiguredOdeint:
         return solution
 
     def _solve(self, func: Callable[..., State], state: FlatState, grid: torch.Tensor, times: torch.Tensor) -> State:
-        first = not self.solves
+        first = len(self.solves) == self.of_record
         report = self.report if first else SolveReport()
         counted = CountedDynamics(state.dynamics(func))
         if not isinstance(func, torch.nn.Module) and self.model is not None:

@@ -64,6 +64,11 @@ def fingerprint_of(plan: SweepPlan, problem_sha256: str) -> dict[str, Any]:
         "step_control": {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps} if adaptive else None,
         "fp8_scaling": None if grid.default_precision else config.fp8_scaling,
     }
+    if plan.shape.n_solves > 1:
+        # Which solve the rows' solution is: a folder that judged another (before the longest span was the default,
+        # the first) is another sweep. Written only for a step of several solves, so that a one-solve folder compares
+        # as before.
+        found["solve_of_record"] = plan.shape.solve_of_record
     return _as_json(found)
 
 

@@ -107,6 +107,7 @@ def _step_problem(name: str, made: Problem, device: torch.device) -> Problem:
         data_source=made.data_source,
         notes=made.notes,
         batch_size=made.batch_size,
+        solve_of_record=made.solve_of_record,
     )
 
 

@@ -50,6 +50,11 @@ class Problem:
         notes: Anything the model wants recorded in the manifest.
         batch_size: The points in one batch, said beside every ratio to the gradient noise (default: the leading
             dimension of what sample_batch returns, measuring/batch_size.py).
+        solve_of_record: Which of the step's solves, in the order it makes them (negative: from the last, -1 the
+            last), is the one of record: its states are the solution the rows' `sol_rel_err` and `final_rel_err`
+            compare, its span is their `t0` and `t1`, its steps the profile, and its distance from the fine reference
+            the solution's discretisation error. Default: the solve of the longest span (the first of those), so that
+            an encoder's short segments are not judged in place of the solve the loss reads.
 
     Example:
         ```python
@@ -69,6 +74,7 @@ class Problem:
     data_source: str = "built by the model's factory"
     notes: dict[str, Any] = field(default_factory=dict)
     batch_size: int | None = None
+    solve_of_record: int | None = None
     # Where the loss is formed unless asked otherwise (the loss_in axis): the whole step under autocast, as a training
     # script runs it.
     default_loss_in: ClassVar[str] = "autocast"

@@ -54,6 +54,8 @@ class ProblemCopies:
     _casts: dict[torch.dtype, torch.nn.Module] = field(default_factory=dict)
     # What the runs have learned of the step's random draws, so that every run is given the same (measuring/draws.py).
     draws: object = None
+    # Which of the step's solves is the one of record, as the contract check found it (measuring/contract.py).
+    solve_of_record: int = 0
 
     @property
     def model(self) -> torch.nn.Module:

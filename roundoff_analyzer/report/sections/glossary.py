@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...axes.models.problem import recorded_as_step
+from ...measuring.contract import record_words
 from ...measuring.outcomes import Status
 from ...measuring.torchdiffeq_routing import RoutedSolves, routed_words
 from .. import formatting
@@ -25,7 +26,7 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
         words.append(
             "**y0**: the model is its training step, so its input is the batch: the gradient w.r.t. y0 is the "
             "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "
-            "first solve." + _routed_sentence(problem, sorted(set(ran["library"])))
+            f"{_record(problem)}." + _routed_sentence(problem, sorted(set(ran["library"])))
         )
     if ran["library"].map(lambda name: formatting.library_member(name, "native_solver")).any():
         words.append(
@@ -64,6 +65,13 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
             "training already lives with it, so a roundoff well under it does not change what training does."
         )
     return words
+
+
+def _record(problem: dict | None) -> str:
+    """Which of the step's solves the solution is, as the manifest records it (a folder from before: the first)."""
+    problem = problem or {}
+    index, named = problem.get("solve_of_record", 0), problem.get("solve_of_record_named", False)
+    return record_words(problem.get("n_solves", 1), index, named)
 
 
 def _routed_sentence(problem: dict | None, libraries: list[str]) -> str:

@@ -335,12 +335,17 @@ def _share_words(runs: pd.DataFrame, dtype: str) -> str:
 
 
 def section(inputs: SectionInputs) -> list[str]:
-    step = recorded_as_step(inputs.sweep.manifest.get("problem"))
-    return modules_section(inputs.results, inputs.sweep.modules, "model" if step else "vector field")
+    problem = inputs.sweep.manifest.get("problem")
+    watched = "model" if recorded_as_step(problem) else "vector field"
+    routed = bool((problem or {}).get("routed"))
+    return modules_section(inputs.results, inputs.sweep.modules, watched, routed)
 
 
-def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None, watched: str = "vector field") -> list[str]:
-    """`watched`: what the modules are of (the vector field; a training step's whole model)."""
+def modules_section(
+    results: pd.DataFrame, modules: pd.DataFrame | None, watched: str = "vector field", routed: bool = False
+) -> list[str]:
+    """`watched`: what the modules are of (the vector field; a training step's whole model); `routed`: the model calls
+    torchdiffeq itself, and the sweep routed those calls (the manifest's `problem.routed`)."""
     if modules is None or modules.empty:
         return []
     lines = [
@@ -354,7 +359,14 @@ def modules_section(results: pd.DataFrame, modules: pd.DataFrame | None, watched
             if NORMAL_RANGE in modules
             else ""
         )
-        + ". Per dtype, its worst run:",
+        + "."
+        + (
+            " A module whose call solves (the whole model, an ODEBlock) was re-run with the configuration's routed "
+            "solve, not with the method its own code names."
+            if routed
+            else ""
+        )
+        + " Per dtype, its worst run:",
         "",
     ]
     for dtype, run in worst_runs(results, modules).items():
