@@ -239,9 +239,10 @@ def _time_the_answer(
 ) -> None:
     """Time the setups the answer compares again, interleaved (execution/timing_pass.py), into timing.parquet: after a
     sweep that ran configurations, or one whose folder has no timing yet. Not where the sweep ran elsewhere (Slurm):
-    this machine's times would say nothing of the sweep's device."""
+    this machine's times would say nothing of the sweep's device; nor with `timing=False` (`--no-timing`)."""
     plan = planned.plan
-    if not plan.executor.runs_here or (outcome.n_run == 0 and (planned.out / TIMING).is_file()):
+    kept = outcome.n_run == 0 and (planned.out / TIMING).is_file()
+    if not plan.config.timing or not plan.executor.runs_here or kept:
         return
     rows, _ = judged_rows(read_sweep_folder(planned.out))
     configs = [Configuration(**config) for config in setups_to_time(rows.results)]
