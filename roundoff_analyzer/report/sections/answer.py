@@ -216,13 +216,7 @@ def cost_sentence(
     if c.switch_time_ratio is not None:
         text += f"; against torchdiffeq in float32 (what this replaces), {ratio(c.switch_time_ratio)} its time"
         text += f", {ratio(c.switch_memory_ratio)} its peak memory" if c.switch_memory_ratio is not None else ""
-    if fast:
-        text += f"; {fast}"
-    if device is not None and str(device).startswith("cpu"):
-        text += "; on a CPU low precision is emulated in software, so its speed says nothing of a GPU's"
-    if formatting.scaling_searches(a.scaling):
-        text += f"; `{a.scaling}`'s time includes the backward passes of its search for a loss scale"
-    return text + "."
+    return text + _cost_caveats(a, device, fast) + "."
 
 
 def timed_cost_sentence(
@@ -248,13 +242,17 @@ def timed_cost_sentence(
                 f"; against torchdiffeq in float32 (what this replaces), {t.switch_ratio.median:.2f}× its time "
                 f"({_span((t.switch_ratio.low, t.switch_ratio.high), '.2f')})"
             )
-    if fast:
-        text += f"; {fast}"
+    return text + _cost_caveats(a, device, fast) + "."
+
+
+def _cost_caveats(a: answer.Answer, device: str | None, fast: str | None) -> str:
+    """What the cost's numbers do not say: the card's tensor cores, emulation on a CPU, a loss scale's search."""
+    text = f"; {fast}" if fast else ""
     if device is not None and str(device).startswith("cpu"):
         text += "; on a CPU low precision is emulated in software, so its speed says nothing of a GPU's"
     if formatting.scaling_searches(a.scaling):
         text += f"; `{a.scaling}`'s time includes the backward passes of its search for a loss scale"
-    return text + "."
+    return text
 
 
 def timed_ratio_words(dtype: str, t: timed_cost.TimedCost, detail: str = "") -> str:
