@@ -230,9 +230,9 @@ def timed_cost_sentence(
         f"{t.repeats} interleaved repeats{load})"
     )
     seconds = f"{t.seconds.median:.3g} s forward + backward ({_span((t.seconds.low, t.seconds.high), '.3g')})"
-    if a.plain_float32:
-        text = f"{what}: {seconds}"
-    elif t.time_ratio is None:
+    if a.plain_float32:  # the run every other dtype's cost is set against
+        return f"{what}: {seconds}."
+    if t.time_ratio is None:
         text = f"{what}: {seconds}; float32 was not timed beside it"
     else:
         text = f"{what}: {timed_ratio_words(a.dtype.split()[0], t)}"
