@@ -112,7 +112,7 @@ def timed_lines(timing: pd.DataFrame, manifest: dict) -> list[str]:
         )
     spent, of = manifest.get("timing_pass_s"), manifest.get("timing_sweep_s")
     took = (
-        f" The pass took {spent:.1f} s, {spent / of:.0%} of the sweep's {of:.0f} s (from planning to its tables)."
+        f" The pass took {spent:.3g} s, {spent / of:.0%} of the sweep's {of:.0f} s (from planning to its tables)."
         if isinstance(spent, (int, float)) and isinstance(of, (int, float)) and of > 0
         else ""
     )
