@@ -289,6 +289,16 @@ def sweep(
         help="On the CPU, measure peak memory too (one extra, untimed run per configuration).",
         rich_help_panel=EXECUTION,
     ),
+    no_timing: bool | None = typer.Option(
+        None,
+        "--no-timing",
+        metavar="",
+        help=(
+            "Do not time the setups the answer compares again after the sweep (timing.parquet: interleaved, at least "
+            "5 repeats, within about 10% of the sweep's time); the answer's cost is then each run's single timing."
+        ),
+        rich_help_panel=OUTPUT,
+    ),
 ) -> None:
     """Run a model's ODE over n_timesteps x method x library x dtype x scaling x mode, against a float64 reference.
 

@@ -13,6 +13,7 @@ figures as Python objects. The `roundoff` command is a thin layer over these fun
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .axes.grid import Configuration
 from .axes.models.factory import FORMS as MODEL_FORMS
 from .core.breakpoints import inert_breakpoints
 from .core.errors import InputError
@@ -29,11 +31,15 @@ from .core.safe_files import out_folder
 from .core.user_code import function_spec
 from .execution import engine
 from .execution.base import Progress
+from .execution.timing_pass import TIME_SHARE, time_setups
+from .judging.timed_cost import setups_to_time
 from .planning.config import SweepConfig, list_valued_keys, resolve
 from .planning.manifest import fingerprint
 from .planning.sweep_plan import SweepPlan
 from .report import SweepFolder, read_sweep_folder, write_report
 from .report.answer_data import answer_records, verdict_records
+from .report.checkpoint_scope import judged_rows
+from .storage.result_schemas import TIMING
 from .storage.results import ResultStore
 
 if TYPE_CHECKING:
@@ -77,6 +83,7 @@ class SweepResult:
     profile: pd.DataFrame | None
     modules: pd.DataFrame | None = None
     part_errors: pd.DataFrame | None = None
+    timing: pd.DataFrame | None = None
     run: engine.SweepOutcome | None = field(default=None, kw_only=True)
 
     def figures(self) -> dict[str, Figure]:
@@ -103,6 +110,7 @@ class SweepResult:
                 self.profile,
                 self.modules,
                 self.part_errors,
+                self.timing,
             )
         )
 
@@ -127,6 +135,7 @@ class SweepResult:
             self.manifest.get("problem"),
             self.manifest.get("device_details"),
             self.manifest,
+            self.timing,
         )
 
     @cached_property
@@ -166,6 +175,7 @@ class PlannedSweep:
 
     plan: SweepPlan
     out: Path
+    started: float = field(default_factory=time.perf_counter)  # when planning began: the sweep's time counts from here
 
 
 @inert_breakpoints()  # the plan evaluates the model once: a breakpoint() there must not stop a script either
@@ -183,6 +193,7 @@ def plan_sweep(
     the output folder included, raises InputError here, before anything is written; `source` is what its message
     calls the settings (the command line passes "command line"; from Python the key alone says which). `model` may be
     the factory function itself: it is recorded and loaded by its module and name, as `package.module:factory` is."""
+    started = time.perf_counter()
     if callable(model):
         model = function_spec("model", model, MODEL_FORMS)
     overrides = {
@@ -198,7 +209,7 @@ def plan_sweep(
         )
     folder = out_folder(out) or engine.default_out_dir(plan)
     ResultStore(folder).check(fingerprint(plan), force=force)
-    return PlannedSweep(plan, folder)
+    return PlannedSweep(plan, folder, started)
 
 
 def run_sweep(
@@ -213,10 +224,36 @@ def run_sweep(
     sweep.SweepInterrupted / SweepIncomplete when configurations are left without a result."""
     with inert_breakpoints():  # a breakpoint() left in the user's model must not hold a batch sweep at a pdb prompt
         outcome = engine.run(planned.plan, planned.out, progress=progress, force=force, stop_requested=stop_requested)
+        _time_the_answer(planned, outcome, progress, stop_requested)
     if report:
         write_report(planned.out)
     loaded = load(planned.out)
     return replace(loaded, run=outcome)
+
+
+def _time_the_answer(
+    planned: PlannedSweep,
+    outcome: engine.SweepOutcome,
+    progress: Progress | None,
+    stop_requested: Callable[[], bool] | None,
+) -> None:
+    """Time the setups the answer compares again, interleaved (execution/timing_pass.py), into timing.parquet: after a
+    sweep that ran configurations, or one whose folder has no timing yet. Not where the sweep ran elsewhere (Slurm):
+    this machine's times would say nothing of the sweep's device; nor with `timing=False` (`--no-timing`)."""
+    plan = planned.plan
+    kept = outcome.n_run == 0 and (planned.out / TIMING).is_file()
+    if not plan.config.timing or not plan.executor.runs_here or kept:
+        return
+    rows, _ = judged_rows(read_sweep_folder(planned.out))
+    configs = [Configuration(**config) for config in setups_to_time(rows.results)]
+    sweep_seconds = time.perf_counter() - planned.started
+    if configs and progress is not None:
+        progress.note(
+            f"timing the answer's setups again, interleaved, within {TIME_SHARE:.0%} of the sweep's "
+            f"{sweep_seconds:.0f} s"
+        )
+    timed = time_setups(plan, configs, sweep_seconds, stop_requested or (lambda: False))
+    ResultStore(planned.out).write_timing(timed.rows, timed.seconds, sweep_seconds)
 
 
 def sweep(
@@ -292,7 +329,14 @@ def load(folder: str | Path) -> SweepResult:
     """
     read = read_sweep_folder(folder)
     return SweepResult(
-        read.path, read.results, read.manifest, read.param_errors, read.profile, read.modules, read.part_errors
+        read.path,
+        read.results,
+        read.manifest,
+        read.param_errors,
+        read.profile,
+        read.modules,
+        read.part_errors,
+        read.timing,
     )
 
 

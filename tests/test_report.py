@@ -7,6 +7,7 @@ with the Parquet value it claims to show, at the precision it is printed with.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -145,11 +146,31 @@ def check_context_row(row: dict, table: pd.DataFrame) -> int:
     return checked
 
 
-def check_numbers_against(text: str, table: pd.DataFrame, parameters: pd.DataFrame) -> int:
-    """Every cell of every table in the report against the results; returns how many cells were checked."""
+def check_timed_row(row: dict[str, str], timing: pd.DataFrame) -> int:
+    """A row of the setups timed again after the sweep: median (min – max) of their forward + backward, and repeats."""
+    keys = ["dtype", "library", "scaling", "method"]
+    runs = timing[(timing[keys] == pd.Series({k: row[k] for k in keys})).all(axis=1)]
+    runs = runs[runs.n_timesteps == int(row["n_timesteps"])]
+    seconds = runs.time_forward_s + runs.time_backward_s
+    median, _, spread = row["forward + backward (s)"].partition(" (")
+    assert printed_as(median, seconds.median()), row
+    assert printed_range(spread.rstrip(")"), seconds), row
+    assert int(row["repeats"]) == len(runs) == runs.repeat.nunique(), row
+    return 2
+
+
+def check_numbers_against(
+    text: str, table: pd.DataFrame, parameters: pd.DataFrame, timing: pd.DataFrame | None = None
+) -> int:
+    """Every cell of every table in the report against the results (and the timing table, where the folder has one);
+    returns how many cells were checked."""
     checked = 0
     for heading, headers, rows in tables_of(text):
         for row in rows:
+            if heading == "## Cost" and "repeats" in headers:
+                assert timing is not None
+                checked += check_timed_row(row, timing)
+                continue
             if heading == "## Verdict":
                 checked += check_verdict_row(row, table)
                 continue
@@ -235,13 +256,15 @@ def known_values(table: pd.DataFrame, parameters: pd.DataFrame) -> list[float]:
     return values
 
 
-def check_prose_numbers(text: str, table: pd.DataFrame, parameters: pd.DataFrame) -> int:
+def check_prose_numbers(text: str, table: pd.DataFrame, parameters: pd.DataFrame, manifest: dict | None = None) -> int:
     """Every decimal number of the verdict, the findings, the recommendations and what follows them, but the overview
-    (which holds dates and versions), is one the data holds."""
+    (which holds dates and versions), is one the data holds (the manifest's: what the timing pass took)."""
     body = text[text.index("## Verdict") : text.index("## Overview")] + text[text.index("## Accuracy") :]
     body = re.sub(r"\]\([^)]*\)", "]", body)  # link targets are file names, not numbers
     body = "\n".join(line for line in body.splitlines() if not line.startswith("|"))  # tables are checked cell by cell
-    known = known_values(table, parameters)
+    known = known_values(table, parameters) + [
+        float(v) for k, v in (manifest or {}).items() if k.startswith("timing_") and isinstance(v, (int, float))
+    ]
     numbers = [t for t in NUMBER.findall(body) if "." in t or "e" in t]
     percents = {t for t in re.findall(r"±(\d+(?:\.\d+)?)%", body)}  # an uncertainty, to two significant digits
     for token in numbers:
@@ -287,8 +310,10 @@ def test_report_numbers_are_the_parquet_numbers(overflow_sweep, tiny_sweep):
     for folder in (overflow_sweep, tiny_sweep):
         text, table = report_text(folder), results(folder)
         parameters = pd.read_parquet(folder / "param_errors.parquet")
-        assert check_numbers_against(text, table, parameters) > 50
-        assert check_prose_numbers(text, table, parameters) > 0
+        timing = pd.read_parquet(folder / "timing.parquet") if (folder / "timing.parquet").is_file() else None
+        assert check_numbers_against(text, table, parameters, timing) > 50
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert check_prose_numbers(text, table, parameters, manifest) > 0
 
 
 def test_scaling_that_rescued_a_dtype_is_reported(overflow_sweep):
@@ -334,6 +359,11 @@ BEYOND = re.compile(
     r"exceeds"
 )
 COST = re.compile(r"Cost on \w+: (?P<seconds>\S+(?: – \S+)?) s forward \+ backward")
+TIMED_COST = re.compile(
+    r"Cost on \w+, timed again after the sweep \((?P<method>\w+), n_timesteps (?P<n>\d+), forward \+ backward, "
+    r"(?P<repeats>\d+) interleaved repeats[^)]*\): (?P<dtype>\w+) with (?P<library>\S+) takes (?P<median>[\d.]+)× "
+    r"float32's time \((?P<range>[^)]+)\)"
+)
 LABELS = (verdict.SAFE, verdict.TRAINING, verdict.BORDERLINE, verdict.UNSAFE)
 
 
@@ -346,8 +376,25 @@ def changes(scaling: str, library: str) -> tuple[bool, bool]:
     return scaling != "none", library not in USERS_OWN
 
 
-def check_answers(text: str, table: pd.DataFrame) -> int:
-    """Each dtype's answer against the Parquet and the verdict table; returns how many dtypes were checked."""
+def check_timed_cost(timed: re.Match, timing: pd.DataFrame, runs: pd.DataFrame) -> None:
+    """The answer's timed cost against the timing table: its setup's forward + backward over float32's with the same
+    library, round by round, at the n_timesteps it names."""
+    n = int(timed["n"])
+    assert n in set(runs.n_timesteps) and timed["method"] == runs.method.iloc[0]
+    same = {c: runs[c].iloc[0] for c in ("library", "method", "mode", "keep_float32", "loss_in")}
+    at = timing[(timing[list(same)] == pd.Series(same)).all(axis=1) & (timing.n_timesteps == n)]
+    timed_s = at.assign(s=at.time_forward_s + at.time_backward_s)
+    seconds = timed_s.pivot_table(index="repeat", columns="dtype", values="s")
+    ratios = seconds[timed["dtype"]] / seconds["float32"]
+    assert len(ratios) == int(timed["repeats"])
+    assert printed_as(timed["median"], ratios.median())
+    low, _, high = timed["range"].partition("–")
+    assert printed_as(low, ratios.min()) and printed_as(high or low, ratios.max())
+
+
+def check_answers(text: str, table: pd.DataFrame, timing: pd.DataFrame | None = None) -> int:
+    """Each dtype's answer against the Parquet and the verdict table (and the timing table, where the folder has
+    one); returns how many dtypes were checked."""
     level, heading, section = sections(text)[1]
     assert heading == "## The answer", "the answer is the report's first section"
     setups = [row for h, _, rows in tables_of(text) if h == "## Verdict" for row in rows]
@@ -394,8 +441,12 @@ def check_answers(text: str, table: pd.DataFrame) -> int:
             assert not (
                 (runs.sol_roundoff_to_disc >= 1) & (runs.disc_sol_rel_err >= 3 * runs.fine_ref_final_rel_err)
             ).any(), c[0]
-        cost = COST.search(c["rest"])
-        assert cost and printed_range(cost["seconds"], runs.time_forward_s + runs.time_backward_s), c[0]
+        cost, timed = COST.search(c["rest"]), TIMED_COST.search(c["rest"])
+        if timed is not None:
+            assert timing is not None, c[0]
+            check_timed_cost(timed, timing, runs)
+        else:
+            assert cost and printed_range(cost["seconds"], runs.time_forward_s + runs.time_backward_s), c[0]
         code = section[c.end() : section.find("```", section.find("```python", c.end()) + 3)]
         assert ("from roundoff_analyzer.solvers import odeint" in code) == c["library"].startswith("native"), code
         assert ("torch.amp.GradScaler" in code) == (scaling == "grad") and ("DynamicAdjointScaler()" in code) == (
@@ -409,7 +460,8 @@ def check_answers(text: str, table: pd.DataFrame) -> int:
 
 def test_the_answer_comes_first_and_follows_from_the_parquet(overflow_sweep, tiny_sweep):
     for folder in (overflow_sweep, tiny_sweep):
-        assert check_answers(report_text(folder), results(folder)) >= 1
+        timing = pd.read_parquet(folder / "timing.parquet") if (folder / "timing.parquet").is_file() else None
+        assert check_answers(report_text(folder), results(folder), timing) >= 1
     # The overflow sweep's float16 fails without scaling: the answer names the scaling that made it safe, and its code.
     text = report_text(overflow_sweep)
     assert re.search(r"^- \*\*float16\*\*: train with [\w-]+, `(grad|dynamic)` ", text, re.M), text[:2000]
@@ -822,9 +874,11 @@ def test_the_answer_costs_time_and_memory_against_float32(tmp_path):
         "--timesteps",
         "4",
         "--cpu-memory",
+        "--no-timing",  # the words of each run's single timing (tests/test_timing_pass.py: the pass's)
     ]
     result = _tiny_sweep(out, *args)
     assert result.exit_code == 0, result.output
+    assert not (out / "timing.parquet").exists()
     table = results(out).set_index("dtype")
     text = report_text(out)
     time_ratio = table.eval("time_forward_s + time_backward_s")
@@ -842,7 +896,7 @@ def test_the_native_answer_costs_what_it_replaces_torchdiffeq_float32_from_the_t
 
     out = tmp_path / "switch"
     args = ["--library", "native,torchdiffeq", "--dtype", "float16,float32", "--scaling", "none"]
-    result = _tiny_sweep(out, *args, "--method", "euler", "--timesteps", "4", "--cpu-memory")
+    result = _tiny_sweep(out, *args, "--method", "euler", "--timesteps", "4", "--cpu-memory", "--no-timing")
     assert result.exit_code == 0, result.output
     table = results(out)
     row = table.set_index(["library", "dtype"])

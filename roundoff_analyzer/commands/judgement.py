@@ -20,9 +20,13 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
     from ..report.sections.overview import random_draws
     from ..report.sections.per_module import overflow_origins
     from ..report.sections.verdict import verdict_lines
-    from ..report.sweep_folder import modules_table
+    from ..report.sweep_folder import modules_table, read_timing
     from ..storage.manifest_schema import read_manifest
 
+    try:
+        timing = read_timing(folder)
+    except InputError:  # a damaged timing table costs the answer only its timed cost
+        timing = None
     try:
         device = (read_setup(folder) or {}).get("device")
         manifest_path = manifest_of(folder)
@@ -44,7 +48,7 @@ def print_judgement(console: Console, results, folder: Path, shown: int | None =
         console.print(f"float32: {printable(tf32)}", highlight=False, markup=False, soft_wrap=True)
     for line in verdict_lines(results):
         console.print(f"verdict: {printable(line.replace('**', ''))}", highlight=False, markup=False)
-    for line in answer_lines(results, device, manifest):
+    for line in answer_lines(results, device, manifest, timing):
         prefix = "" if line.startswith(" ") else "answer: "
         console.print(f"{prefix}{printable(line)}", highlight=False, markup=False)
     plain = lambda text: printable(text.replace("**", "").replace("`", ""))  # noqa: E731

@@ -87,6 +87,7 @@ class SweepRequest:
     keep_float32: str | None
     per_module: bool | None
     cpu_memory: bool | None
+    no_timing: bool | None = None
 
 
 def settings(request: SweepRequest) -> dict[str, Any]:
@@ -110,6 +111,7 @@ def settings(request: SweepRequest) -> dict[str, Any]:
         "repeats": request.repeats,
         "timeout": request.timeout,
         "cpu_memory": request.cpu_memory,
+        "timing": False if request.no_timing else None,
         "allow_oom": request.allow_oom,
         "keep_float32": split_list(request.keep_float32, "keep-float32"),
         "per_module": request.per_module,
@@ -216,9 +218,11 @@ def _print_results(console: Console, planned: PlannedSweep, result: SweepResult,
     )
     print_judgement(console, result.results, out_dir)
     counts = result.results["status"].value_counts().to_dict()
+    timed = result.manifest.get("timing_pass_s")
+    timing = f", {timed:.1f} s timing the answer again" if outcome.n_run and isinstance(timed, (int, float)) else ""
     console.print(
         f"{len(result.results)} configurations ({', '.join(f'{v} {k}' for k, v in counts.items())}); the command took "
-        f"{time.monotonic() - started:.1f} s, {outcome.wall_seconds:.1f} s of it running configurations; "
+        f"{time.monotonic() - started:.1f} s, {outcome.wall_seconds:.1f} s of it running configurations{timing}; "
         f"{outcome.reference_solves} reference solves; results: {escape(printable(out_dir / 'results.parquet'))}",
         highlight=False,
         soft_wrap=True,  # one line, whatever the terminal's width: scripts and tests read it

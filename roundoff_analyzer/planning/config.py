@@ -239,6 +239,13 @@ class SweepConfig(BaseModel):
             "in one extra untimed run per configuration"
         ),
     )
+    timing: bool = Field(
+        True,
+        description=(
+            "after the sweep, time the setups the answer compares again, interleaved, at least 5 repeats within about "
+            "10% of the sweep's time (timing.parquet); false: the answer's cost is each run's single timing"
+        ),
+    )
     allow_oom: bool = Field(
         False,
         description=(

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from ..judging import answer, verdict
-from .sections.answer import answer_sentence, placement_line
+from .sections.answer import answer_sentence, placement_line, timed_by_dtype
 from .sections.answer_code import code_lines
 from .sections.model_code import measured_model_code
 from .sections.verdict import describe, judged
@@ -21,14 +21,17 @@ def answer_records(
     problem: dict | None = None,
     card: dict | None = None,
     manifest: dict | None = None,
+    timing: pd.DataFrame | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per dtype label, the answer the report gives: what to train with (or not), the numbers behind it, and the code
     (`problem`: the manifest's record of the model's form; `card`: its `device_details`; `manifest`: the whole, for
-    the code that builds a built-in model as the sweep measured it)."""
+    the code that builds a built-in model as the sweep measured it; `timing`: the timing pass's table, where any)."""
     rows, _ = judged(results)
     measured = measured_model_code(manifest, results)
     records = {}
-    for a in answer.answers(rows):
+    found = answer.answers(rows)
+    timed = timed_by_dtype(rows, found, timing)
+    for a in found:
         j = a.judgement
         records[a.dtype] = {
             "dtype": a.dtype,
@@ -48,10 +51,11 @@ def answer_records(
             "low_dtype_op_share": a.kept.low_share if a.kept is not None else None,
             **_numbers(j),
             "reason": describe(j),
-            "sentence": _plain(answer_sentence(a, device, card)),
+            "sentence": _plain(answer_sentence(a, device, card, timed.get(a.dtype))),
             "placement": _plain(placement_line(a) or "") or None,
             "code": "\n".join(code_lines(a, device, problem, measured)),
             "cost": asdict(a.cost) if a.cost is not None else None,
+            "timed_cost": asdict(timed[a.dtype]) if a.dtype in timed else None,
         }
     return records
 

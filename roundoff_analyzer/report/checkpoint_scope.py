@@ -29,6 +29,7 @@ def at_checkpoint(sweep: SweepFolder, checkpoint: str) -> SweepFolder:
         profile=cut(sweep.profile),
         modules=cut(sweep.modules),
         part_errors=cut(sweep.part_errors),
+        timing=cut(sweep.timing),
     )
 
 

@@ -23,6 +23,8 @@ from ..storage.result_schemas import (
     PROFILE,
     PROFILE_TABLE,
     RESULTS,
+    TIMING,
+    TIMING_TABLE,
 )
 from ..storage.results import load_results, read_parquet
 
@@ -39,6 +41,7 @@ class SweepFolder:
     profile: pd.DataFrame | None = None
     modules: pd.DataFrame | None = None  # modules.parquet, where the sweep measured each module (--per-module)
     part_errors: pd.DataFrame | None = None  # part_errors.parquet, where a quantity has several parts
+    timing: pd.DataFrame | None = None  # timing.parquet, the answer's setups timed again after the sweep
 
 
 def read_sweep_folder(path: str | Path) -> SweepFolder:
@@ -64,7 +67,13 @@ def read_sweep_folder(path: str | Path) -> SweepFolder:
         _side_table(path / PROFILE, PROFILE_TABLE),
         modules_table(path),
         _side_table(path / PART_ERRORS, PART_ERRORS_TABLE),
+        _side_table(path / TIMING, TIMING_TABLE),
     )
+
+
+def read_timing(folder: Path) -> pd.DataFrame | None:
+    """The timing pass's table of a sweep folder, where it has one."""
+    return _side_table(folder / TIMING, TIMING_TABLE) if folder.is_dir() else None
 
 
 def _manifest(folder: Path) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from ..core.json_files import parse_json
 from ..measuring.yardstick_files import YARDSTICKS
 from .folder_kind import refuse_foreign_folder
 from .folder_lock import LOCK
-from .result_schemas import MANIFEST, MODULES, PARAM_ERRORS, PART_ERRORS, PROFILE, RESULTS, SHARDS
+from .result_schemas import MANIFEST, MODULES, PARAM_ERRORS, PART_ERRORS, PROFILE, RESULTS, SHARDS, TIMING
 from .shard_integrity import SET_ASIDE, vouching_shard
 
 # Everything a sweep writes or deletes in its folder: none of these may be a link out of it.
@@ -22,6 +22,7 @@ WRITTEN_ENTRIES = (
     PROFILE,
     MODULES,
     PART_ERRORS,
+    TIMING,
     SHARDS,
     SET_ASIDE,
     LOCK,

@@ -20,6 +20,7 @@ PARAM_ERRORS = "param_errors.parquet"
 PROFILE = "profile.parquet"
 MODULES = "modules.parquet"
 PART_ERRORS = "part_errors.parquet"
+TIMING = "timing.parquet"
 SHARDS = "shards"
 SHARD_HASHES = "shard_hashes"  # in the manifest: every shard's content hash is recorded beside it
 # In the manifest: the version of the tables' layout. A folder without one is older and reads through older_tables.py;
@@ -116,6 +117,15 @@ PART_FIELDS = [
     pa.field("rel_err", pa.float64()),
     pa.field("rel_err_over_u", pa.float64()),
 ]
+# Per setup the answer compares and round of the timing pass run after the sweep (execution/timing_pass.py): forward +
+# backward timed again, the setups interleaved (A B C A B C ...), the load average as each round began.
+TIMING_FIELDS = [
+    pa.field("repeat", pa.int64()),
+    pa.field("time_forward_s", pa.float64()),
+    pa.field("time_backward_s", pa.float64()),
+    pa.field("peak_memory_bytes", pa.int64()),  # where the device measures it in a timed run (CUDA); else null
+    pa.field("load_average_1m", pa.float64()),  # os.getloadavg()'s first as the round began; null where unknown
+]
 SHARD_SCHEMA = (
     RESULT_SCHEMA.append(pa.field("parameter_errors", pa.list_(pa.struct(PARAM_FIELDS))))
     .append(pa.field("profile", pa.list_(pa.struct(PROFILE_FIELDS))))
@@ -147,6 +157,12 @@ MODULES_TABLE = TableSchema(
     pa.schema(CONFIG_FIELDS + MODULE_FIELDS),
     (*_KEYS, "module", "phase", "max_abs", "local_rel_err", "first_nonfinite_step"),
     (*_KEYS, "module", "phase"),
+)
+TIMING_TABLE = TableSchema(
+    "a timing table",
+    pa.schema(CONFIG_FIELDS + TIMING_FIELDS),
+    (*_KEYS, "repeat", "time_forward_s", "time_backward_s"),
+    (*_KEYS, "repeat"),
 )
 PART_ERRORS_TABLE = TableSchema(
     "a per-part errors table",

@@ -55,6 +55,8 @@ from .result_schemas import (
     SHARDS,
     TABLES_VERSION,
     TABLES_VERSION_KEY,
+    TIMING,
+    TIMING_FIELDS,
     TRAIN_MANIFEST,
 )
 from .shard_integrity import (
@@ -156,6 +158,8 @@ class ResultStore:
                 *(self.root / YARDSTICKS).glob("*.pt"),
             ]:
                 shard.unlink()  # unlink removes a link itself; `shards` and `yardsticks` are no links (refused above)
+        if existing is not None and not same:
+            (self.root / TIMING).unlink(missing_ok=True)  # another sweep's setups, timed
         self.shards.mkdir(exist_ok=True)
         if existing is not None and same:
             manifest = {**manifest, "created_at": existing.get("created_at", manifest.get("created_at"))}
@@ -258,6 +262,21 @@ class ResultStore:
         # Written whole by this very store: `completed` need not read it back to believe it.
         stat = path.lstat()
         self._verified[config.id] = (stat.st_mtime_ns, stat.st_size)
+
+    def write_timing(self, rows: list[dict[str, Any]], seconds: float, sweep_seconds: float) -> None:
+        """The timing pass's rows (`TIMING_FIELDS` and the configuration's columns) as timing.parquet, and in the
+        manifest its wall time (`timing_pass_s`) and the sweep's that its budget was set from (`timing_sweep_s`: from
+        planning to the tables); no rows: no table (a stale one goes)."""
+        if rows:
+            schema = pa.schema(CONFIG_FIELDS + TIMING_FIELDS)
+            atomic_write_parquet(pa.Table.from_pylist(rows, schema=schema), self.root / TIMING)
+        else:
+            (self.root / TIMING).unlink(missing_ok=True)
+        manifest = self.read_manifest()
+        if manifest is not None:
+            timed = {"timing_pass_s": seconds, "timing_sweep_s": sweep_seconds} if rows else {}
+            kept = {k: v for k, v in manifest.items() if k not in ("timing_pass_s", "timing_sweep_s")}
+            self.write_manifest({**kept, **timed})
 
     def read_row(self, config: Configuration) -> dict[str, Any]:
         """One finished configuration's row, as `measure` produced it (for progress shown

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ...axes.scalings import scales
 from ...core import cards
-from ...judging import answer, choice, format_search, verdict
+from ...judging import answer, choice, format_search, timed_cost, verdict
 from .. import formatting
 from ..findings import is_synthetic
 from ..format_search import format_search_lines, format_search_terminal, summarised
@@ -29,9 +29,12 @@ def placement_line(a: answer.Answer) -> str | None:
     return f"Form the loss {here}: formed {there}, the same setup is {other.label}: {describe(other)}."
 
 
-def answer_sentence(a: answer.Answer, device: str | None = None, card: dict | None = None) -> str:
+def answer_sentence(
+    a: answer.Answer, device: str | None = None, card: dict | None = None, timed: timed_cost.TimedCost | None = None
+) -> str:
     """One sentence: dtype, library, scaling, mode, method and n_timesteps; or "do not" and why; and the cost (`card`:
-    the manifest's `device_details`, which say whether the card has tensor cores for the dtype)."""
+    the manifest's `device_details`, which say whether the card has tensor cores for the dtype; `timed`: the setup as
+    the timing pass after the sweep timed it, where it did)."""
     if a.kept is not None and not a.kept.computes_low:
         return kept_throughout_sentence(a)
     if not a.train and not a.judgement.noise_known and not a.judgement.failures:
@@ -69,7 +72,7 @@ def answer_sentence(a: answer.Answer, device: str | None = None, card: dict | No
         text += f" These runs emulated {a.dtype} in software: what it would do, not code to train with today."
     if a.kept is not None:
         text += f" {kept_sentence(a.kept, a.dtype.split()[0])}"
-    return f"{text} {cost_sentence(a, device, card)}"
+    return f"{text} {cost_sentence(a, device, card, timed)}"
 
 
 def kept_share_words(kept: answer.Kept, dtype: str) -> str | None:
@@ -185,10 +188,14 @@ def card_words(dtype: str, card: dict | None) -> str | None:
     )
 
 
-def cost_sentence(a: answer.Answer, device: str | None, card: dict | None = None) -> str:
+def cost_sentence(
+    a: answer.Answer, device: str | None, card: dict | None = None, timed: timed_cost.TimedCost | None = None
+) -> str:
     c = a.cost
     fast = card_words(a.dtype.split()[0], card)
     where = f"on {device}" if device else "on the sweep's device"
+    if timed is not None:
+        return timed_cost_sentence(a, timed, where, device, fast)
     if c is None or c.seconds is None:
         return f"Cost {where}: not measured" + (f"; {fast}." if fast else ".")
     if a.plain_float32:  # the run every other dtype's cost is set against
@@ -210,17 +217,76 @@ def cost_sentence(a: answer.Answer, device: str | None, card: dict | None = None
     if c.switch_time_ratio is not None:
         text += f"; against torchdiffeq in float32 (what this replaces), {ratio(c.switch_time_ratio)} its time"
         text += f", {ratio(c.switch_memory_ratio)} its peak memory" if c.switch_memory_ratio is not None else ""
-    if fast:
-        text += f"; {fast}"
+    return text + _cost_caveats(a, device, fast) + "."
+
+
+def timed_cost_sentence(
+    a: answer.Answer, t: timed_cost.TimedCost, where: str, device: str | None, fast: str | None
+) -> str:
+    """The cost as the timing pass measured it: what was timed (method, n_timesteps, repeats, load), then the medians
+    of the per-round ratios with their range."""
+    load = f", load {_span(t.load, '.1f')}" if t.load is not None else ""
+    what = (
+        f"Cost {where}, timed again after the sweep ({t.method}, n_timesteps {t.n_timesteps}, forward + backward, "
+        f"{t.repeats} interleaved repeats{load})"
+    )
+    seconds = f"{t.seconds.median:.3g} s forward + backward ({_span((t.seconds.low, t.seconds.high), '.3g')})"
+    if a.plain_float32:  # the run every other dtype's cost is set against
+        return f"{what}: {seconds}."
+    if t.time_ratio is None:
+        text = f"{what}: {seconds}; float32 was not timed beside it"
+    else:
+        text = f"{what}: {timed_ratio_words(a.dtype.split()[0], t)}"
+        text += "" if t.memory_ratio is not None else ", peak memory not recorded"
+        if t.switch_ratio is not None:
+            text += (
+                f"; against torchdiffeq in float32 (what this replaces), {t.switch_ratio.median:.2f}× its time "
+                f"({_span((t.switch_ratio.low, t.switch_ratio.high), '.2f')})"
+            )
+    return text + _cost_caveats(a, device, fast) + "."
+
+
+def _cost_caveats(a: answer.Answer, device: str | None, fast: str | None) -> str:
+    """What the cost's numbers do not say: the card's tensor cores, emulation on a CPU, a loss scale's search."""
+    text = f"; {fast}" if fast else ""
     if device is not None and str(device).startswith("cpu"):
         text += "; on a CPU low precision is emulated in software, so its speed says nothing of a GPU's"
     if formatting.scaling_searches(a.scaling):
         text += f"; `{a.scaling}`'s time includes the backward passes of its search for a loss scale"
-    return text + "."
+    return text
+
+
+def timed_ratio_words(dtype: str, t: timed_cost.TimedCost, detail: str = "") -> str:
+    """'float16 with native takes 1.60× float32's time (1.50–2.20{detail}) and 70% of its peak memory': the median
+    of the per-round ratios and their range."""
+    assert t.time_ratio is not None  # the caller has a ratio to say
+    r = t.time_ratio
+    text = f"{dtype} with {t.library} takes {r.median:.2f}× float32's time ({_span((r.low, r.high), '.2f')}{detail})"
+    return text + (f" and {t.memory_ratio:.0%} of its peak memory" if t.memory_ratio is not None else "")
+
+
+def _span(pair: tuple[float, float], spec: str) -> str:
+    low, high = (format(v, spec) for v in pair)
+    return low if low == high else f"{low}–{high}"
+
+
+def _on_this(device: str | None) -> str:
+    kind = str(device or "").split(":")[0]
+    return {"cpu": "on this CPU", "cuda": "on this GPU"}.get(kind, "on the sweep's device")
+
+
+def timed_by_dtype(
+    rows: pd.DataFrame, found: list[answer.Answer], timing: pd.DataFrame | None
+) -> dict[str, timed_cost.TimedCost]:
+    """Each answer's setup as the timing pass timed it, by dtype label, where it did."""
+    timed = {a.dtype: timed_cost.timed_cost(rows, timing, a) for a in found}
+    return {dtype: t for dtype, t in timed.items() if t is not None}
 
 
 def section(inputs: SectionInputs) -> list[str]:
-    return answer_section(inputs.judged, inputs.sweep.manifest.get("device"), inputs.sweep.manifest, inputs.figures)
+    return answer_section(
+        inputs.judged, inputs.sweep.manifest.get("device"), inputs.sweep.manifest, inputs.figures, inputs.sweep.timing
+    )
 
 
 def answer_section(
@@ -228,19 +294,23 @@ def answer_section(
     device: str | None,
     manifest: dict | None = None,
     figures: dict[str, tuple[str, str]] | None = None,
+    timing: pd.DataFrame | None = None,
 ) -> list[str]:
-    """The chosen setup first, then per dtype its sentence (the emulated formats of a format search summarised)."""
+    """The chosen setup first, then per dtype its sentence (the emulated formats of a format search summarised);
+    `timing`: the timing pass's table, where the folder has one."""
     rows, at = judged(results)
     found = answer.answers(rows)
     if not found:
         return []
     formats = format_search.format_results(rows, found)
-    lines = ["## The answer", "", at + headline(rows, found, manifest or {}, device), ""]
+    timed = timed_by_dtype(rows, found, timing)
+    lines = ["## The answer", "", at + headline(rows, found, manifest or {}, device, timed), ""]
     measured = measured_model_code(manifest, results)
     for a in per_dtype(found, formats):
         placement = placement_line(a)
         card = (manifest or {}).get("device_details")
-        lines.append(f"- {at}{answer_sentence(a, device, card)}" + (f" {placement}" if placement else ""))
+        sentence = answer_sentence(a, device, card, timed.get(a.dtype))
+        lines.append(f"- {at}{sentence}" + (f" {placement}" if placement else ""))
         code = code_lines(a, device, (manifest or {}).get("problem"), measured)
         if code:
             lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
@@ -261,7 +331,13 @@ def per_dtype(found: list[answer.Answer], formats: list) -> list[answer.Answer]:
     return [a for a in found if a.dtype not in hidden]
 
 
-def headline(rows: pd.DataFrame, found: list[answer.Answer], manifest: dict, device: str | None) -> str:
+def headline(
+    rows: pd.DataFrame,
+    found: list[answer.Answer],
+    manifest: dict,
+    device: str | None,
+    timed: dict[str, timed_cost.TimedCost] | None = None,
+) -> str:
     """The one setup to train with, the reason in numbers, and the weights and data it was judged on."""
     chosen = choice.choose(rows, found)
     on = judged_on(manifest, rows)
@@ -286,10 +362,13 @@ def headline(rows: pd.DataFrame, found: list[answer.Answer], manifest: dict, dev
         if a.arithmetic == "emulated"
         else ""
     )
-    return f"**Train with {a.dtype}**: {what}{emulated}. {_reason(chosen, device, manifest.get('device_details'))} {on}"
+    why = _reason(chosen, device, manifest.get("device_details"), (timed or {}).get(a.dtype))
+    return f"**Train with {a.dtype}**: {what}{emulated}. {why} {on}"
 
 
-def _reason(chosen: choice.Choice, device: str | None, card: dict | None = None) -> str:
+def _reason(
+    chosen: choice.Choice, device: str | None, card: dict | None = None, timed: timed_cost.TimedCost | None = None
+) -> str:
     j = chosen.answer.judgement
     parts = []
     if j.to_noise is not None:
@@ -311,7 +390,11 @@ def _reason(chosen: choice.Choice, device: str | None, card: dict | None = None)
             f"{formatting.error(chosen.float32_grad)})"
         )
     c = chosen.answer.cost
-    if device is not None and str(device).startswith("cuda") and c is not None and c.time_ratio is not None:
+    lead = slower_first(chosen.answer, timed, device)
+    if timed is not None and timed.time_ratio is not None:
+        if not lead:
+            parts.append(f"{_on_this(device)} at {timed.time_ratio.median:.2f}× float32's time")
+    elif device is not None and str(device).startswith("cuda") and c is not None and c.time_ratio is not None:
         fast = card_words(chosen.answer.dtype.split()[0], card)
         parts.append(
             f"at {formatting.value_range(c.time_ratio, lambda v: f'{v:.2f}×')} float32's time"
@@ -330,7 +413,17 @@ def _reason(chosen: choice.Choice, device: str | None, card: dict | None = None)
             else formatting.error(r.judgement.worst_grad)
         )
         parts.append(f"next best {r.dtype} ({r.judgement.label}, {noise})")
-    return f"Why: {'; '.join(parts)}."
+    return f"{lead}Why: {'; '.join(parts)}."
+
+
+def slower_first(a: answer.Answer, timed: timed_cost.TimedCost | None, device: str | None) -> str:
+    """Where the timing pass found the chosen low precision slower than float32 on this device, that first, in a
+    sentence; else nothing."""
+    if timed is None or timed.time_ratio is None or a.plain_float32 or timed.time_ratio.median <= 1:
+        return ""
+    detail = f", {timed.repeats} repeats of {timed.method} at n_timesteps {timed.n_timesteps}, forward + backward"
+    words = timed_ratio_words(a.dtype.split()[0], timed, detail)
+    return f"{_on_this(device)[:1].upper()}{_on_this(device)[1:]} {words}: it does not pay in speed here. "
 
 
 def _changes_beyond(other: choice.Alternative, chosen: answer.Answer) -> list[str]:
@@ -377,7 +470,9 @@ def judged_on(manifest: dict, rows: pd.DataFrame) -> str:
     return f"Judged on {weights} and {data}."
 
 
-def answer_lines(results: pd.DataFrame, device: str | None, manifest: dict | None = None) -> list[str]:
+def answer_lines(
+    results: pd.DataFrame, device: str | None, manifest: dict | None = None, timing: pd.DataFrame | None = None
+) -> list[str]:
     """The terminal's form: the chosen setup (with what it was judged on, where the manifest says), per dtype its
     sentence, then its code lines indented."""
     rows, at = judged(results)
@@ -385,13 +480,14 @@ def answer_lines(results: pd.DataFrame, device: str | None, manifest: dict | Non
     if not found:
         return []
     formats = format_search.format_results(rows, found)
+    timed = timed_by_dtype(rows, found, timing)
     plain = lambda text: text.replace("**", "").replace("`", "")  # noqa: E731
-    first = headline(rows, found, manifest or {}, device)
+    first = headline(rows, found, manifest or {}, device, timed)
     lines = [plain(at + (first if manifest else first.split(" Judged on ")[0]))]
     measured = measured_model_code(manifest, results)
     for a in per_dtype(found, formats):
         placement = placement_line(a)
-        sentence = answer_sentence(a, device, (manifest or {}).get("device_details"))
+        sentence = answer_sentence(a, device, (manifest or {}).get("device_details"), timed.get(a.dtype))
         lines.append(plain(f"{at}{sentence}{' ' + placement if placement else ''}"))
         lines += [f"    {line}" for line in code_lines(a, device, (manifest or {}).get("problem"), measured)]
     return lines + [plain(line) for line in format_search_terminal(rows, formats)]

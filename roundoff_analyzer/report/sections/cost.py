@@ -1,10 +1,13 @@
-"""The cost section: time (forward + backward) and peak memory per setup, against float32 where the sweep ran it."""
+"""The cost section: time (forward + backward) and peak memory per setup, against float32 where the sweep ran it; and
+the setups the answer compares, timed again after the sweep, interleaved (timing.parquet), where the folder has them."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from ...axes.scalings import searches_scale, unscaled
+from ...execution.timing_pass import TIME_SHARE
+from ...judging import timed_cost
 from ...measuring.outcomes import Status
 from .. import formatting
 from ..findings import GRID_COLUMNS, sweep_timesteps
@@ -12,16 +15,18 @@ from ..section_inputs import SectionInputs
 
 
 def section(inputs: SectionInputs) -> list[str]:
-    return cost(inputs.results)
+    return cost(inputs.results, inputs.sweep.timing, inputs.sweep.manifest)
 
 
-def cost(results: pd.DataFrame) -> list[str]:
-    """Time (forward + backward) and peak memory per setup; against float32 where the sweep ran it."""
+def cost(results: pd.DataFrame, timing: pd.DataFrame | None = None, manifest: dict | None = None) -> list[str]:
+    """Time (forward + backward) and peak memory per setup; against float32 where the sweep ran it. Where the folder has
+    a timing table, a column says which rows were timed again, and a table after says what that timing found."""
     ok = results[results["status"] == Status.OK].assign(time_s=lambda r: r["time_forward_s"] + r["time_backward_s"])
     if ok["time_s"].isna().all():
         return []
     has_memory = ok["peak_memory_bytes"].notna().any()
     float32 = ok[(ok["dtype"] == "float32") & unscaled(ok["scaling"])].set_index(GRID_COLUMNS + ["mode"])
+    timed = timed_cost.timed_setups(timing) if timing is not None else []
     rows = []
     for (dtype, library, scaling, _mode), runs in ok.groupby(["dtype", "library", "scaling", "mode"], sort=False):
         cells = [dtype, library, scaling, formatting.value_range(runs["time_s"], lambda v: f"{v:.3g}")]
@@ -34,10 +39,13 @@ def cost(results: pd.DataFrame) -> list[str]:
             cells.append(formatting.value_range(ratios, lambda v: f"{v:.2f}×"))
         if has_memory:
             cells.append(formatting.value_range(runs["peak_memory_bytes"] / 2**20, lambda v: f"{v:.3g}"))
+        if timing is not None:
+            cells.append(_repeated(runs, timed, timing))
         rows.append(cells)
     headers = ["dtype", "library", "scaling", "forward + backward (s)"]
     headers += ["time / float32"] if not float32.empty else []
     headers += ["peak memory (MiB)"] if has_memory else []
+    headers += ["timed again"] if timing is not None else []
     timesteps = formatting.listing(sweep_timesteps(results))
     note = (
         "against the float32 run of the same library, method, n_timesteps and scaling none"
@@ -51,12 +59,90 @@ def cost(results: pd.DataFrame) -> list[str]:
             "the largest whose gradients are finite (`scale_retries` backoffs from the initial scale), where "
             "training with a GradScaler runs one backward pass per step."
         )
+    once = " Each run was timed once, while the sweep ran." if timing is not None else ""
     return [
         "## Cost",
         "",
         "Time of the forward and backward pass of the runs without failure, min – max over n_timesteps "
-        f"({timesteps}) and methods; {note}.{memory} Low precision on a CPU is emulated in software and is often "
+        f"({timesteps}) and methods; {note}.{memory}{once} Low precision on a CPU is emulated in software and is often "
         "slower than float32: judge speed on the device you will train on.",
         "",
         formatting.bounded_table(rows, headers),
+        *(timed_lines(timing, manifest or {}) if timing is not None else []),
     ]
+
+
+def _repeated(runs: pd.DataFrame, timed: list[dict], timing: pd.DataFrame) -> str:
+    """Which of the group's runs the timing pass timed again, and how often: 'rk4, n 32: 7 repeats'."""
+    said = []
+    for config in timed:
+        match = runs
+        for column, value in config.items():
+            match = match[match[column] == value] if column in match else match
+        if not match.empty:
+            rounds = timed_cost.setup_rounds(timing, config)
+            count = len(rounds) if rounds is not None else 0
+            said.append(f"{config['method']}, n {config['n_timesteps']}: {count} repeats")
+    return "; ".join(said) or "no"
+
+
+def timed_lines(timing: pd.DataFrame, manifest: dict) -> list[str]:
+    """The setups the answer compares, timed again after the sweep: each one's median and range, and its per-round
+    ratio to float32 with the same library where that was timed."""
+    rows = []
+    for config in timed_cost.timed_setups(timing):
+        rounds = timed_cost.setup_rounds(timing, config)
+        assert rounds is not None  # the table holds it
+        seconds = timed_cost.spread(rounds["seconds"])
+        plain = timed_cost.float32_of(config)
+        ratio = timed_cost.per_round_ratio(rounds, timed_cost.setup_rounds(timing, plain)) if plain != config else None
+        load = rounds["load_average_1m"].dropna()
+        rows.append(
+            [
+                config["dtype"],
+                config["library"],
+                config["scaling"],
+                config["method"],
+                config["n_timesteps"],
+                _median_range(seconds, ".3g"),
+                _median_range(ratio, ".2f", "×") if ratio is not None else formatting.MISSING,
+                len(rounds),
+                formatting.value_range(load, lambda v: f"{v:.1f}"),
+            ]
+        )
+    spent, of = manifest.get("timing_pass_s"), manifest.get("timing_sweep_s")
+    took = (
+        f" The pass took {spent:.3g} s, {spent / of:.0%} of the sweep's {of:.0f} s (from planning to its tables)."
+        if isinstance(spent, (int, float)) and isinstance(of, (int, float)) and of > 0
+        else ""
+    )
+    return [
+        "",
+        "Timed again after the sweep, for the answer: its choice and float32 with the same library, method and "
+        f"n_timesteps, then as many as fit in {TIME_SHARE:.0%} of the sweep's time of float32 with torchdiffeq "
+        "(where the choice runs the native solver) and the runner-up; forward + backward, interleaved (each round "
+        "runs every setup "
+        "once, so that a change of load falls on all alike); median "
+        f"(min – max) over the rounds, the ratio to float32 taken round by round; the load is the 1-minute load "
+        f"average as each round began.{took}",
+        "",
+        formatting.markdown_table(
+            rows,
+            [
+                "dtype",
+                "library",
+                "scaling",
+                "method",
+                "n_timesteps",
+                "forward + backward (s)",
+                "time / float32",
+                "repeats",
+                "load",
+            ],
+        ),
+    ]
+
+
+def _median_range(s: timed_cost.Spread, spec: str, unit: str = "") -> str:
+    low, high = format(s.low, spec), format(s.high, spec)
+    return f"{s.median:{spec}}{unit} ({low if low == high else f'{low} – {high}'})"
