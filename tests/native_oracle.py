@@ -11,8 +11,8 @@ The arithmetic (rampde's, from its paper "Mixed Precision Training of Neural ODE
 k_i and their weighted sum S = sum_i b_i k_i in the autocast dtype, then y <- y + h * S in the state's
 dtype, each state stored in the low dtype. Backward, for each step from the last: rebuild S from the
 stored state (or, with stored stages, take the forward's own graph of S), take the vector-Jacobian product of S with
-the (scaled) adjoint in the low dtype, unscale, and only then multiply by h in float32 and add to the adjoint and the
-parameter gradients.
+the (scaled) adjoint in the low dtype, unscale, and only then multiply by h in float32 as it is added to the adjoint
+and the parameter gradients (`add(part, alpha=h)`, one operation).
 """
 
 from __future__ import annotations
@@ -108,10 +108,10 @@ class _Solve(torch.autograd.Function):
                 if ctx.scaler is None or all(bool(torch.isfinite(p).all()) for p in parts):
                     break
                 scale = ctx.scaler.backoff()
-            parts = [p * h.to(accumulate) for p in parts]
-            adjoint = adjoint + parts[0] + grad_trajectory[k].to(accumulate)
+            width = float(h.to(accumulate))  # h times each part inside the sum, as one operation
+            adjoint = adjoint.add(parts[0], alpha=width) + grad_trajectory[k].to(accumulate)
             for total, part in zip(param_grads, parts[1:]):
-                total.add_(part)
+                total.add_(part, alpha=width)
         return (
             None,
             None,

@@ -493,6 +493,9 @@ class _NativeSolve(torch.autograd.Function):
         points = t.detach().unbind()  # the stage times need no graph: a gradient for t goes through `ends`
         adjoint_callback = ctx.adjoint_callback
         kept = ctx.kept
+        retained = kept is not None and _graph_retained()
+        # Each step size as the accumulation dtype holds it, a number for the sums' `alpha`.
+        widths = torch.stack(grid.widths).to(accumulate).tolist()
         with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
             for k in reversed(range(n_steps)):
                 if adjoint_callback is not None:
@@ -502,11 +505,12 @@ class _NativeSolve(torch.autograd.Function):
                     if grad_t is not None
                     else None
                 )
-                # A kept step's graph is taken once: a second backward through the solve recomputes.
+                # A kept step's graph is freed once taken, unless the backward keeps the graph (`retain_graph`: a
+                # second backward then takes the same graphs, as it would through torchdiffeq's steps).
                 step_graph = kept[k] if kept is not None else None
-                if kept is not None:
+                if kept is not None and not retained:
                     kept[k] = None
-                parts, held, finite = step(k, points[k], states[k], adjoint, ends, step_graph)
+                parts, held, finite = step(k, points[k], states[k], adjoint, ends, step_graph, retained)
                 del step_graph
                 if grad_t is not None:
                     grad_t[k] += parts[-2]
@@ -516,7 +520,8 @@ class _NativeSolve(torch.autograd.Function):
                     # (scaled, cast): the second is the one whose range can overflow or underflow.
                     report.record_backward(n_steps - 1 - k, adjoint, held, finite)
                 stop_if_overflowed(finite, n_steps - 1 - k)
-                torch._foreach_add_(summed, parts[: len(summed)])
+                # The step size multiplies each part inside the float32 sum (one operation, no copy of the parts).
+                torch._foreach_add_(summed, parts[: len(summed)], alpha=widths[k])
                 if loss_rows[k]:
                     adjoint.add_(grad_trajectory[k].to(accumulate))
                 # Summed: kept, they would stay alive through the next step's product, at its peak memory.
@@ -524,6 +529,12 @@ class _NativeSolve(torch.autograd.Function):
         grad_params = [g.to(p.dtype) for g, p in zip(param_grads, params)]
         grad_t = grad_t.to(t.dtype) if grad_t is not None else None
         return (None, None, None, None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
+
+
+def _graph_retained() -> bool:
+    """Whether the backward running now keeps the graph (`retain_graph=True`); where torch cannot tell, kept."""
+    keeps = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+    return True if keeps is None else bool(keeps())
 
 
 def _unshared(parts: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -570,15 +581,16 @@ class _BackwardStep:
         self.accumulating = state_dtype == accumulate and all(p.dtype == accumulate for p in params)
         self.weights = [b for b in tableau.b if b]
 
-    def __call__(self, k, t_k, y_stored, adjoint, ends=None, kept=None):
+    def __call__(self, k, t_k, y_stored, adjoint, ends=None, kept=None, retained=False):
         """(the vjps w.r.t. the state, each parameter and then each of `ends` when given, the adjoint as held in the
-        low dtype or None, finite); the vjps are of the step's whole increment h * sum_i b_i k_i. `kept`: the step's
+        low dtype or None, finite); the vjps are of sum_i b_i k_i (h multiplies them as they are summed), those w.r.t.
+        `ends` of the step's whole increment h * sum_i b_i k_i. `kept`: the step's
         (state leaf, outputs) from the forward, whose graph the product takes instead of rebuilding it."""
         scaler = self.scaler
         eps = self.emulation.settings.format.eps if self.emulation is not None else None
         scale = scaler.scale_for(adjoint, self.low_dtype, eps) if scaler is not None else None
         while True:
-            parts, slopes, entering = self._vjp(k, t_k, y_stored, adjoint, scale, ends, kept)
+            parts, slopes, entering = self._vjp(k, t_k, y_stored, adjoint, scale, ends, kept, retained)
             if scale is not None:
                 parts = _unshared(parts)  # divided in place below
             finite = unscale_and_check(parts, scale) if self.checking else True
@@ -588,13 +600,12 @@ class _BackwardStep:
             scale = scaler.backoff()
         # The step size, applied after the low-precision product and in the accumulation dtype: new tensors, so that a
         # gradient autograd handed to two inputs is not multiplied twice.
-        h = self.grid.widths[k]
-        parts = list(torch._foreach_mul(parts, h.to(self.accumulate)))
         if ends is not None:
+            h = self.grid.widths[k].to(self.accumulate)
             # h = end - start also multiplies the slopes outside them: d(h a.S)/d(start, end) = (-1, +1) a.S.
             outer = (adjoint * slopes.detach().to(self.accumulate)).sum()
-            parts[-2].sub_(outer)
-            parts[-1].add_(outer)
+            parts[-2] = parts[-2] * h - outer
+            parts[-1] = parts[-1] * h + outer
         held = None
         if self.recording:
             # The adjoint as the low dtype holds it is what entered the product where the product ran in the low dtype.
@@ -602,7 +613,7 @@ class _BackwardStep:
             held = entering if same else self._held(adjoint, scale)
         return parts, held, finite
 
-    def _vjp(self, k, t_k, y_stored, adjoint, scale, ends, kept):
+    def _vjp(self, k, t_k, y_stored, adjoint, scale, ends, kept, retained):
         """(the gradient parts, in the accumulation dtype; the weighted slopes S where the product needed them; the
         adjoint that entered the product)."""
         emulation = self.emulation
@@ -635,8 +646,8 @@ class _BackwardStep:
                     [cot for _, cot in reaching],
                     allow_unused=True,
                     materialize_grads=True,
-                    # A kept graph is taken again where the scaler has the step redone.
-                    retain_graph=kept is not None and self.scaler is not None,
+                    # A kept graph is taken again where the scaler has the step redone, or the graph is retained.
+                    retain_graph=kept is not None and (self.scaler is not None or retained),
                 )
             else:
                 grads = tuple(torch.zeros_like(x) for x in inputs)
