@@ -89,17 +89,18 @@ def reached_tensors(
 
 
 def refuse_later_reach(
-    outputs: Sequence[tuple[torch.Tensor, torch.Tensor]], states: Sequence[torch.Tensor], reached: Reached
+    outputs: Sequence[tuple[Any, int, torch.Tensor]], states: Sequence[torch.Tensor], reached: Reached
 ) -> None:
-    """One walk of the graphs a solve kept (`outputs`: each evaluation's output and its time, in the order evaluated;
+    """One walk of the graphs a solve kept (`outputs`: each evaluation's output as its graph node and output number,
+    and its time, in the order evaluated;
     `states`: the leaves they start from) back to what they reach, refused where that is a leaf requiring grad the
     first evaluation neither used nor was given (a later branch into another module: no gradient would reach it). A
     graph made before the solve is walked through to its leaves, up to a tensor the first evaluation used."""
     known = reached.used | {id(x) for x in states}
     boundary = {_edge(x) for x in reached.params if x.grad_fn is not None}
     seen: set[int] = set()
-    for out, time in outputs:
-        stack = [(out.grad_fn, out.output_nr)]
+    for node, output_nr, time in outputs:
+        stack = [(node, output_nr)]
         while stack:
             node, index = stack.pop()
             if node is None or id(node) in seen or (id(node), index) in boundary:

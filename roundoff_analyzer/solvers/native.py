@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
+from torch.autograd.graph import get_gradient_edge
 
 from ..axes.methods import METHODS, ExplicitRK
 from ..emulation import active_emulation
@@ -330,28 +331,42 @@ def _weighted_sum(tableau: ExplicitRK, stages: list[torch.Tensor]) -> torch.Tens
     return total
 
 
-def _kept_step(func, tableau: ExplicitRK, leaf, times, scaled, first_stage=None):
-    """(S = sum_i b_i k_i without a graph, the outputs whose graphs the backward's product takes): one step's slopes
-    from `leaf`, their graphs kept; each slope of nonzero weight (the product of S with the adjoint a is that of each
-    k_i with b_i a), or S itself where their dtypes differ (S's dtype is then their promotion)."""
+@dataclass(frozen=True)
+class _KeptStep:
+    """One step's graph kept for the backward: the state leaf it starts from, the graph edges of the outputs whose
+    vector-Jacobian product is taken (None for an output that reaches no input), and their dtype. Edges, not the
+    outputs themselves: the slopes' values are not needed, and a graph does not hold them (torchdiffeq's does not)."""
+
+    leaf: torch.Tensor
+    edges: list
+    dtype: torch.dtype
+
+
+def _kept_step(func, tableau: ExplicitRK, leaf, times, scaled, first_stage=None) -> tuple[torch.Tensor, _KeptStep]:
+    """(S = sum_i b_i k_i without a graph, the step kept): one step's slopes from `leaf`, their graphs kept; the
+    outputs are each slope of nonzero weight (the product of S with the adjoint a is that of each k_i with b_i a), or S
+    itself where their dtypes differ (S's dtype is then their promotion)."""
     stages = _stage_slopes(func, tableau, leaf, times, scaled, first_stage)
     outputs = [k_i for b, k_i in zip(tableau.b, stages) if b]
     if any(k_i.dtype != outputs[0].dtype for k_i in outputs):
-        slopes = _weighted_sum(tableau, stages)
-        return slopes.detach(), [slopes]
-    return _weighted_sum(tableau, [k_i.detach() for k_i in stages]), outputs
+        outputs = [_weighted_sum(tableau, stages)]
+        slopes = outputs[0].detach()
+    else:
+        slopes = _weighted_sum(tableau, [k_i.detach() for k_i in stages])
+    edges = [get_gradient_edge(out) if out.requires_grad else None for out in outputs]
+    return slopes, _KeptStep(leaf, edges, outputs[0].dtype)
 
 
-def _check_reach(kept: list, watch: Reached, tableau: ExplicitRK, grid: _Grid) -> None:
+def _check_reach(kept: list[_KeptStep], watch: Reached, tableau: ExplicitRK, grid: _Grid) -> None:
     """The kept graphs walked once for a tensor the first evaluation did not reach (field_tensors.py)."""
     outputs = []
-    for k, (_, step_outputs) in enumerate(kept):
+    for k, step in enumerate(kept):
         # Each output's time: its stage's (S where the slopes' dtypes differ: the step's last stage's).
         times = [time for b, time in zip(tableau.b, grid.times[k]) if b]
-        if len(times) != len(step_outputs):
+        if len(times) != len(step.edges):
             times = [grid.times[k][-1]]
-        outputs += [(out, time) for out, time in zip(step_outputs, times) if out.grad_fn is not None]
-    refuse_later_reach(outputs, [leaf for leaf, _ in kept], watch)
+        outputs += [(edge.node, edge.output_nr, time) for edge, time in zip(step.edges, times) if edge is not None]
+    refuse_later_reach(outputs, [step.leaf for step in kept], watch)
 
 
 def _detached(x: torch.Tensor | None) -> torch.Tensor | None:
@@ -405,8 +420,8 @@ class _NativeSolve(torch.autograd.Function):
             if kept is not None:
                 leaf = start.state if k == 0 and start.state is not None else y.detach().requires_grad_()
                 with torch.enable_grad(), meter.counting() if meter is not None else nullcontext():
-                    slopes, outputs = _kept_step(func, tableau, leaf, grid.times[k], grid.scaled[k], first_stage)
-                kept.append((leaf, outputs))
+                    slopes, kept_step = _kept_step(func, tableau, leaf, grid.times[k], grid.scaled[k], first_stage)
+                kept.append(kept_step)
                 if meter is not None:
                     measured.append(meter.held())
                     if k == 1:
@@ -619,10 +634,11 @@ class _BackwardStep:
         emulation = self.emulation
         slopes = None
         if kept is not None:
-            y, outputs = kept
+            y, outputs, dtype = kept.leaf, kept.edges, kept.dtype
         else:
-            y, outputs, slopes = self._rebuilt(k, t_k, y_stored, ends)
-        entering = (adjoint if scale is None else adjoint * scale).to(outputs[0].dtype)
+            y, rebuilt, slopes = self._rebuilt(k, t_k, y_stored, ends)
+            outputs, dtype = [out if out.requires_grad else None for out in rebuilt], rebuilt[0].dtype
+        entering = (adjoint if scale is None else adjoint * scale).to(dtype)
         if emulation is not None:
             entering = emulation.store(entering, "backward")
         if len(outputs) == 1:
@@ -637,7 +653,7 @@ class _BackwardStep:
         inputs = (y, *self.params, *(ends or ()))
         # Outside autocast, as torch runs any backward: autocast applies to the rebuilt forward only.
         # A stage that reaches no input (a field of t alone, f(t, y) = g(t)) has no graph and passes on nothing.
-        reaching = [(out, cot) for out, cot in zip(outputs, cotangents) if out.requires_grad]
+        reaching = [(out, cot) for out, cot in zip(outputs, cotangents) if out is not None]
         with torch.autocast(y.device.type, enabled=False):
             if reaching:
                 grads = torch.autograd.grad(
