@@ -399,11 +399,13 @@ class _NativeSolve(torch.autograd.Function):
             trajectory[0] = y
         # Each state is written straight into the trajectory it is returned in, and stepped on from there, where that
         # row is laid out as a fresh tensor would be (contiguous, as aligned), so that the field computes the same bits.
-        # Not where the stages are kept: a graph saves its state, and a row written in place would change the version
-        # of every row of the trajectory.
-        rows = trajectory if emulation is None and trajectory.dtype == y0.dtype and keep is None else None
+        rows = trajectory if emulation is None and trajectory.dtype == y0.dtype else None
         if rows is not None and not (y.is_contiguous() and _aligned_rows(rows)):
             rows = None
+        # Where the stages are kept, each step's state leaf is its row (no second copy of the states): the rows are
+        # written through an alias with its own version counter, so that writing one does not stale what a kept graph
+        # saved of another (a change to the returned trajectory still does, and its backward then refuses).
+        written = rows.data if rows is not None and keep is not None else rows
         watch = start.watch
         # Kept: (each step's state leaf, the outputs whose vector-Jacobian product the backward takes); None once the
         # solve recomputes instead.
@@ -446,7 +448,11 @@ class _NativeSolve(torch.autograd.Function):
                 increment = torch.mul(slopes, grid.state_widths[k])
             else:
                 increment = h * slopes.to(y.dtype)
-            y = y + increment if rows is None else torch.add(y, increment, out=rows[k + 1])
+            if rows is None or written is None:
+                y = y + increment
+            else:
+                y = torch.add(y, increment, out=written[k + 1])
+                y = rows[k + 1] if written is not rows else y
             if rows is not stored:
                 stored[k + 1] = store(y)
             if separate and rows is not trajectory:
