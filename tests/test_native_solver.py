@@ -69,7 +69,7 @@ def test_stored_states_are_low_precision_and_state_update_stays_float32():
     t = torch.linspace(0, 1, 5)
     y0 = problem.y0.float().requires_grad_(True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        trajectory = odeint(problem.func, y0, t, method="euler")
+        trajectory = odeint(problem.func, y0, t, method="euler", checkpoint="states")  # the low-memory path's
     assert trajectory.dtype == torch.float32
     stored = trajectory.grad_fn.saved_tensors[1]
     assert stored.dtype == torch.bfloat16 and stored.shape == (5, *y0.shape)
@@ -314,6 +314,11 @@ def test_auto_keeps_the_stages_where_they_fit_the_budget_and_recomputes_where_no
     for budget, ran in ((None, "stages"), (10**12, "stages"), (0, "states")):
         gradients, report = _mlp_gradients(torch.float64, "auto", budget)
         assert report.checkpoint == ran and torch.equal(gradients, float64)
+    # In low precision the stages dropped after the second step give the low-memory path's bits.
+    for dtype in (torch.bfloat16, torch.float16):
+        dropped, report = _mlp_gradients(dtype, "auto", 0)
+        assert report.checkpoint == "states" and torch.equal(dropped, _mlp_gradients(dtype, "states")[0])
+        assert not torch.equal(dropped, _mlp_gradients(dtype, "stages")[0])
 
 
 @pytest.mark.parametrize(

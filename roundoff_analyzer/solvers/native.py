@@ -393,8 +393,14 @@ class _NativeSolve(torch.autograd.Function):
         store = emulation.store if emulation is not None else (lambda x: x)
         separate = trajectory_dtype == "state" and (low_dtype != y0.dtype or emulation is not None)
         trajectory = torch.empty(stored.shape, dtype=y0.dtype, device=y0.device) if separate else stored
+        # Where the stages are kept beside a trajectory of their own, the low-precision states are not needed (unless
+        # the stages are dropped, when the states so far are stored from the trajectory).
+        storing = keep is None or not separate
+        if not storing:
+            stored = stored[:0]
         y = y0.detach()
-        stored[0] = store(y)
+        if storing:
+            stored[0] = store(y)
         if separate:
             trajectory[0] = y
         # Each state is written straight into the trajectory it is returned in, and stepped on from there, where that
@@ -434,6 +440,10 @@ class _NativeSolve(torch.autograd.Function):
                                 _check_reach(kept, watch, tableau, grid)
                                 func = LaterReachChecked(func, watch)
                             kept = None
+                            if not storing:
+                                stored = torch.empty(trajectory.shape, dtype=low_dtype, device=y0.device)
+                                stored[: k + 1] = trajectory[: k + 1]
+                                storing = True
             elif emulation is not None:
                 slopes = weighted_slopes(func, tableau, point, y, h, h_value, perturb, first_stage)
             else:
@@ -453,7 +463,7 @@ class _NativeSolve(torch.autograd.Function):
             else:
                 y = torch.add(y, increment, out=written[k + 1])
                 y = rows[k + 1] if written is not rows else y
-            if rows is not stored:
+            if rows is not stored and storing:
                 stored[k + 1] = store(y)
             if separate and rows is not trajectory:
                 trajectory[k + 1] = y
@@ -481,7 +491,7 @@ class _NativeSolve(torch.autograd.Function):
         t, stored, *params = ctx.saved_tensors
         # When the stored states are also the returned trajectory they come back attached to this
         # very node; each step's rebuilt graph has to start from a plain leaf.
-        states = stored.detach().unbind()
+        states = stored.detach().unbind() if len(stored) else [None] * len(t)  # none where the stages were kept
         report, grid = ctx.report, ctx.grid
         autocast_on, autocast_dtype = ctx.autocast
         accumulate = torch.promote_types(ctx.state_dtype, torch.float32)
