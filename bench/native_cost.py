@@ -9,10 +9,11 @@ backward of the mean square of the final state, for each size:
   - peak: the most memory allocated at once during forward + backward, beyond what was allocated
     before: torch.cuda.max_memory_allocated on a GPU; on the CPU, the CPU allocator's own events as
     torch.profiler reports them (roundoff_analyzer/measuring/cpu_memory.py), in an extra, untimed run.
-Setups: torchdiffeq and native in float32, bfloat16 and float16 (autocast), native with and without
-the DynamicAdjointScaler, with the trajectory in the state's dtype or in the low dtype. Every setup's
-memory is measured; by default only the pair the time ratio needs (torchdiffeq and native, no scaler,
-state trajectory) is timed, `--time-all` times every setup.
+Setups: torchdiffeq and native in float32, bfloat16 and float16 (autocast), both with the same tableau (torchdiffeq's
+rk4, the 3/8 rule, which the drop-in's "rk4" is); native with its stored stages (`checkpoint="stages"`) and on its
+low-memory path (`"states"`: the stored states only, each step recomputed in the backward), the latter also with the
+DynamicAdjointScaler and with the trajectory in the low dtype. Every setup's memory is measured; by default only
+torchdiffeq and native's two paths (no scaler, state trajectory) are timed, `--time-all` times every setup.
 What a user switches between is printed too: native in a low dtype against torchdiffeq in float32 (the
 columns "/ tdq f32": time and peak), per size and as medians.
 `--baseline CHECKOUT` adds "native before": another checkout's native solver (its package imported under
@@ -90,11 +91,19 @@ class Setup:
     dtype: str
     scaler: bool = False
     trajectory: str = "state"
+    # The native solver's backward: "stages" (the forward's stage graphs kept) or "states" (the low-memory path).
+    checkpoint: str = "stages"
 
     @property
     def label(self) -> str:
         extra = [
-            s for s in ("scaler" if self.scaler else "", "low trajectory" if self.trajectory == "low" else "") if s
+            s
+            for s in (
+                "low-memory" if self.checkpoint == "states" and self.library == "native" else "",
+                "scaler" if self.scaler else "",
+                "low trajectory" if self.trajectory == "low" else "",
+            )
+            if s
         ]
         return f"{self.library} {self.dtype}" + (f" ({', '.join(extra)})" if extra else "")
 
@@ -102,13 +111,13 @@ class Setup:
 def setups() -> list[Setup]:
     chosen = []
     for dtype in DTYPES:
-        chosen += [Setup("torchdiffeq", dtype), Setup("native", dtype)]
+        chosen += [Setup("torchdiffeq", dtype), Setup("native", dtype), Setup("native", dtype, checkpoint="states")]
         chosen += [Setup(BEFORE, dtype)] if baseline_odeint is not None else []
         if dtype != "float32":  # in float32 the stored states are the trajectory already; no scaling needed
             chosen += [
-                Setup("native", dtype, True),
-                Setup("native", dtype, False, "low"),
-                Setup("native", dtype, True, "low"),
+                Setup("native", dtype, True, checkpoint="states"),
+                Setup("native", dtype, False, "low", "states"),
+                Setup("native", dtype, True, "low", "states"),
             ]
     return chosen
 
@@ -134,8 +143,12 @@ def forward(setup: Setup, func, y0, t, method):
         if setup.library == "torchdiffeq":
             return torchdiffeq.odeint(func, y0, t, method=method)
         scaler = DynamicAdjointScaler() if setup.scaler else None
-        solve = baseline_odeint if setup.library == BEFORE else odeint
-        return solve(func, y0, t, method=method, scaler=scaler, trajectory_dtype=setup.trajectory)
+        if setup.library == BEFORE:
+            assert baseline_odeint is not None
+            return baseline_odeint(func, y0, t, method=method, scaler=scaler, trajectory_dtype=setup.trajectory)
+        return odeint(
+            func, y0, t, method=method, scaler=scaler, trajectory_dtype=setup.trajectory, checkpoint=setup.checkpoint
+        )
 
 
 def forward_backward(setup: Setup, func, y0, t, method) -> None:
@@ -236,8 +249,9 @@ def measure_size(
     user_float32 = by_setup[Setup("torchdiffeq", "float32")]
     for r in rows:
         s = r["setup"]
-        reference = by_setup[Setup("torchdiffeq", s.dtype)]["time_s"]
-        r["vs_torchdiffeq"] = r["time_s"] / reference if r["time_s"] is not None else None
+        reference = by_setup[Setup("torchdiffeq", s.dtype)]
+        r["vs_torchdiffeq"] = r["time_s"] / reference["time_s"] if r["time_s"] is not None else None
+        r["peak_vs_torchdiffeq"] = r["peak_bytes"] / reference["peak_bytes"]
         # What a user running torchdiffeq in float32 today switches to.
         r["vs_torchdiffeq_float32"] = r["time_s"] / user_float32["time_s"] if r["time_s"] is not None else None
         r["peak_vs_torchdiffeq_float32"] = r["peak_bytes"] / user_float32["peak_bytes"]
@@ -264,6 +278,7 @@ def size_table(size, rows: list[dict], tablefmt: str) -> str:
                 f"{r['saved_bytes'] / 2**20:.2f}",
                 number(r["theory_saved_bytes"] and r["theory_saved_bytes"] / 2**20, ".2f"),
                 f"{r['peak_bytes'] / 2**20:.2f}",
+                number(r["peak_vs_torchdiffeq"], ".0%"),
                 number(r["peak_vs_native_float32"], ".0%"),
                 number(r["vs_torchdiffeq_float32"], ".2f"),
                 number(r["peak_vs_torchdiffeq_float32"], ".0%"),
@@ -277,6 +292,7 @@ def size_table(size, rows: list[dict], tablefmt: str) -> str:
             "saved MiB",
             "theory MiB",
             "peak MiB",
+            "peak / tdq",
             "peak / native f32",
             "time / tdq f32",
             "peak / tdq f32",
@@ -287,18 +303,27 @@ def size_table(size, rows: list[dict], tablefmt: str) -> str:
 
 def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
     lines = [
-        "native / torchdiffeq time at equal dtype (no scaler, state trajectory), median over sizes (target <= 1.1):"
+        "native / torchdiffeq at equal dtype (no scaler, state trajectory), over sizes; targets: stored stages time "
+        "median <= 1.0, max <= 1.15, peak <= 105%; low-memory time <= 1.25 (float32), <= 1.45 (bfloat16, float16) at "
+        "peak <= 40%:"
     ]
-    for library in ("native", BEFORE):
-        for dtype in dtypes:
-            ratios = [r["vs_torchdiffeq"] for r in rows if r["setup"] == Setup(library, dtype)]
-            if ratios:
-                lines.append(
-                    f"  {library + ' ' + dtype:22s} median {statistics.median(ratios):.2f}  range "
-                    f"{min(ratios):.2f}-{max(ratios):.2f}  ({len(ratios)} sizes)"
-                )
+    for setup in [Setup(library, dtype) for library in ("native", BEFORE) for dtype in dtypes] + [
+        Setup("native", dtype, checkpoint="states") for dtype in dtypes
+    ]:
+        chosen = [r for r in rows if r["setup"] == setup and r["vs_torchdiffeq"] is not None]
+        if chosen:
+            ratios = [r["vs_torchdiffeq"] for r in chosen]
+            peaks = [r["peak_vs_torchdiffeq"] for r in chosen]
+            lines.append(
+                f"  {setup.label:34s} time median {statistics.median(ratios):.2f}  range "
+                f"{min(ratios):.2f}-{max(ratios):.2f}; peak median {statistics.median(peaks):.0%}  max "
+                f"{max(peaks):.0%}  ({len(ratios)} sizes)"
+            )
     lines.append("what a user switches to: native in a low dtype (no scaler) / torchdiffeq float32, median over sizes:")
-    for setup in [Setup(library, d) for library in ("native", BEFORE) for d in dtypes if d != "float32"]:
+    low = [d for d in dtypes if d != "float32"]
+    for setup in [Setup(library, d) for library in ("native", BEFORE) for d in low] + [
+        Setup("native", d, checkpoint="states") for d in low
+    ]:
         chosen = [r for r in rows if r["setup"] == setup]
         times = [r["vs_torchdiffeq_float32"] for r in chosen if r["vs_torchdiffeq_float32"] is not None]
         peaks = [r["peak_vs_torchdiffeq_float32"] for r in chosen]
@@ -324,8 +349,9 @@ def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
     for dtype in [d for d in dtypes if d != "float32"]:
         for setup in (
             Setup("native", dtype),
-            Setup("native", dtype, False, "low"),
-            Setup("native", dtype, True, "low"),
+            Setup("native", dtype, checkpoint="states"),
+            Setup("native", dtype, False, "low", "states"),
+            Setup("native", dtype, True, "low", "states"),
         ):
             shares = [
                 r["peak_vs_native_float32"]

@@ -6,10 +6,11 @@ OT-Flow (whose `cat` promotes to float32) and an OT-Flow whose float16 gradients
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
+from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.axes.models import MODELS, parse_options
 from roundoff_analyzer.solvers import DynamicAdjointScaler, SolveReport, odeint
 
@@ -48,11 +49,13 @@ class Case:
     # "even": n equal float32 steps from 0 to 1; "uneven": float64 times of unequal steps from 1 down to 0
     grid: str = "even"
     perturb: bool = False  # torchdiffeq's option: stage times nudged off the grid points
+    checkpoint: str = "states"  # or "stages": the forward's stage graphs kept for the backward
 
     @property
     def key(self) -> str:
         scaler = "dynamic" if self.scaler else "none"
         extra = ("" if self.grid == "even" else f"-{self.grid}") + ("-perturb" if self.perturb else "")
+        extra += f"-{self.checkpoint}"
         return (
             f"{self.model}-{self.dtype}-{self.mode}-{self.method}-{scaler}-{'report' if self.report else 'plain'}"
             + extra
@@ -60,6 +63,11 @@ class Case:
 
 
 def cases() -> list[Case]:
+    """Every case with either backward: the stage graphs kept from the forward, or rebuilt from the stored states."""
+    return [replace(case, checkpoint=checkpoint) for case in _cases() for checkpoint in ("states", "stages")]
+
+
+def _cases() -> list[Case]:
     grid = [
         Case(model, dtype, method, scaler, report)
         for model, dtype, method, (scaler, report) in itertools.product(
@@ -139,13 +147,16 @@ def _run(case: Case, oracle: bool) -> dict[str, torch.Tensor]:
     scaler = DynamicAdjointScaler() if case.scaler else None
     with torch.autocast("cpu", dtype=dtype, enabled=case.mode == "autocast" and dtype != torch.float32):
         if oracle:
-            trajectory = native_oracle.odeint(func, y0, t, case.method, scaler=scaler, perturb=case.perturb)
+            trajectory = native_oracle.odeint(
+                func, y0, t, case.method, scaler=scaler, perturb=case.perturb, stages=case.checkpoint == "stages"
+            )
         else:
             trajectory = odeint(
                 func,
                 y0,
                 t,
-                method=case.method,
+                method=METHODS.get(case.method),  # the sweep's rule of that name (the drop-in's "rk4" is torchdiffeq's)
+                checkpoint=case.checkpoint,
                 options={"perturb": True} if case.perturb else None,
                 scaler=scaler,
                 report=SolveReport() if case.report else None,

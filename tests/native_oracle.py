@@ -10,8 +10,9 @@ one machine are no oracle for another.
 The arithmetic (rampde's, from its paper "Mixed Precision Training of Neural ODEs"): forward, the slopes
 k_i and their weighted sum S = sum_i b_i k_i in the autocast dtype, then y <- y + h * S in the state's
 dtype, each state stored in the low dtype. Backward, for each step from the last: rebuild S from the
-stored state, take the vector-Jacobian product of S with the (scaled) adjoint in the low dtype, unscale,
-and only then multiply by h in float32 and add to the adjoint and the parameter gradients.
+stored state (or, with stored stages, take the forward's own graph of S), take the vector-Jacobian product of S with
+the (scaled) adjoint in the low dtype, unscale, and only then multiply by h in float32 as it is added to the adjoint
+and the parameter gradients (`add(part, alpha=h)`, one operation).
 """
 
 from __future__ import annotations
@@ -39,23 +40,35 @@ def _weighted_slopes(func, tableau, t, y, h, perturb=False):
     return sum(b * k for b, k in zip(tableau.b, stages) if b)
 
 
-def odeint(func, y0, t, method="rk4", scaler: DynamicAdjointScaler | None = None, perturb: bool = False):
+def odeint(
+    func, y0, t, method="rk4", scaler: DynamicAdjointScaler | None = None, perturb: bool = False, stages: bool = False
+):
+    """`stages`: each step's graph kept from the forward and differentiated in the backward (`checkpoint="stages"`),
+    else rebuilt there from the stored low-precision state (`"states"`)."""
     tableau = METHODS.get(method)
     params = [p for p in func.parameters() if p.requires_grad]
-    return _Solve.apply(func, tableau, scaler, perturb, y0, t, *params)
+    return _Solve.apply(func, tableau, scaler, perturb, stages, y0, t, *params)
 
 
 class _Solve(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, func, tableau, scaler, perturb, y0, t, *params):
+    def forward(ctx, func, tableau, scaler, perturb, stages, y0, t, *params):
         device = y0.device.type
         autocast_on, autocast_dtype = torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)
         low_dtype = autocast_dtype if autocast_on else y0.dtype
         trajectory, stored = [y0.detach()], [y0.detach().to(low_dtype)]
         y = y0.detach()
+        ctx.kept = [] if stages else None
         for k in range(t.numel() - 1):
             h = t[k + 1] - t[k]
-            y = y + h * _weighted_slopes(func, tableau, t[k], y, h, perturb).to(y.dtype)
+            if stages:
+                with torch.enable_grad():
+                    leaf = y.detach().requires_grad_(True)
+                    slopes = _weighted_slopes(func, tableau, t[k], leaf, h, perturb)
+                ctx.kept.append((leaf, slopes))
+                y = y + h * slopes.detach().to(y.dtype)
+            else:
+                y = y + h * _weighted_slopes(func, tableau, t[k], y, h, perturb).to(y.dtype)
             trajectory.append(y)
             stored.append(y.to(low_dtype))
         ctx.func, ctx.tableau, ctx.scaler, ctx.perturb = func, tableau, scaler, perturb
@@ -75,11 +88,19 @@ class _Solve(torch.autograd.Function):
             h = t[k + 1] - t[k]
             scale = ctx.scaler.scale_for(adjoint, ctx.low_dtype) if ctx.scaler is not None else 1.0
             while True:
-                with torch.enable_grad(), torch.autocast(stored.device.type, dtype=autocast_dtype, enabled=autocast_on):
-                    y = stored[k].to(ctx.state_dtype).requires_grad_(True)
-                    slopes = _weighted_slopes(ctx.func, ctx.tableau, t[k], y, h, ctx.perturb)
+                if ctx.kept is not None:
+                    y, slopes = ctx.kept[k]
+                else:
+                    with (
+                        torch.enable_grad(),
+                        torch.autocast(stored.device.type, dtype=autocast_dtype, enabled=autocast_on),
+                    ):
+                        y = stored[k].to(ctx.state_dtype).requires_grad_(True)
+                        slopes = _weighted_slopes(ctx.func, ctx.tableau, t[k], y, h, ctx.perturb)
                 cotangent = (adjoint * scale).to(slopes.dtype)
-                grads = torch.autograd.grad(slopes, (y, *params), cotangent, allow_unused=True)
+                grads = torch.autograd.grad(
+                    slopes, (y, *params), cotangent, allow_unused=True, retain_graph=ctx.kept is not None
+                )
                 parts = [
                     torch.zeros(x.shape, dtype=accumulate) if g is None else g.to(accumulate) / scale
                     for g, x in zip(grads, (y, *params))
@@ -87,11 +108,12 @@ class _Solve(torch.autograd.Function):
                 if ctx.scaler is None or all(bool(torch.isfinite(p).all()) for p in parts):
                     break
                 scale = ctx.scaler.backoff()
-            parts = [p * h.to(accumulate) for p in parts]
-            adjoint = adjoint + parts[0] + grad_trajectory[k].to(accumulate)
+            width = float(h.to(accumulate))  # h times each part inside the sum, as one operation
+            adjoint = adjoint.add(parts[0], alpha=width) + grad_trajectory[k].to(accumulate)
             for total, part in zip(param_grads, parts[1:]):
-                total.add_(part)
+                total.add_(part, alpha=width)
         return (
+            None,
             None,
             None,
             None,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -203,14 +205,16 @@ def test_tuple_state_with_zero_dim_parts_and_a_one_point_grid():
     assert torch.equal(single.grad, torch.ones(3))
 
 
-def test_rk4_is_the_classical_rule_and_warns_that_torchdiffeq_s_is_the_3_8_rule():
+def test_rk4_is_torchdiffeq_s_3_8_rule_without_a_warning_and_rk4_classical_the_classical_one():
     func, y0, t = _Field(), torch.ones(1, 2, dtype=torch.float64), torch.linspace(0, 1, 5, dtype=torch.float64)
-    with pytest.warns(UserWarning, match="3/8 rule"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         rk4 = odeint(func, y0, t, method="rk4")
-    assert torch.equal(rk4, odeint(func, y0, t, method="rk4_classical"))
-    three_eighths = odeint(func, y0, t, method="rk4_38")
-    assert float((three_eighths - torchdiffeq.odeint(func, y0, t, method="rk4")).abs().max()) <= 1e-12
-    assert float((rk4 - three_eighths).abs().max()) > 1e-8  # two rules, two solutions
+    assert torch.equal(rk4, odeint(func, y0, t, method="rk4_38"))
+    assert float((rk4 - torchdiffeq.odeint(func, y0, t, method="rk4")).abs().max()) <= 1e-12
+    classical = odeint(func, y0, t, method="rk4_classical")
+    assert torch.equal(classical, odeint(func, y0, t, method=METHODS.get("rk4")))  # the sweep's rk4
+    assert float((classical - rk4).abs().max()) > 1e-8  # two rules, two solutions
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ def test_float64_gradients_equal_autograd_through_the_same_discretisation(model,
     t = torch.linspace(0, 1, 7, dtype=torch.float64)
 
     y0 = problem.y0.double().requires_grad_(True)
-    native = odeint(problem.func, y0, t, method=method)
+    native = odeint(problem.func, y0, t, method=METHODS.get(method))  # the sweep's rule (the drop-in's rk4 is 3/8)
     native_grads = torch.autograd.grad(problem.loss(native), [y0, *params], allow_unused=True)
 
     y0_ref = problem.y0.double().requires_grad_(True)
@@ -57,7 +57,7 @@ def test_converges_to_the_closed_form_solution_at_the_method_order(method, order
     for n in (16, 32):
         t = torch.linspace(0, 1, n + 1, dtype=torch.float64)
         with torch.no_grad():
-            trajectory = odeint(problem.func, problem.y0.double(), t, method=method)
+            trajectory = odeint(problem.func, problem.y0.double(), t, method=METHODS.get(method))
         errors.append(float((trajectory[-1] - problem.exact_solution(t)[-1]).norm()))
     observed_order = torch.log2(torch.tensor(errors[0] / errors[1])).item()
     assert abs(observed_order - order) < 0.3, errors
@@ -69,7 +69,7 @@ def test_stored_states_are_low_precision_and_state_update_stays_float32():
     t = torch.linspace(0, 1, 5)
     y0 = problem.y0.float().requires_grad_(True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        trajectory = odeint(problem.func, y0, t, method="euler")
+        trajectory = odeint(problem.func, y0, t, method="euler", checkpoint="states")  # the low-memory path's
     assert trajectory.dtype == torch.float32
     stored = trajectory.grad_fn.saved_tensors[1]
     assert stored.dtype == torch.bfloat16 and stored.shape == (5, *y0.shape)
@@ -194,7 +194,9 @@ def test_the_low_trajectory_saves_the_float32_copy_and_the_low_gradient_of_the_t
         with cpu_peak_memory() as peak:
             y = y0.clone().requires_grad_(True)
             with torch.autocast("cpu", dtype=low_dtype):
-                trajectory = odeint(func, y, t, method="rk4_classical", trajectory_dtype=trajectory_dtype)
+                trajectory = odeint(  # the low-memory path's trade: with stored stages the states are their leaves
+                    func, y, t, method="rk4_classical", trajectory_dtype=trajectory_dtype, checkpoint="states"
+                )
             storages = {
                 x.untyped_storage().data_ptr(): x.untyped_storage().nbytes()
                 for x in (trajectory, *trajectory.grad_fn.saved_tensors)
@@ -248,7 +250,9 @@ def test_stage_times_are_each_step_start_plus_c_h_as_a_python_float_in_the_forwa
             want.append(time)
     func = _TimeRecorder()
     y0 = torch.randn(4, 2, generator=torch.Generator().manual_seed(4), requires_grad=True)
-    trajectory = odeint(func, y0, t, method=method, options={"perturb": perturb}, params=list(func.parameters()))
+    trajectory = odeint(  # the backward that evaluates again: the low-memory path's
+        func, y0, t, method=method, options={"perturb": perturb}, params=list(func.parameters()), checkpoint="states"
+    )
     forward = list(func.times)
     func.times.clear()
     trajectory[-1].sum().backward()
@@ -257,3 +261,75 @@ def test_stage_times_are_each_step_start_plus_c_h_as_a_python_float_in_the_forwa
     ]
     assert torch.equal(torch.stack(forward), torch.stack(want))
     assert torch.equal(torch.stack(func.times), torch.stack(backward))
+
+
+def _mlp_gradients(dtype, checkpoint, memory_budget=None, scaler=False):
+    """(the gradients of y0 and every parameter as one vector, the report) of a small MLP field's solve."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    wide = torch.float64 if dtype == torch.float64 else torch.float32
+    net = net.to(wide)
+    y0 = torch.randn(16, 4).to(wide).requires_grad_(True)
+    report = SolveReport()
+    with torch.autocast("cpu", dtype=dtype, enabled=dtype != wide):
+        trajectory = odeint(
+            lambda t, y: net(y),
+            y0,
+            torch.linspace(0, 1, 9, dtype=wide),
+            method="rk4_classical",
+            report=report,
+            checkpoint=checkpoint,
+            memory_budget=memory_budget,
+            scaler=DynamicAdjointScaler() if scaler else None,
+        )
+    grads = torch.autograd.grad(trajectory[-1].pow(2).sum(), [y0, *net.parameters()])
+    return torch.cat([g.reshape(-1).double() for g in grads]), report
+
+
+def test_stored_stages_and_the_recomputed_backward_give_the_same_bits_in_float64():
+    stages, kept = _mlp_gradients(torch.float64, "stages")
+    states, rebuilt = _mlp_gradients(torch.float64, "states")
+    assert kept.checkpoint == "stages" and rebuilt.checkpoint == "states"
+    assert torch.equal(stages, states)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_stored_stages_and_the_recomputed_backward_differ_within_the_low_dtype_s_roundoff(dtype):
+    """The stored stages differentiate the forward's own graph (from the float32 state), the recompute one rebuilt from
+    the stored low-precision state: each is as far from the float64 gradients as the other, and they are closer to
+    each other than to them."""
+    truth, _ = _mlp_gradients(torch.float64, "states")
+    stages, _ = _mlp_gradients(dtype, "stages", scaler=dtype == torch.float16)
+    states, _ = _mlp_gradients(dtype, "states", scaler=dtype == torch.float16)
+    scale = float(truth.abs().max())
+    error_stages, error_states = (float((g - truth).abs().max()) / scale for g in (stages, states))
+    between = float((stages - states).abs().max()) / scale
+    eps = torch.finfo(dtype).eps
+    assert 0 < between <= max(error_stages, error_states) <= 64 * eps, (between, error_stages, error_states)
+    assert max(error_stages, error_states) <= 4 * min(error_stages, error_states)
+
+
+def test_auto_keeps_the_stages_where_they_fit_the_budget_and_recomputes_where_not():
+    float64, _ = _mlp_gradients(torch.float64, "stages")
+    for budget, ran in ((None, "stages"), (10**12, "stages"), (0, "states")):
+        gradients, report = _mlp_gradients(torch.float64, "auto", budget)
+        assert report.checkpoint == ran and torch.equal(gradients, float64)
+    # In low precision the stages dropped after the second step give the low-memory path's bits.
+    for dtype in (torch.bfloat16, torch.float16):
+        dropped, report = _mlp_gradients(dtype, "auto", 0)
+        assert report.checkpoint == "states" and torch.equal(dropped, _mlp_gradients(dtype, "states")[0])
+        assert not torch.equal(dropped, _mlp_gradients(dtype, "stages")[0])
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (dict(checkpoint="graph"), "checkpoint must be one of auto, stages, states, not 'graph'"),
+        (dict(memory_budget=-1), "memory_budget must be a number of bytes"),
+        (dict(checkpoint="stages", t_grad=True), "a gradient with respect to t does not use"),
+    ],
+)
+def test_a_checkpoint_this_solve_cannot_run_is_one_error(call, words):
+    t = torch.linspace(0, 1, 3, dtype=torch.float64).requires_grad_(call.pop("t_grad", False))
+    with pytest.raises(ValueError, match=words):
+        odeint(lambda s, y: -y, torch.ones(2, dtype=torch.float64, requires_grad=True), t, method="euler", **call)

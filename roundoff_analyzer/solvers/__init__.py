@@ -10,8 +10,9 @@ runs the discrete adjoint in the low precision of the forward, `odeint_adjoint`,
 model makes itself (in its own modules or inside a package such as torchcde) with the solver, method and grid given, so
 code that calls torchdiffeq solves as measured unedited. `equal_steps(n)` is the `grid_constructor` option for n equal
 steps across each solve's span (what a sweep's n_timesteps means for a model given as a training step), `SolveReport`
-records each step's magnitudes (`report=`), `increment` is one explicit Runge-Kutta step as the solver
-forms it, and `TableauWarning` is what `method="rk4"` warns (torchdiffeq's "rk4" is the 3/8 rule).
+records each step's magnitudes (`report=`), `increment` is one explicit Runge-Kutta step as the solver forms it, and
+`TableauWarning`, deprecated and no longer raised, is what `method="rk4"` warned while it meant the classical rule here
+(it is now torchdiffeq's rk4, the 3/8 rule; the classical rule is "rk4_classical").
 """
 
 from .adjoint import odeint_adjoint

@@ -11,6 +11,7 @@ import torch
 from ..axes.methods import ExplicitRK
 from . import native
 from .drop_in import odeint
+from .kept_stages import Checkpoint
 from .scaler import DynamicAdjointScaler
 from .step_magnitudes import SolveReport
 from .tuple_state import State
@@ -38,6 +39,8 @@ def odeint_adjoint(
     report: SolveReport | None = None,
     trajectory_dtype: native.TrajectoryDtype = "state",
     step_product: native.StepProduct = "state",
+    checkpoint: Checkpoint = "auto",
+    memory_budget: int | None = None,
 ) -> State | tuple[torch.Tensor, State]:
     """Solve dy/dt = func(t, y) on a fixed grid, called as torchdiffeq's `odeint_adjoint`; the backward is the discrete
     adjoint of the forward's own steps (discretise, then optimise), run in the forward's precision.
@@ -49,8 +52,9 @@ def odeint_adjoint(
       forward's own grid back, rebuilding each step from its stored state. torchdiffeq's are those of the exact ODE
       solution, approximated by a second solve: in float64 the two differ by the discretisation error of the method
       on the grid.
-    - Memory: the N+1 states in the low precision and one step's graph at a time, where torchdiffeq keeps no states
-      but solves the state backward (which a dissipative or stiff field does not allow: the backward solve grows the
+    - Memory: each step's stage graph where it fits (`checkpoint`), else the N+1 states in the low precision and
+      one step's graph at a time (`checkpoint="states"`), where torchdiffeq keeps no states but solves the state
+      backward (which a dissipative or stiff field does not allow: the backward solve grows the
       forward's errors).
     - Precision: under `torch.autocast` each step of the backward runs in the low dtype, as the forward did, with the
       adjoint held unscaled by the step size and the parameter gradients summed in float32, optionally under
@@ -92,6 +96,8 @@ def odeint_adjoint(
         params=params,
         trajectory_dtype=trajectory_dtype,
         step_product=step_product,
+        checkpoint=checkpoint,
+        memory_budget=memory_budget,
     )
 
 

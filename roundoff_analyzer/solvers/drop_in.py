@@ -15,6 +15,7 @@ from ..axes.methods import METHODS, ExplicitRK
 from . import native
 from .events import solve_until_event
 from .grid_output import INTERPOLATIONS, checked_grid, read_off, step_size_grid
+from .kept_stages import Checkpoint
 from .scaler import DynamicAdjointScaler
 from .step_magnitudes import SolveReport
 from .tuple_state import FlatState, State
@@ -38,14 +39,12 @@ _ADAPTIVE_CALLBACKS = ("callback_accept_step", "callback_reject_step")
 
 
 class TableauWarning(UserWarning):
-    """`method="rk4"` runs the classical rule here; torchdiffeq's rk4 is the 3/8 rule."""
+    """Deprecated, no longer raised: `method="rk4"` warned with it while it ran the classical rule here; it now runs
+    torchdiffeq's rk4, the 3/8 rule, as torchdiffeq names it (the classical rule is `method="rk4_classical"`)."""
 
 
-RK4_WARNING = (
-    "method='rk4' here is the classical Runge-Kutta rule (rampde's, and the one this project's sweeps run as rk4); "
-    "torchdiffeq's 'rk4' is Kutta's 3/8 rule, so the solutions differ by the two rules' discretisation errors. "
-    "Pass method='rk4_38' for torchdiffeq's rule, or method='rk4_classical' for this one without this warning."
-)
+# torchdiffeq's names that mean another rule in this project's method axis: a drop-in takes them as torchdiffeq does.
+TORCHDIFFEQ_NAMES = {"rk4": "rk4_38"}
 
 
 @overload
@@ -64,6 +63,8 @@ def odeint(
     params: Sequence[torch.Tensor] | None = ...,
     trajectory_dtype: native.TrajectoryDtype = ...,
     step_product: native.StepProduct = ...,
+    checkpoint: Checkpoint = ...,
+    memory_budget: int | None = ...,
 ) -> torch.Tensor: ...
 
 
@@ -83,6 +84,8 @@ def odeint(
     params: Sequence[torch.Tensor] | None = ...,
     trajectory_dtype: native.TrajectoryDtype = ...,
     step_product: native.StepProduct = ...,
+    checkpoint: Checkpoint = ...,
+    memory_budget: int | None = ...,
 ) -> State | tuple[torch.Tensor, State]: ...
 
 
@@ -101,15 +104,17 @@ def odeint(
     params: Sequence[torch.Tensor] | None = None,
     trajectory_dtype: native.TrajectoryDtype = "state",
     step_product: native.StepProduct = "state",
+    checkpoint: Checkpoint = "auto",
+    memory_budget: int | None = None,
 ) -> State | tuple[torch.Tensor, State]:
     """Solve dy/dt = func(t, y) on a fixed grid, called as torchdiffeq's `odeint`; the backward runs the discrete
     adjoint in the forward's precision.
 
     `method` (no default: torchdiffeq's default, dopri5, is adaptive, and this solver steps on fixed grids only):
-    "euler", "midpoint", "heun2", "heun3", "rk4_38" (Kutta's 3/8 rule: torchdiffeq's "rk4"), "rk4_classical" (the
-    classical rule, rampde's and that of its paper, "Mixed Precision Training of Neural ODEs") and "rk4", which here
-    is the classical rule and warns (`TableauWarning`) that torchdiffeq's "rk4" is the 3/8 rule; or an `ExplicitRK`
-    tableau. Adaptive methods and torchdiffeq's Adams and implicit methods raise an error naming them.
+    torchdiffeq's names as torchdiffeq defines them: "euler", "midpoint", "heun2", "heun3", "rk4" (Kutta's 3/8 rule,
+    also named "rk4_38"); and "rk4_classical" (the classical rule, rampde's and that of its paper, "Mixed Precision
+    Training of Neural ODEs", which torchdiffeq does not have); or an `ExplicitRK` tableau. Adaptive methods and
+    torchdiffeq's Adams and implicit methods raise an error naming them.
 
     As in torchdiffeq: `rtol` and `atol` are accepted and unused (`atol` is the tolerance of an event's time);
     `options` may hold `step_size` or `grid_constructor(func, y0, t)` (the grid stepped on; the states at `t` are
@@ -129,7 +134,10 @@ def odeint(
     adjoint; `report` records
     each step's magnitudes; `trajectory_dtype`: "state" (y0's dtype) or "low" (the stored low-precision states
     themselves); `step_product`: "state" (h * S in y0's dtype, this solver's) or "low" (h * S in the low dtype, as
-    rampde forms it, for a comparison with rampde).
+    rampde forms it, for a comparison with rampde); `checkpoint`: "stages" (each step's stage graph kept from the
+    forward, no recomputation), "states" (only the stored low-precision states: each step rebuilt in the backward,
+    the paper's low-memory design) or "auto" (the stages where their tape fits `memory_budget` bytes, default half
+    the memory available at the start; `report.checkpoint` says which ran).
 
     Args:
         func: The right-hand side f(t, y), usually an `nn.Module`.
@@ -145,6 +153,8 @@ def odeint(
         params: The tensors gradients reach besides y0 and t (default: those the field reaches).
         trajectory_dtype: "state" or "low".
         step_product: "state" or "low".
+        checkpoint: "auto", "stages" or "states".
+        memory_budget: The bytes "auto" lets the kept stage graphs take (default: half the memory available).
 
     Returns:
         The states at every point of `t`, as `y0` is: a tensor of shape (len(t), *y0.shape), or a tuple of
@@ -206,6 +216,8 @@ def odeint(
             params=params,
             trajectory_dtype=trajectory_dtype,
             stepping=stepping,
+            checkpoint=checkpoint,
+            memory_budget=memory_budget,
         )
 
     def slope(time, y):
@@ -257,9 +269,7 @@ def _tableau(method) -> ExplicitRK:
         )
     if method not in fixed:
         raise ValueError(f"unknown method {method!r}; allowed: {', '.join(fixed)}")
-    if method == "rk4":
-        warnings.warn(RK4_WARNING, TableauWarning, stacklevel=3)
-    tableau = METHODS.get(method)
+    tableau = METHODS.get(TORCHDIFFEQ_NAMES.get(method, method))
     assert isinstance(tableau, ExplicitRK)  # a fixed-grid method, checked above
     return tableau
 

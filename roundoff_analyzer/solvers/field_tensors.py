@@ -42,6 +42,15 @@ class Reached:
     params: list[torch.Tensor]
     first_stage: torch.Tensor | None
     used: frozenset[int] = frozenset()
+    # The state it was evaluated at and its output with the output's graph, where asked to keep it (`keep_graph`).
+    state: torch.Tensor | None = None
+    first_output: torch.Tensor | None = None
+    # Whether the output's graph reached every one of the field's own parameters.
+    reached_own: bool = False
+    # Whether the evaluation made a leaf of its own that its output depends on (a state detached inside the field).
+    made_leaves: bool = False
+    # Autograd's node counter before the evaluation: a node made since is the solve's own.
+    start: int = 0
 
 
 def reached_tensors(
@@ -49,13 +58,14 @@ def reached_tensors(
     time: torch.Tensor,
     y: torch.Tensor,
     own: Sequence[torch.Tensor] = (),
+    keep_graph: bool = False,
 ) -> Reached:
     """Evaluate `func(time, y)` once and find the tensors requiring grad that it reaches; `own`: the field's own
     parameters (an `nn.Module`'s), kept where not reached. Without grad mode nothing is evaluated: no gradient is
-    asked for."""
+    asked for. `keep_graph`: evaluated at a leaf requiring grad, the output's graph kept (`Reached.first_output`)."""
     if not torch.is_grad_enabled():
         return Reached(_distinct(own), None)
-    y = y.detach()
+    y = y.detach().requires_grad_(keep_graph)
     time = time.detach()
     start = _sequence_now()
     uses = _Uses({id(y), id(time)})
@@ -63,9 +73,47 @@ def reached_tensors(
         out = func(time, y)
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"the vector field must return a tensor, not a {type(out).__name__}")
-    found = _walk(out, uses, start, _distinct(own))
+    made: list[bool] = []
+    found = _walk(out, uses, start, _distinct(own), made)
     params = _with_own(found, own)
-    return Reached(params, out.detach(), frozenset(uses.used) | {id(x) for x in params})
+    return Reached(
+        params,
+        out.detach(),
+        frozenset(uses.used) | {id(x) for x in params},
+        y if keep_graph else None,
+        out if keep_graph else None,
+        {id(p) for p in own if p.requires_grad} <= {id(x) for x in found},
+        bool(made),
+        start,
+    )
+
+
+def refuse_later_reach(
+    outputs: Sequence[tuple[Any, int, torch.Tensor]], states: Sequence[torch.Tensor], reached: Reached
+) -> None:
+    """One walk of the graphs a solve kept (`outputs`: each evaluation's output as its graph node and output number,
+    and its time, in the order evaluated;
+    `states`: the leaves they start from) back to what they reach, refused where that is a leaf requiring grad the
+    first evaluation neither used nor was given (a later branch into another module: no gradient would reach it). A
+    graph made before the solve is walked through to its leaves, up to a tensor the first evaluation used."""
+    known = reached.used | {id(x) for x in states}
+    boundary = {_edge(x) for x in reached.params if x.grad_fn is not None}
+    seen: set[int] = set()
+    for node, output_nr, time in outputs:
+        stack = [(node, output_nr)]
+        while stack:
+            node, index = stack.pop()
+            if node is None or id(node) in seen or (id(node), index) in boundary:
+                continue
+            seen.add(id(node))
+            variable = getattr(node, "variable", None)
+            if variable is None:
+                stack.extend(node.next_functions)
+            elif id(variable) not in known:
+                raise FieldTensorsUnknown(
+                    f"the vector field used a {_described(variable)} at t = {float(time):.6g} that its first "
+                    f"evaluation did not (a later branch), so no gradient would reach it; {PASS_PARAMS}"
+                )
 
 
 class LaterReachChecked:
@@ -136,9 +184,10 @@ def _sequence_now() -> int:
     return node._sequence_nr()
 
 
-def _walk(out: torch.Tensor, uses: _Uses, start: int, own: list[torch.Tensor]) -> list[torch.Tensor]:
+def _walk(out: torch.Tensor, uses: _Uses, start: int, own: list[torch.Tensor], made: list[bool]) -> list[torch.Tensor]:
     """The used tensors the output depends on, in the order of first use, then the others the graph reaches that the
-    mode did not see (the field's own parameters among them: a scripted module's calls show none)."""
+    mode did not see (the field's own parameters among them: a scripted module's calls show none). `made` gets an item
+    where the output depends on a leaf the evaluation made."""
     if out.grad_fn is None:
         return []
     known = [*uses.used.values(), *own]
@@ -165,6 +214,8 @@ def _walk(out: torch.Tensor, uses: _Uses, start: int, own: list[torch.Tensor]) -
         if variable is not None:  # a leaf's AccumulateGrad
             # y and t, and a leaf the evaluation made itself (a state detached to take a derivative inside the field,
             # `z.detach().requires_grad_()`): nothing outside the evaluation holds it to be given a gradient.
+            if id(variable) in uses._made:
+                made.append(True)
             if id(variable) in uses.excluded or id(variable) in uses._made:
                 continue
             if id(variable) not in leaves and older is not None:

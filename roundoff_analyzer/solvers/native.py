@@ -3,9 +3,10 @@
 Forward: each step's slopes and their weighted sum are evaluated under the ambient autocast (so in
 the low dtype); the step size multiplies that sum afterwards, in the input's dtype (float32), where
 the state update `y <- y + h * sum_i b_i k_i` happens too, and each state is stored in the low dtype;
-only those N+1 stored states are kept for backward. Backward: walk the grid back, rebuild each
-step's weighted slopes from its stored state, take their vector-Jacobian product with the adjoint
-by autograd (optionally under a dynamic adjoint scale), and only then multiply by h, in float32:
+and, where the memory allows (`checkpoint`), each step's stage graph is kept too. Backward: walk the grid back,
+take each step's vector-Jacobian product of its weighted slopes with the adjoint by autograd (through the kept
+stage graph, or one rebuilt from the stored state: `checkpoint="states"`, the paper's low-memory design),
+optionally under a dynamic adjoint scale, and only then multiply by h, in float32:
 the adjoint that enters the low-precision product is not shrunk by the step size, so a small
 adjoint does not sink into the low dtype's subnormals as n_timesteps grows. This is the ordering of
 "Mixed Precision Training of Neural ODEs", the paper behind rampde (rampde's, in the backward); torchdiffeq and
@@ -26,10 +27,12 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
+from torch.autograd.graph import get_gradient_edge
 
 from ..axes.methods import METHODS, ExplicitRK
 from ..emulation import active_emulation
-from .field_tensors import LaterReachChecked, Reached, reached_tensors
+from .field_tensors import LaterReachChecked, Reached, reached_tensors, refuse_later_reach
+from .kept_stages import Checkpoint, TapeMeter, checked_checkpoint, default_budget, fits
 from .overflow_stop import stop_if_overflowed
 from .scaler import AdjointScalerSlot, DynamicAdjointScaler
 from .step_magnitudes import SolveReport
@@ -77,6 +80,8 @@ def odeint(
     params: Sequence[torch.Tensor] | None = None,
     trajectory_dtype: TrajectoryDtype = "state",
     stepping: Stepping = Stepping(),
+    checkpoint: Checkpoint = "auto",
+    memory_budget: int | None = None,
 ) -> torch.Tensor:
     """Solve dy/dt = func(t, y) on the fixed grid `t`; returns the states at every point of `t`.
 
@@ -84,7 +89,10 @@ def odeint(
     from its first evaluation (field_tensors.py; that evaluation is the first stage of the first step, so the field
     is evaluated as often as without it), with an `nn.Module`'s own trainable parameters. `trajectory_dtype` is
     "state" (y0's dtype) or "low" (the stored low-precision states, without a second copy). `stepping`: see
-    `Stepping`.
+    `Stepping`. `checkpoint`: "stages" keeps each step's stage graph for the backward, "states" only the stored states
+    (each step rebuilt in the backward: the low-memory design), "auto" the stages where their tape fits
+    `memory_budget` bytes (default: half the memory available at the solve's start), see kept_stages.py; with
+    `report`, `report.checkpoint` says which ran.
     """
     tableau = METHODS.get(method) if isinstance(method, str) else method
     if t.dim() != 1 or t.numel() < 2:
@@ -93,20 +101,66 @@ def odeint(
         raise ValueError(f"trajectory_dtype must be one of {', '.join(TRAJECTORY_DTYPES)}, not {trajectory_dtype!r}")
     if stepping.step_product not in STEP_PRODUCTS:
         raise ValueError(f"step_product must be one of {', '.join(STEP_PRODUCTS)}, not {stepping.step_product!r}")
-    first_stage = None
+    checked_checkpoint(checkpoint, memory_budget)
+    emulated = active_emulation() is not None
+    if checkpoint == "stages" and (emulated or t.requires_grad):
+        raise ValueError(
+            "checkpoint='stages' keeps the forward's stage graphs, which "
+            + ("emulated arithmetic does not build" if emulated else "a gradient with respect to t does not use")
+            + "; pass checkpoint='states' or 'auto'"
+        )
+    keeping = checkpoint != "states" and not emulated and not t.requires_grad and torch.is_grad_enabled()
+    start = _Start(None, None, None)
     if params is None:
         own = [p for p in func.parameters() if p.requires_grad] if isinstance(func, torch.nn.Module) else []
-        reached, stepping = _discovered(func, tableau, y0, t, own, stepping)
-        params, first_stage = reached.params, reached.first_stage
-        if stepping.later_reach_checked and first_stage is not None:  # None: not evaluated, no gradient asked for
-            func = LaterReachChecked(func, reached)
+        reached, stepping = _discovered(func, tableau, y0, t, own, stepping, keeping)
+        params = reached.params
+        first = reached.first_output if keeping else reached.first_stage
+        start = _Start(reached.state, first, _reach_watch(func, own, reached, stepping))
     else:
         # Once each (a tensor listed twice would get its gradient twice), and only those that take one.
         params = list({id(p): p for p in params if p.requires_grad}.values())
-    return _NativeSolve.apply(func, tableau, scaler, report, trajectory_dtype, stepping, first_stage, y0, t, *params)
+    # A field that makes a leaf of its own each evaluation would look like a later reach to the walk of the kept graphs.
+    made_leaves = start.watch is not None and start.watch.made_leaves
+    keeping = keeping and (y0.requires_grad or bool(params)) and not (made_leaves and checkpoint == "auto")
+    if keeping:
+        budget = memory_budget if memory_budget is not None or checkpoint == "stages" else default_budget(y0.device)
+        keep = _Keep(checkpoint == "stages", budget)
+    else:
+        keep = None
+    return _NativeSolve.apply(func, tableau, scaler, report, trajectory_dtype, stepping, start, keep, y0, t, *params)
 
 
-def _discovered(func, tableau, y0, t, own, stepping: Stepping):
+@dataclass(frozen=True)
+class _Start:
+    """What the first evaluation left the solve: the state it was evaluated at (a leaf requiring grad where the stages
+    may be kept), its output (with its graph then), and the later-reach watch the field needs, if any."""
+
+    state: torch.Tensor | None
+    first_output: torch.Tensor | None
+    watch: Reached | None
+
+
+@dataclass
+class _Keep:
+    """Whether the stage graphs are kept whatever their size (`checkpoint="stages"`), else the budget in bytes."""
+
+    forced: bool
+    budget: int | None
+
+
+def _reach_watch(func, own, reached: Reached, stepping: Stepping) -> Reached | None:
+    """What the later evaluations are checked against, or None where they need no check: not asked for, nothing was
+    evaluated (no gradient asked for), or an `nn.Module` field whose first evaluation reached all its trainable
+    parameters (a later branch inside it reaches its own parameters, which are always given their gradients)."""
+    if not stepping.later_reach_checked or reached.first_output is None:
+        return None
+    if isinstance(func, torch.nn.Module) and reached.reached_own:
+        return None
+    return reached
+
+
+def _discovered(func, tableau, y0, t, own, stepping: Stepping, keeping: bool = False):
     """(what the field's first evaluation found, the stepping left to the solve): the field evaluated once where the
     solve evaluates it first, after the first step's callback, as the solve would call them. Without grad mode nothing
     is evaluated (no gradient is asked for), and the callback is left to the solve."""
@@ -122,7 +176,7 @@ def _discovered(func, tableau, y0, t, own, stepping: Stepping):
     time = t[0] + tableau.c[0] * h_value
     if stepping.perturb:
         time = _next_float(time, math.copysign(1.0, h_value))
-    return reached_tensors(func, time, y0, own), stepping
+    return reached_tensors(func, time, y0, own, keep_graph=keeping), stepping
 
 
 def _after_the_first(callback: StepCallback) -> StepCallback:
@@ -264,17 +318,59 @@ def _stage_slopes(func, tableau: ExplicitRK, y, times, scaled, first_stage=None)
 
 
 def _weighted_sum(tableau: ExplicitRK, stages: list[torch.Tensor]) -> torch.Tensor:
-    """sum_i b_i k_i as `weighted_slopes` rounds it (each product, then each partial sum, in the slopes' dtype), its
-    products in one operation."""
+    """sum_i b_i k_i as `weighted_slopes` rounds it (each product, then each partial sum, in the slopes' dtype)."""
     weights = [b for b in tableau.b if b]
     slopes = [k for b, k in zip(tableau.b, stages) if b]
     if weights == [1.0]:
         return slopes[0]
-    products = torch._foreach_mul(slopes, weights)
-    total = products[0]
-    for product in products[1:]:
-        total = total + product
+    # Plain products: autograd's `_foreach_mul` would save every slope for a backward, where a product by a number
+    # saves nothing.
+    total = weights[0] * slopes[0]
+    for b, k in zip(weights[1:], slopes[1:]):
+        total = total + b * k
     return total
+
+
+@dataclass(frozen=True)
+class _KeptStep:
+    """One step's graph kept for the backward: the state leaf it starts from, the graph edges of the outputs whose
+    vector-Jacobian product is taken (None for an output that reaches no input), and their dtype. Edges, not the
+    outputs themselves: the slopes' values are not needed, and a graph does not hold them (torchdiffeq's does not)."""
+
+    leaf: torch.Tensor
+    edges: list
+    dtype: torch.dtype
+
+
+def _kept_step(func, tableau: ExplicitRK, leaf, times, scaled, first_stage=None) -> tuple[torch.Tensor, _KeptStep]:
+    """(S = sum_i b_i k_i without a graph, the step kept): one step's slopes from `leaf`, their graphs kept; the
+    outputs are each slope of nonzero weight (the product of S with the adjoint a is that of each k_i with b_i a), or S
+    itself where their dtypes differ (S's dtype is then their promotion)."""
+    stages = _stage_slopes(func, tableau, leaf, times, scaled, first_stage)
+    outputs = [k_i for b, k_i in zip(tableau.b, stages) if b]
+    if any(k_i.dtype != outputs[0].dtype for k_i in outputs):
+        outputs = [_weighted_sum(tableau, stages)]
+        slopes = outputs[0].detach()
+    else:
+        slopes = _weighted_sum(tableau, [k_i.detach() for k_i in stages])
+    edges = [get_gradient_edge(out) if out.requires_grad else None for out in outputs]
+    return slopes, _KeptStep(leaf, edges, outputs[0].dtype)
+
+
+def _check_reach(kept: list[_KeptStep], watch: Reached, tableau: ExplicitRK, grid: _Grid) -> None:
+    """The kept graphs walked once for a tensor the first evaluation did not reach (field_tensors.py)."""
+    outputs = []
+    for k, step in enumerate(kept):
+        # Each output's time: its stage's (S where the slopes' dtypes differ: the step's last stage's).
+        times = [time for b, time in zip(tableau.b, grid.times[k]) if b]
+        if len(times) != len(step.edges):
+            times = [grid.times[k][-1]]
+        outputs += [(edge.node, edge.output_nr, time) for edge, time in zip(step.edges, times) if edge is not None]
+    refuse_later_reach(outputs, [step.leaf for step in kept], watch)
+
+
+def _detached(x: torch.Tensor | None) -> torch.Tensor | None:
+    return None if x is None else x.detach()
 
 
 def _autocast_state(device_type: str) -> tuple[bool, torch.dtype]:
@@ -283,7 +379,7 @@ def _autocast_state(device_type: str) -> tuple[bool, torch.dtype]:
 
 class _NativeSolve(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, func, tableau, scaler, report, trajectory_dtype, stepping, first_stage, y0, t, *params):
+    def forward(ctx, func, tableau, scaler, report, trajectory_dtype, stepping, start, keep, y0, t, *params):
         device_type = y0.device.type
         autocast_on, autocast_dtype = _autocast_state(device_type)
         low_dtype = autocast_dtype if autocast_on else y0.dtype
@@ -297,8 +393,14 @@ class _NativeSolve(torch.autograd.Function):
         store = emulation.store if emulation is not None else (lambda x: x)
         separate = trajectory_dtype == "state" and (low_dtype != y0.dtype or emulation is not None)
         trajectory = torch.empty(stored.shape, dtype=y0.dtype, device=y0.device) if separate else stored
+        # Where the stages are kept beside a trajectory of their own, the low-precision states are not needed (unless
+        # the stages are dropped, when the states so far are stored from the trajectory).
+        storing = keep is None or not separate
+        if not storing:
+            stored = stored[:0]
         y = y0.detach()
-        stored[0] = store(y)
+        if storing:
+            stored[0] = store(y)
         if separate:
             trajectory[0] = y
         # Each state is written straight into the trajectory it is returned in, and stepped on from there, where that
@@ -306,12 +408,44 @@ class _NativeSolve(torch.autograd.Function):
         rows = trajectory if emulation is None and trajectory.dtype == y0.dtype else None
         if rows is not None and not (y.is_contiguous() and _aligned_rows(rows)):
             rows = None
+        # Where the stages are kept, each step's state leaf is its row (no second copy of the states): the rows are
+        # written through an alias with its own version counter, so that writing one does not stale what a kept graph
+        # saved of another (a change to the returned trajectory still does, and its backward then refuses).
+        written = rows.data if rows is not None and keep is not None else rows
+        watch = start.watch
+        # Kept: (each step's state leaf, the outputs whose vector-Jacobian product the backward takes); None once the
+        # solve recomputes instead.
+        kept: list | None = [] if keep is not None else None
+        meter = TapeMeter() if keep is not None and not keep.forced and len(steps) > 1 else None
+        measured: list[int] = []
+        if kept is None and watch is not None and not watch.made_leaves:
+            func = LaterReachChecked(func, watch)
+        first_stage = start.first_output if kept is not None else _detached(start.first_output)
         # One op for every step's start rather than one indexing per step.
-        for k, (start, (h, h_value)) in enumerate(zip(t.unbind(), steps)):
+        for k, (point, (h, h_value)) in enumerate(zip(t.unbind(), steps)):
             if callback is not None:
-                callback(start, y, h)
-            if emulation is not None:
-                slopes = weighted_slopes(func, tableau, start, y, h, h_value, perturb, first_stage)
+                callback(point, y, h)
+            if kept is not None:
+                leaf = start.state if k == 0 and start.state is not None else y.detach().requires_grad_()
+                with torch.enable_grad(), meter.counting() if meter is not None else nullcontext():
+                    slopes, kept_step = _kept_step(func, tableau, leaf, grid.times[k], grid.scaled[k], first_stage)
+                kept.append(kept_step)
+                if meter is not None:
+                    measured.append(meter.held())
+                    if k == 1:
+                        meter = None
+                        if not fits(measured[1], measured[0], len(steps), keep.budget):
+                            # Over the budget: what was kept is checked and dropped, the rest recomputed.
+                            if watch is not None:
+                                _check_reach(kept, watch, tableau, grid)
+                                func = LaterReachChecked(func, watch)
+                            kept = None
+                            if not storing:
+                                stored = torch.empty(trajectory.shape, dtype=low_dtype, device=y0.device)
+                                stored[: k + 1] = trajectory[: k + 1]
+                                storing = True
+            elif emulation is not None:
+                slopes = weighted_slopes(func, tableau, point, y, h, h_value, perturb, first_stage)
             else:
                 slopes = _weighted_sum(
                     tableau, _stage_slopes(func, tableau, y, grid.times[k], grid.scaled[k], first_stage)
@@ -324,8 +458,12 @@ class _NativeSolve(torch.autograd.Function):
                 increment = torch.mul(slopes, grid.state_widths[k])
             else:
                 increment = h * slopes.to(y.dtype)
-            y = y + increment if rows is None else torch.add(y, increment, out=rows[k + 1])
-            if rows is not stored:
+            if rows is None or written is None:
+                y = y + increment
+            else:
+                y = torch.add(y, increment, out=written[k + 1])
+                y = rows[k + 1] if written is not rows else y
+            if rows is not stored and storing:
                 stored[k + 1] = store(y)
             if separate and rows is not trajectory:
                 trajectory[k + 1] = y
@@ -337,6 +475,11 @@ class _NativeSolve(torch.autograd.Function):
             grid,
             perturb,
         )
+        if kept is not None and watch is not None:
+            _check_reach(kept, watch, tableau, grid)
+        ctx.kept = kept
+        if report is not None:
+            report.checkpoint = "stages" if kept is not None else "states"
         ctx.adjoint_callback = stepping.adjoint_callback
         ctx.autocast = (autocast_on, autocast_dtype)
         ctx.low_dtype, ctx.state_dtype, ctx.emulation = low_dtype, y0.dtype, emulation
@@ -348,7 +491,7 @@ class _NativeSolve(torch.autograd.Function):
         t, stored, *params = ctx.saved_tensors
         # When the stored states are also the returned trajectory they come back attached to this
         # very node; each step's rebuilt graph has to start from a plain leaf.
-        states = stored.detach().unbind()
+        states = stored.detach().unbind() if len(stored) else [None] * len(t)  # none where the stages were kept
         report, grid = ctx.report, ctx.grid
         autocast_on, autocast_dtype = ctx.autocast
         accumulate = torch.promote_types(ctx.state_dtype, torch.float32)
@@ -377,9 +520,13 @@ class _NativeSolve(torch.autograd.Function):
         # gives zeros everywhere else): which rows those are, read once rather than added at every step.
         loss_rows = grad_trajectory.reshape(n_steps + 1, -1).ne(0).any(dim=1).tolist()
         # Gradients with respect to the grid: each step's ends enter its increment as two more inputs.
-        grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[8] else None
+        grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[9] else None
         points = t.detach().unbind()  # the stage times need no graph: a gradient for t goes through `ends`
         adjoint_callback = ctx.adjoint_callback
+        kept = ctx.kept
+        retained = kept is not None and _graph_retained()
+        # Each step size as the accumulation dtype holds it, a number for the sums' `alpha`.
+        widths = torch.stack(grid.widths).to(accumulate).tolist()
         with torch.enable_grad(), torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_on):
             for k in reversed(range(n_steps)):
                 if adjoint_callback is not None:
@@ -389,7 +536,13 @@ class _NativeSolve(torch.autograd.Function):
                     if grad_t is not None
                     else None
                 )
-                parts, held, finite = step(k, points[k], states[k], adjoint, ends)
+                # A kept step's graph is freed once taken, unless the backward keeps the graph (`retain_graph`: a
+                # second backward then takes the same graphs, as it would through torchdiffeq's steps).
+                step_graph = kept[k] if kept is not None else None
+                if kept is not None and not retained:
+                    kept[k] = None
+                parts, held, finite = step(k, points[k], states[k], adjoint, ends, step_graph, retained)
+                del step_graph
                 if grad_t is not None:
                     grad_t[k] += parts[-2]
                     grad_t[k + 1] += parts[-1]
@@ -398,14 +551,21 @@ class _NativeSolve(torch.autograd.Function):
                     # (scaled, cast): the second is the one whose range can overflow or underflow.
                     report.record_backward(n_steps - 1 - k, adjoint, held, finite)
                 stop_if_overflowed(finite, n_steps - 1 - k)
-                torch._foreach_add_(summed, parts[: len(summed)])
+                # The step size multiplies each part inside the float32 sum (one operation, no copy of the parts).
+                torch._foreach_add_(summed, parts[: len(summed)], alpha=widths[k])
                 if loss_rows[k]:
                     adjoint.add_(grad_trajectory[k].to(accumulate))
                 # Summed: kept, they would stay alive through the next step's product, at its peak memory.
                 del parts, held
         grad_params = [g.to(p.dtype) for g, p in zip(param_grads, params)]
         grad_t = grad_t.to(t.dtype) if grad_t is not None else None
-        return (None, None, None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
+        return (None, None, None, None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
+
+
+def _graph_retained() -> bool:
+    """Whether the backward running now keeps the graph (`retain_graph=True`); where torch cannot tell, kept."""
+    keeps = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+    return True if keeps is None else bool(keeps())
 
 
 def _unshared(parts: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -452,14 +612,16 @@ class _BackwardStep:
         self.accumulating = state_dtype == accumulate and all(p.dtype == accumulate for p in params)
         self.weights = [b for b in tableau.b if b]
 
-    def __call__(self, k, t_k, y_stored, adjoint, ends=None):
+    def __call__(self, k, t_k, y_stored, adjoint, ends=None, kept=None, retained=False):
         """(the vjps w.r.t. the state, each parameter and then each of `ends` when given, the adjoint as held in the
-        low dtype or None, finite); the vjps are of the step's whole increment h * sum_i b_i k_i."""
+        low dtype or None, finite); the vjps are of sum_i b_i k_i (h multiplies them as they are summed), those w.r.t.
+        `ends` of the step's whole increment h * sum_i b_i k_i. `kept`: the step's
+        (state leaf, outputs) from the forward, whose graph the product takes instead of rebuilding it."""
         scaler = self.scaler
         eps = self.emulation.settings.format.eps if self.emulation is not None else None
         scale = scaler.scale_for(adjoint, self.low_dtype, eps) if scaler is not None else None
         while True:
-            parts, slopes, entering = self._vjp(k, t_k, y_stored, adjoint, scale, ends)
+            parts, slopes, entering = self._vjp(k, t_k, y_stored, adjoint, scale, ends, kept, retained)
             if scale is not None:
                 parts = _unshared(parts)  # divided in place below
             finite = unscale_and_check(parts, scale) if self.checking else True
@@ -469,13 +631,12 @@ class _BackwardStep:
             scale = scaler.backoff()
         # The step size, applied after the low-precision product and in the accumulation dtype: new tensors, so that a
         # gradient autograd handed to two inputs is not multiplied twice.
-        h = self.grid.widths[k]
-        parts = list(torch._foreach_mul(parts, h.to(self.accumulate)))
         if ends is not None:
+            h = self.grid.widths[k].to(self.accumulate)
             # h = end - start also multiplies the slopes outside them: d(h a.S)/d(start, end) = (-1, +1) a.S.
             outer = (adjoint * slopes.detach().to(self.accumulate)).sum()
-            parts[-2].sub_(outer)
-            parts[-1].add_(outer)
+            parts[-2] = parts[-2] * h - outer
+            parts[-1] = parts[-1] * h + outer
         held = None
         if self.recording:
             # The adjoint as the low dtype holds it is what entered the product where the product ran in the low dtype.
@@ -483,9 +644,52 @@ class _BackwardStep:
             held = entering if same else self._held(adjoint, scale)
         return parts, held, finite
 
-    def _vjp(self, k, t_k, y_stored, adjoint, scale, ends):
+    def _vjp(self, k, t_k, y_stored, adjoint, scale, ends, kept, retained):
         """(the gradient parts, in the accumulation dtype; the weighted slopes S where the product needed them; the
         adjoint that entered the product)."""
+        emulation = self.emulation
+        slopes = None
+        if kept is not None:
+            y, outputs, dtype = kept.leaf, kept.edges, kept.dtype
+        else:
+            y, rebuilt, slopes = self._rebuilt(k, t_k, y_stored, ends)
+            outputs, dtype = [out if out.requires_grad else None for out in rebuilt], rebuilt[0].dtype
+        entering = (adjoint if scale is None else adjoint * scale).to(dtype)
+        if emulation is not None:
+            entering = emulation.store(entering, "backward")
+        if len(outputs) == 1:
+            cotangents = [entering]
+        else:
+            # The product of S = sum_i b_i k_i with the adjoint a is that of each k_i with b_i a: S itself is not
+            # formed, and autograd adds each b_i a first into k_i's gradient, as it did through S.
+            # One product per distinct weight (rk4's four take two): fewer ops, and fewer adjoint-sized tensors alive.
+            distinct = list(dict.fromkeys(self.weights))
+            products = {b: entering * b for b in distinct}
+            cotangents = [products[b] for b in self.weights]
+        inputs = (y, *self.params, *(ends or ()))
+        # Outside autocast, as torch runs any backward: autocast applies to the rebuilt forward only.
+        # A stage that reaches no input (a field of t alone, f(t, y) = g(t)) has no graph and passes on nothing.
+        reaching = [(out, cot) for out, cot in zip(outputs, cotangents) if out is not None]
+        with torch.autocast(y.device.type, enabled=False):
+            if reaching:
+                grads = torch.autograd.grad(
+                    [out for out, _ in reaching],
+                    inputs,
+                    [cot for _, cot in reaching],
+                    allow_unused=True,
+                    materialize_grads=True,
+                    # A kept graph is taken again where the scaler has the step redone, or the graph is retained.
+                    retain_graph=kept is not None and (self.scaler is not None or retained),
+                )
+            else:
+                grads = tuple(torch.zeros_like(x) for x in inputs)
+        if self.accumulating and ends is None:
+            return list(grads), slopes, entering
+        return [g.to(self.accumulate) for g in grads], slopes, entering
+
+    def _rebuilt(self, k, t_k, y_stored, ends):
+        """(the state leaf, the outputs whose product is taken, S where the product needs it): the step rebuilt from
+        its stored state."""
         emulation = self.emulation
         with emulation.reenter() if emulation is not None else nullcontext():
             y = y_stored.to(self.state_dtype).requires_grad_(True)
@@ -504,36 +708,7 @@ class _BackwardStep:
                     slopes = sum(b * k_i for b, k_i in zip(self.tableau.b, stages) if b)
                     assert isinstance(slopes, torch.Tensor)
                     outputs = [slopes]
-        entering = (adjoint if scale is None else adjoint * scale).to(outputs[0].dtype)
-        if emulation is not None:
-            entering = emulation.store(entering, "backward")
-        if slopes is not None or self.weights == [1.0]:
-            cotangents = [entering]
-        else:
-            # The product of S = sum_i b_i k_i with the adjoint a is that of each k_i with b_i a: S itself is not
-            # rebuilt, and autograd adds each b_i a first into k_i's gradient, as it did through S.
-            # One product per distinct weight (rk4's four take two): fewer ops, and fewer adjoint-sized tensors alive.
-            distinct = list(dict.fromkeys(self.weights))
-            products = dict(zip(distinct, torch._foreach_mul([entering] * len(distinct), distinct)))
-            cotangents = [products[b] for b in self.weights]
-        inputs = (y, *self.params, *(ends or ()))
-        # Outside autocast, as torch runs any backward: autocast applies to the rebuilt forward only.
-        # A stage that reaches no input (a field of t alone, f(t, y) = g(t)) has no graph and passes on nothing.
-        reaching = [(out, cot) for out, cot in zip(outputs, cotangents) if out.requires_grad]
-        with torch.autocast(y.device.type, enabled=False):
-            if reaching:
-                grads = torch.autograd.grad(
-                    [out for out, _ in reaching],
-                    inputs,
-                    [cot for _, cot in reaching],
-                    allow_unused=True,
-                    materialize_grads=True,
-                )
-            else:
-                grads = tuple(torch.zeros_like(x) for x in inputs)
-        if self.accumulating and ends is None:
-            return list(grads), slopes, entering
-        return [g.to(self.accumulate) for g in grads], slopes, entering
+        return y, outputs, slopes
 
     def _held(self, adjoint, scale):
         # What enters the low-precision product: the scaled adjoint in the autocast dtype. When the

@@ -29,6 +29,8 @@ class SolveReport:
         n_function_evals: The forward solve's evaluations of f.
         accepted_steps: An adaptive solver's accepted steps; None for a fixed grid.
         rejected_steps: An adaptive solver's rejected steps; None for a fixed grid.
+        checkpoint: The native solver's backward: "stages" (through the forward's kept stage graphs) or "states" (each
+            step rebuilt from its stored state); None for another solver.
 
     Example:
         ```python
@@ -44,6 +46,9 @@ class SolveReport:
     n_function_evals: int | None = None
     accepted_steps: int | None = None
     rejected_steps: int | None = None
+    # The native solver's backward: "stages" (through the forward's kept stage graphs) or "states" (each step rebuilt
+    # from its stored state); None for another solver.
+    checkpoint: str | None = None
 
     def record_forward(self, trajectory: torch.Tensor) -> None:
         """Largest magnitude of each of the N+1 states (NaN counts as non-finite)."""

@@ -19,7 +19,9 @@ class NativeLowTrajectoryLibrary(NativeLibrary):
     )
 
     def solve(self, func, y0, t, method, scaler, report):
-        return native.odeint(func, y0, t, method, scaler=scaler, report=report, trajectory_dtype="low")
+        return native.odeint(
+            func, y0, t, method, scaler=scaler, report=report, trajectory_dtype="low", checkpoint=self.checkpoint
+        )
 
 
 LIBRARIES.register(NativeLowTrajectoryLibrary())

@@ -12,9 +12,8 @@ from .step_code import step_code_lines
 
 
 def code_method(library: str, method: str) -> str:
-    """The method name to write for the answer's solver: the drop-in's `rk4` is the classical rule, as the native rows
-    ran it, but warns that torchdiffeq's is the 3/8 rule; `rk4_classical` names the measured rule without the
-    warning."""
+    """The method name to write for the answer's solver: the native rows' rk4 is the classical rule, which the drop-in
+    names `rk4_classical` (its `rk4` is torchdiffeq's, the 3/8 rule)."""
     return "rk4_classical" if formatting.library_member(library, "native_solver") and method == "rk4" else method
 
 
