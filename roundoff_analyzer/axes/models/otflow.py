@@ -132,6 +132,10 @@ class OTFlowPotential(nn.Module):
         u = [antiderivative_tanh(opening)]
         for layer in layers[:-1]:  # u_M, the last layer's output, enters Phi but neither its gradient nor its trace
             u.append(u[-1] + h * antiderivative_tanh(layer(u[-1])))
+        # The last layer evaluated all the same, where the authors' forward evaluates it: under autocast its weight's
+        # float16 copy is made (and cached) here, and that place orders autograd's sum of the weights' gradients
+        # over the evaluations of a solve; made later, a float16 solve's gradient of w changes in its last bits.
+        layers[-1](u[-1])
         tanh_opening = torch.tanh(opening)
 
         # z[i] = dPhi/du_i as a column per example, walked back from the output weights w (z[M] = w).
