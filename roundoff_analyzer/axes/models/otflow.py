@@ -130,8 +130,12 @@ class OTFlowPotential(nn.Module):
 
         opening = self.opening(s)
         u = [antiderivative_tanh(opening)]
-        for layer in layers:
+        for layer in layers[:-1]:  # u_M, the last layer's output, enters Phi but neither its gradient nor its trace
             u.append(u[-1] + h * antiderivative_tanh(layer(u[-1])))
+        # The last layer evaluated all the same, where the authors' forward evaluates it: under autocast its weight's
+        # float16 copy is made (and cached) here, and that place orders autograd's sum of the weights' gradients
+        # over the evaluations of a solve; made later, a float16 solve's gradient of w changes in its last bits.
+        layers[-1](u[-1])
         tanh_opening = torch.tanh(opening)
 
         # z[i] = dPhi/du_i as a column per example, walked back from the output weights w (z[M] = w).
@@ -159,7 +163,8 @@ class OTFlowPotential(nn.Module):
             pre = layer(u[i - 1]).t()
             term = (tanh_derivative(pre) * after).reshape(hidden, -1, n_examples) * torch.pow(k_jacobian, 2)
             trace = trace + h * torch.sum(term, dim=(0, 1))
-            jacobian = jacobian + h * torch.tanh(pre).reshape(hidden, -1, n_examples) * k_jacobian
+            if i < len(layers):  # the last layer's Jacobian would feed no later trace term: not formed
+                jacobian = jacobian + h * torch.tanh(pre).reshape(hidden, -1, n_examples) * k_jacobian
         return gradient.t(), trace + torch.trace(symmetric_a[:d, :d])
 
     def forward(self, s: torch.Tensor) -> torch.Tensor:
