@@ -179,7 +179,7 @@ def test_references_moved_within_the_tolerance_are_unchanged_and_beyond_it_are_n
 
 
 def test_a_baseline_without_reference_norms_still_compares_and_says_so(tiny_sweep, tmp_path):
-    """A baseline from before the norms were recorded (as reports/baselines/otflow-ci is): the check passes and says the
+    """A baseline from before the norms were recorded (tables version 1): the check passes and says the
     baseline's references were not compared by their norms."""
     older = tmp_path / "older.parquet"
     pd.read_parquet(tiny_sweep / "results.parquet").drop(columns=list(REFERENCE_NORM_COLUMNS)).to_parquet(older)
