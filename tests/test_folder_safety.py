@@ -608,7 +608,7 @@ def test_a_damaged_manifest_no_shard_vouches_for_is_refused_naming_it(tmp_path, 
     line = one_error_line(refused.stderr)
     assert (
         f"output folder '{out}' has a damaged manifest.json ({reason}) and no shard whose bytes match their recorded "
-        "content hash, so nothing shows that its files (figures/, report.md) are roundoff's" in line
+        "content hash, so nothing shows that its files (figures/, report.md, timing.parquet) are roundoff's" in line
     )
     assert "use another --out" in line
     assert snapshot(tmp_path) == before

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import roundoff_analyzer as ra
+from roundoff_analyzer.axes.libraries import LIBRARIES
 from roundoff_analyzer.axes.modes import ProblemCopies
 from roundoff_analyzer.core.errors import InputError
 from roundoff_analyzer.measuring.draws import DRAW_SEED, DrawMismatch, draw_generator, same_draws
@@ -224,14 +225,24 @@ def test_after_a_first_run_without_draws_a_draw_stops_the_sweep():
         torch.randn(3)
 
 
-def test_a_solver_that_evaluates_the_field_again_in_its_backward_gives_every_pass_the_same_masks(tmp_path):
-    # The native solver's backward evaluates the dropout field again, step by step; the scalings share one forward, and
-    # the loss scaler's search runs several backward passes: each pass draws as the reference's backward drew.
+@pytest.mark.parametrize("checkpoint", ["states", "auto"])
+def test_a_solver_that_evaluates_the_field_again_in_its_backward_gives_every_pass_the_same_masks(
+    tmp_path, monkeypatch, checkpoint
+):
+    # The native solver's low-memory backward ("states") evaluates the dropout field again, step by step; the default
+    # ("auto", here its stored stages) differentiates the forward's own graph. The scalings share one forward, and the
+    # loss scaler's search runs several backward passes: each pass draws as the reference's backward drew.
+    monkeypatch.setattr(LIBRARIES.get("native"), "checkpoint", checkpoint)  # the run is in this process
     scalings = ["none", "grad", "dynamic"]
-    result = sweep("dropout", tmp_path / "native", library="native", method="euler", scaling=scalings)
+    result = sweep("dropout", tmp_path / "native", library="native", method="euler", scaling=scalings, executor="local")
     rows = result.results.set_index("scaling")
     assert (rows["status"] == "ok").all(), rows["failure_message"]
     u = rows["unit_roundoff"].iloc[0]
     # Another mask in any pass: an error of order one (0.04 with torchdiffeq before same draws); roundoff is of u's.
     assert (rows["grad_params_rel_err"] < 10 * u).all(), rows["grad_params_rel_err"]
-    assert rows.loc["grad", "grad_params_rel_err"] == pytest.approx(rows.loc["none", "grad_params_rel_err"], rel=1e-6)
+    # The same masks: `grad`'s power-of-two scale changes only the low-precision adjoint's rounding, where the kept
+    # stages' products see it (a relative difference of 1e-5 measured), nothing near another mask's.
+    tolerance = 1e-6 if checkpoint == "states" else 1e-3
+    assert rows.loc["grad", "grad_params_rel_err"] == pytest.approx(
+        rows.loc["none", "grad_params_rel_err"], rel=tolerance
+    )
