@@ -540,7 +540,7 @@ def test_a_broken_manifest_is_resumed_from_the_shards_or_refused_in_one_line(
     result = cli("sweep", *GRID, "--out", out)
     assert result.returncode == outcome and "Traceback" not in result.stderr, result.stderr
     if outcome == 2:  # a JSON manifest that does not say it is a sweep's may be another tool's: the user's file
-        assert "holds files roundoff did not write (manifest.json)" in one_error_line(result.stderr)
+        assert "holds files roundoff did not write (manifest.json, timing.parquet)" in one_error_line(result.stderr)
     else:  # no manifest to go by: the shards carry the fingerprint, so all of them are this sweep's
         assert f"resuming: {N_CONFIGURATIONS} of {N_CONFIGURATIONS}" in result.stdout
         assert_same_numbers(out, uninterrupted)
