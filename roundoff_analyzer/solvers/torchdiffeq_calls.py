@@ -19,6 +19,7 @@ calls with the same mechanism (`routing`).
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -244,17 +245,27 @@ def _checks() -> list[tuple[dict[str, Any], Any, str]]:
     return found
 
 
-_scanned: tuple[object, list[_Site]] = (-1, [])
+_scanned: tuple[int, Callable[[], object] | None, list[_Site]] = (-1, None, [])
 
 
 def _sites() -> list[_Site]:
     """Every module global that is one of torchdiffeq's functions; scanned again only when modules were loaded since:
-    more of them, or another last one (a module taken out and imported again leaves their number as it was)."""
+    more of them, or another last one (a module taken out and imported again leaves their number as it was). The last
+    one is held by a weak reference, not its id: a module imported again may be given the freed one's address."""
     global _scanned
-    loaded = (len(sys.modules), id(next(reversed(sys.modules.values()), None)))
-    if _scanned[0] != loaded:
-        _scanned = (loaded, list(_scan()))
-    return _scanned[1]
+    count, last = len(sys.modules), next(reversed(sys.modules.values()), None)
+    seen_count, seen_last, sites = _scanned
+    if count != seen_count or seen_last is None or seen_last() is not last:
+        sites = list(_scan())
+        _scanned = (count, _weak(last), sites)
+    return sites
+
+
+def _weak(value: object) -> Callable[[], object] | None:
+    try:
+        return weakref.ref(value)
+    except TypeError:  # an object some library put in sys.modules that takes no weak reference: scan every time
+        return None
 
 
 def _scan() -> Iterator[_Site]:
