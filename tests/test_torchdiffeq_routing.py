@@ -255,7 +255,8 @@ def _alarms_at_each_line(run: RunSpec, traced, rescan: bool = False, most: int |
         for k in itertools.count(1) if most is None else range(1, most + 1):
             trace, sent = _alarm_at_line(k, traced)
             if rescan:
-                torchdiffeq_calls._scanned = (-1, None, [])  # the modules' globals looked through again, as after an import
+                # The modules' globals looked through again, as after an import.
+                torchdiffeq_calls._scanned = (-1, None, [])
             try:
                 with restored_torch_state(), time_limit(600):  # as every run of a sweep
                     sys.settrace(trace)
