@@ -321,6 +321,32 @@ def test_auto_keeps_the_stages_where_they_fit_the_budget_and_recomputes_where_no
         assert not torch.equal(dropped, _mlp_gradients(dtype, "stages")[0])
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_stored_stages_hold_no_buffer_of_low_precision_states(dtype):
+    """With the stages kept beside a float32 trajectory the backward needs no stored low-precision states, and its tape
+    holds no storage the size of them (an empty view of such a buffer would keep all N+1 alive); the gradients are
+    the bits of the stages' backward either way."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    y0 = torch.randn(16, 4, requires_grad=True)
+    t = torch.linspace(0, 1, 9)
+    sizes: list[tuple[torch.dtype, int]] = []
+
+    def pack(tensor):
+        sizes.append((tensor.dtype, tensor.untyped_storage().nbytes()))
+        return tensor
+
+    report = SolveReport()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), torch.autocast("cpu", dtype=dtype):
+        trajectory = odeint(lambda s, y: net(y), y0, t, method="rk4_classical", report=report, checkpoint="stages")
+    states_bytes = len(t) * y0.numel() * dtype.itemsize
+    assert report.checkpoint == "stages" and trajectory.dtype == torch.float32
+    assert (dtype, states_bytes) not in sizes, sizes
+    gradients = torch.autograd.grad(trajectory[-1].pow(2).sum(), [y0, *net.parameters()])
+    again, _ = _mlp_gradients(dtype, "stages")
+    assert torch.equal(torch.cat([g.reshape(-1).double() for g in gradients]), again)
+
+
 @pytest.mark.parametrize(
     "call, words",
     [

@@ -25,7 +25,7 @@ from ..axes.grid import CONFIG_COLUMNS
 from ..axes.libraries.base import library_member
 from ..axes.scalings import unscaled
 from ..measuring.outcomes import Status
-from . import simplicity, verdict
+from . import backward_modes, simplicity, verdict
 from .per_table import per_table
 
 TRAINABLE = (verdict.SAFE, verdict.TRAINING)
@@ -44,6 +44,11 @@ class Cost:
     # runs torchdiffeq in float32 today switches from, where the sweep ran both; time, then peak memory.
     switch_time_ratio: tuple[float, float] | None = None
     switch_memory_ratio: tuple[float, float] | None = None
+    # The native solver's backward in the chosen runs and in the float32 runs they are set against (backward_modes.py:
+    # empty where not recorded), and the chosen runs' peak memory in bytes, min – max.
+    backward_modes: tuple[str, ...] = ()
+    float32_backward_modes: tuple[str, ...] = ()
+    peak_bytes: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -262,7 +267,18 @@ def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
         memory_ratio = _span(paired["peak_memory_bytes"] / paired["peak_memory_bytes_float32"])
     measured = "peak_memory_bytes" in runs and runs["peak_memory_bytes"].notna().any()
     switch_time, switch_memory = _switch(float32, runs, keys)
-    return Cost(_span(seconds), time_ratio, memory_ratio, bool(measured), switch_time, switch_memory)
+    compared = backward_modes.modes(paired, f"{backward_modes.COLUMN}_float32") if time_ratio is not None else ()
+    return Cost(
+        _span(seconds),
+        time_ratio,
+        memory_ratio,
+        bool(measured),
+        switch_time,
+        switch_memory,
+        backward_modes.modes(runs),
+        compared,
+        _span(runs["peak_memory_bytes"].astype(float)) if measured else None,
+    )
 
 
 def _switch(

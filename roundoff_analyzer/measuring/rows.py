@@ -71,6 +71,7 @@ def base_row(config: Configuration, dtype: DtypeSpec, shared: SweepShared) -> Ro
     row.update(dict.fromkeys(YARDSTICK_COLUMNS))
     row.update(dict.fromkeys(STEP_COLUMNS))
     row.update(dict.fromkeys(REFERENCE_NORM_COLUMNS))
+    row["backward_mode"] = None
     row["tableau"] = None
     row["train_iteration"] = shared.train_iteration
     row.update(environment_columns(shared.device))
@@ -136,6 +137,7 @@ def run_columns(
         time_forward_s=_median([o.forward_s for o in outcomes]),
         time_backward_s=_median([o.backward_s for o in outcomes]),
         peak_memory_bytes=max((o.peak_memory_bytes for o in outcomes if o.peak_memory_bytes is not None), default=None),
+        backward_mode=_backward_mode(outcomes),
         **reference_norms(references[0]),
     )
     if ROUNDINGS.get(config.rounding).random:
@@ -146,6 +148,14 @@ def run_columns(
     if failure is not None:
         columns.update(failure_columns(failure))
     return columns
+
+
+def _backward_mode(outcomes: list[RunOutcome]) -> str | None:
+    """The native solver's backward in the repeats ("stages" or "states", SolveReport.checkpoint); None for another
+    solver. Repeats that ran different ones (an "auto" budget met by one and not another) give both, "stages+states":
+    the row's time and memory then mix the two, and the report says so."""
+    modes = {o.report.checkpoint for o in outcomes if o.report.checkpoint is not None}
+    return "+".join(sorted(modes, reverse=True)) or None
 
 
 def reference_norms(reference: RunOutcome) -> Row:

@@ -386,18 +386,19 @@ class _NativeSolve(torch.autograd.Function):
         perturb, low_product, callback = stepping.perturb, stepping.step_product == "low", stepping.step_callback
         grid = _grid(t, tableau, perturb, y0.dtype)
         steps = list(zip(grid.widths, grid.width_values))
-        stored = torch.empty((len(steps) + 1, *y0.shape), dtype=low_dtype, device=y0.device)
+        shape = (len(steps) + 1, *y0.shape)
         # Under emulated arithmetic the states are stored in float32 holding the format's values, and every operation
         # is the emulation's to round: the steps keep the plain expressions it knows.
         emulation = active_emulation()
         store = emulation.store if emulation is not None else (lambda x: x)
         separate = trajectory_dtype == "state" and (low_dtype != y0.dtype or emulation is not None)
-        trajectory = torch.empty(stored.shape, dtype=y0.dtype, device=y0.device) if separate else stored
         # Where the stages are kept beside a trajectory of their own, the low-precision states are not needed (unless
-        # the stages are dropped, when the states so far are stored from the trajectory).
+        # the stages are dropped, when the states so far are stored from the trajectory): none is allocated, since an
+        # empty view of a full buffer would keep its storage alive through the backward (the N+1 low-precision states
+        # the stored stages do without).
         storing = keep is None or not separate
-        if not storing:
-            stored = stored[:0]
+        stored = torch.empty(shape if storing else (0, *y0.shape), dtype=low_dtype, device=y0.device)
+        trajectory = torch.empty(shape, dtype=y0.dtype, device=y0.device) if separate else stored
         y = y0.detach()
         if storing:
             stored[0] = store(y)

@@ -2,7 +2,8 @@
 runs did; and a folder from a later version, whose tables this one cannot know, refused in one line.
 
 A column whose value those runs did not measure stays missing (null), and its reader says so: the float64
-references' norms of tables version 2 (judging/yardstick_check.py's `unrecorded_norms`)."""
+references' norms of tables version 2 (judging/yardstick_check.py's `unrecorded_norms`); the native solver's
+`backward_mode` of version 3, where the report says nothing of the backward's mode (judging/backward_modes.py)."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ SHARD_HASHES = "shard_hashes"  # in the manifest: every shard's content hash is 
 # In the manifest: the version of the tables' layout. A folder without one is older and reads through older_tables.py;
 # one with a higher version was written by a newer roundoff-analyzer and is refused rather than misread. A change to
 # the tables' columns raises it, with its reader of the folders before it in older_tables.py. Version 2 added the
-# float64 reference's norms (REFERENCE_NORM_COLUMNS).
-TABLES_VERSION_KEY, TABLES_VERSION = "tables_version", 2
+# float64 reference's norms (REFERENCE_NORM_COLUMNS), version 3 the native solver's `backward_mode`.
+TABLES_VERSION_KEY, TABLES_VERSION = "tables_version", 3
 
 # The axes' columns, typed as Configuration types its fields (its annotations are strings: `from __future__`).
 _ARROW_TYPES = {"str": pa.string(), "int": pa.int64()}
@@ -72,6 +72,9 @@ RESULT_SCHEMA = pa.schema(
     ]  # where the row was measured (null: before they were recorded)
     + [pa.field(name, pa.float64()) for name in KEPT_SHARE_COLUMNS]  # where modules were kept in float32
     + [pa.field(name, pa.float64()) for name in REFERENCE_NORM_COLUMNS]  # the float64 reference's norms (version 2)
+    # The native solver's backward as it ran (version 3): "stages" (through the forward's stored stage graphs) or
+    # "states" (each step recomputed from its stored state); null for another library and where unrecorded.
+    + [pa.field("backward_mode", pa.string())]
 )
 
 PARAM_FIELDS = [

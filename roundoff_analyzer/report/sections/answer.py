@@ -7,7 +7,7 @@ import pandas as pd
 
 from ...axes.scalings import scales
 from ...core import cards
-from ...judging import answer, choice, format_search, timed_cost, verdict
+from ...judging import answer, backward_modes, choice, format_search, timed_cost, verdict
 from .. import formatting
 from ..findings import is_synthetic
 from ..format_search import format_search_lines, format_search_terminal, summarised
@@ -199,7 +199,8 @@ def cost_sentence(
     if c is None or c.seconds is None:
         return f"Cost {where}: not measured" + (f"; {fast}." if fast else ".")
     if a.plain_float32:  # the run every other dtype's cost is set against
-        return f"Cost {where}: {formatting.value_range(c.seconds, lambda v: f'{v:.3g}')} s forward + backward."
+        seconds = formatting.value_range(c.seconds, lambda v: f"{v:.3g}")
+        return f"Cost {where}: {seconds} s forward + backward{backward_words(c)}."
     ratio = lambda span: formatting.value_range(span, lambda v: f"{v:.2f}×")  # noqa: E731
     if c.time_ratio is not None:
         text = f"Cost {where}: {ratio(c.time_ratio)} float32's time"
@@ -247,12 +248,29 @@ def timed_cost_sentence(
 
 
 def _cost_caveats(a: answer.Answer, device: str | None, fast: str | None) -> str:
-    """What the cost's numbers do not say: the card's tensor cores, emulation on a CPU, a loss scale's search."""
+    """What the cost's numbers do not say: the card's tensor cores, emulation on a CPU, a loss scale's search, and the
+    native solver's backward."""
     text = f"; {fast}" if fast else ""
     if device is not None and str(device).startswith("cpu"):
         text += "; on a CPU low precision is emulated in software, so its speed says nothing of a GPU's"
     if formatting.scaling_searches(a.scaling):
         text += f"; `{a.scaling}`'s time includes the backward passes of its search for a loss scale"
+    return text + (backward_words(a.cost) if a.cost is not None else "")
+
+
+def backward_words(c: answer.Cost) -> str:
+    """'; the native solver's backward: stored stages, peak 12.3 MiB', and where the float32 runs set against it ran
+    another mode, that the ratio compares the two designs; nothing where no mode was recorded (another library)."""
+    if not c.backward_modes:
+        return ""
+    text = f"; the native solver's backward: {backward_modes.said(c.backward_modes)}"
+    if c.peak_bytes is not None:
+        text += f", peak {formatting.value_range([v / 2**20 for v in c.peak_bytes], lambda v: f'{v:.3g}')} MiB"
+    if c.float32_backward_modes and c.float32_backward_modes != c.backward_modes:
+        text += (
+            f" (float32's: {backward_modes.said(c.float32_backward_modes)}, so the ratios to float32 compare the two "
+            "backwards, not only the dtypes)"
+        )
     return text
 
 

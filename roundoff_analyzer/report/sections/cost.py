@@ -7,7 +7,7 @@ import pandas as pd
 
 from ...axes.scalings import searches_scale, unscaled
 from ...execution.timing_pass import TIME_SHARE
-from ...judging import timed_cost
+from ...judging import backward_modes, timed_cost
 from ...measuring.outcomes import Status
 from .. import formatting
 from ..findings import GRID_COLUMNS, sweep_timesteps
@@ -25,6 +25,7 @@ def cost(results: pd.DataFrame, timing: pd.DataFrame | None = None, manifest: di
     if ok["time_s"].isna().all():
         return []
     has_memory = ok["peak_memory_bytes"].notna().any()
+    has_modes = bool(backward_modes.modes(ok))
     float32 = ok[(ok["dtype"] == "float32") & unscaled(ok["scaling"])].set_index(GRID_COLUMNS + ["mode"])
     timed = timed_cost.timed_setups(timing) if timing is not None else []
     rows = []
@@ -39,12 +40,15 @@ def cost(results: pd.DataFrame, timing: pd.DataFrame | None = None, manifest: di
             cells.append(formatting.value_range(ratios, lambda v: f"{v:.2f}×"))
         if has_memory:
             cells.append(formatting.value_range(runs["peak_memory_bytes"] / 2**20, lambda v: f"{v:.3g}"))
+        if has_modes:
+            cells.append(backward_modes.said(backward_modes.modes(runs)) or formatting.MISSING)
         if timing is not None:
             cells.append(_repeated(runs, timed, timing))
         rows.append(cells)
     headers = ["dtype", "library", "scaling", "forward + backward (s)"]
     headers += ["time / float32"] if not float32.empty else []
     headers += ["peak memory (MiB)"] if has_memory else []
+    headers += ["native backward"] if has_modes else []
     headers += ["timed again"] if timing is not None else []
     timesteps = formatting.listing(sweep_timesteps(results))
     note = (
@@ -59,6 +63,7 @@ def cost(results: pd.DataFrame, timing: pd.DataFrame | None = None, manifest: di
             "the largest whose gradients are finite (`scale_retries` backoffs from the initial scale), where "
             "training with a GradScaler runs one backward pass per step."
         )
+    memory += _mixed_modes(ok) if has_modes else ""
     once = " Each run was timed once, while the sweep ran." if timing is not None else ""
     return [
         "## Cost",
@@ -70,6 +75,23 @@ def cost(results: pd.DataFrame, timing: pd.DataFrame | None = None, manifest: di
         formatting.bounded_table(rows, headers),
         *(timed_lines(timing, manifest or {}) if timing is not None else []),
     ]
+
+
+def _mixed_modes(ok: pd.DataFrame) -> str:
+    """Where one library's native runs did not all take the same backward (an emulated dtype recomputes from the stored
+    states where float32 on hardware keeps the stages): which did which, so that a ratio does not compare them
+    silently."""
+    text = ""
+    for library, runs in ok.groupby("library", sort=False):
+        by_dtype = {dtype: backward_modes.modes(rows) for dtype, rows in runs.groupby("dtype", sort=False)}
+        ran = {mode for modes in by_dtype.values() for mode in modes}
+        if len(ran) > 1:
+            said = "; ".join(f"{dtype}: {backward_modes.said(modes)}" for dtype, modes in by_dtype.items() if modes)
+            text += (
+                f" {library}'s runs did not all take the same backward ({said}): their time and memory against float32 "
+                "compare the two backwards, not only the dtypes."
+            )
+    return text
 
 
 def _repeated(runs: pd.DataFrame, timed: list[dict], timing: pd.DataFrame) -> str:
