@@ -75,15 +75,22 @@ def test_the_cost_says_which_backward_ran_and_where_the_compared_rows_differ(mix
     native = table[table.status == "ok"]
     emulated = native[(native.dtype == "bfloat16") & (native.arithmetic == "emulated")]
     said = answer.cost(table, emulated)
-    # Set against float32 of both arithmetics (the pairing's keys leave the arithmetic out): one of them kept stages.
-    assert said is not None and said.backward_modes == ("states",)
-    assert said.float32_backward_modes == ("stages", "states")
+    # Set against emulated float32 only (a run's cost is against float32 in its own arithmetic), which recomputed too.
+    assert said is not None and said.backward_modes == ("states",) and said.float32_backward_modes == ("states",)
+    emulated_float32 = native[(native.dtype == "float32") & (native.arithmetic == "emulated")].iloc[0]
+    seconds = emulated.time_forward_s.iloc[0] + emulated.time_backward_s.iloc[0]
+    ratio = seconds / (emulated_float32.time_forward_s + emulated_float32.time_backward_s)
+    assert said.time_ratio == pytest.approx((ratio, ratio))
     peak = float(emulated["peak_memory_bytes"].iloc[0])
     assert said.peak_bytes == (peak, peak)
     words = backward_words(said)
     mib = f"{peak / 2**20:.3g}"
-    assert words.startswith(f"; the native solver's backward: recomputed from stored states, peak {mib} MiB")
-    assert "(float32's: stored stages and recomputed from stored states, so the ratios to float32 compare" in words
+    assert words == f"; the native solver's backward: recomputed from stored states, peak {mib} MiB"
+    # Where the float32 runs it is set against took the other backward, the words say the ratios compare the two.
+    stages_float32 = table.assign(backward_mode=table.backward_mode.where(table.dtype != "float32", "stages"))
+    crossed = answer.cost(stages_float32, emulated)
+    assert crossed is not None and crossed.float32_backward_modes == ("stages",)
+    assert "(float32's: stored stages, so the ratios to float32 compare the two backwards" in backward_words(crossed)
     # Where the float32 runs it is set against ran the same backward, nothing more is said.
     plain = answer.cost(table, native[(native.dtype == "float32") & (native.arithmetic == "hardware")])
     assert plain is not None and plain.backward_modes == ("stages",) and plain.float32_backward_modes == ()

@@ -249,6 +249,11 @@ def below_unit_roundoff(runs: pd.DataFrame) -> pd.Series:
     return (runs["rtol"] < runs["unit_roundoff"]).fillna(False).astype(bool)
 
 
+# Axes a run and the float32 run it is timed against share where the table has them: a hardware bfloat16 run set
+# against emulated float32, or one initialisation or training checkpoint against another, is not its cost.
+SAME_IN_BOTH = ("arithmetic", "rounding", "checkpoint", "seed")
+
+
 def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
     """Time and peak memory of `runs` against float32 (same library, method, n_timesteps, mode; scaling none)."""
     if runs.empty or "time_forward_s" not in runs:
@@ -257,6 +262,7 @@ def cost(results: pd.DataFrame, runs: pd.DataFrame) -> Cost | None:
     results, runs = verdict.with_loss_in(results), verdict.with_loss_in(runs)
     float32 = results[(results["dtype"] == "float32") & unscaled(results["scaling"]) & (results["status"] == Status.OK)]
     keys = ["library", "method", "n_timesteps", "mode", "loss_in"]
+    keys += [axis for axis in SAME_IN_BOTH if axis in runs and axis in float32]
     paired = runs.merge(float32, on=keys, suffixes=("", "_float32")) if not float32.empty else None
     time_ratio = memory_ratio = None
     if paired is not None and not paired.empty and runs["dtype"].iloc[0] != "float32":
