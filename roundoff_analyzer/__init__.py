@@ -6,7 +6,7 @@
     trained = ra.train(model="cnf", iters=500, dtype=["float32", "float16"], scaling="dynamic")   # a TrainResult
     ra.Problem(model=model, step=step, sample_batch=sample_batch)   # your training step, for a factory to return
     ra.keep_float32(func, "potential.layers.0")            # run a module of your model in float32 under autocast
-    w = ra.watch(model, step, every=100, out="watch")       # in your loop: w(iteration, batch) warns before float16 fails
+    w = ra.watch(model, step, every=100, out="watch")       # in your loop, w(iteration, batch): warns before it fails
     problem = ra.model("otflow", hidden=32)                # what a sweep of a model measures: model, loss, batches
 
 The public surface is three modules: this one (what a user calls, `Problem`, the training step a model's factory

@@ -32,16 +32,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..axes.arithmetics import ArithmeticRequest
 from ..axes.dtypes import DTYPES
-from ..axes.grid import AXIS_DEFAULTS, Configuration
+from ..axes.grid import Configuration
 from ..axes.libraries import LIBRARIES
 from ..axes.methods import METHODS
 from ..axes.models.problem import Problem
 from ..axes.modes import ProblemCopies
 from ..axes.scalings import ScalerSettings
 from ..core.errors import InputError, RoundoffWarning
+from ..core.registry import Registry
 from ..core.text import printable
 from ..judging.verdict import WELL_UNDER
-from ..measuring import metrics
 from ..measuring.gradient_noise import NOISE_TIMESTEPS, batch_gradients, noise_from
 from ..measuring.one_run import RunOutcome, run_once
 from ..measuring.outcomes import Status
@@ -84,7 +84,7 @@ class Watch:
     ) -> None:
         self.model, self.step, self.every, self.out = model, step, every, Path(out)
         self.scaler, self.raise_on, self.noise_batches = scaler, frozenset(raise_on), noise_batches
-        self.setup = {
+        self.setup: dict[str, str | int] = {
             "dtype": dtype,
             "library": library,
             "method": method,
@@ -92,7 +92,16 @@ class Watch:
             "scaling": "grad" if scaler is not None else "none",
             "mode": "autocast",
         }
-        config = Configuration(model="watch", **self.setup, loss_in=Problem.default_loss_in)
+        config = Configuration(
+            "watch",
+            library,
+            method,
+            n_timesteps,
+            dtype,
+            str(self.setup["scaling"]),
+            "autocast",
+            loss_in=Problem.default_loss_in,
+        )
         self.config, self.resolved = config, ResolvedRun.of(config, {})
         self.fingerprint = {
             "setup": self.setup,
@@ -160,6 +169,7 @@ class Watch:
         )
         copies = ProblemCopies(problem, batch)
         prepared = resolved.arithmetic.prepare(resolved.mode, copies, dtype, ArithmeticRequest())
+        assert dtype.torch_dtype is not None  # watch() refuses a format torch does not compute in
         largest = _Largest(dtype.torch_dtype)
         with _own_draws(), largest:
             spec = RunSpec(
@@ -183,7 +193,11 @@ class Watch:
         except Exception as exc:  # noqa: BLE001 - no reference: the row says why, the training goes on
             if run.failure is not None:  # weights the training left non-finite: the low run's failure is the news
                 return {**row, **failure_columns(run.failure), "status": str(Status.FAILED.value)}
-            return {**row, "status": str(Status.SKIPPED.value), "failure_message": f"the float64 reference failed: {exc}"}
+            return {
+                **row,
+                "status": str(Status.SKIPPED.value),
+                "failure_message": f"the float64 reference failed: {exc}",
+            }
         measured = run_columns(self.config, dtype, [run], [reference], parameter_names(copies))
         row.update(measured, status=str(getattr(measured.get("status"), "value", row["status"])))
         row["reference_loss"] = _number(reference.loss)
@@ -229,10 +243,20 @@ def watch(
         raise InputError(f"watch: model must be a torch.nn.Module, got a {type(model).__name__}")
     if not callable(step):
         raise InputError(f"watch: step must be callable as step(model, batch, odeint), got a {type(step).__name__}")
-    for name, value, least in (("every", every, 1), ("n_timesteps", n_timesteps, 1), ("noise_batches", noise_batches, 2)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise InputError(f"watch: {name} must be a whole number ≥ {least}, got {printable(repr(value))}")
-    for axis, registry, value in (("dtype", DTYPES, dtype), ("library", LIBRARIES, library), ("method", METHODS, method)):
+    counts: tuple[tuple[str, object, int], ...] = (
+        ("every", every, 1),
+        ("n_timesteps", n_timesteps, 1),
+        ("noise_batches", noise_batches, 2),
+    )
+    for name, count, least in counts:
+        if isinstance(count, bool) or not isinstance(count, int) or count < least:
+            raise InputError(f"watch: {name} must be a whole number ≥ {least}, got {printable(repr(count))}")
+    axes: tuple[tuple[str, Registry[Any], str], ...] = (
+        ("dtype", DTYPES, dtype),
+        ("library", LIBRARIES, library),
+        ("method", METHODS, method),
+    )
+    for axis, registry, value in axes:
         if value not in registry:
             allowed = ", ".join(n for n in registry.allowed() if n != "float64")
             raise InputError(f"watch: unknown {axis} {printable(repr(value))}; one of {allowed}")
@@ -241,7 +265,9 @@ def watch(
     if dtype == "float64":
         raise InputError("watch: dtype float64 is the reference itself; give the training's low precision")
     if scaler is not None and not callable(getattr(scaler, "get_scale", None)):
-        raise InputError(f"watch: scaler must have get_scale(), as torch.amp.GradScaler has; got a {type(scaler).__name__}")
+        raise InputError(
+            f"watch: scaler must have get_scale(), as torch.amp.GradScaler has; got a {type(scaler).__name__}"
+        )
     if not isinstance(out, str | Path) or not str(out):
         raise InputError(f"watch: out must be a folder path, got {printable(repr(out))}")
     reasons = _raise_on(raise_on)
@@ -267,7 +293,9 @@ def _reasons(row: dict[str, Any]) -> list[tuple[str, str]]:
                 "the verdict calls safe for training",
             )
         )
-    if row["status"] == Status.OK.value and margin is not None and margin < OVERFLOW_MARGIN:
+    if row["status"] == Status.OK.value and margin == 0.0:
+        found.append(("overflow", f"a {dtype} value overflowed to inf, though the step's results stayed finite"))
+    elif row["status"] == Status.OK.value and margin is not None and margin < OVERFLOW_MARGIN:
         found.append(
             (
                 "overflow",
@@ -289,7 +317,7 @@ class _Largest(TorchDispatchMode):
         self.low = low
         self.seen: list[torch.Tensor] = []
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
         for tensor in pytree.tree_leaves(result):
             if isinstance(tensor, torch.Tensor) and tensor.dtype == self.low and tensor.numel():
@@ -333,4 +361,3 @@ def _own_draws() -> Iterator[None]:
     random.seed(WATCH_SEED)
     np.random.seed(WATCH_SEED)
     yield
-

@@ -83,9 +83,9 @@ def check_watch_folder(root: Path, fingerprint: dict[str, Any]) -> bool:
         return False
     manifest = read_watch_manifest(root)
     if manifest.get("fingerprint") != fingerprint:
+        differs = _differs(manifest.get("fingerprint"), fingerprint)
         raise InputError(
-            f"output folder '{printable(root)}' holds another watch's rows ({_differs(manifest.get('fingerprint'), fingerprint)}); "
-            "give this watch another out="
+            f"output folder '{printable(root)}' holds another watch's rows ({differs}); give this watch another out="
         )
     return True
 
@@ -123,4 +123,6 @@ def append_watch_row(root: Path, row: dict[str, Any]) -> None:
     kept = table[table["iteration"] < row["iteration"]] if len(table) else table
     rows = [*kept.to_dict("records"), {name: row.get(name) for name in WATCH_SCHEMA.schema.names}]
     frame = pd.DataFrame(rows, columns=WATCH_SCHEMA.schema.names)
-    atomic_write_parquet(pa.Table.from_pandas(frame, schema=WATCH_SCHEMA.schema, preserve_index=False), Path(root) / WATCH_TABLE)
+    atomic_write_parquet(
+        pa.Table.from_pandas(frame, schema=WATCH_SCHEMA.schema, preserve_index=False), Path(root) / WATCH_TABLE
+    )

@@ -91,7 +91,8 @@ def render(manifest: dict, rows: pd.DataFrame, figure: str) -> str:
         "",
         f"![roundoff, noise and overflow margin against the iteration]({figure})",
         "",
-        "| iteration | loss | parameter-gradient roundoff | gradient noise | roundoff / noise | overflow margin | warning |",
+        "| iteration | loss | parameter-gradient roundoff | gradient noise | roundoff / noise | overflow margin "
+        "| warning |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for row in rows.itertuples(index=False):
@@ -138,8 +139,7 @@ def _answer(rows: pd.DataFrame, dtype: str, setup: dict) -> list[str]:
         advice = f"Recommended now: a setup other than {dtype} with this solver, chosen by a sweep of these weights."
     return [
         *lines,
-        advice
-        + " Which setup measures best on the weights of that iteration is a sweep's to say: save them "
+        advice + " Which setup measures best on the weights of that iteration is a sweep's to say: save them "
         "(`torch.save(model.state_dict(), 'weights.pt')`) and run "
         "`roundoff sweep --model your_file.py:your_factory --checkpoint weights.pt --dtype float16,bfloat16 "
         "--scaling none,grad,dynamic`.",
