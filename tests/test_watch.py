@@ -173,7 +173,7 @@ def test_raise_on_raises_where_it_would_warn(tmp_path):
     [
         ({"every": 0}, "watch: every must be a whole number ≥ 1, got 0"),
         ({"dtype": "float17"}, "watch: unknown dtype 'float17'; one of "),
-        ({"dtype": "float64"}, "watch: dtype float64 is the reference itself"),
+        ({"dtype": "e4m3"}, "watch: dtype e4m3 has no torch dtype"),
         ({"library": "scipy"}, "watch: unknown library 'scipy'"),
         ({"raise_on": "nan"}, "watch: raise_on takes roundoff, overflow, failure or any, got 'nan'"),
         ({"scaler": 2.0}, "watch: scaler must have get_scale()"),

@@ -258,12 +258,10 @@ def watch(
     )
     for axis, registry, value in axes:
         if value not in registry:
-            allowed = ", ".join(n for n in registry.allowed() if n != "float64")
+            allowed = ", ".join(registry.allowed())
             raise InputError(f"watch: unknown {axis} {printable(repr(value))}; one of {allowed}")
     if DTYPES.get(dtype).torch_dtype is None:
         raise InputError(f"watch: dtype {dtype} has no torch dtype; the watch measures the formats torch computes in")
-    if dtype == "float64":
-        raise InputError("watch: dtype float64 is the reference itself; give the training's low precision")
     if scaler is not None and not callable(getattr(scaler, "get_scale", None)):
         raise InputError(
             f"watch: scaler must have get_scale(), as torch.amp.GradScaler has; got a {type(scaler).__name__}"
