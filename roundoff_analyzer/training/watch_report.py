@@ -117,9 +117,19 @@ def _answer(rows: pd.DataFrame, dtype: str, setup: dict) -> list[str]:
     if warned.empty:
         return [f"**Safe for training in {dtype} throughout**: no iteration warned. {now}", "", _keep(setup, dtype)]
     became = warned.iloc[0]
+    near = rows[rows["overflow_margin"] < OVERFLOW_MARGIN]
     lines = [
         f"**Unsafe from iteration {int(became['iteration'])}**: {printable(str(became['warning']))}.",
         "",
+        *(
+            [
+                f"The overflow margin first fell under {OVERFLOW_MARGIN:g}× at iteration "
+                f"{int(near['iteration'].iloc[0])}.",
+                "",
+            ]
+            if not near.empty
+            else []
+        ),
         now if last["status"] == "ok" else f"At iteration {int(last['iteration'])}: {printable(str(last['warning']))}.",
         "",
     ]
