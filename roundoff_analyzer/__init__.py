@@ -6,6 +6,7 @@
     trained = ra.train(model="cnf", iters=500, dtype=["float32", "float16"], scaling="dynamic")   # a TrainResult
     ra.Problem(model=model, step=step, sample_batch=sample_batch)   # your training step, for a factory to return
     ra.keep_float32(func, "potential.layers.0")            # run a module of your model in float32 under autocast
+    w = ra.watch(model, step, every=100, out="watch")       # in your loop, w(iteration, batch): warns before it fails
     problem = ra.model("otflow", hidden=32)                # what a sweep of a model measures: model, loss, batches
 
 The public surface is three modules: this one (what a user calls, `Problem`, the training step a model's factory
@@ -23,7 +24,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .core.errors import InputError
+from .core.errors import InputError, RoundoffWarning
 from .core.version import __version__
 
 if TYPE_CHECKING:
@@ -35,12 +36,14 @@ if TYPE_CHECKING:
     from .training.api import TrainResult, train
     from .training.loop import TrainingInterrupted, TrainProgress
     from .training.stored_weights import StoredWeights
+    from .training.watch import Watch, watch
 
 __all__ = [
     "InputError",
     "NoMoreBatches",
     "Problem",
     "Progress",
+    "RoundoffWarning",
     "StoredWeights",
     "SweepIncomplete",
     "SweepInterrupted",
@@ -48,12 +51,14 @@ __all__ = [
     "TrainProgress",
     "TrainResult",
     "TrainingInterrupted",
+    "Watch",
     "__version__",
     "keep_float32",
     "load",
     "model",
     "sweep",
     "train",
+    "watch",
 ]
 
 # Each lazy name and the module that defines it, imported on first use (they import torch).
@@ -73,6 +78,8 @@ _LAZY = {
     "StoredWeights": ".training.stored_weights",
     "Progress": ".execution.base",
     "TrainProgress": ".training.loop",
+    "watch": ".training.watch",
+    "Watch": ".training.watch",
 }
 
 

@@ -29,6 +29,7 @@ def test_the_package_names_what_a_user_calls_and_catches():
         ra.__all__
     )
     assert ra.InputError is InputError and issubclass(ra.SweepInterrupted, Exception)
+    assert callable(ra.watch) and issubclass(ra.RoundoffWarning, UserWarning) and "Watch" in ra.__all__
     assert set(ra.__all__) <= set(dir(ra))
     with pytest.raises(AttributeError, match="no attribute 'sweeep'"):
         ra.sweeep  # noqa: B018

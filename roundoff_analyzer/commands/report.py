@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ class ReportRequest:
 
 @reports_input_errors
 def report_command(request: ReportRequest) -> None:
-    """Write the report of the request's folder: a sweep's, or a training's."""
+    """Write the report of the request's folder: a sweep's, a training's, or a watch's."""
     folder, out = request.folder, request.out
     # Here, not at the top: pandas, matplotlib and torch load only when a report is written.
     from ..core.safe_files import refuse_links
@@ -30,17 +31,20 @@ def report_command(request: ReportRequest) -> None:
     from ..training.folder import REPORT as TRAINING_REPORT
     from ..training.folder import TRAIN_MANIFEST
     from ..training.training_report import write_training_report
+    from ..training.watch_folder import WATCH_MANIFEST, WATCH_REPORT
+    from ..training.watch_report import write_watch_report
 
-    if (folder / TRAIN_MANIFEST).is_file() and not (folder / RESULTS).is_file():
-        refuse_links(folder, [FIGURES] + ([] if out else [TRAINING_REPORT]))
-        written = write_training_report(folder, out)
-        Console(highlight=False, soft_wrap=True, emoji=False).print(
-            printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False
-        )
-        return
+    sweep = (folder / RESULTS).is_file()
+    write: Callable[[Path, Path | None], Path]
+    if (folder / WATCH_MANIFEST).is_file() and not sweep:
+        name, write = WATCH_REPORT, write_watch_report
+    elif (folder / TRAIN_MANIFEST).is_file() and not sweep:
+        name, write = TRAINING_REPORT, write_training_report
+    else:
+        name, write = REPORT, write_report
     # written into the folder: never through a link out of it
-    refuse_links(folder, [FIGURES] + ([] if out else [REPORT]))
-    written = write_report(folder, out)
+    refuse_links(folder, [FIGURES] + ([] if out else [name]))
+    written = write(folder, out)
     Console(highlight=False, soft_wrap=True, emoji=False).print(
         printable(f"report: {written} (figures in {folder / FIGURES})"), markup=False
     )

@@ -32,3 +32,9 @@ class StepBudgetExhausted(RuntimeError):
 
 class LibraryUnsupported(NotImplementedError):
     """A library cannot run this configuration as asked (the message says why); failure class `unsupported`."""
+
+
+class RoundoffWarning(UserWarning):
+    """A watch of a training (`roundoff_analyzer.watch`) saw the roundoff reach the verdict's threshold against the
+    gradient noise, the overflow margin fall under its floor, or the low-precision step fail; raised instead of warned
+    where the watch's `raise_on` names the reason."""
