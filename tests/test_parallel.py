@@ -21,12 +21,19 @@ from roundoff_analyzer.axes.grid import CONFIG_COLUMNS
 from roundoff_analyzer.core.devices import shared_gpu_warning, worker_devices
 from roundoff_analyzer.execution import engine
 from roundoff_analyzer.execution.base import Execution, ExecutionReport, NoProgress
+from roundoff_analyzer.execution.in_process import yardstick_reference
 from roundoff_analyzer.execution.package_identity import IDENTITY, differs
 from roundoff_analyzer.execution.processes import measure_here
 from roundoff_analyzer.execution.start_method import PRELOAD, worker_context
 from roundoff_analyzer.execution.worker import SweepMismatch, Worker, WorkerSettings
 from roundoff_analyzer.planning import config
-from roundoff_analyzer.planning.groups import reference_groups, reference_key
+from roundoff_analyzer.planning.groups import (
+    REFERENCE_RUNS,
+    estimated_cost,
+    evaluations,
+    reference_groups,
+    reference_key,
+)
 from roundoff_analyzer.planning.manifest import manifest
 from roundoff_analyzer.storage.results import ResultStore
 
@@ -93,6 +100,30 @@ def test_groups_keep_each_reference_together_costliest_first():
     assert all(len({reference_key(c) for c in group}) == 1 for group in groups)
     assert len({reference_key(g[0]) for g in groups}) == len(groups) == 8
     assert groups[0][0].n_timesteps == 16 and groups[0][0].method == "rk4" and groups[-1][0].n_timesteps == 4
+
+
+@pytest.mark.unit
+def test_a_groups_estimate_counts_its_reference_unless_the_yardsticks_solve_it_and_two_processes_split_evenly():
+    """The default otflow grid: native rk4 at the largest n_timesteps takes its reference from the fine reference's
+    quarter density; every other group solves its own, counted as REFERENCE_RUNS configurations' work. Handed out
+    costliest-first to two processes that each take the next group as they free up, the estimates split evenly."""
+    plan = engine.plan(config.validate({"model": "otflow", "device": "cpu", "workers": 1}))
+    shared = yardstick_reference(plan)
+    assert shared == ("native", "rk4", max(plan.grid.timesteps))
+    groups = reference_groups(plan.configurations, shared)
+    costs = []
+    for group in groups:
+        first = group[0]
+        solved_elsewhere = (first.library, first.method, first.n_timesteps) == shared
+        runs = evaluations(group)
+        expected = runs if solved_elsewhere else runs * (len(group) + REFERENCE_RUNS) // len(group)
+        assert estimated_cost(group, solved_elsewhere) == expected
+        costs.append(expected)
+    assert costs == sorted(costs, reverse=True)
+    loads = [0, 0]
+    for cost in costs:
+        loads[loads.index(min(loads))] += cost
+    assert max(loads) <= 1.05 * sum(costs) / 2, loads
 
 
 def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_path):

@@ -54,6 +54,13 @@ def fine_quarter_reference(plan: SweepPlan) -> tuple[str, str] | None:
     return None
 
 
+def yardstick_reference(plan: SweepPlan) -> tuple[str, str, int] | None:
+    """(library, method, n_timesteps) of the configurations whose float64 reference the yardsticks solve
+    (`fine_quarter_reference`), for planning's estimate of what each group costs (planning/groups.py)."""
+    pair = fine_quarter_reference(plan)
+    return None if pair is None else (*pair, max(plan.grid.timesteps))
+
+
 @dataclass
 class ProcessProblems:
     """Made once per process, for each checkpoint of the sweep: its problem's cast copies and its yardsticks."""

@@ -28,7 +28,7 @@ from ..core.errors import one_line
 from ..core.threads import torch_threads
 from ..planning.groups import reference_groups
 from .base import EXECUTORS, Execution, ExecutionReport, Executor
-from .in_process import ProcessProblems, measure_in_process, yardstick_tasks
+from .in_process import ProcessProblems, measure_in_process, yardstick_reference, yardstick_tasks
 from .package_identity import IDENTITY, differs
 from .parent_death import die_with_parent
 from .start_method import children_ignore_sigint, start_processes, warm_up_workers, worker_context
@@ -144,7 +144,7 @@ class ProcessesExecutor(Executor):
     def run(self, execution: Execution) -> ExecutionReport:
         plan, report = execution.plan, ExecutionReport()
         assert plan.config.workers is not None  # planning chose the number of processes
-        groups = reference_groups(execution.pending)
+        groups = reference_groups(execution.pending, yardstick_reference(plan))
         n_workers = min(plan.config.workers, len(groups))
         if n_workers == 0:
             return report

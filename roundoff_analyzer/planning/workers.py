@@ -2,7 +2,7 @@
 
 Worker processes pay off once the grid's work outweighs what they cost to start (a fork server that
 imports torch, about a second) and what stays serial (planning, the tables, the report). The work is
-counted as in `groups.estimated_cost`, right-hand-side evaluations; below AUTO_MIN_EVALUATIONS a sweep
+counted as in `groups.evaluations`, the runs' right-hand-side evaluations; below AUTO_MIN_EVALUATIONS a sweep
 runs in one process. The default otflow sweep (5,880 evaluations) takes both cores of a 2-core
 machine; the test suite's tiny grids (a few hundred) take one.
 
@@ -27,7 +27,7 @@ EXECUTORS_WITH_PROCESSES = (None, "processes")  # None: planning chooses, and ch
 
 def auto_workers(configurations: list[Configuration], device: torch.device) -> tuple[int, str]:
     """(processes, why) for a sweep of these configurations on `device`."""
-    from .groups import estimated_cost, reference_groups  # the grid's methods, which import torch
+    from .groups import evaluations, reference_groups  # the grid's methods, which import torch
 
     if device.type != "cpu":
         return 1, f"{device.type}: one process drives the device"
@@ -35,15 +35,15 @@ def auto_workers(configurations: list[Configuration], device: torch.device) -> t
     if cores < 2:
         return 1, "one core"
     groups = reference_groups(configurations)
-    evaluations = sum(estimated_cost(group) for group in groups)
-    if evaluations < AUTO_MIN_EVALUATIONS:
+    n_evaluations = sum(evaluations(group) for group in groups)
+    if n_evaluations < AUTO_MIN_EVALUATIONS:
         return (
             1,
-            f"{evaluations:,} right-hand-side evaluations, below {AUTO_MIN_EVALUATIONS:,}: processes would cost more "
+            f"{n_evaluations:,} right-hand-side evaluations, below {AUTO_MIN_EVALUATIONS:,}: processes would cost more "
             "than they save",
         )
     workers = min(cores, len(groups))
-    return workers, f"{evaluations:,} right-hand-side evaluations in {len(groups)} reference groups, {cores} cores"
+    return workers, f"{n_evaluations:,} right-hand-side evaluations in {len(groups)} reference groups, {cores} cores"
 
 
 def may_use_processes(settings: dict[str, Any]) -> bool:
