@@ -64,19 +64,9 @@ CDE_FORM = """
             return self.readout(cdeint(path, z0, func, path.interval)[-1])
 
 
-    def factory(own_grad: bool = False, seed: int = 0):
-        def step(model, batch, odeint):
-            coeffs, targets = batch
-            if own_grad:  # the user's own choice: the sweep keeps it
-                coeffs.requires_grad_(True)
-            return (model(coeffs) - targets).pow(2).mean()
-
-        def sample_batch(k):
-            generator = torch.Generator().manual_seed(k)
-            return torch.randn(16, 2, 3, generator=generator), torch.randn(16, 1, generator=generator)
-
-        torch.manual_seed(seed)
-        return ra.Problem(model=NeuralCDE(), step=step, sample_batch=sample_batch)
+    def sample_batch(k):
+        generator = torch.Generator().manual_seed(k)
+        return torch.randn(16, 2, 3, generator=generator), torch.randn(16, 1, generator=generator)
 """
 
 TORCHCDE = """
@@ -108,18 +98,21 @@ TORCHCDE = """
             return self.readout(torchcde.cdeint(X=path, z0=z0, func=self.field, t=path.interval)[:, -1])
 
 
+    def sample_batch(k):
+        generator = torch.Generator().manual_seed(k)
+        t = torch.linspace(0, 1, 6).expand(16, 6)
+        x = torch.stack([t, torch.randn(16, 6, generator=generator), torch.randn(16, 6, generator=generator)], -1)
+        return torchcde.natural_cubic_coeffs(x), torch.randn(16, 1, generator=generator)
+"""
+
+# Either model's factory: the step as its user writes it, or (own_grad) making its coefficients require grad itself.
+FACTORY = """
     def factory(own_grad: bool = False, seed: int = 0):
         def step(model, batch, odeint):
             coeffs, targets = batch
             if own_grad:  # the user's own choice: the sweep keeps it
                 coeffs.requires_grad_(True)
             return (model(coeffs) - targets).pow(2).mean()
-
-        def sample_batch(k):
-            generator = torch.Generator().manual_seed(k)
-            t = torch.linspace(0, 1, 6).expand(16, 6)
-            x = torch.stack([t, torch.randn(16, 6, generator=generator), torch.randn(16, 6, generator=generator)], -1)
-            return torchcde.natural_cubic_coeffs(x), torch.randn(16, 1, generator=generator)
 
         torch.manual_seed(seed)
         return ra.Problem(model=NeuralCDE(), step=step, sample_batch=sample_batch)
@@ -154,7 +147,7 @@ def test_a_neural_cde_is_handed_its_batch_without_grad_and_measures_what_it_did_
     if form == "torchcde":
         pytest.importorskip("torchcde", reason="torchcde is not installed (pip install torchcde)")
     source = tmp_path / f"{form.replace('-', '_')}_model.py"
-    source.write_text(textwrap.dedent(TORCHCDE if form == "torchcde" else CDE_FORM))
+    source.write_text(textwrap.dedent(TORCHCDE if form == "torchcde" else CDE_FORM) + textwrap.dedent(FACTORY))
     try:
         as_trained, warned = _sweep(source, tmp_path / "as_trained", own_grad=False)
         differentiated, warned_own = _sweep(source, tmp_path / "own_grad", own_grad=True)
