@@ -91,10 +91,10 @@ def test_the_backward_of_a_tuple_returning_layer_is_its_product_with_the_gradien
     gru64 = copy.deepcopy(model.gru).double()
 
     def product(gru, dtype, autocast: bool) -> list[torch.Tensor]:
-        leaf = x.detach().to(dtype).requires_grad_(True)
+        batch = x.detach().to(dtype)  # as the step is handed it: no grad, so the product is the parameters'
         with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
-            _, h_n = gru(leaf)
-        return list(torch.autograd.grad(h_n, [leaf, *gru.parameters()], reached["h"].to(h_n.dtype)))
+            _, h_n = gru(batch)
+        return list(torch.autograd.grad(h_n, list(gru.parameters()), reached["h"].to(h_n.dtype)))
 
     expected = _rel(product(model.gru, torch.float32, True), product(gru64, torch.float64, False))
     row = _row(encoders, "gru", "backward")

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import torchdiffeq
@@ -61,13 +62,12 @@ def linear_read_off(grid: torch.Tensor, states: torch.Tensor, times: torch.Tenso
 
 def torchdiffeq_step_run(problem, n_timesteps: int, low: torch.dtype | None):
     """The step in float64 (`low` None) or under autocast in `low`, each solve torchdiffeq's rk4 on n_timesteps equal
-    steps across its span and read off linearly: the first solve's states, the loss, and the gradients of the batch's
-    floating-point tensors and of every parameter."""
+    steps across its span and read off linearly: the first solve's states, the loss, and the gradient of every
+    parameter. The batch requires no grad, as a training loop hands it."""
     dtype = torch.float64 if low is None else torch.float32
     model = copy.deepcopy(problem.model).to(dtype)
-    leaves, batch = [], problem.sample_batch(0)
-    batch = tuple(b.to(dtype).requires_grad_(True) for b in batch) if isinstance(batch, tuple) else batch.to(dtype)
-    leaves = list(batch) if isinstance(batch, tuple) else [batch.requires_grad_(True)]
+    batch = problem.sample_batch(0)
+    batch = tuple(b.to(dtype) for b in batch) if isinstance(batch, tuple) else batch.to(dtype)
     first = []
 
     def odeint(func, y0, t, **ignored):
@@ -79,11 +79,11 @@ def torchdiffeq_step_run(problem, n_timesteps: int, low: torch.dtype | None):
         return read if isinstance(solved, tuple) else read[0]
 
     with torch.autocast("cpu", dtype=low or torch.float16, enabled=low is not None):
-        loss = problem.step(model, tuple(leaves) if isinstance(batch, tuple) else leaves[0], odeint)
+        loss = problem.step(model, batch, odeint)
     params = list(model.named_parameters())
-    found = torch.autograd.grad(loss, [*leaves, *(p for _, p in params)], allow_unused=True)
-    grads = [torch.zeros_like(x) if g is None else g for g, x in zip(found, [*leaves, *(p for _, p in params)])]
-    return first[0], loss.detach(), grads[: len(leaves)], dict(zip((n for n, _ in params), grads[len(leaves) :]))
+    found = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for g, (_, p) in zip(found, params)]
+    return first[0], loss.detach(), dict(zip((n for n, _ in params), grads))
 
 
 def sweep_one(path: Path, factory: str, options: dict, out: Path, **settings) -> ra.SweepResult:
@@ -108,11 +108,12 @@ def test_the_cnf_examples_rows_equal_a_float16_run_of_its_step_written_with_torc
     expected = {
         "final_rel_err": rel_err(low[0][-1], high[0][-1]),
         "loss_rel_err": rel_err(low[1], high[1]),
-        "grad_y0_rel_err": rel_err(flat(low[2]), flat(high[2])),
-        "grad_params_rel_err": rel_err(flat(low[3].values()), flat(high[3].values())),
+        "grad_params_rel_err": rel_err(flat(low[2].values()), flat(high[2].values())),
     }
     for column, value in expected.items():
         assert row[column] == pytest.approx(value, rel=1e-6), column
+    # The batch is not differentiated (ProblemCopies.differentiates_batch): no input gradient is measured.
+    assert pd.isna(row["grad_y0_rel_err"]) and pd.isna(row["reference_grad_y0_norm"])
     # Each part of the (z, log-density) state on its own.
     parts = result.part_errors.set_index(["metric", "part"])["rel_err"]
     for index, columns in enumerate((slice(0, 128), slice(128, 192))):
@@ -128,17 +129,18 @@ def test_the_latent_odes_rows_equal_a_float16_run_of_its_step_written_with_torch
     assert (row["t0"], row["t1"]) == (pytest.approx(float(times[0])), pytest.approx(float(times[-1])))
     low, high = torchdiffeq_step_run(problem, 4, torch.float16), torchdiffeq_step_run(problem, 4, None)
     assert row["final_rel_err"] == pytest.approx(rel_err(low[0][-1], high[0][-1]), rel=1e-6)
-    assert row["grad_y0_rel_err"] == pytest.approx(rel_err(flat(low[2]), flat(high[2])), rel=1e-6)
-    assert row["grad_params_rel_err"] == pytest.approx(rel_err(flat(low[3].values()), flat(high[3].values())), rel=1e-6)
+    assert pd.isna(row["grad_y0_rel_err"])
+    assert row["grad_params_rel_err"] == pytest.approx(rel_err(flat(low[2].values()), flat(high[2].values())), rel=1e-6)
     # Every parameter is measured, the encoder's and the decoder's too, and each top-level submodule on its own.
     measured = result.param_errors.set_index("parameter")["grad_rel_err"]
-    for name in low[3]:
-        assert measured[name] == pytest.approx(rel_err(low[3][name], high[3][name]), rel=1e-6), name
-    assert {"encoder.cell.weight", "decoder.2.bias", "batch[0]", "batch[1]"} <= set(measured.index)
+    for name in low[2]:
+        assert measured[name] == pytest.approx(rel_err(low[2][name], high[2][name]), rel=1e-6), name
+    assert {"encoder.cell.weight", "decoder.2.bias"} <= set(measured.index)
+    assert not any(name.startswith("batch") for name in measured.index)
     parts = result.part_errors.set_index(["metric", "part"])["rel_err"]
     for part in ("encoder", "func", "decoder"):
-        names = [n for n in low[3] if n.startswith(f"{part}.")]
-        expected = rel_err(flat(low[3][n] for n in names), flat(high[3][n] for n in names))
+        names = [n for n in low[2] if n.startswith(f"{part}.")]
+        expected = rel_err(flat(low[2][n] for n in names), flat(high[2][n] for n in names))
         assert parts[("grad_params_rel_err", part)] == pytest.approx(expected, rel=1e-6), part
 
 
@@ -314,8 +316,9 @@ def test_a_dict_batch_with_labels_measures_its_floating_inputs_and_a_sampler_tha
     )
     row = result.results.iloc[0]
     assert row["status"] == "ok" and row["loss_in"] == "autocast"
-    assert {"batch['x']", "batch['weight']", "embed.weight", "head.bias"} <= set(result.param_errors["parameter"])
-    assert "batch['label']" not in set(result.param_errors["parameter"])  # integer labels have no gradient
+    assert {"embed.weight", "head.bias"} <= set(result.param_errors["parameter"])
+    # The batch is handed as training hands it: none of its tensors requires grad, none is measured.
+    assert not any(name.startswith("batch") for name in result.param_errors["parameter"])
     assert row["grad_noise_batches"] == 4  # batches 1 … 4: the sampler has no fifth
     assert (result.part_errors.query("metric == 'grad_params_rel_err'")["part"].tolist()) == ["embed", "field", "head"]
 

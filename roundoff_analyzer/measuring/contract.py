@@ -18,6 +18,7 @@ from ..axes.grid import Configuration
 from ..axes.libraries import LIBRARIES
 from ..axes.loss_placements import LOSS_PLACEMENTS, LossPlacement
 from ..axes.methods import METHODS
+from ..axes.models.inputs import floating_inputs
 from ..axes.modes import MODES, PreparedRun, ProblemCopies, cast_run
 from ..axes.modes.base import run_device
 from ..core.errors import InputError, one_line
@@ -266,7 +267,7 @@ def _same_twice(name: str, copies: ProblemCopies, placement: LossPlacement) -> t
 def _known(prepared: PreparedRun) -> list[torch.Tensor]:
     """What a run's gradients are measured for: the batch's tensors and the model's parameters (a frozen one too, which
     a step may unfreeze)."""
-    return [*prepared.inputs, *prepared.model.parameters()]
+    return [*floating_inputs(prepared.batch), *prepared.model.parameters()]
 
 
 def _refuse_outside(

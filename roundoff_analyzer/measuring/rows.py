@@ -106,10 +106,10 @@ def step_columns(method: Method, outcome: RunOutcome, reference: RunOutcome) -> 
 
 
 def parameter_names(copies: ProblemCopies) -> list[str]:
-    """The names of a run's gradients, in RunOutcome.grads' order: the batch's floating-point inputs (a trajectory
-    problem's: y0; a step's: `batch`, `batch[0]`, `batch['x']`, ...), then each trainable parameter."""
-    root = "y0" if copies.trajectory is not None else "batch"
-    return input_names(copies.batch, root) + [n for n, p in copies.model.named_parameters() if p.requires_grad]
+    """The names of a run's gradients, in RunOutcome.grads' order: y0 where the batch is differentiated (a trajectory
+    problem's; ProblemCopies.differentiates_batch), then each trainable parameter."""
+    inputs = input_names(copies.batch, "y0") if copies.differentiates_batch else []
+    return inputs + [n for n, p in copies.model.named_parameters() if p.requires_grad]
 
 
 def run_columns(

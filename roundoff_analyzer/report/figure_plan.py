@@ -7,6 +7,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..axes.models.problem import recorded_as_step
 from ..judging import format_search, verdict
 from ..measuring.outcomes import Status
 from .along_training_findings import TRAINING_METRICS, trends
@@ -17,6 +18,7 @@ from .placements import placements_as_modes
 from .sweep_folder import SweepFolder
 
 if TYPE_CHECKING:
+    import pandas as pd
     from matplotlib.figure import Figure
 
 
@@ -37,7 +39,8 @@ def figure_plan(sweep: SweepFolder) -> dict[str, Callable[[], Figure | None]]:
     plan: dict[str, Callable[[], Figure | None]] = {}
     if not ran.empty:
         for name, metric in ERROR_FIGURES.items():
-            plan[name] = _drawn("figures", "error_figure", ran, metric)
+            if not _unmeasured(sweep, ran, metric):
+                plan[name] = _drawn("figures", "error_figure", ran, metric)
     for n in adjoint_timesteps(profile, results):
         plan[f"{ADJOINT_FIGURE}_n{n}"] = _drawn("figures", "adjoint_range_figure", profile, n, results)
     if any(trends(sweep.results, metric) for metric in TRAINING_METRICS):
@@ -48,6 +51,12 @@ def figure_plan(sweep: SweepFolder) -> dict[str, Callable[[], Figure | None]]:
             "figures", "format_search_figure", searched, verdict.WELL_UNDER, verdict.AT_OR_ABOVE
         )
     return plan
+
+
+def _unmeasured(sweep: SweepFolder, ran: pd.DataFrame, metric: str) -> bool:
+    """Whether `metric` is one no run measures: a step's gradient w.r.t. its batch (ProblemCopies.differentiates_batch,
+    which the glossary says), whose figure would be empty."""
+    return metric == "grad_y0_rel_err" and recorded_as_step(sweep.manifest.get("problem")) and ran[metric].isna().all()
 
 
 def draw_figures(sweep: SweepFolder) -> dict[str, Figure]:

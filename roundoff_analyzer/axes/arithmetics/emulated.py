@@ -51,8 +51,8 @@ def _rounded_copy(prepared: PreparedRun, emulation) -> PreparedRun:
         for parameter in model.parameters():
             parameter.copy_(emulation.store(parameter))
             emulation.mark(parameter)
-        # Stored values are fresh tensors: each is the leaf of its input's gradient.
-        batch = map_floating(prepared.batch, lambda value: emulation.store(value).requires_grad_(True))
+        # Stored values are fresh tensors: each is the leaf of its input's gradient where the batch is differentiated.
+        batch = map_floating(prepared.batch, lambda value: emulation.store(value).requires_grad_(value.requires_grad))
     for value in floating_inputs(batch):
         emulation.mark(value)
     return PreparedRun(model, batch, prepared.context)

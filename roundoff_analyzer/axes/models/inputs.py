@@ -1,7 +1,7 @@
 """A batch's floating-point inputs: the tensors of a batch in whatever form the data has (a tensor, a tuple such as
-(inputs, targets), a dict of tensors, nested), found with torch's pytree. The sweep differentiates the loss with
-respect to them (the input gradient) and casts them with the run's precision; other leaves (integer labels, masks,
-Python numbers) pass unchanged."""
+(inputs, targets), a dict of tensors, nested), found with torch's pytree. The sweep casts them with the run's
+precision, and differentiates the loss with respect to a trajectory problem's y0 (the input gradient); other leaves
+(integer labels, masks, Python numbers) pass unchanged."""
 
 from __future__ import annotations
 
@@ -43,12 +43,14 @@ def on_device(batch: Any, device: torch.device, dtype: torch.dtype = torch.float
     return pytree.tree_map(move, batch)
 
 
-def as_leaves(batch: Any, dtype: torch.dtype | None = None) -> Any:
-    """A copy of the batch whose floating-point tensors are fresh leaves that require grad (in `dtype` if given)."""
+def as_leaves(batch: Any, requires_grad: bool, dtype: torch.dtype | None = None) -> Any:
+    """A copy of the batch whose floating-point tensors are fresh leaves (in `dtype` if given) that require grad where
+    `requires_grad` says."""
 
     def leaf(value: torch.Tensor) -> torch.Tensor:
         value = value.detach()
-        return (value.to(dtype) if dtype is not None and value.dtype != dtype else value.clone()).requires_grad_(True)
+        fresh = value.to(dtype) if dtype is not None and value.dtype != dtype else value.clone()
+        return fresh.requires_grad_(requires_grad)
 
     return map_floating(batch, leaf)
 

@@ -11,7 +11,7 @@ class AutocastMode(Mode):
     cache_enabled = True
 
     def prepare(self, copies, dtype):
-        batch = as_leaves(copies.batch)
+        batch = as_leaves(copies.batch, copies.differentiates_batch)
         device_type = run_device(copies.model, batch).type
         # float32 needs no autocast: the run is then plain single precision.
         enabled = dtype != torch.float32

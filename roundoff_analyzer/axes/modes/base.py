@@ -21,7 +21,8 @@ class PreparedRun:
     """A run's model and batch, in the run's precision, and the context its arithmetic runs in."""
 
     model: torch.nn.Module
-    batch: Any  # the batch, its floating-point tensors fresh leaves that require grad (y0 for a trajectory problem)
+    # The batch, its floating-point tensors fresh leaves; a trajectory problem's (y0) require grad, a step's do not.
+    batch: Any
     context: Callable[[], AbstractContextManager]
     # After the run: (phase, count) of values that left the dtype's range without becoming non-finite
     # (a format that saturates instead of overflowing), or None.
@@ -30,10 +31,15 @@ class PreparedRun:
     # them (an overflow's message says where it can have been); None where it does not say.
     weight_gradient_dtypes: tuple[torch.dtype, torch.dtype] | None = None
 
+    def __post_init__(self) -> None:
+        # Taken before the step runs: a step that makes its batch require grad itself does not add to the leaves.
+        self._inputs = [value for value in floating_inputs(self.batch) if value.requires_grad]
+
     @property
     def inputs(self) -> list[torch.Tensor]:
-        """The batch's floating-point tensors: the leaves of the input gradient."""
-        return floating_inputs(self.batch)
+        """The leaves of the input gradient: the batch's floating-point tensors that required grad when the run was
+        prepared (a trajectory problem's y0; none of a step's batch, ProblemCopies.differentiates_batch)."""
+        return self._inputs
 
     @property
     def leaves(self) -> list[torch.Tensor]:
@@ -65,6 +71,15 @@ class ProblemCopies:
     def trajectory(self) -> TrajectoryProblem | None:
         """The problem where it is one solve on [0, 1] whose loss reads every state (its yardsticks take a shortcut)."""
         return self.problem if isinstance(self.problem, TrajectoryProblem) else None
+
+    @property
+    def differentiates_batch(self) -> bool:
+        """Whether the runs differentiate the loss with respect to the batch: a trajectory problem's y0, whose gradient
+        is the tool's own measurement. A step's batch is handed to the user's code as their training hands it, no
+        tensor requiring grad: asking for its gradient changes what some code does (torchcde's `cdeint` warns that
+        its adjoint gives the path's coefficients none; a time tensor that requires grad takes another path through
+        the native solver), and a training step never uses it; the rows' grad_y0 columns are then empty."""
+        return self.trajectory is not None
 
     @cached_property
     def batch(self) -> Any:
@@ -100,4 +115,10 @@ MODES: Registry[Mode] = Registry("mode")
 def cast_run(copies: ProblemCopies, dtype: torch.dtype) -> PreparedRun:
     """Parameters and inputs in `dtype`, no autocast: pure low precision, and also the float64 reference."""
     # The parameters are `dtype`: each step's share of a weight's gradient, and their sum, are too.
-    return PreparedRun(copies.model_in(dtype), as_leaves(copies.batch, dtype), nullcontext, None, (dtype, dtype))
+    return PreparedRun(
+        copies.model_in(dtype),
+        as_leaves(copies.batch, copies.differentiates_batch, dtype),
+        nullcontext,
+        None,
+        (dtype, dtype),
+    )

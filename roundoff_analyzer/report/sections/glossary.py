@@ -24,9 +24,9 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
     ]
     if recorded_as_step(problem):
         words.append(
-            "**y0**: the model is its training step, so its input is the batch: the gradient w.r.t. y0 is the "
-            "gradient with respect to the batch's floating-point tensors, and the solution is that of the step's "
-            f"{_record(problem)}." + _routed_sentence(problem, sorted(set(ran["library"])))
+            f"**y0**: the model is its training step, so its input is the batch: {_batch_gradient(ran)}, and the "
+            f"solution is that of the step's {_record(problem)}."
+            + _routed_sentence(problem, sorted(set(ran["library"])))
         )
     if ran["library"].map(lambda name: formatting.library_member(name, "native_solver")).any():
         words.append(
@@ -65,6 +65,19 @@ def glossary(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
             "training already lives with it, so a roundoff well under it does not change what training does."
         )
     return words
+
+
+def _batch_gradient(ran: pd.DataFrame) -> str:
+    """What the gradient w.r.t. y0 is for a step: measured on the batch in folders swept before the step was handed
+    its batch as training hands it (ProblemCopies.differentiates_batch), not measured since."""
+    if ran["grad_y0_rel_err"].notna().any():
+        return "the gradient w.r.t. y0 is the gradient with respect to the batch's floating-point tensors"
+    return (
+        "the gradient w.r.t. y0 is not measured (its columns are empty), since a training step does not "
+        "differentiate its batch and the step is handed the batch as training hands it, no tensor requiring grad "
+        "(a batch that does changes what some code computes: torchcde's `cdeint` warns that its adjoint leaves "
+        "the path's coefficients without a gradient)"
+    )
 
 
 def _record(problem: dict | None) -> str:
