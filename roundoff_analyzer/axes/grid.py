@@ -249,7 +249,8 @@ class Grid:
             f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x "
             f"{triples}{placements}{kept} = {per_checkpoint} configurations"
         )
-        several = [f"{len(values)} {name}" for values, name in ((self.checkpoints, "checkpoints"), (self.seeds, "seeds"))]
+        axes = ((self.checkpoints, "checkpoints"), (self.seeds, "seeds"))
+        several = [f"{len(values)} {name}" for values, name in axes]
         if len(self.checkpoints) > 1 or len(self.seeds) > 1:
             in_all = per_checkpoint * len(self.checkpoints) * len(self.seeds)
             described += f", x {' x '.join(n for n in several if not n.startswith('1 '))} = {in_all} in all"

@@ -54,7 +54,8 @@ def time_setups(
     started = time.perf_counter()
     if not configs:
         return TimingPass([], 0.0, 0)
-    # On one problem: the first setup's (its checkpoint's, its seed's); a runner-up found on another seed is timed there.
+    # On one problem: the first setup's (its checkpoint's, its seed's); a runner-up found on another seed is timed
+    # on this one.
     key = configs[0].problem_key
     configs = [replace(c, seed=key[1]) for c in configs]
     copies = ProblemCopies(plan.problem_for(key))

@@ -26,8 +26,9 @@ def accuracy(
     lines = [
         "## Accuracy",
         "",
-        f"Each cell is the min – max over n_timesteps ({timesteps}){seed_words.over_seeds(results)} of the runs that produced a finite value, failed "
-        "runs included (an overflow in the backward pass still leaves the solution error measured); `ok` counts the "
+        f"Each cell is the min – max over n_timesteps ({timesteps}){seed_words.over_seeds(results)} of the runs that "
+        "produced a finite value, failed runs included (an overflow in the backward pass still leaves the solution "
+        "error measured); `ok` counts the "
         f"runs without failure. {formatting.MISSING} means no run of that setup produced the value.",
         "",
         *(line for note in tableau_notes(results) for line in (note, "")),

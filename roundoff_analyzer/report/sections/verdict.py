@@ -167,8 +167,8 @@ def _yardsticks(results: pd.DataFrame, found: list[verdict.Verdict]) -> str:
     batches = results["grad_noise_batches"].dropna() if "grad_noise_batches" in results else pd.Series(dtype=float)
     size, uncertainty = verdict.noise_batch_size(results), verdict.noise_uncertainty(results)
     noise_text = (
-        f"{formatting.noise_at(size)} is {seed_words.noise_value(results, noise)} (relative spread of the float64 parameter "
-        "gradient over "
+        f"{formatting.noise_at(size)} is {seed_words.noise_value(results, noise)} (relative spread of the float64 "
+        "parameter gradient over "
         f"{int(batches.iloc[0])} other batches of the data{f' of {size} points each' if size else ''}"
         + (f", known to {formatting.plus_minus(uncertainty)}" if uncertainty is not None else "")
         + ")"
