@@ -15,7 +15,7 @@ from roundoff_analyzer.judging.verdict import judge_setups
 from roundoff_analyzer.measuring.columns import ERROR_METRICS
 from roundoff_analyzer.report import formatting
 
-from .conftest import TINY_OTFLOW, run_cli
+from .conftest import TINY_OTFLOW, WIDE_TABLES, run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED_GAIN = f"{FIXTURES / 'seed_gain.py'}:seed_gain"
@@ -167,3 +167,14 @@ def test_the_answer_states_the_spread_over_the_seeds_from_the_table(two_seeds):
     assert "Judged on the initial weights of 2 initialisations (seeds 0 and 1, untrained; each setup on its worst)" in (
         re.sub(r"\s+", " ", answer)
     )
+
+
+@pytest.mark.slow
+def test_show_names_each_rows_seed(two_seeds):
+    shown = run_cli("show", two_seeds, columns=WIDE_TABLES)
+    assert shown.exit_code == 0, shown.output
+    # One setup: the columns that hold one value in every row are said once below the table; the seed's are not.
+    header = next(line for line in shown.stdout.splitlines() if line.split()[:1] == ["status"])
+    assert header.split()[-1] == "seed"
+    rows = [line.split() for line in shown.stdout.splitlines() if line.split()[:1] == ["ok"]]
+    assert sorted(row[-1] for row in rows) == ["0", "1"]
