@@ -97,6 +97,16 @@ def sweep(
         show_default=False,
         rich_help_panel=MODEL,
     ),
+    seeds: str | None = typer.Option(
+        None,
+        "--seeds",
+        help=(
+            "Seeds the model is built with, comma-separated (e.g. 0,1,2): the grid runs on each initialisation, "
+            "against its own references, and the verdict judges each setup on its worst seed."
+        ),
+        show_default="one: the model option seed, 0 unless -o seed=N",
+        rich_help_panel=MODEL,
+    ),
     data: str | None = data_option(MODEL),
     checkpoint: str | None = typer.Option(
         None,

@@ -35,7 +35,8 @@ class Configuration:
     """One run of the grid, a value on every axis. Its fields are the axes, in the order of the tables' columns; a
     field's default is what results written before its axis existed ran with (before the arithmetic axis, hardware
     arithmetic; before the checkpoint axis, a sweep's single set of weights; before loss_in, the loss formed outside
-    autocast, in float32; before keep_float32, no module kept out of autocast)."""
+    autocast, in float32; before keep_float32, no module kept out of autocast; before the seed axis, the sweep's single
+    seed, which its manifest records: `storage/older_tables.py` fills that one from there)."""
 
     model: str
     library: str
@@ -49,10 +50,17 @@ class Configuration:
     checkpoint: str = ""  # the checkpoint's name when a sweep has several; "" for its single set of weights
     loss_in: str = "float32"  # where the loss is formed: outside autocast in float32, or inside autocast
     keep_float32: str = "none"  # modules run in float32 out of autocast: names or glob patterns joined with "+"
+    seed: int = 0  # the seed the factory drew the weights (and batch) with
 
     @property
     def key(self) -> tuple:
         return tuple(getattr(self, c) for c in CONFIG_COLUMNS)
+
+    @property
+    def problem_key(self) -> tuple[str, int]:
+        """Which problem it runs on: its checkpoint's weights and its seed's (each has its own references and
+        yardsticks)."""
+        return (self.checkpoint, self.seed)
 
     @property
     def id(self) -> str:
@@ -61,8 +69,13 @@ class Configuration:
         return (
             f"{file_safe(self.model)}-{file_safe(self.library)}-{self.method}-n{self.n_timesteps:06d}-{self.dtype}-"
             f"{self.scaling}-{self.mode}{self._precision('-')}{checkpoint}{self._loss('-loss-')}"
-            f"{self._kept('-keep-', for_id=True)}"
+            f"{self._kept('-keep-', for_id=True)}{self._seed('-seed')}"
         )
+
+    def _seed(self, prefix: str) -> str:
+        # Seed 0 adds nothing, so that ids and labels from before the axis stay the same (a shard written before it
+        # reads back without the column: None).
+        return f"{prefix}{self.seed}" if self.seed not in (None, AXIS_DEFAULTS["seed"]) else ""
 
     def _kept(self, prefix: str, for_id: bool = False) -> str:
         # Nothing kept adds nothing, so that ids and labels from before the axis stay the same. Patterns that differ
@@ -93,7 +106,7 @@ class Configuration:
         return (
             f"{self.library} {self.method} n={self.n_timesteps} {self.dtype} {self.scaling} "
             f"{self.mode}{self._precision(' ')}{self._loss(' loss in ')}"
-            f"{' @ ' + self.checkpoint if self.checkpoint else ''}{self._kept(' keep_float32=')}"
+            f"{' @ ' + self.checkpoint if self.checkpoint else ''}{self._kept(' keep_float32=')}{self._seed(' seed ')}"
         )
 
 
@@ -121,6 +134,8 @@ class Grid:
     loss_ins: tuple[str, ...] = (AXIS_DEFAULTS["loss_in"],)
     # keep_float32 values, each a run of the grid's configurations; by default none: every module in the low dtype.
     kept: tuple[str, ...] = (AXIS_DEFAULTS["keep_float32"],)
+    # The seeds the factory builds the model with, each a run of the grid; one by default, the model options' seed.
+    seeds: tuple[int, ...] = (AXIS_DEFAULTS["seed"],)
 
     @classmethod
     def build(
@@ -135,6 +150,7 @@ class Grid:
         roundings=None,
         loss_ins=None,
         keep_float32=None,
+        seeds=None,
     ) -> Grid:
         axes = {
             "n_timesteps": timesteps,
@@ -149,6 +165,7 @@ class Grid:
         }
         repeated = tuple(f"{axis} {value}" for axis, values in axes.items() for value in _repeated(values or ()))
         repeated += tuple(f"keep_float32 {value}" for value in _repeated(keep_float32 or ()))
+        repeated += tuple(f"seed {value}" for value in _repeated(seeds or ()))
         timesteps, methods, modes, libraries, dtypes, scalings, arithmetics, roundings, loss_ins = (
             _unique(values) for values in axes.values()
         )
@@ -171,6 +188,7 @@ class Grid:
             repeated,
             loss_ins=tuple(loss_ins) if loss_ins else (AXIS_DEFAULTS["loss_in"],),
             kept=tuple(_unique(keep_float32)) if keep_float32 else (AXIS_DEFAULTS["keep_float32"],),
+            seeds=tuple(_unique(seeds)) if seeds else (AXIS_DEFAULTS["seed"],),
         )
 
     def precisions(self, dtype: str) -> list[tuple[str, str]]:
@@ -190,13 +208,14 @@ class Grid:
         )
 
     def configurations(self, model: str) -> list[Configuration]:
-        # One checkpoint's grid after the other; inside, grouped by (method, n_timesteps) so one reference per
-        # library serves consecutive runs.
+        # One checkpoint's (or seed's) grid after the other; inside, grouped by (method, n_timesteps) so one
+        # reference per library serves consecutive runs.
         return [
             Configuration(
-                model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint, loss_in, kept
+                model, library, method, n, dtype, scaling, mode, arithmetic, rounding, checkpoint, loss_in, kept, seed
             )
             for checkpoint in self.checkpoints
+            for seed in self.seeds
             for method in self.methods
             for n in self.timesteps
             for mode in self.modes
@@ -230,8 +249,11 @@ class Grid:
             f"{len(self.timesteps)} n_timesteps x {len(self.methods)} methods x {len(self.modes)} modes x "
             f"{triples}{placements}{kept} = {per_checkpoint} configurations"
         )
-        if len(self.checkpoints) > 1:
-            described += f", x {len(self.checkpoints)} checkpoints = {per_checkpoint * len(self.checkpoints)} in all"
+        axes = ((self.checkpoints, "checkpoints"), (self.seeds, "seeds"))
+        several = [f"{len(values)} {name}" for values, name in axes]
+        if len(self.checkpoints) > 1 or len(self.seeds) > 1:
+            in_all = per_checkpoint * len(self.checkpoints) * len(self.seeds)
+            described += f", x {' x '.join(n for n in several if not n.startswith('1 '))} = {in_all} in all"
         if repeats and self.repeated:
             described += f" (given more than once, run once: {', '.join(self.repeated)})"
         return described

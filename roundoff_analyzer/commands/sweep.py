@@ -88,6 +88,7 @@ class SweepRequest:
     per_module: bool | None
     cpu_memory: bool | None
     no_timing: bool | None = None
+    seeds: str | None = None
 
 
 def settings(request: SweepRequest) -> dict[str, Any]:
@@ -95,6 +96,7 @@ def settings(request: SweepRequest) -> dict[str, Any]:
     keys: dict[str, Any] = {
         "model": request.model,
         "options": model_options(request.option),
+        "seeds": split_ints(request.seeds, "seeds"),
         "data": request.data,
         "checkpoint": request.checkpoint,
         "timesteps": split_ints(request.timesteps, "timesteps"),

@@ -100,9 +100,15 @@ def _with_loss_in(columns: tuple, results: pd.DataFrame) -> tuple:
     return (*columns[:at], LOSS_IN_COLUMN, *columns[at:])
 
 
+# Shown only for a sweep over several seeds, so that other tables stay as they were: its rows would otherwise read as
+# one configuration written several times.
+SEED_COLUMNS = (("seed", "seed", lambda v: str(int(v))),)
+
+
 def results_table(results: pd.DataFrame, title: str | None = None) -> Table:
     kept = "keep_float32" in results and results["keep_float32"].fillna("none").ne("none").any()
-    columns = _with_loss_in(COLUMNS, results) + (KEPT_COLUMNS if kept else ()) + _checkpoint_columns(results)
+    seeds = SEED_COLUMNS if "seed" in results and results["seed"].nunique() > 1 else ()
+    columns = _with_loss_in(COLUMNS, results) + (KEPT_COLUMNS if kept else ()) + _checkpoint_columns(results) + seeds
     # a folder from before a column existed shows it empty
     texts = {
         column: [cell(v, fmt) for v in (results[column] if column in results else [None] * len(results))]

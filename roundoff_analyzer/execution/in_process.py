@@ -19,14 +19,22 @@ from ..planning.sweep_plan import SweepPlan
 from ..storage.results import ResultStore
 
 
-def process_yardsticks(plan: SweepPlan, copies: ProblemCopies, store: ResultStore, checkpoint: str = "") -> Yardsticks:
-    """The yardsticks of this process (of one checkpoint's problem), made once per process: their pieces are shared
-    through the folder, each checkpoint's in a folder of its own."""
+def process_yardsticks(
+    plan: SweepPlan, copies: ProblemCopies, store: ResultStore, key: tuple[str, int] = ("", 0)
+) -> Yardsticks:
+    """The yardsticks of this process (of one problem's: a checkpoint's, a seed's), made once per process: their pieces
+    are shared through the folder, each checkpoint's and each seed's in a folder of its own."""
     timesteps, noise_batches = list(plan.grid.timesteps), plan.config.noise_batches
+    checkpoint, seed = key
     batch_size = plan.noise_batch_size(checkpoint)
     folder = store.root / YARDSTICKS / file_safe(checkpoint) if checkpoint else store.root / YARDSTICKS
-    key = yardstick_key(store.digest, timesteps, noise_batches, checkpoint, batch_size)
-    files = YardstickFiles(folder, key, plan.device)
+    several_seeds = len(plan.grid.seeds) > 1
+    if several_seeds:
+        folder = folder / f"seed{seed}"
+    key_text = yardstick_key(
+        store.digest, timesteps, noise_batches, checkpoint, batch_size, seed if several_seeds else None
+    )
+    files = YardstickFiles(folder, key_text, plan.device)
     return Yardsticks(
         copies,
         timesteps,
@@ -63,38 +71,39 @@ def yardstick_reference(plan: SweepPlan) -> tuple[str, str, int] | None:
 
 @dataclass
 class ProcessProblems:
-    """Made once per process, for each checkpoint of the sweep: its problem's cast copies and its yardsticks."""
+    """Made once per process, for each problem of the sweep (each checkpoint's, each seed's): its cast copies and its
+    yardsticks."""
 
-    copies: dict[str, ProblemCopies]
-    yardsticks: dict[str, Yardsticks]
-    # The scale hints found so far in this process, per checkpoint: a later group's search starts from its last run's.
-    scale_hints: dict[str, dict] = field(default_factory=dict)
+    copies: dict[tuple[str, int], ProblemCopies]
+    yardsticks: dict[tuple[str, int], Yardsticks]
+    # The scale hints found so far in this process, per problem: a later group's search starts from its last run's.
+    scale_hints: dict[tuple[str, int], dict] = field(default_factory=dict)
 
     @classmethod
     def of(cls, plan: SweepPlan, store: ResultStore) -> ProcessProblems:
         record = plan.shape.solve_of_record
-        copies = {name: ProblemCopies(plan.problem_for(name), solve_of_record=record) for name in plan.grid.checkpoints}
-        return cls(copies, {name: process_yardsticks(plan, c, store, name) for name, c in copies.items()})
+        copies = {key: ProblemCopies(plan.problem_for(key), solve_of_record=record) for key in plan.problem_keys()}
+        return cls(copies, {key: process_yardsticks(plan, c, store, key) for key, c in copies.items()})
 
-    def shared(self, plan: SweepPlan, checkpoint: str) -> SweepShared:
-        shared = sweep_shared(plan, self.copies[checkpoint], self.yardsticks[checkpoint], checkpoint)
-        shared.scale_hints = self.scale_hints.setdefault(checkpoint, {})
+    def shared(self, plan: SweepPlan, key: tuple[str, int]) -> SweepShared:
+        shared = sweep_shared(plan, self.copies[key], self.yardsticks[key], key[0])
+        shared.scale_hints = self.scale_hints.setdefault(key, {})
         return shared
 
-    def prepare(self, task: tuple[str, str]) -> None:
-        """Compute (or read) one piece of one checkpoint's yardsticks: a task of `yardstick_tasks`."""
-        checkpoint, piece = task
-        self.yardsticks[checkpoint].prepare(piece)
+    def prepare(self, task: tuple[tuple[str, int], str]) -> None:
+        """Compute (or read) one piece of one problem's yardsticks: a task of `yardstick_tasks`."""
+        key, piece = task
+        self.yardsticks[key].prepare(piece)
 
 
-def yardstick_tasks(plan: SweepPlan) -> list[tuple[str, str]]:
-    """(checkpoint, piece) for every piece of the sweep's yardsticks, for the processes to compute side by side."""
-    return [(name, piece) for name in plan.grid.checkpoints for piece in PIECES]
+def yardstick_tasks(plan: SweepPlan) -> list[tuple[tuple[str, int], str]]:
+    """(problem key, piece) for every piece of the sweep's yardsticks, for the processes to compute side by side."""
+    return [(key, piece) for key in plan.problem_keys() for piece in PIECES]
 
 
 def sweep_shared(plan: SweepPlan, copies: ProblemCopies, yardsticks: Yardsticks, checkpoint: str = "") -> SweepShared:
-    """A fresh reference cache over the problem of one checkpoint of the plan, its cast copies and its yardsticks
-    (made once per process): references, fine reference and gradient noise are each checkpoint's own."""
+    """A fresh reference cache over one problem of the plan (a checkpoint's, a seed's), its cast copies and its
+    yardsticks (made once per process): references, fine reference and gradient noise are each problem's own."""
     config = plan.config
     step_control = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
     return SweepShared(
@@ -114,11 +123,11 @@ def sweep_shared(plan: SweepPlan, copies: ProblemCopies, yardsticks: Yardsticks,
     )
 
 
-def by_checkpoint(configurations: list[Configuration]) -> dict[str, list[Configuration]]:
-    """The configurations of each checkpoint, in the order given."""
-    groups: dict[str, list[Configuration]] = {}
+def by_problem(configurations: list[Configuration]) -> dict[tuple[str, int], list[Configuration]]:
+    """The configurations of each problem (checkpoint, seed), in the order given."""
+    groups: dict[tuple[str, int], list[Configuration]] = {}
     for config in configurations:
-        groups.setdefault(config.checkpoint, []).append(config)
+        groups.setdefault(config.problem_key, []).append(config)
     return groups
 
 

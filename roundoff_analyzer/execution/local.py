@@ -8,7 +8,7 @@ from ..core.devices import resolve_device
 from ..core.errors import InputError
 from ..core.threads import torch_threads
 from .base import EXECUTORS, Execution, ExecutionReport, Executor
-from .in_process import ProcessProblems, by_checkpoint, measure_in_process
+from .in_process import ProcessProblems, by_problem, measure_in_process
 
 
 class LocalExecutor(Executor):
@@ -36,9 +36,9 @@ class LocalExecutor(Executor):
         report = ExecutionReport()
         progress = execution.progress
         completed = True
-        # One checkpoint after the other, each with its own references (freed before the next checkpoint's).
-        for checkpoint, pending in by_checkpoint(execution.pending).items():
-            shared = problems.shared(plan, checkpoint)
+        # One problem (checkpoint, seed) after the other, each with its own references (freed before the next's).
+        for key, pending in by_problem(execution.pending).items():
+            shared = problems.shared(plan, key)
             try:
                 with torch_threads(plan.threads):
                     completed = measure_in_process(

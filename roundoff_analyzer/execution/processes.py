@@ -83,7 +83,7 @@ def measure_here(execution: Execution, tasks, report: ExecutionReport) -> Execut
     """This process's share: groups from the same queue as the workers', until none is left or a stop is asked for.
     Its reference solves go into a report of its own (the workers' are counted by another thread)."""
     mine = ExecutionReport()
-    problems = ProcessProblems.of(execution.plan, execution.store)  # once per process, for each checkpoint
+    problems = ProcessProblems.of(execution.plan, execution.store)  # once per process, for each problem
     with torch_threads(execution.plan.threads):
         while not execution.stop_requested():
             try:
@@ -95,9 +95,7 @@ def measure_here(execution: Execution, tasks, report: ExecutionReport) -> Execut
             if isinstance(group, tuple):
                 problems.prepare(group)
                 continue
-            shared = problems.shared(
-                execution.plan, group[0].checkpoint
-            )  # a group shares one reference, so one checkpoint
+            shared = problems.shared(execution.plan, group[0].problem_key)  # one reference, so one problem
             progress = execution.progress
             completed = measure_in_process(
                 group, shared, execution.store, progress.begin, progress.finish, execution.stop_requested

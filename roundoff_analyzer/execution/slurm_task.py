@@ -25,7 +25,7 @@ def run_array_task(settings: WorkerSettings, group: list[Configuration]) -> dict
     try:
         worker = Worker(replace(settings, threads=task_threads()))
         # Tasks that start together compute different pieces of the yardsticks, each starting at its own.
-        worker.prepare_yardsticks(first=int(os.environ.get("SLURM_ARRAY_TASK_ID") or 0), checkpoint=group[0].checkpoint)
+        worker.prepare_yardsticks(first=int(os.environ.get("SLURM_ARRAY_TASK_ID") or 0), key=group[0].problem_key)
         report = asdict(
             worker.run(group, begin=lambda c: None, finish=lambda c, row: None, stop_requested=lambda: False)
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..axes.grid import Configuration
 from ..axes.keep_float32 import kept_in_float32
@@ -54,8 +54,11 @@ def time_setups(
     started = time.perf_counter()
     if not configs:
         return TimingPass([], 0.0, 0)
-    (checkpoint,) = {c.checkpoint for c in configs}
-    copies = ProblemCopies(plan.problem_for(checkpoint))
+    # On one problem: the first setup's (its checkpoint's, its seed's); a runner-up found on another seed is timed
+    # on this one.
+    key = configs[0].problem_key
+    configs = [replace(c, seed=key[1]) for c in configs]
+    copies = ProblemCopies(plan.problem_for(key))
     config = plan.config
     step_control = {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps}
     # No reference is solved here: the cache is what a SweepShared holds, never asked.

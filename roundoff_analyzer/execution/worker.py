@@ -67,10 +67,10 @@ class Worker:
         # cast copies and yardsticks, once per process and checkpoint
         self.problems = ProcessProblems.of(self.plan, self.store)
 
-    def prepare_yardsticks(self, first: int, checkpoint: str = "") -> None:
-        """Every piece of one checkpoint's yardsticks, computed, awaited or read, from piece
+    def prepare_yardsticks(self, first: int, key: tuple[str, int]) -> None:
+        """Every piece of one problem's (checkpoint's, seed's) yardsticks, computed, awaited or read, from piece
         `first` (modulo their number) on."""
-        tasks = [task for task in yardstick_tasks(self.plan) if task[0] == checkpoint]
+        tasks = [task for task in yardstick_tasks(self.plan) if task[0] == key]
         for i in range(len(tasks)):
             self.problems.prepare(tasks[(first + i) % len(tasks)])
 
@@ -81,7 +81,7 @@ class Worker:
         finish: Callable[[Configuration, dict], None],
         stop_requested: Callable[[], bool],
     ) -> GroupReport:
-        # A group shares one reference (so one checkpoint): a cache per group solves it once and frees it afterwards.
-        shared = self.problems.shared(self.plan, group[0].checkpoint)
+        # A group shares one reference (so one problem): a cache per group solves it once and frees it afterwards.
+        shared = self.problems.shared(self.plan, group[0].problem_key)
         completed = measure_in_process(group, shared, self.store, begin, finish, stop_requested)
         return GroupReport(shared.references.n_solves, shared.references.seconds, completed)

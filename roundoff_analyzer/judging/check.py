@@ -243,7 +243,8 @@ def _validate(table: pd.DataFrame, name: str) -> None:
 
 def _validate_kinds(table: pd.DataFrame, name: str) -> None:
     """Each compared column holds what a sweep writes there (a table edited by hand or by another tool may not)."""
-    numeric = ["n_timesteps", "unit_roundoff", *ERROR_METRICS]
+    whole = ["n_timesteps", "seed"]  # the configuration's integer columns
+    numeric = [*whole, "unit_roundoff", *ERROR_METRICS]
     for column in numeric:
         values = table[column]
         if (
@@ -254,8 +255,9 @@ def _validate_kinds(table: pd.DataFrame, name: str) -> None:
                 f"{name}: column {column} holds {values.dtype} values, not numbers; give a results table written by "
                 "roundoff sweep"
             )
-    if not pd.api.types.is_integer_dtype(table["n_timesteps"]) and len(table):
-        raise InputError(f"{name}: column n_timesteps holds {table['n_timesteps'].dtype} values, not whole numbers")
+    for column in whole:
+        if not pd.api.types.is_integer_dtype(table[column]) and len(table):
+            raise InputError(f"{name}: column {column} holds {table[column].dtype} values, not whole numbers")
     for column in (c for c in CONFIG_COLUMNS if c not in numeric):
         if not table[column].map(lambda v: isinstance(v, str)).all():
             raise InputError(f"{name}: column {column} holds values that are not text")

@@ -39,6 +39,7 @@ from ..axes.scalings import scales
 from ..measuring.outcomes import Status
 from ..measuring.yardsticks import with_yardstick_columns
 from .per_table import per_table
+from .seeds import SeedSpread, by_seed, seeds_of
 
 WELL_UNDER = 0.1
 AT_OR_ABOVE = 1.0
@@ -73,6 +74,7 @@ class Worst:
     method: str
     n_timesteps: int
     quantity: str = "parameter gradient"
+    seed: int | None = None  # the seed it was met on, where the runs span several seeds
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class SetupJudgement:
     loss_in: str = DEFAULT_LOSS_IN  # where its loss was formed
     noise_uncertainty: float | None = None  # the gradient noise's relative standard error
     noise_batch_size: int | None = None  # the points per batch the gradient noise was measured at
+    seeds: SeedSpread | None = None  # each seed judged apart, where the setup ran on several (the label: the worst's)
 
     @property
     def to_noise_near(self) -> float | None:
@@ -159,6 +162,18 @@ def judge_setups(results: pd.DataFrame) -> list[SetupJudgement]:
     ):
         judged.append(_judge(dtype, library, scaling, mode, runs, loss_in))
     return judged
+
+
+def _seed_spread(dtype, library, scaling, mode, runs: pd.DataFrame, loss_in: str) -> SeedSpread | None:
+    """The setup judged on each seed's runs apart, where it ran on several."""
+    each = [(seed, _judge(dtype, library, scaling, mode, seed_runs, loss_in)) for seed, seed_runs in by_seed(runs)]
+    if not each:
+        return None
+    return SeedSpread(
+        tuple(seed for seed, _ in each),
+        tuple(j.label for _, j in each),
+        tuple(j.to_noise.value if j.to_noise is not None else None for _, j in each),
+    )
 
 
 def labelled(runs: pd.DataFrame) -> pd.DataFrame:
@@ -285,6 +300,7 @@ def _judge(dtype, library, scaling, mode, runs: pd.DataFrame, loss_in: str = DEF
         loss_in,
         noise_uncertainty(ok) if noise_known else None,
         noise_batch_size(ok),
+        _seed_spread(dtype, library, scaling, mode, runs, loss_in),
     )
 
 
@@ -306,7 +322,8 @@ def _worst(runs: pd.DataFrame, column: str, quantity: str) -> Worst | None:
     if values.empty:
         return None
     at = values.idxmax()
-    return Worst(float(values.max()), str(runs.at[at, "method"]), int(runs.at[at, "n_timesteps"]), quantity)
+    seed = int(runs.at[at, "seed"]) if len(seeds_of(runs)) > 1 else None
+    return Worst(float(values.max()), str(runs.at[at, "method"]), int(runs.at[at, "n_timesteps"]), quantity, seed)
 
 
 def rank(j: SetupJudgement) -> tuple[int, float]:

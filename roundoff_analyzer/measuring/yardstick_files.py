@@ -41,6 +41,7 @@ def yardstick_key(
     noise_batches: int,
     checkpoint: str = "",
     noise_batch_size: int | None = None,
+    seed: int | None = None,
 ) -> str:
     key: dict = {"sweep": fingerprint_digest, "timesteps": sorted(timesteps), "noise_batches": noise_batches}
     # Pieces saved by a version that drew the noise on another grid, or solved the fine reference at other densities,
@@ -51,6 +52,8 @@ def yardstick_key(
         key["noise_batch_size"] = noise_batch_size
     if checkpoint:  # one of several checkpoints: the problem is that checkpoint's
         key["checkpoint"] = checkpoint
+    if seed is not None:  # one of several seeds: the problem is that seed's
+        key["seed"] = seed
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
 

@@ -157,6 +157,13 @@ class SweepConfig(BaseModel):
         description="built-in model (see `roundoff list`), package.module:factory or path/to/file.py:factory"
     )
     options: dict[str, Any] = Field(default_factory=dict, description="model options, as `-o key=value`")
+    seeds: list[int] | None = Field(
+        None,
+        description=(
+            "seeds the factory builds the model with, each a run of the grid with its own references; the verdict "
+            "judges each setup on its worst seed (default: one, the model option seed)"
+        ),
+    )
     data: str | None = Field(None, description="NAME[:PATH][?key=value&...] (e.g. bsds300:BSDS300.hdf5?split=test)")
     checkpoint: str | list[str] | None = Field(
         None,
@@ -294,6 +301,13 @@ class SweepConfig(BaseModel):
         if value is not None and not value:
             raise ValueError("needs at least one value: none, or module names or glob patterns joined with +")
         return None if value is None else [check_value(v) for v in value]
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and not value:
+            raise ValueError("needs at least one seed")
+        return value  # a seed given twice runs once; the grid says so
 
     @field_validator("timesteps")
     @classmethod

@@ -64,6 +64,10 @@ def fingerprint_of(plan: SweepPlan, problem_sha256: str) -> dict[str, Any]:
         "step_control": {"rtol": config.rtol, "atol": config.atol, "max_steps": config.max_steps} if adaptive else None,
         "fp8_scaling": None if grid.default_precision else config.fp8_scaling,
     }
+    if len(grid.seeds) > 1:
+        # Each seed's weights are the factory's from that seed (the options hold the first). Written only for several
+        # seeds, so that a one-seed folder compares as before.
+        found["seeds"] = grid.seeds
     if plan.shape.n_solves > 1:
         # Which solve the rows' solution is: a folder that judged another (before the longest span was the default,
         # the first) is another sweep. Written only for a step of several solves, so that a one-solve folder compares

@@ -1,5 +1,5 @@
-"""Work split by reference: the configurations that share one float64 reference (same checkpoint, library, method
-and n_timesteps) travel together, so each reference is solved by exactly one worker or array task."""
+"""Work split by reference: the configurations that share one float64 reference (same checkpoint, seed, library,
+method and n_timesteps) travel together, so each reference is solved by exactly one worker or array task."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from ..axes.methods import METHODS
 REFERENCE_RUNS = 1
 
 
-def reference_key(config: Configuration) -> tuple[str, str, str, int]:
-    return (config.checkpoint, config.library, config.method, config.n_timesteps)
+def reference_key(config: Configuration) -> tuple[str, int, str, str, int]:
+    return (config.checkpoint, config.seed, config.library, config.method, config.n_timesteps)
 
 
 def reference_groups(
@@ -22,7 +22,7 @@ def reference_groups(
     then end close together (the last group to start is a short one). `solved_by_yardsticks`: (library, method,
     n_timesteps) of the groups whose reference the yardsticks solve (execution/in_process.py's
     fine_quarter_reference), which cost their runs only."""
-    groups: dict[tuple[str, str, str, int], list[Configuration]] = {}
+    groups: dict[tuple[str, int, str, str, int], list[Configuration]] = {}
     for config in configurations:
         groups.setdefault(reference_key(config), []).append(config)
 

@@ -54,6 +54,7 @@ def manifest(plan: SweepPlan) -> dict:
         "grid": grid,
         "n_configurations": len(plan.configurations),
         "seed": plan.options.seed,
+        "seeds": list(plan.grid.seeds),
         "device": str(plan.device),
         "device_description": describe(plan.device)
         if plan.executor.runs_here

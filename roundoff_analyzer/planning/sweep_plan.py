@@ -22,6 +22,7 @@ from ..axes.models import (
     TrajectoryProblem,
     parse_options,
     resolve_model,
+    takes_seed,
 )
 from ..axes.modes import ProblemCopies
 from ..core.devices import resolve_device, shared_gpu_warning
@@ -91,14 +92,23 @@ class SweepPlan:
     # Every other file of the user's code its loading brought in, path -> sha256 (core/user_files.py): found once,
     # here; None where no model or library is the user's code.
     user_files: dict[str, str] | None = None
+    # Each seed's problem where the sweep has several seeds (the first is `problem`); empty with one.
+    seed_problems: dict[int, ModelProblem] = field(default_factory=dict)
 
     def user_specs(self) -> list[str]:
         """The model and libraries loaded from the user's code (`file.py:object`, `module:object`)."""
         return [spec for spec in [self.model.name, *(self.config.library or [])] if ":" in spec]
 
-    def problem_for(self, checkpoint: str) -> ModelProblem:
-        """The problem of the configurations whose `checkpoint` is this name."""
+    def problem_for(self, key: tuple[str, int]) -> ModelProblem:
+        """The problem of the configurations whose `problem_key` (checkpoint name, seed) this is."""
+        checkpoint, seed = key
+        if seed in self.seed_problems:
+            return self.seed_problems[seed]
         return next((c.problem for c in self.checkpoints if c.name == checkpoint), self.problem)
+
+    def problem_keys(self) -> list[tuple[str, int]]:
+        """(checkpoint name, seed) of every problem the grid runs on, in the grid's order."""
+        return [(checkpoint, seed) for checkpoint in self.grid.checkpoints for seed in self.grid.seeds]
 
     def train_iteration(self, checkpoint: str) -> int | None:
         return next((c.iteration for c in self.checkpoints if c.name == checkpoint), None)
@@ -155,7 +165,8 @@ def resolve_request(config: SweepConfig, executors: Registry[PlannedExecutor]) -
     model = resolve_model(config.model)
     for library in config.library or ():
         resolve_library(library)  # a user's library named by its location, in a process that has not loaded it yet
-    options = parse_options(model, config.options)
+    seeds = sweep_seeds(model, config)
+    options = parse_options(model, {**config.options, "seed": seeds[0]})
     grid = Grid.build(
         config.timesteps,
         config.method,
@@ -167,6 +178,7 @@ def resolve_request(config: SweepConfig, executors: Registry[PlannedExecutor]) -
         config.rounding,
         config.loss_in or [AXIS_DEFAULTS["loss_in"]],
         config.keep_float32,
+        seeds,
     )
     # SweepConfig's validator has joined a list of checkpoints into one comma list.
     assert not isinstance(config.checkpoint, list)
@@ -225,9 +237,18 @@ def probe_model(resolved: ResolvedSweep, checked: bool = False) -> SweepPlan:
         step_warnings = low_precision_failures(copies, precisions, config.fp8_scaling)
     if not checked and not config.allow_oom and executor.runs_here:
         memory.check_grid_fits(list(grid.timesteps), shape.state_values, device)
-    if config.loss_scale != 1.0:
-        problem = problem.with_loss_scale(config.loss_scale)
+
+    def scaled(built: ModelProblem) -> ModelProblem:
+        return built.with_loss_scale(config.loss_scale) if config.loss_scale != 1.0 else built
+
+    problem = scaled(problem)
     refuse_unmatched_modules(problem.model, grid.kept)
+    seed_problems = {
+        seed: problem
+        if seed == resolved.options.seed
+        else scaled(build_problem(model, resolved.options.model_copy(update={"seed": seed}), build_on, resolved.data))
+        for seed in (grid.seeds if len(grid.seeds) > 1 else ())
+    }
     checkpoints = load_checkpoints(problem, resolved.checkpoint_files, model.name)
     checkpoint = (
         {k: v for k, v in checkpoints[0].record.items() if k in ("path", "sha256")} if len(checkpoints) == 1 else None
@@ -251,9 +272,33 @@ def probe_model(resolved: ResolvedSweep, checked: bool = False) -> SweepPlan:
         workers_reason=resolved.workers_reason,
         shape=shape,
         step_warnings=step_warnings,
+        seed_problems=seed_problems,
     )
     specs = plan.user_specs()
     return replace(plan, user_files=user_files(specs)) if specs else plan
+
+
+def sweep_seeds(model: ModelSpec, config: SweepConfig) -> list[int]:
+    """The seeds the factory builds the model with: `seeds`, else the `seed` option (one, as before the seed axis);
+    both given and differing, or several seeds for a factory that takes none, is one line."""
+    option = config.options.get("seed")
+    if config.seeds is None:
+        return [parse_options(model, config.options).seed]
+    if option is not None and [parse_options(model, config.options).seed] != config.seeds:
+        raise InputError(
+            f"seeds {','.join(map(str, config.seeds))} and the model option seed={option} both give the seed; "
+            "give --seeds alone"
+        )
+    if not takes_seed(model):
+        raise InputError(
+            f"seeds: model {model.name}'s factory takes no `seed` parameter, so every seed would build the same "
+            "model; add `seed: int = 0` to its parameters and draw the weights from it"
+        )
+    if config.checkpoint:
+        raise InputError("seeds draw the initial weights, checkpoint loads trained ones: give one of the two")
+    for seed in config.seeds:
+        parse_options(model, {**config.options, "seed": seed})  # the model's own range for its seed
+    return config.seeds
 
 
 def refuse_unmatched_modules(model: torch.nn.Module, kept: tuple[str, ...]) -> None:

@@ -68,6 +68,7 @@ class SweepManifest(_Open):
     repeats: int | None = None
     timeout_s: float | None = None
     seed: int | None = None
+    seeds: list[int] = []  # several where the sweep ran each seed's initialisation (the seed axis); else its seed
     # Tables that may be absent (an older version) but not null: the readers look inside them.
     model: ManifestModel = ManifestModel()
     data: str | None = None

@@ -14,7 +14,7 @@ from ..axes.grid import AXIS_DEFAULTS
 from ..core.errors import InputError
 from ..core.json_files import read_json_object
 from ..measuring.outcomes import Status
-from .result_schemas import TABLES_VERSION, TABLES_VERSION_KEY
+from .result_schemas import MANIFEST, TABLES_VERSION, TABLES_VERSION_KEY
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,25 +54,41 @@ def with_tableau(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def with_axis_defaults(table: pd.DataFrame) -> pd.DataFrame:
+def with_axis_defaults(table: pd.DataFrame, seed: int | None = None) -> pd.DataFrame:
     """Tables written before the arithmetic axis: every run was hardware arithmetic rounding to nearest; before the
-    checkpoint axis (or in shards from before it), every run had the sweep's single set of weights."""
+    checkpoint axis (or in shards from before it), every run had the sweep's single set of weights; before the seed
+    axis, every run had the sweep's single seed: `seed`, which its manifest records (`swept_seed`), else 0."""
     missing = [c for c in AXIS_DEFAULTS if c not in table.columns]
     if "dtype" not in table.columns:
         return table
     unset = [c for c in AXIS_DEFAULTS if c in table.columns and table[c].isna().any()]
     if not missing and not unset:
         return table
+    defaults = {**AXIS_DEFAULTS, **({"seed": seed} if seed is not None else {})}
     table = table.copy()
     for column in unset:
-        table[column] = table[column].fillna(AXIS_DEFAULTS[column])
+        filled = table[column].fillna(defaults[column])
+        table[column] = filled.astype("int64") if column == "seed" else filled
     for offset, column in enumerate(missing, start=1):
         table.insert(
             list(table.columns).index("mode") + offset if "mode" in table.columns else len(table.columns),
             column,
-            AXIS_DEFAULTS[column],
+            defaults[column],
         )
     return table
+
+
+def swept_seed(folder: Path) -> int | None:
+    """The seed a sweep folder's manifest records it was built with (None: no readable manifest, or no seed in it):
+    the seed of its rows from before the seed axis."""
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        return None
+    try:
+        seed = read_json_object(manifest_path, "a manifest", "").get("seed")
+    except InputError:  # said by whichever reader needs the manifest itself
+        return None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 def refuse_newer_tables(manifest_path: Path) -> None:

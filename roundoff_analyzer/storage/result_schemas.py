@@ -26,7 +26,9 @@ SHARD_HASHES = "shard_hashes"  # in the manifest: every shard's content hash is 
 # In the manifest: the version of the tables' layout. A folder without one is older and reads through older_tables.py;
 # one with a higher version was written by a newer roundoff-analyzer and is refused rather than misread. A change to
 # the tables' columns raises it, with its reader of the folders before it in older_tables.py. Version 2 added the
-# float64 reference's norms (REFERENCE_NORM_COLUMNS), version 3 the native solver's `backward_mode`.
+# float64 reference's norms (REFERENCE_NORM_COLUMNS); version 3 the native solver's `backward_mode` and the seed axis
+# (`seed` among the configuration's columns: rows of several seeds, which a reader without it would take for one
+# configuration written twice).
 TABLES_VERSION_KEY, TABLES_VERSION = "tables_version", 3
 
 # The axes' columns, typed as Configuration types its fields (its annotations are strings: `from __future__`).

@@ -35,7 +35,7 @@ from .folder_refusals import (
     refuse_foreign_sweep_folder,
     refuse_other_kind,
 )
-from .older_tables import refuse_newer_tables, with_axis_defaults, with_span, with_tableau
+from .older_tables import refuse_newer_tables, swept_seed, with_axis_defaults, with_span, with_tableau
 from .result_schemas import (
     CONFIG_FIELDS,
     MANIFEST,
@@ -344,5 +344,5 @@ def load_results(path: str | Path) -> pd.DataFrame:
 
 def read_parquet(path: Path, spec: TableSchema = RESULTS_TABLE) -> pd.DataFrame:
     """A table of a sweep folder, checked against its schema; an unreadable or foreign one is bad input, in one line."""
-    table = with_axis_defaults(read_table(path, spec))
+    table = with_axis_defaults(read_table(path, spec), swept_seed(path.parent))
     return with_span(with_tableau(table)) if spec is RESULTS_TABLE else table

@@ -1,5 +1,5 @@
 # ruff: noqa: I001  (the imports register values; their order is the order the values are listed and swept)
-from .base import MODELS, ModelOptions, ModelSpec, parse_option_pairs, parse_options
+from .base import MODELS, ModelOptions, ModelSpec, parse_option_pairs, parse_options, takes_seed
 from .problem import ModelProblem, NoMoreBatches, Problem, TrajectoryProblem
 from . import cnf, linear, otflow  # noqa: F401  (registrations)
 from .checkpoint import load_checkpoint
@@ -17,4 +17,5 @@ __all__ = [
     "parse_options",
     "parse_option_pairs",
     "resolve_model",
+    "takes_seed",
 ]

@@ -55,6 +55,12 @@ class ModelSpec(Protocol[OptionsT]):
 MODELS: Registry[ModelSpec[Any]] = Registry("model")
 
 
+def takes_seed(model: ModelSpec[Any]) -> bool:
+    """Whether the model's weights follow its `seed` option: every built-in model's do; a user's factory says so with
+    a `takes_seed` attribute (a `seed` parameter, or **kwargs that receive it)."""
+    return getattr(model, "takes_seed", True)
+
+
 def parse_options(model: ModelSpec[Any], raw: Mapping[str, Any]) -> ModelOptions:
     """Validate options (from `-o key=value` or a config file); one line per problem in the error."""
     try:

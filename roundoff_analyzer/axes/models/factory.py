@@ -48,6 +48,7 @@ class FactoryModel:
         self.description = doc.splitlines()[0] if doc else f"your model, built by {name}"
         self.parameters = inspect.signature(factory, eval_str=True).parameters
         self.takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in self.parameters.values())
+        self.takes_seed = self.takes_any or "seed" in self.parameters  # another seed draws other weights
         self.options_type = _options_type(name, self.parameters, self.takes_any)
 
     def build(self, options: ModelOptions, device: torch.device, data: DataRequest | None = None) -> ModelProblem:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import formatting, tables
+from .. import formatting, seed_words, tables
 from ..figure_data import ERROR_FIGURES, METRIC_NAMES
 from ..findings import growths, sweep_timesteps, without_gradient, worst_parameters
 from ..section_inputs import SectionInputs
@@ -26,8 +26,9 @@ def accuracy(
     lines = [
         "## Accuracy",
         "",
-        f"Each cell is the min – max over n_timesteps ({timesteps}) of the runs that produced a finite value, failed "
-        "runs included (an overflow in the backward pass still leaves the solution error measured); `ok` counts the "
+        f"Each cell is the min – max over n_timesteps ({timesteps}){seed_words.over_seeds(results)} of the runs that "
+        "produced a finite value, failed runs included (an overflow in the backward pass still leaves the solution "
+        "error measured); `ok` counts the "
         f"runs without failure. {formatting.MISSING} means no run of that setup produced the value.",
         "",
         *(line for note in tableau_notes(results) for line in (note, "")),

@@ -8,7 +8,8 @@ import pandas as pd
 from ...axes.scalings import scales
 from ...core import cards
 from ...judging import answer, backward_modes, choice, format_search, timed_cost, verdict
-from .. import formatting
+from ...judging.seeds import seeds_of
+from .. import formatting, seed_words
 from ..findings import is_synthetic
 from ..format_search import format_search_lines, format_search_terminal, summarised
 from ..section_inputs import SectionInputs
@@ -61,6 +62,7 @@ def answer_sentence(
             f": the parameter-gradient roundoff is at most {formatting.in_u(a.judgement.to_noise.value)}× "
             f"{formatting.noise_at(a.judgement.noise_batch_size)}"
             + formatting.near(a.judgement.to_noise_near, a.judgement.noise_uncertainty)
+            + seed_words.spread_words(a.judgement)
             if a.judgement.to_noise
             else ""
         )
@@ -322,7 +324,8 @@ def answer_section(
         return []
     formats = format_search.format_results(rows, found)
     timed = timed_by_dtype(rows, found, timing)
-    lines = ["## The answer", "", at + headline(rows, found, manifest or {}, device, timed), ""]
+    first = seed_words.differs_first((f"{a.dtype} with {_setup(a)}", a.judgement) for a in found)
+    lines = ["## The answer", "", at + first + headline(rows, found, manifest or {}, device, timed), ""]
     measured = measured_model_code(manifest, results)
     for a in per_dtype(found, formats):
         placement = placement_line(a)
@@ -393,7 +396,7 @@ def _reason(
         parts.append(
             f"its parameter-gradient roundoff is at most {formatting.in_u(j.to_noise.value)}× "
             f"{formatting.noise_at(j.noise_batch_size)} (safe for training up to {verdict.WELL_UNDER:g}×"
-            f"{formatting.near(j.to_noise_near, j.noise_uncertainty)})"
+            f"{formatting.near(j.to_noise_near, j.noise_uncertainty)}{seed_words.spread_words(j)})"
         )
     else:
         parts.append(
@@ -473,6 +476,8 @@ def judged_on(manifest: dict, rows: pd.DataFrame) -> str:
         name = name or (checkpoint.get("path") if isinstance(checkpoint, dict) else None)
         at = f", iteration {int(iterations[0])}" if len(iterations) == 1 else ""
         weights = f"the trained weights of checkpoint `{name}`{at}"
+    elif len(seeds_of(rows)) > 1:
+        weights = seed_words.judged_on_seeds(seeds_of(rows))
     elif "checkpoint" in manifest:
         weights = "the initial weights" + (f" (seed {seed}, untrained)" if seed is not None else " (untrained)")
     else:
@@ -500,7 +505,8 @@ def answer_lines(
     formats = format_search.format_results(rows, found)
     timed = timed_by_dtype(rows, found, timing)
     plain = lambda text: text.replace("**", "").replace("`", "")  # noqa: E731
-    first = headline(rows, found, manifest or {}, device, timed)
+    differs = seed_words.differs_first((f"{a.dtype} with {_setup(a)}", a.judgement) for a in found)
+    first = differs + headline(rows, found, manifest or {}, device, timed)
     lines = [plain(at + (first if manifest else first.split(" Judged on ")[0]))]
     measured = measured_model_code(manifest, results)
     for a in per_dtype(found, formats):

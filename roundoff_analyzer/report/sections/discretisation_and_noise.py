@@ -7,7 +7,7 @@ import pandas as pd
 from ...axes.models.problem import recorded_as_step
 from ...judging import verdict
 from ...measuring.outcomes import Status
-from .. import formatting
+from .. import formatting, seed_words
 from ..findings import GRID_COLUMNS
 from ..section_inputs import SectionInputs
 
@@ -81,7 +81,7 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
     read = record.get("batch_size_from") if record.get("batch_size") == size else None
     unknown = f", at a batch size not known ({read})" if read and size is None else ""
     lines.append(
-        f"**Gradient noise** {formatting.in_u(noise.iloc[0])}{f' at batch {size}' if size else unknown}"
+        f"**Gradient noise** {seed_words.noise_value(results, noise)}{f' at batch {size}' if size else unknown}"
         + (f" ({read})" if read and size else "")
         + ": the relative spread of "
         f"the float64 parameter gradient over {batches} other batches of the model's data"
@@ -108,28 +108,25 @@ def narrow_reference(manifest: dict) -> str | None:
 
 
 def _grid_table(results: pd.DataFrame, ok: pd.DataFrame, dtypes: list[str]) -> str:
-    grids = results.dropna(subset=["disc_sol_rel_err"]).drop_duplicates(GRID_COLUMNS)
+    keys = seed_words.grid_columns(results, GRID_COLUMNS)
+    grids = results.dropna(subset=["disc_sol_rel_err"]).drop_duplicates(keys)
     order = {lib: i for i, lib in enumerate(results["library"].unique())}
     methods = {m: i for i, m in enumerate(results["method"].unique())}
     grids = grids.sort_values(
-        ["library", "method", "n_timesteps"],
+        keys,
         key=lambda c: c.map(order) if c.name == "library" else (c.map(methods) if c.name == "method" else c),
     )
     rows = []
     for _, grid in grids.iterrows():
-        runs = ok[
-            (ok["library"] == grid["library"])
-            & (ok["method"] == grid["method"])
-            & (ok["n_timesteps"] == grid["n_timesteps"])
-        ]
-        cells = [grid["library"], grid["method"], str(int(grid["n_timesteps"]))]
+        runs = ok[(ok[keys] == grid[keys]).all(axis=1)]
+        cells = [str(grid[k]) for k in keys]
         cells += [_disc(grid, disc) for _, _, disc in QUANTITIES]
         columns: list[str | None] = [*dtypes] if dtypes else [None]  # None: one pair of columns over them all
         for dtype in columns:
             at = runs[runs["dtype"] == dtype] if dtype is not None else runs
             cells += [formatting.value_range(at[roundoff], formatting.error) for _, roundoff, _ in QUANTITIES]
         rows.append(cells)
-    headers = ["library", "method", "n_timesteps"] + [f"discretisation: {h}" for h, _, _ in QUANTITIES]
+    headers = keys + [f"discretisation: {h}" for h, _, _ in QUANTITIES]
     every = f"roundoff over the {ok['dtype'].nunique()} dtypes"
     headers += [f"{d} roundoff: {h}" for d in dtypes for h, _, _ in QUANTITIES] or [
         f"{every}: {h}" for h, _, _ in QUANTITIES

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ...axes.scalings import scales
 from ...judging import verdict
-from .. import formatting
+from .. import formatting, seed_words
 from ..along_training_findings import last_checkpoint
 from ..section_inputs import SectionInputs
 
@@ -95,10 +95,18 @@ def sentence(v: verdict.Verdict, with_mode: bool, with_loss_in: bool = False) ->
 
 
 def describe(j: verdict.SetupJudgement) -> str:
-    """What decided one setup's label, in numbers."""
+    """What decided one setup's label, in numbers (and, where it differs between seeds, each seed's label)."""
+    found = _described(j)
+    if j.seeds is not None and j.seeds.differs:
+        return f"{found}; {seed_words.labels_by_seed(j)}"
+    return found
+
+
+def _described(j: verdict.SetupJudgement) -> str:
     if j.failures:
         classes = formatting.listing(dict.fromkeys(c for _, _, c in j.failures))
-        where = formatting.listing(f"{m} n = {n}" for m, n, _ in j.failures[:4]) + (" …" if len(j.failures) > 4 else "")
+        places = list(dict.fromkeys(f"{m} n = {n}" for m, n, _ in j.failures))  # the same run on several seeds: once
+        where = formatting.listing(places[:4]) + (" …" if len(places) > 4 else "")
         return f"{formatting.plural(len(j.failures), 'run')} of {j.n_ran} failed ({classes}: {where})"
     parts = []
     if j.mostly_error is not None:
@@ -113,7 +121,7 @@ def describe(j: verdict.SetupJudgement) -> str:
     if j.to_noise is not None:
         parts.append(
             f"{_ratio(j.to_noise.value)} {formatting.noise_at(j.noise_batch_size)} ({_where(j.to_noise)}"
-            f"{formatting.near(j.to_noise_near, j.noise_uncertainty)})"
+            f"{formatting.near(j.to_noise_near, j.noise_uncertainty)}){seed_words.spread_words(j)}"
         )
     elif not j.noise_known:
         parts.append("the gradient noise is unknown")
@@ -151,7 +159,7 @@ def _ratio(value: float) -> str:
 
 
 def _where(worst: verdict.Worst) -> str:
-    return f"{worst.method} n = {worst.n_timesteps}"
+    return f"{worst.method} n = {worst.n_timesteps}" + (f", seed {worst.seed}" if worst.seed is not None else "")
 
 
 def _yardsticks(results: pd.DataFrame, found: list[verdict.Verdict]) -> str:
@@ -159,8 +167,8 @@ def _yardsticks(results: pd.DataFrame, found: list[verdict.Verdict]) -> str:
     batches = results["grad_noise_batches"].dropna() if "grad_noise_batches" in results else pd.Series(dtype=float)
     size, uncertainty = verdict.noise_batch_size(results), verdict.noise_uncertainty(results)
     noise_text = (
-        f"{formatting.noise_at(size)} is {formatting.in_u(noise.iloc[0])} (relative spread of the float64 parameter "
-        "gradient over "
+        f"{formatting.noise_at(size)} is {seed_words.noise_value(results, noise)} (relative spread of the float64 "
+        "parameter gradient over "
         f"{int(batches.iloc[0])} other batches of the data{f' of {size} points each' if size else ''}"
         + (f", known to {formatting.plus_minus(uncertainty)}" if uncertainty is not None else "")
         + ")"

@@ -1,0 +1,180 @@
+"""The seed axis (`--seeds`): the grid run on several initialisations, each against its own references; the verdict
+judges each setup on its worst seed, the answer states the spread and says first where the label differs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import roundoff_analyzer as ra
+from roundoff_analyzer.judging.verdict import judge_setups
+from roundoff_analyzer.measuring.columns import ERROR_METRICS
+from roundoff_analyzer.report import formatting
+
+from .conftest import TINY_OTFLOW, WIDE_TABLES, run_cli
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SEED_GAIN = f"{FIXTURES / 'seed_gain.py'}:seed_gain"
+# One cheap setup: the seeds' rows, not the grid, are what these tests read.
+SMALL = ["-n", "4", "--method", "euler", "--library", "native", "--dtype", "float16", "--scaling", "none"]
+SMALL_SETTINGS = {"timesteps": [4], "method": "euler", "library": "native", "dtype": "float16", "scaling": "none"}
+# The columns measured against each seed's own references: equal bit for bit to the single-seed sweep's.
+COMPARED = [*ERROR_METRICS, "disc_sol_rel_err", "grad_noise_rel", "roundoff_to_noise"]
+
+
+def sweep(out: Path, *args: str):
+    return run_cli(
+        "sweep", "--model", "otflow", *TINY_OTFLOW, *SMALL, "--noise-batches", "2", "--no-timing", "--out", out, *args
+    )
+
+
+@pytest.fixture(scope="module")
+def two_seeds(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("seeds") / "sweep"
+    result = sweep(out, "--seeds", "0,1")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.mark.unit
+def test_a_factory_without_a_seed_is_refused_in_one_line_before_anything_is_written(tmp_path):
+    out = tmp_path / "out"
+    result = run_cli("sweep", "--model", f"{FIXTURES / 'seed_gain.py'}:seedless", "--seeds", "0,1", "--out", out)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "seedless" in lines[0] and "takes no `seed` parameter" in lines[0]
+    assert not out.exists()
+
+
+@pytest.mark.unit
+def test_seeds_and_a_different_seed_option_are_refused_in_one_line(tmp_path):
+    out = tmp_path / "out"
+    result = run_cli("sweep", "--model", "otflow", "-o", "seed=2", "--seeds", "0,1", "--out", out)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "seed=2" in lines[0] and "--seeds alone" in lines[0], result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_each_seeds_rows_are_the_single_seed_sweeps_bit_for_bit(two_seeds, tmp_path):
+    both = pd.read_parquet(two_seeds / "results.parquet")
+    assert sorted(both["seed"].unique()) == [0, 1]
+    for seed in (0, 1):
+        out = tmp_path / f"seed{seed}"
+        result = sweep(out, "-o", f"seed={seed}")
+        assert result.exit_code == 0, result.output
+        alone = pd.read_parquet(out / "results.parquet")
+        assert (alone["seed"] == seed).all()
+        mine = both[both["seed"] == seed].reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine[COMPARED], alone[COMPARED])
+    # The seeds' weights differ, so their errors do: the rows are not one seed's written twice.
+    assert (
+        both.loc[both["seed"] == 0, "grad_params_rel_err"].tolist()
+        != both.loc[both["seed"] == 1, "grad_params_rel_err"].tolist()
+    )
+    params = pd.read_parquet(two_seeds / "param_errors.parquet")
+    assert sorted(params["seed"].unique()) == [0, 1]
+
+
+@pytest.mark.slow
+def test_a_seeds_sweep_resumes_and_another_seed_list_is_another_sweep(two_seeds, tmp_path):
+    before = pd.read_parquet(two_seeds / "results.parquet")
+    again = ra.sweep(
+        "otflow",
+        out=two_seeds,
+        progress=False,
+        report=False,
+        seeds=[0, 1],
+        options={"d": 3, "hidden": 8, "batch": 16},
+        noise_batches=2,
+        timing=False,
+        **SMALL_SETTINGS,
+    )
+    assert again.run is not None and again.run.n_run == 0
+    pd.testing.assert_frame_equal(again.results[COMPARED], before[COMPARED])
+    manifest = json.loads((two_seeds / "manifest.json").read_text())
+    assert manifest["seeds"] == [0, 1] and manifest["fingerprint"]["seeds"] == [0, 1]
+    result = sweep(two_seeds, "--seeds", "0,2")
+    assert result.exit_code == 2
+    assert "differs in: seeds" in result.stderr
+
+
+@pytest.mark.slow
+def test_check_matches_configurations_on_their_seed(two_seeds, tmp_path):
+    passed = run_cli("check", two_seeds, "--baseline", two_seeds)
+    assert passed.exit_code == 0, passed.output
+    # A baseline from before the seed axis: no seed column; its manifest says it was swept with seed 1.
+    baseline = tmp_path / "old"
+    baseline.mkdir()
+    old = pd.read_parquet(two_seeds / "results.parquet")
+    old[old["seed"] == 1].drop(columns="seed").to_parquet(baseline / "results.parquet")
+    manifest = json.loads((two_seeds / "manifest.json").read_text())
+    (baseline / "manifest.json").write_text(json.dumps({**manifest, "seed": 1, "seeds": [1]}))
+    matched = run_cli("check", two_seeds, "--baseline", baseline)
+    assert matched.exit_code == 0, matched.output
+    # Read as seed 0 instead, the baseline's errors are another initialisation's: they no longer match.
+    (baseline / "manifest.json").write_text(json.dumps({**manifest, "seed": 0, "seeds": [0]}))
+    other = old[old["seed"] == 1].drop(columns="seed")
+    other[list(ERROR_METRICS)] = old.loc[old["seed"] == 1, list(ERROR_METRICS)].to_numpy() / 10
+    other.to_parquet(baseline / "results.parquet")
+    assert run_cli("check", two_seeds, "--baseline", baseline).exit_code == 1
+
+
+@pytest.mark.slow
+def test_the_verdict_takes_the_worst_seed_and_says_first_that_it_differs(tmp_path):
+    # Seed 5 draws a gain above float16's largest finite, seed 3 one of about 1: only seed 5 overflows.
+    result = ra.sweep(
+        SEED_GAIN,
+        out=tmp_path / "gain",
+        progress=False,
+        seeds=[3, 5],
+        timesteps=[8],
+        method="rk4",
+        library="native",
+        dtype="float16",
+        scaling="none",
+        noise_batches=4,
+        timing=False,
+    )
+    rows = result.results
+    each = {seed: judge_setups(rows[rows["seed"] == seed])[0].label for seed in (3, 5)}
+    assert each[5] == "unsafe" and each[3] != "unsafe"
+    (judged,) = judge_setups(rows)
+    assert judged.label == "unsafe" and judged.seeds is not None and judged.seeds.labels == (each[3], each[5])
+    answer = (tmp_path / "gain" / "report.md").read_text().split("## The answer\n\n")[1]
+    assert answer.startswith(
+        f"**The verdict differs between initialisations**: float16 with native with no scaling under `autocast` is "
+        f"{each[3]} on seed 3, unsafe on seed 5"
+    )
+
+
+@pytest.mark.slow
+def test_the_answer_states_the_spread_over_the_seeds_from_the_table(two_seeds):
+    rows = pd.read_parquet(two_seeds / "results.parquet")
+    worst = rows.groupby("seed")["roundoff_to_noise"].max()
+    spread = formatting.value_range(worst, formatting.in_u)
+    report = (two_seeds / "report.md").read_text()
+    answer = report.split("## The answer\n\n")[1].split("\n## ")[0]
+    assert f"; {spread}× the noise over 2 initialisations" in answer
+    assert f"at most {formatting.in_u(worst.max())}× the gradient noise" in answer
+    assert "Judged on the initial weights of 2 initialisations (seeds 0 and 1, untrained; each setup on its worst)" in (
+        re.sub(r"\s+", " ", answer)
+    )
+
+
+@pytest.mark.slow
+def test_show_names_each_rows_seed(two_seeds):
+    shown = run_cli("show", two_seeds, columns=WIDE_TABLES)
+    assert shown.exit_code == 0, shown.output
+    # One setup: the columns that hold one value in every row are said once below the table; the seed's are not.
+    header = next(line for line in shown.stdout.splitlines() if line.split()[:1] == ["status"])
+    assert header.split()[-1] == "seed"
+    rows = [line.split() for line in shown.stdout.splitlines() if line.split()[:1] == ["ok"]]
+    assert sorted(row[-1] for row in rows) == ["0", "1"]
