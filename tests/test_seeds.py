@@ -178,3 +178,36 @@ def test_show_names_each_rows_seed(two_seeds):
     assert header.split()[-1] == "seed"
     rows = [line.split() for line in shown.stdout.splitlines() if line.split()[:1] == ["ok"]]
     assert sorted(row[-1] for row in rows) == ["0", "1"]
+
+
+@pytest.mark.unit
+def test_a_figures_line_follows_the_worst_seed_of_each_configuration():
+    from roundoff_analyzer.report.figure_data import worst_seed
+
+    def row(seed, n, err, status="ok"):
+        return {
+            "library": "torchdiffeq",
+            "dtype": "float16",
+            "n_timesteps": n,
+            "seed": seed,
+            "err": err,
+            "status": status,
+        }
+
+    rows = pd.DataFrame(
+        [
+            row(0, 8, 1e-3),
+            row(1, 8, 3e-3),
+            row(0, 32, 5e-3),
+            row(1, 32, 2e-3),
+            row(0, 64, 1e-4),
+            row(1, 64, None, "failed"),
+        ]
+    )
+    drawn, n_seeds = worst_seed(rows, rows["err"])
+    assert n_seeds == 2
+    # One row per n_timesteps, of the seed with the larger error there; a failed run counts as the worst.
+    assert drawn.set_index("n_timesteps")["seed"].to_dict() == {8: 1, 32: 0, 64: 1}
+    alone = rows[rows.seed == 0]
+    drawn_alone, one = worst_seed(alone, alone["err"])
+    assert drawn_alone is alone and one == 1

@@ -44,6 +44,25 @@ def with_run_status(profile: pd.DataFrame, results: pd.DataFrame | None) -> pd.D
     ).drop(columns="failed")
 
 
+def worst_seed(rows: pd.DataFrame, badness: pd.Series) -> tuple[pd.DataFrame, int]:
+    """Where the rows hold several initialisations (the seed axis): each configuration's rows of one seed, the one
+    whose `badness` peaks highest (a missing value, a failed run's, counts as the worst), so that a line through
+    n_timesteps or steps is drawn through one seed's points, the worst at each, as the verdict judges; and how many
+    seeds there were (1: the rows as they are)."""
+    if "seed" not in rows or rows["seed"].nunique() <= 1:
+        return rows, 1
+    keys = [c for c in CONFIG_COLUMNS if c in rows and c != "seed"]
+    scored = rows.assign(badness=badness.astype(float).fillna(math.inf))
+    peaks = scored.groupby([*keys, "seed"], dropna=False, sort=False)["badness"].max().reset_index()
+    worst = peaks.sort_values("badness", ascending=False, kind="stable").drop_duplicates(keys)
+    return rows.merge(worst[[*keys, "seed"]], on=[*keys, "seed"]), int(rows["seed"].nunique())
+
+
+def worst_seed_words(n_seeds: int) -> str:
+    """A figure title's note on what its points are where the sweep ran several initialisations."""
+    return f" (each point the worst of {n_seeds} initialisations)" if n_seeds > 1 else ""
+
+
 def non_finite_steps(profile: pd.DataFrame) -> pd.Series:
     """Backward steps whose value is non-finite, or too large for the low dtype (a wider adjoint survives that)."""
     held = profile["max_abs_low"].fillna(profile["max_abs"])

@@ -25,7 +25,7 @@ from ..axes.dtypes import DTYPES
 from ..judging.format_search import bit_layout
 from ..measuring.outcomes import Status
 from ..storage.results import atomic_write_bytes
-from .figure_data import METRIC_NAMES, non_finite_steps, with_run_status
+from .figure_data import METRIC_NAMES, non_finite_steps, with_run_status, worst_seed, worst_seed_words
 from .formatting import span
 
 LINE_COLUMNS = ("library", "scaling", "mode")  # one line per value of these, in every panel
@@ -55,6 +55,7 @@ def unit_roundoff_label(dtype: str, u: float) -> str:
 def error_figure(results: pd.DataFrame, metric: str) -> Figure:
     """Relative error against n_timesteps, log-log, one panel per method × dtype, one line per library × scaling."""
     ran = results[results["status"] != Status.SKIPPED]
+    ran, n_seeds = worst_seed(ran, ran[metric])
     styles = _styles(ran)
     with_mode = ran["mode"].nunique() > 1
     fig, axes = _panel_grid(ran)
@@ -69,7 +70,7 @@ def error_figure(results: pd.DataFrame, metric: str) -> Figure:
             _log_axes(ax, panel[metric].dropna(), "n_timesteps", sorted(panel["n_timesteps"].unique()))
             ax.set_ylabel("relative error")
         ax.set_title(f"{method}, {group}")
-    fig.suptitle(f"{METRIC_NAMES.get(metric, metric)} error against the float64 reference")
+    fig.suptitle(f"{METRIC_NAMES.get(metric, metric)} error against the float64 reference{worst_seed_words(n_seeds)}")
     _mantissa_colorbar(fig, ran, groups)
     figure_legend(fig, any_failed)
     return fig
@@ -89,6 +90,8 @@ def adjoint_range_figure(
     at_n = with_run_status(backward[backward["n_timesteps"] == n], results)
     if at_n.empty:
         return None
+    held = at_n["max_abs_low"].fillna(at_n["max_abs"]).where(~non_finite_steps(at_n), math.inf)
+    at_n, n_seeds = worst_seed(at_n, held.where(at_n["status"] != Status.FAILED, math.inf))
     styles = _styles(at_n)
     with_mode = at_n["mode"].nunique() > 1
     fig, axes = _panel_grid(at_n)
@@ -107,7 +110,7 @@ def adjoint_range_figure(
             ax.set_xlabel(backward_steps_label(results))
             ax.set_ylabel("largest |adjoint| in the low dtype")
         ax.set_title(f"{method}, {group}" + ax.get_title())
-    fig.suptitle(f"largest |adjoint| per backward step, n_timesteps = {n}")
+    fig.suptitle(f"largest |adjoint| per backward step, n_timesteps = {n}{worst_seed_words(n_seeds)}")
     _mantissa_colorbar(fig, at_n, groups)
     figure_legend(fig, FAILED_LABEL in marked, recovered=RECOVERED_LABEL in marked)
     return fig
