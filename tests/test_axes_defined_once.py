@@ -46,6 +46,7 @@ def test_the_tables_columns_and_the_older_tables_defaults_are_the_configurations
         "checkpoint": "",
         "loss_in": "float32",
         "keep_float32": "none",
+        "seed": 0,
     }
 
 
