@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from ..core.errors import InputError
 from ..core.text import printable
 from ..judging.verdict import WELL_UNDER
+from ..measuring.outcomes import Status
 from ..report import formatting
 from ..report.figures import save
 from ..storage.results import atomic_write_bytes
@@ -130,10 +131,12 @@ def _answer(rows: pd.DataFrame, dtype: str, setup: dict) -> list[str]:
             if not near.empty
             else []
         ),
-        now if last["status"] == "ok" else f"At iteration {int(last['iteration'])}: {printable(str(last['warning']))}.",
+        now
+        if last["status"] == Status.OK
+        else f"At iteration {int(last['iteration'])}: {printable(str(last['warning']))}.",
         "",
     ]
-    overflow = "largest magnitude" in str(last["warning"]) or last["status"] != "ok"
+    overflow = "largest magnitude" in str(last["warning"]) or last["status"] != Status.OK
     scaled = setup.get("scaling") == "grad"
     if overflow and not scaled:
         advice = (
