@@ -4,6 +4,7 @@ stood for the truth) measured against it.
 
     python bench/fine_reference_oracle.py                       # levels 64..1024 steps per unit time, about 3 min
     python bench/fine_reference_oracle.py --levels 128,256,512,1024,2048 --truth 0
+    python bench/fine_reference_oracle.py --kept-abs --check-level 0 --truth 0   # why |h| is replaced
 
 Why it can be done: OT-Flow's right-hand side acts on each sample's row alone (the potential's gradient and Hessian
 trace are per column, no batch statistics), and its loss is α₀ mean(L) + α₁ mean(C) + α₂ mean(R) of the final state,
@@ -16,9 +17,9 @@ change to t by RK4 (steps of at most 1/(4·search)). The grid cuts [0, 1] at t* 
 across each gap and the pieces between in ⌈length · level⌉ equal steps. On it the field is the model's with |h|
 replaced by ±h, the sign h has on the true trajectory at that time: the same right-hand side on the trajectory, but
 smooth in the state, because an RK4 stage's state is only about third-order accurate, and a stage next to a crossing
-would otherwise take |h|'s derivative from whichever side its error puts it on (an O(step) error: with |h| kept, the
-gradients' orders here are about 1 and then erratic). The step across each gap adds an error of order ε, the same
-in every level: measured by solving the finest level again with 10ε (`ε share`: that difference / 9).
+would otherwise take |h|'s derivative from whichever side its error puts it on (an O(step) error: with |h| kept,
+`--kept-abs`, the gradients' orders are about 1 and then erratic). The step across each gap adds an error of order ε,
+the same in every level: measured by solving the finest level again with 10ε (`ε share`: that difference / 9).
 
 Printed: the crossings; the check; per quantity the relative differences between consecutive levels and the orders
 they show, the oracle (the finest level) and its own error (Richardson over the two finest levels, with the order
@@ -122,13 +123,15 @@ def aligned_grid(kinks: list[list[float]], level: int, epsilon: float) -> torch.
     return torch.cat(pieces)
 
 
-def batch_solution(copies: ProblemCopies, grid: torch.Tensor, kinks: list[list[float]], signs: torch.Tensor):
-    """The batch solved on `grid` by RK4 (float64, the native solver) with the one-sided field, the loss of its final
-    state, its gradients."""
+def batch_solution(
+    copies: ProblemCopies, grid: torch.Tensor, kinks: list[list[float]], signs: torch.Tensor, one_sided: bool = True
+):
+    """The batch solved on `grid` by RK4 (float64, the native solver) with the one-sided field (the model's own where
+    not `one_sided`), the loss of its final state, its gradients."""
     problem = copies.trajectory
     assert problem is not None
     prepared = cast_run(copies, torch.float64)
-    field = OneSided(prepared.model, kinks, signs)
+    field = OneSided(prepared.model, kinks, signs) if one_sided else prepared.model
     with torch.enable_grad():
         trajectory = odeint(field, prepared.batch, grid, method=CLASSICAL)
         loss = problem.loss(trajectory)
@@ -175,6 +178,9 @@ def main() -> None:
     parser.add_argument(
         "--check-level", type=int, default=8, help="level at which each sample alone is checked against the batch"
     )
+    parser.add_argument(
+        "--kept-abs", action="store_true", help="the model's own field, |h| kept, on the same grids (no order 4)"
+    )
     parser.add_argument("--search", type=int, default=4096, help="steps of the batch solve that finds the crossings")
     parser.add_argument("--truth", type=int, default=-1, help="steps of the old truth (default 8× the fine's; 0: none)")
     args = parser.parse_args()
@@ -209,10 +215,10 @@ def main() -> None:
     solved = {}
     for level in levels:
         started = time.perf_counter()
-        solved[level] = batch_solution(copies, aligned_grid(kinks, level, EPSILON), kinks, signs)
+        solved[level] = batch_solution(copies, aligned_grid(kinks, level, EPSILON), kinks, signs, not args.kept_abs)
         print(f"  level {level}: {time.perf_counter() - started:.1f} s", flush=True)
     started = time.perf_counter()
-    wide_gap = batch_solution(copies, aligned_grid(kinks, levels[-1], 10 * EPSILON), kinks, signs)
+    wide_gap = batch_solution(copies, aligned_grid(kinks, levels[-1], 10 * EPSILON), kinks, signs, not args.kept_abs)
     print(f"  level {levels[-1]} with the gaps 10ε wide: {time.perf_counter() - started:.1f} s", flush=True)
 
     started = time.perf_counter()
