@@ -2,7 +2,7 @@
 residual's sign changes, at doubling densities, and the default sweep's fine reference (and the 8× finer solve that
 stood for the truth) measured against it.
 
-    python bench/fine_reference_oracle.py                       # levels 64..1024 steps per unit time, about 3 min
+    python bench/fine_reference_oracle.py                       # levels 64..1024 steps per unit time, about 4 min
     python bench/fine_reference_oracle.py --levels 128,256,512,1024,2048 --truth 0
     python bench/fine_reference_oracle.py --kept-abs --check-level 0 --truth 0   # why |h| is replaced
 
