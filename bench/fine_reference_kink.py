@@ -53,20 +53,22 @@ def level_differences(options: dict, timesteps: list[int], levels: list[int]) ->
     return solved
 
 
+def hjb_residual(field, t: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """h = −∂tΦ + α₀‖v‖²/2 of each row of `state` at time t, signed: the field's last entry is |h|."""
+    d, a0 = field.potential.d, field.alpha0
+    x = state[:, :d]
+    gradient, _ = field.potential.gradient_and_trace(torch.cat([x, t.to(x.dtype).expand(x.shape[0], 1)], dim=1))
+    velocity = -(1.0 / a0) * gradient[:, :d]
+    return -gradient[:, -1] + a0 * 0.5 * torch.sum(velocity**2, 1)
+
+
 def sign_changes(options: dict, timesteps: list[int], trajectory: torch.Tensor) -> None:
     """How many samples' HJB residual changes sign between the largest n_timesteps' points, on the finest solve."""
     copies, _ = copies_of(options, timesteps)
     field = copies.model.double()
-    d, a0 = field.potential.d, field.alpha0
     times = torch.linspace(0, 1, trajectory.shape[0], dtype=torch.float64)
-    residuals = []
     with torch.no_grad():
-        for t, state in zip(times, trajectory):
-            x = state[:, :d]
-            gradient, _ = field.potential.gradient_and_trace(torch.cat([x, t.expand(x.shape[0], 1)], dim=1))
-            velocity = -(1.0 / a0) * gradient[:, :d]
-            residuals.append(-gradient[:, -1] + a0 * 0.5 * torch.sum(velocity**2, 1))
-    residual = torch.stack(residuals)
+        residual = torch.stack([hjb_residual(field, t, state) for t, state in zip(times, trajectory)])
     changes = (torch.sign(residual[1:]) != torch.sign(residual[:-1])).sum(0)
     print(
         f"HJB residual on {trajectory.shape[0]} points: {int((changes > 0).sum())} of {residual.shape[1]} samples "
