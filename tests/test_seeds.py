@@ -211,3 +211,77 @@ def test_a_figures_line_follows_the_worst_seed_of_each_configuration():
     alone = rows[rows.seed == 0]
     drawn_alone, one = worst_seed(alone, alone["err"])
     assert drawn_alone is alone and one == 1
+
+
+@pytest.fixture(scope="module")
+def gain_seeds(tmp_path_factory) -> ra.SweepResult:
+    # Seed 5 draws a gain above float16's largest finite (its float16 runs overflow, scaled or not), seed 3 one of
+    # about 1 (its float16 runs all work): every pooled sentence of the report would mix the two.
+    return ra.sweep(
+        SEED_GAIN,
+        out=tmp_path_factory.mktemp("gain") / "sweep",
+        progress=False,
+        seeds=[3, 5],
+        timesteps=[4, 16],
+        method="euler",
+        library="native",
+        dtype=["float16", "float32"],
+        scaling=["none", "grad"],
+        noise_batches=2,
+    )
+
+
+def _section(report: str, heading: str) -> str:
+    return report.split(f"\n## {heading}\n")[1].split("\n## ")[0]
+
+
+@pytest.mark.slow
+def test_the_reports_sections_name_the_seed_where_they_pool_the_initialisations(gain_seeds):
+    rows, report = gain_seeds.results, (gain_seeds.folder / "report.md").read_text()
+    assert set(rows.loc[rows["status"] == "failed", "seed"]) == {5}
+    findings = _section(report, "Key findings")
+    ok = rows[rows["status"] == "ok"]
+    largest = ok.loc[ok["grad_params_rel_err"].idxmax()]
+    assert f"at n = {int(largest['n_timesteps'])}, seed {int(largest['seed'])}." in findings
+    assert "among 16 configurations that ran over 2 initialisations" in findings
+    # The failure table names each run's seed.
+    header = next(line for line in findings.splitlines() if line.startswith("| library"))
+    assert "| seed " in header
+    # Seed 3's float16 runs worked with every scaling, seed 5's failed with every one: pooled, the rescue read
+    # "`grad` worked at n = 4, 16; `grad` failed too at n = 4, 16". Each seed's runs are compared apart.
+    rescued = [line for line in findings.split("### Which scaling rescued which dtype")[1].splitlines() if line]
+    assert rescued and all("on seed 5" in line and "worked" not in line for line in rescued), rescued
+    recommendations = _section(report, "Recommendations")
+    assert "native euler on seed 5 at n = 4, 16 (no scaling in this sweep worked there)" in recommendations
+    # Each run's time against float32's of its own seed: float32 without scaling is 1.00× itself, which pooled it
+    # was not (its time over the faster seed's).
+    cost = _section(report, "Cost")
+    assert "min – max over n_timesteps (4, 16), methods and seeds (3, 5)" in cost
+    float32_row = next(line for line in cost.splitlines() if line.startswith("| float32 | native    | none"))
+    assert float32_row.split("|")[5].strip() == "1.00×", float32_row
+    overview = _section(report, "Overview")
+    assert "× 2 seeds (3, 5) = 16 in all" in overview and "did not finish" not in report
+    assert "2 initialisations (seeds 3 and 5)" in overview and "seed=3" not in overview
+    worked = _section(report, "What worked and what failed")
+    assert "- native euler float16 none (on seed 3)" in worked
+    assert "- native euler float16 none: overflow at n = 4, 16 (on seed 5)" in worked
+    assert "n = 4, 4" not in report
+
+
+@pytest.mark.slow
+def test_the_answers_code_builds_its_setups_worst_seed_and_the_timing_says_the_seed_it_timed(gain_seeds):
+    from .test_handed_code import _assert_runs
+
+    rows, report = gain_seeds.results, (gain_seeds.folder / "report.md").read_text()
+    answer = gain_seeds.answers["float32"]
+    assert answer["train"] and answer["library"] == "native" and answer["scaling"] == "none"
+    setup = rows[(rows["dtype"] == "float32") & (rows["library"] == "native") & (rows["scaling"] == "none")]
+    worst = int(setup.groupby("seed")["roundoff_to_noise"].max().idxmax())
+    assert answer["judged_seed"] == worst
+    assert f"seed={worst}, d=4" in answer["code"]
+    assert f"# seed={worst}: the initialisation this setup was judged on, its worst of seeds 3 and 5" in answer["code"]
+    _assert_runs(gain_seeds, "float32", gain_seeds.folder, batches=3)  # y0, then batches 1 and 2
+    timing = pd.read_parquet(gain_seeds.folder / "timing.parquet")
+    assert set(timing["seed"]) == {worst}
+    said = f"timed on seed {worst}'s initialisation"
+    assert said in _section(report, "Cost") and said in report.split("## The answer\n\n")[1].split("\n## ")[0]

@@ -35,6 +35,13 @@ class SeedSpread:
             return None
         return min(values), max(values)
 
+    def judged_seed(self, label: str) -> int:
+        """The seed the setup's `label` (the worst over the seeds) came from: of the seeds that earned it, the one with
+        the largest roundoff-to-noise ratio (the first where none was measured)."""
+        earned = [i for i, own in enumerate(self.labels) if own == label] or list(range(len(self.seeds)))
+        ratio = lambda i: v if (v := self.to_noise[i]) is not None and math.isfinite(v) else -math.inf  # noqa: E731
+        return self.seeds[max(earned, key=ratio)]
+
     def seeds_labelled(self) -> list[tuple[str, tuple[int, ...]]]:
         """(label, its seeds) for each label earned, in the order first met."""
         found: dict[str, list[int]] = {}

@@ -23,6 +23,7 @@ from ..axes.libraries.base import library_member
 from . import verdict
 from .answer import Answer
 from .choice import choose
+from .seeds import seeds_of
 
 # What makes a float32 run the counterpart of a low-precision one: everything else kept, these set.
 _PLAIN_FLOAT32 = {"dtype": "float32", "scaling": "none", "arithmetic": "hardware", "rounding": "nearest"}
@@ -52,9 +53,12 @@ def setups_to_time(results: pd.DataFrame) -> list[dict]:
 
 
 def answer_config(results: pd.DataFrame, a: Answer, n_timesteps: int) -> dict | None:
-    """The configuration of `a`'s setup and method at `n_timesteps`, where the sweep ran it without failure."""
+    """The configuration of `a`'s setup and method at `n_timesteps`, where the sweep ran it without failure; of a sweep
+    over several seeds, on the seed its verdict was judged on (what the answer's code builds) where that one ran."""
     runs = verdict.reduction_runs(results, a.judgement)
     runs = runs[(runs["method"] == a.method) & (runs["n_timesteps"] == n_timesteps)]
+    judged = runs[runs["seed"] == a.judgement.judged_seed] if a.judgement.judged_seed is not None else runs
+    runs = judged if not judged.empty else runs
     if runs.empty:
         return None
     row = results.loc[runs.index[0]]
@@ -95,6 +99,7 @@ class TimedCost:
     memory_ratio: float | None  # peak memory against float32's, where both were measured
     switch_ratio: Spread | None  # per round, against float32 with torchdiffeq, where the setup runs the native solver
     load: tuple[float, float] | None  # the 1-minute load average over the rounds, min – max
+    seed: int | None = None  # the initialisation timed, where the sweep ran several (the pass times one)
 
 
 def timed_cost(results: pd.DataFrame, timing: pd.DataFrame | None, a: Answer) -> TimedCost | None:
@@ -102,11 +107,24 @@ def timed_cost(results: pd.DataFrame, timing: pd.DataFrame | None, a: Answer) ->
     if timing is None or timing.empty or not a.train or a.method is None:
         return None
     for n in a.timesteps:
-        config = answer_config(results, a, n)
+        config = _on_timed_seed(answer_config(results, a, n), timing)
         mine = setup_rounds(timing, config) if config is not None else None
         if config is not None and mine is not None:
             return _cost(results, timing, config, mine)
     return None
+
+
+def _on_timed_seed(config: dict | None, timing: pd.DataFrame) -> dict | None:
+    """`config` on the seed the pass timed: it times every setup on the choice's problem (execution/timing_pass.py),
+    so a runner-up judged on another seed was timed on the choice's."""
+    seeds = timing["seed"].dropna().unique() if "seed" in timing else []
+    return {**config, "seed": _plain(seeds[0])} if config is not None and len(seeds) == 1 else config
+
+
+def timed_seed(timing: pd.DataFrame | None) -> int | None:
+    """The seed whose initialisation the pass timed, where the table records one."""
+    seeds = timing["seed"].dropna().unique() if timing is not None and "seed" in timing else []
+    return int(seeds[0]) if len(seeds) == 1 else None
 
 
 def _cost(results: pd.DataFrame, timing: pd.DataFrame, config: dict, mine: pd.DataFrame) -> TimedCost:
@@ -126,6 +144,7 @@ def _cost(results: pd.DataFrame, timing: pd.DataFrame, config: dict, mine: pd.Da
         _memory_ratio(results, mine, float32, config, plain),
         per_round_ratio(mine, switch),
         (float(load.min()), float(load.max())) if len(load) else None,
+        int(config["seed"]) if len(seeds_of(results)) > 1 else None,
     )
 
 

@@ -111,6 +111,11 @@ class SetupJudgement:
     def setup(self) -> tuple[str, str, str, str]:
         return (self.library, self.dtype, self.scaling, self.mode)
 
+    @property
+    def judged_seed(self) -> int | None:
+        """The seed whose runs earned the label, where the setup ran on several (the answer's code builds that one)."""
+        return self.seeds.judged_seed(self.label) if self.seeds is not None else None
+
 
 def near_threshold(ratio: float, uncertainty: float | None) -> float | None:
     """WELL_UNDER or AT_OR_ABOVE where `ratio` (to the gradient noise) lies within `uncertainty` (relative) of it:

@@ -27,7 +27,6 @@ def answer_records(
     (`problem`: the manifest's record of the model's form; `card`: its `device_details`; `manifest`: the whole, for
     the code that builds a built-in model as the sweep measured it; `timing`: the timing pass's table, where any)."""
     rows, _ = judged(results)
-    measured = measured_model_code(manifest, results)
     records = {}
     found = answer.answers(rows)
     timed = timed_by_dtype(rows, found, timing)
@@ -53,7 +52,8 @@ def answer_records(
             "reason": describe(j),
             "sentence": _plain(answer_sentence(a, device, card, timed.get(a.dtype))),
             "placement": _plain(placement_line(a) or "") or None,
-            "code": "\n".join(code_lines(a, device, problem, measured)),
+            "code": "\n".join(code_lines(a, device, problem, measured_model_code(manifest, results, j.judged_seed))),
+            "judged_seed": j.judged_seed,
             "cost": asdict(a.cost) if a.cost is not None else None,
             "timed_cost": asdict(timed[a.dtype]) if a.dtype in timed else None,
         }

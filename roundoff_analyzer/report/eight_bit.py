@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..axes.dtypes import DTYPES
 from ..measuring.outcomes import Status
-from . import formatting
+from . import formatting, seed_words
 from .findings import most_accurate
 
 ONE_DIGIT = 0.1
@@ -32,7 +32,7 @@ def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
     head = (
         f"**8-bit {dtype}** (u = {formatting.error(u)}{tensor_scaling}): {len(ok)} of {len(ran)} configurations ran "
         "without "
-        "failure"
+        f"failure{seed_words.over_initialisations(runs, ', ')}"
     )
     if len(ok) < len(ran):
         classes = ran.loc[ran["status"] == Status.FAILED, "failure_class"].value_counts()
@@ -40,8 +40,10 @@ def _verdict(dtype: str, runs: pd.DataFrame, best, with_mode: bool) -> str:
     if best is None:
         return f"{head}; no setup ran at every n_timesteps: not usable for this model as run here."
     setups = formatting.setups_label(best.setups, with_mode)
-    worst = f"at most {formatting.error(best.worst)}" + (
-        f" ({formatting.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else ""
+    worst = (
+        f"at most {formatting.error(best.worst)}"
+        + (f" ({formatting.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else "")
+        + seed_words.of_seed(best.seed, " on ")
     )
     if best.worst < ONE_DIGIT:
         return (

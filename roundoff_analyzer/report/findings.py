@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..axes import scalings
 from ..axes.grid import CONFIG_COLUMNS
+from ..judging.seeds import seeds_of
 from ..measuring.outcomes import FailureClass, Status
 
 # A configuration without its n_timesteps: one line in a figure, one row in an accuracy table.
@@ -31,6 +32,18 @@ TIED = 0.01
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
 # failures.overflow() appends where it happened; the step has its own column, so the clause does not split a group.
 _STEP_CLAUSE = re.compile(r" at (forward|backward) step \d+$")
+
+
+def by_seed(results: pd.DataFrame) -> list[str]:
+    """["seed"] where the table records the initialisation: a setup's runs across n_timesteps are compared within one
+    seed's, never across seeds (each has its own references, so its own errors)."""
+    return ["seed"] if "seed" in results else []
+
+
+def seed_of(key: tuple, results: pd.DataFrame, several: bool = False) -> int | None:
+    """The seed a group's key ends with, where the rows span several initialisations or `several` says the sweep's
+    did (else None, so that words name no seed)."""
+    return int(key[-1]) if several or len(seeds_of(results)) > 1 else None
 
 
 def is_synthetic(data_source: str | None) -> bool:
@@ -112,16 +125,21 @@ class OverflowProgression:
     setup: tuple
     phase: str | None
     steps: tuple[tuple[int, int], ...]
+    seed: int | None = None  # where the rows span several initialisations
 
 
-def overflow_progressions(rows: pd.DataFrame) -> list[OverflowProgression]:
-    """Setups that overflowed at a known step for at least two n_timesteps."""
+def overflow_progressions(rows: pd.DataFrame, several: bool = False) -> list[OverflowProgression]:
+    """Setups that overflowed at a known step for at least two n_timesteps (each seed's apart; `several`: the rows are
+    part of a sweep over several initialisations, so each progression names its seed)."""
     known = rows[(rows["failure_class"] == FailureClass.OVERFLOW) & rows["overflow_step"].notna()]
     progressions = []
-    for key, group in known.groupby([*SETUP_COLUMNS, "overflow_phase"], sort=False, dropna=False):
+    seeded = by_seed(rows)
+    for key, group in known.groupby([*SETUP_COLUMNS, "overflow_phase", *seeded], sort=False, dropna=False):
         if group["n_timesteps"].nunique() >= 2:
             steps = tuple(sorted((int(n), int(s)) for n, s in zip(group["n_timesteps"], group["overflow_step"])))
-            progressions.append(OverflowProgression(tuple(key[:-1]), _none_if_nan(key[-1]), steps))
+            phase = _none_if_nan(key[len(SETUP_COLUMNS)])
+            seed = seed_of(key, rows, several) if seeded else None
+            progressions.append(OverflowProgression(tuple(key[: len(SETUP_COLUMNS)]), phase, steps, seed))
     return progressions
 
 
@@ -137,11 +155,14 @@ class Rescue:
     failed_without: tuple[tuple[int, str], ...]  # (n_timesteps, failure class) with scaling none
     rescued_by: dict[str, tuple[int, ...]]  # scaling -> n_timesteps where it ran
     failed_with: dict[str, tuple[int, ...]]  # scaling -> n_timesteps where it failed too
+    seed: int | None = None  # where the rows span several initialisations: each seed's runs are compared apart
 
 
 def rescues(results: pd.DataFrame) -> list[Rescue]:
     found = []
-    for (library, method, dtype, mode), group in results.groupby(["library", "method", "dtype", "mode"], sort=False):
+    seeded = by_seed(results)
+    for key, group in results.groupby(["library", "method", "dtype", "mode", *seeded], sort=False, dropna=False):
+        library, method, dtype, mode = key[:4]
         unscaled = group[scalings.unscaled(group["scaling"]) & (group["status"] == Status.FAILED)]
         if unscaled.empty:
             continue
@@ -163,6 +184,7 @@ def rescues(results: pd.DataFrame) -> list[Rescue]:
                 failed_without,
                 {s: n for s, n in rescued.items() if n},
                 {s: n for s, n in still.items() if n},
+                seed_of(key, results) if seeded else None,
             )
         )
     return found
@@ -176,6 +198,7 @@ class Growth:
     metric: str
     timesteps: tuple[int, ...]
     values: tuple[float, ...]  # one per n_timesteps
+    seed: int | None = None  # where the rows span several initialisations: one seed's runs
 
     @property
     def factor(self) -> float:
@@ -189,11 +212,18 @@ class Growth:
 def growths(results: pd.DataFrame, metric: str = "grad_params_rel_err") -> list[Growth]:
     ok = results[(results["status"] == Status.OK) & results[metric].gt(0)]
     found = []
-    for setup, group in ok.groupby(list(SETUP_COLUMNS), sort=False):
+    seeded = by_seed(results)
+    for key, group in ok.groupby([*SETUP_COLUMNS, *seeded], sort=False, dropna=False):
         group = group.sort_values("n_timesteps")
         if group["n_timesteps"].nunique() >= 2:
             found.append(
-                Growth(tuple(setup), metric, tuple(int(n) for n in group["n_timesteps"]), tuple(group[metric]))
+                Growth(
+                    tuple(key[: len(SETUP_COLUMNS)]),
+                    metric,
+                    tuple(int(n) for n in group["n_timesteps"]),
+                    tuple(group[metric]),
+                    seed_of(key, results) if seeded else None,
+                )
             )
     return found
 
@@ -216,7 +246,13 @@ def contrasts(found: list[Growth]) -> list[Contrast]:
             same_rest = [a for c, a in zip(SETUP_COLUMNS, grows.setup) if c != "library"] == [
                 b for c, b in zip(SETUP_COLUMNS, flat.setup) if c != "library"
             ]
-            if same_rest and flat.setup != grows.setup and flat.timesteps == grows.timesteps and flat.spread <= FLAT:
+            if (
+                same_rest
+                and flat.setup != grows.setup
+                and flat.seed == grows.seed
+                and flat.timesteps == grows.timesteps
+                and flat.spread <= FLAT
+            ):
                 pairs.append(Contrast(grows, flat))
     return pairs
 
@@ -230,11 +266,12 @@ class Best:
     worst: float  # the best setup's largest error over n_timesteps
     worst_over_u: float | None
     metric: str
+    seed: int | None = None  # the initialisation of the worst run, where the rows span several
 
 
 def most_accurate(results: pd.DataFrame, metric: str = "grad_params_rel_err") -> dict[str, Best | None]:
     """Per dtype: among setups that ran without failure at every
-    n_timesteps of the sweep, the smallest worst-case error."""
+    n_timesteps of the sweep (on every seed), the smallest worst-case error (over the seeds: the worst seed's)."""
     every_n = set(sweep_timesteps(results))
     best: dict[str, Best | None] = {}
     for dtype, runs in results.groupby("dtype", sort=False):
@@ -253,7 +290,8 @@ def most_accurate(results: pd.DataFrame, metric: str = "grad_params_rel_err") ->
         tied = tuple(s for s, row in worst.items() if math.isclose(row[metric], top, rel_tol=TIED))
         top_row = min(worst.values(), key=lambda row: row[metric])
         over_u = top_row.get(f"{metric}_over_u")
-        best[dtype] = Best(dtype, tied, float(top), None if pd.isna(over_u) else float(over_u), metric)
+        seed = int(top_row["seed"]) if len(seeds_of(results)) > 1 else None
+        best[dtype] = Best(dtype, tied, float(top), None if pd.isna(over_u) else float(over_u), metric, seed)
     return best
 
 
@@ -266,11 +304,14 @@ class SetupOutcome:
     failed: tuple[tuple[int, str], ...]
     skipped: tuple[int, ...]
     skip_reasons: tuple[str, ...]
+    seed: int | None = None  # where the rows span several initialisations: one seed's runs
 
 
 def setup_outcomes(results: pd.DataFrame) -> list[SetupOutcome]:
     outcomes = []
-    for setup, group in results.groupby(list(SETUP_COLUMNS), sort=False):
+    seeded = by_seed(results)
+    for key, group in results.groupby([*SETUP_COLUMNS, *seeded], sort=False, dropna=False):
+        setup = key[: len(SETUP_COLUMNS)]
         by_status = {s: group[group["status"] == s] for s in (Status.OK, Status.FAILED, Status.SKIPPED)}
         outcomes.append(
             SetupOutcome(
@@ -286,10 +327,11 @@ def setup_outcomes(results: pd.DataFrame) -> list[SetupOutcome]:
                 ),
                 tuple(sorted(int(n) for n in by_status[Status.SKIPPED]["n_timesteps"])),
                 tuple(by_status[Status.SKIPPED]["skip_reason"].dropna().unique()),
+                seed_of(key, results) if seeded else None,
             )
         )
     order = in_grid_order(results, [o.setup for o in outcomes])
-    return sorted(outcomes, key=lambda o: order.index(o.setup))
+    return sorted(outcomes, key=lambda o: (order.index(o.setup), o.seed or 0))
 
 
 def worst_parameters(param_errors: pd.DataFrame, results: pd.DataFrame, per_dtype: int) -> pd.DataFrame:
@@ -333,6 +375,7 @@ class GrowthGroup:
     dtype: str
     mode: str
     members: tuple[Growth, ...]  # one per scaling, in grid order
+    seed: int | None = None  # where the rows span several initialisations: one seed's runs
 
     @property
     def largest_factor(self) -> float:
@@ -341,15 +384,15 @@ class GrowthGroup:
 
 def growth_groups(results: pd.DataFrame) -> list[GrowthGroup]:
     """Every growing setup, grouped over scalings that share a grid, the steepest group first."""
-    grouped: dict[tuple[str, str, str, str, tuple[int, ...]], list[Growth]] = {}
+    grouped: dict[tuple[str, str, str, str, tuple[int, ...], int | None], list[Growth]] = {}
     for growth in growths(results):
         if growth.factor >= GROWS:
             named = dict(zip(SETUP_COLUMNS, growth.setup))
-            key = (named["library"], named["method"], named["dtype"], named["mode"], growth.timesteps)
+            key = (named["library"], named["method"], named["dtype"], named["mode"], growth.timesteps, growth.seed)
             grouped.setdefault(key, []).append(growth)
     groups = [
-        GrowthGroup(library, method, dtype, mode, tuple(members))
-        for (library, method, dtype, mode, _), members in grouped.items()
+        GrowthGroup(library, method, dtype, mode, tuple(members), seed)
+        for (library, method, dtype, mode, _, seed), members in grouped.items()
     ]
     return sorted(groups, key=lambda g: -g.largest_factor)
 

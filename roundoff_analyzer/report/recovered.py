@@ -9,7 +9,8 @@ import pandas as pd
 from ..measuring.outcomes import Status
 from . import formatting
 from .figure_data import non_finite_steps, with_run_status
-from .findings import SETUP_COLUMNS
+from .findings import SETUP_COLUMNS, seed_of
+from .seed_words import of_seed, several
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class Recovered:
     steps: tuple[int, ...]  # the backward steps whose low-dtype adjoint was not finite
     of_steps: int  # the backward steps recorded
     scale: float | None  # the loss or adjoint scale the run ended with (grad, dynamic)
+    seed: int | None = None  # where the sweep ran several initialisations
 
 
 def recovered_overflows(profile: pd.DataFrame | None, results: pd.DataFrame) -> list[Recovered]:
@@ -27,12 +29,14 @@ def recovered_overflows(profile: pd.DataFrame | None, results: pd.DataFrame) -> 
     backward = with_run_status(profile[profile["phase"] == "backward"], results)
     backward = backward.assign(broken=non_finite_steps(backward))
     found = []
-    for key, steps in backward[backward["status"] == Status.OK].groupby([*SETUP_COLUMNS, "n_timesteps"], sort=False):
+    seeded = ["seed"] if several(results) and "seed" in backward else []
+    columns = [*SETUP_COLUMNS, "n_timesteps", *seeded]
+    for key, steps in backward[backward["status"] == Status.OK].groupby(columns, sort=False, dropna=False):
         broken = steps.loc[steps["broken"], "step"]
         if broken.empty:
             continue
-        *setup, n = key
-        run = results[(results[list(SETUP_COLUMNS)] == list(setup)).all(axis=1) & (results["n_timesteps"] == n)]
+        setup, n = key[: len(SETUP_COLUMNS)], key[len(SETUP_COLUMNS)]
+        run = results[(results[columns] == list(key)).all(axis=1)]
         scale = run["final_scale"].dropna() if "final_scale" in run else pd.Series(dtype=float)
         found.append(
             Recovered(
@@ -41,6 +45,7 @@ def recovered_overflows(profile: pd.DataFrame | None, results: pd.DataFrame) -> 
                 tuple(sorted(int(s) for s in broken)),
                 int(steps["step"].nunique()),
                 float(scale.iloc[0]) if not scale.empty else None,
+                seed_of(key, results) if seeded else None,
             )
         )
     return found
@@ -66,7 +71,7 @@ def recovered_paragraph(profile: pd.DataFrame | None, results: pd.DataFrame, wit
     for r in found:
         scale = f", at scale {r.scale:g}" if r.scale is not None else ""
         items.append(
-            f"- {formatting.setup_label(r.setup, with_mode)} at n = {r.n_timesteps}: backward "
+            f"- {formatting.setup_label(r.setup, with_mode)} at n = {r.n_timesteps}{of_seed(r.seed)}: backward "
             f"{'step' if len(r.steps) == 1 else 'steps'} {spans(r.steps)} ({len(r.steps)} of {r.of_steps}{scale})"
         )
     return [

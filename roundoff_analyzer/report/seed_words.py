@@ -76,3 +76,30 @@ def grid_columns(results: pd.DataFrame, columns: list[str]) -> list[str]:
     """`columns` that fix a time grid's float64 runs, with `seed` where the rows span several: each seed has its own
     references, so its own discretisation error."""
     return [*columns, "seed"] if len(seeds_of(results)) > 1 else columns
+
+
+def timed_on(seed: int | None, lead: str = "") -> str:
+    """'timed on seed 5's initialisation', after `lead`, where the sweep ran several and the timing pass timed one;
+    else nothing."""
+    return f"{lead}timed on seed {seed}'s initialisation" if seed is not None else ""
+
+
+def seed_cell(row: pd.Series | dict, several: bool) -> list[str]:
+    """A table row's seed cell where the table spans several initialisations; else no cell."""
+    return [str(int(row["seed"]))] if several else []
+
+
+def of_seed(seed: int | None, lead: str = ", ") -> str:
+    """', seed 5' after a configuration's words, where the rows span several initialisations (`seed` None: one)."""
+    return f"{lead}seed {seed}" if seed is not None else ""
+
+
+def several(results: pd.DataFrame) -> bool:
+    """Whether the rows span several initialisations (the seed axis)."""
+    return len(seeds_of(results)) > 1
+
+
+def over_initialisations(results: pd.DataFrame, lead: str = " ") -> str:
+    """' over 3 initialisations' where a range spans the seeds; else nothing."""
+    seeds = seeds_of(results)
+    return f"{lead}over {len(seeds)} initialisations" if len(seeds) > 1 else ""

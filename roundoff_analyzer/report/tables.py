@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..measuring.failures import FAILURE_KINDS
 from ..measuring.outcomes import Status
-from . import formatting
+from . import formatting, seed_words
 from .findings import SETUP_COLUMNS, FailureGroup, Growth, in_grid_order, runs_in_grid_order
 
 # (header, column) of the errors the accuracy tables show.
@@ -49,18 +49,23 @@ def accuracy_table(results: pd.DataFrame, in_units_of_u: bool, with_mode: bool) 
 def growth_table(results: pd.DataFrame, found: list[Growth], with_mode: bool) -> str:
     """The parameter-gradient error at the smallest and largest n_timesteps each setup ran without failure."""
     order = in_grid_order(results, [g.setup for g in found])
+    several = seed_words.several(results)
     rows = [
         _setup_cells(g.setup, with_mode)
+        + ([str(g.seed)] if several else [])
         + [
             f"{g.timesteps[0]} → {g.timesteps[-1]}",
             formatting.error(g.values[0]),
             formatting.error(g.values[-1]),
             formatting.in_u(g.factor),
         ]
-        for g in sorted(found, key=lambda g: order.index(g.setup))
+        for g in sorted(found, key=lambda g: (order.index(g.setup), g.seed or 0))
     ]
     return formatting.bounded_table(
-        rows, setup_headers(with_mode) + ["n_timesteps", "error at smallest n", "error at largest n", "ratio"]
+        rows,
+        setup_headers(with_mode)
+        + (["seed"] if several else [])
+        + ["n_timesteps", "error at smallest n", "error at largest n", "ratio"],
     )
 
 
@@ -85,9 +90,11 @@ def _class_columns(failure_class: str) -> list[tuple[str, str, Callable[[Any], s
 
 def failure_group_table(group: FailureGroup, results: pd.DataFrame, with_mode: bool) -> str:
     extra = [(h, c, f) for h, c, f in _class_columns(group.failure_class) if c in group.rows]
+    several = seed_words.several(results)
     headers = (
         ["library", "method", "n_timesteps", "dtype", "scaling"]
         + (["mode"] if with_mode else [])
+        + (["seed"] if several else [])
         + [h for h, _, _ in extra]
     )
     if group.messages_differ:
@@ -96,13 +103,15 @@ def failure_group_table(group: FailureGroup, results: pd.DataFrame, with_mode: b
     for _, row in runs_in_grid_order(results, group.rows).iterrows():
         cells = [row["library"], row["method"], str(int(row["n_timesteps"])), row["dtype"], row["scaling"]]
         cells += [row["mode"]] if with_mode else []
+        cells += seed_words.seed_cell(row, several)
         cells += [f(row[c]) if formatting.present(row[c]) else formatting.MISSING for _, c, f in extra]
         cells += [row["failure_message"] or formatting.MISSING] if group.messages_differ else []
         rows.append(cells)
     return formatting.markdown_table(rows, headers)
 
 
-def worst_parameters_table(worst: pd.DataFrame, with_mode: bool) -> str:
+def worst_parameters_table(worst: pd.DataFrame, with_mode: bool, several: bool = False) -> str:
+    """`several`: the runs span several initialisations; each row names its run's seed."""
     rows = [
         [
             r["dtype"],
@@ -115,7 +124,8 @@ def worst_parameters_table(worst: pd.DataFrame, with_mode: bool) -> str:
             r["scaling"],
         ]
         + ([r["mode"]] if with_mode else [])
+        + seed_words.seed_cell(r, several)
         for _, r in worst.iterrows()
     ]
     headers = ["dtype", "parameter", "largest error", "in u", "library", "method", "n_timesteps", "scaling"]
-    return formatting.bounded_table(rows, headers + (["mode"] if with_mode else []))
+    return formatting.bounded_table(rows, headers + (["mode"] if with_mode else []) + (["seed"] if several else []))

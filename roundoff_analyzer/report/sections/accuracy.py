@@ -48,7 +48,8 @@ def accuracy(
             "",
             "### Parameter-gradient error from the smallest to the largest n_timesteps",
             "",
-            "Over the n_timesteps at which each setup ran without failure; the ratio is largest n over smallest n.",
+            "Over the n_timesteps at which each setup ran without failure; the ratio is largest n over smallest n"
+            + ("; each initialisation's runs apart (its seed in the table)." if seed_words.several(results) else "."),
             "",
             tables.growth_table(results, found, with_mode),
         ]
@@ -60,9 +61,9 @@ def accuracy(
                 "### Least accurate parameter gradients",
                 "",
                 f"Per dtype, the {WORST_PARAMETERS} parameters with the largest gradient error over the runs without "
-                "failure, and a run where it was that large.",
+                f"failure{seed_words.over_initialisations(results, ', ')}, and a run where it was that large.",
                 "",
-                tables.worst_parameters_table(worst, with_mode),
+                tables.worst_parameters_table(worst, with_mode, seed_words.several(results)),
             ]
         none = without_gradient(param_errors, results)
         if none:

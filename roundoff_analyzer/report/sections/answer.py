@@ -231,7 +231,7 @@ def timed_cost_sentence(
     load = f", load {_span(t.load, '.1f')}" if t.load is not None else ""
     what = (
         f"Cost {where}, timed again after the sweep ({t.method}, n_timesteps {t.n_timesteps}, forward + backward, "
-        f"{t.repeats} interleaved repeats{load})"
+        f"{t.repeats} interleaved repeats{load}{seed_words.timed_on(t.seed, ', ')})"
     )
     seconds = f"{t.seconds.median:.3g} s forward + backward ({_span((t.seconds.low, t.seconds.high), '.3g')})"
     if a.plain_float32:  # the run every other dtype's cost is set against
@@ -326,12 +326,12 @@ def answer_section(
     timed = timed_by_dtype(rows, found, timing)
     first = seed_words.differs_first((f"{a.dtype} with {_setup(a)}", a.judgement) for a in found)
     lines = ["## The answer", "", at + first + headline(rows, found, manifest or {}, device, timed), ""]
-    measured = measured_model_code(manifest, results)
     for a in per_dtype(found, formats):
         placement = placement_line(a)
         card = (manifest or {}).get("device_details")
         sentence = answer_sentence(a, device, card, timed.get(a.dtype))
         lines.append(f"- {at}{sentence}" + (f" {placement}" if placement else ""))
+        measured = measured_model_code(manifest, results, a.judgement.judged_seed)
         code = code_lines(a, device, (manifest or {}).get("problem"), measured)
         if code:
             lines += ["", "  ```python", *(f"  {line}" for line in code), "  ```", ""]
@@ -442,7 +442,10 @@ def slower_first(a: answer.Answer, timed: timed_cost.TimedCost | None, device: s
     sentence; else nothing."""
     if timed is None or timed.time_ratio is None or a.plain_float32 or timed.time_ratio.median <= 1:
         return ""
-    detail = f", {timed.repeats} repeats of {timed.method} at n_timesteps {timed.n_timesteps}, forward + backward"
+    detail = (
+        f", {timed.repeats} repeats of {timed.method} at n_timesteps {timed.n_timesteps}, forward + backward"
+        + seed_words.timed_on(timed.seed, ", ")
+    )
     words = timed_ratio_words(a.dtype.split()[0], timed, detail)
     return f"{_on_this(device)[:1].upper()}{_on_this(device)[1:]} {words}: it does not pay in speed here. "
 
@@ -508,10 +511,10 @@ def answer_lines(
     differs = seed_words.differs_first((f"{a.dtype} with {_setup(a)}", a.judgement) for a in found)
     first = differs + headline(rows, found, manifest or {}, device, timed)
     lines = [plain(at + (first if manifest else first.split(" Judged on ")[0]))]
-    measured = measured_model_code(manifest, results)
     for a in per_dtype(found, formats):
         placement = placement_line(a)
         sentence = answer_sentence(a, device, (manifest or {}).get("device_details"), timed.get(a.dtype))
         lines.append(plain(f"{at}{sentence}{' ' + placement if placement else ''}"))
+        measured = measured_model_code(manifest, results, a.judgement.judged_seed)
         lines += [f"    {line}" for line in code_lines(a, device, (manifest or {}).get("problem"), measured)]
     return lines + [plain(line) for line in format_search_terminal(rows, formats)]

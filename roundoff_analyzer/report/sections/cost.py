@@ -9,7 +9,7 @@ from ...axes.scalings import searches_scale, unscaled
 from ...execution.timing_pass import TIME_SHARE
 from ...judging import backward_modes, timed_cost
 from ...measuring.outcomes import Status
-from .. import formatting
+from .. import formatting, seed_words
 from ..findings import GRID_COLUMNS, sweep_timesteps
 from ..section_inputs import SectionInputs
 
@@ -26,16 +26,18 @@ def cost(results: pd.DataFrame, timing: pd.DataFrame | None = None, manifest: di
         return []
     has_memory = ok["peak_memory_bytes"].notna().any()
     has_modes = bool(backward_modes.modes(ok))
-    float32 = ok[(ok["dtype"] == "float32") & unscaled(ok["scaling"])].set_index(GRID_COLUMNS + ["mode"])
+    # Each run against the float32 run of its own initialisation, where the sweep ran several.
+    keys = seed_words.grid_columns(results, [*GRID_COLUMNS, "mode"])
+    float32 = ok[(ok["dtype"] == "float32") & unscaled(ok["scaling"])].set_index(keys)
     timed = timed_cost.timed_setups(timing) if timing is not None else []
     rows = []
     for (dtype, library, scaling, _mode), runs in ok.groupby(["dtype", "library", "scaling", "mode"], sort=False):
         cells = [dtype, library, scaling, formatting.value_range(runs["time_s"], lambda v: f"{v:.3g}")]
         if not float32.empty:
             ratios = [
-                row.time_s / float32.loc[key, "time_s"].min()
-                for row in runs.itertuples()
-                if (key := (row.library, row.method, row.n_timesteps, row.mode)) in float32.index
+                row["time_s"] / float32.loc[key, "time_s"].min()
+                for _, row in runs.iterrows()
+                if (key := tuple(row[k] for k in keys)) in float32.index
             ]
             cells.append(formatting.value_range(ratios, lambda v: f"{v:.2f}×"))
         if has_memory:
@@ -43,7 +45,7 @@ def cost(results: pd.DataFrame, timing: pd.DataFrame | None = None, manifest: di
         if has_modes:
             cells.append(backward_modes.said(backward_modes.modes(runs)) or formatting.MISSING)
         if timing is not None:
-            cells.append(_repeated(runs, timed, timing))
+            cells.append(_repeated(runs, timed, timing, seed_words.several(results)))
         rows.append(cells)
     headers = ["dtype", "library", "scaling", "forward + backward (s)"]
     headers += ["time / float32"] if not float32.empty else []
@@ -51,8 +53,10 @@ def cost(results: pd.DataFrame, timing: pd.DataFrame | None = None, manifest: di
     headers += ["native backward"] if has_modes else []
     headers += ["timed again"] if timing is not None else []
     timesteps = formatting.listing(sweep_timesteps(results))
+    over = f", methods{seed_words.over_seeds(results)}" if seed_words.several(results) else " and methods"
     note = (
-        "against the float32 run of the same library, method, n_timesteps and scaling none"
+        f"against the float32 run of the same library, method, n_timesteps{', seed' if 'seed' in keys else ''} and "
+        "scaling none"
         if not float32.empty
         else "this sweep has no float32 run to compare with (add `--dtype float32` for the ratio)"
     )
@@ -69,11 +73,11 @@ def cost(results: pd.DataFrame, timing: pd.DataFrame | None = None, manifest: di
         "## Cost",
         "",
         "Time of the forward and backward pass of the runs without failure, min – max over n_timesteps "
-        f"({timesteps}) and methods; {note}.{memory}{once} Low precision on a CPU is emulated in software and is often "
+        f"({timesteps}){over}; {note}.{memory}{once} Low precision on a CPU is emulated in software and is often "
         "slower than float32: judge speed on the device you will train on.",
         "",
         formatting.bounded_table(rows, headers),
-        *(timed_lines(timing, manifest or {}) if timing is not None else []),
+        *(timed_lines(timing, manifest or {}, seed_words.several(results)) if timing is not None else []),
     ]
 
 
@@ -94,8 +98,9 @@ def _mixed_modes(ok: pd.DataFrame) -> str:
     return text
 
 
-def _repeated(runs: pd.DataFrame, timed: list[dict], timing: pd.DataFrame) -> str:
-    """Which of the group's runs the timing pass timed again, and how often: 'rk4, n 32: 7 repeats'."""
+def _repeated(runs: pd.DataFrame, timed: list[dict], timing: pd.DataFrame, several: bool) -> str:
+    """Which of the group's runs the timing pass timed again, and how often: 'rk4, n 32: 7 repeats' (', seed 1' where
+    the sweep ran several initialisations)."""
     said = []
     for config in timed:
         match = runs
@@ -104,13 +109,15 @@ def _repeated(runs: pd.DataFrame, timed: list[dict], timing: pd.DataFrame) -> st
         if not match.empty:
             rounds = timed_cost.setup_rounds(timing, config)
             count = len(rounds) if rounds is not None else 0
-            said.append(f"{config['method']}, n {config['n_timesteps']}: {count} repeats")
+            seed = seed_words.of_seed(int(config["seed"]) if several else None)
+            said.append(f"{config['method']}, n {config['n_timesteps']}{seed}: {count} repeats")
     return "; ".join(said) or "no"
 
 
-def timed_lines(timing: pd.DataFrame, manifest: dict) -> list[str]:
+def timed_lines(timing: pd.DataFrame, manifest: dict, several: bool = False) -> list[str]:
     """The setups the answer compares, timed again after the sweep: each one's median and range, and its per-round
-    ratio to float32 with the same library where that was timed."""
+    ratio to float32 with the same library where that was timed (`several`: the sweep ran several initialisations,
+    the pass timed one, and says which)."""
     rows = []
     for config in timed_cost.timed_setups(timing):
         rounds = timed_cost.setup_rounds(timing, config)
@@ -146,7 +153,7 @@ def timed_lines(timing: pd.DataFrame, manifest: dict) -> list[str]:
         "runs every setup "
         "once, so that a change of load falls on all alike); median "
         f"(min – max) over the rounds, the ratio to float32 taken round by round; the load is the 1-minute load "
-        f"average as each round began.{took}",
+        f"average as each round began.{took}{_timed_seed(timing) if several else ''}",
         "",
         formatting.markdown_table(
             rows,
@@ -163,6 +170,16 @@ def timed_lines(timing: pd.DataFrame, manifest: dict) -> list[str]:
             ],
         ),
     ]
+
+
+def _timed_seed(timing: pd.DataFrame) -> str:
+    """Which initialisation the pass timed, of a sweep over several: it times every setup on the choice's."""
+    seed = timed_cost.timed_seed(timing)
+    return (
+        f" Every setup was {seed_words.timed_on(seed)}: the pass times one of the sweep's initialisations."
+        if seed is not None
+        else ""
+    )
 
 
 def _median_range(s: timed_cost.Spread, spec: str, unit: str = "") -> str:

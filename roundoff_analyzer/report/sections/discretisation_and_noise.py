@@ -77,6 +77,11 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
         )
     )
     size, uncertainty = verdict.noise_batch_size(results), verdict.noise_uncertainty(results)
+    against = (
+        f"{seed_words.over_initialisations(results, ', ')}, each against its own initialisation's noise"
+        if seed_words.several(results)
+        else ""
+    )
     record = problem or {}
     read = record.get("batch_size_from") if record.get("batch_size") == size else None
     unknown = f", at a batch size not known ({read})" if read and size is None else ""
@@ -87,7 +92,7 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
         f"the float64 parameter gradient over {batches} other batches of the model's data"
         + (f" of {size} points each" if size else "")
         + (f", known to {formatting.plus_minus(uncertainty)}" if uncertainty is not None else "")
-        + f". Against it, over the runs without failure: {per_dtype}."
+        + f". Against it, over the runs without failure{against}: {per_dtype}."
     )
     return lines
 

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ...axes.scalings import unscaled
 from ...measuring.outcomes import FailureClass, Status
-from .. import formatting, tables
+from .. import formatting, seed_words, tables
 from ..causes import explain
 from ..findings import (
     SETUP_COLUMNS,
@@ -40,17 +40,19 @@ def key_findings(
         counts = ", ".join(f"{g.count} {g.failure_class}" for g in groups)
         summary = (
             f"{len(groups)} failure {'group' if len(groups) == 1 else 'groups'} among {len(ran)} configurations that "
-            f"ran: {counts}."
+            f"ran{seed_words.over_initialisations(results)}: {counts}."
         )
     else:
         skipped = len(results) - len(ran)
-        summary = f"No configuration failed: all {len(ran)} that ran gave finite solutions and gradients" + (
-            f" ({formatting.plural(skipped, 'configuration')} skipped, see the overview)." if skipped else "."
-        )
+        summary = (
+            f"No configuration failed: all {len(ran)} that ran{seed_words.over_initialisations(results)} gave finite "
+            "solutions and gradients"
+        ) + (f" ({formatting.plural(skipped, 'configuration')} skipped, see the overview)." if skipped else ".")
     lines = ["## Key findings", "", summary]
     recovered = recovered_paragraph(profile, results, with_mode)
     lines += [""] + recovered if recovered else []
     largest = largest_error(results)
+    several = seed_words.several(results)
     if largest is not None:
         mode = f" {largest['mode']}" if with_mode else ""
         lines += [
@@ -59,7 +61,7 @@ def key_findings(
             f"{formatting.error(largest['grad_params_rel_err'])} "
             f"({formatting.in_u(largest['grad_params_rel_err_over_u'])} u), "
             f"{largest['dtype']} {largest['library']} {largest['method']} scaling {largest['scaling']}{mode} at n = "
-            f"{int(largest['n_timesteps'])}.",
+            f"{int(largest['n_timesteps'])}{seed_words.of_seed(int(largest['seed']) if several else None)}.",
         ]
     lines += error_growth(results, with_mode)
     for paragraph in dtype_comparison(results):
@@ -99,7 +101,8 @@ def growth_sentence(group: GrowthGroup, with_mode: bool) -> str:
     ends = formatting.value_range([g.values[-1] for g in group.members], formatting.error)
     starts = formatting.value_range([g.values[0] for g in group.members], formatting.error)
     return (
-        f"{group.dtype} {group.library} {group.method}{mode} (scaling {formatting.either(scalings)}): the "
+        f"{group.dtype} {group.library} {group.method}{mode} (scaling {formatting.either(scalings)}"
+        f"{seed_words.of_seed(group.seed)}): the "
         f"parameter-gradient error grows {factors}× from n = {first.timesteps[0]} to n = {first.timesteps[-1]} "
         f"({starts} → {ends})."
     )
@@ -130,7 +133,7 @@ def failure_group(
         tables.failure_group_table(group, results, with_mode),
         "",
     ]
-    lines += overflow_steps(group, with_mode)
+    lines += overflow_steps(group, with_mode, seed_words.several(results))
     lines += [f"**Cause.** {explanation.cause}", "", f"**What to do.** {explanation.remedy}"]
     if (
         rescued
@@ -141,11 +144,11 @@ def failure_group(
     return lines
 
 
-def overflow_steps(group: FailureGroup, with_mode: bool) -> list[str]:
+def overflow_steps(group: FailureGroup, with_mode: bool, several: bool = False) -> list[str]:
     if group.failure_class != FailureClass.OVERFLOW:
         return []
     lines = []
-    progressions = overflow_progressions(group.rows)
+    progressions = overflow_progressions(group.rows, several)
     if progressions:
         t1 = formatting.span(group.rows)[1]
         lines += [
@@ -154,7 +157,8 @@ def overflow_steps(group: FailureGroup, with_mode: bool) -> list[str]:
         ]
         for p in progressions:
             steps = ", ".join(f"step {s} at n = {n}" for n, s in p.steps)
-            lines.append(f"- {formatting.setup_label(p.setup, with_mode)}{f' ({p.phase})' if p.phase else ''}: {steps}")
+            said = ", ".join(part for part in (p.phase, seed_words.of_seed(p.seed, "")) if part)
+            lines.append(f"- {formatting.setup_label(p.setup, with_mode)}{f' ({said})' if said else ''}: {steps}")
         lines.append("")
     unknown = group.rows[group.rows["overflow_step"].isna()] if "overflow_step" in group.rows else group.rows
     if len(unknown):
@@ -168,7 +172,8 @@ def rescue_sentence(rescue: Rescue, with_mode: bool) -> str:
     failed_at = formatting.listing(n for n, _ in rescue.failed_without)
     classes = formatting.listing(dict.fromkeys(c for _, c in rescue.failed_without))
     text = (
-        f"**{rescue.dtype}**, {rescue.library} {rescue.method}{mode}: without scaling it failed at n = {failed_at} "
+        f"**{rescue.dtype}**, {rescue.library} {rescue.method}{mode}{seed_words.of_seed(rescue.seed, ' on ')}: without "
+        f"scaling it failed at n = {failed_at} "
         f"({classes})"
     )
     parts = [f"`{s}` worked at n = {formatting.listing(n)}" for s, n in rescue.rescued_by.items()]
@@ -193,7 +198,10 @@ def dtype_comparison(results: pd.DataFrame) -> list[str]:
             "more dtypes",
         )
     ).rstrip(".")
-    text = f"**Which dtype**: parameter-gradient errors of the runs without failure: {described}."
+    text = (
+        f"**Which dtype**: parameter-gradient errors of the runs without failure"
+        f"{seed_words.over_initialisations(results, ', ')}: {described}."
+    )
     ranked = sorted(spans, key=lambda d: spans[d]["grad_params_rel_err"].max())
     first, second = ranked[0], ranked[1]
     if spans[first]["grad_params_rel_err"].max() < spans[second]["grad_params_rel_err"].min():

@@ -15,7 +15,9 @@ import pandas as pd
 
 from ...axes.models import MODELS
 from ...axes.models.problem import recorded_as_step
+from ...judging.seeds import seeds_of
 from ..along_training_findings import last_checkpoint
+from ..seed_words import seeds_named
 
 # The longest line written: the terminal prints the code indented by 4, within 100 columns.
 _WIDTH = 92
@@ -31,14 +33,25 @@ class ModelCode:
         return [*dict.fromkeys([*self.imports, *imports]), *self.lines]
 
 
-def measured_model_code(manifest: dict | None, results: pd.DataFrame | None = None) -> ModelCode:
+def measured_model_code(
+    manifest: dict | None, results: pd.DataFrame | None = None, seed: int | None = None
+) -> ModelCode:
     """The code that builds what the sweep measured, for a built-in model (`results`: to find the checkpoint the
-    answer judges, in a sweep over several)."""
+    answer judges, in a sweep over several; `seed`: of a sweep over several initialisations, the one the answer's setup
+    was judged on, which the code builds and says so)."""
     manifest = manifest or {}
     model = _mapping(manifest.get("model"))
     name, options = model.get("name"), model.get("options")
     if not isinstance(name, str) or not isinstance(options, dict):
         return ModelCode()
+    seeds = seeds_of(results) if results is not None else []
+    judged_on = []
+    if seed is not None and len(seeds) > 1 and "seed" in options:
+        options = {**options, "seed": seed}
+        judged_on = _wrapped_comment(
+            f"# seed={seed}: the initialisation this setup was judged on, its worst of {seeds_named(seeds)} (your "
+            "training draws its own)"
+        )
     built_in = name in MODELS.names()
     if not built_in and not _factory_spec(name):
         return ModelCode()
@@ -74,6 +87,7 @@ def measured_model_code(manifest: dict | None, results: pd.DataFrame | None = No
         (
             *_threads_line(manifest),
             *_wrapped_comment(said),
+            *judged_on,
             *_call("problem = roundoff_analyzer.model(", arguments),
             f"{parts}, batches = {attributes}, {batches_code}",
             # What the sweep did not measure is the user's to choose; these let the lines below run as they are.

@@ -6,10 +6,12 @@ import re
 
 import pandas as pd
 
+from ...judging.seeds import seeds_of
 from ...measuring.outcomes import Status
 from .. import formatting
 from ..findings import is_synthetic, sweep_timesteps
 from ..section_inputs import SectionInputs
+from ..seed_words import seeds_named
 from ..sweep_folder import SweepFolder
 
 
@@ -59,6 +61,9 @@ def _model(manifest: dict, results: pd.DataFrame) -> str:
     model = manifest.get("model", {})
     name = model.get("name") or formatting.listing(results["model"].unique())
     options = model.get("options") or {}
+    seeds = seeds_of(results)
+    if len(seeds) > 1:  # the options record the first seed's: each seed built the model anew
+        options = {k: v for k, v in options.items() if k != "seed"}
     settings = ", ".join(f"{k}={_option(v)}" for k, v in options.items())
     about = f" ({model['description']})" if model.get("description") else ""
     checkpoint = manifest.get("checkpoint")
@@ -72,7 +77,8 @@ def _model(manifest: dict, results: pd.DataFrame) -> str:
         weights = f"; trained weights from `{checkpoint}`"
     else:  # an older manifest has no checkpoint key and says nothing about the weights
         weights = "; untrained weights (no checkpoint)" if "checkpoint" in manifest else ""
-    return f"**Model**: `{name}`{about}" + (f"; options: `{settings}`" if settings else "") + weights
+    initialisations = f"; {len(seeds)} initialisations ({seeds_named(seeds)})" if len(seeds) > 1 else ""
+    return f"**Model**: `{name}`{about}" + (f"; options: `{settings}`" if settings else "") + initialisations + weights
 
 
 def _draws(manifest: dict) -> str | None:
@@ -172,6 +178,10 @@ def _grid(manifest: dict, results: pd.DataFrame) -> str:
             f", in {cells} runs per (n_timesteps, method, mode) by dtype arithmetic rounding: "
             + formatting.bounded_listing(" ".join(p) for p in pairs)
         )
+    seeds = seeds_of(results)
+    if len(seeds) > 1:  # the grid ran once per initialisation
+        planned *= len(seeds)
+        text += f"; × {len(seeds)} seeds ({formatting.listing(seeds)}) = {planned} in all"
     if len(results) != planned:
         text += f". results.parquet holds {len(results)} of them: the sweep did not finish"
     several = [c for c in manifest.get("checkpoints") or [] if isinstance(c, dict)]

@@ -16,7 +16,7 @@ from ...axes.grid import CONFIG_COLUMNS
 from ...axes.models.problem import recorded_as_step
 from ...measuring.columns import COMPLETE, VECTOR_FIELD
 from ...measuring.outcomes import Status
-from .. import formatting
+from .. import formatting, seed_words
 from ..section_inputs import SectionInputs
 
 MODULE_ROWS = 5  # per dtype: the modules that add the most roundoff, then those closest to the range's limits
@@ -192,8 +192,10 @@ def _table(rows: pd.DataFrame, unit_roundoff: float) -> str:
     return formatting.markdown_table(cells, HEADERS)
 
 
-def _run_label(run: pd.Series, status: bool = True) -> str:
+def _run_label(run: pd.Series, status: bool = True, several: bool = False) -> str:
+    """`several`: the sweep ran several initialisations, and the label names the run's seed."""
     label = f"{run['library']} {run['method']} n = {int(run['n_timesteps'])} {run['scaling']} {run['mode']}"
+    label += seed_words.of_seed(int(run["seed"]) if several else None)
     if not status:
         return label
     return f"{label}, {run['status']}" + (
@@ -236,7 +238,9 @@ def overflow_origins(results: pd.DataFrame, modules: pd.DataFrame | None) -> lis
     for dtype, run in worst_runs(results, modules).items():
         found = origin(rows_of(modules, run))
         if found is not None:
-            said.append(f"{dtype}, {_run_label(run)}: {origin_sentence(found, run)}")
+            said.append(
+                f"{dtype}, {_run_label(run, several=seed_words.several(results))}: {origin_sentence(found, run)}"
+            )
     return said
 
 
@@ -248,10 +252,11 @@ def incomplete_line(modules: pd.DataFrame) -> str | None:
     if said.empty:
         return None
     first = said.iloc[0]
+    label = _run_label(first, False, seed_words.several(modules))
     return (
         f"Not measured in full: {len(said)} of the {len(modules)} module rows (`modules.parquet`, column "
         f"`measurement`; their local roundoff is over the calls that were measured); the first, `{first['module']}` "
-        f"{first['phase']} in {_run_label(first, status=False)} {first['dtype']}: {first['measurement']}."
+        f"{first['phase']} in {label} {first['dtype']}: {first['measurement']}."
     )
 
 
@@ -371,7 +376,8 @@ def modules_section(
     ]
     for dtype, run in worst_runs(results, modules).items():
         rows = rows_of(modules, run)
-        lines += [f"**{dtype}**, {_run_label(run)}. {origin_sentence(origin(rows), run)}", ""]
+        label = _run_label(run, several=seed_words.several(results))
+        lines += [f"**{dtype}**, {label}. {origin_sentence(origin(rows), run)}", ""]
         shown = ranked(rows, float(run["unit_roundoff"]))
         if not shown.empty:
             lines += [_table(shown, float(run["unit_roundoff"])), ""]

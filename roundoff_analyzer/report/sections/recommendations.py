@@ -11,9 +11,9 @@ import pandas as pd
 from ...axes import scalings
 from ...judging import verdict
 from ...measuring.outcomes import Status
-from .. import formatting
+from .. import formatting, seed_words
 from ..eight_bit import eight_bit_verdicts
-from ..findings import GROWS, SETUP_COLUMNS, contrasts, growths, most_accurate, rescues
+from ..findings import GROWS, SETUP_COLUMNS, by_seed, contrasts, growths, most_accurate, rescues
 from ..section_inputs import SectionInputs
 
 TOTAL = "total_grad_params_rel_err"
@@ -56,16 +56,20 @@ def best_per_dtype(results: pd.DataFrame, with_mode: bool) -> list[str]:
         else "parameter-gradient error"
     )
     items = []
+    every = " on every initialisation" if seed_words.several(results) else ""
     for dtype, best in most_accurate(results, metric).items():
         if best is None:
-            items.append(f"**{dtype}**: no setup ran without failure at every n_timesteps, so none is recommended.")
+            items.append(
+                f"**{dtype}**: no setup ran without failure at every n_timesteps{every}, so none is recommended."
+            )
             continue
         setups = formatting.setups_label(best.setups, with_mode)
         tie = " (tied within 1%)" if len(best.setups) > 1 else ""
         in_u = f" ({formatting.in_u(best.worst_over_u)} u)" if best.worst_over_u is not None else ""
         items.append(
-            f"**{dtype}**: the most accurate setup that ran at every n_timesteps is {setups}{tie}: its {what} "
-            f"is at most {formatting.error(best.worst)}{in_u}{_computes_nothing_low(results, dtype)}."
+            f"**{dtype}**: the most accurate setup that ran at every n_timesteps{every} is {setups}{tie}: its {what} "
+            f"is at most {formatting.error(best.worst)}{in_u}{seed_words.of_seed(best.seed, ' on ')}"
+            f"{_computes_nothing_low(results, dtype)}."
         )
     return items
 
@@ -94,7 +98,8 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
                 else "no scaling in this sweep worked there"
             )
             places.append(
-                f"{r.library} {r.method}{mode} at n = {formatting.listing(n for n, _ in r.failed_without)} ({fix})"
+                f"{r.library} {r.method}{mode}{seed_words.of_seed(r.seed, ' on ')} at n = "
+                f"{formatting.listing(n for n, _ in r.failed_without)} ({fix})"
             )
         items.append(f"**{dtype} needs scaling** where it failed without it: {'; '.join(places)}.")
     cut = {(u.dtype, u.mode) for u, _, _ in verdict.strong_cuts(results)}
@@ -116,9 +121,10 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
                 f"no scaling strategy of this sweep ({formatting.listing(scaled['scaling'].unique())}) cut its "
                 f"parameter-gradient error {verdict.CUTS:g}× or more."
             )
+        every = " on every initialisation" if seed_words.several(results) else ""
         items.append(
             f"**{dtype} without scaling**{mode_text} ran at every n_timesteps with every library and method it was "
-            f"run with, and {tail}"
+            f"run with{every}, and {tail}"
         )
     return items
 
@@ -126,13 +132,14 @@ def scaling_needed(results: pd.DataFrame, with_mode: bool) -> list[str]:
 def scaling_that_pays(results: pd.DataFrame, with_mode: bool) -> list[str]:
     """A scaling that cut the largest parameter-gradient error by CUTS or more, whether or not anything failed."""
     items = []
+    each = f" (each the largest{seed_words.over_initialisations(results)})" if seed_words.several(results) else ""
     for unscaled, scaled, factor in verdict.strong_cuts(results):
         mode = f" ({scaled.mode})" if with_mode else ""
         failed = " (which also failed without it)" if unscaled.failures else ", although nothing failed without it"
         items.append(
             f"**{scaled.dtype} with {scaled.library}{mode}: use `{scaled.scaling}` scaling.** It cut the largest "
             f"parameter-gradient error {formatting.in_u(factor)}×, from {formatting.error(unscaled.worst_grad)} to "
-            f"{formatting.error(scaled.worst_grad)}{failed}."
+            f"{formatting.error(scaled.worst_grad)}{each}{failed}."
         )
     return items
 
@@ -143,7 +150,7 @@ def method_advice(results: pd.DataFrame) -> list[str]:
         return []
     items = []
     ok = results[(results["status"] == Status.OK) & results[TOTAL].notna()]
-    others = [c for c in SETUP_COLUMNS if c != "method"] + ["n_timesteps"]
+    others = [c for c in SETUP_COLUMNS if c != "method"] + ["n_timesteps"] + by_seed(results)
     for dtype, runs in ok.groupby("dtype", sort=False):
         wins: dict[str, int] = {}
         pairs = 0
@@ -163,7 +170,8 @@ def method_advice(results: pd.DataFrame) -> list[str]:
             items.append(
                 f"**Method ({dtype})**: prefer {best}. Its total parameter-gradient error (discretisation and "
                 f"roundoff, against the fine reference) is the smallest in each of the {pairs} pairs of runs that "
-                f"differ only in the method; over all runs without failure: {spans}."
+                f"differ only in the method; over all runs without failure"
+                f"{seed_words.over_initialisations(results, ', ')}: {spans}."
             )
     return items
 
@@ -173,14 +181,15 @@ def growth_contrasts(results: pd.DataFrame, with_mode: bool) -> list[str]:
     grouped: dict[tuple, list] = {}
     for c in contrasts(growths(results)):
         named = dict(zip(SETUP_COLUMNS, c.grows.setup))
-        key = (named["method"], named["dtype"], named["mode"], c.grows.setup[0], c.flat.setup[0])
+        key = (named["method"], named["dtype"], named["mode"], c.grows.setup[0], c.flat.setup[0], c.grows.seed)
         grouped.setdefault(key, []).append(c)
     items = []
-    for (method, dtype, mode, grows, flat), found in grouped.items():
+    for (method, dtype, mode, grows, flat, seed), found in grouped.items():
         scalings = formatting.either(
             list(dict.fromkeys(dict(zip(SETUP_COLUMNS, c.grows.setup))["scaling"] for c in found))
         )
         mode_text = f", {mode}" if with_mode else ""
+        mode_text += seed_words.of_seed(seed)
         g = found[0].grows
         items.append(
             f"**Error growth with n_timesteps** ({method}, {dtype}, scaling {scalings}{mode_text}): {grows}'s "
@@ -203,15 +212,15 @@ CACHED, UNCACHED = "autocast", "autocast-nocache"
 
 def weight_cache(results: pd.DataFrame) -> list[str]:
     """Where autocast's weight cache makes the gradient error grow with n_timesteps: one sentence per library."""
-    by_setup = {g.setup: g for g in growths(results)}
+    by_setup = {(g.setup, g.seed): g for g in growths(results)}
     mode_at = SETUP_COLUMNS.index("mode")
     confirmed: dict[str, list] = {}
     suspected: dict[str, list] = {}
-    for setup, cached in by_setup.items():
+    for (setup, seed), cached in by_setup.items():
         library = setup[0]
         if setup[mode_at] != CACHED or cached.factor < GROWS:
             continue
-        uncached = by_setup.get((*setup[:mode_at], UNCACHED, *setup[mode_at + 1 :]))
+        uncached = by_setup.get(((*setup[:mode_at], UNCACHED, *setup[mode_at + 1 :]), seed))
         if uncached is not None and uncached.timesteps == cached.timesteps and cached.factor >= 2 * uncached.factor:
             confirmed.setdefault(library, []).append((cached, uncached))
         elif (
@@ -223,9 +232,10 @@ def weight_cache(results: pd.DataFrame) -> list[str]:
             # with n_timesteps there is not autocast's weight cache)
             suspected.setdefault(library, []).append(cached)
     items = []
+    over = seed_words.over_initialisations(results, ", ")
     for library, pairs in confirmed.items():
         items.append(
-            f"**Autocast's weight cache** ({library}, {_setups_phrase([c for c, _ in pairs])}): the "
+            f"**Autocast's weight cache** ({library}, {_setups_phrase([c for c, _ in pairs])}{over}): the "
             f"parameter-gradient error grows {formatting.value_range([c.factor for c, _ in pairs], formatting.in_u)}× "
             "from the "
             "smallest to the largest n_timesteps under `autocast` and "
@@ -234,7 +244,8 @@ def weight_cache(results: pd.DataFrame) -> list[str]:
         )
     for library, found in suspected.items():
         items.append(
-            f"**Autocast's weight cache?** ({library}, {_setups_phrase(found)}): the parameter-gradient error grows "
+            f"**Autocast's weight cache?** ({library}, {_setups_phrase(found)}{over}): the parameter-gradient error "
+            "grows "
             f"{formatting.value_range([g.factor for g in found], formatting.in_u)}× from the smallest to the largest "
             "n_timesteps; "
             f"if it is the cache's low-precision sum over the steps, `--mode autocast,{UNCACHED}` shows it."
