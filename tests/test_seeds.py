@@ -285,3 +285,38 @@ def test_the_answers_code_builds_its_setups_worst_seed_and_the_timing_says_the_s
     assert set(timing["seed"]) == {worst}
     said = f"timed on seed {worst}'s initialisation"
     assert said in _section(report, "Cost") and said in report.split("## The answer\n\n")[1].split("\n## ")[0]
+
+
+@pytest.mark.unit
+def test_error_growth_is_one_line_per_setup_over_the_seeds_each_ratio_within_one_seed():
+    from roundoff_analyzer.report.sections.key_findings import error_growth
+    from roundoff_analyzer.report.sections.recommendations import growth_contrasts
+
+    def row(library, seed, n, err):
+        setup = {"method": "rk4", "dtype": "bfloat16", "scaling": "none", "mode": "autocast"}
+        return {"library": library, **setup, "seed": seed, "n_timesteps": n, "status": "ok", "grad_params_rel_err": err}
+
+    # Seed 1's errors are 10× seed 0's: a ratio across seeds (seed 1's n = 32 over seed 0's n = 8) would read 40×.
+    rows = pd.DataFrame(
+        [
+            row("torchdiffeq", 0, 8, 1e-3),
+            row("torchdiffeq", 0, 32, 4e-3),
+            row("torchdiffeq", 1, 8, 1e-2),
+            row("torchdiffeq", 1, 32, 3e-2),
+            row("native", 0, 8, 1e-3),
+            row("native", 0, 32, 1e-3),
+            row("native", 1, 8, 1e-2),
+            row("native", 1, 32, 1e-2),
+        ]
+    )
+    growth = [line for line in error_growth(rows, with_mode=False) if line.startswith("- ")]
+    assert growth == [
+        "- bfloat16 torchdiffeq rk4 (scaling none, seeds 0 and 1, each its own): the parameter-gradient error grows "
+        "3 – 4× from n = 8 to n = 32 (1.00e-03 – 1.00e-02 → 4.00e-03 – 3.00e-02)."
+    ]
+    (contrast,) = growth_contrasts(rows, with_mode=False)
+    assert "(rk4, bfloat16, scaling none, seeds 0 and 1, each its own): torchdiffeq's" in contrast
+    assert "grows 3 – 4× from n = 8 to n = 32" in contrast and "40" not in contrast
+    single = rows[rows["seed"] == 0]
+    (alone,) = [line for line in error_growth(single, with_mode=False) if line.startswith("- ")]
+    assert "(scaling none): the parameter-gradient error grows 4× " in alone

@@ -374,25 +374,29 @@ class GrowthGroup:
     method: str
     dtype: str
     mode: str
-    members: tuple[Growth, ...]  # one per scaling, in grid order
-    seed: int | None = None  # where the rows span several initialisations: one seed's runs
+    members: tuple[Growth, ...]  # one per scaling (and seed, where the rows span several), in grid order
 
     @property
     def largest_factor(self) -> float:
         return max(g.factor for g in self.members)
 
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The initialisations its members ran on, where the rows span several (each member's ratio is one seed's)."""
+        return tuple(dict.fromkeys(g.seed for g in self.members if g.seed is not None))
+
 
 def growth_groups(results: pd.DataFrame) -> list[GrowthGroup]:
-    """Every growing setup, grouped over scalings that share a grid, the steepest group first."""
-    grouped: dict[tuple[str, str, str, str, tuple[int, ...], int | None], list[Growth]] = {}
+    """Every growing setup, grouped over scalings (and seeds) that share a grid, the steepest group first."""
+    grouped: dict[tuple[str, str, str, str, tuple[int, ...]], list[Growth]] = {}
     for growth in growths(results):
         if growth.factor >= GROWS:
             named = dict(zip(SETUP_COLUMNS, growth.setup))
-            key = (named["library"], named["method"], named["dtype"], named["mode"], growth.timesteps, growth.seed)
+            key = (named["library"], named["method"], named["dtype"], named["mode"], growth.timesteps)
             grouped.setdefault(key, []).append(growth)
     groups = [
-        GrowthGroup(library, method, dtype, mode, tuple(members), seed)
-        for (library, method, dtype, mode, _, seed), members in grouped.items()
+        GrowthGroup(library, method, dtype, mode, tuple(members))
+        for (library, method, dtype, mode, _), members in grouped.items()
     ]
     return sorted(groups, key=lambda g: -g.largest_factor)
 

@@ -94,6 +94,15 @@ def of_seed(seed: int | None, lead: str = ", ") -> str:
     return f"{lead}seed {seed}" if seed is not None else ""
 
 
+def of_seeds(seeds: Iterable[int], lead: str = ", ") -> str:
+    """', seed 5' for one seed's runs; ', seeds 0, 1 and 2, each its own' for ratios taken within each of several
+    (never across them); nothing where the rows span one initialisation (no seed given)."""
+    seeds = list(seeds)
+    if len(seeds) < 2:
+        return of_seed(seeds[0] if seeds else None, lead)
+    return f"{lead}{seeds_named(seeds)}, each its own"
+
+
 def several(results: pd.DataFrame) -> bool:
     """Whether the rows span several initialisations (the seed axis)."""
     return len(seeds_of(results)) > 1

@@ -95,14 +95,14 @@ def error_growth(results: pd.DataFrame, with_mode: bool) -> list[str]:
 
 def growth_sentence(group: GrowthGroup, with_mode: bool) -> str:
     first = group.members[0]
-    scalings = [dict(zip(SETUP_COLUMNS, g.setup))["scaling"] for g in group.members]
+    scalings = list(dict.fromkeys(dict(zip(SETUP_COLUMNS, g.setup))["scaling"] for g in group.members))
     mode = f" {group.mode}" if with_mode else ""
     factors = formatting.value_range([g.factor for g in group.members], formatting.in_u)
     ends = formatting.value_range([g.values[-1] for g in group.members], formatting.error)
     starts = formatting.value_range([g.values[0] for g in group.members], formatting.error)
     return (
         f"{group.dtype} {group.library} {group.method}{mode} (scaling {formatting.either(scalings)}"
-        f"{seed_words.of_seed(group.seed)}): the "
+        f"{seed_words.of_seeds(group.seeds)}): the "
         f"parameter-gradient error grows {factors}× from n = {first.timesteps[0]} to n = {first.timesteps[-1]} "
         f"({starts} → {ends})."
     )

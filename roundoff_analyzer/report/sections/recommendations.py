@@ -181,15 +181,15 @@ def growth_contrasts(results: pd.DataFrame, with_mode: bool) -> list[str]:
     grouped: dict[tuple, list] = {}
     for c in contrasts(growths(results)):
         named = dict(zip(SETUP_COLUMNS, c.grows.setup))
-        key = (named["method"], named["dtype"], named["mode"], c.grows.setup[0], c.flat.setup[0], c.grows.seed)
+        key = (named["method"], named["dtype"], named["mode"], c.grows.setup[0], c.flat.setup[0])
         grouped.setdefault(key, []).append(c)
     items = []
-    for (method, dtype, mode, grows, flat, seed), found in grouped.items():
+    for (method, dtype, mode, grows, flat), found in grouped.items():
         scalings = formatting.either(
             list(dict.fromkeys(dict(zip(SETUP_COLUMNS, c.grows.setup))["scaling"] for c in found))
         )
         mode_text = f", {mode}" if with_mode else ""
-        mode_text += seed_words.of_seed(seed)
+        mode_text += seed_words.of_seeds(dict.fromkeys(c.grows.seed for c in found if c.grows.seed is not None))
         g = found[0].grows
         items.append(
             f"**Error growth with n_timesteps** ({method}, {dtype}, scaling {scalings}{mode_text}): {grows}'s "
