@@ -515,11 +515,13 @@ class _NativeSolve(torch.autograd.Function):
 
         # A copy: the adjoint is updated in place, and grad_trajectory is not ours to change.
         adjoint = grad_trajectory[n_steps].to(accumulate, copy=True)
-        param_grads = [torch.zeros(p.shape, dtype=accumulate, device=p.device) for p in params]
-        summed = [adjoint, *param_grads]  # each step's parts are added to these in one operation
+        # The parameter gradients' sums are made from the first step's parts (`_first_sums`), not allocated beside them:
+        # one set of parameter-sized tensors fewer while the tape is still nearly whole, at the backward's peak.
+        summed: list[torch.Tensor] = []  # each step's parts are added to these in one operation
         # The loss's gradient at each point of the grid, added where it is not all zeros (a loss of the final state
-        # gives zeros everywhere else): which rows those are, read once rather than added at every step.
-        loss_rows = grad_trajectory.reshape(n_steps + 1, -1).ne(0).any(dim=1).tolist()
+        # gives zeros everywhere else): which rows those are, read once rather than added at every step (`any` of the
+        # values themselves: no trajectory-sized mask beside the tape).
+        loss_rows = grad_trajectory.reshape(n_steps + 1, -1).any(dim=1).tolist()
         # Gradients with respect to the grid: each step's ends enter its increment as two more inputs.
         grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[9] else None
         points = t.detach().unbind()  # the stage times need no graph: a gradient for t goes through `ends`
@@ -553,12 +555,16 @@ class _NativeSolve(torch.autograd.Function):
                     report.record_backward(n_steps - 1 - k, adjoint, held, finite)
                 stop_if_overflowed(finite, n_steps - 1 - k)
                 # The step size multiplies each part inside the float32 sum (one operation, no copy of the parts).
-                torch._foreach_add_(summed, parts[: len(summed)], alpha=widths[k])
+                if summed:
+                    torch._foreach_add_(summed, parts[: len(summed)], alpha=widths[k])
+                else:
+                    adjoint.add_(parts[0], alpha=widths[k])
+                    summed = [adjoint, *_first_sums(parts[1 : len(params) + 1], parts, held, widths[k], accumulate)]
                 if loss_rows[k]:
                     adjoint.add_(grad_trajectory[k].to(accumulate))
                 # Summed: kept, they would stay alive through the next step's product, at its peak memory.
                 del parts, held
-        grad_params = [g.to(p.dtype) for g, p in zip(param_grads, params)]
+        grad_params = [g.to(p.dtype) for g, p in zip(summed[1:], params)]
         grad_t = grad_t.to(t.dtype) if grad_t is not None else None
         return (None, None, None, None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
 
@@ -567,6 +573,32 @@ def _graph_retained() -> bool:
     """Whether the backward running now keeps the graph (`retain_graph=True`); where torch cannot tell, kept."""
     keeps = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
     return True if keeps is None else bool(keeps())
+
+
+def _first_sums(
+    grads: list[torch.Tensor], parts: list[torch.Tensor], held: torch.Tensor | None, width: float, dtype: torch.dtype
+) -> list[torch.Tensor]:
+    """0 + width * g for each of the first step's parameter gradients, the same bits as the sum of a zero tensor and
+    the step's part (the same kernel: a zero broadcast from a 0-dim tensor, so that -0.0 parts give +0.0 as they do
+    there), formed in the part itself where no other tensor shares its memory (`parts`, and `held`, the adjoint a report
+    records): no parameter-sized tensor allocated."""
+    zero = torch.zeros((), dtype=dtype, device=grads[0].device) if grads else None
+    sums = []
+    for g in grads:
+        owned = (
+            g.dtype == dtype
+            and g.is_contiguous()
+            and g.storage_offset() == 0
+            and g.untyped_storage().nbytes() == g.numel() * g.element_size()
+            and sum(_same_storage(g, x) for x in parts) == 1
+            and (held is None or not _same_storage(g, held))
+        )
+        sums.append(torch.add(zero, g.to(dtype), alpha=width, out=g if owned else None))
+    return sums
+
+
+def _same_storage(x: torch.Tensor, y: torch.Tensor) -> bool:
+    return x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
 
 
 def _unshared(parts: list[torch.Tensor]) -> list[torch.Tensor]:
