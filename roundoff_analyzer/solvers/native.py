@@ -582,7 +582,9 @@ def _first_sums(
     the step's part (the same kernel: a zero broadcast from a 0-dim tensor, so that -0.0 parts give +0.0 as they do
     there), formed in the part itself where no other tensor shares its memory (`parts`, and `held`, the adjoint a report
     records): no parameter-sized tensor allocated."""
-    zero = torch.zeros((), dtype=dtype, device=grads[0].device) if grads else None
+    if not grads:
+        return []
+    zero = torch.zeros((), dtype=dtype, device=grads[0].device)
     sums = []
     for g in grads:
         owned = (
