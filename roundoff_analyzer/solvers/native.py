@@ -28,6 +28,7 @@ from typing import Literal
 
 import torch
 from torch.autograd.graph import get_gradient_edge
+from torch.overrides import has_torch_function
 
 from ..axes.methods import METHODS, ExplicitRK
 from ..emulation import active_emulation
@@ -340,6 +341,9 @@ class _KeptStep:
     leaf: torch.Tensor
     edges: list
     dtype: torch.dtype
+    # Whether every output has the state's shape, the adjoint's (a field's output broadcast against the state does
+    # not: autograd.grad then refuses the product).
+    shaped: bool = True
 
 
 def _kept_step(func, tableau: ExplicitRK, leaf, times, scaled, first_stage=None) -> tuple[torch.Tensor, _KeptStep]:
@@ -354,7 +358,7 @@ def _kept_step(func, tableau: ExplicitRK, leaf, times, scaled, first_stage=None)
     else:
         slopes = _weighted_sum(tableau, [k_i.detach() for k_i in stages])
     edges = [get_gradient_edge(out) if out.requires_grad else None for out in outputs]
-    return slopes, _KeptStep(leaf, edges, outputs[0].dtype)
+    return slopes, _KeptStep(leaf, edges, outputs[0].dtype, all(out.shape == leaf.shape for out in outputs))
 
 
 def _check_reach(kept: list[_KeptStep], watch: Reached, tableau: ExplicitRK, grid: _Grid) -> None:
@@ -569,6 +573,22 @@ class _NativeSolve(torch.autograd.Function):
         return (None, None, None, None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
 
 
+# The engine call behind `torch.autograd.grad`, without grad's Python check of each output's shape against its
+# cotangent (about 20 µs an output, at every step): the engine checks each cotangent against its output's metadata.
+_ENGINE_RUN_BACKWARD = getattr(torch.autograd.graph, "_engine_run_backward", None)
+
+
+def _vector_jacobian_product(outputs, inputs, cotangents, retain: bool, direct: bool) -> tuple[torch.Tensor, ...]:
+    """`torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True, materialize_grads=True, retain_graph=
+    retain)`, through the engine's own entry point where `direct`."""
+    if not direct or _ENGINE_RUN_BACKWARD is None:
+        return torch.autograd.grad(
+            outputs, inputs, cotangents, allow_unused=True, materialize_grads=True, retain_graph=retain
+        )
+    grads = _ENGINE_RUN_BACKWARD(tuple(outputs), tuple(cotangents), retain, False, tuple(inputs), True, False)
+    return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs))
+
+
 def _graph_retained() -> bool:
     """Whether the backward running now keeps the graph (`retain_graph=True`); where torch cannot tell, kept."""
     keeps = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
@@ -646,6 +666,8 @@ class _BackwardStep:
         # Gradients arrive in their input's dtype; where every input is in the accumulation dtype they stay as they are.
         self.accumulating = state_dtype == accumulate and all(p.dtype == accumulate for p in params)
         self.weights = [b for b in tableau.b if b]
+        # A parameter of a tensor subclass may override autograd.grad (`__torch_function__`): then it is called.
+        self.direct = _ENGINE_RUN_BACKWARD is not None and not has_torch_function(tuple(params))
 
     def __call__(self, k, t_k, y_stored, adjoint, ends=None, kept=None, retained=False):
         """(the vjps w.r.t. the state, each parameter and then each of `ends` when given, the adjoint as held in the
@@ -685,10 +707,11 @@ class _BackwardStep:
         emulation = self.emulation
         slopes = None
         if kept is not None:
-            y, outputs, dtype = kept.leaf, kept.edges, kept.dtype
+            y, outputs, dtype, shaped = kept.leaf, kept.edges, kept.dtype, kept.shaped
         else:
             y, rebuilt, slopes = self._rebuilt(k, t_k, y_stored, ends)
             outputs, dtype = [out if out.requires_grad else None for out in rebuilt], rebuilt[0].dtype
+            shaped = all(out.shape == y.shape for out in rebuilt)
         entering = (adjoint if scale is None else adjoint * scale).to(dtype)
         if emulation is not None:
             entering = emulation.store(entering, "backward")
@@ -707,14 +730,13 @@ class _BackwardStep:
         reaching = [(out, cot) for out, cot in zip(outputs, cotangents) if out is not None]
         with torch.autocast(y.device.type, enabled=False):
             if reaching:
-                grads = torch.autograd.grad(
+                grads = _vector_jacobian_product(
                     [out for out, _ in reaching],
                     inputs,
                     [cot for _, cot in reaching],
-                    allow_unused=True,
-                    materialize_grads=True,
                     # A kept graph is taken again where the scaler has the step redone, or the graph is retained.
-                    retain_graph=kept is not None and (self.scaler is not None or retained),
+                    kept is not None and (self.scaler is not None or retained),
+                    self.direct and shaped,
                 )
             else:
                 grads = tuple(torch.zeros_like(x) for x in inputs)
