@@ -562,8 +562,11 @@ class _NativeSolve(torch.autograd.Function):
                 if summed:
                     torch._foreach_add_(summed, parts[: len(summed)], alpha=widths[k])
                 else:
+                    # The sums first: a part may be the adjoint itself (a field returning a parameter as it is).
+                    sums = _first_sums(parts[1 : len(params) + 1], [*parts, adjoint, held], widths[k], accumulate)
                     adjoint.add_(parts[0], alpha=widths[k])
-                    summed = [adjoint, *_first_sums(parts[1 : len(params) + 1], parts, held, widths[k], accumulate)]
+                    summed = [adjoint, *sums]
+                    del sums
                 if loss_rows[k]:
                     adjoint.add_(grad_trajectory[k].to(accumulate))
                 # Summed: kept, they would stay alive through the next step's product, at its peak memory.
@@ -596,12 +599,13 @@ def _graph_retained() -> bool:
 
 
 def _first_sums(
-    grads: list[torch.Tensor], parts: list[torch.Tensor], held: torch.Tensor | None, width: float, dtype: torch.dtype
+    grads: list[torch.Tensor], alive: list[torch.Tensor | None], width: float, dtype: torch.dtype
 ) -> list[torch.Tensor]:
     """0 + width * g for each of the first step's parameter gradients, the same bits as the sum of a zero tensor and
     the step's part (the same kernel: a zero broadcast from a 0-dim tensor, so that -0.0 parts give +0.0 as they do
-    there), formed in the part itself where no other tensor shares its memory (`parts`, and `held`, the adjoint a report
-    records): no parameter-sized tensor allocated."""
+    there), formed in the part itself where it is the only one of `alive` (the step's parts, the adjoint, the adjoint a
+    report records) to use its memory: no parameter-sized tensor allocated. Autograd may hand one tensor to several
+    inputs, or an output's cotangent itself to a parameter the field returns as it is."""
     if not grads:
         return []
     zero = torch.zeros((), dtype=dtype, device=grads[0].device)
@@ -612,8 +616,7 @@ def _first_sums(
             and g.is_contiguous()
             and g.storage_offset() == 0
             and g.untyped_storage().nbytes() == g.numel() * g.element_size()
-            and sum(_same_storage(g, x) for x in parts) == 1
-            and (held is None or not _same_storage(g, held))
+            and sum(_same_storage(g, x) for x in alive if x is not None) == 1
         )
         sums.append(torch.add(zero, g.to(dtype), alpha=width, out=g if owned else None))
     return sums
