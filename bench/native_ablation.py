@@ -1,19 +1,22 @@
 """Where the native solver's remaining time over torchdiffeq goes (stored stages), measured in one run.
 
 For each size and dtype, on the MLP ODE of `bench/native_cost.py` (forward and backward of the final state's mean
-square, one thread), these are timed interleaved round-robin (the order shuffled each round), each the median of
---rounds:
+square, one thread), these are timed interleaved round-robin (the order shuffled each round), in CPU time of this
+process (a shared machine's other processes slow it far less than its wall time), for --rounds rounds:
 
   - torchdiffeq (its rk4, the 3/8 rule; so is the native "rk4");
   - native as a user calls it: the drop-in `roundoff_analyzer.solvers.odeint` with a closure field
     (`lambda t, y: net(t, y)`, which makes the drop-in watch for a later reach), `checkpoint="auto"`;
-  - the same with one part switched off after another, each difference the cost of one part:
+  - the same with one part switched off after another, each one's cost the median over the rounds of its time less
+    the next's (paired in each round; the middle half of those differences printed beside it, the noise to read
+    it against):
       1. the later-reach walk of the kept graphs after the forward (a no-op in its place);
       2. auto's measure of the tape (the first two steps' saved tensors counted): `checkpoint="stages"`;
       3. the discovery of the tensors the field reaches (its first evaluation watched): `params=` given;
       4. the drop-in layer (argument checks, the tableau's lookup): `roundoff_analyzer.solvers.native.odeint`.
 
-What is left after the four, the stripped solver against torchdiffeq, is the per-step work itself; it is split by
+The gap is the median of native-as-called less torchdiffeq, paired the same way. What is left after the four, the
+stripped solver against torchdiffeq, is the per-step work itself; it is split by
 torch.profiler, in --profiled extra runs of each (interleaved, untimed: profiling slows small operations), into the
 self time of: matrix products, casts (`_to_copy` and the copies under it), the other ATen operations (elementwise,
 reductions, allocations, views), and the rest of the run's wall time: Python, the autograd engine and dispatch (the
@@ -54,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from native_cost import DTYPES, MLP, STATE  # noqa: E402  (a sibling script: the same field as the time bench)
 from op_counts import CATEGORIES  # noqa: E402
 
-SIZES = [("rk4", 256, 256, 16), ("euler", 256, 256, 16), ("rk4", 1024, 256, 16)]
+SIZES = [("rk4", 256, 256, 16), ("euler", 256, 256, 16)]
 # Each setup: what it switches off, cumulatively (a later one keeps the earlier ones off).
 PARTS = ("later-reach walk", "auto's tape measure", "field-tensor discovery", "drop-in layer")
 SETUPS = ("torchdiffeq", "native as called", *(f"- {part}" for part in PARTS))
@@ -100,9 +103,9 @@ def forward_backward(setup: str, net: MLP, y0: torch.Tensor, t: torch.Tensor, me
 
 
 def timed(run: Callable[[], None]) -> float:
-    started = time.perf_counter()
+    started = time.process_time()
     run()
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 def category(event) -> str:
@@ -147,6 +150,18 @@ def measure(size, dtype: str, rounds: int, profiled_rounds: int) -> list[list[st
         for s in order.sample(SETUPS, len(SETUPS)):
             times[s].append(timed(runs[s]))
     median = {s: statistics.median(v) for s, v in times.items()}
+
+    def paired(slower: str, faster: str) -> float:
+        return statistics.median(a - b for a, b in zip(times[slower], times[faster]))
+
+    def spread(slower: str, faster: str) -> str:
+        """The middle half of the paired differences: how far apart two rounds put the same comparison."""
+        differences = [a - b for a, b in zip(times[slower], times[faster])]
+        if len(differences) < 4:
+            return ""
+        low, _, high = statistics.quantiles(differences, n=4)
+        return f"{low * 1e3:.2f} to {high * 1e3:.2f}"
+
     stripped = SETUPS[-1]
     parts: dict[str, list[float]] = {s: [] for s in ("torchdiffeq", stripped)}
     shares: dict[str, dict[str, list[float]]] = {s: defaultdict(list) for s in parts}
@@ -155,36 +170,39 @@ def measure(size, dtype: str, rounds: int, profiled_rounds: int) -> list[list[st
             for name, seconds in profiled(runs[s]).items():
                 shares[s][name].append(seconds)
     reference = median["torchdiffeq"]
-    whole_gap = median[SETUPS[1]] - reference
+    whole_gap = paired(SETUPS[1], "torchdiffeq")
     rows = []
     label = f"{method} h={hidden} batch={batch} n={n} {dtype}"
     for previous, s in zip(SETUPS[1:], SETUPS[2:]):
-        saved = median[previous] - median[s]
-        rows.append([label, f"{s} (off)", f"{saved * 1e3:.2f}", _share(saved, whole_gap)])
+        saved = paired(previous, s)
+        rows.append([label, f"{s} (off)", f"{saved * 1e3:.2f}", spread(previous, s), _share(saved, whole_gap)])
+    as_called = f"{median[SETUPS[1]] / reference:.3f}"
     rows.append(
-        [label, "native as called / torchdiffeq", f"{whole_gap * 1e3:.2f}", f"{median[SETUPS[1]] / reference:.3f}"]
+        [label, "native as called / torchdiffeq", f"{whole_gap * 1e3:.2f}", spread(SETUPS[1], "torchdiffeq"), as_called]
     )
-    rest = median[stripped] - reference
+    rest = paired(stripped, "torchdiffeq")
     ratio = f"{median[stripped] / reference:.3f}"
-    rows.append([label, "rest: stripped native / torchdiffeq", f"{rest * 1e3:.2f}", ratio])
+    rows.append(
+        [label, "rest: stripped native / torchdiffeq", f"{rest * 1e3:.2f}", spread(stripped, "torchdiffeq"), ratio]
+    )
     profiled_medians = {s: {c: statistics.median(shares[s][c] or [0.0]) for c in PROFILE_CATEGORIES} for s in parts}
     profiled_gap = sum(profiled_medians[stripped].values()) - sum(profiled_medians["torchdiffeq"].values())
     for c in PROFILE_CATEGORIES:
         difference = profiled_medians[stripped][c] - profiled_medians["torchdiffeq"][c]
-        rows.append([label, f"  rest: {c} (profiled)", f"{difference * 1e3:.2f}", _share(difference, profiled_gap)])
+        rows.append([label, f"  rest: {c} (profiled)", f"{difference * 1e3:.2f}", "", _share(difference, profiled_gap)])
     return rows
 
 
 def _share(part: float, gap: float) -> str:
-    return f"{part / gap:.0%} of the gap" if gap > 0 else "(no gap)"
+    return f"{part / gap:.0%} of the gap" if gap > 0 else "(native not slower)"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", action="append", default=[], metavar="METHOD,H,BATCH,N", help="repeatable")
     parser.add_argument("--dtype", default=",".join(DTYPES), help=f"comma list of {', '.join(DTYPES)}")
-    parser.add_argument("--rounds", type=int, default=9, help="timed runs per setup (median)")
-    parser.add_argument("--profiled", type=int, default=3, help="profiled runs of the stripped solver and torchdiffeq")
+    parser.add_argument("--rounds", type=int, default=21, help="timed runs per setup (median)")
+    parser.add_argument("--profiled", type=int, default=5, help="profiled runs of the stripped solver and torchdiffeq")
     args = parser.parse_args()
     dtypes = [d for d in args.dtype.split(",") if d]
     unknown = sorted(set(dtypes) - set(DTYPES))
@@ -204,7 +222,8 @@ def main() -> None:
     for size in sizes:
         for dtype in dtypes:
             rows = measure(size, dtype, args.rounds, args.profiled)
-            print(tabulate(rows, headers=["size", "part", "ms", "share / ratio"], tablefmt="simple"), flush=True)
+            headers = ["size", "part", "CPU ms", "middle half, ms", "share / ratio of medians"]
+            print(tabulate(rows, headers=headers, tablefmt="simple"), flush=True)
             print(f"  load average now {os.getloadavg()}", flush=True)
     print(f"{time.perf_counter() - started:.0f} s in all; load average at end {os.getloadavg()}")
 
