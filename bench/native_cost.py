@@ -24,7 +24,7 @@ there, with the estimate printed: the estimate is one step of torchdiffeq timed,
 (float16 matrix products on a CPU without float16 arithmetic run at about 1 GFLOP/s, so at h = 1024 one
 solve takes minutes.)
 
-    python bench/native_cost.py [--quick | --size rk4,256,256,16 ...] [--dtype float16,...] [--repeats R]
+    python bench/native_cost.py [--quick | --size rk4,256,256,16 ...] [--dtype float16,...] [--repeats R] [--core]
                                 [--device cpu|cuda] [--baseline CHECKOUT] [--markdown FILE]
 """
 
@@ -99,7 +99,7 @@ class Setup:
         extra = [
             s
             for s in (
-                "low-memory" if self.checkpoint == "states" and self.library == "native" else "",
+                "low-memory" if self.checkpoint == "states" and self.library != "torchdiffeq" else "",
                 "scaler" if self.scaler else "",
                 "low trajectory" if self.trajectory == "low" else "",
             )
@@ -108,12 +108,14 @@ class Setup:
         return f"{self.library} {self.dtype}" + (f" ({', '.join(extra)})" if extra else "")
 
 
-def setups() -> list[Setup]:
+def setups(core: bool = False) -> list[Setup]:
+    """Every setup measured; `core`: only those timed by default (no scaler, the state trajectory)."""
     chosen = []
     for dtype in DTYPES:
         chosen += [Setup("torchdiffeq", dtype), Setup("native", dtype), Setup("native", dtype, checkpoint="states")]
-        chosen += [Setup(BEFORE, dtype)] if baseline_odeint is not None else []
-        if dtype != "float32":  # in float32 the stored states are the trajectory already; no scaling needed
+        if baseline_odeint is not None:
+            chosen += [Setup(BEFORE, dtype), Setup(BEFORE, dtype, checkpoint="states")]
+        if dtype != "float32" and not core:  # in float32 the stored states are the trajectory already
             chosen += [
                 Setup("native", dtype, True, checkpoint="states"),
                 Setup("native", dtype, False, "low", "states"),
@@ -145,7 +147,15 @@ def forward(setup: Setup, func, y0, t, method):
         scaler = DynamicAdjointScaler() if setup.scaler else None
         if setup.library == BEFORE:
             assert baseline_odeint is not None
-            return baseline_odeint(func, y0, t, method=method, scaler=scaler, trajectory_dtype=setup.trajectory)
+            return baseline_odeint(
+                func,
+                y0,
+                t,
+                method=method,
+                scaler=scaler,
+                trajectory_dtype=setup.trajectory,
+                checkpoint=setup.checkpoint,
+            )
         return odeint(
             func, y0, t, method=method, scaler=scaler, trajectory_dtype=setup.trajectory, checkpoint=setup.checkpoint
         )
@@ -208,7 +218,7 @@ def estimated_run_seconds(setup: Setup, func, y0, t, method) -> float:
 
 
 def measure_size(
-    size, dtypes: list[str], repeats: int, time_all: bool, max_run_seconds: float, device
+    size, dtypes: list[str], repeats: int, time_all: bool, max_run_seconds: float, device, core: bool = False
 ) -> tuple[list[dict], list[str]]:
     method, hidden, batch, n = size
     generator = torch.Generator().manual_seed(0)
@@ -221,7 +231,7 @@ def measure_size(
         for d, e in estimates.items()
         if e > max_run_seconds
     ]
-    chosen = [s for s in setups() if s.dtype in estimates and estimates[s.dtype] <= max_run_seconds]
+    chosen = [s for s in setups(core) if s.dtype in estimates and estimates[s.dtype] <= max_run_seconds]
     to_time = [s for s in chosen if time_all or (not s.scaler and s.trajectory == "state")]
     times: dict[Setup, list[float]] = {s: [] for s in to_time}
     for s in to_time:  # warm-up: first calls allocate and pick kernels
@@ -307,8 +317,11 @@ def summary(rows: list[dict], dtypes: list[str]) -> list[str]:
         "median <= 1.0, max <= 1.15, peak <= 105%; low-memory time <= 1.25 (float32), <= 1.45 (bfloat16, float16) at "
         "peak <= 40%:"
     ]
-    for setup in [Setup(library, dtype) for library in ("native", BEFORE) for dtype in dtypes] + [
-        Setup("native", dtype, checkpoint="states") for dtype in dtypes
+    for setup in [
+        Setup(library, dtype, checkpoint=checkpoint)
+        for checkpoint in ("stages", "states")
+        for library in ("native", BEFORE)
+        for dtype in dtypes
     ]:
         chosen = [r for r in rows if r["setup"] == setup and r["vs_torchdiffeq"] is not None]
         if chosen:
@@ -382,6 +395,11 @@ def main() -> None:
     )
     parser.add_argument("--baseline", type=Path, help="also time this checkout's native solver, as 'native before'")
     parser.add_argument(
+        "--core",
+        action="store_true",
+        help="measure only the setups the targets name (no scaler, no low trajectory): about a third less time",
+    )
+    parser.add_argument(
         "--size",
         action="append",
         default=[],
@@ -413,11 +431,16 @@ def main() -> None:
     chosen = [(m, int(h), int(b), int(n)) for m, h, b, n in (s.split(",") for s in args.size)]
     started = time.perf_counter()
     for size in chosen or (QUICK_SIZES if args.quick else SIZES):
-        size_rows, skipped = measure_size(size, dtypes, args.repeats, args.time_all, args.max_run_seconds, device)
+        size_started = time.perf_counter()
+        size_rows, skipped = measure_size(
+            size, dtypes, args.repeats, args.time_all, args.max_run_seconds, device, args.core
+        )
         rows += size_rows
+        took = f"{time.perf_counter() - size_started:.0f} s, load average now {os.getloadavg()}"
         print()
         print(size_table(size, size_rows, "simple"), flush=True)
-        markdown += [size_table(size, size_rows, "github"), ""]
+        print(f"  {took}", flush=True)
+        markdown += [size_table(size, size_rows, "github"), "", f"- {took}", ""]
         for line in skipped:
             print(f"  skipped {line}", flush=True)
             markdown += [f"- skipped {line}", ""]

@@ -359,3 +359,18 @@ def test_a_checkpoint_this_solve_cannot_run_is_one_error(call, words):
     t = torch.linspace(0, 1, 3, dtype=torch.float64).requires_grad_(call.pop("t_grad", False))
     with pytest.raises(ValueError, match=words):
         odeint(lambda s, y: -y, torch.ones(2, dtype=torch.float64, requires_grad=True), t, method="euler", **call)
+
+
+@pytest.mark.parametrize("checkpoint", ["stages", "states"])
+@pytest.mark.parametrize("method", ["euler", "rk4"])
+@pytest.mark.parametrize("recorded", [False, True])
+def test_a_parameter_the_field_returns_as_it_is_gets_its_own_gradient(checkpoint, method, recorded):
+    # Autograd hands the step's cotangent itself to such a parameter: its first sum, formed in place where nothing else
+    # holds the part, must not be formed in the adjoint (dy/dt = p: y(1) = y0 + p, so both gradients are the loss's).
+    p = torch.full((3, 2), 0.5, requires_grad=True)
+    y0 = torch.zeros(3, 2, requires_grad=True)
+    t = torch.linspace(0, 1, 5)
+    report = SolveReport() if recorded else None
+    trajectory = odeint(lambda s, y: p, y0, t, method=method, params=[p], checkpoint=checkpoint, report=report)
+    (2 * trajectory[-1]).sum().backward()
+    assert torch.equal(p.grad, torch.full((3, 2), 2.0)) and torch.equal(y0.grad, torch.full((3, 2), 2.0))

@@ -28,6 +28,7 @@ from typing import Literal
 
 import torch
 from torch.autograd.graph import get_gradient_edge
+from torch.overrides import has_torch_function
 
 from ..axes.methods import METHODS, ExplicitRK
 from ..emulation import active_emulation
@@ -340,6 +341,9 @@ class _KeptStep:
     leaf: torch.Tensor
     edges: list
     dtype: torch.dtype
+    # Whether every output has the state's shape, the adjoint's (a field's output broadcast against the state does
+    # not: autograd.grad then refuses the product).
+    shaped: bool = True
 
 
 def _kept_step(func, tableau: ExplicitRK, leaf, times, scaled, first_stage=None) -> tuple[torch.Tensor, _KeptStep]:
@@ -354,7 +358,7 @@ def _kept_step(func, tableau: ExplicitRK, leaf, times, scaled, first_stage=None)
     else:
         slopes = _weighted_sum(tableau, [k_i.detach() for k_i in stages])
     edges = [get_gradient_edge(out) if out.requires_grad else None for out in outputs]
-    return slopes, _KeptStep(leaf, edges, outputs[0].dtype)
+    return slopes, _KeptStep(leaf, edges, outputs[0].dtype, all(out.shape == leaf.shape for out in outputs))
 
 
 def _check_reach(kept: list[_KeptStep], watch: Reached, tableau: ExplicitRK, grid: _Grid) -> None:
@@ -515,11 +519,13 @@ class _NativeSolve(torch.autograd.Function):
 
         # A copy: the adjoint is updated in place, and grad_trajectory is not ours to change.
         adjoint = grad_trajectory[n_steps].to(accumulate, copy=True)
-        param_grads = [torch.zeros(p.shape, dtype=accumulate, device=p.device) for p in params]
-        summed = [adjoint, *param_grads]  # each step's parts are added to these in one operation
+        # The parameter gradients' sums are made from the first step's parts (`_first_sums`), not allocated beside them:
+        # one set of parameter-sized tensors fewer while the tape is still nearly whole, at the backward's peak.
+        summed: list[torch.Tensor] = []  # each step's parts are added to these in one operation
         # The loss's gradient at each point of the grid, added where it is not all zeros (a loss of the final state
-        # gives zeros everywhere else): which rows those are, read once rather than added at every step.
-        loss_rows = grad_trajectory.reshape(n_steps + 1, -1).ne(0).any(dim=1).tolist()
+        # gives zeros everywhere else): which rows those are, read once rather than added at every step (`any` of the
+        # values themselves: no trajectory-sized mask beside the tape).
+        loss_rows = grad_trajectory.reshape(n_steps + 1, -1).any(dim=1).tolist()
         # Gradients with respect to the grid: each step's ends enter its increment as two more inputs.
         grad_t = torch.zeros(t.shape, dtype=accumulate, device=t.device) if ctx.needs_input_grad[9] else None
         points = t.detach().unbind()  # the stage times need no graph: a gradient for t goes through `ends`
@@ -553,20 +559,71 @@ class _NativeSolve(torch.autograd.Function):
                     report.record_backward(n_steps - 1 - k, adjoint, held, finite)
                 stop_if_overflowed(finite, n_steps - 1 - k)
                 # The step size multiplies each part inside the float32 sum (one operation, no copy of the parts).
-                torch._foreach_add_(summed, parts[: len(summed)], alpha=widths[k])
+                if summed:
+                    torch._foreach_add_(summed, parts[: len(summed)], alpha=widths[k])
+                else:
+                    # The sums first: a part may be the adjoint itself (a field returning a parameter as it is).
+                    sums = _first_sums(parts[1 : len(params) + 1], [*parts, adjoint, held], widths[k], accumulate)
+                    adjoint.add_(parts[0], alpha=widths[k])
+                    summed = [adjoint, *sums]
+                    del sums
                 if loss_rows[k]:
                     adjoint.add_(grad_trajectory[k].to(accumulate))
                 # Summed: kept, they would stay alive through the next step's product, at its peak memory.
                 del parts, held
-        grad_params = [g.to(p.dtype) for g, p in zip(param_grads, params)]
+        grad_params = [g.to(p.dtype) for g, p in zip(summed[1:], params)]
         grad_t = grad_t.to(t.dtype) if grad_t is not None else None
         return (None, None, None, None, None, None, None, None, adjoint.to(ctx.state_dtype), grad_t, *grad_params)
+
+
+# The engine call behind `torch.autograd.grad`, without grad's Python check of each output's shape against its
+# cotangent (about 20 µs an output, at every step): the engine checks each cotangent against its output's metadata.
+_ENGINE_RUN_BACKWARD = getattr(torch.autograd.graph, "_engine_run_backward", None)
+
+
+def _vector_jacobian_product(outputs, inputs, cotangents, retain: bool, direct: bool) -> tuple[torch.Tensor, ...]:
+    """`torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True, materialize_grads=True, retain_graph=
+    retain)`, through the engine's own entry point where `direct`."""
+    if not direct or _ENGINE_RUN_BACKWARD is None:
+        return torch.autograd.grad(
+            outputs, inputs, cotangents, allow_unused=True, materialize_grads=True, retain_graph=retain
+        )
+    grads = _ENGINE_RUN_BACKWARD(tuple(outputs), tuple(cotangents), retain, False, tuple(inputs), True, False)
+    return tuple(torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs))
 
 
 def _graph_retained() -> bool:
     """Whether the backward running now keeps the graph (`retain_graph=True`); where torch cannot tell, kept."""
     keeps = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
     return True if keeps is None else bool(keeps())
+
+
+def _first_sums(
+    grads: list[torch.Tensor], alive: list[torch.Tensor | None], width: float, dtype: torch.dtype
+) -> list[torch.Tensor]:
+    """0 + width * g for each of the first step's parameter gradients, the same bits as the sum of a zero tensor and
+    the step's part (the same kernel: a zero broadcast from a 0-dim tensor, so that -0.0 parts give +0.0 as they do
+    there), formed in the part itself where it is the only one of `alive` (the step's parts, the adjoint, the adjoint a
+    report records) to use its memory: no parameter-sized tensor allocated. Autograd may hand one tensor to several
+    inputs, or an output's cotangent itself to a parameter the field returns as it is."""
+    if not grads:
+        return []
+    zero = torch.zeros((), dtype=dtype, device=grads[0].device)
+    sums = []
+    for g in grads:
+        owned = (
+            g.dtype == dtype
+            and g.is_contiguous()
+            and g.storage_offset() == 0
+            and g.untyped_storage().nbytes() == g.numel() * g.element_size()
+            and sum(_same_storage(g, x) for x in alive if x is not None) == 1
+        )
+        sums.append(torch.add(zero, g.to(dtype), alpha=width, out=g if owned else None))
+    return sums
+
+
+def _same_storage(x: torch.Tensor, y: torch.Tensor) -> bool:
+    return x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
 
 
 def _unshared(parts: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -612,6 +669,8 @@ class _BackwardStep:
         # Gradients arrive in their input's dtype; where every input is in the accumulation dtype they stay as they are.
         self.accumulating = state_dtype == accumulate and all(p.dtype == accumulate for p in params)
         self.weights = [b for b in tableau.b if b]
+        # A parameter of a tensor subclass may override autograd.grad (`__torch_function__`): then it is called.
+        self.direct = _ENGINE_RUN_BACKWARD is not None and not has_torch_function(tuple(params))
 
     def __call__(self, k, t_k, y_stored, adjoint, ends=None, kept=None, retained=False):
         """(the vjps w.r.t. the state, each parameter and then each of `ends` when given, the adjoint as held in the
@@ -651,10 +710,11 @@ class _BackwardStep:
         emulation = self.emulation
         slopes = None
         if kept is not None:
-            y, outputs, dtype = kept.leaf, kept.edges, kept.dtype
+            y, outputs, dtype, shaped = kept.leaf, kept.edges, kept.dtype, kept.shaped
         else:
             y, rebuilt, slopes = self._rebuilt(k, t_k, y_stored, ends)
             outputs, dtype = [out if out.requires_grad else None for out in rebuilt], rebuilt[0].dtype
+            shaped = all(out.shape == y.shape for out in rebuilt)
         entering = (adjoint if scale is None else adjoint * scale).to(dtype)
         if emulation is not None:
             entering = emulation.store(entering, "backward")
@@ -673,14 +733,13 @@ class _BackwardStep:
         reaching = [(out, cot) for out, cot in zip(outputs, cotangents) if out is not None]
         with torch.autocast(y.device.type, enabled=False):
             if reaching:
-                grads = torch.autograd.grad(
+                grads = _vector_jacobian_product(
                     [out for out, _ in reaching],
                     inputs,
                     [cot for _, cot in reaching],
-                    allow_unused=True,
-                    materialize_grads=True,
                     # A kept graph is taken again where the scaler has the step redone, or the graph is retained.
-                    retain_graph=kept is not None and (self.scaler is not None or retained),
+                    kept is not None and (self.scaler is not None or retained),
+                    self.direct and shaped,
                 )
             else:
                 grads = tuple(torch.zeros_like(x) for x in inputs)
