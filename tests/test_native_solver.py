@@ -374,3 +374,26 @@ def test_a_parameter_the_field_returns_as_it_is_gets_its_own_gradient(checkpoint
     trajectory = odeint(lambda s, y: p, y0, t, method=method, params=[p], checkpoint=checkpoint, report=report)
     (2 * trajectory[-1]).sum().backward()
     assert torch.equal(p.grad, torch.full((3, 2), 2.0)) and torch.equal(y0.grad, torch.full((3, 2), 2.0))
+
+
+def test_the_engine_entry_point_gives_autograd_grads_gradients_bit_for_bit():
+    from roundoff_analyzer.solvers import native
+
+    if native._ENGINE_RUN_BACKWARD is None:
+        pytest.skip(f"torch {torch.__version__}: the engine's entry point is not used on this release")
+    generator = torch.Generator().manual_seed(0)
+    w, unused = torch.randn(5, 5, generator=generator, requires_grad=True), torch.randn(3, requires_grad=True)
+    y = torch.randn(4, 5, generator=generator, requires_grad=True)
+    outputs = [torch.tanh(y @ w), (y * 2).sin()]
+    cotangents = [torch.randn(4, 5, generator=generator), torch.randn(4, 5, generator=generator)]
+    inputs = [y, w, unused]
+    # Retained, so that both calls take the same graph; `unused` is reached by no output: zeros, as grad materialises.
+    direct = native._vector_jacobian_product(outputs, inputs, cotangents, retain=True, direct=True)
+    through_grad = native._vector_jacobian_product(outputs, inputs, cotangents, retain=True, direct=False)
+    assert [g.shape for g in direct] == [x.shape for x in inputs]
+    assert all(torch.equal(a, b) for a, b in zip(direct, through_grad))
+    assert not direct[2].any() and direct[0].any()
+    # Not retained: the graph is freed, as grad frees it.
+    native._vector_jacobian_product(outputs, inputs, cotangents, retain=False, direct=True)
+    with pytest.raises(RuntimeError, match="second time"):
+        torch.autograd.grad(outputs, [y], cotangents)
