@@ -84,7 +84,7 @@ def timed_sweep(code: Checkout, out: Path, extra: list[str]) -> tuple[float, flo
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     summary = next((line for line in done.stdout.splitlines() if "the command took" in line), "")
-    return wall, cpu, load, summary.split(";")[0]
+    return wall, cpu, load, next((part.strip() for part in summary.split(";") if "the command took" in part), "")
 
 
 def same_tables(a: Path, b: Path) -> str:

@@ -70,7 +70,7 @@ class ReferenceCache:
 
 
 # The short run's steps at most: a few, so that its backward, watched operation by operation, costs little.
-SHORT_RUN_STEPS = 8
+SHORT_RUN_STEPS = 2
 
 
 def decide_draws(copies: ProblemCopies, timesteps: list[int]) -> None:
