@@ -6,6 +6,8 @@ random tensor from the generator draws.py defines for it, drawn in float64 and c
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,14 @@ import roundoff_analyzer as ra
 from roundoff_analyzer.axes.libraries import LIBRARIES
 from roundoff_analyzer.axes.modes import ProblemCopies
 from roundoff_analyzer.core.errors import InputError
-from roundoff_analyzer.measuring.draws import DRAW_SEED, DrawMismatch, draw_generator, same_draws
+from roundoff_analyzer.measuring.draws import (
+    DRAW_SEED,
+    DrawMismatch,
+    draw_generator,
+    draws_anew,
+    same_draws,
+    short_run,
+)
 
 from .conftest import run_cli
 from .fixtures import drawing_steps
@@ -245,3 +254,90 @@ def test_a_solver_that_evaluates_the_field_again_in_its_backward_gives_every_pas
     assert rows.loc["grad", "grad_params_rel_err"] == pytest.approx(
         rows.loc["none", "grad_params_rel_err"], rel=tolerance
     )
+
+
+class _DrawsInBackward(torch.autograd.Function):
+    """Identity whose backward adds noise: a draw in a backward pass whose forward draws nothing."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad + torch.randn_like(grad)
+
+
+def _short_run(copies: ProblemCopies, body) -> None:
+    with short_run(copies) as drawn:
+        assert drawn is not None
+        body()
+        drawn.complete = True
+
+
+def test_a_short_run_that_drew_nothing_leaves_a_full_run_that_draws_to_be_replayed():
+    # Draws that depend on the steps: the short run made none, the first full run's forward does, so its backward is
+    # watched too, and a later run of its draw is given the same numbers in both passes.
+    copies = _copies()
+    _short_run(copies, lambda: None)
+    x = torch.ones(5, dtype=torch.float64, requires_grad=True)
+    grads, noise = [], []
+    for dtype in (torch.float64, torch.float32):
+        with same_draws(copies, 0, "solve") as run:
+            y = x.to(dtype) * torch.randn(5, dtype=dtype)
+            noise.append(y.detach().double())
+            (grad,) = torch.autograd.grad(_DrawsInBackward.apply(y).sum(), x)
+            grads.append(grad)
+            run.complete = True
+    assert torch.equal(noise[1], noise[0].float().double()), "the forward's draws differ between the runs"
+    assert torch.allclose(grads[0], grads[1].double(), rtol=1e-5), "the backward's draws differ between the runs"
+    assert draws_anew(copies)
+
+
+def test_a_short_run_that_drew_decides_that_the_step_draws():
+    copies = _copies()
+    _short_run(copies, lambda: torch.randn(2))
+    assert draws_anew(copies)
+    with short_run(copies) as again:
+        assert again is None, "decided: no second short run"
+
+
+def test_a_backward_that_draws_where_the_short_run_and_its_forward_drew_nothing_stops_the_sweep():
+    copies = _copies()
+    _short_run(copies, lambda: None)
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(InputError, match="in a backward pass whose forward drew none"), same_draws(copies, 0, "solve"):
+        _DrawsInBackward.apply(x * 2).sum().backward()
+
+
+def test_a_short_run_that_failed_leaves_the_first_full_run_watched_whole():
+    copies = _copies()
+    with short_run(copies):
+        pass  # not complete: it says nothing
+    x = torch.ones(3, requires_grad=True)
+    runs = []
+    for _ in range(2):
+        with same_draws(copies, 0, "solve") as run:
+            _DrawsInBackward.apply(x * 2).sum().backward()
+            run.complete = True
+        runs.append(run)
+    assert runs[0].functions == {"randn_like": 1} and draws_anew(copies)
+
+
+def test_a_watched_run_does_not_import_dynamo():
+    # torch would import torch._dynamo (about a second) at the first operation a dispatch mode sees; where it is not
+    # loaded nothing can be compiling, so the replay answers without it.
+    code = (
+        "import sys, torch\n"
+        "from types import SimpleNamespace\n"
+        "from roundoff_analyzer.measuring.draws import same_draws\n"
+        "copies = SimpleNamespace(draws=None)  # what same_draws keeps its findings in\n"
+        "x = torch.ones(3, requires_grad=True)\n"
+        "with same_draws(copies, 0, 'solve') as run:\n"
+        "    (x * torch.randn(3)).sum().backward()\n"
+        "    run.complete = True\n"
+        "assert run.functions, run\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

@@ -11,7 +11,7 @@ from ..axes.methods import METHODS, tableau_of
 from ..axes.modes import ProblemCopies
 from ..measuring.discretisation import FINE_LIBRARY, FINE_TABLEAU
 from ..measuring.measure import forward_families, measure_configurations
-from ..measuring.references import ReferenceCache
+from ..measuring.references import ReferenceCache, decide_draws
 from ..measuring.run_inputs import SweepShared
 from ..measuring.yardstick_files import YARDSTICKS, YardstickFiles, yardstick_key
 from ..measuring.yardsticks import PIECES, Yardsticks
@@ -86,6 +86,7 @@ class ProcessProblems:
         return cls(copies, {key: process_yardsticks(plan, c, store, key) for key, c in copies.items()})
 
     def shared(self, plan: SweepPlan, key: tuple[str, int]) -> SweepShared:
+        self._decide_draws(key)
         shared = sweep_shared(plan, self.copies[key], self.yardsticks[key], key[0])
         shared.scale_hints = self.scale_hints.setdefault(key, {})
         return shared
@@ -93,7 +94,12 @@ class ProcessProblems:
     def prepare(self, task: tuple[tuple[str, int], str]) -> None:
         """Compute (or read) one piece of one problem's yardsticks: a task of `yardstick_tasks`."""
         key, piece = task
+        self._decide_draws(key)
         self.yardsticks[key].prepare(piece)
+
+    def _decide_draws(self, key: tuple[str, int]) -> None:
+        # Before the problem's first run in this process, which would otherwise watch its whole backward (draws.py).
+        decide_draws(self.copies[key], self.yardsticks[key].timesteps)
 
 
 def yardstick_tasks(plan: SweepPlan) -> list[tuple[tuple[str, int], str]]:

@@ -24,7 +24,7 @@ from ..axes.keep_float32 import kept_in_float32
 from ..axes.modes import ProblemCopies
 from ..core.threads import torch_threads
 from ..measuring.one_run import RunOutcome
-from ..measuring.references import ReferenceCache
+from ..measuring.references import ReferenceCache, decide_draws
 from ..measuring.run_inputs import ResolvedRun, SweepShared
 from ..measuring.torch_state import restored_torch_state
 from ..planning.sweep_plan import SweepPlan
@@ -75,6 +75,8 @@ def time_setups(
     warm_n = min(min(plan.grid.timesteps), *(c.n_timesteps for c in configs))
     hints: dict[int, int | None] = {}
     with torch_threads(plan.threads):
+        # As the sweep's processes do: the first warm-up run then does not watch its whole backward (draws.py).
+        decide_draws(copies, list(plan.grid.timesteps))
         warm = {i: _run(runs[i], shared, None, warm_n) for i in range(len(runs))}
         for i, outcome in warm.items():
             hints[i] = outcome.retries

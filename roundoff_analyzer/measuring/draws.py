@@ -20,6 +20,12 @@ not intercepted (each torch operation would pay for it), and a run that then mov
 generator stops the sweep in one line, as does a draw the replay did not see (inside a torch operation that is not
 one of the random functions: an RNN's dropout between its layers).
 
+A first run's backward pass is watched operation by operation (autograd runs it without the forward's watch of the
+random functions), which costs it several times its own time. A short run of the step (`short_run`: a few steps,
+watched whole) spares that: where it drew nothing, the first full run's backward is watched only if that run's
+forward drew (a step whose draws depend on its steps or times); where it drew, the step draws, as a first run that
+drew would have said.
+
 A run watched module by module (module_hooks.py) keeps its draws in a `DrawRecord`: a module's call re-run in float64,
 or again in the run's precision for its backward, is given the numbers that call drew (and numpy's and Python's
 generators as they stood when it began), not new ones; a re-run that draws otherwise than its call did raises
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import sys
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
@@ -104,6 +111,7 @@ class _Tape:
 class _Store:
     drew: bool | None = None  # whether the step draws: None until a run has been watched
     tapes: dict[tuple[Hashable, int], _Tape] = field(default_factory=dict)
+    short_run_drew: bool | None = None  # what the short run of the step drew (`short_run`); None: none ran
 
 
 def _store(copies: ProblemCopies) -> _Store:
@@ -130,13 +138,40 @@ def same_draws(
             yield run
         return
     tape = store.tapes.setdefault((solve, draw), _Tape())
-    replay = _Replay(run, tape, draw, record)
-    with _seeded_globals(DRAW_SEED + draw, run), _unmoved_generators(_UNSEEN), _Watch(replay), _recording(record):
+    # Nothing drawn by the short run: this first run's backward is watched where its own forward drew.
+    forward_decides = store.drew is None and store.short_run_drew is False
+    replay = _Replay(run, tape, draw, record, forward_decides)
+    unseen = lambda: _UNSEEN_IN_BACKWARD if replay.backward_unwatched else _UNSEEN  # noqa: E731
+    with _seeded_globals(DRAW_SEED + draw, run), _unmoved_generators(unseen), _Watch(replay), _recording(record):
         yield run
     if run.complete:
         tape.closed = True
     if store.drew is None and (run.complete or run.drew):
         store.drew = run.drew
+
+
+_SHORT_RUN = "short run"  # the short run's solves draw in an order of their own
+
+
+@contextmanager
+def short_run(copies: ProblemCopies) -> Iterator[DrawRun | None]:
+    """Run the body (a short complete run of the step, forward and backward: a few steps of a solve the sweep makes
+    anyway, on draw 0) watched whole as a first run is, before the step's first full run, so that the first full run
+    does not pay for watching its backward where the step draws nothing. Yields the run (the caller sets `complete`),
+    or None where a run has said already whether the step draws: then the body need not run. A short run that drew
+    decides that the step draws; one that drew nothing leaves the first full run to decide, its backward watched only
+    if its forward drew."""
+    store = _store(copies)
+    if store.drew is not None or store.short_run_drew is not None:
+        yield None
+        return
+    with same_draws(copies, 0, _SHORT_RUN) as run:
+        yield run
+    if run.drew:
+        store.drew = True  # same_draws has said so where the run completed; a failed run that drew says it too
+    elif run.complete:
+        store.drew = None  # the first full run decides, not the short one
+        store.short_run_drew = False
 
 
 @contextmanager
@@ -257,12 +292,16 @@ _UNSEEN = (
     "dropout between its layers, RReLU in training), which the sweep cannot give every run alike: draw them with "
     "torch's random functions (F.dropout between the layers)"
 )
+_UNSEEN_IN_BACKWARD = (
+    "the step drew random numbers in a backward pass whose forward drew none, which a short run of it did not do, "
+    "so the runs cannot be given the same draws: draw in every call of the step, or not at all"
+)
 
 
 @contextmanager
-def _unmoved_generators(message: str, numpy_and_python: bool = False) -> Iterator[None]:
+def _unmoved_generators(message: str | Callable[[], str], numpy_and_python: bool = False) -> Iterator[None]:
     """Torch's global generators (numpy's and Python's too, where asked) left as they were by the run; a draw from
-    one of them stops the sweep with `message`."""
+    one of them stops the sweep with `message` (or what it gives, said once the run is over)."""
 
     def states() -> tuple:
         others = (_numpy_state_key(np.random.get_state(legacy=True)), random.getstate()) if numpy_and_python else ()
@@ -273,7 +312,7 @@ def _unmoved_generators(message: str, numpy_and_python: bool = False) -> Iterato
     after = states()
     moved = before[1] != after[1] or len(before[0]) != len(after[0])
     if moved or not all(torch.equal(a, b) for a, b in zip(before[0], after[0])):
-        raise InputError(message)
+        raise InputError(message if isinstance(message, str) else message())
 
 
 # -- torch's random functions --------------------------------------------------------------------------------------
@@ -340,7 +379,16 @@ class _Watch(TorchFunctionMode):
 class _Answers(TorchDispatchMode):
     """Answers torch's random functions with the numbers `sample` gives, each transformed as the function asks."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch would wrap __torch_dispatch__ in dynamo's `disable`, whose first call imports torch._dynamo (about a
+        # second of each process's first watched run): `_outside_dynamo` does the same only where dynamo is loaded.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return _outside_dynamo(type(self)._dispatch)(self, func, types, args, kwargs)
+
+    def _dispatch(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         replay = _REPLAYS.get(name)
@@ -375,24 +423,51 @@ class _Answers(TorchDispatchMode):
         )
 
 
+_WITHOUT_DYNAMO: dict[Callable, Callable] = {}
+
+
+def _outside_dynamo(function: Callable) -> Callable:
+    """`function` where dynamo cannot be compiling (torch._dynamo not imported: torch.compile imports it); else, as
+    torch wraps a dispatch mode's handler, with dynamo disabled in it: a compiled step does not trace into it."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        return function
+    if function not in _WITHOUT_DYNAMO:
+        _WITHOUT_DYNAMO[function] = dynamo.disable(function, recursive=True)
+    return _WITHOUT_DYNAMO[function]
+
+
 class _Replay(_Answers):
     """Answers the step's random functions from the draw's generators, checking them against the tape; kept in
     `record` where one is given."""
 
-    def __init__(self, run: DrawRun, tape: _Tape, draw: int, record: DrawRecord | None = None) -> None:
+    def __init__(
+        self, run: DrawRun, tape: _Tape, draw: int, record: DrawRecord | None = None, forward_decides: bool = False
+    ) -> None:
         super().__init__()
         self.run, self.tape, self.draw, self.record = run, tape, draw, record
         self.forward_at, self.backward_at = 0, 0
         self.backward_pass = -1  # the autograd graph task of the backward pass drawing now
+        # Whether a backward pass of a first run is watched only where its forward drew (`short_run`).
+        self.forward_decides = forward_decides
+        self.backward_unwatched = False  # a backward pass ran unwatched because of that
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def _dispatch(self, func, types, args=(), kwargs=None):
         if self.record is not None and self.record.redrawing:
             return func(*args, **(kwargs or {}))  # a re-run of a call: its own replay answers it
-        return super().__torch_dispatch__(func, types, args, kwargs)
+        return super()._dispatch(func, types, args, kwargs)
 
     def backward_draws(self) -> bool:
-        """Whether a backward pass may draw: its tape says so, or is not complete yet."""
-        return bool(self.tape.backward) or not self.tape.closed
+        """Whether a backward pass may draw: its tape says so, or is not complete yet (and, where the short run drew
+        nothing, the forward drew)."""
+        if self.tape.backward:
+            return True
+        if self.tape.closed:
+            return False
+        if self.forward_decides and not self.run.functions:
+            self.backward_unwatched = True
+            return False
+        return True
 
     def sample(self, function: str, kind: tuple, sampler: Callable[[torch.Generator], torch.Tensor]) -> torch.Tensor:
         """The next draw: `kind` says what is sampled (and its shape); the values come from its position's generator.

@@ -10,12 +10,13 @@ from dataclasses import replace
 
 import torch
 
-from ..axes.libraries import SolverLibrary
-from ..axes.methods import Method
+from ..axes.libraries import LIBRARIES, SolverLibrary
+from ..axes.methods import METHODS, Method
 from ..axes.modes import ProblemCopies, cast_run
 from ..axes.scalings import SCALINGS, ScalerSettings
 from . import failures
-from .draws import draws_anew
+from .discretisation import FINE_LIBRARY, FINE_TABLEAU
+from .draws import draws_anew, short_run
 from .one_run import RunOutcome, run_once
 from .run_spec import RunSpec
 from .tape_estimate import TapeTooLarge
@@ -66,3 +67,20 @@ class ReferenceCache:
             self.n_solves += 1
             self.seconds += time.perf_counter() - start
         return self._cache[key]
+
+
+# The short run's steps at most: a few, so that its backward, watched operation by operation, costs little.
+SHORT_RUN_STEPS = 2
+
+
+def decide_draws(copies: ProblemCopies, timesteps: list[int]) -> None:
+    """Find out whether the step draws random numbers by a short run of it (draws.py's `short_run`) before its first
+    full run, where no run has said yet: the classical RK4 of the native solver in float64, in the fewest steps of the
+    grid or SHORT_RUN_STEPS, whichever is fewer; its outcome is dropped."""
+    with short_run(copies) as drawn:
+        if drawn is None:
+            return
+        library, method = LIBRARIES.get(FINE_LIBRARY), METHODS.get(FINE_TABLEAU)
+        steps = min(SHORT_RUN_STEPS, *timesteps)
+        run = RunSpec(cast_run(copies, torch.float64), copies, library, method, steps, torch.float64)
+        drawn.complete = run_once(run, SCALINGS.get("none"), ScalerSettings()).failure is None
