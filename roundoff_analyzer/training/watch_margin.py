@@ -17,6 +17,7 @@ functions and gradients hold (tests/test_watch.py checks it equals every operati
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -39,7 +40,9 @@ class LargestMagnitude(TorchFunctionMode):
         self.kept: list[torch.Tensor] = []
         self.kept_ids: set[int] = set()
         self.kept_bytes = 0
-        self.cast: list[torch.Tensor] = []  # values another dtype held that a function cast into the low dtype
+        # Values another dtype held that a function cast into the low dtype, by that dtype.
+        self.cast: dict[torch.dtype, list[torch.Tensor]] = {}
+        self.n_cast = 0
         self.largest: list[torch.Tensor] = []
         self.hooked: set[Any] = set()
         self.handles: list[Any] = []
@@ -50,7 +53,7 @@ class LargestMagnitude(TorchFunctionMode):
         kwargs = kwargs or {}
         if self.closed:  # entered again by a backward that then failed, on another thread: inert
             return func(*args, **kwargs)
-        if _in_place(func, kwargs):
+        if "out" in kwargs or _writes_in_place(func):
             self._read_kept()  # the values it overwrites, before it does
         result = func(*args, **kwargs)
         results = [result] if isinstance(result, torch.Tensor) else result if isinstance(result, tuple | list) else ()
@@ -84,9 +87,10 @@ class LargestMagnitude(TorchFunctionMode):
                     and tensor.is_floating_point()
                     and tensor.numel()
                 ):
-                    self.cast.append(tensor.detach())
-                    if len(self.cast) >= BUNCH:
-                        self._read_kept()
+                    self.cast.setdefault(tensor.dtype, []).append(tensor.detach())
+                    self.n_cast += 1
+        if self.n_cast >= BUNCH:
+            self._read_kept()
 
     def _forward(self, tensor: torch.Tensor) -> None:
         if tensor.dtype == self.low:
@@ -137,11 +141,11 @@ class LargestMagnitude(TorchFunctionMode):
                 self._read_kept()
 
     def _read_kept(self) -> None:
-        if self.cast:
+        for tensors in self.cast.values():
             # Their largest cast as the cast rounds it: above the low dtype's largest finite, inf.
             with torch.no_grad():
-                self.largest.append(torch.stack(torch._foreach_max(torch._foreach_abs(self.cast))).amax().to(self.low))
-            self.cast = []
+                self.largest.append(torch.stack(torch._foreach_max(torch._foreach_abs(tensors))).amax().to(self.low))
+        self.cast, self.n_cast = {}, 0
         if self.kept:
             # Kept as a tensor: a float() here would wait for a GPU.
             with torch.no_grad():
@@ -158,8 +162,16 @@ class LargestMagnitude(TorchFunctionMode):
         return found if math.isfinite(found) else math.inf
 
 
-def _in_place(func: Any, kwargs: dict[str, Any]) -> bool:
-    """Whether a torch function writes into a tensor it was given (`x.add_(y)`, `x += y`, `x[i] = y`, `out=`)."""
+def _writes_in_place(func: Any) -> bool:
+    """Whether a torch function writes into a tensor it was given (`x.add_(y)`, `x += y`, `x[i] = y`); `out=` apart."""
+    try:
+        return _in_place_by_name(func)
+    except TypeError:  # a callable that cannot be a key
+        return _in_place_by_name.__wrapped__(func)
+
+
+@functools.cache
+def _in_place_by_name(func: Any) -> bool:
     name = getattr(func, "__name__", "")
     trailing = name.endswith("_") and not name.endswith("__")
-    return "out" in kwargs or trailing or name.startswith("__i") or name == "__setitem__"
+    return trailing or name.startswith("__i") or name == "__setitem__"
