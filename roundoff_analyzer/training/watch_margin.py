@@ -1,18 +1,17 @@
-"""The largest magnitude a watched run held in its low precision, for the watch's overflow margin: the result of every
-torch function the run called (its forward: the model's layers and the functions inside them, the solver's arithmetic,
-the loss; and the backward of a solver's own autograd Function), and every gradient its backward passed out of or into
-a node of the autograd graph, that is in the low dtype; with the native solver's adjoint as the low dtype held it.
+"""The largest magnitude a watched run held in its low precision, for the watch's overflow margin. Read: the result of
+every torch function the run called (the model's layers and the functions inside them, the solver's arithmetic, the
+loss, the backward of a solver's own autograd Function), every value such a call cast into the low dtype from another
+floating dtype (autocast's casts of a layer's input, weight and bias), every gradient the backward passed out of or
+into a node of the autograd graph, in the low dtype; and the native solver's adjoint as the low dtype held it.
 
 Read through a torch function mode and hooks on the graph's nodes: Python runs once per function called and once per
-node the backward runs, not at each operation they dispatch (a dispatch mode, which does, cost about a third of a
-measurement on OT-Flow), and the values are read in bunches. Not seen, and why they cannot hide an overflow:
-- the temporaries inside one operation (one function's dispatched parts, one node's backward formula) and the partial
-  sums of a gradient that three or more uses accumulate: an infinity in any of them reaches the result or the sum,
-  which is read (as inf, or as NaN where it met a zero, which counts as an overflow too);
-- autocast's casts of float32 values are read where their gradients are, and a cast that overflowed holds an infinity
-  that the function consuming it passes on.
-A finite temporary larger than every result around it would go unread: the margin is that of the values the step's
-functions and gradients hold (tests/test_watch.py checks it equals every operation's on the watch's models).
+node, not at each operation they dispatch (a dispatch mode, which did, cost a third of OT-Flow's measurement), and the
+values are read in bunches. Not read: the temporaries inside one call (the operations one function dispatches: a
+composite function's parts, a TorchScript function's body; one node's backward formula) and the partial sums of a
+gradient that three or more uses accumulate. An overflow inside one shows in the call's result or the sum (inf, or NaN,
+both read as inf) unless that one call saturates it (a tanh of an inf within one composite function); a finite
+temporary larger than the values around it goes unread. tests/test_watch.py checks the reading equals every
+operation's on the watch's models.
 """
 
 from __future__ import annotations
@@ -89,7 +88,8 @@ class LargestMagnitude(TorchFunctionMode):
                 ):
                     self.cast.setdefault(tensor.dtype, []).append(tensor.detach())
                     self.n_cast += 1
-        if self.n_cast >= BUNCH:
+                    self.kept_bytes += tensor.numel() * tensor.element_size()
+        if self.n_cast >= BUNCH or self.kept_bytes >= BUNCH_BYTES:
             self._read_kept()
 
     def _forward(self, tensor: torch.Tensor) -> None:
@@ -141,17 +141,17 @@ class LargestMagnitude(TorchFunctionMode):
                 self._read_kept()
 
     def _read_kept(self) -> None:
-        for tensors in self.cast.values():
-            # Their largest cast as the cast rounds it: above the low dtype's largest finite, inf.
-            with torch.no_grad():
-                self.largest.append(torch.stack(torch._foreach_max(torch._foreach_abs(tensors))).amax().to(self.low))
-        self.cast, self.n_cast = {}, 0
-        if self.kept:
-            # Kept as a tensor: a float() here would wait for a GPU.
-            with torch.no_grad():
+        # Each bunch's largest kept as a tensor: a float() here would wait for a GPU.
+        with torch.no_grad():
+            for tensors in self.cast.values():
+                # Their largest cast as the cast rounds it (above the low dtype's largest finite, inf); a norm, which
+                # copies nothing: the values may be a large layer's weight.
+                self.largest.append(torch.stack(torch._foreach_norm(tensors, math.inf)).amax().to(self.low))
+            if self.kept:
+                # abs copies at most a bunch's bytes, and in float16 reads faster than the norm.
                 self.largest.append(torch.stack(torch._foreach_max(torch._foreach_abs(self.kept))).amax())
-            self.kept, self.kept_bytes = [], 0
-            self.kept_ids.clear()
+        self.cast, self.n_cast, self.kept, self.kept_bytes = {}, 0, [], 0
+        self.kept_ids.clear()
 
     def value(self, adjoint: float | None) -> float:
         """The largest magnitude read (inf for an inf or NaN), the native solver's `adjoint` record included."""
