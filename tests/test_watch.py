@@ -1,6 +1,7 @@
 """The watch in a user's own training loop (roundoff_analyzer.watch): a float16 training whose weights grow until its
 loss turns non-finite is warned about iterations before; the watched training is bit-identical to the unwatched one;
-the folder renders; raise_on raises; a bad argument is one line."""
+the folder renders; raise_on raises; a bad argument is one line; the overflow margin is every operation's, backward
+included; a step that draws is given the same numbers in its run and its reference."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pandas as pd
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 from torchdiffeq import odeint as torchdiffeq_odeint
 
 import roundoff_analyzer as ra
@@ -198,3 +201,109 @@ def test_a_bad_call_is_one_line(tmp_path):
     (tmp_path / "mine" / "paper.md").write_text("mine")
     with pytest.raises(InputError, match="holds files roundoff did not write \\(paper.md\\)"):
         ra.watch(Field(), step, out=tmp_path / "mine")(0, torch.randn(4, 2))
+
+
+class EveryOperation(TorchDispatchMode):
+    """The oracle of the overflow margin: the largest magnitude of every operation's float16 results, read one by one
+    (what the watch measured this way before it read them cheaper), those of the forward (before the first backward
+    operation) and the backward apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forward = self.backward = 0.0
+        self.began = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for tensor in tree_leaves(result):
+            if isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float16 and tensor.numel():
+                largest = float(tensor.detach().abs().amax())
+                largest = largest if largest == largest else float("inf")  # NaN: an overflow, as the watch reads it
+                self.began = self.began or torch._C._current_autograd_node() is not None
+                if self.began:
+                    self.backward = max(self.backward, largest)
+                else:
+                    self.forward = max(self.forward, largest)
+        return result
+
+
+def measured_by_both(model, step, batch, **options):
+    """One measurement of the watch, inside the oracle: its row and the oracle. The float64 runs hold no float16
+    value, so the oracle reads the float16 run's operations (and the watch's reads, which hold no larger)."""
+    watched = ra.watch(model, step, every=5, noise_batches=2, out=options.pop("out"), **options)
+    oracle = EveryOperation()
+    with warnings.catch_warnings(), oracle:
+        warnings.simplefilter("ignore")
+        row = watched(0, batch)
+    return row, oracle
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("library", ["torchdiffeq", "native"])
+@pytest.mark.parametrize("factor", [1.0, GROWTH**20, GROWTH**25])
+def test_the_overflow_margin_reads_every_operations_largest(tmp_path, library, factor):
+    # The field's float16 values at its draw, near float16's largest finite, and past it (inf: margin 0).
+    torch.manual_seed(0)
+    row, oracle = measured_by_both(large_field(factor), step, torch.randn(32, 2), out=tmp_path, library=library)
+    largest = max(oracle.forward, oracle.backward)
+    assert row["largest_magnitude"] == largest
+    if "overflow_margin" in row:  # a row whose float16 step failed has no margin
+        assert row["overflow_margin"] == (0.0 if largest == float("inf") else row["dtype_max"] / largest)
+
+
+@pytest.mark.unit
+def test_the_overflow_margin_reads_the_default_models_functions_and_autocasts_summed_weight_gradients(tmp_path):
+    # OT-Flow's potential is functions, not layers (its gradient and Hessian trace in closed form), and autocast's
+    # float16 copy of each weight gathers its gradient over every evaluation of the solve: there the largest sits.
+    problem = ra.model("otflow", d=2, hidden=8, batch=16)
+    times = torch.linspace(0.0, 1.0, 5)
+
+    def otflow_step(model, batch, odeint):
+        return problem.loss(odeint(model, batch, times, method="rk4"))
+
+    row, oracle = measured_by_both(problem.model, otflow_step, problem.sample_batch(1), out=tmp_path, n_timesteps=4)
+    assert row["status"] == "ok" and row["largest_magnitude"] == max(oracle.forward, oracle.backward)
+
+
+@pytest.mark.unit
+def test_the_overflow_margin_reads_the_backward(tmp_path):
+    # A loss weighted 3000×: the float16 gradients are far larger than any float16 value of the forward, so a margin
+    # that read the forward alone would be hundreds of times too wide.
+    def weighted_step(model, batch, odeint):
+        return 3000.0 * step(model, batch, odeint)
+
+    torch.manual_seed(0)
+    row, oracle = measured_by_both(large_field(1.0), weighted_step, torch.randn(32, 2), out=tmp_path)
+    assert oracle.backward > 100 * oracle.forward
+    assert row["largest_magnitude"] == oracle.backward
+    assert row["overflow_margin"] < 100 * OVERFLOW_MARGIN
+
+
+def drawing_step(model, batch, odeint):
+    # The draw moves the loss by about itself: runs given other numbers would differ by that, not by roundoff.
+    states = odeint(model, batch + torch.randn_like(batch), torch.linspace(0.0, 1.0, 3), method="rk4")
+    return (states[-1] ** 2).mean()
+
+
+def quiet_step(model, batch, odeint):
+    return (odeint(model, batch, torch.linspace(0.0, 1.0, 3), method="rk4")[-1] ** 2).mean()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("the_step", [drawing_step, quiet_step])
+def test_a_measurements_run_and_reference_get_the_same_draws_and_a_later_measurement_what_a_first_does(
+    tmp_path, the_step
+):
+    torch.manual_seed(0)
+    model, batches = large_field(1.0), [torch.randn(32, 2) for _ in range(2)]
+    options = {"every": 1, "n_timesteps": 4, "noise_batches": 2}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        watched = ra.watch(model, the_step, out=tmp_path / "b", **options)
+        later = [watched(i, b) for i, b in enumerate(batches)][-1]
+        first = ra.watch(model, the_step, out=tmp_path / "c", **options)(0, batches[1])
+    # float16's roundoff of this loss is ~1e-4 of it; another draw would move it by ~1.
+    assert all(row["status"] == "ok" and row["loss_rel_err"] < 1e-2 for row in (later, first))
+    # The second measurement (the step's draws found in the first) measures the weights and batch as a first does.
+    for column in ("loss", "reference_loss", "loss_rel_err", "grad_params_rel_err", "largest_magnitude"):
+        assert later[column] == first[column], column

@@ -8,7 +8,8 @@ safe for training.
 
 Everything is measured on copies: the user's weights, gradients, optimizer, autocast state, grad mode and random
 generators (torch's, numpy's, Python's) are as they were after each call, so the watched training is bit-identical to
-the unwatched one. The watch's runs draw their own random numbers, the same for the run and its reference.
+the unwatched one. A measurement's run and its reference are given draw 0 of the step's random numbers, as a sweep's
+are (draws.py); the noise batches' runs draw the watch's own.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import numpy as np
 import torch
 from torch import nn
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..axes.arithmetics import ArithmeticRequest
 from ..axes.dtypes import DTYPES
@@ -42,8 +42,9 @@ from ..core.errors import InputError, RoundoffWarning
 from ..core.registry import Registry
 from ..core.text import printable
 from ..judging.verdict import WELL_UNDER
+from ..measuring.draws import draws_anew
 from ..measuring.gradient_noise import NOISE_TIMESTEPS, batch_gradients, noise_from
-from ..measuring.one_run import RunOutcome, run_once
+from ..measuring.one_run import run_once
 from ..measuring.outcomes import Status
 from ..measuring.references import ReferenceCache
 from ..measuring.rows import failure_columns, parameter_names, run_columns
@@ -52,6 +53,7 @@ from ..measuring.run_spec import RunSpec
 from ..measuring.torch_state import restored_torch_state
 from ..measuring.yardsticks import yardstick_columns
 from .watch_folder import append_watch_row, check_watch_folder, write_watch_manifest
+from .watch_margin import LargestMagnitude
 
 # Under this many times the format's largest finite value, the largest magnitude a step reached is too close to it:
 # the weights double a few times more and the step overflows.
@@ -60,7 +62,7 @@ OVERFLOW_MARGIN = 8.0
 NOISE_BATCHES = 8
 # Why a watch warns: each a value of `raise_on`.
 REASONS = ("roundoff", "overflow", "failure")
-# The watch's own random numbers: every run of a measurement, and its reference, draws these.
+# The watch's own random numbers: the noise batches' float64 runs draw these.
 WATCH_SEED = 0
 
 
@@ -113,6 +115,9 @@ class Watch:
         self.kept: deque[Any] = deque(maxlen=noise_batches)
         self.rows: list[dict[str, Any]] = []
         self.first_warning: int | None = None
+        # What the draws replay found of the step (draws.py): kept where it draws nothing, so that the next
+        # measurement's runs are not replayed op by op to find it again.
+        self.draws: Any = None
 
     def __call__(self, iteration: int, batch: Any) -> dict[str, Any] | None:
         """Measure at the first call and every `every` iterations from it (the row, else None); keep the batches of
@@ -170,12 +175,22 @@ class Watch:
         copies = ProblemCopies(problem, batch)
         prepared = resolved.arithmetic.prepare(resolved.mode, copies, dtype, ArithmeticRequest())
         assert dtype.torch_dtype is not None  # watch() refuses a format torch does not compute in
-        largest = _Largest(dtype.torch_dtype)
-        with _own_draws(), largest:
+        if self.draws is not None:  # the step drew nothing in the last measurement: its runs need no replay
+            copies.draws = self.draws
+        largest = LargestMagnitude(dtype.torch_dtype)
+        with largest:
+            # Draw 0 of the step's random numbers, as its reference gets them (draws.py).
             spec = RunSpec(
-                prepared, copies, resolved.library, resolved.method, self.config.n_timesteps, loss_in=resolved.loss_in
+                prepared,
+                copies,
+                resolved.library,
+                resolved.method,
+                self.config.n_timesteps,
+                loss_in=resolved.loss_in,
+                draw=0,
             )
             run = run_once(spec, resolved.scaling, settings)
+        largest_magnitude = largest.value(run.report.max_abs_adjoint)
         row: dict[str, Any] = {
             "iteration": iteration,
             **{k: v for k, v in self.setup.items() if k != "mode"},
@@ -186,10 +201,7 @@ class Watch:
             "loss": _number(run.loss),
         }
         try:
-            with _own_draws():
-                reference = ReferenceCache(copies, settings).get(
-                    resolved.library, resolved.method, self.config.n_timesteps
-                )
+            reference = ReferenceCache(copies, settings).get(resolved.library, resolved.method, self.config.n_timesteps)
         except Exception as exc:  # noqa: BLE001 - no reference: the row says why, the training goes on
             if run.failure is not None:  # weights the training left non-finite: the low run's failure is the news
                 return {**row, **failure_columns(run.failure), "status": str(Status.FAILED.value)}
@@ -198,6 +210,7 @@ class Watch:
                 "status": str(Status.SKIPPED.value),
                 "failure_message": f"the float64 reference failed: {exc}",
             }
+        self.draws = None if draws_anew(copies) else copies.draws
         measured = run_columns(self.config, dtype, [run], [reference], parameter_names(copies))
         row.update(measured, status=str(getattr(measured.get("status"), "value", row["status"])))
         row["reference_loss"] = _number(reference.loss)
@@ -206,7 +219,7 @@ class Watch:
         noise = noise_from(gradients, stopped, max(len(earlier), 2), NOISE_TIMESTEPS, 0.0)
         errors = {name: row.get(name) for name in ("grad_params_rel_err",)}
         row.update(yardstick_columns(None, reference, None, noise, self.config.n_timesteps, errors))
-        row["largest_magnitude"] = largest.of_run(run)
+        row["largest_magnitude"] = largest_magnitude
         row["overflow_margin"] = dtype.max / row["largest_magnitude"] if row["largest_magnitude"] else math.inf
         return row
 
@@ -306,30 +319,6 @@ def _reasons(row: dict[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
-class _Largest(TorchDispatchMode):
-    """The largest magnitude a run held in the low precision: every operation's results in its torch dtype, forward
-    and backward (a loss scale's included), and the native solver's adjoint as the low dtype held it."""
-
-    def __init__(self, low: torch.dtype) -> None:
-        super().__init__()
-        self.low = low
-        self.seen: list[torch.Tensor] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        for tensor in pytree.tree_leaves(result):
-            if isinstance(tensor, torch.Tensor) and tensor.dtype == self.low and tensor.numel():
-                # Kept as a tensor: a float() here would wait for a GPU at every operation.
-                self.seen.append(tensor.detach().abs().amax().float().cpu())
-        return result
-
-    def of_run(self, run: RunOutcome) -> float:
-        value = float(torch.stack(self.seen).amax()) if self.seen else 0.0
-        if run.report.max_abs_adjoint is not None:
-            value = max(value, run.report.max_abs_adjoint)
-        return value if math.isfinite(value) else math.inf
-
-
 def _number(value: torch.Tensor | None) -> float | None:
     return None if value is None else float(value)
 
@@ -354,7 +343,7 @@ def _apart() -> Iterator[None]:
 
 @contextmanager
 def _own_draws() -> Iterator[None]:
-    """Each run of a measurement draws the same numbers of the watch's own (its run and its reference alike)."""
+    """The noise batches' runs draw numbers of the watch's own, the same at every measurement."""
     torch.manual_seed(WATCH_SEED)
     random.seed(WATCH_SEED)
     np.random.seed(WATCH_SEED)
