@@ -203,6 +203,9 @@ def test_a_bad_call_is_one_line(tmp_path):
         ra.watch(Field(), step, out=tmp_path / "mine")(0, torch.randn(4, 2))
 
 
+UNINITIALISED = ("empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided")
+
+
 class EveryOperation(TorchDispatchMode):
     """The oracle of the overflow margin: the largest magnitude of every operation's float16 results, read one by one
     (what the watch measured this way before it read them cheaper), those of the forward (before the first backward
@@ -215,6 +218,8 @@ class EveryOperation(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
+        if func.overloadpacket.__name__ in UNINITIALISED:
+            return result.zero_()  # memory as found: its bits, none of them the run's, made ones no read can exceed
         for tensor in tree_leaves(result):
             if isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float16 and tensor.numel():
                 largest = float(tensor.detach().abs().amax())
@@ -239,10 +244,13 @@ def measured_by_both(model, step, batch, **options):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("library", ["torchdiffeq", "native"])
+@pytest.mark.parametrize("library", ["torchdiffeq", "native", "torchode"])
 @pytest.mark.parametrize("factor", [1.0, GROWTH**20, GROWTH**25])
 def test_the_overflow_margin_reads_every_operations_largest(tmp_path, library, factor):
-    # The field's float16 values at its draw, near float16's largest finite, and past it (inf: margin 0).
+    # The field's float16 values at its draw, near float16's largest finite, and past it (inf: margin 0). torchode
+    # allocates its stages with new_empty, whose bits (an inf, at times) were read as an overflow at every step.
+    if library == "torchode":
+        pytest.importorskip("torchode", reason="torchode is an optional extra")
     torch.manual_seed(0)
     row, oracle = measured_by_both(large_field(factor), step, torch.randn(32, 2), out=tmp_path, library=library)
     largest = max(oracle.forward, oracle.backward)
@@ -307,3 +315,21 @@ def test_a_measurements_run_and_reference_get_the_same_draws_and_a_later_measure
     # The second measurement (the step's draws found in the first) measures the weights and batch as a first does.
     for column in ("loss", "reference_loss", "loss_rel_err", "grad_params_rel_err", "largest_magnitude"):
         assert later[column] == first[column], column
+
+
+@pytest.mark.unit
+def test_memory_a_solver_allocates_uninitialised_is_not_read_as_an_overflow(tmp_path):
+    pytest.importorskip("torchode", reason="torchode is an optional extra")
+    # torchode allocates its stages with new_empty; with deterministic algorithms torch fills such memory with NaN,
+    # which a reading of it would take for an overflow (margin 0, a warning at every measurement).
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        torch.manual_seed(0)
+        watched = ra.watch(large_field(1.0), step, every=1, noise_batches=2, out=tmp_path, library="torchode")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ra.RoundoffWarning)
+            row = watched(0, torch.randn(32, 2))
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    assert row["status"] == "ok" and 0 < row["largest_magnitude"] < 100 and row["overflow_margin"] > 8

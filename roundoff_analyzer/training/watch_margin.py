@@ -11,7 +11,8 @@ composite function's parts, a TorchScript function's body; one node's backward f
 gradient that three or more uses accumulate. An overflow inside one shows in the call's result or the sum (inf, or NaN,
 both read as inf) unless that one call saturates it (a tanh of an inf within one composite function); a finite
 temporary larger than the values around it goes unread. tests/test_watch.py checks the reading equals every
-operation's on the watch's models.
+operation's on the watch's models. Not read either: memory a function returns as it found it (`empty`, `new_empty`),
+whose bits are not the run's until it writes them.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class LargestMagnitude(TorchFunctionMode):
         if "out" in kwargs or _writes_in_place(func):
             self._read_kept()  # the values it overwrites, before it does
         result = func(*args, **kwargs)
+        if _uninitialised(func):
+            return result  # its memory as it was found (a solver fills it later): nothing the run computed
         results = [result] if isinstance(result, torch.Tensor) else result if isinstance(result, tuple | list) else ()
         low = False
         for item in results:
@@ -160,6 +163,15 @@ class LargestMagnitude(TorchFunctionMode):
         if adjoint is not None:
             found = max(found, adjoint)
         return found if math.isfinite(found) else math.inf
+
+
+# Functions returning memory as it was found, which may hold any bits (an inf, a NaN, a huge finite value) until the
+# run writes into it: torchode's solver allocates its stages with `new_empty`.
+_UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"})
+
+
+def _uninitialised(func: Any) -> bool:
+    return getattr(func, "__name__", "") in _UNINITIALISED
 
 
 def _writes_in_place(func: Any) -> bool:
