@@ -44,6 +44,7 @@ def process_yardsticks(
         plan.shape.state_values,
         batch_size or plan.shape.batch_size,
         coarsest_is=fine_quarter_reference(plan),
+        draws=plan.shape.draws,
     )
 
 

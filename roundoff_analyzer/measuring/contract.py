@@ -24,7 +24,7 @@ from ..axes.modes.base import run_device
 from ..core.errors import InputError, one_line
 from ..core.user_code import quit_line
 from .batch_size import BatchSize, step_batch_size
-from .draws import same_draws
+from .draws import GROWS_WITH_STEPS, DrawRun, same_draws
 from .narrow_constants import NarrowConstants
 from .narrow_origins import NarrowOrigins
 from .one_run import step_forward
@@ -261,7 +261,21 @@ def _same_twice(name: str, copies: ProblemCopies, placement: LossPlacement) -> t
             f"model {name}: its step gives another loss when evaluated again in float64 on the same random draws "
             f"({float(loss):.17g}, then {float(loss_again):.17g}): {cause}"
         )
-    return solves, drawn.describe(), named
+    draws = drawn.describe()
+    if draws is not None and _draws_grow_with_steps(copies, placement, drawn):
+        # Written only where it holds, so that the record of a step whose draws do not depend on the grid reads as
+        # before (the fingerprint of its folder holds it).
+        draws[GROWS_WITH_STEPS] = True
+    return solves, draws, named
+
+
+def _draws_grow_with_steps(copies: ProblemCopies, placement: LossPlacement, drawn: DrawRun) -> bool:
+    """Whether the step draws more with two Euler steps per solve than with one (`drawn`, on the same draw): a vector
+    field that draws at each evaluation, whose solve on a finer grid is another random ODE (no fine reference)."""
+    with same_draws(copies, 0, (_CONTRACT, 2 * _CHECK_STEPS)) as finer:
+        _evaluated(copies, cast_run(copies, torch.float64), placement, torch.float64, 2 * _CHECK_STEPS)
+        finer.complete = True
+    return not drawn.drew_as_much(finer)
 
 
 def _known(prepared: PreparedRun) -> list[torch.Tensor]:
@@ -312,10 +326,14 @@ def evaluate(copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacemen
 
 
 def _evaluated(
-    copies: ProblemCopies, prepared: PreparedRun, loss_in: LossPlacement, loss_dtype: torch.dtype
+    copies: ProblemCopies,
+    prepared: PreparedRun,
+    loss_in: LossPlacement,
+    loss_dtype: torch.dtype,
+    n_timesteps: int = _CHECK_STEPS,
 ) -> tuple[list, torch.Tensor, dict]:
     library, method = LIBRARIES.get(_CHECK_LIBRARY), METHODS.get(_CHECK_METHOD)
-    run = RunSpec(prepared, copies, library, method, _CHECK_STEPS, loss_dtype, loss_in)
+    run = RunSpec(prepared, copies, library, method, n_timesteps, loss_dtype, loss_in)
     odeint = ConfiguredOdeint(run)
     try:
         loss = step_forward(run, odeint)

@@ -154,10 +154,33 @@ def combine_fine(
 
 
 def solve_on_fine_grid(
-    copies: ProblemCopies, timesteps: list[int], steps: int, device: torch.device, coarsening: int = 1
+    copies: ProblemCopies,
+    timesteps: list[int],
+    steps: int,
+    device: torch.device,
+    coarsening: int = 1,
+    draws: bool = False,
 ) -> dict[int, FineSolution]:
     """A trajectory problem's fine reference: one solve through every output point of every n_timesteps, and the loss
-    read through each n_timesteps' points (one backward pass per distinct cotangent)."""
+    read through each n_timesteps' points (one backward pass per distinct cotangent). `draws`: the problem draws random
+    numbers (its loss: a vector field that draws at each evaluation has no fine reference); each n_timesteps is then
+    solved on its own on draw 0, so that its loss takes the numbers its float64 reference's loss took (in one solve
+    shared by several losses, the second would take the numbers after the first's)."""
+    if not draws:
+        return _fine_solutions(copies, timesteps, steps, device, coarsening, timesteps)
+    solutions: dict[int, FineSolution] = {}
+    for n in timesteps:
+        with same_draws(copies, 0, ("fine", steps, coarsening, n)) as drawn:
+            solutions |= _fine_solutions(copies, timesteps, steps, device, coarsening, [n])
+            drawn.complete = True
+    return solutions
+
+
+def _fine_solutions(
+    copies: ProblemCopies, timesteps: list[int], steps: int, device: torch.device, coarsening: int, read: list[int]
+) -> dict[int, FineSolution]:
+    """The fine grid through the points of every n of `timesteps`, solved once; the loss read at the points of each n
+    of `read`."""
     trajectory_problem = copies.trajectory
     assert trajectory_problem is not None, "a step's fine reference is solve_step_on_fine_grid's"
     prepared = cast_run(copies, torch.float64)
@@ -167,7 +190,7 @@ def solve_on_fine_grid(
     leaves = prepared.leaves
     solutions: dict[int, FineSolution] = {}
     done: list[tuple[torch.Tensor, list[torch.Tensor]]] = []  # (cotangent on the fine grid, gradients)
-    for n in sorted(timesteps):
+    for n in sorted(read):
         points = index[n].to(device)
         sampled = trajectory.detach()[points].requires_grad_(True)
         with torch.enable_grad():

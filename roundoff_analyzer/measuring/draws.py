@@ -64,6 +64,16 @@ def draw_generator(draw: int, position: int, backward: bool = False) -> torch.Ge
     return torch.Generator().manual_seed(int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "little"))
 
 
+# The key of a step's draws record (`DrawRun.describe`, manifest.json's `problem.draws`) that says a finer grid draws
+# more (contract.py): its solve there is another random ODE, which no fine reference solves.
+GROWS_WITH_STEPS = "grows_with_steps"
+
+
+def grows_with_steps(record: dict | None) -> bool:
+    """Whether a step's draws record says that more steps draw more numbers."""
+    return bool(record and record.get(GROWS_WITH_STEPS))
+
+
 class DrawMismatch(RuntimeError):
     """A run drew otherwise than the first complete run of its solve and draw did, so its numbers cannot be theirs."""
 
@@ -79,10 +89,18 @@ class DrawRun:
     numpy: bool = False
     python: bool = False
     complete: bool = False
+    # numpy's and Python's global generators as the run left them (each run starts them from one seeded state).
+    globals_after: tuple = ()
 
     @property
     def drew(self) -> bool:
         return bool(self.functions) or self.numpy or self.python
+
+    def drew_as_much(self, other: DrawRun) -> bool:
+        """Whether `other` drew as much as this run: torch's functions as often, as many numbers, and numpy's and
+        Python's generators moved as far (both runs start them from one state, so their states after tell)."""
+        mine = (self.functions, self.numbers, self.globals_after)
+        return mine == (other.functions, other.numbers, other.globals_after)
 
     def describe(self) -> dict | None:
         """The record `manifest.json` keeps of a step's draws (`problem.draws`); None where it drew nothing."""
@@ -272,8 +290,10 @@ def _seeded_globals(seed: int, run: DrawRun) -> Iterator[None]:
     try:
         yield
     finally:
-        run.numpy = _numpy_state_key(np.random.get_state(legacy=True)) != _numpy_state_key(numpy_seeded)
-        run.python = random.getstate() != python_seeded
+        numpy_after, python_after = _numpy_state_key(np.random.get_state(legacy=True)), random.getstate()
+        run.numpy = numpy_after != _numpy_state_key(numpy_seeded)
+        run.python = python_after != python_seeded
+        run.globals_after = (numpy_after, python_after)
         np.random.set_state(numpy_before)
         random.setstate(python_before)
 

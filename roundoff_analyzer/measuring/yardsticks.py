@@ -27,12 +27,18 @@ from .discretisation import (
     solve_on_fine_grid,
     solve_step_on_fine_grid,
 )
+from .draws import grows_with_steps
 from .gradient_noise import NOISE_TIMESTEPS, GradientNoise, batch_gradients, noise_from, problem_batch_size
 from .memory import fine_reference_oom
 from .one_run import RunOutcome
 from .outcome_records import outcome_from_record, outcome_record
 from .references import ReferenceCache
 from .yardstick_files import YardstickFiles
+
+DRAWS_GROW_WITH_STEPS = (
+    "the step draws more random numbers on a finer grid (a vector field that draws at each evaluation), so its solve "
+    "on a finer grid is another random ODE: no fine reference solves the same problem"
+)
 
 # (error column suffix, what is compared): the errors that get a discretisation twin and a roundoff/disc ratio.
 DISC_METRICS = ("sol_rel_err", "final_rel_err", "grad_y0_rel_err", "grad_params_rel_err")
@@ -119,6 +125,7 @@ class Yardsticks:
         state_values: int | None = None,
         noise_batch_size: int | None = None,
         coarsest_is: tuple[str, str] | None = None,
+        draws: dict | None = None,
     ) -> None:
         self.copies, self.timesteps, self.noise_batches, self.device, self.files = (
             copies,
@@ -134,6 +141,9 @@ class Yardsticks:
         # (library, method) of a configuration of the sweep whose float64 reference at the largest n_timesteps is the
         # fine reference's quarter density, solved once for both where the grids agree (`reference`).
         self.coarsest_is = coarsest_is
+        # What the step draws (draws.py's record; None: nothing). One that draws more on a finer grid solves another
+        # random ODE there: no fine reference is its.
+        self.draws = draws
         self._pieces: dict[str, dict] = {}
         self._fine: FineReference | None = None
         self._noise: GradientNoise | None = None
@@ -190,6 +200,8 @@ class Yardsticks:
         return self._pieces[piece]
 
     def _solve_fine(self, coarsening: int) -> dict:
+        if grows_with_steps(self.draws):
+            return {"failure": DRAWS_GROW_WITH_STEPS}
         too_large = fine_reference_oom(self.timesteps, self.state_values, self.device)
         if too_large:  # before the grid is built: its points alone may exceed the machine
             return {"failure": too_large}
@@ -201,7 +213,9 @@ class Yardsticks:
                 return shared
         try:
             if self.copies.trajectory is not None:
-                solved = solve_on_fine_grid(self.copies, self.timesteps, steps, self.device, coarsening)
+                solved = solve_on_fine_grid(
+                    self.copies, self.timesteps, steps, self.device, coarsening, self.draws is not None
+                )
             else:  # a step's output times are its own: one solve serves every n_timesteps
                 step_solution = solve_step_on_fine_grid(self.copies, steps // coarsening, self.device)
                 solved = dict.fromkeys(self.timesteps, step_solution)

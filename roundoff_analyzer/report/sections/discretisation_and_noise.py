@@ -6,6 +6,7 @@ import pandas as pd
 
 from ...axes.models.problem import recorded_as_step
 from ...judging import verdict
+from ...measuring.draws import grows_with_steps
 from ...measuring.outcomes import Status
 from .. import formatting, seed_words
 from ..findings import GRID_COLUMNS
@@ -32,16 +33,19 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
     """`problem`: the manifest's record of the model's form: a training step's output times may fall between grid
     steps (a trajectory problem's are its grid's), and it says where the batch size was read."""
     step = recorded_as_step(problem)
-    if "fine_ref_steps" not in results or results["fine_ref_steps"].isna().all():
-        return []
     ok = results[results["status"] == Status.OK]
+    noise = results["grad_noise_rel"].dropna() if "grad_noise_rel" in results else pd.Series(dtype=float)
+    heading = ["## Roundoff against discretisation error and gradient noise", ""]
+    if not has_fine_reference(results):
+        if noise.empty and not grows_with_steps((problem or {}).get("draws")):
+            return []
+        return [*heading, no_fine_reference(problem), "", *_noise_lines(results, ok, noise, problem)]
     dtypes = list(ok["dtype"].unique())
     dtypes = dtypes if len(dtypes) <= FEW_DTYPE_COLUMNS else []  # many: one pair of columns over them all
     fine = results.dropna(subset=["fine_ref_steps"]).iloc[0]
     t0, t1 = formatting.span(results)
     lines = [
-        "## Roundoff against discretisation error and gradient noise",
-        "",
+        *heading,
         "The discretisation error is each library's float64 run on that grid against a fine reference: the same "
         f"problem solved once in float64 by the classical RK4 with {int(fine['fine_ref_steps'])} steps on "
         f"[{t0}, {t1}], "
@@ -51,15 +55,38 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
         "failure.",
         "",
         _grid_table(results, ok, dtypes),
+        "",
     ]
-    noise = results["grad_noise_rel"].dropna() if "grad_noise_rel" in results else pd.Series(dtype=float)
-    lines.append("")
+    return lines + _noise_lines(results, ok, noise, problem)
+
+
+def has_fine_reference(results: pd.DataFrame) -> bool:
+    """Whether any run of `results` was set against a fine reference (the discretisation error is known)."""
+    return "fine_ref_steps" in results and not results["fine_ref_steps"].isna().all()
+
+
+def no_fine_reference(problem: dict | None) -> str:
+    """Why the discretisation error is not given, as far as the folder says: the step's draws (the manifest's record),
+    else a fine reference that was not solved."""
+    if grows_with_steps((problem or {}).get("draws")):
+        return (
+            "**No discretisation error is given**: the step draws more random numbers on a finer grid (its vector "
+            "field draws at each evaluation), so its solve on a finer grid is another random ODE and no fine reference "
+            "solves the same problem: neither the verdict nor the answer compares the roundoff with a discretisation "
+            "error."
+        )
+    return (
+        "**No discretisation error is given**: the fine reference was not solved (too large for the memory, or it "
+        "failed): neither the verdict nor the answer compares the roundoff with a discretisation error."
+    )
+
+
+def _noise_lines(results: pd.DataFrame, ok: pd.DataFrame, noise: pd.Series, problem: dict | None) -> list[str]:
     if noise.empty:
-        lines.append(
+        return [
             "The gradient noise was not measured (`--noise-batches 0`, or a model without a batch sampler), so the "
             "gradient roundoff has no training yardstick here."
-        )
-        return lines
+        ]
     batches = int(results["grad_noise_batches"].dropna().iloc[0])
     per_dtype = (
         "; ".join(
@@ -85,7 +112,7 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
     record = problem or {}
     read = record.get("batch_size_from") if record.get("batch_size") == size else None
     unknown = f", at a batch size not known ({read})" if read and size is None else ""
-    lines.append(
+    return [
         f"**Gradient noise** {seed_words.noise_value(results, noise)}{f' at batch {size}' if size else unknown}"
         + (f" ({read})" if read and size else "")
         + ": the relative spread of "
@@ -93,8 +120,7 @@ def discretisation_and_noise(results: pd.DataFrame, problem: dict | None = None)
         + (f" of {size} points each" if size else "")
         + (f", known to {formatting.plus_minus(uncertainty)}" if uncertainty is not None else "")
         + f". Against it, over the runs without failure{against}: {per_dtype}."
-    )
-    return lines
+    ]
 
 
 def narrow_reference(manifest: dict) -> str | None:

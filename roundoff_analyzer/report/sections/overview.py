@@ -7,6 +7,7 @@ import re
 import pandas as pd
 
 from ...judging.seeds import seeds_of
+from ...measuring.draws import grows_with_steps
 from ...measuring.outcomes import Status
 from .. import formatting
 from ..findings import is_synthetic, sweep_timesteps
@@ -92,10 +93,16 @@ def _draws(manifest: dict) -> str | None:
     sources += [f"{name}'s global generator" for key, name in named if draws.get(key)]
     repeats = manifest.get("repeats") or 1
     anew = "; each repeat drew anew, so the spread over repeats is the spread over draws" if repeats > 1 else ""
+    finer = (
+        "; with two Euler steps it drew more, so a finer grid solves another random ODE and no discretisation error "
+        "is given (no fine reference solves the same problem)"
+        if grows_with_steps(draws)
+        else ""
+    )
     return (
         f"**Random draws**: the step draws random numbers ({'; '.join(sources)} in its float64 evaluation with one "
         "Euler step per solve). Every run was given the draws of its float64 reference, drawn in float64 and cast to "
-        f"the run's dtype, so its errors are roundoff, not the difference between two draws{anew}"
+        f"the run's dtype, so its errors are roundoff, not the difference between two draws{anew}{finer}"
     )
 
 

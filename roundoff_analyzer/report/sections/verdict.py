@@ -6,9 +6,11 @@ import pandas as pd
 
 from ...axes.scalings import scales
 from ...judging import verdict
+from ...measuring.draws import grows_with_steps
 from .. import formatting, seed_words
 from ..along_training_findings import last_checkpoint
 from ..section_inputs import SectionInputs
+from .discretisation_and_noise import has_fine_reference
 
 VERDICT_ANCHOR = "the-verdict"
 
@@ -30,10 +32,11 @@ def verdict_lines(results: pd.DataFrame) -> list[str]:
 
 
 def section(inputs: SectionInputs) -> list[str]:
-    return verdict_section(inputs.judged)
+    return verdict_section(inputs.judged, inputs.sweep.manifest.get("problem"))
 
 
-def verdict_section(results: pd.DataFrame) -> list[str]:
+def verdict_section(results: pd.DataFrame, problem: dict | None = None) -> list[str]:
+    """`problem`: the manifest's record of the model (what its draws say of the discretisation error)."""
     found = verdict.verdicts(results)
     if not found:
         return [
@@ -48,7 +51,7 @@ def verdict_section(results: pd.DataFrame) -> list[str]:
         f"- {item}"
         for item in formatting.bounded_items([sentence(v, with_mode, with_loss_in) for v in found], "more verdicts")
     ]
-    lines += ["", _yardsticks(results, found), "", _table(found, with_mode, with_loss_in)]
+    lines += ["", _yardsticks(results, found, problem), "", _table(found, with_mode, with_loss_in)]
     return lines
 
 
@@ -162,7 +165,7 @@ def _where(worst: verdict.Worst) -> str:
     return f"{worst.method} n = {worst.n_timesteps}" + (f", seed {worst.seed}" if worst.seed is not None else "")
 
 
-def _yardsticks(results: pd.DataFrame, found: list[verdict.Verdict]) -> str:
+def _yardsticks(results: pd.DataFrame, found: list[verdict.Verdict], problem: dict | None) -> str:
     noise = results["grad_noise_rel"].dropna() if "grad_noise_rel" in results else pd.Series(dtype=float)
     batches = results["grad_noise_batches"].dropna() if "grad_noise_batches" in results else pd.Series(dtype=float)
     size, uncertainty = verdict.noise_batch_size(results), verdict.noise_uncertainty(results)
@@ -187,9 +190,15 @@ def _yardsticks(results: pd.DataFrame, found: list[verdict.Verdict]) -> str:
             'threshold ("near" in the table, and said in the verdict it decides): `--noise-batches '
             f"{more}` narrows it to about {formatting.plus_minus(narrowed)}"
         )
+    if has_fine_reference(results):
+        disc_text = "the discretisation error is that float64 run against a fine reference (see below)"
+    elif grows_with_steps((problem or {}).get("draws")):
+        disc_text = "the discretisation error is not known: the step draws more on a finer grid (see below)"
+    else:
+        disc_text = "the discretisation error was not measured"
     return (
-        f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; the "
-        "discretisation error is that float64 run against a fine reference (see below). *safe*: nothing failed and "
+        f"How to read it: roundoff is the error against the float64 run on the same grid; {noise_text}; {disc_text}. "
+        "*safe*: nothing failed and "
         f"every roundoff is at most {verdict.WELL_UNDER:g}× both; *safe for training*: at most {verdict.WELL_UNDER:g}× "
         "the noise but not that far under the discretisation error somewhere; *borderline*: above "
         f"{verdict.WELL_UNDER:g}× the noise; *unsafe*: a failure, or at least {verdict.AT_OR_ABOVE:g}× the noise; "
