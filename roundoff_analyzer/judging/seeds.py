@@ -57,6 +57,11 @@ def seeds_of(runs: pd.DataFrame) -> list[int]:
     return [int(s) for s in dict.fromkeys(runs["seed"].dropna())]
 
 
+def several_seeds(runs: pd.DataFrame) -> bool:
+    """Whether `runs` span several initialisations (the seed axis)."""
+    return len(seeds_of(runs)) > 1
+
+
 def by_seed(runs: pd.DataFrame) -> list[tuple[int, pd.DataFrame]]:
     """Each seed's runs, where `runs` holds several seeds; else nothing."""
     seeds = seeds_of(runs)

@@ -23,7 +23,7 @@ from ..axes.libraries.base import library_member
 from . import verdict
 from .answer import Answer
 from .choice import choose
-from .seeds import seeds_of
+from .seeds import several_seeds
 
 # What makes a float32 run the counterpart of a low-precision one: everything else kept, these set.
 _PLAIN_FLOAT32 = {"dtype": "float32", "scaling": "none", "arithmetic": "hardware", "rounding": "nearest"}
@@ -144,7 +144,7 @@ def _cost(results: pd.DataFrame, timing: pd.DataFrame, config: dict, mine: pd.Da
         _memory_ratio(results, mine, float32, config, plain),
         per_round_ratio(mine, switch),
         (float(load.min()), float(load.max())) if len(load) else None,
-        int(config["seed"]) if len(seeds_of(results)) > 1 else None,
+        int(config["seed"]) if several_seeds(results) else None,
     )
 
 

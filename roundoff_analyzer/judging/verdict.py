@@ -39,7 +39,7 @@ from ..axes.scalings import scales
 from ..measuring.outcomes import Status
 from ..measuring.yardsticks import with_yardstick_columns
 from .per_table import per_table
-from .seeds import SeedSpread, by_seed, seeds_of
+from .seeds import SeedSpread, by_seed, several_seeds
 
 WELL_UNDER = 0.1
 AT_OR_ABOVE = 1.0
@@ -327,7 +327,7 @@ def _worst(runs: pd.DataFrame, column: str, quantity: str) -> Worst | None:
     if values.empty:
         return None
     at = values.idxmax()
-    seed = int(runs.at[at, "seed"]) if len(seeds_of(runs)) > 1 else None
+    seed = int(runs.at[at, "seed"]) if several_seeds(runs) else None
     return Worst(float(values.max()), str(runs.at[at, "method"]), int(runs.at[at, "n_timesteps"]), quantity, seed)
 
 

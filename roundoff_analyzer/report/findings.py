@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..axes import scalings
 from ..axes.grid import CONFIG_COLUMNS
-from ..judging.seeds import seeds_of
+from ..judging.seeds import several_seeds
 from ..measuring.outcomes import FailureClass, Status
 
 # A configuration without its n_timesteps: one line in a figure, one row in an accuracy table.
@@ -43,7 +43,7 @@ def by_seed(results: pd.DataFrame) -> list[str]:
 def seed_of(key: tuple, results: pd.DataFrame, several: bool = False) -> int | None:
     """The seed a group's key ends with, where the rows span several initialisations or `several` says the sweep's
     did (else None, so that words name no seed)."""
-    return int(key[-1]) if several or len(seeds_of(results)) > 1 else None
+    return int(key[-1]) if several or several_seeds(results) else None
 
 
 def is_synthetic(data_source: str | None) -> bool:
@@ -290,7 +290,7 @@ def most_accurate(results: pd.DataFrame, metric: str = "grad_params_rel_err") ->
         tied = tuple(s for s, row in worst.items() if math.isclose(row[metric], top, rel_tol=TIED))
         top_row = min(worst.values(), key=lambda row: row[metric])
         over_u = top_row.get(f"{metric}_over_u")
-        seed = int(top_row["seed"]) if len(seeds_of(results)) > 1 else None
+        seed = int(top_row["seed"]) if several_seeds(results) else None
         best[dtype] = Best(dtype, tied, float(top), None if pd.isna(over_u) else float(over_u), metric, seed)
     return best
 

@@ -8,8 +8,10 @@ from collections.abc import Iterable
 import pandas as pd
 
 from ..judging import verdict
-from ..judging.seeds import seeds_of
+from ..judging.seeds import seeds_of, several_seeds
 from . import formatting
+
+several = several_seeds  # the report's name for it: the sections ask `seed_words.several(results)`
 
 
 def spread_words(j: verdict.SetupJudgement) -> str:
@@ -75,7 +77,7 @@ def over_seeds(results: pd.DataFrame) -> str:
 def grid_columns(results: pd.DataFrame, columns: list[str]) -> list[str]:
     """`columns` that fix a time grid's float64 runs, with `seed` where the rows span several: each seed has its own
     references, so its own discretisation error."""
-    return [*columns, "seed"] if len(seeds_of(results)) > 1 else columns
+    return [*columns, "seed"] if several_seeds(results) else columns
 
 
 def timed_on(seed: int | None, lead: str = "") -> str:
@@ -101,11 +103,6 @@ def of_seeds(seeds: Iterable[int], lead: str = ", ") -> str:
     if len(seeds) < 2:
         return of_seed(seeds[0] if seeds else None, lead)
     return f"{lead}{seeds_named(seeds)}, each its own"
-
-
-def several(results: pd.DataFrame) -> bool:
-    """Whether the rows span several initialisations (the seed axis)."""
-    return len(seeds_of(results)) > 1
 
 
 def over_initialisations(results: pd.DataFrame, lead: str = " ") -> str:

@@ -8,7 +8,7 @@ import pandas as pd
 from ...axes.scalings import scales
 from ...core import cards
 from ...judging import answer, backward_modes, choice, format_search, timed_cost, verdict
-from ...judging.seeds import seeds_of
+from ...judging.seeds import seeds_of, several_seeds
 from .. import formatting, seed_words
 from ..findings import is_synthetic
 from ..format_search import format_search_lines, format_search_terminal, summarised
@@ -479,7 +479,7 @@ def judged_on(manifest: dict, rows: pd.DataFrame) -> str:
         name = name or (checkpoint.get("path") if isinstance(checkpoint, dict) else None)
         at = f", iteration {int(iterations[0])}" if len(iterations) == 1 else ""
         weights = f"the trained weights of checkpoint `{name}`{at}"
-    elif len(seeds_of(rows)) > 1:
+    elif several_seeds(rows):
         weights = seed_words.judged_on_seeds(seeds_of(rows))
     elif "checkpoint" in manifest:
         weights = "the initial weights" + (f" (seed {seed}, untrained)" if seed is not None else " (untrained)")
