@@ -5,6 +5,7 @@ autocast as the runs placed it (the whole step, or the solves alone)."""
 from __future__ import annotations
 
 from ...judging import answer
+from .. import formatting
 from .code_parts import after_backward, backward_line, before_loop, library_imports, loss_line, solver_arguments
 from .model_code import ModelCode
 from .routed_code import ADJOINT_SOLVE, routed_code
@@ -20,6 +21,8 @@ def step_code_lines(
     assert a.n_timesteps is not None  # a training answer ran at one n_timesteps at least
     n = a.n_timesteps
     solver_options = [*solver_arguments(a, method), f"options=dict(grid_constructor=equal_steps({n}))"]
+    if formatting.library_member(a.library, "odeint_takes_model"):
+        solver_options.append("model=model")  # the parameters a field that is not a module reaches, as the sweep did
     span = f"t from {problem['t0']:.4g} to {problem['t1']:.4g}" if "t0" in problem else "its span"
     named = problem.get("solver_arguments")
     cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
