@@ -13,15 +13,34 @@ import torch
 import torchdiffeq
 
 import roundoff_analyzer as ra
+from roundoff_analyzer.axes.libraries import LIBRARIES
 from roundoff_analyzer.solvers import equal_steps, odeint
 
+from .conftest import needs
 from .fixtures import anode
 from .test_step_problems import _seeded, flat, loop_of, rel_err
 
 FIXTURE = Path(__file__).parent / "fixtures" / "anode.py"
 
 
-@pytest.mark.parametrize("library", ["native", "torchdiffeq"])
+def _handed_odeint(library: str):
+    """The `odeint` the answer's code imports for `library`, imported as that code imports it."""
+    namespace: dict = {}
+    exec(LIBRARIES.get(library).import_line, namespace)
+    return namespace["odeint"]
+
+
+# torchode's and torchdyn's own functions are not torchdiffeq's: the code imports `odeint_of` theirs. rampde runs its
+# mixed precision only under CUDA autocast (here: the handed code's tests, in `pure` mode).
+@pytest.mark.parametrize(
+    "library",
+    [
+        "native",
+        "torchdiffeq",
+        pytest.param("torchode", marks=needs("torchode")),
+        pytest.param("torchdyn", marks=needs("torchdyn")),
+    ],
+)
 def test_the_answers_code_drops_the_steps_own_method_and_runs_what_the_row_measured(tmp_path, library):
     result = ra.sweep(
         model=f"{FIXTURE}:anode",
@@ -58,6 +77,8 @@ def test_the_answers_code_drops_the_steps_own_method_and_runs_what_the_row_measu
 
     def measured(func, y0, t, **named):
         solve, method = (odeint, "rk4_classical") if library == "native" else (torchdiffeq.odeint, "rk4")
+        if library not in ("native", "torchdiffeq"):
+            solve = _handed_odeint(library)
         return solve(func, y0, t, method=method, options=dict(grid_constructor=equal_steps(n)))
 
     loss = reference.step(model64, (x.double(), labels), measured)
