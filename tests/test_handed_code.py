@@ -17,6 +17,10 @@ from pathlib import Path
 import pytest
 
 import roundoff_analyzer as ra
+from roundoff_analyzer.axes.libraries import LIBRARIES
+from roundoff_analyzer.axes.libraries.base import NO_IMPORT_LINE
+
+from .conftest import needs
 
 REPO = Path(__file__).resolve().parents[1]
 LOSS = re.compile(r"^loss (\S+)$", re.MULTILINE)
@@ -187,3 +191,48 @@ def test_a_model_whose_solve_is_inside_an_installed_package_runs_as_handed(monke
     code = result.answers["float16"]["code"]
     assert "answered_by(solve, adjoint=solve_adjoint)" in code and "from torchdiffeq import odeint_adjoint" in code
     _assert_runs(result, "float16", tmp_path)
+
+
+FORMS = [
+    ("otflow", {"d": 3, "hidden": 8, "batch": 16}),
+    ("examples/cnf.py:cnf", {"batch": 16, "hidden": 4, "width": 8, "t1": 1.0}),  # a step solving with its `odeint`
+    ("examples/odeblock.py:odenet", {"batch": 16, "hidden": 8}),  # a step whose module calls torchdiffeq
+    ("examples/damped_oscillator.py:damped_oscillator", {"hidden": 8, "batch": 8}),  # a (func, y0, loss)
+]
+# rampde runs its mixed precision under CUDA autocast only, so on a CPU its rows are `pure` (float16 weights), where a
+# training step's code leaves casting the batch to the user.
+RAMPDE_STEP = "rampde's step code on a CPU: pure mode, whose batch the handed code does not cast"
+
+
+def _library_forms() -> list:
+    cases = []
+    for library in ("torchode", "torchdyn", "rampde"):
+        for spec, options in FORMS:
+            step = spec in ("examples/cnf.py:cnf", "examples/odeblock.py:odenet")
+            skip = [pytest.mark.skip(reason=RAMPDE_STEP)] if library == "rampde" and step else []
+            cases.append(pytest.param(library, spec, options, marks=[needs(library), *skip], id=f"{library}-{spec}"))
+    return cases
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("library", "spec", "options"), _library_forms())
+def test_a_library_whose_own_function_is_not_torchdiffeqs_hands_code_that_runs(
+    monkeypatch, tmp_path, library, spec, options
+):
+    """Its code imports the library's `odeint` with torchdiffeq's signature (axes/libraries/handed.py), not an
+    `odeint` it never imported. rampde runs its mixed precision under CUDA autocast only: here, float16 weights."""
+    monkeypatch.chdir(REPO)
+    mode = "pure" if library == "rampde" else "autocast"
+    result = _sweep(spec, tmp_path / "sweep", options=options, library=library, mode=mode)
+    assert (result.results["status"] == "ok").all(), result.results["failure_message"]
+    assert LIBRARIES.get(library).import_line in result.answers["float16"]["code"]
+    _assert_runs(result, "float16", REPO, batches=1 if "oscillator" in spec else 2)
+
+
+def test_a_plugin_library_without_an_import_line_gets_one_line_saying_what_to_add(monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    library = "examples/unrolled_solver.py:library"
+    result = _sweep("otflow", tmp_path / "sweep", options={"d": 3, "hidden": 8, "batch": 16}, library=library)
+    assert result.answers["float16"]["train"], result.answers["float16"]
+    # The library's own name (its `name`; its rows carry its location).
+    assert result.answers["float16"]["code"] == NO_IMPORT_LINE.format(name="unrolled-rk")
