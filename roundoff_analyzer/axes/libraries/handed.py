@@ -62,6 +62,11 @@ def odeint_of(library: LibraryAdapter) -> Callable[..., State]:
             raise TypeError(f"option(s) {', '.join(map(repr, unknown))} are not taken; allowed: {', '.join(_OPTIONS)}")
         if library.unsupported_method_reason(chosen) is not None:
             raise ValueError(library.unsupported_method_reason(chosen))
+        if getattr(library, "odeint_takes_model", False) and not isinstance(func, torch.nn.Module) and model is None:
+            raise ValueError(
+                f"{library.name} differentiates the parameters of func's module only, and this func is a "
+                f"{type(func).__name__}: pass model= (the module whose parameters it reaches)"
+            )
         grid = _grid(func, y0, t, options or {})
         state = FlatState.of(y0)
         field = CountedDynamics(state.dynamics(func))
