@@ -91,8 +91,8 @@ class _Module(torch.nn.Module):
 def test_what_no_run_solved_is_refused_in_one_line(name):
     odeint, y0, t = odeint_of(_adapter(name)), torch.zeros(3), torch.linspace(0, 1, 3)
     field = _Autonomous(_field().float())
-    with pytest.raises(ValueError, match="'dopri5' is adaptive"):
-        odeint(field, y0, t, method="dopri5")
+    with pytest.raises(TypeError, match="'dopri5' is adaptive: it steps on a grid of its own"):
+        odeint(field, y0, t, method="dopri5", options=dict(grid_constructor=equal_steps(4)))
     with pytest.raises(ValueError, match="method must be one of"):
         odeint(field, y0, t, method="rk45")
     with pytest.raises(TypeError, match="'max_num_steps' are not taken"):
@@ -110,3 +110,15 @@ def test_a_library_differentiating_funcs_parameters_needs_the_model_for_a_plain_
     )
     states.square().sum().backward()  # (rampde writes into the incoming gradient: not an expanded one)
     assert all(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in net.parameters())
+
+
+@pytest.mark.parametrize("name", [pytest.param("torchode", marks=needs("torchode")), "torchdiffeq-adjoint"])
+def test_an_adaptive_method_solves_with_the_tolerances_given_as_the_adapter_did(name):
+    adapter, field = _adapter(name), _Autonomous(_field())
+    y0, t = torch.randn(4, 3, dtype=torch.float64), torch.linspace(0, 1, 3, dtype=torch.float64)
+    handed = odeint_of(adapter)(field, y0, t, rtol=1e-4, atol=1e-7, method="dopri5")
+    report = SolveReport()
+    direct = adapter.solve(field, y0, t, METHODS.get("dopri5").with_settings(rtol=1e-4, atol=1e-7), None, report)
+    assert torch.equal(handed, direct)
+    default = odeint_of(adapter)(field, y0, t, method="dopri5")  # the sweep's default tolerances, rtol 1e-3
+    assert torch.equal(default, adapter.solve(field, y0, t, METHODS.get("dopri5"), None, SolveReport()))

@@ -37,6 +37,7 @@ def _handed_odeint(library: str):
     [
         "native",
         "torchdiffeq",
+        "torchdiffeq-adjoint",
         pytest.param("torchode", marks=needs("torchode")),
         pytest.param("torchdyn", marks=needs("torchdyn")),
     ],

@@ -12,7 +12,7 @@ import torch
 from ...solvers.grid_output import checked_grid, read_off, step_size_grid
 from ...solvers.step_magnitudes import SolveReport
 from ...solvers.tuple_state import FlatState, State
-from ..methods import METHODS
+from ..methods import METHODS, AdaptiveRK
 from .base import LibraryAdapter
 from .steps import CountedDynamics
 
@@ -24,10 +24,11 @@ def odeint_of(library: LibraryAdapter) -> Callable[..., State]:
     grid (`t` itself, or `options` `grid_constructor` / `step_size` as torchdiffeq's fixed-grid solvers take them),
     the states at `t` read off that grid linearly, a tuple state solved as one flat tensor.
 
-    The returned function takes `method` by the sweep's names (a fixed-grid method: an adaptive run's tolerances and
-    step budget are the sweep's, not a call's), ignores `rtol` and `atol` as torchdiffeq's fixed-grid solvers do, and
-    takes `model=`: the module whose parameters a `func` that is not itself a module reaches, for a library that
-    differentiates `func`'s parameters (rampde), as the sweep passes the model's.
+    The returned function takes `method` by the sweep's names; an adaptive one solves with the `rtol` and `atol`
+    given (else the sweep's defaults) and the sweep's default step budget, on its own grid, its states at `t`; a
+    fixed-grid one ignores them, as torchdiffeq's fixed-grid solvers do. It takes `model=`: the module whose
+    parameters a `func` that is not itself a module reaches, for a library that differentiates `func`'s parameters
+    only (rampde), as the sweep passes the model's.
 
     Example (a plug-in's module):
         ```python
@@ -52,11 +53,11 @@ def odeint_of(library: LibraryAdapter) -> Callable[..., State]:
         if method not in METHODS.names():
             raise ValueError(f"method must be one of {', '.join(METHODS.names())}, not {method!r}")
         chosen = METHODS.get(method)
-        if chosen.adaptive:
-            raise ValueError(
-                f"this odeint solves as a sweep's fixed-grid runs did; '{method}' is adaptive (its tolerances and step "
-                "budget were the sweep's)"
-            )
+        if isinstance(chosen, AdaptiveRK):
+            if options:
+                raise TypeError(f"'{method}' is adaptive: it steps on a grid of its own and takes no options")
+            given = {"rtol": rtol, "atol": atol}
+            chosen = chosen.with_settings(**{name: float(value) for name, value in given.items() if value is not None})
         unknown = [name for name in options or {} if name not in _OPTIONS]
         if unknown:
             raise TypeError(f"option(s) {', '.join(map(repr, unknown))} are not taken; allowed: {', '.join(_OPTIONS)}")
