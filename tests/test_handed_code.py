@@ -199,9 +199,7 @@ FORMS = [
     ("examples/odeblock.py:odenet", {"batch": 16, "hidden": 8}),  # a step whose module calls torchdiffeq
     ("examples/damped_oscillator.py:damped_oscillator", {"hidden": 8, "batch": 8}),  # a (func, y0, loss)
 ]
-# rampde runs its mixed precision under CUDA autocast only, so on a CPU its rows are `pure` (float16 weights), where a
-# training step's code leaves casting the batch to the user.
-RAMPDE_STEP = "rampde's step code on a CPU: pure mode, whose batch the handed code does not cast"
+# rampde runs its mixed precision under CUDA autocast only: on a CPU its rows are `pure` (float16 weights and batch).
 # native and torchdiffeq: the tests above.
 LIBRARIES_BESIDE = ("torchdiffeq-adjoint", "native-low", "torchode", "torchdyn", "rampde")
 OPTIONAL = ("torchode", "torchdyn", "rampde")
@@ -211,10 +209,8 @@ def _library_forms() -> list:
     cases = []
     for library in LIBRARIES_BESIDE:
         for spec, options in FORMS:
-            step = spec in ("examples/cnf.py:cnf", "examples/odeblock.py:odenet")
-            skip = [pytest.mark.skip(reason=RAMPDE_STEP)] if library == "rampde" and step else []
             optional = [needs(library)] if library in OPTIONAL else []
-            cases.append(pytest.param(library, spec, options, marks=[*optional, *skip], id=f"{library}-{spec}"))
+            cases.append(pytest.param(library, spec, options, marks=optional, id=f"{library}-{spec}"))
     return cases
 
 
@@ -230,6 +226,16 @@ def test_every_built_in_librarys_code_runs_as_handed(monkeypatch, tmp_path, libr
     if library != "native-low":  # the native solver's step code imports equal_steps and odeint in one line
         assert LIBRARIES.get(library).import_line in result.answers["float16"]["code"]
     _assert_runs(result, "float16", REPO, batches=1 if "oscillator" in spec else 2)
+
+
+@pytest.mark.slow
+def test_a_pure_steps_code_casts_the_batch_as_the_runs_did(monkeypatch, tmp_path):
+    """In mode `pure` the runs cast the batch's floating-point tensors with the weights: so does the code."""
+    monkeypatch.chdir(REPO)
+    spec, options = FORMS[1]
+    result = _sweep(spec, tmp_path / "sweep", options=options, mode="pure")
+    assert "torch.utils._pytree.tree_map(to_low, batch)" in result.answers["float16"]["code"]
+    _assert_runs(result, "float16", REPO)
 
 
 def test_a_plugin_library_without_an_import_line_gets_one_line_saying_what_to_add(monkeypatch, tmp_path):

@@ -47,8 +47,14 @@ def step_code_lines(
         lines += _solve_lines(
             ADJOINT_SOLVE, routed.adjoint_function, solver_options, partial, whole_step, autocast, adjoint=True
         )
-    pure = f"  # its floating-point tensors in {dtype}" if a.mode == "pure" and not plain else ""
-    lines += [f"for batch in batches:{pure}", "    optimizer.zero_grad()"]
+    cast = a.mode == "pure" and not plain
+    if cast:
+        lines += [
+            f"def to_low(x):  # the batch's floating-point tensors in {dtype}, as measured",
+            f"    return x.to({dtype}) if torch.is_tensor(x) and x.is_floating_point() else x",
+        ]
+    cast_line = "    batch = torch.utils._pytree.tree_map(to_low, batch)  # in any nesting of tuples, dicts"
+    lines += ["for batch in batches:", *([cast_line] if cast else []), "    optimizer.zero_grad()"]
     call = (
         f"loss = step(model, batch, solve)  # your step, each solve in {n} equal steps across its span ({span}), "
         "as measured"
