@@ -87,3 +87,31 @@ def test_the_answers_code_drops_the_steps_own_method_and_runs_what_the_row_measu
     assert rel_err(flat(p.grad for p in model.parameters()), expected) == pytest.approx(
         row["grad_params_rel_err"], rel=1e-6
     )
+
+
+@pytest.mark.parametrize("library", ["torchdiffeq", pytest.param("torchode", marks=needs("torchode"))])
+def test_an_adaptive_answers_code_solves_with_the_runs_tolerances(tmp_path, library):
+    """Not the solver's own defaults (torchdiffeq's rtol 1e-7 takes many more steps): its evaluations are the row's."""
+    result = ra.sweep(
+        model=f"{FIXTURE}:anode",
+        timesteps=[4],
+        library=library,
+        method="dopri5",
+        rtol=1e-2,
+        atol=1e-4,
+        dtype="float16",
+        scaling="none",
+        noise_batches=2,
+        out=tmp_path / library,
+        progress=False,
+        report=False,
+    )
+    answer = result.answers["float16"]
+    assert answer["train"] and 'method="dopri5", rtol=0.01, atol=0.0001' in answer["code"], answer
+    problem = _seeded(anode.anode)
+    model, calls = problem.model, []
+    model.odefunc.register_forward_hook(lambda *_: calls.append(torch._C._current_graph_task_id() == -1))
+    names = {"torch": torch, "model": model, "step": problem.step, "batches": [problem.sample_batch(0)]}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    exec(loop_of(answer["code"]), names | {"optimizer": optimizer, "max_norm": float("inf")})
+    assert sum(calls) == result.results["nfe"].iloc[0]

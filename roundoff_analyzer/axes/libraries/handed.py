@@ -25,10 +25,10 @@ def odeint_of(library: LibraryAdapter) -> Callable[..., State]:
     the states at `t` read off that grid linearly, a tuple state solved as one flat tensor.
 
     The returned function takes `method` by the sweep's names; an adaptive one solves with the `rtol` and `atol`
-    given (else the sweep's defaults) and the sweep's default step budget, on its own grid, its states at `t`; a
-    fixed-grid one ignores them, as torchdiffeq's fixed-grid solvers do. It takes `model=`: the module whose
-    parameters a `func` that is not itself a module reaches, for a library that differentiates `func`'s parameters
-    only (rampde), as the sweep passes the model's.
+    given (else the sweep's defaults) and the sweep's default step budget, its outputs at the grid's points, as a
+    sweep's adaptive runs did; a fixed-grid one ignores them, as torchdiffeq's fixed-grid solvers do. It takes
+    `model=`: the module whose parameters a `func` that is not itself a module reaches, for a library that
+    differentiates `func`'s parameters only (rampde), as the sweep passes the model's.
 
     Example (a plug-in's module):
         ```python
@@ -54,8 +54,6 @@ def odeint_of(library: LibraryAdapter) -> Callable[..., State]:
             raise ValueError(f"method must be one of {', '.join(METHODS.names())}, not {method!r}")
         chosen = METHODS.get(method)
         if isinstance(chosen, AdaptiveRK):
-            if options:
-                raise TypeError(f"'{method}' is adaptive: it steps on a grid of its own and takes no options")
             given = {"rtol": rtol, "atol": atol}
             chosen = chosen.with_settings(**{name: float(value) for name, value in given.items() if value is not None})
         unknown = [name for name in options or {} if name not in _OPTIONS]
