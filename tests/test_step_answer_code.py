@@ -23,6 +23,12 @@ from .test_step_problems import _seeded, flat, loop_of, rel_err
 FIXTURE = Path(__file__).parent / "fixtures" / "anode.py"
 
 
+def _sweep(out, library: str, **grid) -> ra.SweepResult:
+    """The ANODE fixture swept in float16 without scaling."""
+    settings = {"dtype": "float16", "scaling": "none", "progress": False, "report": False}
+    return ra.sweep(model=f"{FIXTURE}:anode", library=library, out=out, **(settings | grid))
+
+
 def _handed_odeint(library: str):
     """The `odeint` the answer's code imports for `library`, imported as that code imports it."""
     namespace: dict = {}
@@ -43,18 +49,7 @@ def _handed_odeint(library: str):
     ],
 )
 def test_the_answers_code_drops_the_steps_own_method_and_runs_what_the_row_measured(tmp_path, library):
-    result = ra.sweep(
-        model=f"{FIXTURE}:anode",
-        timesteps=[4, 8],
-        library=library,
-        method="rk4",
-        dtype="float16",
-        scaling="none",
-        noise_batches=4,
-        out=tmp_path / library,
-        progress=False,
-        report=False,
-    )
+    result = _sweep(tmp_path / library, library, timesteps=[4, 8], method="rk4", noise_batches=4)
     answer = result.answers["float16"]
     assert answer["train"], answer
     code, n = answer["code"], answer["n_timesteps"]
@@ -92,20 +87,7 @@ def test_the_answers_code_drops_the_steps_own_method_and_runs_what_the_row_measu
 @pytest.mark.parametrize("library", ["torchdiffeq", pytest.param("torchode", marks=needs("torchode"))])
 def test_an_adaptive_answers_code_solves_with_the_runs_tolerances(tmp_path, library):
     """Not the solver's own defaults (torchdiffeq's rtol 1e-7 takes many more steps): its evaluations are the row's."""
-    result = ra.sweep(
-        model=f"{FIXTURE}:anode",
-        timesteps=[4],
-        library=library,
-        method="dopri5",
-        rtol=1e-2,
-        atol=1e-4,
-        dtype="float16",
-        scaling="none",
-        noise_batches=2,
-        out=tmp_path / library,
-        progress=False,
-        report=False,
-    )
+    result = _sweep(tmp_path / library, library, timesteps=[4], method="dopri5", rtol=1e-2, atol=1e-4, noise_batches=2)
     answer = result.answers["float16"]
     assert answer["train"] and 'method="dopri5", rtol=0.01, atol=0.0001' in answer["code"], answer
     problem = _seeded(anode.anode)
