@@ -12,7 +12,9 @@ Each axis (its sweep key in parentheses), what a value of it implements, and the
   (`func`, `y0`, the `loss` of the whole trajectory on [0, 1]); registered with `register_model`.
 - data (`data`): `DataSource`: `load(...)` returning a `Batch`; registered with `register_data_source`.
 - solver library (`library`): `SolverLibrary`: `unsupported_method_reason(method)`,
-  `solve(func, y0, t, method, scaler, report)`; registered with `register_library`.
+  `solve(func, y0, t, method, scaler, report)`, and `import_line`, the line the answer's code imports an `odeint` with
+  torchdiffeq's signature with (`odeint_of(library)` makes one that solves through `solve`; without the line, the
+  answer hands no code); registered with `register_library`.
 - method (`method`): an `ExplicitRK` tableau (fixed grid) or an `AdaptiveRK` pair; registered with
   `register_method`.
 - dtype (`dtype`): a `DtypeSpec`; registered with `register_dtype`.
@@ -50,6 +52,7 @@ from .axes.data import DATA_SOURCES, Batch, DataOptions, DataSource
 from .axes.dtypes import DTYPES, DtypeSpec
 from .axes.libraries import ENTRY_POINT_GROUP as LIBRARY_ENTRY_POINT_GROUP
 from .axes.libraries import LIBRARIES, SolverLibrary
+from .axes.libraries.handed import odeint_of
 from .axes.loss_placements import LOSS_PLACEMENTS, LossPlacement
 from .axes.methods import METHODS, AdaptiveRK, ExplicitRK, Method
 from .axes.models import MODELS, ModelOptions, ModelSpec, NoMoreBatches, Problem, TrajectoryProblem
@@ -98,6 +101,7 @@ __all__ = [
     "SolverLibrary",
     "StepBudgetExhausted",
     "UpdateRule",
+    "odeint_of",
     "register_arithmetic",
     "register_data_source",
     "register_dtype",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -100,3 +101,9 @@ def snapshot(folder: Path) -> dict[str, bytes | None]:
         str(p.relative_to(folder)): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
         for p in sorted(folder.rglob("*"))
     }
+
+
+def needs(package: str) -> pytest.MarkDecorator:
+    """Skip, with its reason, a test of an optional solver library's package that is not installed."""
+    absent = importlib.util.find_spec(package) is None
+    return pytest.mark.skipif(absent, reason=f"{package} is not installed: an optional solver library")

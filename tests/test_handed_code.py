@@ -17,6 +17,10 @@ from pathlib import Path
 import pytest
 
 import roundoff_analyzer as ra
+from roundoff_analyzer.axes.libraries import LIBRARIES
+from roundoff_analyzer.axes.libraries.base import NO_IMPORT_LINE
+
+from .conftest import needs
 
 REPO = Path(__file__).resolve().parents[1]
 LOSS = re.compile(r"^loss (\S+)$", re.MULTILINE)
@@ -187,3 +191,57 @@ def test_a_model_whose_solve_is_inside_an_installed_package_runs_as_handed(monke
     code = result.answers["float16"]["code"]
     assert "answered_by(solve, adjoint=solve_adjoint)" in code and "from torchdiffeq import odeint_adjoint" in code
     _assert_runs(result, "float16", tmp_path)
+
+
+FORMS = [
+    ("otflow", {"d": 3, "hidden": 8, "batch": 16}),
+    ("examples/cnf.py:cnf", {"batch": 16, "hidden": 4, "width": 8, "t1": 1.0}),  # a step solving with its `odeint`
+    ("examples/odeblock.py:odenet", {"batch": 16, "hidden": 8}),  # a step whose module calls torchdiffeq
+    ("examples/damped_oscillator.py:damped_oscillator", {"hidden": 8, "batch": 8}),  # a (func, y0, loss)
+]
+# rampde runs its mixed precision under CUDA autocast only: on a CPU its rows are `pure` (float16 weights and batch).
+# native and torchdiffeq: the tests above.
+LIBRARIES_BESIDE = ("torchdiffeq-adjoint", "native-low", "torchode", "torchdyn", "rampde")
+OPTIONAL = ("torchode", "torchdyn", "rampde")
+
+
+def _library_forms() -> list:
+    cases = []
+    for library in LIBRARIES_BESIDE:
+        for spec, options in FORMS:
+            optional = [needs(library)] if library in OPTIONAL else []
+            cases.append(pytest.param(library, spec, options, marks=optional, id=f"{library}-{spec}"))
+    return cases
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("library", "spec", "options"), _library_forms())
+def test_every_built_in_librarys_code_runs_as_handed(monkeypatch, tmp_path, library, spec, options):
+    """For torchode, torchdyn, rampde and torchdiffeq's adjoint, the code imports an `odeint` with torchdiffeq's
+    signature that solves through the library's adapter (axes/libraries/handed.py), not one it never imported."""
+    monkeypatch.chdir(REPO)
+    mode = "pure" if library == "rampde" else "autocast"
+    result = _sweep(spec, tmp_path / "sweep", options=options, library=library, mode=mode)
+    assert (result.results["status"] == "ok").all(), result.results["failure_message"]
+    if library != "native-low":  # the native solver's step code imports equal_steps and odeint in one line
+        assert LIBRARIES.get(library).import_line in result.answers["float16"]["code"]
+    _assert_runs(result, "float16", REPO, batches=1 if "oscillator" in spec else 2)
+
+
+@pytest.mark.slow
+def test_a_pure_steps_code_casts_the_batch_as_the_runs_did(monkeypatch, tmp_path):
+    """In mode `pure` the runs cast the batch's floating-point tensors with the weights: so does the code."""
+    monkeypatch.chdir(REPO)
+    spec, options = FORMS[1]
+    result = _sweep(spec, tmp_path / "sweep", options=options, mode="pure")
+    assert "torch.utils._pytree.tree_map(to_low, batch)" in result.answers["float16"]["code"]
+    _assert_runs(result, "float16", REPO)
+
+
+def test_a_plugin_library_without_an_import_line_gets_one_line_saying_what_to_add(monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    library = "examples/unrolled_solver.py:library"
+    result = _sweep("otflow", tmp_path / "sweep", options={"d": 3, "hidden": 8, "batch": 16}, library=library)
+    assert result.answers["float16"]["train"], result.answers["float16"]
+    # The library's own name (its `name`; its rows carry its location).
+    assert result.answers["float16"]["code"] == NO_IMPORT_LINE.format(name="unrolled-rk")

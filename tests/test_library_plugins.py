@@ -186,7 +186,7 @@ class _PlainScaling:
 
 def test_a_plugin_library_or_scaling_without_the_declared_members_reads_their_defaults():
     from roundoff_analyzer.axes.libraries.base import _OPTIONAL as LIBRARY_OPTIONAL
-    from roundoff_analyzer.axes.libraries.base import SolverLibrary
+    from roundoff_analyzer.axes.libraries.base import NO_IMPORT_LINE, SolverLibrary
     from roundoff_analyzer.axes.methods import METHODS
     from roundoff_analyzer.axes.methods.base import tableau_of
     from roundoff_analyzer.axes.scalings.base import _OPTIONAL as SCALING_OPTIONAL
@@ -197,7 +197,7 @@ def test_a_plugin_library_or_scaling_without_the_declared_members_reads_their_de
     plugin = _PlainLibrary()
     library = libraries.register(plugin)
     assert unwrap(library) is plugin and library.description == plugin.description
-    assert library.import_line == "# solve with plain, as this sweep did"
+    assert library.import_line == NO_IMPORT_LINE.format(name="plain")
     assert (library.native_solver, library.returns_low_trajectory, library.routed_function) == (False, False, None)
     method = METHODS.get("rk4")
     assert tableau_of(library, method) == method.tableau

@@ -13,28 +13,43 @@ import torch
 import torchdiffeq
 
 import roundoff_analyzer as ra
+from roundoff_analyzer.axes.libraries import LIBRARIES
 from roundoff_analyzer.solvers import equal_steps, odeint
 
+from .conftest import needs
 from .fixtures import anode
 from .test_step_problems import _seeded, flat, loop_of, rel_err
 
 FIXTURE = Path(__file__).parent / "fixtures" / "anode.py"
 
 
-@pytest.mark.parametrize("library", ["native", "torchdiffeq"])
+def _sweep(out, library: str, **grid) -> ra.SweepResult:
+    """The ANODE fixture swept in float16 without scaling."""
+    settings = {"dtype": "float16", "scaling": "none", "progress": False, "report": False}
+    return ra.sweep(model=f"{FIXTURE}:anode", library=library, out=out, **(settings | grid))
+
+
+def _handed_odeint(library: str):
+    """The `odeint` the answer's code imports for `library`, imported as that code imports it."""
+    namespace: dict = {}
+    exec(LIBRARIES.get(library).import_line, namespace)
+    return namespace["odeint"]
+
+
+# torchode's and torchdyn's own functions are not torchdiffeq's: the code imports `odeint_of` theirs. rampde runs its
+# mixed precision only under CUDA autocast (here: the handed code's tests, in `pure` mode).
+@pytest.mark.parametrize(
+    "library",
+    [
+        "native",
+        "torchdiffeq",
+        "torchdiffeq-adjoint",
+        pytest.param("torchode", marks=needs("torchode")),
+        pytest.param("torchdyn", marks=needs("torchdyn")),
+    ],
+)
 def test_the_answers_code_drops_the_steps_own_method_and_runs_what_the_row_measured(tmp_path, library):
-    result = ra.sweep(
-        model=f"{FIXTURE}:anode",
-        timesteps=[4, 8],
-        library=library,
-        method="rk4",
-        dtype="float16",
-        scaling="none",
-        noise_batches=4,
-        out=tmp_path / library,
-        progress=False,
-        report=False,
-    )
+    result = _sweep(tmp_path / library, library, timesteps=[4, 8], method="rk4", noise_batches=4)
     answer = result.answers["float16"]
     assert answer["train"], answer
     code, n = answer["code"], answer["n_timesteps"]
@@ -58,6 +73,8 @@ def test_the_answers_code_drops_the_steps_own_method_and_runs_what_the_row_measu
 
     def measured(func, y0, t, **named):
         solve, method = (odeint, "rk4_classical") if library == "native" else (torchdiffeq.odeint, "rk4")
+        if library not in ("native", "torchdiffeq"):
+            solve = _handed_odeint(library)
         return solve(func, y0, t, method=method, options=dict(grid_constructor=equal_steps(n)))
 
     loss = reference.step(model64, (x.double(), labels), measured)
@@ -65,3 +82,18 @@ def test_the_answers_code_drops_the_steps_own_method_and_runs_what_the_row_measu
     assert rel_err(flat(p.grad for p in model.parameters()), expected) == pytest.approx(
         row["grad_params_rel_err"], rel=1e-6
     )
+
+
+@pytest.mark.parametrize("library", ["torchdiffeq", pytest.param("torchode", marks=needs("torchode"))])
+def test_an_adaptive_answers_code_solves_with_the_runs_tolerances(tmp_path, library):
+    """Not the solver's own defaults (torchdiffeq's rtol 1e-7 takes many more steps): its evaluations are the row's."""
+    result = _sweep(tmp_path / library, library, timesteps=[4], method="dopri5", rtol=1e-2, atol=1e-4, noise_batches=2)
+    answer = result.answers["float16"]
+    assert answer["train"] and 'method="dopri5", rtol=0.01, atol=0.0001' in answer["code"], answer
+    problem = _seeded(anode.anode)
+    model, calls = problem.model, []
+    model.odefunc.register_forward_hook(lambda *_: calls.append(torch._C._current_graph_task_id() == -1))
+    names = {"torch": torch, "model": model, "step": problem.step, "batches": [problem.sample_batch(0)]}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    exec(loop_of(answer["code"]), names | {"optimizer": optimizer, "max_norm": float("inf")})
+    assert sum(calls) == result.results["nfe"].iloc[0]

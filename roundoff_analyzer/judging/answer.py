@@ -99,6 +99,8 @@ class Answer:
     # another label (None: not measured, or the same label).
     other_placement: verdict.SetupJudgement | None = None
     kept: Kept | None = None  # where the chosen runs kept modules in float32: what that bought and cost
+    # (rtol, atol) of the chosen runs where their method is adaptive: the answer's code solves with them.
+    tolerances: tuple[float, float] | None = None
 
     @property
     def loss_in(self) -> str:
@@ -227,7 +229,16 @@ def _answer(
         cost(results, at) if train else None,
         arithmetic,
         other_placement,
+        tolerances=_tolerances(at),
     )
+
+
+def _tolerances(runs: pd.DataFrame) -> tuple[float, float] | None:
+    """The (rtol, atol) the runs' adaptive method solved with; None for a fixed-grid method."""
+    if "rtol" not in runs or "atol" not in runs or runs["rtol"].isna().all():
+        return None
+    row = runs.dropna(subset=["rtol"]).iloc[0]
+    return float(row["rtol"]), float(row["atol"])
 
 
 def _best_method(runs: pd.DataFrame, judgement: verdict.SetupJudgement) -> str | None:

@@ -8,7 +8,8 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 from tabulate import tabulate
 
-from ..axes.libraries.base import library_member  # noqa: F401  (the report's modules read it here)
+# The report's modules read these here.
+from ..axes.libraries.base import import_line_of, library_member, writes_no_code  # noqa: F401
 from ..axes.scalings import SCALINGS, ScalingCode
 from .findings import SETUP_COLUMNS
 
@@ -24,9 +25,9 @@ def scaling_words(name: str) -> str:
 
 def library_import_line(name: str) -> str | None:
     """The line a training script imports its `odeint` with to solve as library `name` does: the library's own
-    `import_line` (None: the script's torchdiffeq import stands), else a comment naming the library. Registered names
-    only, as for a scaling's words."""
-    return library_member(name, "import_line")
+    `import_line` (None: the script's torchdiffeq import stands), else the one-line refusal of code (`writes_no_code`).
+    Registered names only, as for a scaling's words."""
+    return import_line_of(name)
 
 
 def scaling_code(name: str) -> ScalingCode:

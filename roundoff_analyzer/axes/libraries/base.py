@@ -48,9 +48,13 @@ class LibraryAdapter(Protocol):
 
 class SolverLibrary(LibraryAdapter, Protocol):
     description: str
-    # The line the answer's code imports its `odeint` with to solve as this library does (None: the script's own
-    # torchdiffeq import stands); a library without it: a comment saying to solve with the library by name.
+    # The line the answer's code imports its `odeint` with, torchdiffeq's signature, to solve as this library's runs
+    # did (None: the script's own torchdiffeq import stands; `odeint_of` in handed.py makes such a function from an
+    # adapter). A library without it gets no code: the answer says so in one line (NO_IMPORT_LINE).
     import_line: str | None
+    # Whether that `odeint` takes `model=`: the module whose parameters a field that is not a module reaches, which a
+    # library differentiating func.parameters() only needs (the answer's step code passes it, as the sweep does).
+    odeint_takes_model: bool = False
     # Whether it is this package's solver (roundoff_analyzer.solvers.odeint): it sums the gradients in float32, and
     # the answer's code imports it and names its classical rk4 `rk4_classical`.
     native_solver: bool = False
@@ -80,9 +84,23 @@ def _tableau_of_method(name: str) -> Callable[[Method], str]:
     return lambda method: SolverLibrary.tableau_name(None, method)  # type: ignore[arg-type]
 
 
+# The answer's code for a library without `import_line`: no code, in one line saying what to add. The `#` marks it.
+NO_CODE = "# no code: "
+NO_IMPORT_LINE = (
+    NO_CODE + "library {name} declares no import_line, the line a script imports an odeint with torchdiffeq's "
+    "signature from to solve as its runs did; add one (see `SolverLibrary`)"
+)
+
+
+def writes_no_code(import_line: str | None) -> bool:
+    """Whether a library's `import_line` is the refusal of a library that declares none."""
+    return import_line is not None and import_line.startswith(NO_CODE)
+
+
 # What a library that leaves out an optional member of the protocol reads as, given its name.
 _OPTIONAL: dict[str, Callable[[str], Any]] = {
-    "import_line": lambda name: f"# solve with {name}, as this sweep did",
+    "import_line": lambda name: NO_IMPORT_LINE.format(name=name),
+    "odeint_takes_model": lambda name: False,
     "native_solver": lambda name: False,
     "returns_low_trajectory": lambda name: False,
     "routed_function": lambda name: None,
@@ -92,6 +110,14 @@ _OPTIONAL: dict[str, Callable[[str], Any]] = {
 
 LIBRARIES: RegistryWithDefaults[SolverLibrary] = RegistryWithDefaults("library", _OPTIONAL)
 MISSING_LIBRARIES: Registry[UnavailableLibrary] = Registry("library")
+
+
+def import_line_of(name: str) -> str | None:
+    """Library `name`'s `import_line` (`library_member`); for a library not installed here, the refusal saying so."""
+    if name not in LIBRARIES.names() and name in MISSING_LIBRARIES.names():
+        reason = MISSING_LIBRARIES.get(name).reason
+        return f"{NO_CODE}library {name} cannot be loaded here ({reason}), and its adapter declares the import_line"
+    return library_member(name, "import_line")
 
 
 def library_member(name: str, member: str) -> Any:

@@ -6,6 +6,7 @@ import torch
 from ...core.errors import LibraryUnsupported
 from ..methods import Method
 from .base import LibraryAdapter
+from .handed import odeint_of
 
 # rampde reads torch.is_autocast_enabled() (CUDA's) and autocasts with device_type="cuda" only.
 CPU_AUTOCAST_REASON = (
@@ -16,6 +17,9 @@ CPU_AUTOCAST_REASON = (
 
 class RampdeLibrary:
     name = "rampde"
+    import_line = "from roundoff_analyzer.axes.libraries.rampde_lib import odeint  # rampde, as swept"
+    # rampde differentiates func.parameters() only: the step's code hands it the model, as the sweep does.
+    odeint_takes_model = True
     supports_adjoint_scaling = False
 
     def unsupported_method_reason(self, method: Method) -> str | None:
@@ -35,3 +39,5 @@ class RampdeLibrary:
 
 
 LIBRARY: LibraryAdapter = RampdeLibrary()
+# torchdiffeq's signature, solving as the runs did: what the answer's code imports (`import_line`).
+odeint = odeint_of(LIBRARY)

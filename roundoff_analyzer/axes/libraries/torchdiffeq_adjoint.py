@@ -3,12 +3,15 @@ import torchdiffeq
 
 from ...solvers.field_tensors import reached_tensors
 from .base import LIBRARIES, SolverLibrary
+from .handed import odeint_of
 from .torchdiffeq_lib import adaptive_solve, solver_name, tableau_name, unsupported_reason
 
 
 class TorchdiffeqAdjointLibrary(SolverLibrary):
     name = "torchdiffeq-adjoint"
-    import_line = "from torchdiffeq import odeint_adjoint as odeint"
+    # Not torchdiffeq's odeint_adjoint itself: its gradients reach only `adjoint_params` (func's parameters by
+    # default), not the tensors a closure reaches, which the runs' solve finds (with_reached_tensors).
+    import_line = "from roundoff_analyzer.axes.libraries.torchdiffeq_adjoint import odeint  # as swept"
     routed_function = "odeint_adjoint"
     description = (
         f"torchdiffeq {torchdiffeq.__version__} odeint_adjoint: the continuous adjoint (optimise, then discretise), "
@@ -66,4 +69,7 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b))
 
 
-LIBRARIES.register(TorchdiffeqAdjointLibrary())
+_LIBRARY = TorchdiffeqAdjointLibrary()
+LIBRARIES.register(_LIBRARY)
+# torchdiffeq's signature, solving as the runs did: what the answer's code imports (`import_line`).
+odeint = odeint_of(_LIBRARY)

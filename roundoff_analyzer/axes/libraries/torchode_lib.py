@@ -5,6 +5,7 @@ from torchode.status_codes import REACHED_MAX_STEPS, Status
 
 from ..methods import AdaptiveRK, Method
 from .base import LibraryAdapter
+from .handed import odeint_of
 from .steps import exhausted
 
 
@@ -31,6 +32,7 @@ class _GridRungeKutta(ExplicitRungeKutta):
 
 class TorchodeLibrary:
     name = "torchode"
+    import_line = "from roundoff_analyzer.axes.libraries.torchode_lib import odeint  # torchode, as swept"
     supports_adjoint_scaling = False
 
     def unsupported_method_reason(self, method: Method) -> str | None:
@@ -73,3 +75,5 @@ class TorchodeLibrary:
 
 
 LIBRARY: LibraryAdapter = TorchodeLibrary()
+# torchdiffeq's signature, solving as the runs did: what the answer's code imports (`import_line`).
+odeint = odeint_of(LIBRARY)

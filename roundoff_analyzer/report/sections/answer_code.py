@@ -23,11 +23,16 @@ def code_lines(
     """The lines to write in a training script for this answer, as its rows ran: the solve, the loss formed where
     they formed it, the scaling they measured (GradScaler's loop with the clip after `unscale_`, or the native
     solver's adjoint scaler) and nothing they did not (no update of low-precision weights after a `pure` run).
-    Nothing for "do not", nor for a format emulated in software: no torch dtype computes in it. `problem`: the
+    Nothing for "do not", nor for a format emulated in software: no torch dtype computes in it; one line saying why
+    not for a library that declares no `import_line` (or is not installed here). `problem`: the
     manifest's record of the model's form; a training step's code calls the user's step. `measured`: the code that
     builds a built-in model as the sweep measured it, which the lines start from."""
     if not a.train or a.arithmetic == "emulated":
         return []
+    import_line = formatting.library_import_line(a.library)
+    if formatting.writes_no_code(import_line):
+        assert import_line is not None
+        return [import_line]  # code that calls an odeint it never imported would not run as handed
     # A training answer has its method, chosen among the methods that ran, so at one n_timesteps at least.
     assert a.method is not None and a.n_timesteps is not None
     device_type = "cuda" if device and str(device).startswith("cuda") else "cpu"

@@ -35,8 +35,10 @@ def library_imports(a: answer.Answer, step: bool, whole_script: bool = False, an
 
 
 def solver_arguments(a: answer.Answer, method: str) -> list[str]:
-    """The solver's keyword arguments as the runs solved: the method, the adjoint scaler, the low trajectory."""
-    arguments = [f'method="{method}"', *formatting.scaling_code(a.scaling).solver_arguments]
+    """The solver's keyword arguments as the runs solved: the method (an adaptive one's tolerances), the adjoint
+    scaler, the low trajectory."""
+    tolerances = [f"rtol={a.tolerances[0]:g}", f"atol={a.tolerances[1]:g}"] if a.tolerances is not None else []
+    arguments = [f'method="{method}"', *tolerances, *formatting.scaling_code(a.scaling).solver_arguments]
     if formatting.library_member(a.library, "returns_low_trajectory"):
         arguments.append('trajectory_dtype="low"')
     return arguments

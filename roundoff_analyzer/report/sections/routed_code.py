@@ -28,9 +28,9 @@ class RoutedCode:
 
 def routed_code(a: answer.Answer, problem: dict) -> RoutedCode:
     """The routed calls' part of answer `a`'s code; nothing where the step's solves all came through its argument, or
-    where `a`'s library has no `odeint` to write (a comment says to solve with it by name)."""
+    where `a`'s library has no `odeint` to write (the code is then one line saying why)."""
     routed = [RoutedSolves(**record) for record in problem.get("routed") or []]
-    if not routed or _writes_no_odeint(a.library):
+    if not routed or formatting.writes_no_code(formatting.library_import_line(a.library)):
         return RoutedCode()
     form = formatting.library_member(a.library, "adjoint_form")
     adjoint = form is not None and any(r.function == "odeint_adjoint" for r in routed)
@@ -39,11 +39,6 @@ def routed_code(a: answer.Answer, problem: dict) -> RoutedCode:
     answering = f"solve, adjoint={ADJOINT_SOLVE}" if function is not None else "solve"
     comments = tuple(_comment(r, function is not None and r.function == "odeint_adjoint", form) for r in routed)
     return RoutedCode(tuple(imports), comments, function, f"answered_by({answering})")
-
-
-def _writes_no_odeint(library: str) -> bool:
-    line = formatting.library_import_line(library)
-    return line is not None and line.startswith("#")
 
 
 def _comment(routed: RoutedSolves, by_adjoint: bool, form: str | None) -> str:

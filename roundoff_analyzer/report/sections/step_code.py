@@ -5,6 +5,7 @@ autocast as the runs placed it (the whole step, or the solves alone)."""
 from __future__ import annotations
 
 from ...judging import answer
+from .. import formatting
 from .code_parts import after_backward, backward_line, before_loop, library_imports, loss_line, solver_arguments
 from .model_code import ModelCode
 from .routed_code import ADJOINT_SOLVE, routed_code
@@ -20,6 +21,8 @@ def step_code_lines(
     assert a.n_timesteps is not None  # a training answer ran at one n_timesteps at least
     n = a.n_timesteps
     solver_options = [*solver_arguments(a, method), f"options=dict(grid_constructor=equal_steps({n}))"]
+    if formatting.library_member(a.library, "odeint_takes_model"):
+        solver_options.append("model=model")  # the parameters a field that is not a module reaches, as the sweep did
     span = f"t from {problem['t0']:.4g} to {problem['t1']:.4g}" if "t0" in problem else "its span"
     named = problem.get("solver_arguments")
     cache = ", cache_enabled=False" if a.mode == "autocast-nocache" else ""
@@ -44,8 +47,14 @@ def step_code_lines(
         lines += _solve_lines(
             ADJOINT_SOLVE, routed.adjoint_function, solver_options, partial, whole_step, autocast, adjoint=True
         )
-    pure = f"  # its floating-point tensors in {dtype}" if a.mode == "pure" and not plain else ""
-    lines += [f"for batch in batches:{pure}", "    optimizer.zero_grad()"]
+    cast = a.mode == "pure" and not plain
+    if cast:
+        lines += [
+            f"def to_low(x):  # the batch's floating-point tensors in {dtype}, as measured",
+            f"    return x.to({dtype}) if torch.is_tensor(x) and x.is_floating_point() else x",
+        ]
+    cast_line = "    batch = torch.utils._pytree.tree_map(to_low, batch)  # in any nesting of tuples, dicts"
+    lines += ["for batch in batches:", *([cast_line] if cast else []), "    optimizer.zero_grad()"]
     call = (
         f"loss = step(model, batch, solve)  # your step, each solve in {n} equal steps across its span ({span}), "
         "as measured"
