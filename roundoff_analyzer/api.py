@@ -222,49 +222,30 @@ def run_sweep(
 ) -> SweepResult:
     """Run what the folder does not hold yet; write the report unless `report` is False. Raises
     sweep.SweepInterrupted / SweepIncomplete when configurations are left without a result."""
-    ahead = None
     with inert_breakpoints():  # a breakpoint() left in the user's model must not hold a batch sweep at a pdb prompt
         outcome = engine.run(planned.plan, planned.out, progress=progress, force=force, stop_requested=stop_requested)
-        configs = _setups_to_time(planned, outcome)
-        if report and configs:
-            # The timing pass runs in this process alone: a second one saves the report's figures meanwhile.
-            from .report.figure_files import draw_ahead
-
-            ahead = draw_ahead(planned.out)
-        try:
-            _time_the_answer(planned, configs, progress, stop_requested)
-        except BaseException:
-            if ahead is not None:
-                ahead.cancel()
-            raise
+        _time_the_answer(planned, outcome, progress, stop_requested)
     if report:
-        write_report(planned.out, ahead=ahead)
+        write_report(planned.out)
     loaded = load(planned.out)
     return replace(loaded, run=outcome)
 
 
-def _setups_to_time(planned: PlannedSweep, outcome: engine.SweepOutcome) -> list[Configuration] | None:
-    """The setups the answer compares, to be timed again: after a sweep that ran configurations, or one whose folder
-    has no timing yet. None where the sweep ran elsewhere (Slurm): this machine's times would say nothing of the
-    sweep's device; nor with `timing=False` (`--no-timing`)."""
-    plan = planned.plan
-    kept = outcome.n_run == 0 and (planned.out / TIMING).is_file()
-    if not plan.config.timing or not plan.executor.runs_here or kept:
-        return None
-    rows, _ = judged_rows(read_sweep_folder(planned.out))
-    return [Configuration(**config) for config in setups_to_time(rows.results)]
-
-
 def _time_the_answer(
     planned: PlannedSweep,
-    configs: list[Configuration] | None,
+    outcome: engine.SweepOutcome,
     progress: Progress | None,
     stop_requested: Callable[[], bool] | None,
 ) -> None:
-    """Time `configs` again, interleaved (execution/timing_pass.py), into timing.parquet; nothing where None."""
-    if configs is None:
-        return
+    """Time the setups the answer compares again, interleaved (execution/timing_pass.py), into timing.parquet: after a
+    sweep that ran configurations, or one whose folder has no timing yet. Not where the sweep ran elsewhere (Slurm):
+    this machine's times would say nothing of the sweep's device; nor with `timing=False` (`--no-timing`)."""
     plan = planned.plan
+    kept = outcome.n_run == 0 and (planned.out / TIMING).is_file()
+    if not plan.config.timing or not plan.executor.runs_here or kept:
+        return
+    rows, _ = judged_rows(read_sweep_folder(planned.out))
+    configs = [Configuration(**config) for config in setups_to_time(rows.results)]
     sweep_seconds = time.perf_counter() - planned.started
     if configs and progress is not None:
         progress.note(

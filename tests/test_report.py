@@ -21,9 +21,9 @@ from matplotlib.image import imread
 from roundoff_analyzer.axes.dtypes import DTYPES
 from roundoff_analyzer.judging import verdict
 from roundoff_analyzer.measuring.failures import FAILURE_CLASSES
-from roundoff_analyzer.report import FIGURES, REPORT, draw_figures, read_sweep_folder, write_report
+from roundoff_analyzer.report import FIGURES, draw_figures, read_sweep_folder
 from roundoff_analyzer.report.causes import explain
-from roundoff_analyzer.report.figure_files import draw_ahead, save_figures
+from roundoff_analyzer.report.figure_files import save_figures
 from roundoff_analyzer.report.figures import FAILED_LABEL, RECOVERED_LABEL, adjoint_range_figure, error_figure
 from roundoff_analyzer.report.findings import FailureGroup, overflow_progressions
 from roundoff_analyzer.report.formatting import markdown_table
@@ -981,29 +981,6 @@ def test_figures_saved_beside_a_helper_process_are_the_same_files_in_this_proces
     save_figures(read_sweep_folder(default_style), helper=False)
     assert _figure_files(default_style).keys() == _figure_files(alone).keys()
     assert _figure_files(default_style) != _figure_files(alone)  # the style reached every file, the helper's too
-
-
-@pytest.mark.slow  # the report written twice, a helper process forked
-def test_figures_saved_ahead_while_the_answer_is_timed_give_the_same_files_and_report(overflow_sweep, tmp_path):
-    alone = _copied_without_figures(overflow_sweep, tmp_path / "alone")
-    ahead = _copied_without_figures(overflow_sweep, tmp_path / "ahead")
-    write_report(alone)
-    started = draw_ahead(ahead, helper=True)
-    assert started is not None and draw_ahead(ahead, helper=False) is None
-    write_report(ahead, ahead=started)
-    assert _figure_files(alone) == _figure_files(ahead) and len(_figure_files(ahead)) >= 4
-    assert (alone / REPORT).read_text().replace("`alone/", "`ahead/") == (ahead / REPORT).read_text()
-
-
-def test_a_helper_ahead_that_fails_leaves_every_figure_to_this_process(overflow_sweep, tmp_path):
-    folder = _copied_without_figures(overflow_sweep, tmp_path / "sweep")
-    failing = draw_ahead(tmp_path / "no sweep here", helper=True)  # the helper finds no tables to draw from
-    assert failing is not None
-    write_report(folder, ahead=failing)
-    names = list(draw_figures(read_sweep_folder(folder)))
-    assert names and all((folder / FIGURES / f"{name}.png").is_file() for name in names)
-    text = (folder / REPORT).read_text()
-    assert all(f"{FIGURES}/{name}.png" in text for name in names)
 
 
 def test_a_helper_that_fails_leaves_its_figures_to_this_process(overflow_sweep, tmp_path):

@@ -5,15 +5,12 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.errors import InputError
 from ..storage.results import atomic_write_bytes
 from .markdown import render
 from .sweep_folder import SweepFolder, read_sweep_folder
-
-if TYPE_CHECKING:
-    from .figure_files import FiguresAhead
 
 REPORT = "report.md"
 # Read from the modules that draw, which import matplotlib (0.4 s): a sweep imports them when its report is written,
@@ -30,9 +27,8 @@ def __getattr__(name: str) -> Any:
 __all__ = ["write_report", "read_sweep_folder", "draw_figures", "figure_plan", "SweepFolder", "REPORT", "FIGURES"]
 
 
-def write_report(folder: str | Path, out: str | Path | None = None, ahead: FiguresAhead | None = None) -> Path:
+def write_report(folder: str | Path, out: str | Path | None = None) -> Path:
     """Write the report of a sweep folder (default `folder/report.md`) and its figures under `folder/figures/`.
-    `ahead`: its figures being saved already in a second process (figure_files.py's `draw_ahead`).
 
     Bad input raises InputError before anything is written; each file is written to a temporary name and renamed.
     """
@@ -41,26 +37,13 @@ def write_report(folder: str | Path, out: str | Path | None = None, ahead: Figur
     if target.is_dir():
         raise InputError(f"--out '{target}' is a folder; give the path of the markdown file to write")
     target.parent.mkdir(parents=True, exist_ok=True)
-    from .figure_files import FIGURES, save_figures
-    from .figure_plan import figure_plan
+    from .figure_files import save_figures
 
-    if ahead is None:
-        text = render(sweep, _links(save_figures(sweep), target))
-    else:
-        # Rendered while the helper saves the figures, each planned figure linked; again where one was not drawn.
-        planned = [sweep.path / FIGURES / f"{name}.png" for name in figure_plan(sweep)]
-        text = render(sweep, _links(planned, target))
-        saved = save_figures(sweep, ahead=ahead)
-        if saved != planned:
-            text = render(sweep, _links(saved, target))
-    atomic_write_bytes(target, text.encode())
+    links: dict[str, tuple[str, str]] = {}
+    for png in save_figures(sweep):
+        links[png.stem] = (_relative(png, target.parent), _relative(png.with_suffix(".svg"), target.parent))
+    atomic_write_bytes(target, render(sweep, links).encode())
     return target
-
-
-def _links(pngs: list[Path], target: Path) -> dict[str, tuple[str, str]]:
-    """Each figure's PNG and SVG, relative to the report's folder, by name."""
-    start = target.parent
-    return {png.stem: (_relative(png, start), _relative(png.with_suffix(".svg"), start)) for png in pngs}
 
 
 def _relative(path: Path, start: Path) -> str:

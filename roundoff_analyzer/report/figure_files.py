@@ -8,10 +8,6 @@ from the folder's tables while this one saves the rest: it first imports pandas,
 one figure in HELPER_SHARE, the last ones (the adjoint's range, drawn over every step, is the
 costliest). The files are the same bytes either way: the same code draws them from the same tables, with this
 process's matplotlib settings; should the helper fail, this process saves its figures too.
-
-After a sweep whose answer is timed again, the helper starts earlier and saves every figure (`draw_ahead`): the timing
-pass runs in this process alone for seconds (at least MIN_REPEATS rounds), leaving the other core idle, and the figures
-are drawn from the results and the profile, which the timing pass does not change.
 """
 
 from __future__ import annotations
@@ -20,7 +16,6 @@ import concurrent.futures
 import contextlib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -38,48 +33,16 @@ HELPER_SHARE = 3
 _NOT_STYLE = ("backend", "backend_fallback", "interactive", "toolbar", "timezone")
 
 
-@dataclass
-class FiguresAhead:
-    """Every figure of a folder's report being saved in a second process, started by `draw_ahead`."""
-
-    pool: concurrent.futures.ProcessPoolExecutor
-    pending: concurrent.futures.Future
-
-    def drawn(self) -> tuple[list[str], list[str]] | None:
-        """(the figures the helper planned, those it drew) once it has ended; None where it failed."""
-        with self.pool:
-            return _result(self.pending)
-
-    def cancel(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-def draw_ahead(folder: Path, helper: bool | None = None) -> FiguresAhead | None:
-    """Start saving every figure of the folder's report in a second process now, while this one goes on (times the
-    answer again); None where no second process is used (`helper`, default: where that process forks at once and has
-    a core of its own)."""
-    if not (_helper_available() if helper is None else helper):
-        return None
-    pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=worker_context())
-    return FiguresAhead(pool, pool.submit(save_all_in_helper, folder, _style()))
-
-
-def save_figures(sweep: SweepFolder, helper: bool | None = None, ahead: FiguresAhead | None = None) -> list[Path]:
+def save_figures(sweep: SweepFolder, helper: bool | None = None) -> list[Path]:
     """Draw and save every figure of the report under `sweep.path / FIGURES`; returns each saved figure's PNG path,
     in the report's order. `helper`: whether a second process saves some of them (default: where this process
-    started the fork server and has a second core). `ahead`: a helper that has been saving all of them; those it did
-    not plan as this process does (the folder changed meanwhile), or all where it failed, are saved here."""
+    started the fork server and has a second core)."""
     plan = figure_plan(sweep)
     names = list(plan)
-    folder = sweep.path / FIGURES
-    if ahead is not None:
-        found = ahead.drawn()
-        if found is not None and found[0] == names:
-            return [folder / f"{name}.png" for name in names if name in found[1]]
-        helper = False
     if helper is None:
-        helper = _helper_available()
+        helper = fork_server_started() and available_cores() > 1
     helped = names[len(names) - max(1, len(names) // HELPER_SHARE) :] if helper and len(names) > 1 else []
+    folder = sweep.path / FIGURES
     saved: dict[str, Path | None] = {}
     pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=worker_context()) if helped else None
     with pool if pool is not None else contextlib.nullcontext():
@@ -107,16 +70,6 @@ def save_in_helper(root: Path, names: list[str], style: dict[str, Any]) -> list[
         return [name for name in names if _save(plan[name], root / FIGURES, name) is not None]
 
 
-def save_all_in_helper(root: Path, style: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """In the helper: draw and save every figure of the folder's report; returns (the figures planned, those drawn)."""
-    names = list(figure_plan(read_sweep_folder(root)))
-    return names, save_in_helper(root, names, style)
-
-
-def _helper_available() -> bool:
-    return fork_server_started() and available_cores() > 1
-
-
 def _save(draw: Callable[[], Figure | None], folder: Path, name: str) -> Path | None:
     from . import figures
 
@@ -139,7 +92,7 @@ def _style() -> dict[str, Any]:
     }
 
 
-def _result(pending: concurrent.futures.Future | None) -> Any:
+def _result(pending: concurrent.futures.Future | None) -> list[str] | None:
     if pending is None:
         return None
     try:
