@@ -181,7 +181,8 @@ def solve_on_fine_grid(
         grads = next((g for c, g in done if torch.equal(c, cotangent)), None)
         if grads is None:
             # The cotangent enters as the gradient of <trajectory, cotangent>, the same bits (1 · c = c), not as
-            # grad_outputs: torch checks those with its symbolic shapes, whose first use imports sympy (0.4 s a process).
+            # grad_outputs: torch checks those with its symbolic shapes, whose first use imports sympy (0.4 s a
+            # process).
             pairing = (trajectory * cotangent).sum()
             found = torch.autograd.grad(pairing, leaves, retain_graph=True, allow_unused=True)
             grads = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(found, leaves)]
