@@ -12,13 +12,21 @@ import torch
 from roundoff_analyzer.axes.libraries import LIBRARIES
 from roundoff_analyzer.axes.methods import METHODS
 from roundoff_analyzer.axes.models import MODELS, TrajectoryProblem, parse_options
-from roundoff_analyzer.axes.modes import ProblemCopies
+from roundoff_analyzer.axes.modes import ProblemCopies, cast_run
 from roundoff_analyzer.axes.scalings import ScalerSettings
 from roundoff_analyzer.measuring import metrics
-from roundoff_analyzer.measuring.discretisation import ESTIMATED, fine_from_reference, fine_steps, solve_on_fine_grid
+from roundoff_analyzer.measuring.discretisation import (
+    ESTIMATED,
+    FINE_TABLEAU,
+    fine_from_reference,
+    fine_grid,
+    fine_steps,
+    solve_on_fine_grid,
+)
 from roundoff_analyzer.measuring.fine_error import differences, own_error
 from roundoff_analyzer.measuring.references import ReferenceCache
 from roundoff_analyzer.measuring.yardsticks import Yardsticks
+from roundoff_analyzer.solvers import odeint
 
 CPU = torch.device("cpu")
 
@@ -147,3 +155,29 @@ class _Field(torch.nn.Module):
 
     def forward(self, t, y):
         return self.net(y)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("coarsening", [1, 2])
+def test_the_fine_solve_is_the_drop_ins_solve_bit_for_bit(coarsening):
+    """The fine reference calls the native solver as the sweep's runs do (no later-reach walk) and hands the cotangent
+    in as the gradient of a pairing: the states, losses and gradients of the drop-in called with it as grad_outputs."""
+    spec = MODELS.get("otflow")
+    copies = ProblemCopies(spec.build(parse_options(spec, {"d": 3, "hidden": 8, "batch": 16}), CPU))
+    timesteps = [4, 16]
+    solved = solve_on_fine_grid(copies, timesteps, fine_steps(timesteps), CPU, coarsening)
+    prepared = cast_run(copies, torch.float64)
+    t, index = fine_grid(timesteps, fine_steps(timesteps), coarsening)
+    trajectory = odeint(prepared.model, prepared.batch, t, method=FINE_TABLEAU)
+    problem = copies.trajectory
+    assert problem is not None
+    for n in timesteps:
+        sampled = trajectory.detach()[index[n]].requires_grad_(True)
+        loss = problem.loss(sampled)
+        (on_points,) = torch.autograd.grad(loss, sampled)
+        cotangent = torch.zeros_like(trajectory)
+        cotangent[index[n]] = on_points
+        found = torch.autograd.grad(trajectory, prepared.leaves, cotangent, retain_graph=True, allow_unused=True)
+        expected = [torch.zeros_like(x) if g is None else g for g, x in zip(found, prepared.leaves, strict=True)]
+        assert torch.equal(solved[n].trajectory, trajectory.detach()[index[n]]) and torch.equal(solved[n].loss, loss)
+        assert all(torch.equal(a, b) for a, b in zip(solved[n].grads, expected, strict=True)), n

@@ -147,11 +147,14 @@ def test_a_worker_refuses_to_write_into_a_folder_that_holds_another_sweep(tmp_pa
         Worker(WorkerSettings(other, str(tmp_path / "sweep"), "cpu", threads=None))
 
 
-def test_the_fork_server_imports_what_a_run_needs_and_not_the_tables_libraries():
-    """A worker is ready once the server has imported its preload: torch and the measuring stage, not pandas or
-    matplotlib (the tables and the report are the sweep's own process's); pyarrow writes the shards."""
+def test_the_fork_server_imports_what_a_run_needs_and_not_the_reports_drawing():
+    """A worker is ready once the server has imported its preload: torch, the measuring stage and pandas, which pyarrow
+    imports to make a shard's table (a worker's first shard would import it); not matplotlib, which only the report's
+    figure process needs."""
     loaded = imported_heavy("import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in PRELOAD))
-    assert sorted(loaded) == ["pyarrow", "torch"]
+    assert sorted(loaded) == ["pandas", "pyarrow", "torch"]
+    shard = "import pyarrow as pa\npa.Table.from_pylist([{'a': 1.0}], schema=pa.schema([('a', pa.float64())]))"
+    assert "pandas" in imported_heavy(shard)
 
 
 @pytest.mark.slow  # a two-worker sweep from the command line: 15-60 s on 2 busy cores

@@ -21,9 +21,10 @@ from multiprocessing.context import BaseContext, ForkServerContext, SpawnContext
 
 from .server_environment import restore, set_for_server
 
-# What a worker imports before it measures anything; everything torch-heavy is beneath these. Not pandas or
-# matplotlib: the tables and the report are the parent's, and a worker writes its shards with pyarrow.
-# The guard first (standard library only): the server ends with the process that started
+# What a worker imports before it measures anything; everything torch-heavy is beneath these. pandas too: pyarrow
+# imports it to make a shard's table from Python values (0.3 s of a worker's first shard), and the report's figure
+# process (report/figure_files.py), forked from this server, reads the tables with it. Not matplotlib, which only
+# that process needs. The guard first (standard library only): the server ends with the process that started
 # it, even while it imports torch.
 PRELOAD = [
     "roundoff_analyzer.execution.fork_server_guard",
@@ -32,6 +33,7 @@ PRELOAD = [
     "torchdiffeq",
     "roundoff_analyzer.execution.worker",
     "roundoff_analyzer.execution.processes",
+    "pandas",
 ]
 
 

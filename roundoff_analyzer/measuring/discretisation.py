@@ -38,7 +38,7 @@ from ..axes.loss_placements import LOSS_PLACEMENTS
 from ..axes.methods import METHODS
 from ..axes.methods.rk4 import CLASSICAL
 from ..axes.modes import ProblemCopies, cast_run
-from ..solvers import odeint
+from ..solvers import native
 from ..solvers.grid_output import equal_grid
 from . import metrics
 from .draws import same_draws
@@ -186,7 +186,10 @@ def _fine_solutions(
     prepared = cast_run(copies, torch.float64)
     t, index = fine_grid(timesteps, steps, coarsening)
     t = t.to(device)
-    trajectory = odeint(prepared.model, prepared.batch, t, method=FINE_TABLEAU)
+    # The native solver as the sweep's own runs call it (axes/libraries/native.py), not through the drop-in: the field
+    # is the sweep's, whose contract check saw every evaluation of its step (measuring/outside_tensors.py), so the
+    # drop-in's later-reach walk of the kept graphs (a second of CPU a default sweep) could find nothing.
+    trajectory = native.odeint(prepared.model, prepared.batch, t, FINE_TABLEAU)
     leaves = prepared.leaves
     solutions: dict[int, FineSolution] = {}
     done: list[tuple[torch.Tensor, list[torch.Tensor]]] = []  # (cotangent on the fine grid, gradients)
@@ -200,7 +203,11 @@ def _fine_solutions(
         cotangent[points] = on_points
         grads = next((g for c, g in done if torch.equal(c, cotangent)), None)
         if grads is None:
-            found = torch.autograd.grad(trajectory, leaves, cotangent, retain_graph=True, allow_unused=True)
+            # The cotangent enters as the gradient of <trajectory, cotangent>, the same bits (1 · c = c), not as
+            # grad_outputs: torch checks those with its symbolic shapes, whose first use imports sympy (0.4 s a
+            # process).
+            pairing = (trajectory * cotangent).sum()
+            found = torch.autograd.grad(pairing, leaves, retain_graph=True, allow_unused=True)
             grads = [torch.zeros_like(x) if g is None else g.detach() for g, x in zip(found, leaves)]
             done.append((cotangent, grads))
         # The fine grid holds every output point: nothing is read between its points.
