@@ -276,12 +276,12 @@ def measure_size(
 
 
 def floors(size, rows: list[dict]) -> list[str]:
-    """What native must hold beyond what torchdiffeq holds, by its design, as a share of torchdiffeq's peak in each
-    dtype: the parameter gradients summed in float32 across the steps (torchdiffeq's autocast sums them in the
-    weights' low-precision copies, so in a low dtype these are beyond its peak), held from the backward's first step,
-    when the tape is still whole; and the low-memory path's least (those sums, the stored low-precision states and
-    the loss's gradient with respect to the trajectory, N + 1 float32 states, which torchdiffeq's peak holds too),
-    before any step's rebuilt graph."""
+    """What native holds by its design, as a share of torchdiffeq's peak in each dtype: in a low dtype, the parameter
+    gradients summed in float32 across the steps (torchdiffeq's autocast sums them in the weights' low-precision
+    copies), held beside the whole tape from the backward's first step (not a bound on the peak: the two peaks fall
+    at other moments, beside other temporaries); and the least the low-memory path holds from its second step on
+    (those sums, the stored low-precision states and the loss's gradient with respect to the trajectory, N + 1
+    float32 states, which torchdiffeq holds too), before that step's rebuilt graph."""
     method, hidden, batch, n = size
     sums = 4 * sum(p.numel() for p in MLP(hidden).parameters())
     lines = []
@@ -294,12 +294,12 @@ def floors(size, rows: list[dict]) -> list[str]:
         # In float32 torchdiffeq sums the gradients in float32 too: nothing beyond its peak.
         beyond = (
             f"native's float32 parameter-gradient sums {sums / 2**20:.2f} MiB = {sums / reference['peak_bytes']:.1%} "
-            "of torchdiffeq's peak (stored stages: at least 100% + that); "
+            "of torchdiffeq's peak (held beside the whole tape from the backward's first step); "
             if DTYPES[dtype] != torch.float32
             else ""
         )
         lines.append(
-            f"{dtype}: {beyond}the low-memory path's least {least / 2**20:.2f} MiB = "
+            f"{dtype}: {beyond}the low-memory path holds at least {least / 2**20:.2f} MiB = "
             f"{least / reference['peak_bytes']:.0%} of torchdiffeq's peak"
         )
     return lines
