@@ -72,7 +72,9 @@ def test_the_pass_times_the_answers_setups_interleaved_at_least_five_times(timed
     assert (timing["time_forward_s"] > 0).all() and (timing["time_backward_s"] > 0).all()
     assert timing["load_average_1m"].notna().all()
     manifest = timed_sweep.manifest
-    assert manifest["timing_pass_s"] > 0 and manifest["timing_sweep_s"] > manifest["timing_pass_s"]
+    # Both recorded; not compared: the choice and float32 are timed MIN_REPEATS times even where that takes longer
+    # than the sweep's own share allows (a small sweep's pass may outlast the sweep: CI saw 2.99 s against 2.14 s).
+    assert manifest["timing_pass_s"] > 0 and manifest["timing_sweep_s"] > 0
 
 
 @pytest.mark.slow
